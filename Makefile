@@ -1,0 +1,104 @@
+# aas - one non-recursive Makefile. Objects and binaries go under $(B).
+#   make            build aasd, aasctl
+#   make run        install packages, set up the private database, run aasd
+#   make test       install packages, set up, run every test
+#   make asan       the same tests against an AddressSanitizer/UBSan build
+#   make bench      benchmarks (ratios against baselines run alongside)
+#   make clean
+
+B       ?= build
+CC      ?= gcc
+PKGS    := libmicrohttpd jansson libpq libcrypto libvirt libvirt-qemu libcurl
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
+CMOCKA_LIBS := $(shell pkg-config --libs cmocka)
+
+OPT     ?= -O2
+SAN     ?=
+CFLAGS  := -std=c17 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wvla \
+	-D_GNU_SOURCE -g $(OPT) $(SAN) -MMD -MP \
+	-Iserver -Ivmm -Ibilling -I$(B)/gen $(PKG_CFLAGS)
+LDFLAGS := $(SAN) -pthread
+LDLIBS  := $(PKG_LIBS) -lm
+
+# Library objects: everything except the programs' main files.
+LIB_SRC := \
+	server/log.c server/err.c server/config.c server/keys.c server/db.c \
+	server/migrate.c server/accounts.c server/jsonrpc.c server/jsonschema.c \
+	server/catalog.c server/tools.c server/tool_info.c server/session.c \
+	server/auth.c server/work.c server/sse.c server/http.c server/mcp.c \
+	server/app.c
+GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c
+
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(GEN_SRC:%.c=%.o)
+AASD_OBJ   := $(B)/server/aasd.o
+AASCTL_OBJ := $(B)/server/aasctl.o
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+
+MIGRATIONS := $(sort $(wildcard schema/[0-9]*.sql))
+
+.PHONY: all run test unit e2e asan bench clean image
+all: $(B)/aasd $(B)/aasctl
+
+$(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(B)/gen/%.o: $(B)/gen/%.c
+	$(CC) $(CFLAGS) -Wno-overlength-strings -c -o $@ $<
+
+$(B)/embed: tools/embed.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c17 -Wall -Wextra -Werror -O2 -o $@ $<
+
+$(B)/gen/embed_migrations.c: $(B)/embed $(MIGRATIONS)
+	@mkdir -p $(dir $@)
+	$(B)/embed embed_migrations $@ $(MIGRATIONS)
+
+$(B)/gen/embed_tools.c: $(B)/embed server/tools.json
+	@mkdir -p $(dir $@)
+	$(B)/embed embed_tools $@ server/tools.json
+
+$(B)/libaas.a: $(LIB_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(B)/aasd: $(AASD_OBJ) $(B)/libaas.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/aasctl: $(AASCTL_OBJ) $(B)/libaas.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(B)/tests/%: tests/unit/%.c $(B)/libaas.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libaas.a $(LDLIBS) $(CMOCKA_LIBS)
+
+unit: $(UNIT_BIN)
+
+# The README's commands.
+run: 
+	sh deploy/install-deps.sh
+	$(MAKE) all
+	sh deploy/dev-run.sh
+
+test:
+	sh deploy/install-deps.sh
+	$(MAKE) all unit
+	B=$(B) sh tests/run.sh
+
+asan:
+	sh deploy/install-deps.sh
+	$(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all unit
+	B=build/asan ASAN_OPTIONS=detect_leaks=1 sh tests/run.sh
+
+bench:
+	sh deploy/install-deps.sh
+	$(MAKE) all
+	B=$(B) sh bench/run.sh
+
+clean:
+	rm -rf build
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -1,0 +1,42 @@
+#!/bin/sh
+# Installs the Debian packages aas builds and runs with. Idempotent: only
+# missing packages are installed, and apt's lists are refreshed only then.
+set -eu
+
+PKGS="build-essential pkg-config make gcc
+libmicrohttpd-dev libjansson-dev libpq-dev libssl-dev libcurl4-openssl-dev
+libvirt-dev libvirt-daemon-driver-qemu libcmocka-dev
+postgresql postgresql-client
+qemu-system-x86 qemu-utils mmdebstrap passt nftables
+curl wrk"
+
+missing=""
+for p in $PKGS; do
+	if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+		missing="$missing $p"
+	fi
+done
+
+# Node.js may come from another packaging than Debian's; only ask apt for it
+# when no node/npm is on the PATH.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+	missing="$missing nodejs npm"
+fi
+
+if [ -n "$missing" ]; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "install-deps: missing packages:$missing (run as root to install them)" >&2
+		exit 1
+	fi
+	echo "install-deps: installing$missing" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q >/dev/null
+	# shellcheck disable=SC2086
+	apt-get install -y -q --no-install-recommends $missing >/dev/null
+fi
+
+# Debian ships each PostgreSQL server under a versioned directory.
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+	echo "install-deps: PostgreSQL server binaries not found" >&2
+	exit 1
+fi

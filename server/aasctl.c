@@ -1,0 +1,229 @@
+/* aasctl.c - admin CLI: accounts, API keys, schema. Talks to PostgreSQL
+ * directly with the same configuration as aasd. Prints JSON. */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <openssl/crypto.h>
+
+#include "accounts.h"
+#include "app.h"
+#include "config.h"
+#include "log.h"
+
+static const char usage[] =
+    "usage: aasctl COMMAND [options]\n"
+    "  migrate                                   apply database migrations\n"
+    "  account create --email E                  new account and its first API key\n"
+    "  account list\n"
+    "  key create --account ID [--name N]        new API key (shown once)\n"
+    "  key list --account ID\n"
+    "  key revoke --key KEY_ID\n"
+    "  dev-key --email E --file F                reuse the key in F if it still works,\n"
+    "                                            else create account/key and write F (0600)\n"
+    "Configuration: the AAS_* environment variables aasd reads (README.md).\n";
+
+static const char *
+env_get(const char *name)
+{
+	return getenv(name);
+}
+
+static const char *
+opt(int argc, char **argv, const char *name)
+{
+	for (int i = 0; i + 1 < argc; i++)
+		if (strcmp(argv[i], name) == 0)
+			return argv[i + 1];
+	return NULL;
+}
+
+static int
+print_json(json_t *v)
+{
+	char *s = json_dumps(v, JSON_INDENT(2));
+
+	json_decref(v);
+	if (s == NULL)
+		return 1;
+	puts(s);
+	free(s);
+	return 0;
+}
+
+static int
+fail(const struct err *e)
+{
+	json_t *v = json_pack("{s:{s:s, s:s}}", "error", "code", err_kind_name(e->kind),
+	    "message", e->msg);
+	char *s = json_dumps(v, JSON_INDENT(2));
+
+	fprintf(stderr, "%s\n", s ? s : e->msg);
+	free(s);
+	json_decref(v);
+	return 1;
+}
+
+static json_t *
+key_json(const char *account_id, const struct acct_new_key *k)
+{
+	return json_pack("{s:s, s:s, s:s, s:s, s:s}", "account_id", account_id,
+	    "key_id", k->key_id, "api_key", k->key, "prefix", k->prefix,
+	    "note", "The key is shown only now; store it safely.");
+}
+
+static int
+read_key_file(const char *path, char *out, size_t outsz)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (f == NULL)
+		return -1;
+	n = fread(out, 1, outsz - 1, f);
+	fclose(f);
+	out[n] = '\0';
+	out[strcspn(out, "\r\n")] = '\0';
+	return 0;
+}
+
+static int
+write_key_file(const char *path, const char *key)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	size_t n = strlen(key);
+	int ok;
+
+	if (fd < 0)
+		return -1;
+	ok = write(fd, key, n) == (ssize_t)n && write(fd, "\n", 1) == 1;
+	return close(fd) == 0 && ok ? 0 : -1;
+}
+
+/* Development convenience: one stable key per machine, kept in a 0600
+ * file under the state directory, re-created only when it stops working. */
+static int
+cmd_dev_key(struct app *app, const char *email, const char *file, struct err *e)
+{
+	char key[256] = "", account_id[ACCT_ID_LEN + 1];
+	struct acct_new_key nk;
+
+	if (read_key_file(file, key, sizeof(key)) == 0 &&
+	    acct_resolve_key(app->db, key, strlen(key), account_id, e) == 0) {
+		OPENSSL_cleanse(key, sizeof(key));
+		return print_json(json_pack("{s:s, s:s, s:b}", "account_id", account_id,
+		    "key_file", file, "reused", 1));
+	}
+	err_clear(e);
+	if (acct_find_by_email(app->db, email, account_id, e) == 0) {
+		if (acct_key_create(app->db, account_id, "dev", &nk, e) < 0)
+			return fail(e);
+	} else {
+		if (e->kind != ERR_NOT_FOUND)
+			return fail(e);
+		err_clear(e);
+		if (acct_create(app->db, email, account_id, &nk, e) < 0)
+			return fail(e);
+	}
+	if (write_key_file(file, nk.key) < 0) {
+		err_set(e, ERR_INTERNAL, "cannot write %s", file);
+		return fail(e);
+	}
+	OPENSSL_cleanse(&nk, sizeof(nk));
+	return print_json(json_pack("{s:s, s:s, s:b}", "account_id", account_id,
+	    "key_file", file, "reused", 0));
+}
+
+static int
+run(struct app *app, int argc, char **argv, struct err *e)
+{
+	const char *what = argv[1];
+	const char *sub = argc > 2 ? argv[2] : "";
+	struct acct_new_key nk;
+	char account_id[ACCT_ID_LEN + 1];
+	json_t *v;
+
+	if (strcmp(what, "migrate") == 0)
+		return print_json(json_pack("{s:b}", "migrated", 1));
+	if (strcmp(what, "dev-key") == 0) {
+		const char *email = opt(argc, argv, "--email");
+		const char *file = opt(argc, argv, "--file");
+		if (email == NULL || file == NULL)
+			goto bad;
+		return cmd_dev_key(app, email, file, e);
+	}
+	if (strcmp(what, "account") == 0 && strcmp(sub, "create") == 0) {
+		const char *email = opt(argc, argv, "--email");
+		if (email == NULL)
+			goto bad;
+		if (acct_create(app->db, email, account_id, &nk, e) < 0)
+			return fail(e);
+		v = key_json(account_id, &nk);
+		json_object_set_new(v, "email", json_string(email));
+		OPENSSL_cleanse(&nk, sizeof(nk));
+		return print_json(v);
+	}
+	if (strcmp(what, "account") == 0 && strcmp(sub, "list") == 0) {
+		v = acct_list(app->db, e);
+		return v ? print_json(v) : fail(e);
+	}
+	if (strcmp(what, "key") == 0 && strcmp(sub, "create") == 0) {
+		const char *acct = opt(argc, argv, "--account");
+		if (acct == NULL)
+			goto bad;
+		if (acct_key_create(app->db, acct, opt(argc, argv, "--name"), &nk, e) < 0)
+			return fail(e);
+		v = key_json(acct, &nk);
+		OPENSSL_cleanse(&nk, sizeof(nk));
+		return print_json(v);
+	}
+	if (strcmp(what, "key") == 0 && strcmp(sub, "list") == 0) {
+		const char *acct = opt(argc, argv, "--account");
+		if (acct == NULL)
+			goto bad;
+		v = acct_key_list(app->db, acct, e);
+		return v ? print_json(v) : fail(e);
+	}
+	if (strcmp(what, "key") == 0 && strcmp(sub, "revoke") == 0) {
+		const char *key_id = opt(argc, argv, "--key");
+		if (key_id == NULL)
+			goto bad;
+		if (acct_key_revoke(app->db, key_id, e) < 0)
+			return fail(e);
+		return print_json(json_pack("{s:s, s:b}", "key_id", key_id, "revoked", 1));
+	}
+bad:
+	fputs(usage, stderr);
+	return 2;
+}
+
+int
+main(int argc, char **argv)
+{
+	struct config cfg;
+	struct err e;
+	struct app *app;
+	int rc;
+
+	if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+		fputs(usage, argc < 2 ? stderr : stdout);
+		return argc < 2 ? 2 : 0;
+	}
+	err_clear(&e);
+	if (config_load(&cfg, env_get, &e) < 0) {
+		fprintf(stderr, "aasctl: config: %s\n", e.msg);
+		return 1;
+	}
+	log_set_level(LOG_LEVEL_WARN);
+	cfg.db_pool_size = 1;
+	app = app_new(&cfg, &e);
+	if (app == NULL)
+		return fail(&e);
+	rc = run(app, argc, argv, &e);
+	app_free(app);
+	return rc;
+}

@@ -1,0 +1,142 @@
+/* aasd.c - the aas service: configuration, database, HTTP routes. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app.h"
+#include "config.h"
+#include "http.h"
+#include "log.h"
+#include "mcp.h"
+#include "tools.h"
+#include "work.h"
+
+#define WORK_QUEUE_MAX 4096
+
+static const char *
+env_get(const char *name)
+{
+	return getenv(name);
+}
+
+static void
+health_work(struct http_req *req, void *ctx)
+{
+	struct app *app = ctx;
+	struct err e;
+
+	err_clear(&e);
+	if (db_ping(app->db, &e) < 0) {
+		http_reply_json(req, 503, json_pack("{s:s, s:s, s:s}", "status", "unavailable",
+		    "database", "down", "error", e.msg));
+		return;
+	}
+	http_reply_json(req, 200, json_pack("{s:s, s:s, s:s}", "status", "ok",
+	    "database", "ok", "version", AAS_VERSION));
+}
+
+static void
+health(struct http_req *req, void *ctx)
+{
+	if (strcmp(http_method(req), "GET") != 0 && strcmp(http_method(req), "HEAD") != 0) {
+		http_add_header(req, "Allow", "GET, HEAD");
+		http_reply_error(req, 405, "method_not_allowed", "use GET");
+		return;
+	}
+	http_defer(req, health_work, ctx);
+}
+
+/* OAuth discovery probes get a JSON 404 so OAuth-capable clients stop
+ * looking and fall back to the configured header. */
+static void
+no_oauth(struct http_req *req, void *ctx)
+{
+	(void)ctx;
+	http_reply_error(req, 404, "not_found",
+	    "this service uses API keys (Authorization: Bearer or x-api-key), not OAuth");
+}
+
+static void
+print_config_row(const char *name, const char *def, const char *help, void *ctx)
+{
+	(void)ctx;
+	printf("| `%s` | `%s` | %s |\n", name, *def ? def : "", help);
+}
+
+int
+main(int argc, char **argv)
+{
+	struct config cfg;
+	struct err e;
+	struct app *app = NULL;
+	struct mcp *mcp = NULL;
+	struct work_pool *work = NULL;
+	struct http_server *http = NULL;
+	sigset_t sigs;
+	int sig = 0, rc = 1;
+
+	if (argc > 1 && strcmp(argv[1], "--config-table") == 0) {
+		printf("| Variable | Default | Meaning |\n|---|---|---|\n");
+		config_print_table(print_config_row, NULL);
+		return 0;
+	}
+	if (argc > 1) {
+		fprintf(stderr, "usage: aasd [--config-table]\n"
+		    "Configuration comes from AAS_* environment variables; see README.md.\n");
+		return 2;
+	}
+	err_clear(&e);
+	if (config_load(&cfg, env_get, &e) < 0)
+		log_fatal("config: %s", e.msg);
+	log_set_level((enum log_level)cfg.log_level);
+
+	/* Signals are taken synchronously by the main thread only. */
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	signal(SIGPIPE, SIG_IGN);
+
+	if (tools_init(&e) < 0)
+		log_fatal("tools: %s", e.msg);
+	app = app_new(&cfg, &e);
+	if (app == NULL) {
+		log_error("start: %s", e.msg);
+		goto out;
+	}
+	mcp = mcp_new(app, &e);
+	work = work_new(cfg.workers, WORK_QUEUE_MAX, &e);
+	if (mcp == NULL || work == NULL) {
+		log_error("start: %s", e.msg);
+		goto out;
+	}
+	const struct http_route routes[] = {
+		{ "/v1/mcp", mcp_handle, mcp, mcp_error_fmt },
+		{ "/healthz", health, app, NULL },
+		{ "/.well-known/oauth-protected-resource", no_oauth, NULL, NULL },
+		{ "/.well-known/oauth-protected-resource/v1/mcp", no_oauth, NULL, NULL },
+		{ "/.well-known/oauth-authorization-server", no_oauth, NULL, NULL },
+		{ "/.well-known/openid-configuration", no_oauth, NULL, NULL },
+	};
+	http = http_new(&app->cfg, work, routes, sizeof(routes) / sizeof(routes[0]), &e);
+	if (http == NULL) {
+		log_error("start: %s", e.msg);
+		goto out;
+	}
+	log_info("aasd %s listening on %s:%d (public %s)", AAS_VERSION,
+	    cfg.listen_host, cfg.listen_port, cfg.public_url);
+	sigwait(&sigs, &sig);
+	log_info("aasd: signal %d, stopping", sig);
+	rc = 0;
+out:
+	/* Workers finish (and resume their connections) before the HTTP
+	 * daemon stops. */
+	sse_finish_all();
+	work_free(work);
+	http_free(http);
+	mcp_free(mcp);
+	app_free(app);
+	tools_cleanup();
+	return rc;
+}

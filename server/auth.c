@@ -1,0 +1,76 @@
+/* auth.c - header parsing for API keys. */
+#include "auth.h"
+
+#include <string.h>
+#include <strings.h>
+
+static const char *
+trim(const char *s, size_t *len)
+{
+	size_t n = strlen(s);
+
+	while (n > 0 && (*s == ' ' || *s == '\t')) {
+		s++;
+		n--;
+	}
+	while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t'))
+		n--;
+	*len = n;
+	return s;
+}
+
+enum auth_found
+auth_extract(const char *authorization, const char *x_api_key,
+    const char **key, size_t *keylen, const char **why)
+{
+	const char *bearer = NULL, *xkey = NULL;
+	size_t blen = 0, xlen = 0;
+
+	*key = NULL;
+	*keylen = 0;
+	*why = NULL;
+	if (authorization != NULL) {
+		size_t n;
+		const char *a = trim(authorization, &n);
+
+		if (n < 7 || strncasecmp(a, "bearer", 6) != 0 ||
+		    (a[6] != ' ' && a[6] != '\t')) {
+			*why = "the Authorization header must be 'Bearer <key>'";
+			return AUTH_MALFORMED;
+		}
+		a += 6;
+		n -= 6;
+		while (n > 0 && (*a == ' ' || *a == '\t')) {
+			a++;
+			n--;
+		}
+		if (n == 0) {
+			*why = "the Authorization header has no key after 'Bearer'";
+			return AUTH_MALFORMED;
+		}
+		bearer = a;
+		blen = n;
+	}
+	if (x_api_key != NULL) {
+		xkey = trim(x_api_key, &xlen);
+		if (xlen == 0) {
+			*why = "the x-api-key header is empty";
+			return AUTH_MALFORMED;
+		}
+	}
+	if (bearer && xkey && (blen != xlen || memcmp(bearer, xkey, blen) != 0)) {
+		*why = "Authorization and x-api-key carry different keys";
+		return AUTH_MALFORMED;
+	}
+	if (bearer) {
+		*key = bearer;
+		*keylen = blen;
+		return AUTH_KEY;
+	}
+	if (xkey) {
+		*key = xkey;
+		*keylen = xlen;
+		return AUTH_KEY;
+	}
+	return AUTH_NO_KEY;
+}

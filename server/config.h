@@ -1,0 +1,53 @@
+/* config.h - service configuration, read once at start from environment
+ * variables described by a single table (config.c). */
+#ifndef AAS_CONFIG_H
+#define AAS_CONFIG_H
+
+#include <stddef.h>
+
+#include "err.h"
+
+#define CONFIG_MAX_ORIGINS 16
+#define CONFIG_STR_MAX 512
+
+struct config {
+	char listen_host[64];
+	int listen_port;
+	char state_dir[CONFIG_STR_MAX];     /* absolute after config_load */
+	char database_url[CONFIG_STR_MAX];
+	char public_url[CONFIG_STR_MAX];    /* no trailing slash */
+	char dashboard_url[CONFIG_STR_MAX];
+	char allowed_origins_raw[CONFIG_STR_MAX];
+	char allowed_origins[CONFIG_MAX_ORIGINS][128];
+	size_t n_allowed_origins;
+	int log_level;
+	int http_threads;
+	int workers;
+	long long max_body_bytes;
+	int db_pool_size;
+	int conn_timeout_s;
+	int session_idle_s;
+	/* Money is integer micro-USD everywhere. */
+	long long free_credit;
+	long long price_small;
+	long long price_medium;
+	long long price_large;
+	int max_live_sandboxes;
+	int max_lifetime_min;
+	int default_timeout_min;
+};
+
+/* Fills `cfg` from the environment through `getenv_fn` (getenv in the
+ * daemon, a fake in tests). On a bad value returns -1 with a message that
+ * names the variable. */
+int config_load(struct config *cfg, const char *(*getenv_fn)(const char *),
+    struct err *e);
+
+/* Writes the documented table (name, default, meaning) to `fp`-like sink. */
+void config_print_table(void (*emit)(const char *name, const char *def,
+    const char *help, void *ctx), void *ctx);
+
+/* Origin allow-list check. NULL or empty origin (non-browser) is allowed. */
+int config_origin_allowed(const struct config *cfg, const char *origin);
+
+#endif

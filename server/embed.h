@@ -1,0 +1,20 @@
+/* embed.h - files compiled into the binary by tools/embed.c. */
+#ifndef AAS_EMBED_H
+#define AAS_EMBED_H
+
+#include <stddef.h>
+
+struct embed_file {
+	const char *name;
+	const char *data;
+	size_t len;
+};
+
+/* schema/NNN_*.sql in name order */
+extern const struct embed_file embed_migrations[];
+extern const size_t embed_migrations_count;
+/* server/tools.json */
+extern const struct embed_file embed_tools[];
+extern const size_t embed_tools_count;
+
+#endif

@@ -1,0 +1,36 @@
+/* err.h - an error object filled where a failure happens and turned into a
+ * JSON-RPC error, a tool error result or an HTTP status by the caller. */
+#ifndef AAS_ERR_H
+#define AAS_ERR_H
+
+enum err_kind {
+	ERR_NONE = 0,
+	ERR_INVALID,      /* bad argument or request; `field` names it */
+	ERR_UNAUTHORIZED, /* key missing where one is required */
+	ERR_FORBIDDEN,    /* key valid but not allowed */
+	ERR_NOT_FOUND,
+	ERR_CONFLICT,
+	ERR_LIMIT,        /* a quota or size limit */
+	ERR_PAYMENT,      /* not enough credit */
+	ERR_UNAVAILABLE,  /* a dependency (database, hypervisor) is down */
+	ERR_TIMEOUT,
+	ERR_INTERNAL,
+};
+
+struct err {
+	enum err_kind kind;
+	char field[64];   /* argument path, e.g. "arguments.size"; may be empty */
+	char msg[512];
+};
+
+void err_clear(struct err *e);
+/* Sets kind and message; keeps the first error if one is already set, so
+ * the place that saw the failure first is the one reported. */
+void err_set(struct err *e, enum err_kind kind, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void err_set_field(struct err *e, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const char *err_kind_name(enum err_kind kind);
+int err_http_status(enum err_kind kind);
+
+#endif

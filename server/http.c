@@ -1,0 +1,605 @@
+/* http.c - libmicrohttpd front end. */
+#include "http.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include <microhttpd.h>
+
+#include "keys.h"
+#include "log.h"
+
+#define HTTP_MAX_PATH 1024
+#define HTTP_MAX_OUT_HEADERS 12
+#define HTTP_MAX_CONNECTIONS 4096
+#define HTTP_WORK_QUEUE_TIMEOUT_STATUS 503
+
+enum req_state { REQ_NEW, REQ_DEFERRED, REQ_READY, REQ_QUEUED };
+
+struct out_header {
+	char name[48];
+	char value[256];
+};
+
+struct http_req {
+	struct http_server *srv;
+	struct MHD_Connection *conn;
+	const struct http_route *route;
+	enum req_state state;
+	char method[16];
+	char path[HTTP_MAX_PATH + 1];
+	int path_too_long;
+	char request_id[17];
+	struct timespec start;
+	int headers_seen;
+	char *body;
+	size_t body_len, body_cap;
+	int too_large;
+	/* reply */
+	int status;
+	char content_type[64];
+	char *resp_body;
+	size_t resp_len;
+	struct sse *sse;
+	struct out_header headers[HTTP_MAX_OUT_HEADERS];
+	int n_headers;
+	char detail[256];
+	/* deferred work */
+	http_deferred_fn fn;
+	void *arg;
+	int sent_early;
+};
+
+struct http_server {
+	struct MHD_Daemon *daemon;
+	const struct config *cfg;
+	struct work_pool *work;
+	const struct http_route *routes;
+	size_t n_routes;
+	pthread_t ticker;
+	int ticker_started;
+	pthread_mutex_t stop_lock;
+	pthread_cond_t stop_cond;
+	int stopping;
+};
+
+/* ---- request accessors ---- */
+
+const char *
+http_method(const struct http_req *req)
+{
+	return req->method;
+}
+
+const char *
+http_path(const struct http_req *req)
+{
+	return req->path;
+}
+
+const char *
+http_header(const struct http_req *req, const char *name)
+{
+	return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
+}
+
+const char *
+http_body(const struct http_req *req, size_t *len)
+{
+	*len = req->body_len;
+	return req->body ? req->body : "";
+}
+
+const char *
+http_request_id(const struct http_req *req)
+{
+	return req->request_id;
+}
+
+void
+http_log_detail(struct http_req *req, const char *key, const char *value)
+{
+	size_t n = strlen(req->detail);
+	char clean[96];
+	size_t j = 0;
+
+	/* Values come from clients: keep them printable and short. */
+	for (const char *p = value; *p && j < sizeof(clean) - 1; p++)
+		clean[j++] = (*p > 0x20 && *p < 0x7f) ? *p : '?';
+	clean[j] = '\0';
+	if (n < sizeof(req->detail) - 1)
+		snprintf(req->detail + n, sizeof(req->detail) - n, " %s=%s", key, clean);
+}
+
+/* ---- replies ---- */
+
+static void
+reset_reply(struct http_req *req)
+{
+	free(req->resp_body);
+	req->resp_body = NULL;
+	req->resp_len = 0;
+	if (req->sse) {
+		sse_unref(req->sse);
+		req->sse = NULL;
+	}
+}
+
+void
+http_reply_raw(struct http_req *req, int status, const char *content_type,
+    const char *body, size_t len)
+{
+	reset_reply(req);
+	req->status = status;
+	snprintf(req->content_type, sizeof(req->content_type), "%s", content_type);
+	if (len > 0) {
+		req->resp_body = malloc(len);
+		if (req->resp_body == NULL) {
+			req->status = 500;
+			return;
+		}
+		memcpy(req->resp_body, body, len);
+		req->resp_len = len;
+	}
+}
+
+void
+http_reply_json(struct http_req *req, int status, json_t *body)
+{
+	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+
+	json_decref(body);
+	reset_reply(req);
+	if (text == NULL) {
+		req->status = 500;
+		snprintf(req->content_type, sizeof(req->content_type), "application/json");
+		return;
+	}
+	req->status = status;
+	snprintf(req->content_type, sizeof(req->content_type), "application/json");
+	req->resp_body = text;
+	req->resp_len = strlen(text);
+}
+
+static json_t *
+default_error_fmt(int status, const char *code, const char *message)
+{
+	(void)status;
+	return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", message);
+}
+
+void
+http_reply_error(struct http_req *req, int status, const char *code,
+    const char *message)
+{
+	http_error_fmt fmt = req->route && req->route->error_fmt ?
+	    req->route->error_fmt : default_error_fmt;
+
+	http_reply_json(req, status, fmt(status, code, message));
+}
+
+void
+http_add_header(struct http_req *req, const char *name, const char *value)
+{
+	if (req->n_headers >= HTTP_MAX_OUT_HEADERS) {
+		log_warn("http: too many response headers, dropping %s", name);
+		return;
+	}
+	snprintf(req->headers[req->n_headers].name, sizeof(req->headers[0].name),
+	    "%s", name);
+	snprintf(req->headers[req->n_headers].value, sizeof(req->headers[0].value),
+	    "%s", value);
+	req->n_headers++;
+}
+
+struct sse *
+http_reply_sse(struct http_req *req, int status)
+{
+	struct sse *s = sse_new();
+
+	if (s == NULL)
+		return NULL;
+	reset_reply(req);
+	req->status = status;
+	snprintf(req->content_type, sizeof(req->content_type), "text/event-stream");
+	req->sse = s;          /* the request's reference, handed to MHD */
+	sse_ref(s);            /* the caller's */
+	return s;
+}
+
+/* ---- deferral ---- */
+
+static void
+deferred_main(void *p)
+{
+	struct http_req *req = p;
+
+	req->fn(req, req->arg);
+	if (!req->sent_early)
+		http_send_now(req);
+}
+
+void
+http_defer(struct http_req *req, http_deferred_fn fn, void *arg)
+{
+	req->fn = fn;
+	req->arg = arg;
+	req->state = REQ_DEFERRED;
+}
+
+void
+http_send_now(struct http_req *req)
+{
+	struct MHD_Connection *conn = req->conn;
+
+	req->sent_early = 1;
+	req->state = REQ_READY;
+	/* After this the HTTP thread owns req again. */
+	MHD_resume_connection(conn);
+}
+
+/* ---- libmicrohttpd callbacks ---- */
+
+static void
+mhd_log(void *cls, const char *fmt, va_list ap)
+{
+	char line[512];
+
+	(void)cls;
+	vsnprintf(line, sizeof(line), fmt, ap);
+	line[strcspn(line, "\n")] = '\0';
+	log_debug("mhd: %s", line);
+}
+
+/* Called first for every request, with the raw URI: we keep only the
+ * path, so a query string (which could hold a key) never reaches a log. */
+static void *
+on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	struct http_req *req = calloc(1, sizeof(*req));
+	size_t plen;
+
+	if (req == NULL)
+		return NULL;
+	req->srv = cls;
+	req->conn = conn;
+	clock_gettime(CLOCK_MONOTONIC, &req->start);
+	if (key_random_hex(req->request_id, sizeof(req->request_id), 8) < 0)
+		snprintf(req->request_id, sizeof(req->request_id), "0000000000000000");
+	plen = strcspn(uri, "?");
+	if (plen > HTTP_MAX_PATH) {
+		req->path_too_long = 1;
+		plen = HTTP_MAX_PATH;
+	}
+	memcpy(req->path, uri, plen);
+	req->path[plen] = '\0';
+	return req;
+}
+
+static void
+on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+    enum MHD_RequestTerminationCode toe)
+{
+	struct http_req *req = *con_cls;
+	struct timespec now;
+	double ms;
+
+	(void)cls;
+	(void)conn;
+	if (req == NULL)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	ms = (double)(now.tv_sec - req->start.tv_sec) * 1e3 +
+	    (double)(now.tv_nsec - req->start.tv_nsec) / 1e6;
+	log_info("http id=%s method=%s path=%s status=%d dur_ms=%.2f%s%s",
+	    req->request_id, req->method[0] ? req->method : "-", req->path,
+	    req->status, ms, req->detail,
+	    toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted=1");
+	reset_reply(req);
+	free(req->body);
+	free(req);
+	*con_cls = NULL;
+}
+
+static enum MHD_Result
+find_key_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+    const char *value)
+{
+	static const char *const names[] = { "apikey", "api_key", "key", "token",
+	    "access_token", "x-api-key" };
+	int *found = cls;
+
+	(void)kind;
+	(void)value;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (strcasecmp(key, names[i]) == 0) {
+			*found = 1;
+			return MHD_NO;
+		}
+	}
+	return MHD_YES;
+}
+
+static enum MHD_Result
+queue_reply(struct http_req *req)
+{
+	struct MHD_Response *r;
+	enum MHD_Result rc;
+
+	if (req->status == 0)
+		http_reply_error(req, 500, "internal", "no reply produced");
+	if (req->sse) {
+		r = sse_response(req->sse, req->conn);
+	} else {
+		r = MHD_create_response_from_buffer(req->resp_len, req->resp_body,
+		    MHD_RESPMEM_MUST_FREE);
+		if (r)
+			req->resp_body = NULL; /* MHD owns it now */
+	}
+	if (r == NULL)
+		return MHD_NO;
+	if (req->content_type[0])
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, req->content_type);
+	if (req->sse) {
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache, no-transform");
+		MHD_add_response_header(r, "X-Accel-Buffering", "no");
+	}
+	MHD_add_response_header(r, "X-Request-Id", req->request_id);
+	for (int i = 0; i < req->n_headers; i++)
+		MHD_add_response_header(r, req->headers[i].name, req->headers[i].value);
+	rc = MHD_queue_response(req->conn, (unsigned)req->status, r);
+	MHD_destroy_response(r);
+	req->state = REQ_QUEUED;
+	return rc;
+}
+
+static const struct http_route *
+find_route(struct http_server *srv, const char *path)
+{
+	for (size_t i = 0; i < srv->n_routes; i++)
+		if (strcmp(srv->routes[i].path, path) == 0)
+			return &srv->routes[i];
+	return NULL;
+}
+
+static void
+dispatch(struct http_req *req)
+{
+	int key_in_url = 0;
+
+	req->route = find_route(req->srv, req->path);
+	if (req->path_too_long) {
+		http_reply_error(req, 414, "uri_too_long", "URI too long");
+		return;
+	}
+	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, find_key_arg,
+	    &key_in_url);
+	if (key_in_url) {
+		http_reply_error(req, 400, "key_in_url",
+		    "API keys go in a header (Authorization: Bearer <key> or x-api-key: <key>), "
+		    "never in the URL. Remove the key from the query string.");
+		return;
+	}
+	if (req->too_large) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "request body larger than %lld bytes",
+		    req->srv->cfg->max_body_bytes);
+		http_reply_error(req, 413, "payload_too_large", msg);
+		return;
+	}
+	if (req->route == NULL) {
+		http_reply_error(req, 404, "not_found", "no such endpoint");
+		return;
+	}
+	req->route->handler(req, req->route->ctx);
+}
+
+static enum MHD_Result
+on_request(void *cls, struct MHD_Connection *conn, const char *url,
+    const char *method, const char *version, const char *upload_data,
+    size_t *upload_data_size, void **con_cls)
+{
+	struct http_server *srv = cls;
+	struct http_req *req = *con_cls;
+
+	(void)url;
+	(void)version;
+	if (req == NULL)
+		return MHD_NO;
+	if (!req->headers_seen) {
+		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+		    MHD_HTTP_HEADER_CONTENT_LENGTH);
+		req->headers_seen = 1;
+		snprintf(req->method, sizeof(req->method), "%s", method);
+		if (cl != NULL) {
+			char *end;
+			unsigned long long n = strtoull(cl, &end, 10);
+			if (*end == '\0' && n > (unsigned long long)srv->cfg->max_body_bytes) {
+				/* Refuse before reading a byte of it. */
+				req->too_large = 1;
+				dispatch(req);
+				return queue_reply(req);
+			}
+		}
+		return MHD_YES;
+	}
+	if (*upload_data_size > 0) {
+		size_t n = *upload_data_size;
+		*upload_data_size = 0;
+		if (req->too_large || req->state != REQ_NEW)
+			return MHD_YES;
+		if (req->body_len + n > (size_t)srv->cfg->max_body_bytes) {
+			req->too_large = 1;
+			free(req->body);
+			req->body = NULL;
+			req->body_len = req->body_cap = 0;
+			return MHD_YES;
+		}
+		if (req->body_len + n > req->body_cap) {
+			size_t ncap = req->body_cap ? req->body_cap : 4096;
+			while (ncap < req->body_len + n)
+				ncap *= 2;
+			char *nb = realloc(req->body, ncap);
+			if (nb == NULL)
+				return MHD_NO;
+			req->body = nb;
+			req->body_cap = ncap;
+		}
+		memcpy(req->body + req->body_len, upload_data, n);
+		req->body_len += n;
+		return MHD_YES;
+	}
+	switch (req->state) {
+	case REQ_NEW:
+		dispatch(req);
+		if (req->state == REQ_DEFERRED) {
+			/* Park first, then hand off: the worker's resume can
+			 * never precede the suspend. */
+			MHD_suspend_connection(conn);
+			if (work_submit(srv->work, deferred_main, req) < 0) {
+				http_reply_error(req, HTTP_WORK_QUEUE_TIMEOUT_STATUS, "busy",
+				    "server busy, retry shortly");
+				req->state = REQ_READY;
+				MHD_resume_connection(conn);
+			}
+			return MHD_YES;
+		}
+		return queue_reply(req);
+	case REQ_READY:
+		return queue_reply(req);
+	case REQ_DEFERRED:
+	case REQ_QUEUED:
+		return MHD_YES;
+	}
+	return MHD_NO;
+}
+
+/* ---- server ---- */
+
+static void *
+ticker_main(void *p)
+{
+	struct http_server *srv = p;
+	struct timespec ts;
+
+	pthread_mutex_lock(&srv->stop_lock);
+	while (!srv->stopping) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&srv->stop_cond, &srv->stop_lock, &ts);
+		if (srv->stopping)
+			break;
+		pthread_mutex_unlock(&srv->stop_lock);
+		sse_keepalive_all();
+		pthread_mutex_lock(&srv->stop_lock);
+	}
+	pthread_mutex_unlock(&srv->stop_lock);
+	return NULL;
+}
+
+static int
+resolve_listen(const struct config *cfg, struct sockaddr_storage *ss,
+    socklen_t *sslen, struct err *e)
+{
+	struct addrinfo hints = { 0 }, *res = NULL;
+	int rc;
+
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_flags = AI_PASSIVE;
+	rc = getaddrinfo(cfg->listen_host, NULL, &hints, &res);
+	if (rc != 0 || res == NULL) {
+		err_set_field(e, "AAS_LISTEN", "AAS_LISTEN: cannot resolve %s: %s",
+		    cfg->listen_host, gai_strerror(rc));
+		return -1;
+	}
+	memcpy(ss, res->ai_addr, res->ai_addrlen);
+	*sslen = res->ai_addrlen;
+	if (ss->ss_family == AF_INET)
+		((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)cfg->listen_port);
+	else
+		((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)cfg->listen_port);
+	freeaddrinfo(res);
+	return 0;
+}
+
+struct http_server *
+http_new(const struct config *cfg, struct work_pool *work,
+    const struct http_route *routes, size_t n_routes, struct err *e)
+{
+	struct http_server *srv = calloc(1, sizeof(*srv));
+	struct sockaddr_storage ss;
+	socklen_t sslen;
+	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
+	    MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+
+	if (srv == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	srv->cfg = cfg;
+	srv->work = work;
+	srv->routes = routes;
+	srv->n_routes = n_routes;
+	pthread_mutex_init(&srv->stop_lock, NULL);
+	pthread_cond_init(&srv->stop_cond, NULL);
+	if (resolve_listen(cfg, &ss, &sslen, e) < 0)
+		goto fail;
+	if (ss.ss_family == AF_INET6)
+		flags |= MHD_USE_IPv6;
+	srv->daemon = MHD_start_daemon(flags, (uint16_t)cfg->listen_port, NULL, NULL,
+	    on_request, srv,
+	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
+	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
+	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
+	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
+	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
+	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
+	    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
+	    MHD_OPTION_END);
+	if (srv->daemon == NULL) {
+		err_set_field(e, "AAS_LISTEN", "AAS_LISTEN: cannot listen on %s:%d (in use?)",
+		    cfg->listen_host, cfg->listen_port);
+		goto fail;
+	}
+	if (pthread_create(&srv->ticker, NULL, ticker_main, srv) != 0) {
+		err_set(e, ERR_INTERNAL, "cannot start keep-alive thread");
+		goto fail;
+	}
+	srv->ticker_started = 1;
+	return srv;
+fail:
+	http_free(srv);
+	return NULL;
+}
+
+void
+http_free(struct http_server *srv)
+{
+	if (srv == NULL)
+		return;
+	if (srv->ticker_started) {
+		pthread_mutex_lock(&srv->stop_lock);
+		srv->stopping = 1;
+		pthread_cond_signal(&srv->stop_cond);
+		pthread_mutex_unlock(&srv->stop_lock);
+		pthread_join(srv->ticker, NULL);
+	}
+	if (srv->daemon) {
+		sse_finish_all();
+		MHD_stop_daemon(srv->daemon);
+	}
+	pthread_mutex_destroy(&srv->stop_lock);
+	pthread_cond_destroy(&srv->stop_cond);
+	free(srv);
+}

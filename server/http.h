@@ -1,0 +1,66 @@
+/* http.h - the HTTP front end on libmicrohttpd (http_): epoll thread pool,
+ * bounded bodies, routing, deferral of slow work to the worker pool with
+ * suspend/resume, one log line per request. */
+#ifndef AAS_HTTP_H
+#define AAS_HTTP_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "config.h"
+#include "err.h"
+#include "sse.h"
+#include "work.h"
+
+struct http_server;
+struct http_req;
+
+/* A route handler runs on an HTTP thread and must not block: it answers
+ * with http_reply_*(), or hands slow work to http_defer(). */
+typedef void (*http_handler)(struct http_req *req, void *ctx);
+/* Formats an error body for a route (JSON-RPC shape for MCP, REST shape
+ * elsewhere). Returns a new reference. */
+typedef json_t *(*http_error_fmt)(int status, const char *code,
+    const char *message);
+
+struct http_route {
+	const char *path;        /* exact path */
+	http_handler handler;
+	void *ctx;
+	http_error_fmt error_fmt; /* NULL: {"error":{"code","message"}} */
+};
+
+struct http_server *http_new(const struct config *cfg, struct work_pool *work,
+    const struct http_route *routes, size_t n_routes, struct err *e);
+/* Stops accepting, ends open streams, stops the daemon. */
+void http_free(struct http_server *srv);
+
+/* Request accessors. Header lookup is case-insensitive. */
+const char *http_method(const struct http_req *req);
+const char *http_path(const struct http_req *req);
+const char *http_header(const struct http_req *req, const char *name);
+const char *http_body(const struct http_req *req, size_t *len);
+const char *http_request_id(const struct http_req *req);
+/* Appends "key=value" to the request's log line (bounded; never a key). */
+void http_log_detail(struct http_req *req, const char *key, const char *value);
+
+/* Replies. Each replaces any earlier reply of the same request. */
+void http_reply_json(struct http_req *req, int status, json_t *body); /* steals */
+void http_reply_raw(struct http_req *req, int status, const char *content_type,
+    const char *body, size_t len);
+void http_reply_error(struct http_req *req, int status, const char *code,
+    const char *message);
+void http_add_header(struct http_req *req, const char *name, const char *value);
+/* Starts an SSE reply; returns the stream with a reference for the caller
+ * (sse_unref when done producing). NULL on allocation failure. */
+struct sse *http_reply_sse(struct http_req *req, int status);
+
+/* Runs fn(req, arg) on a worker thread while the connection is parked.
+ * fn replies with http_reply_*(); the reply is sent when fn returns, or
+ * earlier through http_send_now() (after which fn must not touch req). */
+typedef void (*http_deferred_fn)(struct http_req *req, void *arg);
+void http_defer(struct http_req *req, http_deferred_fn fn, void *arg);
+void http_send_now(struct http_req *req);
+
+#endif

@@ -1,0 +1,851 @@
+/* mcp.c - MCP Streamable HTTP transport and method dispatch.
+ *
+ * On the HTTP thread: origin, content type, accept, protocol version and
+ * JSON parsing (all cheap). Everything that touches the database (key,
+ * session) or runs a tool happens on a worker thread. */
+#include "mcp.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "accounts.h"
+#include "auth.h"
+#include "jsonrpc.h"
+#include "log.h"
+#include "session.h"
+#include "tools.h"
+
+#define MCP_MAX_INFLIGHT 4096
+#define MCP_MAX_GET_STREAMS 1024
+#define MCP_MAX_BATCH 64
+
+static const char *const versions[] = { "2025-11-25", "2025-06-18", "2025-03-26" };
+#define N_VERSIONS (sizeof(versions) / sizeof(versions[0]))
+#define BATCH_VERSION "2025-03-26"  /* the only revision with batches */
+
+static const char instructions[] =
+    "aas gives you disposable Linux VMs (Debian 12, each with its own kernel). "
+    "Typical flow: create_sandbox, then run_command / write_file / read_file / "
+    "list_files, then destroy_sandbox when done. Commands run as the unprivileged "
+    "user 'sandbox' in /home/sandbox; there is no sudo, so instead of apt-get use "
+    "'pip install --user --break-system-packages' or npm. run_command waits for the "
+    "command to finish: start servers with background: true, then expose_port gives "
+    "them a URL. A sandbox is destroyed automatically when it expires "
+    "(extend_sandbox keeps it longer); destroy_sandbox refunds unused whole minutes. "
+    "Every tool except get_service_info needs an API key sent as "
+    "'Authorization: Bearer <key>' or 'x-api-key: <key>'.";
+
+/* A tools/call in progress, findable by notifications/cancelled. */
+struct inflight {
+	char session[SESS_ID_LEN + 1];
+	char *id_json;
+	atomic_int cancelled;
+	struct inflight *next;
+};
+
+/* A GET stream, ended when its session is deleted here. */
+struct get_stream {
+	char session[SESS_ID_LEN + 1];
+	struct sse *sse;
+	struct get_stream *next;
+};
+
+struct mcp {
+	struct app *app;
+	pthread_mutex_t lock;
+	struct inflight *inflight;
+	size_t n_inflight;
+	struct get_stream *streams;
+	size_t n_streams;
+};
+
+/* Work handed from the HTTP thread to a worker. */
+struct mcp_job {
+	struct mcp *m;
+	json_t *body;                 /* parsed message or batch */
+	char session[SESS_ID_LEN + 1];
+	int has_session;
+	enum { JOB_POST, JOB_GET, JOB_DELETE } kind;
+};
+
+size_t
+mcp_protocol_versions_count(void)
+{
+	return N_VERSIONS;
+}
+
+const char *
+mcp_protocol_version_at(size_t i)
+{
+	return i < N_VERSIONS ? versions[i] : NULL;
+}
+
+int
+mcp_version_supported(const char *v)
+{
+	for (size_t i = 0; i < N_VERSIONS; i++)
+		if (strcmp(v, versions[i]) == 0)
+			return 1;
+	return 0;
+}
+
+struct mcp *
+mcp_new(struct app *app, struct err *e)
+{
+	struct mcp *m = calloc(1, sizeof(*m));
+
+	if (m == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	m->app = app;
+	pthread_mutex_init(&m->lock, NULL);
+	return m;
+}
+
+void
+mcp_free(struct mcp *m)
+{
+	if (m == NULL)
+		return;
+	while (m->streams) {
+		struct get_stream *g = m->streams;
+		m->streams = g->next;
+		sse_finish(g->sse);
+		sse_unref(g->sse);
+		free(g);
+	}
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+json_t *
+mcp_error_fmt(int status, const char *code, const char *message)
+{
+	int rpc = RPC_SERVER_ERROR;
+
+	(void)status;
+	if (strcmp(code, "parse_error") == 0)
+		rpc = RPC_PARSE_ERROR;
+	else if (strcmp(code, "invalid_request") == 0)
+		rpc = RPC_INVALID_REQUEST;
+	else if (strcmp(code, "session_not_found") == 0)
+		rpc = RPC_SESSION_NOT_FOUND;
+	return rpc_error(NULL, rpc, message, NULL);
+}
+
+/* ---- header predicates ---- */
+
+/* 1 when the Accept list names `type` ("a/b"), its major wildcard or any type. */
+int
+mcp_accepts(const char *accept, const char *type)
+{
+	const char *slash = strchr(type, '/');
+	size_t major = slash ? (size_t)(slash - type) : strlen(type);
+	const char *p = accept;
+
+	if (accept == NULL)
+		return 0;
+	while (*p) {
+		size_t len;
+		const char *semi, *comma = strchr(p, ',');
+		const char *end = comma ? comma : p + strlen(p);
+
+		while (p < end && (*p == ' ' || *p == '\t'))
+			p++;
+		semi = memchr(p, ';', (size_t)(end - p));
+		len = (size_t)((semi ? semi : end) - p);
+		while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
+			len--;
+		if ((len == strlen(type) && strncasecmp(p, type, len) == 0) ||
+		    (len == 3 && strncmp(p, "*/*", 3) == 0) ||
+		    (len == major + 2 && strncasecmp(p, type, major) == 0 &&
+		     p[major] == '/' && p[major + 1] == '*'))
+			return 1;
+		if (comma == NULL)
+			break;
+		p = comma + 1;
+	}
+	return 0;
+}
+
+int
+mcp_content_type_is_json(const char *ct)
+{
+	size_t n = strlen("application/json");
+
+	if (ct == NULL)
+		return 0;
+	while (*ct == ' ')
+		ct++;
+	return strncasecmp(ct, "application/json", n) == 0 &&
+	    (ct[n] == '\0' || ct[n] == ';' || ct[n] == ' ');
+}
+
+/* ---- in-flight registry ---- */
+
+static struct inflight *
+inflight_add(struct mcp *m, const char *session, json_t *id)
+{
+	struct inflight *f = calloc(1, sizeof(*f));
+
+	if (f == NULL)
+		return NULL;
+	f->id_json = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
+	if (f->id_json == NULL) {
+		free(f);
+		return NULL;
+	}
+	snprintf(f->session, sizeof(f->session), "%s", session);
+	atomic_init(&f->cancelled, 0);
+	pthread_mutex_lock(&m->lock);
+	if (m->n_inflight >= MCP_MAX_INFLIGHT) {
+		pthread_mutex_unlock(&m->lock);
+		free(f->id_json);
+		free(f);
+		return NULL;
+	}
+	f->next = m->inflight;
+	m->inflight = f;
+	m->n_inflight++;
+	pthread_mutex_unlock(&m->lock);
+	return f;
+}
+
+static void
+inflight_remove(struct mcp *m, struct inflight *f)
+{
+	if (f == NULL)
+		return;
+	pthread_mutex_lock(&m->lock);
+	for (struct inflight **pp = &m->inflight; *pp; pp = &(*pp)->next) {
+		if (*pp == f) {
+			*pp = f->next;
+			m->n_inflight--;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+	free(f->id_json);
+	free(f);
+}
+
+static void
+inflight_cancel(struct mcp *m, const char *session, json_t *id)
+{
+	char *want = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
+
+	if (want == NULL)
+		return;
+	pthread_mutex_lock(&m->lock);
+	for (struct inflight *f = m->inflight; f; f = f->next) {
+		if (strcmp(f->session, session) == 0 && strcmp(f->id_json, want) == 0) {
+			atomic_store(&f->cancelled, 1);
+			log_info("mcp: request %s cancelled by the client", want);
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+	free(want);
+}
+
+/* ---- progress over SSE ---- */
+
+struct progress_sink {
+	struct sse *sse;
+	json_t *token;
+	double last;
+};
+
+static void
+progress_to_sse(void *p, double progress, double total, const char *message)
+{
+	struct progress_sink *ps = p;
+	json_t *params, *note;
+	char *text;
+
+	if (ps->token == NULL || progress <= ps->last)
+		return;   /* progress must increase */
+	ps->last = progress;
+	params = json_pack("{s:O, s:f}", "progressToken", ps->token, "progress", progress);
+	if (params == NULL)
+		return;
+	if (total > 0)
+		json_object_set_new(params, "total", json_real(total));
+	if (message)
+		json_object_set_new(params, "message", json_string(message));
+	note = rpc_notification("notifications/progress", params);
+	text = note ? json_dumps(note, JSON_COMPACT) : NULL;
+	if (text)
+		sse_send_message(ps->sse, text, strlen(text));
+	free(text);
+	json_decref(note);
+}
+
+/* ---- method handlers (worker thread) ---- */
+
+struct call_env {
+	struct mcp *m;
+	struct http_req *req;         /* NULL once the reply was sent */
+	const char *account_id;       /* NULL: anonymous */
+	struct sess_info sess;
+	const char *session_id;
+	int in_batch;
+};
+
+static json_t *
+do_initialize(struct call_env *env, struct rpc_msg *msg, char *new_session,
+    struct err *e)
+{
+	json_t *params = msg->params;
+	const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
+	json_t *client = json_object_get(params, "clientInfo");
+	const char *version;
+
+	if (!json_is_object(params) || asked == NULL) {
+		err_set_field(e, "params.protocolVersion", "params.protocolVersion is required");
+		return NULL;
+	}
+	version = mcp_version_supported(asked) ? asked : versions[0];
+	if (sess_create(env->m->app->db, version, env->account_id,
+	    json_string_value(json_object_get(client, "name")),
+	    json_string_value(json_object_get(client, "version")),
+	    new_session, e) < 0)
+		return NULL;
+	return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s, s:s}, s:s}",
+	    "protocolVersion", version,
+	    "capabilities", "tools", "listChanged", 0,
+	    "serverInfo", "name", "aas", "title", "Sandbox as a Service",
+	    "version", AAS_VERSION,
+	    "description", "Disposable Linux VMs with their own kernel, for agents.",
+	    "instructions", instructions);
+}
+
+/* A JSON-RPC error object for a failed request. */
+static json_t *
+error_for(json_t *id, const struct err *e)
+{
+	int code = RPC_INTERNAL_ERROR;
+
+	switch (e->kind) {
+	case ERR_INVALID:
+	case ERR_NOT_FOUND:
+		code = RPC_INVALID_PARAMS;
+		break;
+	case ERR_UNAVAILABLE:
+	case ERR_TIMEOUT:
+		code = RPC_SERVER_ERROR;
+		break;
+	default:
+		break;
+	}
+	return rpc_error(id, code, e->msg, NULL);
+}
+
+static void
+call_ctx_init(struct call_ctx *cx, struct call_env *env)
+{
+	memset(cx, 0, sizeof(*cx));
+	cx->app = env->m->app;
+	cx->account_id = env->account_id;
+	cx->request_id = env->req ? http_request_id(env->req) : "-";
+}
+
+static json_t *
+tools_call_params(struct rpc_msg *msg, const char **name, json_t **args,
+    json_t **token)
+{
+	json_t *meta;
+
+	*name = json_string_value(json_object_get(msg->params, "name"));
+	*args = json_object_get(msg->params, "arguments");
+	meta = json_object_get(msg->params, "_meta");
+	*token = json_object_get(meta, "progressToken");
+	if (*token && !json_is_string(*token) && !json_is_integer(*token))
+		*token = NULL;
+	if (!json_is_object(msg->params) || *name == NULL)
+		return rpc_error(msg->id, RPC_INVALID_PARAMS,
+		    "tools/call needs params.name", NULL);
+	if (!tools_exists(*name)) {
+		char text[200];
+		snprintf(text, sizeof(text), "Unknown tool: %.120s", *name);
+		return rpc_error(msg->id, RPC_INVALID_PARAMS, text, NULL);
+	}
+	if (*args != NULL && !json_is_object(*args))
+		return rpc_error(msg->id, RPC_INVALID_PARAMS,
+		    "params.arguments must be an object", NULL);
+	return NULL;
+}
+
+/* tools/call answered as an SSE stream: progress notifications, then the
+ * result. The HTTP reply leaves before the tool runs; req is not touched
+ * after http_send_now. Returns 1 when it took over the reply. */
+static int
+tools_call_streamed(struct call_env *env, struct rpc_msg *msg, const char *name,
+    json_t *args, json_t *token)
+{
+	struct progress_sink ps = { NULL, token, 0 };
+	struct call_ctx cx;
+	struct inflight *f;
+	json_t *res, *reply;
+	char *text;
+
+	f = inflight_add(env->m, env->session_id, msg->id);
+	if (f == NULL)
+		return 0;
+	ps.sse = http_reply_sse(env->req, 200);
+	if (ps.sse == NULL) {
+		inflight_remove(env->m, f);
+		return 0;
+	}
+	call_ctx_init(&cx, env);
+	http_send_now(env->req);
+	env->req = NULL;
+	cx.progress = progress_to_sse;
+	cx.progress_sink = &ps;
+	cx.cancelled = &f->cancelled;
+	res = tools_call(&cx, name, args);
+	if (atomic_load(&f->cancelled)) {
+		/* A cancelled request gets no result. */
+		json_decref(res);
+	} else {
+		reply = rpc_result(msg->id, res);
+		text = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
+		if (text)
+			sse_send_message(ps.sse, text, strlen(text));
+		free(text);
+		json_decref(reply);
+	}
+	sse_finish(ps.sse);
+	sse_unref(ps.sse);
+	inflight_remove(env->m, f);
+	return 1;
+}
+
+static json_t *
+do_tools_call(struct call_env *env, struct rpc_msg *msg, int *streamed)
+{
+	const char *name;
+	json_t *args, *token, *bad, *res;
+	struct call_ctx cx;
+	struct inflight *f;
+
+	bad = tools_call_params(msg, &name, &args, &token);
+	if (bad)
+		return bad;
+	if (env->req)
+		http_log_detail(env->req, "tool", name);
+	if (!env->in_batch && env->req && (token != NULL || tools_is_long(name))) {
+		*streamed = tools_call_streamed(env, msg, name, args, token);
+		if (*streamed)
+			return NULL;
+	}
+	f = inflight_add(env->m, env->session_id, msg->id);
+	call_ctx_init(&cx, env);
+	cx.cancelled = f ? &f->cancelled : NULL;
+	res = tools_call(&cx, name, args);
+	inflight_remove(env->m, f);
+	return rpc_result(msg->id, res);
+}
+
+/* Handles one message. Returns the response (NULL for notifications and
+ * when the reply went out as a stream). */
+static json_t *
+handle_message(struct call_env *env, json_t *raw, char *new_session,
+    int *streamed)
+{
+	struct rpc_msg msg;
+	struct err e;
+
+	err_clear(&e);
+	rpc_classify(raw, &msg);
+	if (msg.kind == RPC_INVALID)
+		return rpc_error(msg.id, msg.err_code, msg.err_msg, NULL);
+	if (msg.kind == RPC_RESPONSE)
+		return NULL;   /* we send no requests; nothing to match */
+	if (env->req)
+		http_log_detail(env->req, "rpc", msg.method);
+	if (msg.kind == RPC_NOTIFICATION) {
+		if (strcmp(msg.method, "notifications/cancelled") == 0 && env->session_id) {
+			json_t *rid = json_object_get(msg.params, "requestId");
+			if (rpc_id_valid(rid))
+				inflight_cancel(env->m, env->session_id, rid);
+		}
+		return NULL;
+	}
+	if (strcmp(msg.method, "initialize") == 0) {
+		json_t *r;
+		if (env->in_batch || new_session == NULL)
+			return rpc_error(msg.id, RPC_INVALID_REQUEST,
+			    "initialize must be sent alone, without a session", NULL);
+		r = do_initialize(env, &msg, new_session, &e);
+		return r ? rpc_result(msg.id, r) : error_for(msg.id, &e);
+	}
+	if (strcmp(msg.method, "ping") == 0)
+		return rpc_result(msg.id, json_object());
+	if (strcmp(msg.method, "tools/list") == 0) {
+		if (json_object_get(msg.params, "cursor") != NULL)
+			return rpc_error(msg.id, RPC_INVALID_PARAMS,
+			    "invalid cursor: the tool list has a single page", NULL);
+		return rpc_result(msg.id, tools_list_result());
+	}
+	if (strcmp(msg.method, "tools/call") == 0)
+		return do_tools_call(env, &msg, streamed);
+	{
+		char text[200];
+		snprintf(text, sizeof(text), "Method not found: %.120s", msg.method);
+		return rpc_error(msg.id, RPC_METHOD_NOT_FOUND, text, NULL);
+	}
+}
+
+/* ---- request flow ---- */
+
+static int
+is_initialize_request(json_t *body)
+{
+	json_t *method = json_object_get(body, "method");
+
+	return json_is_object(body) && json_object_get(body, "id") != NULL &&
+	    json_is_string(method) && strcmp(json_string_value(method), "initialize") == 0;
+}
+
+/* Resolves the caller's key; replies 401 itself when the key is bad.
+ * Returns -1 when a reply was made. */
+static int
+authenticate(struct http_req *req, struct mcp *m, char *account_id, int *has_account)
+{
+	const char *key, *why;
+	size_t keylen;
+	struct err e;
+	enum auth_found found;
+
+	*has_account = 0;
+	found = auth_extract(http_header(req, "Authorization"),
+	    http_header(req, "x-api-key"), &key, &keylen, &why);
+	if (found == AUTH_NO_KEY)
+		return 0;
+	err_clear(&e);
+	if (found == AUTH_KEY &&
+	    acct_resolve_key(m->app->db, key, keylen, account_id, &e) == 0) {
+		*has_account = 1;
+		return 0;
+	}
+	if (found == AUTH_KEY && e.kind != ERR_UNAUTHORIZED) {
+		http_reply_error(req, err_http_status(e.kind), "unavailable", e.msg);
+		return -1;
+	}
+	http_add_header(req, "WWW-Authenticate",
+	    "Bearer error=\"invalid_token\", error_description=\"the API key is invalid or revoked\"");
+	http_reply_error(req, 401, "unauthorized",
+	    found == AUTH_MALFORMED ? why : "invalid or revoked API key");
+	return -1;
+}
+
+static int
+load_session(struct http_req *req, struct mcp *m, struct mcp_job *job,
+    struct call_env *env, int has_account)
+{
+	struct err e;
+
+	err_clear(&e);
+	if (sess_lookup(m->app->db, job->session, m->app->cfg.session_idle_s,
+	    &env->sess, &e) < 0 ||
+	    /* A session opened with one account's key is not another's. */
+	    (has_account && env->sess.account_id[0] &&
+	     strcmp(env->sess.account_id, env->account_id) != 0)) {
+		if (e.kind == ERR_UNAVAILABLE || e.kind == ERR_TIMEOUT || e.kind == ERR_INTERNAL)
+			http_reply_error(req, 503, "unavailable", e.msg);
+		else
+			http_reply_error(req, 404, "session_not_found",
+			    "Session not found or ended; send initialize again");
+		return -1;
+	}
+	env->session_id = job->session;
+	return 0;
+}
+
+static void
+reply_post(struct http_req *req, struct mcp_job *job, struct call_env *env)
+{
+	char new_session[SESS_ID_LEN + 1] = "";
+	json_t *out = NULL;
+	int streamed = 0;
+
+	if (json_is_array(job->body)) {
+		size_t i;
+		json_t *it;
+
+		if (strcmp(env->sess.protocol_version, BATCH_VERSION) != 0) {
+			http_reply_error(req, 400, "invalid_request",
+			    "JSON-RPC batches are not supported in this protocol version");
+			return;
+		}
+		if (json_array_size(job->body) == 0 ||
+		    json_array_size(job->body) > MCP_MAX_BATCH) {
+			http_reply_error(req, 400, "invalid_request",
+			    "a batch must hold 1 to 64 messages");
+			return;
+		}
+		env->in_batch = 1;
+		out = json_array();
+		json_array_foreach(job->body, i, it) {
+			json_t *r = handle_message(env, it, NULL, &streamed);
+			if (r)
+				json_array_append_new(out, r);
+		}
+		if (json_array_size(out) == 0) {
+			json_decref(out);
+			out = NULL;
+		}
+	} else {
+		int init = is_initialize_request(job->body);
+		out = handle_message(env, job->body, init ? new_session : NULL, &streamed);
+		if (streamed)
+			return;
+	}
+	if (out == NULL) {
+		http_reply_raw(req, 202, "", "", 0);
+		return;
+	}
+	if (new_session[0])
+		http_add_header(req, "Mcp-Session-Id", new_session);
+	/* A malformed message gets 400; method-level errors ride on 200. */
+	int status = 200;
+	json_t *err = json_object_get(out, "error");
+	int code = (int)json_integer_value(json_object_get(err, "code"));
+	if (err && (code == RPC_INVALID_REQUEST || code == RPC_PARSE_ERROR))
+		status = 400;
+	http_reply_json(req, status, out);
+}
+
+static void
+open_get_stream(struct http_req *req, struct mcp *m, const char *session)
+{
+	struct get_stream *g = calloc(1, sizeof(*g));
+	struct sse *s;
+
+	pthread_mutex_lock(&m->lock);
+	/* Drop streams whose clients are gone before counting. */
+	for (struct get_stream **pp = &m->streams; *pp;) {
+		if (sse_closed((*pp)->sse)) {
+			struct get_stream *dead = *pp;
+			*pp = dead->next;
+			sse_unref(dead->sse);
+			free(dead);
+			m->n_streams--;
+		} else {
+			pp = &(*pp)->next;
+		}
+	}
+	int full = m->n_streams >= MCP_MAX_GET_STREAMS;
+	pthread_mutex_unlock(&m->lock);
+	if (g == NULL || full) {
+		free(g);
+		http_reply_error(req, 503, "busy", "too many open streams");
+		return;
+	}
+	s = http_reply_sse(req, 200);
+	if (s == NULL) {
+		free(g);
+		http_reply_error(req, 500, "internal", "out of memory");
+		return;
+	}
+	http_add_header(req, "Mcp-Session-Id", session);
+	snprintf(g->session, sizeof(g->session), "%s", session);
+	g->sse = s;
+	pthread_mutex_lock(&m->lock);
+	g->next = m->streams;
+	m->streams = g;
+	m->n_streams++;
+	pthread_mutex_unlock(&m->lock);
+}
+
+static void
+close_get_streams(struct mcp *m, const char *session)
+{
+	pthread_mutex_lock(&m->lock);
+	for (struct get_stream **pp = &m->streams; *pp;) {
+		if (strcmp((*pp)->session, session) == 0) {
+			struct get_stream *g = *pp;
+			*pp = g->next;
+			sse_finish(g->sse);
+			sse_unref(g->sse);
+			free(g);
+			m->n_streams--;
+		} else {
+			pp = &(*pp)->next;
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+static void
+job_free(struct mcp_job *job)
+{
+	if (job == NULL)
+		return;
+	json_decref(job->body);
+	free(job);
+}
+
+static void
+mcp_process(struct http_req *req, void *arg)
+{
+	struct mcp_job *job = arg;
+	struct mcp *m = job->m;
+	struct call_env env;
+	char account_id[ACCT_ID_LEN + 1] = "";
+	int has_account;
+	struct err e;
+
+	memset(&env, 0, sizeof(env));
+	env.m = m;
+	env.req = req;
+	if (authenticate(req, m, account_id, &has_account) < 0)
+		goto out;
+	env.account_id = has_account ? account_id : NULL;
+	if (job->has_session && load_session(req, m, job, &env, has_account) < 0)
+		goto out;
+	switch (job->kind) {
+	case JOB_POST:
+		reply_post(req, job, &env);
+		break;
+	case JOB_GET:
+		open_get_stream(req, m, job->session);
+		break;
+	case JOB_DELETE:
+		err_clear(&e);
+		if (sess_end(m->app->db, job->session, &e) < 0) {
+			http_reply_error(req, 404, "session_not_found", "Session not found");
+			break;
+		}
+		close_get_streams(m, job->session);
+		http_reply_raw(req, 200, "", "", 0);
+		break;
+	}
+out:
+	job_free(job);
+}
+
+static int
+check_protocol_header(struct http_req *req)
+{
+	const char *v = http_header(req, "MCP-Protocol-Version");
+	char msg[160];
+
+	if (v == NULL || mcp_version_supported(v))
+		return 0;
+	snprintf(msg, sizeof(msg), "Bad Request: unsupported MCP-Protocol-Version; "
+	    "supported: %s, %s, %s", versions[0], versions[1], versions[2]);
+	http_reply_error(req, 400, "bad_request", msg);
+	return -1;
+}
+
+static struct mcp_job *
+new_job(struct mcp *m, int kind, struct http_req *req, int need_session)
+{
+	const char *sid = http_header(req, "Mcp-Session-Id");
+	struct mcp_job *job;
+
+	if (need_session && (sid == NULL || *sid == '\0')) {
+		http_reply_error(req, 400, "bad_request",
+		    "Bad Request: Mcp-Session-Id header is required; send initialize first");
+		return NULL;
+	}
+	if (need_session && !sess_id_valid(sid)) {
+		http_reply_error(req, 404, "session_not_found",
+		    "Session not found or ended; send initialize again");
+		return NULL;
+	}
+	job = calloc(1, sizeof(*job));
+	if (job == NULL) {
+		http_reply_error(req, 500, "internal", "out of memory");
+		return NULL;
+	}
+	job->m = m;
+	job->kind = kind;
+	if (need_session) {
+		snprintf(job->session, sizeof(job->session), "%s", sid);
+		job->has_session = 1;
+	}
+	return job;
+}
+
+static void
+handle_post(struct http_req *req, struct mcp *m)
+{
+	const char *body;
+	size_t len;
+	json_t *parsed;
+	char msg[200];
+	struct mcp_job *job;
+
+	if (!mcp_content_type_is_json(http_header(req, "Content-Type"))) {
+		http_reply_error(req, 415, "unsupported_media_type",
+		    "Unsupported Media Type: Content-Type must be application/json");
+		return;
+	}
+	if (!mcp_accepts(http_header(req, "Accept"), "application/json") ||
+	    !mcp_accepts(http_header(req, "Accept"), "text/event-stream")) {
+		http_reply_error(req, 406, "not_acceptable",
+		    "Not Acceptable: Accept must list application/json and text/event-stream");
+		return;
+	}
+	if (check_protocol_header(req) < 0)
+		return;
+	body = http_body(req, &len);
+	parsed = rpc_parse(body, len, msg, sizeof(msg));
+	if (parsed == NULL) {
+		http_reply_error(req, 400, "parse_error", msg);
+		return;
+	}
+	job = new_job(m, JOB_POST, req, !is_initialize_request(parsed));
+	if (job == NULL) {
+		json_decref(parsed);
+		return;
+	}
+	job->body = parsed;
+	http_defer(req, mcp_process, job);
+}
+
+void
+mcp_handle(struct http_req *req, void *ctx)
+{
+	struct mcp *m = ctx;
+	const char *method = http_method(req);
+	struct mcp_job *job;
+
+	/* DNS-rebinding protection: a browser page from elsewhere. */
+	if (!config_origin_allowed(&m->app->cfg, http_header(req, "Origin"))) {
+		http_reply_error(req, 403, "forbidden", "Forbidden: Origin not allowed");
+		return;
+	}
+	if (strcmp(method, "POST") == 0) {
+		handle_post(req, m);
+		return;
+	}
+	if (strcmp(method, "GET") == 0) {
+		if (!mcp_accepts(http_header(req, "Accept"), "text/event-stream")) {
+			http_reply_error(req, 406, "not_acceptable",
+			    "Not Acceptable: Accept must list text/event-stream");
+			return;
+		}
+		if (check_protocol_header(req) < 0)
+			return;
+		if ((job = new_job(m, JOB_GET, req, 1)) != NULL)
+			http_defer(req, mcp_process, job);
+		return;
+	}
+	if (strcmp(method, "DELETE") == 0) {
+		if (check_protocol_header(req) < 0)
+			return;
+		if ((job = new_job(m, JOB_DELETE, req, 1)) != NULL)
+			http_defer(req, mcp_process, job);
+		return;
+	}
+	http_add_header(req, "Allow", "GET, POST, DELETE");
+	http_reply_error(req, 405, "method_not_allowed", "Method Not Allowed");
+}

@@ -1,0 +1,31 @@
+/* mcp.h - MCP over Streamable HTTP at /v1/mcp (mcp_): header checks,
+ * sessions, JSON-RPC dispatch, SSE answers with progress, cancellation. */
+#ifndef AAS_MCP_H
+#define AAS_MCP_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "app.h"
+#include "http.h"
+
+size_t mcp_protocol_versions_count(void);
+const char *mcp_protocol_version_at(size_t i);   /* newest first */
+int mcp_version_supported(const char *v);
+
+struct mcp;
+
+struct mcp *mcp_new(struct app *app, struct err *e);
+void mcp_free(struct mcp *m);
+
+/* Route handler for /v1/mcp (ctx is the struct mcp). */
+void mcp_handle(struct http_req *req, void *ctx);
+/* Error bodies on the MCP route are JSON-RPC errors with a null id. */
+json_t *mcp_error_fmt(int status, const char *code, const char *message);
+
+/* Header predicates, exposed for unit tests. */
+int mcp_accepts(const char *accept, const char *type);
+int mcp_content_type_is_json(const char *content_type);
+
+#endif

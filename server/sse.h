@@ -1,0 +1,45 @@
+/* sse.h - one Server-Sent Events response stream with a bounded buffer
+ * (sse_). A producer thread appends events; libmicrohttpd reads them. When
+ * the buffer is empty the connection is suspended, and the next append
+ * resumes it, so an idle stream costs no CPU and pins no thread. */
+#ifndef AAS_SSE_H
+#define AAS_SSE_H
+
+#include <stddef.h>
+
+#include <microhttpd.h>
+
+#define SSE_MAX_BUFFER (8u << 20)     /* producer outpacing the client */
+#define SSE_KEEPALIVE_S 15
+
+struct sse;
+
+/* A stream with one reference, the producer's. */
+struct sse *sse_new(void);
+void sse_ref(struct sse *s);
+void sse_unref(struct sse *s);
+
+/* "event: message\ndata: <json>\n\n". -1 when the client is gone, the
+ * stream is finished, or the buffer limit would be passed (the stream is
+ * then failed: the client lost data and must not think otherwise). */
+int sse_send_message(struct sse *s, const char *json, size_t len);
+/* A ": text" comment line, used as keep-alive. */
+int sse_send_comment(struct sse *s, const char *text);
+/* Ends the stream once the buffered data is sent. */
+void sse_finish(struct sse *s);
+/* 1 once libmicrohttpd is done with the stream (sent, or client gone). */
+int sse_closed(struct sse *s);
+
+/* The libmicrohttpd response reading this stream; it holds a reference.
+ * `conn` is the connection it is queued on (needed to suspend/resume). */
+struct MHD_Response *sse_response(struct sse *s, struct MHD_Connection *conn);
+
+/* Keep-alive for every open stream idle for SSE_KEEPALIVE_S; called
+ * periodically by the HTTP front end. */
+void sse_keepalive_all(void);
+/* Finishes every open stream (shutdown). */
+void sse_finish_all(void);
+/* Open streams, for metrics and tests. */
+size_t sse_open_count(void);
+
+#endif

@@ -1,0 +1,324 @@
+/* tools.c - tool catalogue and dispatch. */
+#include "tools.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "embed.h"
+#include "jsonschema.h"
+#include "log.h"
+#include "tool_info.h"
+
+typedef json_t *(*tool_fn)(struct call_ctx *cx, const json_t *args,
+    struct err *e);
+
+struct tool_impl {
+	const char *name;
+	tool_fn fn;          /* NULL: not served by this build yet */
+	unsigned anonymous : 1;
+	unsigned long_running : 1;
+};
+
+static const struct tool_impl impls[] = {
+	{ "create_sandbox", NULL, 0, 1 },
+	{ "run_command", NULL, 0, 1 },
+	{ "write_file", NULL, 0, 1 },
+	{ "read_file", NULL, 0, 1 },
+	{ "list_files", NULL, 0, 0 },
+	{ "expose_port", NULL, 0, 0 },
+	{ "get_sandbox", NULL, 0, 0 },
+	{ "list_sandboxes", NULL, 0, 0 },
+	{ "extend_sandbox", NULL, 0, 0 },
+	{ "destroy_sandbox", NULL, 0, 1 },
+	{ "get_usage", NULL, 0, 0 },
+	{ "get_service_info", tool_info_get_service_info, 1, 0 },
+};
+
+#define N_IMPLS (sizeof(impls) / sizeof(impls[0]))
+
+static json_t *catalogue;       /* {"tools": [...]} with $refs resolved */
+static char *list_json;
+static size_t list_json_len;
+
+void
+call_progress(struct call_ctx *cx, double progress, double total,
+    const char *message)
+{
+	if (cx->progress)
+		cx->progress(cx->progress_sink, progress, total, message);
+}
+
+int
+call_cancelled(const struct call_ctx *cx)
+{
+	return cx->cancelled != NULL && atomic_load(cx->cancelled);
+}
+
+/* Replaces {"$ref": "#/$defs/x", ...} by a copy of $defs.x with the
+ * sibling keys laid over it, so every published schema stands alone. */
+static json_t *
+resolve_refs(const json_t *node, const json_t *defs, int depth)
+{
+	json_t *out;
+
+	if (depth > 16)
+		return NULL;
+	if (json_is_array(node)) {
+		size_t i;
+		json_t *it;
+		out = json_array();
+		json_array_foreach(node, i, it) {
+			json_t *r = resolve_refs(it, defs, depth + 1);
+			if (r == NULL) {
+				json_decref(out);
+				return NULL;
+			}
+			json_array_append_new(out, r);
+		}
+		return out;
+	}
+	if (!json_is_object(node))
+		return json_deep_copy(node);
+	const json_t *ref = json_object_get(node, "$ref");
+	if (ref) {
+		const char *s = json_string_value(ref);
+		const json_t *target;
+		if (s == NULL || strncmp(s, "#/$defs/", 8) != 0 ||
+		    (target = json_object_get(defs, s + 8)) == NULL)
+			return NULL;
+		out = resolve_refs(target, defs, depth + 1);
+	} else {
+		out = json_object();
+	}
+	if (out == NULL)
+		return NULL;
+	const char *key;
+	json_t *val;
+	json_object_foreach((json_t *)node, key, val) {
+		if (strcmp(key, "$ref") == 0)
+			continue;
+		json_t *r = resolve_refs(val, defs, depth + 1);
+		if (r == NULL) {
+			json_decref(out);
+			return NULL;
+		}
+		json_object_set_new(out, key, r);
+	}
+	return out;
+}
+
+int
+tools_init(struct err *e)
+{
+	json_error_t jerr;
+	json_t *raw = NULL, *tools, *resolved = NULL;
+	int rc = -1;
+
+	if (embed_tools_count != 1) {
+		err_set(e, ERR_INTERNAL, "tool catalogue missing");
+		return -1;
+	}
+	raw = json_loadb(embed_tools[0].data, embed_tools[0].len, 0, &jerr);
+	if (raw == NULL) {
+		err_set(e, ERR_INTERNAL, "tools.json: %s (line %d)", jerr.text, jerr.line);
+		goto out;
+	}
+	tools = json_object_get(raw, "tools");
+	resolved = resolve_refs(tools, json_object_get(raw, "$defs"), 0);
+	if (resolved == NULL || json_array_size(resolved) != N_IMPLS) {
+		err_set(e, ERR_INTERNAL, "tools.json: bad $ref or tool count");
+		goto out;
+	}
+	for (size_t i = 0; i < N_IMPLS; i++) {
+		const char *name = json_string_value(json_object_get(
+		    json_array_get(resolved, i), "name"));
+		if (name == NULL || strcmp(name, impls[i].name) != 0) {
+			err_set(e, ERR_INTERNAL, "tools.json: tool %zu is not %s", i,
+			    impls[i].name);
+			goto out;
+		}
+	}
+	catalogue = json_pack("{s:o}", "tools", resolved);
+	resolved = NULL;
+	list_json = json_dumps(catalogue, JSON_COMPACT);
+	if (catalogue == NULL || list_json == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto out;
+	}
+	list_json_len = strlen(list_json);
+	rc = 0;
+out:
+	json_decref(raw);
+	json_decref(resolved);
+	return rc;
+}
+
+void
+tools_cleanup(void)
+{
+	json_decref(catalogue);
+	catalogue = NULL;
+	free(list_json);
+	list_json = NULL;
+}
+
+const char *
+tools_list_json(size_t *len)
+{
+	*len = list_json_len;
+	return list_json;
+}
+
+json_t *
+tools_list_result(void)
+{
+	return json_incref(catalogue);
+}
+
+size_t
+tools_count(void)
+{
+	return N_IMPLS;
+}
+
+static const json_t *
+tool_at(size_t i)
+{
+	return json_array_get(json_object_get(catalogue, "tools"), i);
+}
+
+const char *
+tools_name_at(size_t i)
+{
+	return impls[i].name;
+}
+
+const char *
+tools_title_at(size_t i)
+{
+	return json_string_value(json_object_get(tool_at(i), "title"));
+}
+
+const char *
+tools_description_at(size_t i)
+{
+	return json_string_value(json_object_get(tool_at(i), "description"));
+}
+
+static int
+find_impl(const char *name)
+{
+	for (size_t i = 0; i < N_IMPLS; i++)
+		if (strcmp(impls[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+int
+tools_exists(const char *name)
+{
+	return find_impl(name) >= 0;
+}
+
+int
+tools_is_long(const char *name)
+{
+	int i = find_impl(name);
+	return i >= 0 && impls[i].long_running;
+}
+
+int
+tools_is_anonymous(const char *name)
+{
+	int i = find_impl(name);
+	return i >= 0 && impls[i].anonymous;
+}
+
+static json_t *
+text_result(const char *text, int is_error)
+{
+	json_t *res = json_pack("{s:[{s:s, s:s}]}", "content", "type", "text",
+	    "text", text);
+
+	if (res && is_error)
+		json_object_set_new(res, "isError", json_true());
+	return res;
+}
+
+json_t *
+tools_error_result(const struct err *e)
+{
+	char text[700];
+
+	snprintf(text, sizeof(text), "Error (%s): %s", err_kind_name(e->kind),
+	    e->msg);
+	return text_result(text, 1);
+}
+
+static json_t *
+structured_result(json_t *obj)
+{
+	char *text = json_dumps(obj, JSON_COMPACT);
+	json_t *res = NULL;
+
+	if (text != NULL)
+		res = text_result(text, 0);
+	free(text);
+	if (res)
+		json_object_set(res, "structuredContent", obj);
+	json_decref(obj);
+	return res;
+}
+
+static void
+no_key_error(const struct call_ctx *cx, const char *name, struct err *e)
+{
+	const char *dash = cx->app->cfg.dashboard_url;
+
+	err_set(e, ERR_UNAUTHORIZED,
+	    "%s needs an API key. Send it on every request in the header "
+	    "'Authorization: Bearer <key>' or 'x-api-key: <key>' (never in the URL). "
+	    "%s%s%s",
+	    name,
+	    *dash ? "Get a key at " : "Keys are issued by the operator of this service "
+	    "(aasctl key create).",
+	    dash, *dash ? "." : "");
+}
+
+json_t *
+tools_call(struct call_ctx *cx, const char *name, const json_t *args)
+{
+	int i = find_impl(name);
+	const json_t *schema;
+	json_t *empty = NULL, *obj;
+	struct err e;
+
+	if (i < 0)
+		return NULL;
+	err_clear(&e);
+	if (!impls[i].anonymous && cx->account_id == NULL) {
+		no_key_error(cx, name, &e);
+		return tools_error_result(&e);
+	}
+	if (args == NULL)
+		args = empty = json_object();
+	schema = json_object_get(tool_at((size_t)i), "inputSchema");
+	if (jsv_validate(schema, args, "", &e) < 0) {
+		json_decref(empty);
+		return tools_error_result(&e);
+	}
+	if (impls[i].fn == NULL) {
+		json_decref(empty);
+		err_set(&e, ERR_UNAVAILABLE, "%s is not available on this server yet", name);
+		return tools_error_result(&e);
+	}
+	obj = impls[i].fn(cx, args, &e);
+	json_decref(empty);
+	if (obj == NULL) {
+		if (e.kind == ERR_NONE)
+			err_set(&e, ERR_INTERNAL, "tool failed");
+		return tools_error_result(&e);
+	}
+	return structured_result(obj);
+}

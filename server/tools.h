@@ -1,0 +1,57 @@
+/* tools.h - the tool catalogue (from tools.json, embedded) and dispatch
+ * of tools/call: schema validation, auth rule, handler, result shape. */
+#ifndef AAS_TOOLS_H
+#define AAS_TOOLS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "app.h"
+#include "err.h"
+
+/* What a tool handler may use while it runs. */
+struct call_ctx {
+	struct app *app;
+	const char *account_id;      /* NULL when the caller sent no key */
+	const char *request_id;      /* for log lines */
+	/* Progress sink; a no-op when the client asked for none. */
+	void (*progress)(void *sink, double progress, double total,
+	    const char *message);
+	void *progress_sink;
+	const atomic_int *cancelled; /* set by notifications/cancelled */
+};
+
+void call_progress(struct call_ctx *cx, double progress, double total,
+    const char *message);
+int call_cancelled(const struct call_ctx *cx);
+
+/* Loads and checks the embedded catalogue; once, at start. */
+int tools_init(struct err *e);
+void tools_cleanup(void);
+
+/* The tools/list result, serialised once. */
+const char *tools_list_json(size_t *len);
+json_t *tools_list_result(void);             /* new reference */
+size_t tools_count(void);
+const char *tools_name_at(size_t i);
+const char *tools_title_at(size_t i);
+const char *tools_description_at(size_t i);
+
+/* 1 when a tool of that name exists. */
+int tools_exists(const char *name);
+/* 1 when the tool may run for long (answer as a stream). */
+int tools_is_long(const char *name);
+/* 1 when the tool works without a key. */
+int tools_is_anonymous(const char *name);
+
+/* Runs a tool and returns the CallToolResult object. Unknown tools return
+ * NULL (the caller answers a JSON-RPC -32602). Argument, auth and business
+ * errors come back as results with isError true. */
+json_t *tools_call(struct call_ctx *cx, const char *name, const json_t *args);
+
+/* A CallToolResult for an error, naming the field when there is one. */
+json_t *tools_error_result(const struct err *e);
+
+#endif
