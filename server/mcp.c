@@ -438,13 +438,15 @@ do_tools_call(struct call_env *env, struct rpc_msg *msg, int *streamed)
 		return bad;
 	if (env->req)
 		http_log_detail(env->req, "tool", name);
+	call_ctx_init(&cx, env);
+	if ((res = tools_precheck(&cx, name, args)) != NULL)
+		return rpc_result(msg->id, res);
 	if (!env->in_batch && env->req && (token != NULL || tools_is_long(name))) {
 		*streamed = tools_call_streamed(env, msg, name, args, token);
 		if (*streamed)
 			return NULL;
 	}
 	f = inflight_add(env->m, env->session_id, msg->id);
-	call_ctx_init(&cx, env);
 	cx.cancelled = f ? &f->cancelled : NULL;
 	res = tools_call(&cx, name, args);
 	inflight_remove(env->m, f);

@@ -287,12 +287,12 @@ no_key_error(const struct call_ctx *cx, const char *name, struct err *e)
 }
 
 json_t *
-tools_call(struct call_ctx *cx, const char *name, const json_t *args)
+tools_precheck(const struct call_ctx *cx, const char *name, const json_t *args)
 {
 	int i = find_impl(name);
-	const json_t *schema;
-	json_t *empty = NULL, *obj;
+	json_t *empty = NULL;
 	struct err e;
+	int rc;
 
 	if (i < 0)
 		return NULL;
@@ -303,16 +303,32 @@ tools_call(struct call_ctx *cx, const char *name, const json_t *args)
 	}
 	if (args == NULL)
 		args = empty = json_object();
-	schema = json_object_get(tool_at((size_t)i), "inputSchema");
-	if (jsv_validate(schema, args, "", &e) < 0) {
-		json_decref(empty);
+	rc = jsv_validate(json_object_get(tool_at((size_t)i), "inputSchema"), args,
+	    "", &e);
+	json_decref(empty);
+	if (rc < 0)
 		return tools_error_result(&e);
-	}
 	if (impls[i].fn == NULL) {
-		json_decref(empty);
 		err_set(&e, ERR_UNAVAILABLE, "%s is not available on this server yet", name);
 		return tools_error_result(&e);
 	}
+	return NULL;
+}
+
+json_t *
+tools_call(struct call_ctx *cx, const char *name, const json_t *args)
+{
+	int i = find_impl(name);
+	json_t *empty = NULL, *obj;
+	struct err e;
+
+	if (i < 0)
+		return NULL;
+	if ((obj = tools_precheck(cx, name, args)) != NULL)
+		return obj;
+	err_clear(&e);
+	if (args == NULL)
+		args = empty = json_object();
 	obj = impls[i].fn(cx, args, &e);
 	json_decref(empty);
 	if (obj == NULL) {

@@ -51,6 +51,12 @@ int tools_is_anonymous(const char *name);
  * errors come back as results with isError true. */
 json_t *tools_call(struct call_ctx *cx, const char *name, const json_t *args);
 
+/* The checks tools_call makes before running a tool (key, arguments).
+ * Returns an isError CallToolResult when one fails, NULL when the call may
+ * proceed; lets the transport answer such errors at once, unstreamed. */
+json_t *tools_precheck(const struct call_ctx *cx, const char *name,
+    const json_t *args);
+
 /* A CallToolResult for an error, naming the field when there is one. */
 json_t *tools_error_result(const struct err *e);
 

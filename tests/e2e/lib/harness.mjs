@@ -1,0 +1,150 @@
+// Shared end-to-end helpers: start the real aasd against the test
+// PostgreSQL, make accounts with aasctl, speak raw MCP over HTTP.
+import { spawn, execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import net from 'node:net';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+
+const execFileP = promisify(execFile);
+
+export const ROOT = path.resolve(new URL('../../..', import.meta.url).pathname);
+export const BUILD = process.env.AAS_BUILD_DIR || path.join(ROOT, 'build');
+export const STATE = process.env.AAS_TEST_STATE_DIR || path.join(ROOT, 'var/test');
+export const DB_URL = process.env.AAS_TEST_DATABASE_URL ||
+  `postgresql:///aas?host=${STATE}/run&user=aas`;
+export const PROTOCOL = '2025-11-25';
+
+export async function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function baseEnv(extra = {}) {
+  return {
+    PATH: process.env.PATH,
+    AAS_STATE_DIR: STATE,
+    AAS_DATABASE_URL: DB_URL,
+    AAS_LOG_LEVEL: 'info',
+    ...extra,
+  };
+}
+
+// Starts aasd and waits until /healthz answers. Returns a handle whose
+// stop() sends SIGTERM and waits for the exit.
+export async function startAasd(env = {}) {
+  const port = await freePort();
+  const listen = `127.0.0.1:${port}`;
+  const proc = spawn(path.join(BUILD, 'aasd'), [], {
+    env: baseEnv({ AAS_LISTEN: listen, ...env }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  proc.stdout.on('data', (d) => { log += d; });
+  proc.stderr.on('data', (d) => { log += d; });
+  const exited = new Promise((resolve) => proc.on('exit', (code, sig) => resolve({ code, sig })));
+  const url = `http://${listen}`;
+  const deadline = Date.now() + 15000;
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error(`aasd exited early:\n${log}`);
+    try {
+      const r = await fetch(`${url}/healthz`);
+      if (r.ok) break;
+    } catch { /* not listening yet */ }
+    if (Date.now() > deadline) { proc.kill('SIGKILL'); throw new Error(`aasd did not start:\n${log}`); }
+    await sleep(50);
+  }
+  return {
+    url,
+    mcpUrl: `${url}/v1/mcp`,
+    port,
+    proc,
+    log: () => log,
+    async stop() {
+      if (proc.exitCode === null) proc.kill('SIGTERM');
+      return exited;
+    },
+    async kill() {
+      if (proc.exitCode === null) proc.kill('SIGKILL');
+      return exited;
+    },
+  };
+}
+
+export function sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
+
+export async function aasctl(...args) {
+  const { stdout } = await execFileP(path.join(BUILD, 'aasctl'), args, { env: baseEnv() });
+  return JSON.parse(stdout);
+}
+
+export async function aasctlFail(...args) {
+  try {
+    await execFileP(path.join(BUILD, 'aasctl'), args, { env: baseEnv() });
+  } catch (e) {
+    return { code: e.code, stderr: e.stderr, stdout: e.stdout };
+  }
+  throw new Error(`aasctl ${args.join(' ')} succeeded unexpectedly`);
+}
+
+export async function newAccount() {
+  const email = `t-${randomBytes(6).toString('hex')}@test.invalid`;
+  return aasctl('account', 'create', '--email', email);
+}
+
+export const JSON_HEADERS = {
+  'Content-Type': 'application/json',
+  Accept: 'application/json, text/event-stream',
+};
+
+// One raw POST; returns {status, headers, text, json}.
+export async function post(url, body, headers = {}) {
+  const r = await fetch(url, {
+    method: 'POST',
+    headers: { ...JSON_HEADERS, ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await r.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: r.status, headers: r.headers, text, json };
+}
+
+export function initializeBody(id = 1, version = PROTOCOL) {
+  return {
+    jsonrpc: '2.0', id, method: 'initialize',
+    params: { protocolVersion: version, capabilities: {}, clientInfo: { name: 'e2e', version: '1' } },
+  };
+}
+
+// initialize + notifications/initialized; returns the session id.
+export async function openSession(mcpUrl, headers = {}, version = PROTOCOL) {
+  const r = await post(mcpUrl, initializeBody(1, version), headers);
+  if (r.status !== 200) throw new Error(`initialize: ${r.status} ${r.text}`);
+  const sid = r.headers.get('mcp-session-id');
+  const n = await post(mcpUrl, { jsonrpc: '2.0', method: 'notifications/initialized' },
+    { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': version, ...headers });
+  if (n.status !== 202) throw new Error(`initialized: ${n.status}`);
+  return sid;
+}
+
+// Parses an SSE body into the JSON messages it carried.
+export function sseMessages(text) {
+  const out = [];
+  for (const block of text.split('\n\n')) {
+    const data = block.split('\n').filter((l) => l.startsWith('data:'))
+      .map((l) => l.slice(5).trimStart()).join('\n');
+    if (data) out.push(JSON.parse(data));
+  }
+  return out;
+}
+
+export function devdb(cmd) {
+  return execFileP('sh', [path.join(ROOT, 'deploy/devdb.sh'), cmd, STATE], { cwd: ROOT });
+}

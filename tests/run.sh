@@ -1,0 +1,70 @@
+#!/bin/sh
+# Runs every test: cmocka unit tests, then end-to-end tests against the
+# real daemon and a private PostgreSQL. Ends with "N passed, N failed".
+set -u
+
+B=${B:-build}
+ROOT=$(pwd)
+STATE=${AAS_TEST_STATE_DIR:-$ROOT/var/test}
+LOG=$STATE/log
+mkdir -p "$LOG"
+
+passed=0
+failed=0
+
+# --- unit ---
+for t in "$B"/tests/test_*; do
+	[ -x "$t" ] || continue
+	name=$(basename "$t")
+	out=$LOG/unit-$name.txt
+	"$t" >"$out" 2>&1
+	rc=$?
+	p=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n 1)
+	f=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$out" | tail -n 1)
+	p=${p:-0}
+	f=${f:-0}
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		f=1 # crashed or died before reporting
+	fi
+	passed=$((passed + p))
+	failed=$((failed + f))
+	printf 'unit %-28s %3s passed, %s failed\n' "$name" "$p" "$f"
+	[ "$f" -eq 0 ] || sed 's/^/    /' "$out" | tail -n 40
+done
+
+# --- end to end ---
+if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
+	if [ ! -d node_modules/@modelcontextprotocol/sdk ]; then
+		npm ci --no-audit --no-fund >"$LOG/npm-ci.txt" 2>&1 || {
+			echo "npm ci failed:"; tail -n 20 "$LOG/npm-ci.txt"; failed=$((failed + 1)); }
+	fi
+	sh deploy/devdb.sh start "$STATE" || { echo "database start failed"; failed=$((failed + 1)); }
+	# A fresh database each run: tests never see a previous run's rows.
+	pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+	if [ "$(id -u)" -eq 0 ]; then aspg="runuser -u postgres --"; else aspg=""; fi
+	$aspg "$pgbin/psql" -h "$STATE/run" -U postgres -d postgres -qtAX \
+		-c "DROP DATABASE IF EXISTS aas WITH (FORCE)" -c "CREATE DATABASE aas OWNER aas" \
+		>/dev/null
+
+	out=$LOG/e2e.txt
+	AAS_BUILD_DIR="$ROOT/$B" AAS_TEST_STATE_DIR="$STATE" \
+	AAS_TEST_DATABASE_URL="postgresql:///aas?host=$STATE/run&user=aas" \
+	node --test --test-concurrency=1 --test-reporter=spec --test-reporter-destination=stdout \
+		--test-reporter=tap --test-reporter-destination="$LOG/e2e.tap" \
+		tests/e2e/*.test.mjs >"$out" 2>&1
+	rc=$?
+	cat "$out"
+	p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$LOG/e2e.tap" | tail -n 1)
+	f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$LOG/e2e.tap" | tail -n 1)
+	p=${p:-0}
+	f=${f:-0}
+	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+		f=1
+	fi
+	passed=$((passed + p))
+	failed=$((failed + f))
+	printf 'e2e  %3s passed, %s failed\n' "$p" "$f"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
