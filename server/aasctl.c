@@ -220,7 +220,7 @@ main(int argc, char **argv)
 	}
 	log_set_level(LOG_LEVEL_WARN);
 	cfg.db_pool_size = 1;
-	app = app_new(&cfg, &e);
+	app = app_new(&cfg, 0, &e);
 	if (app == NULL)
 		return fail(&e);
 	rc = run(app, argc, argv, &e);

@@ -100,7 +100,7 @@ main(int argc, char **argv)
 
 	if (tools_init(&e) < 0)
 		log_fatal("tools: %s", e.msg);
-	app = app_new(&cfg, &e);
+	app = app_new(&cfg, APP_CACHES, &e);
 	if (app == NULL) {
 		log_error("start: %s", e.msg);
 		goto out;

@@ -243,11 +243,12 @@ acct_key_revoke(struct db *db, const char *key_id, struct err *e)
 		err_set_field(e, "key", "key: not a key id");
 		return -1;
 	}
-	r = db_query(db, "UPDATE api_keys SET revoked_at = now()"
-	    " WHERE id = $1 AND revoked_at IS NULL", 1, params, e);
+	r = db_query(db, "WITH u AS (UPDATE api_keys SET revoked_at = now()"
+	    " WHERE id = $1 AND revoked_at IS NULL RETURNING key_hash)"
+	    " SELECT pg_notify('aas_invalidate', 'k:' || key_hash) FROM u", 1, params, e);
 	if (r == NULL)
 		return -1;
-	n = (int)db_affected(r);
+	n = PQntuples(r);
 	PQclear(r);
 	if (n != 1) {
 		err_set(e, ERR_NOT_FOUND, "no live key with that id");
@@ -290,6 +291,39 @@ acct_resolve_key(struct db *db, const char *key, size_t keylen,
 	if (!ok) {
 		err_set(e, ERR_UNAUTHORIZED, "invalid API key");
 		return -1;
+	}
+	return 0;
+}
+
+int
+acct_key_cache_peek(struct ttl_map *cache, const char *key, size_t keylen,
+    char account_id[ACCT_ID_LEN + 1])
+{
+	char hash[KEY_HASH_HEX_LEN + 1];
+	int hit;
+
+	if (cache == NULL || !key_well_formed(key, keylen))
+		return 0;
+	key_hash_hex(key, keylen, hash, sizeof(hash));
+	hit = ttl_get(cache, hash, account_id, ACCT_ID_LEN + 1);
+	OPENSSL_cleanse(hash, sizeof(hash));
+	return hit;
+}
+
+int
+acct_resolve_key_cached(struct db *db, struct ttl_map *cache, const char *key,
+    size_t keylen, char account_id[ACCT_ID_LEN + 1], struct err *e)
+{
+	char hash[KEY_HASH_HEX_LEN + 1];
+
+	if (acct_key_cache_peek(cache, key, keylen, account_id))
+		return 0;
+	if (acct_resolve_key(db, key, keylen, account_id, e) < 0)
+		return -1;
+	if (cache) {
+		key_hash_hex(key, keylen, hash, sizeof(hash));
+		ttl_put(cache, hash, account_id);
+		OPENSSL_cleanse(hash, sizeof(hash));
 	}
 	return 0;
 }

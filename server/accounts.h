@@ -6,6 +6,7 @@
 
 #include "db.h"
 #include "keys.h"
+#include "ttlmap.h"
 
 #define ACCT_ID_LEN 36 /* uuid text */
 
@@ -27,13 +28,23 @@ int acct_key_create(struct db *db, const char *account_id, const char *name,
     struct acct_new_key *key, struct err *e);
 /* Keys of an account, without secrets: id, prefix, name, times. */
 json_t *acct_key_list(struct db *db, const char *account_id, struct err *e);
-/* Revokes a key by id; ERR_NOT_FOUND if no live key has that id. */
+/* Revokes a key by id and announces it to every aasd (notification
+ * "k:<key hash>" on channel aas_invalidate); ERR_NOT_FOUND if no live key has that id. */
 int acct_key_revoke(struct db *db, const char *key_id, struct err *e);
 
 /* Resolves a presented key to its account. ERR_UNAUTHORIZED when the key
  * is unknown, revoked or its account disabled. */
 int acct_resolve_key(struct db *db, const char *key, size_t keylen,
     char account_id[ACCT_ID_LEN + 1], struct err *e);
+
+/* acct_resolve_key through a cache keyed by the key's hash (cache may be
+ * NULL); revoked keys leave it through database notifications. */
+int acct_resolve_key_cached(struct db *db, struct ttl_map *cache,
+    const char *key, size_t keylen, char account_id[ACCT_ID_LEN + 1],
+    struct err *e);
+/* 1 when the cache resolves the key (no database access). */
+int acct_key_cache_peek(struct ttl_map *cache, const char *key, size_t keylen,
+    char account_id[ACCT_ID_LEN + 1]);
 
 /* 1 when `s` is a canonical lower-case uuid. */
 int acct_id_valid(const char *s);

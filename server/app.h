@@ -6,16 +6,27 @@
 #include "config.h"
 #include "db.h"
 #include "err.h"
+#include "notify.h"
+#include "ttlmap.h"
 
 #define AAS_VERSION "0.1.0"
 
 struct app {
 	struct config cfg;
 	struct db *db;
+	/* Caches of session and key lookups; NULL in short-lived tools. They
+	 * are trusted only while `ntf` listens for invalidations. */
+	struct ttl_map *sessions;
+	struct ttl_map *keys;
+	struct ntf *ntf;
+};
+
+enum app_flags {
+	APP_CACHES = 1, /* a serving process: caches and invalidation listener */
 };
 
 /* Opens the database pool and applies migrations. */
-struct app *app_new(const struct config *cfg, struct err *e);
+struct app *app_new(const struct config *cfg, unsigned flags, struct err *e);
 void app_free(struct app *app);
 
 #endif

@@ -33,8 +33,8 @@ db_notice(void *arg, const char *message)
 	log_debug("db notice: %.*s", (int)strcspn(message, "\n"), message);
 }
 
-static PGconn *
-db_connect(const char *url)
+PGconn *
+db_connect_raw(const char *url)
 {
 	/* Bounded connect and statement times: a request never waits on a
 	 * stuck database for longer than these. */
@@ -117,7 +117,7 @@ db_acquire(struct db *db, struct err *e)
 	pthread_mutex_unlock(&db->lock);
 
 	if (slot->conn == NULL)
-		slot->conn = db_connect(db->url);
+		slot->conn = db_connect_raw(db->url);
 	else if (PQstatus(slot->conn) != CONNECTION_OK)
 		PQreset(slot->conn);
 	if (PQstatus(slot->conn) != CONNECTION_OK) {

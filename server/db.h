@@ -10,6 +10,9 @@
 
 struct db;
 
+/* A single connection with the pool's settings (for LISTEN). */
+PGconn *db_connect_raw(const char *url);
+
 struct db *db_new(const char *url, int size, struct err *e);
 void db_free(struct db *db);
 

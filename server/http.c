@@ -539,7 +539,7 @@ http_new(const struct config *cfg, struct work_pool *work,
 	struct sockaddr_storage ss;
 	socklen_t sslen;
 	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
-	    MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+	    MHD_USE_ERROR_LOG;
 
 	if (srv == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
@@ -561,7 +561,6 @@ http_new(const struct config *cfg, struct work_pool *work,
 	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
 	    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->conn_timeout_s,
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
-	    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(128 * 1024),
 	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,

@@ -531,7 +531,8 @@ authenticate(struct http_req *req, struct mcp *m, char *account_id, int *has_acc
 		return 0;
 	err_clear(&e);
 	if (found == AUTH_KEY &&
-	    acct_resolve_key(m->app->db, key, keylen, account_id, &e) == 0) {
+	    acct_resolve_key_cached(m->app->db, m->app->keys, key, keylen,
+	    account_id, &e) == 0) {
 		*has_account = 1;
 		return 0;
 	}
@@ -553,8 +554,8 @@ load_session(struct http_req *req, struct mcp *m, struct mcp_job *job,
 	struct err e;
 
 	err_clear(&e);
-	if (sess_lookup(m->app->db, job->session, m->app->cfg.session_idle_s,
-	    &env->sess, &e) < 0 ||
+	if (sess_lookup_cached(m->app->db, m->app->sessions, job->session,
+	    m->app->cfg.session_idle_s, &env->sess, &e) < 0 ||
 	    /* A session opened with one account's key is not another's. */
 	    (has_account && env->sess.account_id[0] &&
 	     strcmp(env->sess.account_id, env->account_id) != 0)) {
@@ -567,6 +568,40 @@ load_session(struct http_req *req, struct mcp *m, struct mcp_job *job,
 	}
 	env->session_id = job->session;
 	return 0;
+}
+
+/* tools/list is the most frequent request and its answer never changes:
+ * splice the request id into the catalogue serialised at start. */
+static int
+reply_tools_list(struct http_req *req, json_t *body)
+{
+	struct rpc_msg msg;
+	const char *list;
+	size_t list_len, id_len, n;
+	char *id, *out;
+
+	rpc_classify(body, &msg);
+	if (msg.kind != RPC_REQUEST || strcmp(msg.method, "tools/list") != 0 ||
+	    json_object_get(msg.params, "cursor") != NULL)
+		return 0;
+	id = json_dumps(msg.id, JSON_COMPACT | JSON_ENCODE_ANY);
+	if (id == NULL)
+		return 0;
+	list = tools_list_json(&list_len);
+	id_len = strlen(id);
+	n = sizeof("{\"jsonrpc\":\"2.0\",\"id\":,\"result\":}") + id_len + list_len;
+	out = malloc(n);
+	if (out == NULL) {
+		free(id);
+		return 0;
+	}
+	n = (size_t)snprintf(out, n, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}",
+	    id, list);
+	http_log_detail(req, "rpc", "tools/list");
+	http_reply_raw(req, 200, "application/json", out, n);
+	free(out);
+	free(id);
+	return 1;
 }
 
 static void
@@ -602,6 +637,8 @@ reply_post(struct http_req *req, struct mcp_job *job, struct call_env *env)
 			json_decref(out);
 			out = NULL;
 		}
+	} else if (reply_tools_list(req, job->body)) {
+		return;
 	} else {
 		int init = is_initialize_request(job->body);
 		out = handle_message(env, job->body, init ? new_session : NULL, &streamed);
@@ -776,6 +813,50 @@ new_job(struct mcp *m, int kind, struct http_req *req, int need_session)
 	return job;
 }
 
+/* Work that needs neither the database nor a tool that takes time is
+ * answered on the HTTP thread: the common ping / tools/list /
+ * get_service_info traffic of a known session with a known key. */
+static int
+cheap_message(json_t *body)
+{
+	const char *method = json_string_value(json_object_get(body, "method"));
+	json_t *params = json_object_get(body, "params");
+	const char *tool;
+
+	if (!json_is_object(body) || method == NULL)
+		return 0;
+	if (json_object_get(body, "id") == NULL)
+		return strncmp(method, "notifications/", 14) == 0;
+	if (strcmp(method, "ping") == 0 || strcmp(method, "tools/list") == 0)
+		return 1;
+	tool = json_string_value(json_object_get(params, "name"));
+	return strcmp(method, "tools/call") == 0 && tool != NULL &&
+	    tools_is_anonymous(tool) &&
+	    json_object_get(json_object_get(params, "_meta"), "progressToken") == NULL;
+}
+
+static int
+can_run_inline(struct http_req *req, struct mcp *m, struct mcp_job *job)
+{
+	struct sess_info si;
+	const char *key, *why;
+	size_t keylen;
+	char account_id[ACCT_ID_LEN + 1];
+
+	if (!job->has_session || !cheap_message(job->body) ||
+	    !sess_cache_peek(m->app->sessions, job->session, &si))
+		return 0;
+	switch (auth_extract(http_header(req, "Authorization"),
+	    http_header(req, "x-api-key"), &key, &keylen, &why)) {
+	case AUTH_NO_KEY:
+	case AUTH_MALFORMED:
+		return 1;
+	case AUTH_KEY:
+		return acct_key_cache_peek(m->app->keys, key, keylen, account_id);
+	}
+	return 0;
+}
+
 static void
 handle_post(struct http_req *req, struct mcp *m)
 {
@@ -810,7 +891,10 @@ handle_post(struct http_req *req, struct mcp *m)
 		return;
 	}
 	job->body = parsed;
-	http_defer(req, mcp_process, job);
+	if (can_run_inline(req, m, job))
+		mcp_process(req, job);
+	else
+		http_defer(req, mcp_process, job);
 }
 
 void

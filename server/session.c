@@ -95,15 +95,56 @@ sess_end(struct db *db, const char *id, struct err *e)
 		err_set(e, ERR_NOT_FOUND, "session not found");
 		return -1;
 	}
-	r = db_query(db, "UPDATE mcp_sessions SET ended_at = now()"
-	    " WHERE id = $1 AND ended_at IS NULL", 1, params, e);
+	r = db_query(db, "WITH u AS (UPDATE mcp_sessions SET ended_at = now()"
+	    " WHERE id = $1 AND ended_at IS NULL RETURNING id)"
+	    " SELECT pg_notify('aas_invalidate', 's:' || id) FROM u", 1, params, e);
 	if (r == NULL)
 		return -1;
-	n = db_affected(r);
+	n = PQntuples(r);
 	PQclear(r);
 	if (n != 1) {
 		err_set(e, ERR_NOT_FOUND, "session not found");
 		return -1;
+	}
+	return 0;
+}
+
+static int
+parse_cached(const char *val, struct sess_info *out)
+{
+	const char *bar = strchr(val, '|');
+	size_t vlen;
+
+	if (bar == NULL || (vlen = (size_t)(bar - val)) >= sizeof(out->protocol_version))
+		return 0;
+	memcpy(out->protocol_version, val, vlen);
+	out->protocol_version[vlen] = '\0';
+	snprintf(out->account_id, sizeof(out->account_id), "%s", bar + 1);
+	return 1;
+}
+
+int
+sess_cache_peek(struct ttl_map *cache, const char *id, struct sess_info *out)
+{
+	char val[TTL_VAL_MAX + 1];
+
+	return cache != NULL && sess_id_valid(id) &&
+	    ttl_get(cache, id, val, sizeof(val)) && parse_cached(val, out);
+}
+
+int
+sess_lookup_cached(struct db *db, struct ttl_map *cache, const char *id,
+    int idle_s, struct sess_info *out, struct err *e)
+{
+	char val[TTL_VAL_MAX + 1];
+
+	if (sess_cache_peek(cache, id, out))
+		return 0;
+	if (sess_lookup(db, id, idle_s, out, e) < 0)
+		return -1;
+	if (cache) {
+		snprintf(val, sizeof(val), "%s|%s", out->protocol_version, out->account_id);
+		ttl_put(cache, id, val);
 	}
 	return 0;
 }

@@ -5,6 +5,7 @@
 
 #include "accounts.h"
 #include "db.h"
+#include "ttlmap.h"
 
 #define SESS_ID_LEN 64
 
@@ -22,7 +23,16 @@ int sess_create(struct db *db, const char *protocol_version,
 /* ERR_NOT_FOUND when unknown, ended, or idle longer than idle_s. */
 int sess_lookup(struct db *db, const char *id, int idle_s,
     struct sess_info *out, struct err *e);
-/* Ends a session; ERR_NOT_FOUND when unknown or already ended. */
+/* sess_lookup through a cache of recent answers (cache may be NULL). A
+ * cached answer is at most the cache's TTL old; ended sessions leave the
+ * cache through database notifications. */
+int sess_lookup_cached(struct db *db, struct ttl_map *cache, const char *id,
+    int idle_s, struct sess_info *out, struct err *e);
+/* 1 when the cache holds the session (no database access). */
+int sess_cache_peek(struct ttl_map *cache, const char *id, struct sess_info *out);
+
+/* Ends a session and announces it to every aasd (notification
+ * "s:<id>" on channel aas_invalidate); ERR_NOT_FOUND when unknown or already ended. */
 int sess_end(struct db *db, const char *id, struct err *e);
 
 #endif
