@@ -33,6 +33,10 @@ auth_extract(const char *authorization, const char *x_api_key,
 		size_t n;
 		const char *a = trim(authorization, &n);
 
+		if (n == 6 && strncasecmp(a, "bearer", 6) == 0) {
+			*why = "the Authorization header has no key after 'Bearer'";
+			return AUTH_MALFORMED;
+		}
 		if (n < 7 || strncasecmp(a, "bearer", 6) != 0 ||
 		    (a[6] != ' ' && a[6] != '\t')) {
 			*why = "the Authorization header must be 'Bearer <key>'";

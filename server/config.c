@@ -105,7 +105,11 @@ set_listen(struct config *cfg, const char *v)
 		v++;
 		hlen -= 2;
 	}
-	if (hlen >= sizeof(cfg->listen_host))
+	if (hlen >= sizeof(cfg->listen_host) || memchr(v, ']', hlen) != NULL ||
+	    memchr(v, '[', hlen) != NULL)
+		return -1;
+	/* A colon in the host only inside brackets (an IPv6 address). */
+	if (v == colon - hlen && memchr(v, ':', hlen) != NULL)
 		return -1;
 	if (parse_ll(colon + 1, &port) < 0 || port < 1 || port > 65535)
 		return -1;
@@ -118,7 +122,15 @@ set_listen(struct config *cfg, const char *v)
 static int
 valid_http_url(const char *v)
 {
-	if (strncmp(v, "http://", 7) != 0 && strncmp(v, "https://", 8) != 0)
+	const char *host;
+
+	if (strncmp(v, "http://", 7) == 0)
+		host = v + 7;
+	else if (strncmp(v, "https://", 8) == 0)
+		host = v + 8;
+	else
+		return 0;
+	if (*host == '\0' || *host == '/' || *host == ':')
 		return 0;
 	for (const char *p = v; *p; p++)
 		if (!isgraph((unsigned char)*p))

@@ -16,7 +16,7 @@ rpc_parse(const char *body, size_t len, char *msg, size_t msgsz)
 	}
 	/* JSON_ALLOW_NUL: a NUL inside a string is valid JSON; argument
 	 * validation rejects it where it matters and names the field. */
-	v = json_loadb(body, len, JSON_ALLOW_NUL, &jerr);
+	v = json_loadb(body, len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
 	if (v == NULL) {
 		snprintf(msg, msgsz, "Parse error: %s (line %d, column %d)",
 		    jerr.text, jerr.line, jerr.column);
@@ -55,7 +55,8 @@ rpc_classify(json_t *msg, struct rpc_msg *out)
 	if (rpc_id_valid(id))
 		out->id = id;
 	ver = json_object_get(msg, "jsonrpc");
-	if (!json_is_string(ver) || strcmp(json_string_value(ver), "2.0") != 0) {
+	if (!json_is_string(ver) || json_string_length(ver) != 3 ||
+	    strcmp(json_string_value(ver), "2.0") != 0) {
 		invalid(out, "\"jsonrpc\" must be \"2.0\"");
 		return;
 	}

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <regex.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define JSV_MAX_DEPTH 32
@@ -158,19 +159,29 @@ check_string(const json_t *schema, const json_t *v, const char *path, struct err
 	return 0;
 }
 
+/* Limits print exactly: 4194304, not 4.1943e+06. */
+static void
+format_number(const json_t *k, char *out, size_t n)
+{
+	if (is_integral(k))
+		snprintf(out, n, "%lld", (long long)json_number_value(k));
+	else
+		snprintf(out, n, "%.17g", json_number_value(k));
+}
+
 static int
 check_number(const json_t *schema, const json_t *v, const char *path, struct err *e)
 {
 	double d = json_number_value(v);
 	const json_t *k;
-	char num[32];
+	char num[40];
 
 	if ((k = json_object_get(schema, "minimum")) && d < json_number_value(k)) {
-		snprintf(num, sizeof(num), "%g", json_number_value(k));
+		format_number(k, num, sizeof(num));
 		return fail(e, path, "must be at least %s", num);
 	}
 	if ((k = json_object_get(schema, "maximum")) && d > json_number_value(k)) {
-		snprintf(num, sizeof(num), "%g", json_number_value(k));
+		format_number(k, num, sizeof(num));
 		return fail(e, path, "must be at most %s", num);
 	}
 	return 0;
@@ -187,14 +198,18 @@ check_enum(const json_t *schema, const json_t *v, const char *path, struct err *
 	if (en == NULL)
 		return 0;
 	json_array_foreach(en, i, it) {
+		char *txt;
+
 		if (json_equal(it, v))
 			return 0;
-		if (json_is_string(it) &&
-		    strlen(list) + json_string_length(it) + 3 < sizeof(list)) {
+		txt = json_is_string(it) ? strdup(json_string_value(it)) :
+		    json_dumps(it, JSON_COMPACT | JSON_ENCODE_ANY);
+		if (txt && strlen(list) + strlen(txt) + 3 < sizeof(list)) {
 			if (i > 0)
 				strcat(list, ", ");
-			strcat(list, json_string_value(it));
+			strcat(list, txt);
 		}
+		free(txt);
 	}
 	return fail(e, path, "must be one of: %s", list);
 }
@@ -316,9 +331,48 @@ validate(const json_t *schema, const json_t *v, const char *path, int depth,
 	}
 }
 
+/* NUL is refused in every string, also where no sub-schema applies. */
+static int
+check_no_nul(const json_t *v, const char *path, int depth, struct err *e)
+{
+	char sub[256];
+	const char *key;
+	const json_t *it;
+	size_t i;
+
+	if (depth > JSV_MAX_DEPTH)
+		return fail(e, path, "is nested too deeply");
+	switch (json_typeof(v)) {
+	case JSON_STRING:
+		if (memchr(json_string_value(v), '\0', json_string_length(v)) != NULL)
+			return fail(e, path, "must not contain a NUL character");
+		return 0;
+	case JSON_OBJECT:
+		json_object_foreach((json_t *)v, key, it) {
+			child_path(sub, sizeof(sub), path, key);
+			if (check_no_nul(it, sub, depth + 1, e) < 0)
+				return -1;
+		}
+		return 0;
+	case JSON_ARRAY:
+		json_array_foreach(v, i, it) {
+			snprintf(sub, sizeof(sub), "%s[%zu]", display_path(path), i);
+			if (check_no_nul(it, sub, depth + 1, e) < 0)
+				return -1;
+		}
+		return 0;
+	default:
+		return 0;
+	}
+}
+
 int
 jsv_validate(const json_t *schema, const json_t *value, const char *path,
     struct err *e)
 {
-	return validate(schema, value, path ? path : "", 0, e);
+	if (path == NULL)
+		path = "";
+	if (validate(schema, value, path, 0, e) < 0)
+		return -1;
+	return check_no_nul(value, path, 0, e);
 }

@@ -141,6 +141,31 @@ mcp_error_fmt(int status, const char *code, const char *message)
 /* ---- header predicates ---- */
 
 /* 1 when the Accept list names `type` ("a/b"), its major wildcard or any type. */
+/* 1 when the parameters [p, end) hold q=0 (the type is refused). */
+static int
+accept_q_zero(const char *p, const char *end)
+{
+	while (p < end) {
+		while (p < end && (*p == ' ' || *p == ';'))
+			p++;
+		if (end - p >= 2 && (p[0] == 'q' || p[0] == 'Q') && p[1] == '=') {
+			p += 2;
+			if (p < end && *p == '0') {
+				p++;
+				if (p < end && *p == '.')
+					p++;
+				while (p < end && *p == '0')
+					p++;
+				return p >= end || *p == ';' || *p == ' ';
+			}
+			return 0;
+		}
+		while (p < end && *p != ';')
+			p++;
+	}
+	return 0;
+}
+
 int
 mcp_accepts(const char *accept, const char *type)
 {
@@ -161,11 +186,14 @@ mcp_accepts(const char *accept, const char *type)
 		len = (size_t)((semi ? semi : end) - p);
 		while (len > 0 && (p[len - 1] == ' ' || p[len - 1] == '\t'))
 			len--;
+		if (semi && accept_q_zero(semi + 1, end))
+			goto next;
 		if ((len == strlen(type) && strncasecmp(p, type, len) == 0) ||
 		    (len == 3 && strncmp(p, "*/*", 3) == 0) ||
 		    (len == major + 2 && strncasecmp(p, type, major) == 0 &&
 		     p[major] == '/' && p[major + 1] == '*'))
 			return 1;
+next:
 		if (comma == NULL)
 			break;
 		p = comma + 1;

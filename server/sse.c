@@ -127,8 +127,9 @@ sse_send_message(struct sse *s, const char *json, size_t len)
 	const char *parts[3] = { head, json, tail };
 	size_t lens[3] = { sizeof(head) - 1, len, sizeof(tail) - 1 };
 
-	/* JSON from jansson's compact dump has no raw newlines. */
-	if (memchr(json, '\n', len) != NULL)
+	/* A raw CR or LF would end the data line early (SSE treats either as
+	 * a line end); compact JSON from jansson has neither. */
+	if (memchr(json, '\n', len) != NULL || memchr(json, '\r', len) != NULL)
 		return -1;
 	return append(s, parts, lens, 3);
 }
