@@ -9,14 +9,18 @@
 #            URL_AAS, and stops it at the end.
 #
 # For each server ("aas", then "sdk"), each workload (tools/list, tools/call get_service_info)
-# and each concurrency (1, 10, 50): MCP initialize handshake with curl (fresh session),
-# one checked request with curl, a short wrk warm-up, the measured wrk run (--latency),
-# DELETE of the session. One line per run, then aas/sdk ratio lines and the aas p99 at c=50.
+# and each concurrency (1, 10, 50): MCP initialize handshake with curl (a fresh session per
+# run by default, see BENCH_SESSION), one checked request with curl, a short wrk warm-up,
+# the measured wrk run (--latency), DELETE of the session. One line per run, then the
+# aas/sdk rps ratio lines and the aas p99 at c=50.
 #
 # Env: BENCH_SECONDS       measured run length in seconds (default 5)
 #      BENCH_WARMUP        warm-up length in seconds, 0 = none (default 1)
 #      BENCH_CONNECTIONS   concurrencies (default "1 10 50")
 #      BENCH_THREADS       wrk threads when connections >= 2 (default 2; 1 at c=1)
+#      BENCH_TIMEOUT       wrk per-request timeout in seconds (default 10; a timeout fails the run)
+#      BENCH_SESSION       run (default): a fresh MCP session per run, DELETEd after it;
+#                          server: one session per server for all its runs
 #      NODE                node binary (default node)
 # Exit status: 0 if every run completed with only HTTP 200 JSON-RPC results and no socket
 # errors, 1 otherwise (failing runs print FAILED and their wrk output on stderr), 2 on usage.
@@ -25,10 +29,10 @@ set -eu
 export LC_ALL=C
 
 usage() {
-  echo "usage: $0 URL_AAS [URL_SDK]   (env: BENCH_SECONDS, BENCH_WARMUP, BENCH_CONNECTIONS, BENCH_THREADS)" >&2
+  echo "usage: $0 URL_AAS [URL_SDK]   (env: BENCH_SECONDS BENCH_WARMUP BENCH_CONNECTIONS BENCH_THREADS BENCH_TIMEOUT BENCH_SESSION)" >&2
   exit 2
 }
-[ $# -ge 1 ] && [ $# -le 2 ] || usage
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then usage; fi
 case $1 in -h|--help) usage ;; esac
 
 URL_AAS=$1
@@ -37,6 +41,8 @@ BENCH_SECONDS=${BENCH_SECONDS:-5}
 BENCH_WARMUP=${BENCH_WARMUP:-1}
 BENCH_CONNECTIONS=${BENCH_CONNECTIONS:-"1 10 50"}
 BENCH_THREADS=${BENCH_THREADS:-2}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-10}
+BENCH_SESSION=${BENCH_SESSION:-run}
 NODE=${NODE:-node}
 PROTO=2025-11-25
 WORKLOADS="tools/list get_service_info"
@@ -47,9 +53,10 @@ LUA=$HERE/mcp_post.lua
 for tool in curl wrk awk "$NODE"; do
   command -v "$tool" >/dev/null 2>&1 || { echo "mcp_front: '$tool' not found in PATH" >&2; exit 2; }
 done
-for v in "$BENCH_SECONDS" "$BENCH_WARMUP" "$BENCH_THREADS" $BENCH_CONNECTIONS; do
+for v in "$BENCH_SECONDS" "$BENCH_WARMUP" "$BENCH_THREADS" "$BENCH_TIMEOUT" $BENCH_CONNECTIONS; do
   case $v in ''|*[!0-9]*) echo "mcp_front: not a non-negative integer: '$v'" >&2; exit 2 ;; esac
 done
+case $BENCH_SESSION in run|server) ;; *) echo "mcp_front: BENCH_SESSION must be run or server" >&2; exit 2 ;; esac
 [ "$BENCH_SECONDS" -ge 1 ] || { echo "mcp_front: BENCH_SECONDS must be >= 1" >&2; exit 2; }
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/mcp_front.XXXXXX")
@@ -131,10 +138,13 @@ LIST_BODY='{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}'
 CALL_BODY='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get_service_info","arguments":{}}}'
 
 # mcp_curl URL SID BODY TAG: POST, body -> $TMP/TAG.body, headers -> $TMP/TAG.hdr; prints status.
+# TAG "init" sends neither Mcp-Session-Id nor MCP-Protocol-Version; other requests send the
+# protocol version, and the session id unless SID is empty (server without sessions).
 mcp_curl() {
   set -- "$1" "$2" "$3" "$4" -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream'
-  if [ -n "$2" ]; then
-    set -- "$@" -H "Mcp-Session-Id: $2" -H "MCP-Protocol-Version: $PROTO"
+  if [ "$4" != init ]; then
+    set -- "$@" -H "MCP-Protocol-Version: $PROTO"
+    if [ -n "$2" ]; then set -- "$@" -H "Mcp-Session-Id: $2"; fi
   fi
   local url=$1 body=$3 tag=$4
   shift 4
@@ -149,7 +159,10 @@ mcp_open() {
   code=$(mcp_curl "$url" "" "$INIT_BODY" init)
   [ "$code" = 200 ] || die "$label: initialize -> HTTP $code at $url" "$TMP/init.body"
   SID=$(tr -d '\r' <"$TMP/init.hdr" | awk 'tolower($0) ~ /^mcp-session-id:/ { sub(/^[^:]*:[ \t]*/, ""); print; exit }')
-  [ -n "$SID" ] || die "$label: initialize response has no Mcp-Session-Id header" "$TMP/init.hdr"
+  if [ -z "$SID" ] && [ -z "${WARNED_NO_SID:-}" ]; then
+    echo "mcp_front: warning: $label: initialize response has no Mcp-Session-Id header; sending requests without one" >&2
+    WARNED_NO_SID=1
+  fi
   ver=$(json_get version <"$TMP/init.body") || die "$label: bad initialize response" "$TMP/init.body"
   [ "$ver" = "$PROTO" ] || die "$label: server negotiated protocolVersion '$ver'; this benchmark sends MCP-Protocol-Version: $PROTO"
   code=$(mcp_curl "$url" "$SID" "$NOTIFY_BODY" notify)
@@ -161,12 +174,14 @@ mcp_open() {
 
 # mcp_close URL: DELETE the session (best effort).
 mcp_close() {
+  [ -n "$SID" ] || return 0
   curl -sS --max-time 5 -o /dev/null -X DELETE -H "Mcp-Session-Id: $SID" \
     -H "MCP-Protocol-Version: $PROTO" "$1" 2>/dev/null || true
   SID=
 }
 
-# Parse wrk output: "rps p50_ms p99_ms non200 rpc_errors socket_errors requests" or PARSE_FAIL.
+# Parse wrk output: "rps p50_ms p99_ms non200 rpc_errors socket_errors requests non_json"
+# or PARSE_FAIL.
 parse_wrk() {
   awk '
     function ms(v) {
@@ -188,11 +203,12 @@ parse_wrk() {
         if (kv[1] == "requests") req = kv[2]
         if (kv[1] == "non200") n200 = kv[2]
         if (kv[1] == "rpc_errors") rerr = kv[2]
+        if (kv[1] == "non_json") njson = kv[2]
       }
     }
     END {
       if (!seen || rps == "" || p50 == "" || p99 == "") { print "PARSE_FAIL"; exit }
-      printf "%s %.3f %.3f %d %d %d %d\n", rps, p50, p99, n200, rerr, sock, req
+      printf "%s %.3f %.3f %d %d %d %d %d\n", rps, p50, p99, n200, rerr, sock, req, njson
     }'
 }
 
@@ -201,7 +217,7 @@ wrk_run() {
   local threads=$BENCH_THREADS
   [ "$3" -ge "$threads" ] || threads=$3
   [ "$threads" -ge 1 ] || threads=1
-  MCP_SESSION_ID=$SID wrk -t"$threads" -c"$3" -d"$4"s --latency -s "$LUA" "$1" -- "$2" "$SID" >"$5" 2>&1
+  MCP_SESSION_ID=$SID wrk -t"$threads" -c"$3" -d"$4"s --timeout "$BENCH_TIMEOUT"s --latency -s "$LUA" "$1" -- "$2" "$SID" >"$5" 2>&1
 }
 
 FAILURES=0
@@ -218,16 +234,16 @@ fail_run() { # label workload conns reason [wrk output]
 
 run_point() { # label url workload conns
   local label=$1 url=$2 wl=$3 c=$4 body mode code out parsed rc
-  local rps p50 p99 n200 rerr sock req
+  local rps p50 p99 n200 rerr sock req njson
   case $wl in
     tools/list) body=$LIST_BODY; mode=tools ;;
     get_service_info) body=$CALL_BODY; mode=info ;;
   esac
-  mcp_open "$url" "$label"
+  point_open "$url" "$label"
   code=$(mcp_curl "$url" "$SID" "$body" check)
   if [ "$code" != 200 ] || ! json_get "$mode" <"$TMP/check.body" >/dev/null 2>"$TMP/check.err2"; then
-    fail_run "$label" "$wl" "$c" "check request: HTTP $code $(cat "$TMP/check.err2" "$TMP/check.err" 2>/dev/null | head -c 300 | tr "\n" " ")"
-    mcp_close "$url"
+    fail_run "$label" "$wl" "$c" "check request: HTTP $code $(cat "$TMP/check.err2" "$TMP/check.err" "$TMP/check.body" 2>/dev/null | head -c 300 | tr "\n" " ")"
+    point_close "$url"
     return 0
   fi
   out=$TMP/wrk.out
@@ -236,44 +252,56 @@ run_point() { # label url workload conns
     parsed=$(parse_wrk <"$out")
     if [ "$rc" -ne 0 ] || [ "$parsed" = PARSE_FAIL ]; then
       fail_run "$label" "$wl" "$c" "warm-up: wrk exit $rc, output not parsed" "$out"
-      mcp_close "$url"; return 0
+      point_close "$url"; return 0
     fi
-    set -- $parsed
-    if [ "$4" -ne 0 ] || [ "$5" -ne 0 ] || [ "$6" -ne 0 ] || [ "$7" -eq 0 ]; then
-      fail_run "$label" "$wl" "$c" "warm-up: requests=$7 non200=$4 rpc_errors=$5 socket_errors=$6" "$out"
-      mcp_close "$url"; return 0
+    read -r rps p50 p99 n200 rerr sock req njson <<EOF
+$parsed
+EOF
+    if [ "$n200" -ne 0 ] || [ "$rerr" -ne 0 ] || [ "$sock" -ne 0 ] || [ "$req" -eq 0 ]; then
+      fail_run "$label" "$wl" "$c" "warm-up: requests=$req non200=$n200 rpc_errors=$rerr socket_errors=$sock" "$out"
+      point_close "$url"; return 0
     fi
   fi
   rc=0; wrk_run "$url" "$wl" "$c" "$BENCH_SECONDS" "$out" || rc=$?
-  mcp_close "$url"
+  point_close "$url"
   parsed=$(parse_wrk <"$out")
   if [ "$rc" -ne 0 ] || [ "$parsed" = PARSE_FAIL ]; then
     fail_run "$label" "$wl" "$c" "wrk exit $rc, output not parsed" "$out"
     return 0
   fi
-  read -r rps p50 p99 n200 rerr sock req <<EOF
+  read -r rps p50 p99 n200 rerr sock req njson <<EOF
 $parsed
 EOF
   if [ "$n200" -ne 0 ] || [ "$rerr" -ne 0 ] || [ "$sock" -ne 0 ] || [ "$req" -eq 0 ]; then
     fail_run "$label" "$wl" "$c" "requests=$req non200=$n200 rpc_errors=$rerr socket_errors=$sock rps=$rps" "$out"
     return 0
   fi
+  if [ "$njson" -ne 0 ]; then
+    echo "mcp_front: warning: $label $wl c=$c: $njson responses were not Content-Type application/json" >&2
+  fi
   printf '%-4s %-17s c=%-3s rps=%-10.1f p50=%.3fms  p99=%.3fms\n' "$label" "$wl" "$c" "$rps" "$p50" "$p99"
   echo "$label $wl $c $rps $p50 $p99" >>"$RESULTS"
 }
 
+# BENCH_SESSION=run: one MCP session per run (initialize before, DELETE after);
+# BENCH_SESSION=server: one session per server for all its runs.
+point_open() { [ "$BENCH_SESSION" = server ] || mcp_open "$1" "$2"; }
+point_close() { [ "$BENCH_SESSION" = server ] || mcp_close "$1"; }
+
 bench_server() { # label url
   local wl c
+  [ "$BENCH_SESSION" = run ] || mcp_open "$2" "$1"
   for wl in $WORKLOADS; do
     for c in $BENCH_CONNECTIONS; do
       [ "$c" -ge 1 ] || continue
       run_point "$1" "$2" "$wl" "$c"
     done
   done
+  [ "$BENCH_SESSION" = run ] || mcp_close "$2"
 }
 
 start_sdk() {
-  local code i
+  local code
   mcp_open "$URL_AAS" aas
   code=$(mcp_curl "$URL_AAS" "$SID" "$LIST_BODY" aas_tools)
   [ "$code" = 200 ] || die "aas: tools/list -> HTTP $code" "$TMP/aas_tools.body"
@@ -285,7 +313,7 @@ start_sdk() {
 
   "$NODE" "$HERE/sdk_server.mjs" "$TMP/tools.json" "$TMP/info.json" 0 >"$TMP/sdk.log" 2>&1 &
   SDK_PID=$!
-  for i in $(seq 1 100); do
+  for _ in $(seq 1 100); do
     URL_SDK=$(sed -n 's/^sdk_server listening on //p' "$TMP/sdk.log")
     [ -z "$URL_SDK" ] || break
     kill -0 "$SDK_PID" 2>/dev/null || die "sdk_server.mjs exited" "$TMP/sdk.log"
@@ -302,10 +330,10 @@ else
 fi
 
 : >"$RESULTS"
-echo "# mcp_front: wrk ${BENCH_SECONDS}s measured after ${BENCH_WARMUP}s warm-up, threads=${BENCH_THREADS} (1 at c=1), connections: $BENCH_CONNECTIONS"
+echo "# mcp_front: wrk ${BENCH_SECONDS}s measured after ${BENCH_WARMUP}s warm-up, threads=${BENCH_THREADS} (1 at c=1), timeout ${BENCH_TIMEOUT}s, connections: $BENCH_CONNECTIONS"
 echo "# aas: $URL_AAS"
 echo "# sdk: $URL_SDK ($sdk_note)"
-echo "# MCP-Protocol-Version: $PROTO, JSON-RPC over POST, one session per run"
+echo "# MCP-Protocol-Version: $PROTO, JSON-RPC over POST, session per $BENCH_SESSION"
 bench_server aas "$URL_AAS"
 bench_server sdk "$URL_SDK"
 

@@ -12,8 +12,10 @@
 --
 -- A response counts as bad when the HTTP status is not 200 ("non200") or
 -- when a 200 body is not a JSON-RPC result ("rpc_errors": no "result" member,
--- or a tool result with "isError": true). done() prints one summary line:
---   mcp_post: workload=tools/list requests=N non200=N rpc_errors=N statuses=200:N,404:N
+-- or, for get_service_info, a tool result with "isError": true). Responses whose Content-Type is not
+-- application/json (e.g. an SSE answer) are counted as "non_json" (not an error).
+-- done() prints one summary line:
+--   mcp_post: workload=tools/list requests=N non200=N rpc_errors=N non_json=N statuses=200:N,404:N
 --   mcp_post: first_bad_body=...        (only when there was a bad response)
 
 local PROTOCOL_VERSION = "2025-11-25"
@@ -32,12 +34,14 @@ thread_index = 0
 seq = 0
 non200 = 0
 rpc_errors = 0
+non_json = 0
 responses = 0
 statuses = {}
 first_bad = nil
 workload = "tools/list"
 
 local body_prefix, body_suffix, req_prefix
+local is_call = false
 
 function init(args)
   workload = args[1] or "tools/list"
@@ -49,6 +53,7 @@ function init(args)
   elseif workload == "get_service_info" then
     body_prefix = '{"jsonrpc":"2.0","id":'
     body_suffix = ',"method":"tools/call","params":{"name":"get_service_info","arguments":{}}}'
+    is_call = true
   else
     error("mcp_post.lua: unknown workload '" .. workload .. "' (tools/list | get_service_info)")
   end
@@ -82,9 +87,14 @@ function response(status, headers, body)
   if status ~= 200 then
     non200 = non200 + 1
     bad = true
-  elseif not string.find(body, '"result"%s*:') or string.find(body, '"isError"%s*:%s*true') then
+  elseif not string.find(body, '"result"%s*:')
+      or (is_call and string.find(body, '"isError"%s*:%s*true')) then
     rpc_errors = rpc_errors + 1
     bad = true
+  end
+  local ct = headers["Content-Type"] or headers["content-type"] or ""
+  if not string.find(string.lower(ct), "application/json", 1, true) then
+    non_json = non_json + 1
   end
   if bad and first_bad == nil then
     first_bad = status .. " " .. string.sub(string.gsub(body or "", "[\r\n]", " "), 1, 300)
@@ -92,13 +102,14 @@ function response(status, headers, body)
 end
 
 function done(summary, latency, requests)
-  local total, n200, nerr = 0, 0, 0
+  local total, n200, nerr, njson = 0, 0, 0, 0
   local by_status = {}
   local bad_body = nil
   for _, t in ipairs(threads) do
     total = total + (t:get("responses") or 0)
     n200 = n200 + (t:get("non200") or 0)
     nerr = nerr + (t:get("rpc_errors") or 0)
+    njson = njson + (t:get("non_json") or 0)
     local st = t:get("statuses")
     if st then
       for k, v in pairs(st) do by_status[k] = (by_status[k] or 0) + v end
@@ -111,8 +122,8 @@ function done(summary, latency, requests)
   table.sort(keys)
   local parts = {}
   for _, k in ipairs(keys) do table.insert(parts, k .. ":" .. by_status[k]) end
-  io.write(string.format("mcp_post: workload=%s requests=%d non200=%d rpc_errors=%d statuses=%s\n",
-    wl, total, n200, nerr, #parts > 0 and table.concat(parts, ",") or "none"))
+  io.write(string.format("mcp_post: workload=%s requests=%d non200=%d rpc_errors=%d non_json=%d statuses=%s\n",
+    wl, total, n200, nerr, njson, #parts > 0 and table.concat(parts, ",") or "none"))
   if bad_body ~= nil then
     io.write("mcp_post: first_bad_body=" .. bad_body .. "\n")
   end

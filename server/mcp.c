@@ -789,6 +789,9 @@ mcp_process(struct http_req *req, void *arg)
 			http_reply_error(req, 404, "session_not_found", "Session not found");
 			break;
 		}
+		/* Here at once; other aasd processes hear of it by notification. */
+		if (m->app->sessions)
+			ttl_del(m->app->sessions, job->session);
 		close_get_streams(m, job->session);
 		http_reply_raw(req, 200, "", "", 0);
 		break;
