@@ -17,6 +17,7 @@
 #include "jsonrpc.h"
 #include "log.h"
 #include "session.h"
+#include "tool_info.h"
 #include "tools.h"
 
 #define MCP_MAX_INFLIGHT 4096
@@ -598,38 +599,70 @@ load_session(struct http_req *req, struct mcp *m, struct mcp_job *job,
 	return 0;
 }
 
-/* tools/list is the most frequent request and its answer never changes:
- * splice the request id into the catalogue serialised at start. */
+/* Replies {"jsonrpc":"2.0","id":<id>,"result":<result>} from a result
+ * already serialised. */
 static int
-reply_tools_list(struct http_req *req, json_t *body)
+reply_spliced(struct http_req *req, json_t *id_value, const char *result,
+    size_t result_len)
 {
-	struct rpc_msg msg;
-	const char *list;
-	size_t list_len, id_len, n;
-	char *id, *out;
+	char *id = json_dumps(id_value, JSON_COMPACT | JSON_ENCODE_ANY);
+	size_t n;
+	char *out;
 
-	rpc_classify(body, &msg);
-	if (msg.kind != RPC_REQUEST || strcmp(msg.method, "tools/list") != 0 ||
-	    json_object_get(msg.params, "cursor") != NULL)
-		return 0;
-	id = json_dumps(msg.id, JSON_COMPACT | JSON_ENCODE_ANY);
 	if (id == NULL)
 		return 0;
-	list = tools_list_json(&list_len);
-	id_len = strlen(id);
-	n = sizeof("{\"jsonrpc\":\"2.0\",\"id\":,\"result\":}") + id_len + list_len;
+	n = sizeof("{\"jsonrpc\":\"2.0\",\"id\":,\"result\":}") + strlen(id) + result_len;
 	out = malloc(n);
 	if (out == NULL) {
 		free(id);
 		return 0;
 	}
-	n = (size_t)snprintf(out, n, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}",
-	    id, list);
-	http_log_detail(req, "rpc", "tools/list");
+	n = (size_t)snprintf(out, n, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%.*s}",
+	    id, (int)result_len, result);
 	http_reply_raw(req, 200, "application/json", out, n);
 	free(out);
 	free(id);
 	return 1;
+}
+
+/* The two most frequent requests have answers that (nearly) never change:
+ * tools/list, and get_service_info without arguments or progress. They are
+ * answered from text serialised once, with the request id spliced in. */
+static int
+reply_precomputed(struct http_req *req, struct mcp *m, json_t *body)
+{
+	struct rpc_msg msg;
+	const char *list, *tool;
+	json_t *args;
+	size_t len;
+	char *text;
+	int ok;
+
+	rpc_classify(body, &msg);
+	if (msg.kind != RPC_REQUEST)
+		return 0;
+	if (strcmp(msg.method, "tools/list") == 0 &&
+	    json_object_get(msg.params, "cursor") == NULL) {
+		list = tools_list_json(&len);
+		http_log_detail(req, "rpc", "tools/list");
+		return reply_spliced(req, msg.id, list, len);
+	}
+	if (strcmp(msg.method, "tools/call") != 0)
+		return 0;
+	tool = json_string_value(json_object_get(msg.params, "name"));
+	args = json_object_get(msg.params, "arguments");
+	if (tool == NULL || strcmp(tool, "get_service_info") != 0 ||
+	    (args != NULL && !(json_is_object(args) && json_object_size(args) == 0)) ||
+	    json_object_get(msg.params, "_meta") != NULL)
+		return 0;
+	text = tool_info_result_json(m->app, &len);
+	if (text == NULL)
+		return 0;
+	http_log_detail(req, "rpc", "tools/call");
+	http_log_detail(req, "tool", tool);
+	ok = reply_spliced(req, msg.id, text, len);
+	free(text);
+	return ok;
 }
 
 static void
@@ -665,7 +698,7 @@ reply_post(struct http_req *req, struct mcp_job *job, struct call_env *env)
 			json_decref(out);
 			out = NULL;
 		}
-	} else if (reply_tools_list(req, job->body)) {
+	} else if (reply_precomputed(req, env->m, job->body)) {
 		return;
 	} else {
 		int init = is_initialize_request(job->body);

@@ -2,7 +2,10 @@
  * catalogue on every call; it is small and calls are rare. */
 #include "tool_info.h"
 
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 #include <string.h>
 
 #include "catalog.h"
@@ -106,4 +109,37 @@ tool_info_get_service_info(struct call_ctx *cx, const json_t *args,
 	if (out == NULL)
 		err_set(e, ERR_INTERNAL, "out of memory");
 	return out;
+}
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *cache_text;
+static size_t cache_len;
+static time_t cache_built;
+
+char *
+tool_info_result_json(struct app *app, size_t *len)
+{
+	struct call_ctx cx = { .app = app };
+	time_t now = time(NULL);
+	char *copy = NULL;
+
+	pthread_mutex_lock(&cache_lock);
+	if (cache_text == NULL || cache_built != now) {
+		json_t *res = tools_call(&cx, "get_service_info", NULL);
+		char *text = res ? json_dumps(res, JSON_COMPACT) : NULL;
+
+		json_decref(res);
+		if (text != NULL) {
+			free(cache_text);
+			cache_text = text;
+			cache_len = strlen(text);
+			cache_built = now;
+		}
+	}
+	if (cache_text != NULL && (copy = malloc(cache_len + 1)) != NULL) {
+		memcpy(copy, cache_text, cache_len + 1);
+		*len = cache_len;
+	}
+	pthread_mutex_unlock(&cache_lock);
+	return copy;
 }

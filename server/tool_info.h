@@ -9,4 +9,9 @@
 json_t *tool_info_get_service_info(struct call_ctx *cx, const json_t *args,
     struct err *e);
 
+/* The whole CallToolResult of get_service_info, serialised; rebuilt at
+ * most once a second, since the service description changes only with
+ * live capacity. Returns a malloc'd copy (caller frees) or NULL. */
+char *tool_info_result_json(struct app *app, size_t *len);
+
 #endif
