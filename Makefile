@@ -13,6 +13,9 @@ PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
 CMOCKA_LIBS := $(shell pkg-config --libs cmocka)
 
+# Quiet by default; V=1 shows whole command lines.
+Q       := $(if $(V),,@)
+
 OPT     ?= -O2
 SAN     ?=
 CFLAGS  := -std=c17 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wvla \
@@ -44,10 +47,12 @@ all: $(B)/aasd $(B)/aasctl
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -c -o $@ $<
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
 
 $(B)/gen/%.o: $(B)/gen/%.c
-	$(CC) $(CFLAGS) -Wno-overlength-strings -c -o $@ $<
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -Wno-overlength-strings -c -o $@ $<
 
 $(B)/embed: tools/embed.c
 	@mkdir -p $(dir $@)
@@ -55,30 +60,33 @@ $(B)/embed: tools/embed.c
 
 $(B)/gen/embed_migrations.c: $(B)/embed $(MIGRATIONS)
 	@mkdir -p $(dir $@)
-	$(B)/embed embed_migrations $@ $(MIGRATIONS)
+	$(Q)$(B)/embed embed_migrations $@ $(MIGRATIONS)
 
 $(B)/gen/embed_tools.c: $(B)/embed server/tools.json
 	@mkdir -p $(dir $@)
-	$(B)/embed embed_tools $@ server/tools.json
+	$(Q)$(B)/embed embed_tools $@ server/tools.json
 
 $(B)/libaas.a: $(LIB_OBJ)
-	rm -f $@
-	ar rcs $@ $^
+	$(Q)rm -f $@
+	$(Q)ar rcs $@ $^
 
 $(B)/aasd: $(AASD_OBJ) $(B)/libaas.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/aasctl: $(AASCTL_OBJ) $(B)/libaas.a
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 $(B)/tests/%: tests/unit/%.c $(B)/libaas.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libaas.a $(LDLIBS) $(CMOCKA_LIBS)
+	@echo "  CC+LD   $<"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libaas.a $(LDLIBS) $(CMOCKA_LIBS)
 
 unit: $(UNIT_BIN)
 
 # The README's commands.
-run: 
+run:
 	sh deploy/install-deps.sh
 	$(MAKE) all
 	sh deploy/dev-run.sh

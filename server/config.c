@@ -53,6 +53,8 @@ static const struct cfg_entry cfg_table[] = {
 	  "PostgreSQL connections kept open." },
 	{ "AAS_CONN_TIMEOUT_S", CFG_INT, "120", 5, 86400, F(conn_timeout_s),
 	  "Idle HTTP connection timeout in seconds." },
+	{ "AAS_SSE_KEEPALIVE_S", CFG_INT, "15", 1, 300, F(sse_keepalive_s),
+	  "An idle SSE stream gets a keep-alive comment this often, in seconds." },
 	{ "AAS_SESSION_IDLE_S", CFG_INT, "86400", 60, 2592000, F(session_idle_s),
 	  "An MCP session unused this long ends." },
 	{ "AAS_FREE_CREDIT", CFG_LLONG, "200000", 0, 1000000000000LL, F(free_credit),

@@ -26,6 +26,7 @@ struct config {
 	long long max_body_bytes;
 	int db_pool_size;
 	int conn_timeout_s;
+	int sse_keepalive_s;
 	int session_idle_s;
 	/* Money is integer micro-USD everywhere. */
 	long long free_credit;

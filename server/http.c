@@ -498,7 +498,7 @@ ticker_main(void *p)
 		if (srv->stopping)
 			break;
 		pthread_mutex_unlock(&srv->stop_lock);
-		sse_keepalive_all();
+		sse_keepalive_all(srv->cfg->sse_keepalive_s);
 		pthread_mutex_lock(&srv->stop_lock);
 	}
 	pthread_mutex_unlock(&srv->stop_lock);

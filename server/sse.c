@@ -252,7 +252,7 @@ sse_response(struct sse *s, struct MHD_Connection *conn)
 }
 
 void
-sse_keepalive_all(void)
+sse_keepalive_all(int idle_s)
 {
 	time_t now = time(NULL);
 
@@ -266,7 +266,7 @@ sse_keepalive_all(void)
 		for (struct sse *s = registry; s; s = s->next) {
 			pthread_mutex_lock(&s->lock);
 			int idle = !s->finished && !s->failed &&
-			    now - s->last_write >= SSE_KEEPALIVE_S;
+			    now - s->last_write >= idle_s;
 			pthread_mutex_unlock(&s->lock);
 			if (idle) {
 				due = s;

@@ -10,7 +10,6 @@
 #include <microhttpd.h>
 
 #define SSE_MAX_BUFFER (8u << 20)     /* producer outpacing the client */
-#define SSE_KEEPALIVE_S 15
 
 struct sse;
 
@@ -34,9 +33,9 @@ int sse_closed(struct sse *s);
  * `conn` is the connection it is queued on (needed to suspend/resume). */
 struct MHD_Response *sse_response(struct sse *s, struct MHD_Connection *conn);
 
-/* Keep-alive for every open stream idle for SSE_KEEPALIVE_S; called
- * periodically by the HTTP front end. */
-void sse_keepalive_all(void);
+/* A ": keep-alive" comment on every open stream idle for idle_s
+ * seconds; called periodically by the HTTP front end. */
+void sse_keepalive_all(int idle_s);
 /* Finishes every open stream (shutdown). */
 void sse_finish_all(void);
 /* Open streams, for metrics and tests. */

@@ -252,3 +252,26 @@ test('one log line per request with method, path, status, duration and request i
   }
   assert.match(line, /method=POST path=\/v1\/mcp status=200 dur_ms=[0-9.]+ rpc=tools\/list/);
 });
+
+test('idle SSE streams get keep-alive comments', async () => {
+  const fast = await startAasd({ AAS_SSE_KEEPALIVE_S: '1' });
+  try {
+    const mine = await openSession(fast.mcpUrl);
+    const ctrl = new AbortController();
+    const g = await fetch(fast.mcpUrl, { headers: { Accept: 'text/event-stream', 'Mcp-Session-Id': mine },
+      signal: ctrl.signal });
+    assert.equal(g.status, 200);
+    const reader = g.body.getReader();
+    const t0 = Date.now();
+    let text = '';
+    while (!text.includes(': keep-alive') && Date.now() - t0 < 5000) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += Buffer.from(value).toString();
+    }
+    assert.match(text, /^: keep-alive\n\n/);
+    ctrl.abort();
+  } finally {
+    await fast.stop();
+  }
+});

@@ -399,7 +399,7 @@ test_sse_lifecycle(void **state)
 	sse_unref(s);
 	sse_unref(NULL);
 	/* Nothing to keep alive or finish; must return. */
-	sse_keepalive_all();
+	sse_keepalive_all(15);
 	sse_finish_all();
 }
 
@@ -526,7 +526,7 @@ test_sse_response_without_connection(void **state)
 	sse_finish_all();
 	assert_int_equal(sse_send_message(s, "{}", 2), -1);
 	/* A fresh stream is not idle: keep-alive writes nothing and returns. */
-	sse_keepalive_all();
+	sse_keepalive_all(15);
 	/* The producer may drop its reference first. */
 	sse_unref(s);
 	assert_int_equal(sse_open_count(), before + 1);

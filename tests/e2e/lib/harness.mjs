@@ -66,9 +66,18 @@ export async function startAasd(env = {}) {
     port,
     proc,
     log: () => log,
+    // Stops aasd and fails when a sanitizer (make asan) reported anything
+    // or the shutdown was not clean.
     async stop() {
       if (proc.exitCode === null) proc.kill('SIGTERM');
-      return exited;
+      const res = await exited;
+      if (/ERROR: (Address|Leak)Sanitizer|runtime error:/.test(log)) {
+        throw new Error(`sanitizer report from aasd:\n${log.slice(-4000)}`);
+      }
+      if (res.code !== 0 && res.sig !== 'SIGKILL') {
+        throw new Error(`aasd exited with ${res.code ?? res.sig}:\n${log.slice(-2000)}`);
+      }
+      return res;
     },
     async kill() {
       if (proc.exitCode === null) proc.kill('SIGKILL');
