@@ -35,6 +35,20 @@ if [ -n "$missing" ]; then
 	apt-get install -y -q --no-install-recommends $missing >/dev/null
 fi
 
+# QEMU for sandboxes runs as a user that nothing else uses, so host firewall
+# rules can name exactly its traffic (and nothing else shares its files).
+if ! getent passwd aas-qemu >/dev/null 2>&1; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "install-deps: user aas-qemu missing (run as root to create it)" >&2
+		exit 1
+	fi
+	useradd --system --no-create-home --home-dir /nonexistent \
+		--shell /usr/sbin/nologin --user-group aas-qemu
+fi
+if getent group kvm >/dev/null 2>&1 && ! id -nG aas-qemu | grep -qw kvm; then
+	usermod -a -G kvm aas-qemu
+fi
+
 # Debian ships each PostgreSQL server under a versioned directory.
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
 	echo "install-deps: PostgreSQL server binaries not found" >&2

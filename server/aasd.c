@@ -9,6 +9,9 @@
 #include "http.h"
 #include "log.h"
 #include "mcp.h"
+#include "orch.h"
+#include "sandbox.h"
+#include "vm.h"
 #include "tools.h"
 #include "work.h"
 
@@ -32,8 +35,20 @@ health_work(struct http_req *req, void *ctx)
 		    "database", "down", "error", e.msg));
 		return;
 	}
-	http_reply_json(req, 200, json_pack("{s:s, s:s, s:s}", "status", "ok",
-	    "database", "ok", "version", AAS_VERSION));
+	json_t *out = json_pack("{s:s, s:s, s:s}", "status", "ok", "database", "ok",
+	    "version", AAS_VERSION);
+	if (app->sbx) {
+		struct orch *o = sbx_orch(app->sbx);
+		const char *accel = orch_accel(o);
+		struct err ve;
+		err_clear(&ve);
+		int ok = orch_wait_ready(o, 0, &ve) == 0;
+		json_object_set_new(out, "vm", json_pack("{s:s, s:o, s:s}",
+		    "status", ok ? "ok" : "unavailable",
+		    "accelerator", accel ? json_string(accel) : json_null(),
+		    "note", ok ? orch_accel_reason(o) : ve.msg));
+	}
+	http_reply_json(req, 200, out);
 }
 
 static void
@@ -105,6 +120,15 @@ main(int argc, char **argv)
 		log_error("start: %s", e.msg);
 		goto out;
 	}
+	if (strcmp(cfg.libvirt_uri, "none") != 0) {
+		app->sbx = sbx_new(app, &e);
+		if (app->sbx == NULL) {
+			log_error("start: %s", e.msg);
+			goto out;
+		}
+	} else {
+		log_info("vm: AAS_LIBVIRT_URI=none; sandbox tools are unavailable");
+	}
 	mcp = mcp_new(app, &e);
 	work = work_new(cfg.workers, WORK_QUEUE_MAX, &e);
 	if (mcp == NULL || work == NULL) {
@@ -136,6 +160,9 @@ out:
 	work_free(work);
 	http_free(http);
 	mcp_free(mcp);
+	if (app)
+		sbx_free(app->sbx);
+	vm_events_stop();
 	app_free(app);
 	tools_cleanup();
 	return rc;

@@ -9,7 +9,9 @@
 #include "notify.h"
 #include "ttlmap.h"
 
-#define AAS_VERSION "0.1.0"
+#define AAS_VERSION "0.2.0"
+
+struct sbx;
 
 struct app {
 	struct config cfg;
@@ -19,6 +21,8 @@ struct app {
 	struct ttl_map *sessions;
 	struct ttl_map *keys;
 	struct ntf *ntf;
+	/* The sandbox service; NULL when AAS_LIBVIRT_URI=none. */
+	struct sbx *sbx;
 };
 
 enum app_flags {

@@ -14,7 +14,7 @@
 #include "log.h"
 
 enum cfg_kind { CFG_STR, CFG_INT, CFG_LLONG, CFG_LISTEN, CFG_URL, CFG_LOGLEVEL,
-	CFG_ORIGINS, CFG_DIR };
+	CFG_ORIGINS, CFG_DIR, CFG_VIRT, CFG_POOL };
 
 struct cfg_entry {
 	const char *name;
@@ -65,6 +65,24 @@ static const struct cfg_entry cfg_table[] = {
 	  "Price of a medium sandbox per started minute, in micro-USD." },
 	{ "AAS_PRICE_LARGE", CFG_LLONG, "8000", 0, 100000000, F(price_large),
 	  "Price of a large sandbox per started minute, in micro-USD." },
+	{ "AAS_LIBVIRT_URI", CFG_STR, "", 0, 0, F(libvirt_uri),
+	  "Hypervisor hosts (comma-separated libvirt URIs); empty means qemu:///embed?root=<state>/libvirt (no daemon)." },
+	{ "AAS_VIRT", CFG_VIRT, "auto", 0, 0, F(virt),
+	  "auto (boot a KVM probe guest at start, fall back to TCG), kvm or tcg." },
+	{ "AAS_IMAGE_DIR", CFG_STR, "", 0, 0, F(image_dir),
+	  "Guest image (base.qcow2, vmlinuz, initrd.img); empty means <state>/images/current (make image)." },
+	{ "AAS_QEMU_USER", CFG_STR, "aas-qemu", 0, 0, F(qemu_user),
+	  "User QEMU runs as under the embedded driver (created by deploy/install-deps.sh)." },
+	{ "AAS_WARM_POOL", CFG_POOL, "", 0, 0, F(warm_pool_raw),
+	  "Pre-booted VMs kept per size, e.g. small=2,medium=1; empty means none." },
+	{ "AAS_BOOT_TIMEOUT_S", CFG_INT, "120", 5, 3600, F(boot_timeout_s),
+	  "A VM whose guest agent has not answered this long after start has failed." },
+	{ "AAS_KVM_PROBE_TIMEOUT_S", CFG_INT, "15", 1, 600, F(kvm_probe_timeout_s),
+	  "With AAS_VIRT=auto, how long the KVM probe guest may take to answer." },
+	{ "AAS_RECONCILE_S", CFG_INT, "30", 1, 3600, F(reconcile_s),
+	  "How often VMs and database rows are reconciled, in seconds." },
+	{ "AAS_MAX_OUTPUT_BYTES", CFG_LLONG, "4194304", 1024, 8388608, F(max_output_bytes),
+	  "Hard cap on run_command's max_output_bytes per stream." },
 	{ "AAS_MAX_LIVE_SANDBOXES", CFG_INT, "5", 1, 10000, F(max_live_sandboxes),
 	  "Sandboxes one account may have alive at once." },
 	{ "AAS_MAX_LIFETIME_MIN", CFG_INT, "1440", 1, 43200, F(max_lifetime_min),
@@ -178,6 +196,42 @@ set_origins(struct config *cfg, const char *v)
 }
 
 static int
+set_pool(struct config *cfg, const char *v)
+{
+	static const char *const names[] = { "small", "medium", "large" };
+	const char *p = v;
+
+	memset(cfg->warm_pool, 0, sizeof(cfg->warm_pool));
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		const char *eq = memchr(p, '=', len);
+		int found = 0;
+		long long n;
+		char num[16];
+
+		if (eq == NULL || (size_t)(p + len - eq - 1) >= sizeof(num) || p + len - eq - 1 == 0)
+			return -1;
+		memcpy(num, eq + 1, (size_t)(p + len - eq - 1));
+		num[p + len - eq - 1] = '\0';
+		if (parse_ll(num, &n) < 0 || n < 0 || n > 64)
+			return -1;
+		for (size_t i = 0; i < 3; i++) {
+			if ((size_t)(eq - p) == strlen(names[i]) &&
+			    strncmp(p, names[i], (size_t)(eq - p)) == 0) {
+				cfg->warm_pool[i] = (int)n;
+				found = 1;
+			}
+		}
+		if (!found)
+			return -1;
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
+static int
 apply_entry(struct config *cfg, const struct cfg_entry *ent, const char *v)
 {
 	char *field = (char *)cfg + ent->off;
@@ -223,6 +277,21 @@ apply_entry(struct config *cfg, const struct cfg_entry *ent, const char *v)
 			return -1;
 		memcpy(field, v, strlen(v) + 1);
 		return set_origins(cfg, v);
+	case CFG_VIRT:
+		if (strcmp(v, "auto") == 0)
+			*(int *)(void *)field = CONFIG_VIRT_AUTO;
+		else if (strcmp(v, "kvm") == 0)
+			*(int *)(void *)field = CONFIG_VIRT_KVM;
+		else if (strcmp(v, "tcg") == 0)
+			*(int *)(void *)field = CONFIG_VIRT_TCG;
+		else
+			return -1;
+		return 0;
+	case CFG_POOL:
+		if (strlen(v) >= ent->size)
+			return -1;
+		memcpy(field, v, strlen(v) + 1);
+		return set_pool(cfg, v);
 	}
 	return -1;
 }
@@ -247,6 +316,12 @@ expected_form(const struct cfg_entry *ent, char *buf, size_t n)
 	case CFG_ORIGINS:
 		snprintf(buf, n, "comma-separated http(s) origins (at most %d)",
 		    CONFIG_MAX_ORIGINS);
+		break;
+	case CFG_VIRT:
+		snprintf(buf, n, "one of auto, kvm, tcg");
+		break;
+	case CFG_POOL:
+		snprintf(buf, n, "size=count pairs, e.g. small=2,medium=1 (count 0-64)");
 		break;
 	default:
 		snprintf(buf, n, "a string shorter than %zu bytes", ent->size);
@@ -279,6 +354,22 @@ finish_defaults(struct config *cfg, struct err *e)
 		    "postgresql:///aas?host=%s/run&user=aas", cfg->state_dir);
 		if (r < 0 || (size_t)r >= sizeof(cfg->database_url)) {
 			err_set(e, ERR_INVALID, "AAS_DATABASE_URL: derived value too long");
+			return -1;
+		}
+	}
+	if (cfg->libvirt_uri[0] == '\0') {
+		r = snprintf(cfg->libvirt_uri, sizeof(cfg->libvirt_uri),
+		    "qemu:///embed?root=%s/libvirt", cfg->state_dir);
+		if (r < 0 || (size_t)r >= sizeof(cfg->libvirt_uri)) {
+			err_set(e, ERR_INVALID, "AAS_LIBVIRT_URI: derived value too long");
+			return -1;
+		}
+	}
+	if (cfg->image_dir[0] == '\0') {
+		r = snprintf(cfg->image_dir, sizeof(cfg->image_dir), "%s/images/current",
+		    cfg->state_dir);
+		if (r < 0 || (size_t)r >= sizeof(cfg->image_dir)) {
+			err_set(e, ERR_INVALID, "AAS_IMAGE_DIR: derived value too long");
 			return -1;
 		}
 	}

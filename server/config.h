@@ -33,10 +33,23 @@ struct config {
 	long long price_small;
 	long long price_medium;
 	long long price_large;
+	/* VMs */
+	char libvirt_uri[CONFIG_STR_MAX];   /* comma-separated hosts */
+	int virt;                           /* enum config_virt */
+	char image_dir[CONFIG_STR_MAX];
+	char qemu_user[64];
+	int warm_pool[3];                   /* small, medium, large */
+	char warm_pool_raw[128];
+	int boot_timeout_s;
+	int kvm_probe_timeout_s;
+	int reconcile_s;
+	long long max_output_bytes;
 	int max_live_sandboxes;
 	int max_lifetime_min;
 	int default_timeout_min;
 };
+
+enum config_virt { CONFIG_VIRT_AUTO, CONFIG_VIRT_KVM, CONFIG_VIRT_TCG };
 
 /* Fills `cfg` from the environment through `getenv_fn` (getenv in the
  * daemon, a fake in tests). On a bad value returns -1 with a message that

@@ -96,3 +96,22 @@ key_well_formed(const char *s, size_t len)
 			return 0;
 	return 1;
 }
+
+int
+key_random_base36(char *out, size_t n)
+{
+	static const char alpha[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	unsigned char raw[64];
+	size_t k = 0;
+
+	/* Rejection sampling keeps every character equally likely. */
+	while (k < n) {
+		if (RAND_bytes(raw, sizeof(raw)) != 1)
+			return -1;
+		for (size_t i = 0; i < sizeof(raw) && k < n; i++)
+			if (raw[i] < 252)
+				out[k++] = alpha[raw[i] % 36];
+	}
+	out[n] = '\0';
+	return 0;
+}

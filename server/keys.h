@@ -13,6 +13,8 @@
 
 /* Fills `out` (at least nbytes*2+1) with hex of `nbytes` CSPRNG bytes. */
 int key_random_hex(char *out, size_t outsz, size_t nbytes);
+/* Fills `out` with n CSPRNG characters from [a-z0-9] and a NUL. */
+int key_random_base36(char *out, size_t n);
 /* Writes a new key "aas_sk_<base64url>" into out (>= KEY_TEXT_LEN + 1). */
 int key_generate(char *out, size_t outsz);
 /* Hex SHA-256 of `key` into out (>= KEY_HASH_HEX_LEN + 1). */

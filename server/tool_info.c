@@ -10,6 +10,7 @@
 
 #include "catalog.h"
 #include "mcp.h"
+#include "sandbox.h"
 
 static json_t *
 first_sentence(const char *text)
@@ -106,8 +107,12 @@ tool_info_get_service_info(struct call_ctx *cx, const json_t *args,
 	      "unit", "micro-USD (1,000,000 = 1 USD); every started minute is billed",
 	      "free_credit_new_account", (json_int_t)cfg->free_credit,
 	      "billing", "Minutes are charged up front at create/extend; destroy_sandbox refunds unused whole minutes.");
-	if (out == NULL)
+	if (out == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	json_object_set_new(out, "capacity", cx->app->sbx ? sbx_capacity(cx->app->sbx) :
+	    json_pack("{s:s}", "note", "this server runs without a VM layer"));
 	return out;
 }
 

@@ -9,6 +9,7 @@
 #include "jsonschema.h"
 #include "log.h"
 #include "tool_info.h"
+#include "tool_sandbox.h"
 
 typedef json_t *(*tool_fn)(struct call_ctx *cx, const json_t *args,
     struct err *e);
@@ -21,16 +22,16 @@ struct tool_impl {
 };
 
 static const struct tool_impl impls[] = {
-	{ "create_sandbox", NULL, 0, 1 },
-	{ "run_command", NULL, 0, 1 },
-	{ "write_file", NULL, 0, 1 },
-	{ "read_file", NULL, 0, 1 },
-	{ "list_files", NULL, 0, 0 },
+	{ "create_sandbox", tool_create_sandbox, 0, 1 },
+	{ "run_command", tool_run_command, 0, 1 },
+	{ "write_file", tool_write_file, 0, 1 },
+	{ "read_file", tool_read_file, 0, 1 },
+	{ "list_files", tool_list_files, 0, 0 },
 	{ "expose_port", NULL, 0, 0 },
-	{ "get_sandbox", NULL, 0, 0 },
-	{ "list_sandboxes", NULL, 0, 0 },
+	{ "get_sandbox", tool_get_sandbox, 0, 0 },
+	{ "list_sandboxes", tool_list_sandboxes, 0, 0 },
 	{ "extend_sandbox", NULL, 0, 0 },
-	{ "destroy_sandbox", NULL, 0, 1 },
+	{ "destroy_sandbox", tool_destroy_sandbox, 0, 1 },
 	{ "get_usage", NULL, 0, 0 },
 	{ "get_service_info", tool_info_get_service_info, 1, 0 },
 };

@@ -32,6 +32,20 @@ function baseEnv(extra = {}) {
     AAS_STATE_DIR: STATE,
     AAS_DATABASE_URL: DB_URL,
     AAS_LOG_LEVEL: 'info',
+    // Tests that need VMs ask for them (vmEnv); the others run without.
+    AAS_LIBVIRT_URI: 'none',
+    ...extra,
+  };
+}
+
+// Environment for an aasd with a VM layer: its own embedded libvirt root
+// (one process per root), TCG (KVM hangs on these machines), the image
+// built by `make image`.
+export function vmEnv(rootName, extra = {}) {
+  return {
+    AAS_LIBVIRT_URI: `qemu:///embed?root=${STATE}/libvirt-${rootName}`,
+    AAS_VIRT: 'tcg',
+    AAS_RECONCILE_S: '2',
     ...extra,
   };
 }

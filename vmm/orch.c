@@ -1,0 +1,567 @@
+/* orch.c - VM orchestration over libvirt. */
+#include "orch.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "keys.h"
+#include "log.h"
+
+#define ORCH_MAX_HOSTS 16
+#define ORCH_CMDLINE "console=ttyS0 root=/dev/vda rw quiet panic=-1"
+
+extern char **environ;
+
+struct orch {
+	struct config cfg;
+	struct vm_host *hosts[ORCH_MAX_HOSTS];
+	atomic_int started[ORCH_MAX_HOSTS];
+	size_t n_hosts;
+	char vms_dir[CONFIG_STR_MAX + 8];
+	char kernel[CONFIG_STR_MAX + 16], initrd[CONFIG_STR_MAX + 16], base[CONFIG_STR_MAX + 16];
+	uid_t qemu_uid;
+	gid_t qemu_gid;
+
+	pthread_mutex_t lock;
+	pthread_cond_t ready_cond;
+	int ready;                 /* 1 ok, -1 failed, 0 still starting */
+	struct err ready_err;
+	enum vm_accel accel;
+	char accel_reason[640];
+	pthread_t starter;
+	int starter_started;
+};
+
+void
+orch_domain_name(const char *id, char *out, size_t n)
+{
+	snprintf(out, n, "%s%s", ORCH_DOMAIN_PREFIX, id);
+}
+
+static void
+vm_dir(struct orch *o, const char *id, char *out, size_t n)
+{
+	snprintf(out, n, "%s/%s", o->vms_dir, id);
+}
+
+void
+orch_disk_path(struct orch *o, const char *id, char *out, size_t n)
+{
+	snprintf(out, n, "%s/%s/disk.qcow2", o->vms_dir, id);
+}
+
+static long long
+now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Runs a program and waits; stdout/stderr go to /dev/null. */
+static int
+run_quiet(char *const argv[], struct err *e)
+{
+	posix_spawn_file_actions_t fa;
+	pid_t pid;
+	int st = 0, rc;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+	rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc != 0) {
+		err_set(e, ERR_INTERNAL, "cannot run %s: %s", argv[0], strerror(rc));
+		return -1;
+	}
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+		err_set(e, ERR_INTERNAL, "%s failed", argv[0]);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+file_ok(const char *path)
+{
+	struct stat sb;
+
+	return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0;
+}
+
+/* Per-VM directory with the overlay and the console log, owned by the
+ * QEMU user (libvirt is told not to relabel files). */
+static int
+make_vm_files(struct orch *o, const char *id, char *disk, size_t dn,
+    char *console, size_t cn, struct err *e)
+{
+	char dir[CONFIG_STR_MAX + 64];
+	int fd;
+
+	vm_dir(o, id, dir, sizeof(dir));
+	if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
+		err_set(e, ERR_INTERNAL, "cannot create %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	snprintf(disk, dn, "%s/disk.qcow2", dir);
+	snprintf(console, cn, "%s/console.log", dir);
+	char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2",
+		"-b", o->base, disk, NULL };
+	if (run_quiet(argv, e) < 0)
+		return -1;
+	fd = open(console, O_WRONLY | O_CREAT | O_TRUNC, 0640);
+	if (fd >= 0)
+		close(fd);
+	if (chown(dir, o->qemu_uid, o->qemu_gid) < 0 ||
+	    chown(disk, o->qemu_uid, o->qemu_gid) < 0 ||
+	    chown(console, o->qemu_uid, o->qemu_gid) < 0) {
+		err_set(e, ERR_INTERNAL, "cannot hand VM files to %s: %s", o->cfg.qemu_user,
+		    strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static void
+remove_vm_files(struct orch *o, const char *id)
+{
+	char dir[CONFIG_STR_MAX + 64], path[CONFIG_STR_MAX + 96];
+	static const char *const files[] = { "disk.qcow2", "console.log" };
+
+	vm_dir(o, id, dir, sizeof(dir));
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		unlink(path);
+	}
+	rmdir(dir);
+}
+
+static void
+fill_spec(struct orch *o, struct vm_spec *s, const char *name, enum vm_accel accel,
+    int vcpus, int mem, const char *disk, const char *console)
+{
+	memset(s, 0, sizeof(*s));
+	s->name = name;
+	s->accel = accel;
+	s->vcpus = vcpus;
+	s->memory_mib = mem;
+	s->kernel = o->kernel;
+	s->initrd = o->initrd;
+	s->cmdline = ORCH_CMDLINE;
+	s->disk = disk;
+	s->console_log = console;
+}
+
+static int
+wait_agent(struct vm_host *h, const char *name, long long deadline, struct err *e)
+{
+	struct err pe;
+
+	for (;;) {
+		err_clear(&pe);
+		if (agent_ping(h, name, 1, &pe) == 0)
+			return 0;
+		if (pe.kind == ERR_NOT_FOUND) {
+			err_set(e, ERR_UNAVAILABLE, "the VM stopped while booting");
+			return -1;
+		}
+		if (now_ms() > deadline) {
+			err_set(e, ERR_TIMEOUT, "the guest agent did not answer in time (%s)", pe.msg);
+			return -1;
+		}
+		usleep(50 * 1000);
+	}
+}
+
+static int
+boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel,
+    int vcpus, int mem, int timeout_ms, orch_progress_fn fn, void *ctx, struct err *e)
+{
+	char disk[CONFIG_STR_MAX + 96], console[CONFIG_STR_MAX + 96], name[128];
+	struct vm_spec spec;
+	struct err ignore;
+
+	orch_domain_name(id, name, sizeof(name));
+	if (fn)
+		fn(ctx, 1, 4, "preparing the disk");
+	if (make_vm_files(o, id, disk, sizeof(disk), console, sizeof(console), e) < 0)
+		goto fail;
+	fill_spec(o, &spec, name, accel, vcpus, mem, disk, console);
+	if (fn)
+		fn(ctx, 2, 4, "starting the VM");
+	if (vm_start(h, &spec, e) < 0)
+		goto fail;
+	if (fn)
+		fn(ctx, 3, 4, "booting the kernel");
+	if (wait_agent(h, name, now_ms() + timeout_ms, e) < 0)
+		goto fail;
+	if (fn)
+		fn(ctx, 4, 4, "guest agent answered");
+	return 0;
+fail:
+	err_clear(&ignore);
+	vm_destroy(h, name, &ignore);
+	remove_vm_files(o, id);
+	return -1;
+}
+
+/* ---- start-up: accelerator ---- */
+
+static void
+set_ready(struct orch *o, int ready, const struct err *e)
+{
+	pthread_mutex_lock(&o->lock);
+	o->ready = ready;
+	if (e)
+		o->ready_err = *e;
+	pthread_cond_broadcast(&o->ready_cond);
+	pthread_mutex_unlock(&o->lock);
+}
+
+/* libvirt re-probes QEMU on the first domain start of a process; a paused
+ * throw-away domain pays that here instead of in a user's create. */
+static void
+warm_up_libvirt(struct orch *o, struct vm_host *h)
+{
+	char id[32], name[64], disk[CONFIG_STR_MAX + 96], console[CONFIG_STR_MAX + 96];
+	struct vm_spec spec;
+	struct err e;
+	char *xml;
+	virConnectPtr c;
+
+	err_clear(&e);
+	snprintf(id, sizeof(id), "warmup-%d", (int)getpid());
+	orch_domain_name(id, name, sizeof(name));
+	if (make_vm_files(o, id, disk, sizeof(disk), console, sizeof(console), &e) < 0)
+		return;
+	fill_spec(o, &spec, name, VM_ACCEL_TCG, 1, 128, disk, console);
+	xml = vm_xml_build(&spec, &e);
+	c = vm_host_conn(h);
+	if (xml && c) {
+		virDomainPtr d = virDomainCreateXML(c, xml, VIR_DOMAIN_START_PAUSED);
+		if (d) {
+			virDomainDestroy(d);
+			virDomainFree(d);
+		}
+	}
+	if (c)
+		virConnectClose(c);
+	free(xml);
+	remove_vm_files(o, id);
+}
+
+static void *
+starter_main(void *p)
+{
+	struct orch *o = p;
+	struct err e;
+	long long t0 = now_ms();
+
+	err_clear(&e);
+	if (o->cfg.virt == CONFIG_VIRT_TCG) {
+		o->accel = VM_ACCEL_TCG;
+		snprintf(o->accel_reason, sizeof(o->accel_reason), "AAS_VIRT=tcg");
+		warm_up_libvirt(o, o->hosts[0]);
+	} else if (o->cfg.virt == CONFIG_VIRT_KVM) {
+		o->accel = VM_ACCEL_KVM;
+		warm_up_libvirt(o, o->hosts[0]);
+	} else if (access("/dev/kvm", R_OK | W_OK) != 0) {
+		o->accel = VM_ACCEL_TCG;
+		snprintf(o->accel_reason, sizeof(o->accel_reason), "/dev/kvm is not usable");
+		warm_up_libvirt(o, o->hosts[0]);
+	} else {
+		/* /dev/kvm existing proves little (nested hosts hang guests):
+		 * only a guest that boots and answers proves KVM works. */
+		char id[48];
+		snprintf(id, sizeof(id), "kvmprobe-%d", (int)getpid());
+		if (boot_with(o, o->hosts[0], id, VM_ACCEL_KVM, 1, 256,
+		    o->cfg.kvm_probe_timeout_s * 1000, NULL, NULL, &e) == 0) {
+			o->accel = VM_ACCEL_KVM;
+			orch_destroy(o, vm_host_uri(o->hosts[0]), id, &e);
+		} else {
+			o->accel = VM_ACCEL_TCG;
+			snprintf(o->accel_reason, sizeof(o->accel_reason),
+			    "KVM probe guest failed: %s", e.msg);
+		}
+		err_clear(&e);
+	}
+	log_info("vm: accelerator %s%s%s (decided in %lld ms)", vm_accel_name(o->accel),
+	    o->accel_reason[0] ? "; " : "", o->accel_reason, now_ms() - t0);
+	set_ready(o, 1, NULL);
+	return NULL;
+}
+
+static int
+resolve_qemu_user(struct orch *o, struct err *e)
+{
+	struct passwd *pw = getpwnam(o->cfg.qemu_user);
+
+	if (pw == NULL) {
+		err_set_field(e, "AAS_QEMU_USER", "AAS_QEMU_USER: no user %s", o->cfg.qemu_user);
+		return -1;
+	}
+	o->qemu_uid = pw->pw_uid;
+	o->qemu_gid = pw->pw_gid;
+	return 0;
+}
+
+static int
+open_hosts(struct orch *o, struct err *e)
+{
+	char list[CONFIG_STR_MAX];
+	char *save = NULL;
+
+	snprintf(list, sizeof(list), "%s", o->cfg.libvirt_uri);
+	for (char *uri = strtok_r(list, ",", &save); uri; uri = strtok_r(NULL, ",", &save)) {
+		while (*uri == ' ')
+			uri++;
+		if (*uri == '\0')
+			continue;
+		if (o->n_hosts >= ORCH_MAX_HOSTS) {
+			err_set_field(e, "AAS_LIBVIRT_URI", "AAS_LIBVIRT_URI: at most %d hosts",
+			    ORCH_MAX_HOSTS);
+			return -1;
+		}
+		o->hosts[o->n_hosts] = vm_host_open(uri, o->cfg.qemu_user, e);
+		if (o->hosts[o->n_hosts] == NULL)
+			return -1;
+		atomic_init(&o->started[o->n_hosts], 0);
+		o->n_hosts++;
+	}
+	if (o->n_hosts == 0) {
+		err_set_field(e, "AAS_LIBVIRT_URI", "AAS_LIBVIRT_URI: no host");
+		return -1;
+	}
+	return 0;
+}
+
+struct orch *
+orch_new(const struct config *cfg, struct err *e)
+{
+	struct orch *o = calloc(1, sizeof(*o));
+
+	if (o == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	o->cfg = *cfg;
+	pthread_mutex_init(&o->lock, NULL);
+	pthread_cond_init(&o->ready_cond, NULL);
+	snprintf(o->vms_dir, sizeof(o->vms_dir), "%s/vms", cfg->state_dir);
+	snprintf(o->kernel, sizeof(o->kernel), "%s/vmlinuz", cfg->image_dir);
+	snprintf(o->initrd, sizeof(o->initrd), "%s/initrd.img", cfg->image_dir);
+	snprintf(o->base, sizeof(o->base), "%s/base.qcow2", cfg->image_dir);
+	if (mkdir(o->vms_dir, 0755) < 0 && errno != EEXIST) {
+		err_set(e, ERR_INTERNAL, "cannot create %s: %s", o->vms_dir, strerror(errno));
+		goto fail;
+	}
+	if (resolve_qemu_user(o, e) < 0 || vm_events_start(e) < 0 || open_hosts(o, e) < 0)
+		goto fail;
+	if (!file_ok(o->kernel) || !file_ok(o->initrd) || !file_ok(o->base)) {
+		/* The service still runs (and says why); VM tools answer this. */
+		struct err ie;
+		err_clear(&ie);
+		err_set(&ie, ERR_UNAVAILABLE, "no guest image in %s (run make image)",
+		    cfg->image_dir);
+		log_warn("vm: %s", ie.msg);
+		set_ready(o, -1, &ie);
+		return o;
+	}
+	if (pthread_create(&o->starter, NULL, starter_main, o) != 0) {
+		err_set(e, ERR_INTERNAL, "cannot start the VM start-up thread");
+		goto fail;
+	}
+	o->starter_started = 1;
+	return o;
+fail:
+	orch_free(o);
+	return NULL;
+}
+
+void
+orch_free(struct orch *o)
+{
+	if (o == NULL)
+		return;
+	if (o->starter_started)
+		pthread_join(o->starter, NULL);
+	for (size_t i = 0; i < o->n_hosts; i++)
+		vm_host_close(o->hosts[i]);
+	pthread_mutex_destroy(&o->lock);
+	pthread_cond_destroy(&o->ready_cond);
+	free(o);
+}
+
+int
+orch_wait_ready(struct orch *o, int timeout_ms, struct err *e)
+{
+	struct timespec ts;
+	int ready;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += timeout_ms / 1000;
+	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
+	if (ts.tv_nsec >= 1000000000) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&o->lock);
+	while (o->ready == 0)
+		if (pthread_cond_timedwait(&o->ready_cond, &o->lock, &ts) != 0)
+			break;
+	ready = o->ready;
+	if (ready < 0)
+		err_set(e, o->ready_err.kind, "%s", o->ready_err.msg);
+	else if (ready == 0)
+		err_set(e, ERR_UNAVAILABLE, "the VM layer is still starting; retry shortly");
+	pthread_mutex_unlock(&o->lock);
+	return ready == 1 ? 0 : -1;
+}
+
+const char *
+orch_accel(struct orch *o)
+{
+	int ready;
+
+	pthread_mutex_lock(&o->lock);
+	ready = o->ready;
+	pthread_mutex_unlock(&o->lock);
+	return ready == 1 ? vm_accel_name(o->accel) : NULL;
+}
+
+const char *
+orch_accel_reason(struct orch *o)
+{
+	return o->accel_reason;
+}
+
+size_t
+orch_host_count(struct orch *o)
+{
+	return o->n_hosts;
+}
+
+const char *
+orch_host_uri_at(struct orch *o, size_t i)
+{
+	return i < o->n_hosts ? vm_host_uri(o->hosts[i]) : NULL;
+}
+
+struct vm_host *
+orch_host_by_uri(struct orch *o, const char *uri)
+{
+	for (size_t i = 0; i < o->n_hosts; i++)
+		if (strcmp(vm_host_uri(o->hosts[i]), uri) == 0)
+			return o->hosts[i];
+	return NULL;
+}
+
+const char *
+orch_pick_host(struct orch *o)
+{
+	size_t best = 0;
+
+	for (size_t i = 1; i < o->n_hosts; i++)
+		if (atomic_load(&o->started[i]) < atomic_load(&o->started[best]))
+			best = i;
+	return vm_host_uri(o->hosts[best]);
+}
+
+int
+orch_boot(struct orch *o, const char *uri, const char *id, int vcpus,
+    int memory_mib, orch_progress_fn fn, void *ctx, struct err *e)
+{
+	struct vm_host *h = orch_host_by_uri(o, uri);
+
+	if (h == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "unknown hypervisor host %s", uri);
+		return -1;
+	}
+	if (orch_wait_ready(o, 60000, e) < 0)
+		return -1;
+	for (size_t i = 0; i < o->n_hosts; i++)
+		if (o->hosts[i] == h)
+			atomic_fetch_add(&o->started[i], 1);
+	return boot_with(o, h, id, o->accel, vcpus, memory_mib,
+	    o->cfg.boot_timeout_s * 1000, fn, ctx, e);
+}
+
+int
+orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e)
+{
+	struct vm_host *h = orch_host_by_uri(o, uri);
+	char name[128];
+
+	if (h == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "unknown hypervisor host %s", uri);
+		return -1;
+	}
+	orch_domain_name(id, name, sizeof(name));
+	if (vm_destroy(h, name, e) < 0)
+		return -1;
+	remove_vm_files(o, id);
+	return 0;
+}
+
+int
+orch_list(struct orch *o, const char *uri, char ***ids, size_t *n, struct err *e)
+{
+	struct vm_host *h = orch_host_by_uri(o, uri);
+	size_t plen = strlen(ORCH_DOMAIN_PREFIX);
+
+	if (h == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "unknown hypervisor host %s", uri);
+		return -1;
+	}
+	if (vm_list(h, ORCH_DOMAIN_PREFIX, ids, n, e) < 0)
+		return -1;
+	/* Domain names to ids, in place. */
+	for (size_t i = 0; i < *n; i++)
+		memmove((*ids)[i], (*ids)[i] + plen, strlen((*ids)[i]) - plen + 1);
+	return 0;
+}
+
+char *
+orch_console_tail(struct orch *o, const char *id, size_t max)
+{
+	char path[CONFIG_STR_MAX + 96];
+	char *buf;
+	ssize_t n;
+	int fd;
+	off_t size;
+
+	snprintf(path, sizeof(path), "%s/%s/console.log", o->vms_dir, id);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return NULL;
+	size = lseek(fd, 0, SEEK_END);
+	if (size > (off_t)max)
+		lseek(fd, size - (off_t)max, SEEK_SET);
+	else
+		lseek(fd, 0, SEEK_SET);
+	buf = malloc(max + 1);
+	n = buf ? read(fd, buf, max) : -1;
+	close(fd);
+	if (n < 0) {
+		free(buf);
+		return NULL;
+	}
+	buf[n] = '\0';
+	return buf;
+}

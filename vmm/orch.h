@@ -1,0 +1,54 @@
+/* orch.h - the VM orchestrator (orch_): hosts, guest image, accelerator
+ * choice, and the life of one VM: overlay disk, start, wait for the guest
+ * agent, destroy. It knows nothing of accounts or billing. */
+#ifndef AAS_ORCH_H
+#define AAS_ORCH_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "err.h"
+#include "vm.h"
+
+#define ORCH_DOMAIN_PREFIX "aas-"
+
+struct orch;
+
+typedef void (*orch_progress_fn)(void *ctx, double progress, double total,
+    const char *message);
+
+/* Opens every host and starts choosing the accelerator in the background
+ * (a probe boot under AAS_VIRT=auto takes seconds). */
+struct orch *orch_new(const struct config *cfg, struct err *e);
+void orch_free(struct orch *o);
+
+/* Waits up to timeout_ms for start-up to finish. 0 when VMs can be made;
+ * -1 with the reason (no image, no hypervisor) otherwise. */
+int orch_wait_ready(struct orch *o, int timeout_ms, struct err *e);
+/* "kvm", "tcg", or NULL while undecided. */
+const char *orch_accel(struct orch *o);
+/* Why KVM is not used (empty when it is). */
+const char *orch_accel_reason(struct orch *o);
+size_t orch_host_count(struct orch *o);
+const char *orch_host_uri_at(struct orch *o, size_t i);
+struct vm_host *orch_host_by_uri(struct orch *o, const char *uri);
+
+/* The host a new VM should go to (fewest VMs started by this process). */
+const char *orch_pick_host(struct orch *o);
+
+/* Creates the overlay, starts the domain ORCH_DOMAIN_PREFIX<id> on `uri`
+ * and waits for its guest agent. Reports progress through fn. */
+int orch_boot(struct orch *o, const char *uri, const char *id, int vcpus,
+    int memory_mib, orch_progress_fn fn, void *ctx, struct err *e);
+/* Destroys the domain and deletes its overlay and console log. Idempotent. */
+int orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e);
+/* Ids (not domain names) of this service's running domains on `uri`. */
+int orch_list(struct orch *o, const char *uri, char ***ids, size_t *n, struct err *e);
+/* Last `max` bytes of the VM's serial console (malloc'd) or NULL. */
+char *orch_console_tail(struct orch *o, const char *id, size_t max);
+/* Path of the VM's overlay disk (for tests and diagnostics). */
+void orch_disk_path(struct orch *o, const char *id, char *out, size_t n);
+
+void orch_domain_name(const char *id, char *out, size_t n);
+
+#endif

@@ -1,0 +1,354 @@
+/* vm.c - libvirt connections and domain operations. */
+#include "vm.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <libvirt/virterror.h>
+
+#include "log.h"
+
+struct vm_host {
+	char *uri;
+	virConnectPtr conn;
+	pthread_mutex_t lock;
+};
+
+static pthread_t event_thread;
+static atomic_int events_running;
+static atomic_int events_stop;
+static int wake_timer = -1;
+
+/* libvirt prints errors itself unless told otherwise; ours are reported
+ * once, where they happen, through struct err. */
+static void
+quiet_errors(void *ud, virErrorPtr err)
+{
+	(void)ud;
+	(void)err;
+}
+
+static const char *
+last_error(void)
+{
+	virErrorPtr e = virGetLastError();
+
+	return e && e->message ? e->message : "unknown libvirt error";
+}
+
+static void
+wake(int timer, void *opaque)
+{
+	(void)timer;
+	(void)opaque;
+}
+
+static void *
+event_main(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&events_stop))
+		if (virEventRunDefaultImpl() < 0)
+			log_warn("vm: event loop: %s", last_error());
+	return NULL;
+}
+
+int
+vm_events_start(struct err *e)
+{
+	if (atomic_load(&events_running))
+		return 0;
+	virSetErrorFunc(NULL, quiet_errors);
+	if (virEventRegisterDefaultImpl() < 0) {
+		err_set(e, ERR_INTERNAL, "libvirt event loop: %s", last_error());
+		return -1;
+	}
+	/* A periodic timer wakes the loop so that it sees the stop flag. */
+	wake_timer = virEventAddTimeout(500, wake, NULL, NULL);
+	if (pthread_create(&event_thread, NULL, event_main, NULL) != 0) {
+		err_set(e, ERR_INTERNAL, "cannot start the libvirt event thread");
+		return -1;
+	}
+	atomic_store(&events_running, 1);
+	return 0;
+}
+
+void
+vm_events_stop(void)
+{
+	if (!atomic_load(&events_running))
+		return;
+	atomic_store(&events_stop, 1);
+	pthread_join(event_thread, NULL);
+	if (wake_timer >= 0)
+		virEventRemoveTimeout(wake_timer);
+	atomic_store(&events_running, 0);
+}
+
+/* For the embedded driver: its root must exist and hold a qemu.conf that
+ * makes it work without virtlogd. */
+static int
+prepare_embed_root(const char *uri, const char *qemu_user, struct err *e)
+{
+	const char *root = strstr(uri, "root=");
+	char dir[1024], path[1100];
+	size_t len;
+	FILE *f;
+
+	if (strncmp(uri, "qemu:///embed", 13) != 0)
+		return 0;
+	if (root == NULL || root[5] != '/') {
+		err_set(e, ERR_INVALID, "AAS_LIBVIRT_URI: qemu:///embed needs root=<absolute path>");
+		return -1;
+	}
+	root += 5;
+	len = strcspn(root, "&");
+	if (len >= sizeof(dir)) {
+		err_set(e, ERR_INVALID, "AAS_LIBVIRT_URI: root path too long");
+		return -1;
+	}
+	memcpy(dir, root, len);
+	dir[len] = '\0';
+	snprintf(path, sizeof(path), "%s/etc", dir);
+	if ((mkdir(dir, 0755) < 0 && errno != EEXIST) ||
+	    (mkdir(path, 0755) < 0 && errno != EEXIST)) {
+		err_set(e, ERR_INTERNAL, "cannot create %s: %s", path, strerror(errno));
+		return -1;
+	}
+	snprintf(path, sizeof(path), "%s/etc/qemu.conf", dir);
+	f = fopen(path, "w");
+	if (f == NULL) {
+		err_set(e, ERR_INTERNAL, "cannot write %s: %s", path, strerror(errno));
+		return -1;
+	}
+	fprintf(f, "# written by aasd at start; edits are overwritten\n"
+	    "stdio_handler = \"file\"\n"
+	    "user = \"%s\"\n"
+	    "group = \"%s\"\n"
+	    "dynamic_ownership = 0\n"
+	    "remember_owner = 0\n", qemu_user, qemu_user);
+	if (fclose(f) != 0) {
+		err_set(e, ERR_INTERNAL, "cannot write %s", path);
+		return -1;
+	}
+	return 0;
+}
+
+struct vm_host *
+vm_host_open(const char *uri, const char *qemu_user, struct err *e)
+{
+	struct vm_host *h;
+
+	if (prepare_embed_root(uri, qemu_user, e) < 0)
+		return NULL;
+	h = calloc(1, sizeof(*h));
+	if (h == NULL || (h->uri = strdup(uri)) == NULL) {
+		free(h);
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&h->lock, NULL);
+	h->conn = virConnectOpen(uri);
+	if (h->conn == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "cannot open %s: %s", uri, last_error());
+		vm_host_close(h);
+		return NULL;
+	}
+	return h;
+}
+
+void
+vm_host_close(struct vm_host *h)
+{
+	if (h == NULL)
+		return;
+	if (h->conn)
+		virConnectClose(h->conn);
+	pthread_mutex_destroy(&h->lock);
+	free(h->uri);
+	free(h);
+}
+
+const char *
+vm_host_uri(const struct vm_host *h)
+{
+	return h->uri;
+}
+
+/* The connection, reopened if libvirt reports it dead (remote hosts). */
+virConnectPtr
+vm_host_conn(struct vm_host *h)
+{
+	virConnectPtr c;
+
+	pthread_mutex_lock(&h->lock);
+	if (h->conn && virConnectIsAlive(h->conn) != 1) {
+		log_warn("vm: connection to %s lost; reconnecting", h->uri);
+		virConnectClose(h->conn);
+		h->conn = virConnectOpen(h->uri);
+	}
+	c = h->conn;
+	if (c)
+		virConnectRef(c);
+	pthread_mutex_unlock(&h->lock);
+	return c;
+}
+
+int
+vm_start(struct vm_host *h, const struct vm_spec *spec, struct err *e)
+{
+	virConnectPtr c = vm_host_conn(h);
+	virDomainPtr d = NULL;
+	char *xml = NULL;
+	int rc = -1;
+
+	if (c == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+		return -1;
+	}
+	xml = vm_xml_build(spec, e);
+	if (xml == NULL)
+		goto out;
+	d = virDomainCreateXML(c, xml, VIR_DOMAIN_NONE);
+	if (d == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "cannot start VM %s: %s", spec->name, last_error());
+		goto out;
+	}
+	rc = 0;
+out:
+	if (d)
+		virDomainFree(d);
+	free(xml);
+	virConnectClose(c);
+	return rc;
+}
+
+int
+vm_destroy(struct vm_host *h, const char *name, struct err *e)
+{
+	virConnectPtr c = vm_host_conn(h);
+	virDomainPtr d;
+	int rc = 0;
+
+	if (c == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+		return -1;
+	}
+	d = virDomainLookupByName(c, name);
+	if (d != NULL) {
+		if (virDomainDestroy(d) < 0) {
+			virErrorPtr ve = virGetLastError();
+			/* Gone in between: that is what we wanted. */
+			if (ve == NULL || ve->code != VIR_ERR_NO_DOMAIN) {
+				err_set(e, ERR_UNAVAILABLE, "cannot destroy %s: %s", name, last_error());
+				rc = -1;
+			}
+		}
+		virDomainFree(d);
+	}
+	virConnectClose(c);
+	return rc;
+}
+
+int
+vm_exists(struct vm_host *h, const char *name, struct err *e)
+{
+	virConnectPtr c = vm_host_conn(h);
+	virDomainPtr d;
+	int rc;
+
+	if (c == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+		return -1;
+	}
+	d = virDomainLookupByName(c, name);
+	rc = d != NULL && virDomainIsActive(d) == 1;
+	if (d)
+		virDomainFree(d);
+	virConnectClose(c);
+	return rc;
+}
+
+void
+vm_names_free(char **names, size_t n)
+{
+	for (size_t i = 0; names && i < n; i++)
+		free(names[i]);
+	free(names);
+}
+
+int
+vm_list(struct vm_host *h, const char *prefix, char ***names, size_t *n,
+    struct err *e)
+{
+	virConnectPtr c = vm_host_conn(h);
+	virDomainPtr *doms = NULL;
+	int count;
+	size_t k = 0;
+	char **out = NULL;
+
+	*names = NULL;
+	*n = 0;
+	if (c == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+		return -1;
+	}
+	count = virConnectListAllDomains(c, &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
+	if (count < 0) {
+		err_set(e, ERR_UNAVAILABLE, "cannot list domains on %s: %s", h->uri, last_error());
+		virConnectClose(c);
+		return -1;
+	}
+	out = calloc((size_t)count + 1, sizeof(*out));
+	for (int i = 0; i < count; i++) {
+		const char *nm = virDomainGetName(doms[i]);
+		if (out && nm && strncmp(nm, prefix, strlen(prefix)) == 0)
+			out[k++] = strdup(nm);
+		virDomainFree(doms[i]);
+	}
+	free(doms);
+	virConnectClose(c);
+	if (out == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return -1;
+	}
+	*names = out;
+	*n = k;
+	return 0;
+}
+
+int
+vm_stats(struct vm_host *h, const char *name, struct vm_stats *out, struct err *e)
+{
+	virConnectPtr c = vm_host_conn(h);
+	virDomainPtr d;
+	virDomainInfo info;
+	int rc = -1;
+
+	memset(out, 0, sizeof(*out));
+	if (c == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+		return -1;
+	}
+	d = virDomainLookupByName(c, name);
+	if (d == NULL) {
+		err_set(e, ERR_NOT_FOUND, "no VM %s", name);
+	} else if (virDomainGetInfo(d, &info) < 0) {
+		err_set(e, ERR_UNAVAILABLE, "cannot read VM %s: %s", name, last_error());
+	} else {
+		out->running = info.state == VIR_DOMAIN_RUNNING;
+		out->cpu_time_ns = info.cpuTime;
+		out->memory_kib = info.memory;
+		out->max_memory_kib = info.maxMem;
+		rc = 0;
+	}
+	if (d)
+		virDomainFree(d);
+	virConnectClose(c);
+	return rc;
+}

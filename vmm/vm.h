@@ -1,0 +1,51 @@
+/* vm.h - one libvirt connection per hypervisor host, and the domain
+ * operations the orchestrator needs (vm_). */
+#ifndef AAS_VM_H
+#define AAS_VM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <libvirt/libvirt.h>
+
+#include "err.h"
+#include "vm_xml.h"
+
+struct vm_host;
+
+struct vm_stats {
+	int running;
+	unsigned long long cpu_time_ns;
+	unsigned long memory_kib;      /* guest memory in use */
+	unsigned long max_memory_kib;
+};
+
+/* Starts libvirt's default event loop in its own thread; once per
+ * process, before the first vm_host_open. */
+int vm_events_start(struct err *e);
+void vm_events_stop(void);
+
+/* Opens a host. For qemu:///embed URIs the embedded root's qemu.conf is
+ * written first (no daemon is involved): QEMU runs as `qemu_user`, and
+ * libvirt leaves file ownership alone (the orchestrator hands each VM's
+ * files to that user itself). */
+struct vm_host *vm_host_open(const char *uri, const char *qemu_user, struct err *e);
+void vm_host_close(struct vm_host *h);
+const char *vm_host_uri(const struct vm_host *h);
+virConnectPtr vm_host_conn(struct vm_host *h);
+
+/* Starts a transient domain from the spec. */
+int vm_start(struct vm_host *h, const struct vm_spec *spec, struct err *e);
+/* Destroys a domain; one that does not exist counts as destroyed. */
+int vm_destroy(struct vm_host *h, const char *name, struct err *e);
+/* 1 when a domain of that name is running, 0 when not, -1 on error. */
+int vm_exists(struct vm_host *h, const char *name, struct err *e);
+/* Names of running domains starting with `prefix` (malloc'd array of
+ * malloc'd strings; free with vm_names_free). */
+int vm_list(struct vm_host *h, const char *prefix, char ***names, size_t *n,
+    struct err *e);
+void vm_names_free(char **names, size_t n);
+int vm_stats(struct vm_host *h, const char *name, struct vm_stats *out,
+    struct err *e);
+
+#endif

@@ -1,0 +1,133 @@
+/* vm_xml.c - the domain template.
+ *
+ * q35, direct kernel boot, virtio disk on the overlay, the guest agent on a
+ * virtio-serial channel, virtio-rng, serial console to a file, no balloon,
+ * and every lifecycle event ends the domain. No network device: a guest
+ * with user-mode networking could reach every service on the host, so
+ * sandboxes get a NIC only together with the isolation rule. */
+#include "vm_xml.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define VM_XML_MAX (16 * 1024)
+
+const char *
+vm_accel_name(enum vm_accel a)
+{
+	return a == VM_ACCEL_KVM ? "kvm" : "tcg";
+}
+
+/* Escapes for XML text and attribute values; -1 when it does not fit. */
+static int
+xml_escape(const char *in, char *out, size_t n)
+{
+	size_t j = 0;
+
+	for (const char *p = in; *p; p++) {
+		const char *rep = NULL;
+		char one[2] = { *p, '\0' };
+
+		switch (*p) {
+		case '&': rep = "&amp;"; break;
+		case '<': rep = "&lt;"; break;
+		case '>': rep = "&gt;"; break;
+		case '"': rep = "&quot;"; break;
+		case '\'': rep = "&apos;"; break;
+		default:
+			if ((unsigned char)*p < 0x20)
+				return -1;  /* no control characters in paths or names */
+			rep = one;
+		}
+		size_t l = strlen(rep);
+		if (j + l >= n)
+			return -1;
+		memcpy(out + j, rep, l);
+		j += l;
+	}
+	out[j] = '\0';
+	return 0;
+}
+
+char *
+vm_xml_build(const struct vm_spec *s, struct err *e)
+{
+	char name[256], kernel[1024], initrd[1024], cmdline[1024], disk[1024], console[1024];
+	char tcg[128] = "";
+	char *xml = NULL;
+	int n;
+
+	if (s->vcpus < 1 || s->vcpus > 64 || s->memory_mib < 64 ||
+	    s->memory_mib > 1024 * 1024) {
+		err_set(e, ERR_INVALID, "vm: bad size (%d vCPU, %d MiB)", s->vcpus, s->memory_mib);
+		return NULL;
+	}
+	if (xml_escape(s->name, name, sizeof(name)) < 0 ||
+	    xml_escape(s->kernel, kernel, sizeof(kernel)) < 0 ||
+	    xml_escape(s->initrd, initrd, sizeof(initrd)) < 0 ||
+	    xml_escape(s->cmdline, cmdline, sizeof(cmdline)) < 0 ||
+	    xml_escape(s->disk, disk, sizeof(disk)) < 0 ||
+	    xml_escape(s->console_log, console, sizeof(console)) < 0) {
+		err_set(e, ERR_INVALID, "vm: a name or path is too long or has control characters");
+		return NULL;
+	}
+	if (s->accel == VM_ACCEL_TCG && s->tb_cache_mib > 0)
+		snprintf(tcg, sizeof(tcg), "    <tcg><tb-cache unit='MiB'>%d</tb-cache></tcg>\n",
+		    s->tb_cache_mib);
+	xml = malloc(VM_XML_MAX);
+	if (xml == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	n = snprintf(xml, VM_XML_MAX,
+	    "<domain type='%s'>\n"
+	    "  <name>%s</name>\n"
+	    "  <memory unit='MiB'>%d</memory>\n"
+	    "  <vcpu placement='static'>%d</vcpu>\n"
+	    "  <os>\n"
+	    "    <type arch='x86_64' machine='q35'>hvm</type>\n"
+	    "    <kernel>%s</kernel>\n"
+	    "    <initrd>%s</initrd>\n"
+	    "    <cmdline>%s</cmdline>\n"
+	    "  </os>\n"
+	    "  <features>\n"
+	    "    <acpi/>\n"
+	    "%s"
+	    "  </features>\n"
+	    "%s"
+	    "  <clock offset='utc'/>\n"
+	    "  <on_poweroff>destroy</on_poweroff>\n"
+	    "  <on_reboot>destroy</on_reboot>\n"
+	    "  <on_crash>destroy</on_crash>\n"
+	    "  <devices>\n"
+	    "    <disk type='file' device='disk'>\n"
+	    "      <driver name='qemu' type='qcow2' cache='unsafe' discard='unmap'/>\n"
+	    "      <source file='%s'/>\n"
+	    "      <target dev='vda' bus='virtio'/>\n"
+	    "    </disk>\n"
+	    "    <controller type='virtio-serial' index='0'/>\n"
+	    "    <channel type='unix'>\n"
+	    "      <target type='virtio' name='org.qemu.guest_agent.0'/>\n"
+	    "    </channel>\n"
+	    "    <rng model='virtio'>\n"
+	    "      <backend model='random'>/dev/urandom</backend>\n"
+	    "    </rng>\n"
+	    "    <serial type='file'>\n"
+	    "      <source path='%s'/>\n"
+	    "      <target port='0'/>\n"
+	    "    </serial>\n"
+	    "    <memballoon model='none'/>\n"
+	    "  </devices>\n"
+	    "</domain>\n",
+	    s->accel == VM_ACCEL_KVM ? "kvm" : "qemu", name, s->memory_mib, s->vcpus,
+	    kernel, initrd, cmdline, tcg,
+	    s->accel == VM_ACCEL_KVM ? "  <cpu mode='host-passthrough'/>\n" : "",
+	    disk, console);
+	if (n < 0 || n >= VM_XML_MAX) {
+		free(xml);
+		err_set(e, ERR_INTERNAL, "vm: domain XML too long");
+		return NULL;
+	}
+	return xml;
+}

@@ -1,0 +1,28 @@
+/* vm_xml.h - libvirt domain XML for a sandbox VM, from one template
+ * (vm_xml_). Pure: no libvirt calls, so it is unit-tested directly. */
+#ifndef AAS_VM_XML_H
+#define AAS_VM_XML_H
+
+#include "err.h"
+
+enum vm_accel { VM_ACCEL_TCG, VM_ACCEL_KVM };
+
+struct vm_spec {
+	const char *name;          /* domain name, e.g. "aas-sbx-..." */
+	enum vm_accel accel;
+	int vcpus;
+	int memory_mib;
+	const char *kernel;        /* absolute paths */
+	const char *initrd;
+	const char *cmdline;
+	const char *disk;          /* per-sandbox qcow2 overlay */
+	const char *console_log;   /* serial console written here */
+	int tb_cache_mib;          /* TCG translation cache; 0 = QEMU default */
+};
+
+const char *vm_accel_name(enum vm_accel a);
+
+/* The domain XML (malloc'd), or NULL with e set when a field is unusable. */
+char *vm_xml_build(const struct vm_spec *s, struct err *e);
+
+#endif
