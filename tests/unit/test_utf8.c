@@ -1,0 +1,58 @@
+/* test_utf8.c - replacement of invalid UTF-8 (server/utf8.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "utf8.h"
+
+static void
+check(const char *in, size_t len, const char *want, size_t want_bad)
+{
+	size_t n, bad;
+	char *out = utf8_sanitize(in, len, &n, &bad);
+
+	assert_non_null(out);
+	assert_string_equal(out, want);
+	assert_int_equal(n, strlen(want));
+	assert_int_equal(bad, want_bad);
+	free(out);
+}
+
+static void
+test_valid_passes(void **state)
+{
+	(void)state;
+	check("", 0, "", 0);
+	check("plain", 5, "plain", 0);
+	check("h\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80", 15, "h\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80", 0);
+}
+
+static void
+test_invalid_replaced(void **state)
+{
+	(void)state;
+	check("a\xFF" "b", 3, "a\xEF\xBF\xBD" "b", 1);
+	check("a\0b", 3, "a\xEF\xBF\xBD" "b", 1);                 /* NUL */
+	check("\xC3", 1, "\xEF\xBF\xBD", 1);                      /* cut short */
+	check("\xC0\xAF", 2, "\xEF\xBF\xBD\xEF\xBF\xBD", 2);      /* overlong */
+	check("\xED\xA0\x80", 3, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 3); /* surrogate */
+	check("\xF4\x90\x80\x80", 4,
+	    "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 4);   /* > U+10FFFF */
+	check("ok\xE2\x82", 4, "ok\xEF\xBF\xBD\xEF\xBF\xBD", 2);    /* truncated at end */
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_valid_passes),
+		cmocka_unit_test(test_invalid_replaced),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

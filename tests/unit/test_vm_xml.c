@@ -1,0 +1,148 @@
+/* test_vm_xml.c - the domain template (vmm/vm_xml.h) and base64 helpers
+ * of the agent client (vmm/agent.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "agent.h"
+#include "vm_xml.h"
+
+static struct vm_spec
+spec(void)
+{
+	struct vm_spec s = {
+		.name = "aas-sbx-0123456789abcdef", .accel = VM_ACCEL_TCG, .vcpus = 1,
+		.memory_mib = 512, .kernel = "/v/vmlinuz", .initrd = "/v/initrd.img",
+		.cmdline = "console=ttyS0 root=/dev/vda rw", .disk = "/v/vms/x/disk.qcow2",
+		.console_log = "/v/vms/x/console.log",
+	};
+	return s;
+}
+
+static void
+has(const char *xml, const char *needle)
+{
+	if (strstr(xml, needle) == NULL)
+		fail_msg("missing %s in:\n%s", needle, xml);
+}
+
+static void
+test_tcg_domain(void **state)
+{
+	struct vm_spec s = spec();
+	struct err e;
+	char *xml;
+
+	(void)state;
+	err_clear(&e);
+	xml = vm_xml_build(&s, &e);
+	assert_non_null(xml);
+	has(xml, "<domain type='qemu'>");
+	has(xml, "<name>aas-sbx-0123456789abcdef</name>");
+	has(xml, "<memory unit='MiB'>512</memory>");
+	has(xml, "machine='q35'");
+	has(xml, "<kernel>/v/vmlinuz</kernel>");
+	has(xml, "<source file='/v/vms/x/disk.qcow2'/>");
+	has(xml, "<target dev='vda' bus='virtio'/>");
+	has(xml, "name='org.qemu.guest_agent.0'");
+	has(xml, "<rng model='virtio'>");
+	has(xml, "<memballoon model='none'/>");
+	has(xml, "<on_reboot>destroy</on_reboot>");
+	has(xml, "<serial type='file'>");
+	/* No network device until isolation exists. */
+	assert_null(strstr(xml, "<interface"));
+	assert_null(strstr(xml, "host-passthrough"));
+	free(xml);
+}
+
+static void
+test_kvm_domain_and_tb_cache(void **state)
+{
+	struct vm_spec s = spec();
+	struct err e;
+	char *xml;
+
+	(void)state;
+	err_clear(&e);
+	s.accel = VM_ACCEL_KVM;
+	s.vcpus = 2;
+	xml = vm_xml_build(&s, &e);
+	has(xml, "<domain type='kvm'>");
+	has(xml, "<vcpu placement='static'>2</vcpu>");
+	has(xml, "host-passthrough");
+	assert_null(strstr(xml, "tb-cache"));
+	free(xml);
+	s.accel = VM_ACCEL_TCG;
+	s.tb_cache_mib = 32;
+	xml = vm_xml_build(&s, &e);
+	has(xml, "<tb-cache unit='MiB'>32</tb-cache>");
+	free(xml);
+}
+
+static void
+test_escaping_and_refusals(void **state)
+{
+	struct vm_spec s = spec();
+	struct err e;
+	char *xml;
+
+	(void)state;
+	err_clear(&e);
+	s.disk = "/v/a&b<c>'d\".qcow2";
+	xml = vm_xml_build(&s, &e);
+	has(xml, "/v/a&amp;b&lt;c&gt;&apos;d&quot;.qcow2");
+	free(xml);
+	s = spec();
+	s.disk = "/v/line\nbreak";
+	assert_null(vm_xml_build(&s, &e));
+	assert_int_equal(e.kind, ERR_INVALID);
+	err_clear(&e);
+	s = spec();
+	s.memory_mib = 10;
+	assert_null(vm_xml_build(&s, &e));
+	assert_int_equal(e.kind, ERR_INVALID);
+}
+
+static void
+test_base64_round_trip(void **state)
+{
+	unsigned char data[300];
+	size_t n;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(data); i++)
+		data[i] = (unsigned char)(i * 7);
+	for (size_t len = 0; len <= sizeof(data); len += 1) {
+		char *b = agent_b64_encode(data, len);
+		unsigned char *back = agent_b64_decode(b, &n);
+		assert_non_null(back);
+		assert_int_equal(n, len);
+		assert_memory_equal(back, data, len);
+		free(b);
+		free(back);
+	}
+	assert_null(agent_b64_decode("abc", &n));
+	assert_null(agent_b64_decode("!!!!", &n));
+	unsigned char *x = agent_b64_decode("aGk=", &n);
+	assert_int_equal(n, 2);
+	assert_memory_equal(x, "hi", 2);
+	free(x);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_tcg_domain),
+		cmocka_unit_test(test_kvm_domain_and_tb_cache),
+		cmocka_unit_test(test_escaping_and_refusals),
+		cmocka_unit_test(test_base64_round_trip),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
