@@ -85,6 +85,10 @@ $(B)/tests/%: tests/unit/%.c $(B)/libaas.a
 	@echo "  CC+LD   $<"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libaas.a $(LDLIBS) $(CMOCKA_LIBS)
 
+$(B)/bench_vm_raw: bench/vm_raw.c $(B)/libaas.a
+	@echo "  CC+LD   $<"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libaas.a $(LDLIBS)
+
 unit: $(UNIT_BIN)
 
 # The README's commands.
@@ -105,7 +109,7 @@ asan:
 
 bench:
 	sh deploy/install-deps.sh
-	$(MAKE) all
+	$(MAKE) all $(B)/bench_vm_raw image
 	B=$(B) sh bench/run.sh
 
 clean:

@@ -45,6 +45,23 @@ if ! getent passwd aas-qemu >/dev/null 2>&1; then
 	useradd --system --no-create-home --home-dir /nonexistent \
 		--shell /usr/sbin/nologin --user-group aas-qemu
 fi
+# libvirt's QEMU driver resolves its compiled-in default user before it reads
+# qemu.conf; Debian's daemon package would create it, the embedded driver
+# needs it too (QEMU itself runs as aas-qemu, set in qemu.conf).
+if ! getent passwd libvirt-qemu >/dev/null 2>&1; then
+	useradd --system --no-create-home --home-dir /nonexistent \
+		--shell /usr/sbin/nologin --user-group libvirt-qemu
+fi
+# QEMU must be able to open /dev/kvm: libvirt otherwise throws away its
+# capability cache on every use (it expects KVM where /dev/kvm exists), and
+# the start-up probe could never pick KVM. Hosts without udev's kvm group
+# get one here.
+if [ -c /dev/kvm ]; then
+	getent group kvm >/dev/null 2>&1 || groupadd --system kvm
+	if [ "$(stat -c %G /dev/kvm)" = root ] && [ "$(stat -c %a /dev/kvm)" = 600 ]; then
+		chgrp kvm /dev/kvm && chmod 0660 /dev/kvm
+	fi
+fi
 if getent group kvm >/dev/null 2>&1 && ! id -nG aas-qemu | grep -qw kvm; then
 	usermod -a -G kvm aas-qemu
 fi

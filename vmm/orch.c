@@ -20,7 +20,7 @@
 #include "log.h"
 
 #define ORCH_MAX_HOSTS 16
-#define ORCH_CMDLINE "console=ttyS0 root=/dev/vda rw quiet panic=-1"
+#define ORCH_SOCKET_DIR "/run/aas-vm"
 
 extern char **environ;
 
@@ -153,9 +153,16 @@ remove_vm_files(struct orch *o, const char *id)
 }
 
 static void
-fill_spec(struct orch *o, struct vm_spec *s, const char *name, enum vm_accel accel,
-    int vcpus, int mem, const char *disk, const char *console)
+agent_socket_path(const char *name, char *out, size_t n)
 {
+	snprintf(out, n, "%s/%s.agent", ORCH_SOCKET_DIR, name);
+}
+
+static void
+fill_spec(struct orch *o, struct vm_spec *s, const char *name, enum vm_accel accel,
+    int vcpus, int mem, const char *disk, const char *console, char *agent, size_t an)
+{
+	agent_socket_path(name, agent, an);
 	memset(s, 0, sizeof(*s));
 	s->name = name;
 	s->accel = accel;
@@ -166,6 +173,7 @@ fill_spec(struct orch *o, struct vm_spec *s, const char *name, enum vm_accel acc
 	s->cmdline = ORCH_CMDLINE;
 	s->disk = disk;
 	s->console_log = console;
+	s->agent_socket = agent;
 }
 
 static int
@@ -193,7 +201,7 @@ static int
 boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel,
     int vcpus, int mem, int timeout_ms, orch_progress_fn fn, void *ctx, struct err *e)
 {
-	char disk[CONFIG_STR_MAX + 96], console[CONFIG_STR_MAX + 96], name[128];
+	char disk[CONFIG_STR_MAX + 96], console[CONFIG_STR_MAX + 96], name[128], agent[160];
 	struct vm_spec spec;
 	struct err ignore;
 
@@ -202,7 +210,7 @@ boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel
 		fn(ctx, 1, 4, "preparing the disk");
 	if (make_vm_files(o, id, disk, sizeof(disk), console, sizeof(console), e) < 0)
 		goto fail;
-	fill_spec(o, &spec, name, accel, vcpus, mem, disk, console);
+	fill_spec(o, &spec, name, accel, vcpus, mem, disk, console, agent, sizeof(agent));
 	if (fn)
 		fn(ctx, 2, 4, "starting the VM");
 	if (vm_start(h, &spec, e) < 0)
@@ -239,7 +247,7 @@ set_ready(struct orch *o, int ready, const struct err *e)
 static void
 warm_up_libvirt(struct orch *o, struct vm_host *h)
 {
-	char id[32], name[64], disk[CONFIG_STR_MAX + 96], console[CONFIG_STR_MAX + 96];
+	char id[32], name[64], disk[CONFIG_STR_MAX + 96], console[CONFIG_STR_MAX + 96], agent[160];
 	struct vm_spec spec;
 	struct err e;
 	char *xml;
@@ -250,7 +258,7 @@ warm_up_libvirt(struct orch *o, struct vm_host *h)
 	orch_domain_name(id, name, sizeof(name));
 	if (make_vm_files(o, id, disk, sizeof(disk), console, sizeof(console), &e) < 0)
 		return;
-	fill_spec(o, &spec, name, VM_ACCEL_TCG, 1, 128, disk, console);
+	fill_spec(o, &spec, name, VM_ACCEL_TCG, 1, 128, disk, console, agent, sizeof(agent));
 	xml = vm_xml_build(&spec, &e);
 	c = vm_host_conn(h);
 	if (xml && c) {
@@ -371,7 +379,15 @@ orch_new(const struct config *cfg, struct err *e)
 		err_set(e, ERR_INTERNAL, "cannot create %s: %s", o->vms_dir, strerror(errno));
 		goto fail;
 	}
-	if (resolve_qemu_user(o, e) < 0 || vm_events_start(e) < 0 || open_hosts(o, e) < 0)
+	if (resolve_qemu_user(o, e) < 0)
+		goto fail;
+	/* QEMU binds the agent sockets there, as the QEMU user. */
+	if ((mkdir(ORCH_SOCKET_DIR, 0750) < 0 && errno != EEXIST) ||
+	    chown(ORCH_SOCKET_DIR, o->qemu_uid, o->qemu_gid) < 0) {
+		err_set(e, ERR_INTERNAL, "cannot prepare %s: %s", ORCH_SOCKET_DIR, strerror(errno));
+		goto fail;
+	}
+	if (vm_events_start(e) < 0 || open_hosts(o, e) < 0)
 		goto fail;
 	if (!file_ok(o->kernel) || !file_ok(o->initrd) || !file_ok(o->base)) {
 		/* The service still runs (and says why); VM tools answer this. */

@@ -11,6 +11,8 @@
 #include "vm.h"
 
 #define ORCH_DOMAIN_PREFIX "aas-"
+/* Kernel command line of every sandbox VM. */
+#define ORCH_CMDLINE "console=ttyS0 root=/dev/vda rw quiet panic=-1"
 
 struct orch;
 

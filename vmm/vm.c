@@ -63,6 +63,9 @@ vm_events_start(struct err *e)
 {
 	if (atomic_load(&events_running))
 		return 0;
+	/* libvirt's own log would print warnings (e.g. the agent "taint"
+	 * notice) on our stderr; errors reach us through virGetLastError. */
+	setenv("LIBVIRT_LOG_OUTPUTS", "4:stderr", 0);
 	virSetErrorFunc(NULL, quiet_errors);
 	if (virEventRegisterDefaultImpl() < 0) {
 		err_set(e, ERR_INTERNAL, "libvirt event loop: %s", last_error());

@@ -54,6 +54,7 @@ char *
 vm_xml_build(const struct vm_spec *s, struct err *e)
 {
 	char name[256], kernel[1024], initrd[1024], cmdline[1024], disk[1024], console[1024];
+	char agent[128];
 	char tcg[128] = "";
 	char *xml = NULL;
 	int n;
@@ -68,7 +69,8 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    xml_escape(s->initrd, initrd, sizeof(initrd)) < 0 ||
 	    xml_escape(s->cmdline, cmdline, sizeof(cmdline)) < 0 ||
 	    xml_escape(s->disk, disk, sizeof(disk)) < 0 ||
-	    xml_escape(s->console_log, console, sizeof(console)) < 0) {
+	    xml_escape(s->console_log, console, sizeof(console)) < 0 ||
+	    xml_escape(s->agent_socket, agent, sizeof(agent)) < 0 || strlen(s->agent_socket) > 100) {
 		err_set(e, ERR_INVALID, "vm: a name or path is too long or has control characters");
 		return NULL;
 	}
@@ -108,6 +110,7 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    "    </disk>\n"
 	    "    <controller type='virtio-serial' index='0'/>\n"
 	    "    <channel type='unix'>\n"
+	    "      <source mode='bind' path='%s'/>\n"
 	    "      <target type='virtio' name='org.qemu.guest_agent.0'/>\n"
 	    "    </channel>\n"
 	    "    <rng model='virtio'>\n"
@@ -123,7 +126,7 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    s->accel == VM_ACCEL_KVM ? "kvm" : "qemu", name, s->memory_mib, s->vcpus,
 	    kernel, initrd, cmdline, tcg,
 	    s->accel == VM_ACCEL_KVM ? "  <cpu mode='host-passthrough'/>\n" : "",
-	    disk, console);
+	    disk, agent, console);
 	if (n < 0 || n >= VM_XML_MAX) {
 		free(xml);
 		err_set(e, ERR_INTERNAL, "vm: domain XML too long");

@@ -17,6 +17,8 @@ struct vm_spec {
 	const char *cmdline;
 	const char *disk;          /* per-sandbox qcow2 overlay */
 	const char *console_log;   /* serial console written here */
+	const char *agent_socket;  /* guest agent channel; a short path (unix
+	                            * sockets allow ~107 bytes) */
 	int tb_cache_mib;          /* TCG translation cache; 0 = QEMU default */
 };
 

@@ -19,7 +19,7 @@ spec(void)
 		.name = "aas-sbx-0123456789abcdef", .accel = VM_ACCEL_TCG, .vcpus = 1,
 		.memory_mib = 512, .kernel = "/v/vmlinuz", .initrd = "/v/initrd.img",
 		.cmdline = "console=ttyS0 root=/dev/vda rw", .disk = "/v/vms/x/disk.qcow2",
-		.console_log = "/v/vms/x/console.log",
+		.console_log = "/v/vms/x/console.log", .agent_socket = "/run/aas-vm/x.agent",
 	};
 	return s;
 }
@@ -50,6 +50,7 @@ test_tcg_domain(void **state)
 	has(xml, "<source file='/v/vms/x/disk.qcow2'/>");
 	has(xml, "<target dev='vda' bus='virtio'/>");
 	has(xml, "name='org.qemu.guest_agent.0'");
+	has(xml, "<source mode='bind' path='/run/aas-vm/x.agent'/>");
 	has(xml, "<rng model='virtio'>");
 	has(xml, "<memballoon model='none'/>");
 	has(xml, "<on_reboot>destroy</on_reboot>");
