@@ -94,23 +94,27 @@ unit: $(UNIT_BIN)
 # The README's commands.
 run:
 	sh deploy/install-deps.sh
-	$(MAKE) all
+	$(MAKE) all image
 	sh deploy/dev-run.sh
 
 test:
 	sh deploy/install-deps.sh
-	$(MAKE) all unit
+	$(MAKE) all unit image
 	B=$(B) sh tests/run.sh
 
 asan:
 	sh deploy/install-deps.sh
-	$(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all unit
+	$(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all unit image
 	B=build/asan ASAN_OPTIONS=detect_leaks=1 sh tests/run.sh
 
 bench:
 	sh deploy/install-deps.sh
 	$(MAKE) all $(B)/bench_vm_raw image
 	B=$(B) sh bench/run.sh
+
+# The guest image, cached under var/images by a hash of vmm/image/.
+image:
+	sh vmm/image/build.sh $(CURDIR)/var
 
 clean:
 	rm -rf build

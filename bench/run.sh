@@ -25,3 +25,8 @@ done
 
 echo "== MCP front end: aasd vs the official TypeScript SDK server =="
 bash bench/mcp_front.sh "http://127.0.0.1:$port/v1/mcp"
+
+# The VM layer: real guests (TCG here), the image from `make image`.
+kill $aasd 2>/dev/null; wait $aasd 2>/dev/null || true
+echo "== VMs: aasd vs raw libvirt and guest agent =="
+node bench/vm.mjs "$ROOT/$B" "$STATE"

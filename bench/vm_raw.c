@@ -38,7 +38,7 @@ boot(const char *uri, const char *img, const char *work, const char *user, int n
 	char kernel[1024], initrd[1024], base[1024], disk[1024], console[1024], cmd[8192];
 
 	err_clear(&e);
-	if (pw == NULL || vm_events_start(&e) < 0 || (h = vm_host_open(uri, user, &e)) == NULL) {
+	if (pw == NULL || vm_events_start(NULL, &e) < 0 || (h = vm_host_open(uri, user, &e)) == NULL) {
 		fprintf(stderr, "vm_raw: %s\n", e.msg[0] ? e.msg : "no such user");
 		return 1;
 	}
@@ -84,7 +84,7 @@ exec_loop(const char *uri, const char *dom, int n, const char *path, char **args
 	struct vm_host *h;
 
 	err_clear(&e);
-	if (vm_events_start(&e) < 0 || (h = vm_host_open(uri, "aas-qemu", &e)) == NULL) {
+	if (vm_events_start(NULL, &e) < 0 || (h = vm_host_open(uri, "aas-qemu", &e)) == NULL) {
 		fprintf(stderr, "vm_raw: %s\n", e.msg);
 		return 1;
 	}

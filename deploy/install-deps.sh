@@ -7,7 +7,7 @@ PKGS="build-essential pkg-config make gcc
 libmicrohttpd-dev libjansson-dev libpq-dev libssl-dev libcurl4-openssl-dev
 libvirt-dev libvirt-daemon-driver-qemu libcmocka-dev
 postgresql postgresql-client
-qemu-system-x86 qemu-utils mmdebstrap passt nftables
+qemu-system-x86 qemu-utils mmdebstrap busybox-static passt nftables
 curl wrk"
 
 missing=""

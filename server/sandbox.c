@@ -377,9 +377,10 @@ sbx_get(struct sbx *s, const char *account, const json_t *args, struct err *e)
 	struct vm_host *h = orch_host_by_uri(s->orch, row.host);
 	if (strcmp(row.state, "running") == 0 && h &&
 	    vm_stats(h, domain, &st, &ignore) == 0)
-		json_object_set_new(out, "usage", json_pack("{s:I, s:I}",
+		json_object_set_new(out, "usage", json_pack("{s:I, s:I, s:I}",
 		    "cpu_time_ms", (json_int_t)(st.cpu_time_ns / 1000000),
-		    "memory_kib", (json_int_t)st.memory_kib));
+		    "memory_kib", (json_int_t)st.memory_kib,
+		    "host_rss_kib", (json_int_t)st.rss_kib));
 	cmds = commands_json(s, id, e);
 	json_object_set_new(out, "commands", cmds ? cmds : json_array());
 	if (strcmp(row.state, "failed") == 0) {

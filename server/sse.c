@@ -81,8 +81,8 @@ append(struct sse *s, const char *const *parts, const size_t *lens, int n)
 	if (s->off > 0 && s->off == s->len)
 		s->off = s->len = 0;
 	if (s->len - s->off + total > SSE_MAX_BUFFER) {
-		log_warn("sse: client too slow, %zu bytes pending; ending stream",
-		    s->len - s->off);
+		log_warn("sse: %zu bytes pending and %zu more would exceed the stream's"
+		    " limit; ending it", s->len - s->off, total);
 		s->failed = 1;
 		resume = take_resume(s);
 		goto out;

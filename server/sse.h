@@ -9,7 +9,9 @@
 
 #include <microhttpd.h>
 
-#define SSE_MAX_BUFFER (8u << 20)     /* producer outpacing the client */
+/* Unsent bytes a stream may hold: the largest tool result (a 4 MiB file
+ * page as base64, twice: structured and as text) plus a margin. */
+#define SSE_MAX_BUFFER (32u << 20)
 
 struct sse;
 

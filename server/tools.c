@@ -24,8 +24,8 @@ struct tool_impl {
 static const struct tool_impl impls[] = {
 	{ "create_sandbox", tool_create_sandbox, 0, 1 },
 	{ "run_command", tool_run_command, 0, 1 },
-	{ "write_file", tool_write_file, 0, 1 },
-	{ "read_file", tool_read_file, 0, 1 },
+	{ "write_file", tool_write_file, 0, 0 },
+	{ "read_file", tool_read_file, 0, 0 },
 	{ "list_files", tool_list_files, 0, 0 },
 	{ "expose_port", NULL, 0, 0 },
 	{ "get_sandbox", tool_get_sandbox, 0, 0 },

@@ -39,6 +39,9 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 			echo "npm ci failed:"; tail -n 20 "$LOG/npm-ci.txt"; failed=$((failed + 1)); }
 	fi
 	sh deploy/devdb.sh start "$STATE" || { echo "database start failed"; failed=$((failed + 1)); }
+	# VMs of an earlier run (QEMU outlives the aasd that started it) go.
+	pkill -f "qemu-system.*$STATE/vms/" 2>/dev/null || true
+	rm -rf "$STATE"/libvirt-* "$STATE/vms"
 	# A fresh database each run: tests never see a previous run's rows.
 	pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 	if [ "$(id -u)" -eq 0 ]; then aspg="runuser -u postgres --"; else aspg=""; fi

@@ -387,7 +387,14 @@ orch_new(const struct config *cfg, struct err *e)
 		err_set(e, ERR_INTERNAL, "cannot prepare %s: %s", ORCH_SOCKET_DIR, strerror(errno));
 		goto fail;
 	}
-	if (vm_events_start(e) < 0 || open_hosts(o, e) < 0)
+	char lvlog[CONFIG_STR_MAX + 32];
+	snprintf(lvlog, sizeof(lvlog), "%s/log/libvirt.log", cfg->state_dir);
+	{
+		char logdir[CONFIG_STR_MAX + 8];
+		snprintf(logdir, sizeof(logdir), "%s/log", cfg->state_dir);
+		mkdir(logdir, 0755);
+	}
+	if (vm_events_start(lvlog, e) < 0 || open_hosts(o, e) < 0)
 		goto fail;
 	if (!file_ok(o->kernel) || !file_ok(o->initrd) || !file_ok(o->base)) {
 		/* The service still runs (and says why); VM tools answer this. */

@@ -59,13 +59,16 @@ event_main(void *arg)
 }
 
 int
-vm_events_start(struct err *e)
+vm_events_start(const char *log_path, struct err *e)
 {
+	char outputs[1100];
+
 	if (atomic_load(&events_running))
 		return 0;
-	/* libvirt's own log would print warnings (e.g. the agent "taint"
-	 * notice) on our stderr; errors reach us through virGetLastError. */
-	setenv("LIBVIRT_LOG_OUTPUTS", "4:stderr", 0);
+	/* libvirt would print its log (agent "not connected" while a guest
+	 * boots, "taint" notices) on our stderr; keep it in a file instead. */
+	snprintf(outputs, sizeof(outputs), "3:file:%s", log_path ? log_path : "/dev/null");
+	setenv("LIBVIRT_LOG_OUTPUTS", outputs, 0);
 	virSetErrorFunc(NULL, quiet_errors);
 	if (virEventRegisterDefaultImpl() < 0) {
 		err_set(e, ERR_INTERNAL, "libvirt event loop: %s", last_error());
@@ -348,6 +351,11 @@ vm_stats(struct vm_host *h, const char *name, struct vm_stats *out, struct err *
 		out->cpu_time_ns = info.cpuTime;
 		out->memory_kib = info.memory;
 		out->max_memory_kib = info.maxMem;
+		virDomainMemoryStatStruct ms[VIR_DOMAIN_MEMORY_STAT_NR];
+		int n = virDomainMemoryStats(d, ms, VIR_DOMAIN_MEMORY_STAT_NR, 0);
+		for (int i = 0; i < n; i++)
+			if (ms[i].tag == VIR_DOMAIN_MEMORY_STAT_RSS)
+				out->rss_kib = ms[i].val;
 		rc = 0;
 	}
 	if (d)

@@ -18,11 +18,14 @@ struct vm_stats {
 	unsigned long long cpu_time_ns;
 	unsigned long memory_kib;      /* guest memory in use */
 	unsigned long max_memory_kib;
+	unsigned long long rss_kib;    /* QEMU's resident memory on the host */
 };
 
 /* Starts libvirt's default event loop in its own thread; once per
- * process, before the first vm_host_open. */
-int vm_events_start(struct err *e);
+ * process, before the first vm_host_open. libvirt's own log (warnings and
+ * up) goes to `log_path` (NULL: nowhere); errors reach callers as struct
+ * err in any case. */
+int vm_events_start(const char *log_path, struct err *e);
 void vm_events_stop(void);
 
 /* Opens a host. For qemu:///embed URIs the embedded root's qemu.conf is

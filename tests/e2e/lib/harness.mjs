@@ -14,6 +14,8 @@ export const STATE = process.env.AAS_TEST_STATE_DIR || path.join(ROOT, 'var/test
 export const DB_URL = process.env.AAS_TEST_DATABASE_URL ||
   `postgresql:///aas?host=${STATE}/run&user=aas`;
 export const PROTOCOL = '2025-11-25';
+// Built by `make image` (cached by recipe hash) under the top-level var/.
+export const IMAGE_DIR = process.env.AAS_IMAGE_DIR || path.join(ROOT, 'var/images/current');
 
 export async function freePort() {
   return new Promise((resolve, reject) => {
@@ -44,6 +46,7 @@ function baseEnv(extra = {}) {
 export function vmEnv(rootName, extra = {}) {
   return {
     AAS_LIBVIRT_URI: `qemu:///embed?root=${STATE}/libvirt-${rootName}`,
+    AAS_IMAGE_DIR: IMAGE_DIR,
     AAS_VIRT: 'tcg',
     AAS_RECONCILE_S: '2',
     ...extra,

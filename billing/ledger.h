@@ -1,0 +1,33 @@
+/* ledger.h - credit movements in PostgreSQL (bill_). Every movement is one
+ * ledger row plus the cached balance, in the caller's transaction; a
+ * movement's idempotency key makes a retried transaction a no-op. */
+#ifndef AAS_LEDGER_H
+#define AAS_LEDGER_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+#include <libpq-fe.h>
+
+#include "db.h"
+#include "err.h"
+
+/* Locks the account row and reads its balance (inside a transaction). */
+int bill_lock_balance(PGconn *c, const char *account, int64_t *balance, struct err *e);
+
+/* Posts `amount` (signed: grants and refunds positive, charges negative).
+ * A key already used posts nothing and succeeds (*posted = 0). A charge
+ * beyond the balance fails with ERR_PAYMENT and changes nothing. */
+int bill_post(PGconn *c, const char *account, const char *sandbox, const char *kind,
+    int64_t amount, int minutes, const char *reason, const char *key,
+    int64_t *balance_after, int *posted, struct err *e);
+
+/* A grant in its own transaction (aasctl credit grant). */
+int bill_grant(struct db *db, const char *account, int64_t amount, const char *reason,
+    int64_t *balance_after, struct err *e);
+
+/* Ledger entries, newest first, paged by entry id. */
+json_t *bill_entries(struct db *db, const char *account, int limit, int64_t before_id,
+    int64_t *next_before, struct err *e);
+
+#endif

@@ -1,0 +1,363 @@
+/*
+ * aas-init: PID 1 of an aas sandbox guest.
+ *
+ * Mounts the API file systems, names the host, brings up lo, makes the
+ * /dev/virtio-ports/NAME links that udev would make, runs qemu-ga on the
+ * guest agent port (respawned with a backoff when it exits), reaps every
+ * zombie, and powers off on SIGTERM, SIGINT, SIGPWR or SIGUSR2 (SIGUSR1:
+ * reboot). Milestones go to /dev/console as "aas-init: ..." lines.
+ *
+ * Built by build.sh: gcc -std=c17 -static -O2 -Wall -Wextra -Werror.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/reboot.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define AGENT_NAME "org.qemu.guest_agent.0"
+#define AGENT_PORT "/dev/virtio-ports/" AGENT_NAME
+#define AGENT_BIN "/usr/sbin/qemu-ga"
+#define PORT_WAIT_MS 10000 /* how long to wait for the agent port */
+#define BACKOFF_MIN_MS 250
+#define BACKOFF_MAX_MS 5000
+#define STABLE_MS 10000 /* an agent that ran this long resets the backoff */
+#define STOP_GRACE_MS 1000 /* SIGTERM to everything, then SIGKILL */
+
+static int console_fd = -1;
+
+static void say(const char *fmt, ...)
+{
+	char buf[256];
+	struct timespec ts;
+	va_list ap;
+	int n;
+
+	clock_gettime(CLOCK_BOOTTIME, &ts);
+	n = snprintf(buf, sizeof(buf), "aas-init: [%ld.%02ld] ", (long)ts.tv_sec, ts.tv_nsec / 10000000);
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	if (write(console_fd >= 0 ? console_fd : STDERR_FILENO, buf, (size_t)n) < 0) {
+		/* nowhere left to report to */
+	}
+}
+
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+		;
+}
+
+static void do_mount(const char *src, const char *dir, const char *type,
+    unsigned long flags, const char *data)
+{
+	mkdir(dir, 0755);
+	if (mount(src, dir, type, flags, data) < 0 && errno != EBUSY)
+		say("mount %s on %s failed: %s", type, dir, strerror(errno));
+}
+
+static void mount_all(void)
+{
+	const unsigned long nsd = MS_NOSUID | MS_NODEV;
+
+	do_mount("proc", "/proc", "proc", nsd | MS_NOEXEC, NULL);
+	do_mount("sysfs", "/sys", "sysfs", nsd | MS_NOEXEC, NULL);
+	do_mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+	/* Open the console as soon as /dev is there; fd 2 is the fallback. */
+	console_fd = open("/dev/console", O_WRONLY | O_NOCTTY | O_CLOEXEC);
+	do_mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+	    "gid=5,mode=0620,ptmxmode=0666");
+	do_mount("tmpfs", "/dev/shm", "tmpfs", nsd, "mode=1777");
+	do_mount("tmpfs", "/tmp", "tmpfs", nsd, "mode=1777");
+	do_mount("tmpfs", "/run", "tmpfs", nsd | MS_NOEXEC, "mode=0755,size=20%");
+	/* What udev would add: bash process substitution needs /dev/fd. */
+	symlink("/proc/self/fd", "/dev/fd");
+	symlink("/proc/self/fd/0", "/dev/stdin");
+	symlink("/proc/self/fd/1", "/dev/stdout");
+	symlink("/proc/self/fd/2", "/dev/stderr");
+	symlink("/proc/kcore", "/dev/core");
+	say("file systems mounted");
+}
+
+static void lo_up(void)
+{
+	struct ifreq ifr;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (s < 0) {
+		say("lo: socket: %s", strerror(errno));
+		return;
+	}
+	memset(&ifr, 0, sizeof(ifr));
+	strcpy(ifr.ifr_name, "lo");
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) {
+		say("lo: SIOCGIFFLAGS: %s", strerror(errno));
+	} else {
+		ifr.ifr_flags |= IFF_UP;
+		if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+			say("lo: SIOCSIFFLAGS: %s", strerror(errno));
+		else
+			say("lo up");
+	}
+	close(s);
+}
+
+/*
+ * Without udev nothing makes /dev/virtio-ports/NAME: link every named port
+ * (/sys/class/virtio-ports/vportXpY/name) to its /dev/vportXpY node.
+ * Returns 1 once the agent's port is linked.
+ */
+static int link_ports(void)
+{
+	DIR *d = opendir("/sys/class/virtio-ports");
+	struct dirent *e;
+	int found = 0;
+
+	if (d == NULL)
+		return 0;
+	mkdir("/dev/virtio-ports", 0755);
+	while ((e = readdir(d)) != NULL) {
+		char path[512], name[256], target[300], link[600];
+		ssize_t n;
+		int fd;
+
+		if (strncmp(e->d_name, "vport", 5) != 0)
+			continue;
+		snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, name, sizeof(name) - 1);
+		close(fd);
+		while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == ' '))
+			n--;
+		if (n <= 0)
+			continue;
+		name[n] = '\0';
+		if (strchr(name, '/') != NULL || name[0] == '.')
+			continue;
+		snprintf(target, sizeof(target), "../%s", e->d_name);
+		snprintf(link, sizeof(link), "/dev/virtio-ports/%s", name);
+		if (symlink(target, link) < 0 && errno != EEXIST)
+			continue;
+		if (strcmp(name, AGENT_NAME) == 0 && access(link, F_OK) == 0)
+			found = 1;
+	}
+	closedir(d);
+	return found;
+}
+
+static void wait_agent_port(void)
+{
+	long long deadline = now_ms() + PORT_WAIT_MS;
+
+	while (!link_ports()) {
+		if (now_ms() >= deadline) {
+			say("no %s after %d ms; starting the agent anyway", AGENT_PORT, PORT_WAIT_MS);
+			return;
+		}
+		sleep_ms(20);
+	}
+	say("agent port %s present", AGENT_PORT);
+}
+
+static pid_t spawn_agent(const sigset_t *orig)
+{
+	pid_t pid = fork();
+
+	if (pid < 0) {
+		say("fork: %s", strerror(errno));
+		return -1;
+	}
+	if (pid == 0) {
+		char *argv[] = {
+			AGENT_BIN, "-m", "virtio-serial", "-p", AGENT_PORT,
+			"-t", "/run", NULL /* state dir; qemu-ga's default is /var/run */
+		};
+		int fd = open("/dev/null", O_RDONLY);
+
+		sigprocmask(SIG_SETMASK, orig, NULL);
+		setsid();
+		if (fd >= 0) {
+			dup2(fd, STDIN_FILENO);
+			if (fd != STDIN_FILENO)
+				close(fd);
+		}
+		if (console_fd >= 0) {
+			dup2(console_fd, STDOUT_FILENO);
+			dup2(console_fd, STDERR_FILENO);
+		}
+		execv(argv[0], argv);
+		say("exec %s: %s", argv[0], strerror(errno));
+		_exit(127);
+	}
+	return pid;
+}
+
+static void power_off(int how)
+{
+	long long deadline;
+
+	say("%s", how == RB_AUTOBOOT ? "rebooting" : "powering off");
+	kill(-1, SIGTERM);
+	deadline = now_ms() + STOP_GRACE_MS;
+	for (;;) {
+		pid_t p = waitpid(-1, NULL, WNOHANG);
+
+		if (p < 0 && errno == ECHILD)
+			break;
+		if (p <= 0) {
+			if (now_ms() >= deadline)
+				break;
+			sleep_ms(10);
+		}
+	}
+	kill(-1, SIGKILL);
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+	sync();
+	if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY, NULL) < 0)
+		say("remount / read-only: %s", strerror(errno));
+	sync();
+	reboot(how);
+	say("reboot(): %s", strerror(errno));
+	for (;;)
+		pause();
+}
+
+static void on_signal(int sig)
+{
+	(void)sig; /* never runs: the signals stay blocked and are taken with sigtimedwait */
+}
+
+int main(void)
+{
+	static const int sigs[] = { SIGCHLD, SIGTERM, SIGINT, SIGPWR, SIGUSR1, SIGUSR2, SIGHUP };
+	sigset_t set, orig;
+	struct sigaction sa;
+	pid_t agent = -1;
+	long long agent_started = 0, respawn_at = 0;
+	long backoff = BACKOFF_MIN_MS;
+
+	umask(022);
+	mount_all();
+	if (getpid() != 1)
+		say("warning: not PID 1");
+	say("started");
+
+	sigemptyset(&set);
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_signal;
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
+		sigaddset(&set, sigs[i]);
+		sigaction(sigs[i], &sa, NULL);
+	}
+	sigprocmask(SIG_BLOCK, &set, &orig);
+	/* Ctrl-Alt-Del becomes SIGINT instead of an immediate reboot. */
+	reboot(RB_DISABLE_CAD);
+
+	clearenv();
+	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
+	setenv("HOME", "/root", 1);
+	setenv("LANG", "C.UTF-8", 1);
+	if (chdir("/") < 0)
+		say("chdir /: %s", strerror(errno));
+
+	if (sethostname("sandbox", 7) < 0)
+		say("sethostname: %s", strerror(errno));
+	lo_up();
+	wait_agent_port();
+
+	for (;;) {
+		long long now = now_ms();
+		struct timespec ts;
+		siginfo_t si;
+		int sig;
+
+		if (agent < 0 && now >= respawn_at) {
+			agent = spawn_agent(&orig);
+			agent_started = now;
+			if (agent > 0) {
+				say("agent started (pid %d)", (int)agent);
+			} else {
+				respawn_at = now + backoff;
+				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+			}
+		}
+		if (agent < 0) {
+			long long wait = respawn_at - now;
+
+			ts.tv_sec = (time_t)(wait / 1000);
+			ts.tv_nsec = (long)(wait % 1000) * 1000000L;
+			sig = sigtimedwait(&set, &si, &ts);
+		} else {
+			sig = sigwaitinfo(&set, &si);
+		}
+		if (sig < 0)
+			continue; /* EAGAIN (respawn time) or EINTR */
+
+		switch (sig) {
+		case SIGTERM:
+		case SIGINT:
+		case SIGPWR:
+		case SIGUSR2:
+			power_off(RB_POWER_OFF);
+			break;
+		case SIGUSR1:
+			power_off(RB_AUTOBOOT);
+			break;
+		case SIGCHLD:
+			for (;;) {
+				int st;
+				pid_t p = waitpid(-1, &st, WNOHANG);
+
+				if (p <= 0)
+					break;
+				if (p != agent)
+					continue;
+				now = now_ms();
+				if (now - agent_started >= STABLE_MS)
+					backoff = BACKOFF_MIN_MS;
+				if (WIFEXITED(st))
+					say("agent exited (status %d); restart in %ld ms",
+					    WEXITSTATUS(st), backoff);
+				else
+					say("agent killed (signal %d); restart in %ld ms",
+					    WIFSIGNALED(st) ? WTERMSIG(st) : 0, backoff);
+				agent = -1;
+				respawn_at = now + backoff;
+				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+			}
+			break;
+		default:
+			break;
+		}
+	}
+}
