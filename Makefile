@@ -32,6 +32,7 @@ LIB_SRC := \
 	server/auth.c server/work.c server/sse.c server/http.c server/mcp.c \
 	server/app.c server/ttlmap.c server/notify.c server/utf8.c \
 	server/sandbox.c server/sandbox_maint.c server/sandbox_io.c server/tool_sandbox.c \
+	billing/price.c billing/ledger.c billing/billing.c billing/reaper.c \
 	vmm/vm_xml.c vmm/vm.c vmm/agent.c vmm/orch.c vmm/guest.c
 GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c
 

@@ -2,11 +2,13 @@
 #include "price.h"
 
 int64_t
-bill_minutes_used(int64_t seconds)
+bill_minutes_used(int64_t ms, int minute_s)
 {
-	if (seconds <= 0)
+	int64_t minute_ms = (int64_t)minute_s * 1000;
+
+	if (ms <= 0 || minute_s <= 0)
 		return 0;
-	return (seconds + 59) / 60;
+	return (ms + minute_ms - 1) / minute_ms;
 }
 
 int64_t

@@ -5,9 +5,9 @@
 
 #include <stdint.h>
 
-/* Minutes billed for `seconds` of use: every started minute counts; no
- * use at all is zero minutes. */
-int64_t bill_minutes_used(int64_t seconds);
+/* Minutes billed for `ms` milliseconds of use, with minutes of `minute_s`
+ * seconds: every started minute counts; no use at all is zero minutes. */
+int64_t bill_minutes_used(int64_t ms, int minute_s);
 
 /* Cost of `minutes` at `price_per_minute`; -1 when it would overflow. */
 int64_t bill_cost(int64_t minutes, int64_t price_per_minute);

@@ -13,6 +13,7 @@
 #include "accounts.h"
 #include "app.h"
 #include "config.h"
+#include "ledger.h"
 #include "log.h"
 
 static const char usage[] =
@@ -23,6 +24,8 @@ static const char usage[] =
     "  key create --account ID [--name N]        new API key (shown once)\n"
     "  key list --account ID\n"
     "  key revoke --key KEY_ID\n"
+    "  credit grant --account ID --amount N --reason R   add N micro-USD of credit\n"
+    "  ledger --account ID [--limit N]           credit movements, newest first\n"
     "  dev-key --email E --file F                reuse the key in F if it still works,\n"
     "                                            else create account/key and write F (0600)\n"
     "Configuration: the AAS_* environment variables aasd reads (README.md).\n";
@@ -126,7 +129,7 @@ cmd_dev_key(struct app *app, const char *email, const char *file, struct err *e)
 		if (e->kind != ERR_NOT_FOUND)
 			return fail(e);
 		err_clear(e);
-		if (acct_create(app->db, email, account_id, &nk, e) < 0)
+		if (acct_create(app->db, email, app->cfg.free_credit, account_id, &nk, e) < 0)
 			return fail(e);
 	}
 	if (write_key_file(file, nk.key) < 0) {
@@ -160,7 +163,7 @@ run(struct app *app, int argc, char **argv, struct err *e)
 		const char *email = opt(argc, argv, "--email");
 		if (email == NULL)
 			goto bad;
-		if (acct_create(app->db, email, account_id, &nk, e) < 0)
+		if (acct_create(app->db, email, app->cfg.free_credit, account_id, &nk, e) < 0)
 			return fail(e);
 		v = key_json(account_id, &nk);
 		json_object_set_new(v, "email", json_string(email));
@@ -186,6 +189,44 @@ run(struct app *app, int argc, char **argv, struct err *e)
 		if (acct == NULL)
 			goto bad;
 		v = acct_key_list(app->db, acct, e);
+		return v ? print_json(v) : fail(e);
+	}
+	if (strcmp(what, "credit") == 0 && strcmp(sub, "grant") == 0) {
+		const char *acct = opt(argc, argv, "--account");
+		const char *amount = opt(argc, argv, "--amount");
+		const char *reason = opt(argc, argv, "--reason");
+		int64_t n, balance;
+		char *end;
+		if (acct == NULL || amount == NULL || reason == NULL)
+			goto bad;
+		n = strtoll(amount, &end, 10);
+		if (*end != '\0' || end == amount) {
+			err_set_field(e, "amount", "amount: not a whole number of micro-USD");
+			return fail(e);
+		}
+		if (!acct_id_valid(acct)) {
+			err_set_field(e, "account", "account: not an account id");
+			return fail(e);
+		}
+		if (bill_grant(app->db, acct, n, reason, &balance, e) < 0)
+			return fail(e);
+		return print_json(json_pack("{s:s, s:I, s:I}", "account_id", acct,
+		    "granted", (json_int_t)n, "balance", (json_int_t)balance));
+	}
+	if (strcmp(what, "ledger") == 0) {
+		const char *acct = opt(argc, argv, "--account");
+		const char *lim = opt(argc, argv, "--limit");
+		int64_t next;
+		if (acct == NULL)
+			goto bad;
+		if (!acct_id_valid(acct)) {
+			err_set_field(e, "account", "account: not an account id");
+			return fail(e);
+		}
+		long l = lim ? strtol(lim, NULL, 10) : 100;
+		if (l < 1 || l > 1000)
+			l = 100;
+		v = bill_entries(app->db, acct, (int)l, 0, &next, e);
 		return v ? print_json(v) : fail(e);
 	}
 	if (strcmp(what, "key") == 0 && strcmp(sub, "revoke") == 0) {

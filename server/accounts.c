@@ -7,6 +7,7 @@
 
 #include <openssl/crypto.h>
 
+#include "ledger.h"
 #include "log.h"
 
 int
@@ -60,6 +61,7 @@ insert_key(PGconn *c, const char *account_id, const char *name,
 
 struct create_ctx {
 	const char *email;
+	long long free_credit;
 	const char *key_name;
 	char *account_id;
 	struct acct_new_key *key;
@@ -81,6 +83,14 @@ create_tx(PGconn *c, void *arg, struct err *e)
 	}
 	snprintf(cx->account_id, ACCT_ID_LEN + 1, "%s", PQgetvalue(r, 0, 0));
 	PQclear(r);
+	if (cx->free_credit > 0) {
+		char key[64];
+		int posted;
+		snprintf(key, sizeof(key), "grant:signup:%s", cx->account_id);
+		if (bill_post(c, cx->account_id, NULL, "grant", cx->free_credit, -1,
+		    "free credit for new accounts", key, NULL, &posted, e) < 0)
+			return -1;
+	}
 	return insert_key(c, cx->account_id, cx->key_name, cx->key, e);
 }
 
@@ -99,10 +109,10 @@ email_valid(const char *email)
 }
 
 int
-acct_create(struct db *db, const char *email, char account_id[ACCT_ID_LEN + 1],
-    struct acct_new_key *key, struct err *e)
+acct_create(struct db *db, const char *email, long long free_credit,
+    char account_id[ACCT_ID_LEN + 1], struct acct_new_key *key, struct err *e)
 {
-	struct create_ctx cx = { email, "default", account_id, key };
+	struct create_ctx cx = { email, free_credit, "default", account_id, key };
 
 	if (!email_valid(email)) {
 		err_set_field(e, "email", "email: not a valid e-mail address");

@@ -16,9 +16,10 @@ struct acct_new_key {
 	char prefix[KEY_DISPLAY_PREFIX_LEN + 1];
 };
 
-/* Creates an account and its first key. */
-int acct_create(struct db *db, const char *email, char account_id[ACCT_ID_LEN + 1],
-    struct acct_new_key *key, struct err *e);
+/* Creates an account with its first key and `free_credit` micro-USD of
+ * free credit (a ledger grant), in one transaction. */
+int acct_create(struct db *db, const char *email, long long free_credit,
+    char account_id[ACCT_ID_LEN + 1], struct acct_new_key *key, struct err *e);
 /* Looks an account up by e-mail; ERR_NOT_FOUND when there is none. */
 int acct_find_by_email(struct db *db, const char *email,
     char account_id[ACCT_ID_LEN + 1], struct err *e);

@@ -6,6 +6,8 @@
 
 #include "embed.h"
 #include "log.h"
+#include "reaper.h"
+#include <stdatomic.h>
 #include "migrate.h"
 
 #define APP_CACHE_ENTRIES 100000
@@ -38,6 +40,8 @@ invalidate(const char *payload, void *ctx)
 		ttl_del(app->sessions, payload + 2);
 	else if (strncmp(payload, "k:", 2) == 0)
 		ttl_del(app->keys, payload + 2);
+	else if (strncmp(payload, "e:", 2) == 0)
+		reap_poke(atomic_load(&app->reaper));
 }
 
 static int

@@ -12,6 +12,7 @@
 #define AAS_VERSION "0.2.0"
 
 struct sbx;
+struct reaper;
 
 struct app {
 	struct config cfg;
@@ -23,6 +24,8 @@ struct app {
 	struct ntf *ntf;
 	/* The sandbox service; NULL when AAS_LIBVIRT_URI=none. */
 	struct sbx *sbx;
+	/* Its expiry reaper, woken by "e:" notifications (set once running). */
+	struct reaper *_Atomic reaper;
 };
 
 enum app_flags {

@@ -59,6 +59,8 @@ static const struct cfg_entry cfg_table[] = {
 	  "An MCP session unused this long ends." },
 	{ "AAS_FREE_CREDIT", CFG_LLONG, "200000", 0, 1000000000000LL, F(free_credit),
 	  "Credit granted to every new account, in micro-USD." },
+	{ "AAS_BILLING_MINUTE_S", CFG_INT, "60", 1, 60, F(minute_s),
+	  "Seconds in a billed minute (60 in production; tests shorten it to see expiry quickly)." },
 	{ "AAS_PRICE_SMALL", CFG_LLONG, "500", 0, 100000000, F(price_small),
 	  "Price of a small sandbox per started minute, in micro-USD." },
 	{ "AAS_PRICE_MEDIUM", CFG_LLONG, "2000", 0, 100000000, F(price_medium),

@@ -30,6 +30,7 @@ struct config {
 	int session_idle_s;
 	/* Money is integer micro-USD everywhere. */
 	long long free_credit;
+	int minute_s;                       /* length of a billed minute */
 	long long price_small;
 	long long price_medium;
 	long long price_large;

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "billing.h"
+#include "reaper.h"
 #include "catalog.h"
 #include "keys.h"
 #include "log.h"
@@ -15,6 +17,16 @@
 	"id, coalesce(name, ''), state, size, accelerator, " \
 	SBX_TS("created_at") ", " SBX_TS("ready_at") ", " SBX_TS("expires_at") ", " \
 	SBX_TS("destroyed_at") ", failure_reason, metadata::text, host_uri"
+
+/* The reaper's action for an expired sandbox it claimed. */
+static int
+reap_destroy(void *ctx, const char *id, const char *host)
+{
+	struct err e;
+
+	err_clear(&e);
+	return sbx_finish_destroy(ctx, id, host, "destroyed", NULL, &e);
+}
 
 struct sbx *
 sbx_new(struct app *app, struct err *e)
@@ -37,6 +49,10 @@ sbx_new(struct app *app, struct err *e)
 	s->orch = orch_new(&app->cfg, e);
 	if (s->orch == NULL)
 		goto fail;
+	s->reaper = reap_new(app->db, app->cfg.libvirt_uri, s->instance, reap_destroy, s, e);
+	if (s->reaper == NULL)
+		goto fail;
+	atomic_store(&app->reaper, s->reaper);
 	if (pthread_create(&s->maint, NULL, sbx_maint_main, s) != 0) {
 		err_set(e, ERR_INTERNAL, "cannot start the sandbox maintenance thread");
 		goto fail;
@@ -59,6 +75,10 @@ sbx_free(struct sbx *s)
 		pthread_cond_broadcast(&s->wake);
 		pthread_mutex_unlock(&s->wake_lock);
 		pthread_join(s->maint, NULL);
+	}
+	if (s->reaper) {
+		atomic_store(&s->app->reaper, NULL);
+		reap_free(s->reaper);
 	}
 	orch_free(s->orch);
 	json_decref(s->capacity);
@@ -195,6 +215,7 @@ struct create_tx {
 	char id[SBX_ID_LEN + 1];
 	char host[512];
 	int claimed;
+	int64_t price;
 };
 
 static int
@@ -202,7 +223,7 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 {
 	struct create_tx *t = arg;
 	const struct config *cfg = &t->s->app->cfg;
-	char tmo[16], domain[64];
+	char tmo[16], minute[16], domain[64];
 	const char *p[8];
 	PGresult *r;
 	long live;
@@ -223,18 +244,20 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 		return -1;
 	}
 	snprintf(tmo, sizeof(tmo), "%d", t->timeout_min);
+	snprintf(minute, sizeof(minute), "%d", cfg->minute_s);
 	/* A warm VM no account has touched, claimed in one statement. */
 	p[0] = t->account;
 	p[1] = t->size;
 	p[2] = tmo;
 	p[3] = t->name;
 	p[4] = t->metadata;
+	p[5] = minute;
 	r = db_conn_query(c, "UPDATE sandboxes SET account_id = $1, in_pool = false,"
 	    " name = $4, metadata = $5::jsonb, timeout_minutes = $3::int, claimed_at = now(),"
-	    " expires_at = now() + make_interval(mins => $3::int)"
+	    " ready_at = now(), expires_at = now() + make_interval(secs => $3::int * $6::int)"
 	    " WHERE id = (SELECT id FROM sandboxes WHERE in_pool AND state = 'running'"
 	    "  AND size = $2 ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
-	    " RETURNING id, host_uri", 5, p, e);
+	    " RETURNING id, host_uri", 6, p, e);
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) == 1) {
@@ -242,7 +265,8 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 		snprintf(t->host, sizeof(t->host), "%s", PQgetvalue(r, 0, 1));
 		t->claimed = 1;
 		PQclear(r);
-		return 0;
+		return bill_charge_create(c, t->account, t->id, t->size, t->timeout_min,
+		    t->price, e);
 	}
 	PQclear(r);
 	/* Cold: the row exists before its VM does. */
@@ -269,7 +293,8 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 	if (r == NULL)
 		return -1;
 	PQclear(r);
-	return 0;
+	/* Charged up front, in the transaction that makes the row. */
+	return bill_charge_create(c, t->account, t->id, t->size, t->timeout_min, t->price, e);
 }
 
 json_t *
@@ -295,6 +320,7 @@ sbx_create(struct sbx *s, const char *account, const json_t *args,
 		return NULL;
 	}
 	t.name = json_string_value(json_object_get(args, "name"));
+	t.price = cat_price(cfg, cat_find(t.size));
 	t.metadata = json_dumps(meta ? meta : json_object(), JSON_COMPACT);
 	if (t.metadata == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
@@ -308,6 +334,7 @@ sbx_create(struct sbx *s, const char *account, const json_t *args,
 		if (pg && pg->fn)
 			pg->fn(pg->ctx, 4, 4, "ready (pre-booted VM)");
 		log_info("sandbox %s: claimed from the warm pool", t.id);
+		sbx_expiry_changed(s);
 	} else if (sbx_boot_row(s, t.id, t.host, t.size, pg, e) < 0) {
 		goto out;
 	}
@@ -460,5 +487,14 @@ sbx_destroy(struct sbx *s, const char *account, const json_t *args, struct err *
 		if (sbx_finish_destroy(s, id, row.host, "destroyed", NULL, e) < 0)
 			return NULL;
 	}
-	return sbx_row_json(s, account, id, e);
+	json_t *out = sbx_row_json(s, account, id, e);
+	struct bill_settlement st;
+	if (out && bill_settle(s->app->db, &s->app->cfg, id, strcmp(row.state, "failed") == 0 ||
+	    strcmp(row.state, "creating") == 0, &st, e) == 0) {
+		json_object_set_new(out, "minutes_used", json_integer(st.minutes_used));
+		json_object_set_new(out, "charged", json_integer(st.charged));
+		json_object_set_new(out, "refunded", json_integer(st.refunded));
+		json_object_set_new(out, "balance", json_integer(st.balance));
+	}
+	return out;
 }

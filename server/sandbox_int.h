@@ -23,6 +23,7 @@ struct sbx {
 	pthread_cond_t wake;
 	pthread_mutex_t cap_lock;
 	json_t *capacity;
+	struct reaper *reaper;
 };
 
 struct sbx_row {
@@ -48,5 +49,7 @@ int sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *si
 int sbx_finish_destroy(struct sbx *s, const char *id, const char *host,
     const char *final_state, const char *reason, struct err *e);
 void *sbx_maint_main(void *arg);
+/* Tells every aasd's expiry reaper that an expiry time changed. */
+void sbx_expiry_changed(struct sbx *s);
 
 #endif

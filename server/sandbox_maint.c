@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "agent.h"
+#include "billing.h"
 #include "catalog.h"
 #include "keys.h"
 #include "log.h"
@@ -17,10 +18,25 @@
 #define SBX_HEARTBEAT_S 2
 #define SBX_OWNER_DEAD_S 10
 
+void
+sbx_expiry_changed(struct sbx *s)
+{
+	struct err e;
+	PGresult *r;
+
+	/* Every aasd's reaper sleeps until the nearest expiry; wake them. */
+	err_clear(&e);
+	r = db_query(s->app->db, "SELECT pg_notify('aas_invalidate', 'e:')", 0, NULL, &e);
+	PQclear(r);
+}
+
+/* A sandbox that failed to boot, or that the service lost, is refunded in
+ * full; the settlement happens once whoever gets here first. */
 static void
 mark_failed(struct sbx *s, const char *id, const char *reason)
 {
 	const char *p[2] = { id, reason };
+	struct bill_settlement st;
 	struct err e;
 	PGresult *r;
 
@@ -31,6 +47,8 @@ mark_failed(struct sbx *s, const char *id, const char *reason)
 	if (r == NULL)
 		log_error("sandbox %s: cannot record failure: %s", id, e.msg);
 	PQclear(r);
+	if (bill_settle(s->app->db, &s->app->cfg, id, 1, &st, &e) < 0)
+		log_error("sandbox %s: settlement failed: %s", id, e.msg);
 }
 
 static void
@@ -48,7 +66,6 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size,
 {
 	const struct cat_size *sz = cat_find(size);
 	const char *accel;
-	const char *p[2];
 	PGresult *r;
 	int won;
 
@@ -64,14 +81,15 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size,
 		return -1;
 	}
 	accel = orch_accel(s->orch);
-	p[0] = id;
-	p[1] = accel ? accel : "tcg";
+	char minute[16];
+	snprintf(minute, sizeof(minute), "%d", s->app->cfg.minute_s);
+	const char *q[3] = { id, accel ? accel : "tcg", minute };
 	/* Expiry counts from readiness; warm VMs get theirs when claimed. */
 	r = db_query(s->app->db, "UPDATE sandboxes SET state = 'running', ready_at = now(),"
 	    " accelerator = $2, owner = NULL,"
 	    " expires_at = CASE WHEN in_pool THEN NULL"
-	    "  ELSE now() + make_interval(mins => timeout_minutes) END"
-	    " WHERE id = $1 AND state = 'creating' RETURNING id", 2, p, e);
+	    "  ELSE now() + make_interval(secs => timeout_minutes * $3::int) END"
+	    " WHERE id = $1 AND state = 'creating' RETURNING id", 3, q, e);
 	won = r != NULL && PQntuples(r) == 1;
 	PQclear(r);
 	if (!won) {
@@ -84,6 +102,7 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size,
 		return -1;
 	}
 	log_info("sandbox %s: running on %s", id, host);
+	sbx_expiry_changed(s);
 	return 0;
 }
 
@@ -108,6 +127,11 @@ sbx_finish_destroy(struct sbx *s, const char *id, const char *host,
 		return -1;
 	PQclear(r);
 	log_info("sandbox %s: %s", id, final_state);
+	/* Billing stops here: unused whole minutes go back. */
+	struct bill_settlement st;
+	if (bill_settle(s->app->db, &s->app->cfg, id, strcmp(final_state, "failed") == 0,
+	    &st, e) < 0)
+		return -1;
 	return 0;
 }
 
@@ -285,8 +309,6 @@ refill_pool(struct sbx *s)
 		PGresult *r;
 		long have;
 
-		if (want <= 0)
-			continue;
 		err_clear(&e);
 		p[0] = sz->name;
 		p[1] = host;
@@ -297,6 +319,25 @@ refill_pool(struct sbx *s)
 			return;
 		have = strtol(PQgetvalue(r, 0, 0), NULL, 10);
 		PQclear(r);
+		if (have > want) {
+			/* The pool was made smaller: drop the newest surplus VM. */
+			const char *q[3] = { sz->name, host, s->instance };
+			r = db_query(s->app->db, "UPDATE sandboxes SET state = 'destroying',"
+			    " destroying_at = now(), owner = $3 WHERE id = (SELECT id FROM sandboxes"
+			    "  WHERE in_pool AND state = 'running' AND size = $1 AND host_uri = $2"
+			    "  ORDER BY created_at DESC LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id",
+			    3, q, &e);
+			if (r != NULL && PQntuples(r) == 1) {
+				char surplus[SBX_ID_LEN + 1];
+				snprintf(surplus, sizeof(surplus), "%s", PQgetvalue(r, 0, 0));
+				PQclear(r);
+				log_info("warm pool: %s VM %s no longer needed", sz->name, surplus);
+				sbx_finish_destroy(s, surplus, host, "destroyed", NULL, &e);
+				return;
+			}
+			PQclear(r);
+			continue;
+		}
 		if (have >= want)
 			continue;
 		if (key_random_base36(id + 4, 16) < 0)

@@ -1,6 +1,7 @@
 /* tool_sandbox.c - sandbox tools over the sandbox service. */
 #include "tool_sandbox.h"
 
+#include "billing.h"
 #include "sandbox.h"
 
 static void
@@ -51,3 +52,17 @@ SIMPLE_TOOL(tool_list_files, sbx_list_files)
 SIMPLE_TOOL(tool_get_sandbox, sbx_get)
 SIMPLE_TOOL(tool_list_sandboxes, sbx_list)
 SIMPLE_TOOL(tool_destroy_sandbox, sbx_destroy)
+
+json_t *
+tool_extend_sandbox(struct call_ctx *cx, const json_t *args, struct err *e)
+{
+	return bill_extend(cx->app->db, &cx->app->cfg, cx->account_id,
+	    json_string_value(json_object_get(args, "sandbox_id")),
+	    (int)json_integer_value(json_object_get(args, "minutes")), e);
+}
+
+json_t *
+tool_get_usage(struct call_ctx *cx, const json_t *args, struct err *e)
+{
+	return bill_usage(cx->app->db, &cx->app->cfg, cx->account_id, args, e);
+}

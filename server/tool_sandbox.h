@@ -13,5 +13,7 @@ json_t *tool_list_files(struct call_ctx *cx, const json_t *args, struct err *e);
 json_t *tool_get_sandbox(struct call_ctx *cx, const json_t *args, struct err *e);
 json_t *tool_list_sandboxes(struct call_ctx *cx, const json_t *args, struct err *e);
 json_t *tool_destroy_sandbox(struct call_ctx *cx, const json_t *args, struct err *e);
+json_t *tool_extend_sandbox(struct call_ctx *cx, const json_t *args, struct err *e);
+json_t *tool_get_usage(struct call_ctx *cx, const json_t *args, struct err *e);
 
 #endif

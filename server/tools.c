@@ -30,9 +30,9 @@ static const struct tool_impl impls[] = {
 	{ "expose_port", NULL, 0, 0 },
 	{ "get_sandbox", tool_get_sandbox, 0, 0 },
 	{ "list_sandboxes", tool_list_sandboxes, 0, 0 },
-	{ "extend_sandbox", NULL, 0, 0 },
+	{ "extend_sandbox", tool_extend_sandbox, 0, 0 },
 	{ "destroy_sandbox", tool_destroy_sandbox, 0, 1 },
-	{ "get_usage", NULL, 0, 0 },
+	{ "get_usage", tool_get_usage, 0, 0 },
 	{ "get_service_info", tool_info_get_service_info, 1, 0 },
 };
 
