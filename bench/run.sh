@@ -30,3 +30,6 @@ bash bench/mcp_front.sh "http://127.0.0.1:$port/v1/mcp"
 kill $aasd 2>/dev/null; wait $aasd 2>/dev/null || true
 echo "== VMs: aasd vs raw libvirt and guest agent =="
 node bench/vm.mjs "$ROOT/$B" "$STATE"
+
+echo "== Expiry reaper =="
+node bench/reaper.mjs "$ROOT/$B" "$STATE"

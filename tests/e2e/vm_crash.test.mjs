@@ -59,7 +59,62 @@ test('kill -9 during create, restart: rows and domains agree', async () => {
     const mine = (await psql(`select id from sandboxes where host_uri = '${host}'`)).split('\n');
     const vms = (await qemuIds()).filter((v) => mine.includes(v));
     assert.deepEqual(vms.sort(), live.sort(), 'every live row has a VM and no VM lacks one');
+    // The failed create was refunded in full, once.
+    assert.equal(await psql(`select count(*) from ledger where sandbox_id = '${id}' and kind = 'refund'`), '1');
+    assert.equal(await psql(`select sum(amount) from ledger where account_id = '${acct.account_id}'`),
+      await psql(`select balance from accounts where id = '${acct.account_id}'`));
   } finally {
+    await aasd.stop();
+  }
+});
+
+test('kill -9 during destroy, extend and reaping: settled once, ledger equals balance, no orphan VM', async () => {
+  const env = vmEnv('crash2', { AAS_RECONCILE_S: '1', AAS_BILLING_MINUTE_S: '3' });
+  const host = env.AAS_LIBVIRT_URI;
+  let aasd = await startAasd(env);
+  const acct = await newAccount();
+  const sid = await openSession(aasd.mcpUrl, { 'x-api-key': acct.api_key });
+  const H = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': PROTOCOL, 'x-api-key': acct.api_key };
+  const tool = (id, name, args) => post(aasd.mcpUrl, { jsonrpc: '2.0', id, method: 'tools/call',
+    params: { name, arguments: args } }, H);
+  const created = [];
+  for (const [i, minutes] of [[1, 10], [2, 10], [3, 1]]) {
+    const r = await tool(i, 'create_sandbox', { size: 'small', timeout_minutes: minutes });
+    const m = r.text.match(/"sandbox_id":"(sbx-[a-z0-9]{16})"/);
+    assert.ok(m, r.text.slice(0, 300));
+    created.push(m[1]);
+  }
+  const [a, b, c] = created;
+  // c expires while these are in flight; a is being destroyed, b extended.
+  const inflight = [tool(10, 'destroy_sandbox', { sandbox_id: a }).catch(() => null),
+    tool(11, 'extend_sandbox', { sandbox_id: b, minutes: 2 }).catch(() => null)];
+  const cExp = Date.parse(await psql(`select to_char(expires_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') from sandboxes where id = '${c}'`));
+  await sleep(Math.max(0, cExp - Date.now()) + 50);
+  await aasd.kill();
+  await Promise.all(inflight);
+
+  aasd = await startAasd(env);
+  try {
+    const list = created.map((x) => `'${x}'`).join(',');
+    await waitFor('every sandbox to settle', async () => (await psql(
+      `select count(*) from sandboxes where id in (${list}) and (state in ('creating', 'destroying')
+        or (state in ('destroyed', 'failed') and settled_at is null))`)) === '0'
+      && (await psql(`select count(*) from sandboxes where id = '${c}' and state = 'destroyed'`)) === '1', 60000);
+    for (const id of created) {
+      const n = Number(await psql(`select count(*) from ledger where sandbox_id = '${id}' and kind = 'refund'`));
+      assert.ok(n <= 1, `${id}: ${n} refunds`);
+    }
+    assert.equal(await psql(`select sum(amount) from ledger where account_id = '${acct.account_id}'`),
+      await psql(`select balance from accounts where id = '${acct.account_id}'`));
+    const live = (await psql(`select id from sandboxes where host_uri = '${host}'
+      and state in ('creating', 'running', 'destroying')`)).split('\n').filter(Boolean);
+    const vms = (await qemuIds()).filter((v) => created.includes(v));
+    assert.deepEqual(vms.sort(), live.filter((v) => created.includes(v)).sort(), 'no orphan VM, no VM-less live row');
+  } finally {
+    // Leave nothing running.
+    await psql(`update sandboxes set expires_at = now() where id in (${created.map((x) => `'${x}'`).join(',')}) and state = 'running'`);
+    await psql(`select pg_notify('aas_invalidate', 'e:')`);
+    await waitFor('cleanup', async () => (await psql(`select count(*) from sandboxes where host_uri = '${host}' and state = 'running'`)) === '0', 30000).catch(() => null);
     await aasd.stop();
   }
 });
