@@ -16,7 +16,7 @@ const psql = async (sql) => (await run('psql', [DB, '-tAX', '-v', 'ON_ERROR_STOP
 
 const port = await new Promise((resolve) => { const s = net.createServer().listen(0, '127.0.0.1', () => { const { port: p } = s.address(); s.close(() => resolve(p)); }); });
 const env = { PATH: process.env.PATH, AAS_STATE_DIR: STATE, AAS_LISTEN: `127.0.0.1:${port}`, AAS_LOG_LEVEL: 'warn',
-  AAS_LIBVIRT_URI: 'test:///default', AAS_VIRT: 'tcg', AAS_RECONCILE_S: '3600',
+  AAS_LIBVIRT_URI: 'test:///default', AAS_VIRT: 'tcg', AAS_RECONCILE_S: '0',
   AAS_IMAGE_DIR: process.env.AAS_IMAGE_DIR || `${STATE}/../images/current` };
 const { stdout } = await run(`${BUILD}/aasctl`, ['account', 'create', '--email', `reap-${randomBytes(4).toString('hex')}@bench.invalid`], { env });
 const account = JSON.parse(stdout).account_id;

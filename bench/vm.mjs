@@ -116,10 +116,12 @@ const rawShell = await rawLines(['exec', URI, `aas-${keep}`, String(N_EXEC), '/b
 aasd = await startAasd({ AAS_WARM_POOL: 'small=2' });
 c = await client(aasd.url, key);
 await tool(c, 'destroy_sandbox', { sandbox_id: keep });
+// Both pool VMs up (the database, not the capacity snapshot, which lags
+// by up to two seconds).
 const poolReady = async () => {
-  for (let i = 0; i < 1200; i++) {
-    const info = await tool(c, 'get_service_info', {});
-    if (info.capacity?.warm_pool_ready?.small >= 1) return;
+  for (let i = 0; i < 2400; i++) {
+    const { stdout } = await run('psql', [DB, '-tAc', "select count(*) from sandboxes where in_pool and state = 'running' and size = 'small'"]);
+    if (Number(stdout.trim()) >= 2) return;
     await sleep(250);
   }
   throw new Error('warm pool never filled');

@@ -137,19 +137,24 @@ sbx_load(struct sbx *s, const char *account, const char *id, struct sbx_row *row
 	return 0;
 }
 
-int
+struct vm_host *
 sbx_running(struct sbx *s, const char *account, const char *id, struct sbx_row *row,
     char *domain, size_t dn, struct err *e)
 {
+	struct vm_host *h;
+
 	if (sbx_load(s, account, id, row, e) < 0)
-		return -1;
+		return NULL;
 	if (strcmp(row->state, "running") != 0) {
 		err_set(e, ERR_CONFLICT, "sandbox %s is %s, not running%s", id, row->state,
 		    strcmp(row->state, "creating") == 0 ? " yet" : "; create a new one");
-		return -1;
+		return NULL;
 	}
+	h = orch_host_by_uri(s->orch, row->host);
+	if (h == NULL)
+		err_set(e, ERR_UNAVAILABLE, "the sandbox's host is not served by this instance");
 	orch_domain_name(id, domain, dn);
-	return 0;
+	return h;
 }
 
 static json_t *

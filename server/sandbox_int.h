@@ -37,8 +37,9 @@ struct sbx_row {
  * when there is none. */
 int sbx_load(struct sbx *s, const char *account, const char *id,
     struct sbx_row *row, struct err *e);
-/* A running sandbox's host and domain name, or an error saying why not. */
-int sbx_running(struct sbx *s, const char *account, const char *id,
+/* A running sandbox's row, domain name and host connection, or an error
+ * saying why not. */
+struct vm_host *sbx_running(struct sbx *s, const char *account, const char *id,
     struct sbx_row *row, char *domain, size_t dn, struct err *e);
 json_t *sbx_row_json(struct sbx *s, const char *account, const char *id,
     struct err *e);

@@ -9,6 +9,7 @@
 #include "agent.h"
 #include "guest.h"
 #include "keys.h"
+#include "clock.h"
 #include "log.h"
 #include "utf8.h"
 
@@ -16,14 +17,6 @@
 #define SBX_DEFAULT_OUTPUT (256 * 1024)
 #define SBX_HOST_GRACE_S 10     /* host deadline beyond the guest's timeout */
 
-static long long
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int
 int_arg(const json_t *args, const char *name, int def)
@@ -91,9 +84,10 @@ sbx_run(struct sbx *s, const char *account, const json_t *args,
 	struct sbx_row row;
 	struct vm_host *h;
 	struct guest_run run;
-	long long t0 = now_ms();
+	long long t0 = clock_ms();
 	long pid;
 	int code = -1, ended;
+	long long out_size = -1, err_size = -1;
 	PGresult *r;
 
 	if (max_out > s->app->cfg.max_output_bytes) {
@@ -101,13 +95,8 @@ sbx_run(struct sbx *s, const char *account, const json_t *args,
 		    s->app->cfg.max_output_bytes);
 		return NULL;
 	}
-	if (sbx_running(s, account, id, &row, domain, sizeof(domain), e) < 0)
+	if ((h = sbx_running(s, account, id, &row, domain, sizeof(domain), e)) == NULL)
 		return NULL;
-	h = orch_host_by_uri(s->orch, row.host);
-	if (h == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "the sandbox's host is not served by this instance");
-		return NULL;
-	}
 	if (key_random_base36(cmd_id + 4, 16) < 0) {
 		err_set(e, ERR_INTERNAL, "random generator failed");
 		return NULL;
@@ -145,13 +134,13 @@ sbx_run(struct sbx *s, const char *account, const json_t *args,
 		return json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:I}",
 		    "sandbox_id", id, "command_id", cmd_id, "state", "running",
 		    "stdout_path", out_path, "stderr_path", err_path, "background", 1,
-		    "duration_ms", (json_int_t)(now_ms() - t0));
+		    "duration_ms", (json_int_t)(clock_ms() - t0));
 	}
 	/* The guest kills the command at timeout_s; the host answers anyway a
 	 * little later if the guest is stuck. */
 	ended = guest_run_wait(h, domain, pid,
 	    t0 + (long long)(timeout_s ? timeout_s + SBX_HOST_GRACE_S : 86400) * 1000,
-	    pg ? pg->cancel : NULL, &code, e);
+	    pg ? pg->cancel : NULL, &code, &out_size, &err_size, e);
 	if (ended < 0) {
 		record_end(s, cmd_id, "failed", -1);
 		return NULL;
@@ -166,8 +155,10 @@ sbx_run(struct sbx *s, const char *account, const json_t *args,
 	char *out = NULL, *errb = NULL;
 	size_t out_len = 0, err_len = 0;
 	long long out_total = 0, err_total = 0;
-	if (guest_read_log(h, domain, out_path, (size_t)max_out, &out, &out_len, &out_total, e) < 0 ||
-	    guest_read_log(h, domain, err_path, (size_t)max_out, &errb, &err_len, &err_total, e) < 0) {
+	if (guest_read_log(h, domain, out_path, (size_t)max_out, out_size, &out, &out_len,
+	    &out_total, e) < 0 ||
+	    guest_read_log(h, domain, err_path, (size_t)max_out, err_size, &errb, &err_len,
+	    &err_total, e) < 0) {
 		free(out);
 		free(errb);
 		record_end(s, cmd_id, ended ? "exited" : "timed_out", code);
@@ -185,7 +176,7 @@ sbx_run(struct sbx *s, const char *account, const json_t *args,
 	    "stderr_truncated", err_total > (long long)err_len,
 	    "stdout_bytes", (json_int_t)out_total, "stderr_bytes", (json_int_t)err_total,
 	    "stdout_path", out_path, "stderr_path", err_path,
-	    "timed_out", timed_out, "duration_ms", (json_int_t)(now_ms() - t0),
+	    "timed_out", timed_out, "duration_ms", (json_int_t)(clock_ms() - t0),
 	    "background", 0);
 	if (res && !ended)
 		json_object_set_new(res, "note", json_string(
@@ -255,13 +246,8 @@ sbx_write_file(struct sbx *s, const char *account, const json_t *args, struct er
 		    "%s: at most %u bytes per write", b64 ? "content_base64" : "content", GUEST_MAX_FILE);
 		goto out;
 	}
-	if (sbx_running(s, account, id, &row, domain, sizeof(domain), e) < 0)
+	if ((h = sbx_running(s, account, id, &row, domain, sizeof(domain), e)) == NULL)
 		goto out;
-	h = orch_host_by_uri(s->orch, row.host);
-	if (h == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "the sandbox's host is not served by this instance");
-		goto out;
-	}
 	if (guest_put_file(h, domain, path, data, len, mode, mp ? json_is_true(mp) : 1, e) < 0)
 		goto out;
 	snprintf(modebuf, sizeof(modebuf), "%04o", mode);
@@ -291,13 +277,8 @@ sbx_read_file(struct sbx *s, const char *account, const json_t *args, struct err
 
 	if (path_arg(args, "path", NULL, path, sizeof(path), e) < 0)
 		return NULL;
-	if (sbx_running(s, account, id, &row, domain, sizeof(domain), e) < 0)
+	if ((h = sbx_running(s, account, id, &row, domain, sizeof(domain), e)) == NULL)
 		return NULL;
-	h = orch_host_by_uri(s->orch, row.host);
-	if (h == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "the sandbox's host is not served by this instance");
-		return NULL;
-	}
 	if (guest_get_file(h, domain, path, offset, length, &data, &len, &total, e) < 0)
 		return NULL;
 	if (base64) {
@@ -331,13 +312,8 @@ sbx_list_files(struct sbx *s, const char *account, const json_t *args, struct er
 
 	if (path_arg(args, "path", GUEST_HOME, path, sizeof(path), e) < 0)
 		return NULL;
-	if (sbx_running(s, account, id, &row, domain, sizeof(domain), e) < 0)
+	if ((h = sbx_running(s, account, id, &row, domain, sizeof(domain), e)) == NULL)
 		return NULL;
-	h = orch_host_by_uri(s->orch, row.host);
-	if (h == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "the sandbox's host is not served by this instance");
-		return NULL;
-	}
 	entries = guest_list_files(h, domain, path, int_arg(args, "depth", 2),
 	    int_arg(args, "limit", 500), &truncated, e);
 	if (entries == NULL)

@@ -439,7 +439,8 @@ sbx_maint_main(void *arg)
 		err_clear(&e);
 		if (orch_wait_ready(s->orch, 0, &e) < 0)
 			continue;
-		if (time(NULL) - last_reconcile >= s->app->cfg.reconcile_s) {
+		if (s->app->cfg.reconcile_s > 0 &&
+		    time(NULL) - last_reconcile >= s->app->cfg.reconcile_s) {
 			if (sbx_reconcile(s, &e) < 0)
 				log_warn("reconcile: %s", e.msg);
 			last_reconcile = time(NULL);

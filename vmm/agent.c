@@ -11,6 +11,7 @@
 #include <libvirt/virterror.h>
 #include <openssl/evp.h>
 
+#include "clock.h"
 #include "log.h"
 
 char *
@@ -231,21 +232,13 @@ agent_exec_status(struct vm_host *h, const char *domain, long pid,
 	return 0;
 }
 
-static long long
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int
 agent_run(struct vm_host *h, const char *domain, const struct agent_exec *x,
     int deadline_ms, struct agent_exec_status *st, struct err *e)
 {
 	long pid;
-	long long end = now_ms() + deadline_ms;
+	long long end = clock_ms() + deadline_ms;
 	useconds_t delay = 2000;
 
 	memset(st, 0, sizeof(*st));
@@ -256,7 +249,7 @@ agent_run(struct vm_host *h, const char *domain, const struct agent_exec *x,
 			return -1;
 		if (st->exited)
 			return 0;
-		if (now_ms() > end) {
+		if (clock_ms() > end) {
 			err_set(e, ERR_TIMEOUT, "guest command did not finish in %d ms", deadline_ms);
 			return -1;
 		}

@@ -11,7 +11,7 @@
 #include "err.h"
 #include "vm.h"
 
-#define AGENT_MAX_CHUNK (64 * 1024)          /* raw bytes per guest-file-write */
+#define AGENT_MAX_CHUNK (88 * 1024)          /* raw bytes per guest-file-write (~117 KiB as base64) */
 #define AGENT_MAX_READ (2 * 1024 * 1024)     /* raw bytes per guest-file-read */
 #define AGENT_MAX_CAPTURE (1024 * 1024)      /* captured output we accept */
 

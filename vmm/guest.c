@@ -9,6 +9,7 @@
 
 #include "agent.h"
 #include "keys.h"
+#include "clock.h"
 #include "log.h"
 
 #define GUEST_ENV_MAX 80
@@ -25,14 +26,6 @@ static const char *const base_env[] = {
 	NULL,
 };
 
-static long long
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int
 guest_abs_path(const char *path, char *out, size_t n)
@@ -106,7 +99,7 @@ guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r,
 		.env = env,
 		.input = (const unsigned char *)r->stdin_data,
 		.input_len = r->stdin_len,
-		.capture = 0,
+		.capture = 1,    /* only the helper's own line: the log sizes */
 	};
 	rc = agent_exec_start(h, dom, &x, pid, e);
 	for (size_t i = 0; i < no; i++)
@@ -116,10 +109,12 @@ guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r,
 
 int
 guest_run_wait(struct vm_host *h, const char *dom, long pid, long long deadline_ms,
-    const atomic_int *cancel, int *exit_code, struct err *e)
+    const atomic_int *cancel, int *exit_code, long long *out_size, long long *err_size,
+    struct err *e)
 {
 	useconds_t delay = 1000;
 
+	*out_size = *err_size = -1;
 	for (;;) {
 		struct agent_exec_status st;
 
@@ -127,11 +122,13 @@ guest_run_wait(struct vm_host *h, const char *dom, long pid, long long deadline_
 			return -1;
 		if (st.exited) {
 			*exit_code = st.signal ? 128 + st.signal : st.exit_code;
+			if (st.out == NULL || sscanf(st.out, "%lld %lld", out_size, err_size) != 2)
+				*out_size = *err_size = -1;
 			agent_exec_status_clear(&st);
 			return 1;
 		}
 		agent_exec_status_clear(&st);
-		if (now_ms() >= deadline_ms || (cancel && atomic_load(cancel)))
+		if (clock_ms() >= deadline_ms || (cancel && atomic_load(cancel)))
 			return 0;
 		/* Quick commands end within milliseconds; long ones are
 		 * polled every 100 ms at most. */
@@ -143,16 +140,18 @@ guest_run_wait(struct vm_host *h, const char *dom, long pid, long long deadline_
 
 int
 guest_read_log(struct vm_host *h, const char *dom, const char *path, size_t max,
-    char **data, size_t *len, long long *total, struct err *e)
+    long long known_size, char **data, size_t *len, long long *total, struct err *e)
 {
 	json_t *r;
-	long long handle, size;
+	long long handle, size = known_size;
 	unsigned char *buf = NULL;
 	int eof;
 
 	*data = NULL;
 	*len = 0;
 	*total = 0;
+	if (size >= 0)
+		goto have_size;
 	/* The logs are root's in a root-owned directory: reading them as
 	 * root cannot be redirected by the command. */
 	r = agent_call(h, dom, "guest-file-open",
@@ -171,6 +170,7 @@ guest_read_log(struct vm_host *h, const char *dom, const char *path, size_t max,
 	json_decref(r);
 	if (size < 0)
 		return -1;
+have_size:
 	*total = size;
 	if (size == 0 || max == 0) {
 		*data = calloc(1, 1);

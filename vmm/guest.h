@@ -38,14 +38,16 @@ int guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *
 
 /* Polls until the command ends, `deadline_ms` (monotonic) passes or
  * *cancel is set. Returns 1 when it ended (exit_code set; 124 = timed out
- * inside the guest), 0 when it is still running, -1 on error. */
+ * inside the guest; sizes of its logs, -1 when unknown), 0 when it is
+ * still running, -1 on error. */
 int guest_run_wait(struct vm_host *h, const char *dom, long pid,
-    long long deadline_ms, const atomic_int *cancel, int *exit_code, struct err *e);
+    long long deadline_ms, const atomic_int *cancel, int *exit_code,
+    long long *out_size, long long *err_size, struct err *e);
 
 /* Reads up to `max` bytes of a log file from the start; `total` is the
- * whole size. */
+ * whole size. `known_size` (-1 when unknown) saves asking for it. */
 int guest_read_log(struct vm_host *h, const char *dom, const char *path, size_t max,
-    char **data, size_t *len, long long *total, struct err *e);
+    long long known_size, char **data, size_t *len, long long *total, struct err *e);
 
 /* Writes a file as the sandbox user (never through a shell). */
 int guest_put_file(struct vm_host *h, const char *dom, const char *path,

@@ -17,6 +17,7 @@
 
 #include "agent.h"
 #include "keys.h"
+#include "clock.h"
 #include "log.h"
 
 #define ORCH_MAX_HOSTS 16
@@ -62,14 +63,6 @@ orch_disk_path(struct orch *o, const char *id, char *out, size_t n)
 	snprintf(out, n, "%s/%s/disk.qcow2", o->vms_dir, id);
 }
 
-static long long
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Runs a program and waits; stdout/stderr go to /dev/null. */
 static int
@@ -189,7 +182,7 @@ wait_agent(struct vm_host *h, const char *name, long long deadline, struct err *
 			err_set(e, ERR_UNAVAILABLE, "the VM stopped while booting");
 			return -1;
 		}
-		if (now_ms() > deadline) {
+		if (clock_ms() > deadline) {
 			err_set(e, ERR_TIMEOUT, "the guest agent did not answer in time (%s)", pe.msg);
 			return -1;
 		}
@@ -217,7 +210,7 @@ boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel
 		goto fail;
 	if (fn)
 		fn(ctx, 3, 4, "booting the kernel");
-	if (wait_agent(h, name, now_ms() + timeout_ms, e) < 0)
+	if (wait_agent(h, name, clock_ms() + timeout_ms, e) < 0)
 		goto fail;
 	if (fn)
 		fn(ctx, 4, 4, "guest agent answered");
@@ -279,7 +272,7 @@ starter_main(void *p)
 {
 	struct orch *o = p;
 	struct err e;
-	long long t0 = now_ms();
+	long long t0 = clock_ms();
 
 	err_clear(&e);
 	if (o->cfg.virt == CONFIG_VIRT_TCG) {
@@ -310,7 +303,7 @@ starter_main(void *p)
 		err_clear(&e);
 	}
 	log_info("vm: accelerator %s%s%s (decided in %lld ms)", vm_accel_name(o->accel),
-	    o->accel_reason[0] ? "; " : "", o->accel_reason, now_ms() - t0);
+	    o->accel_reason[0] ? "; " : "", o->accel_reason, clock_ms() - t0);
 	set_ready(o, 1, NULL);
 	return NULL;
 }

@@ -178,7 +178,7 @@ test('a sandbox is destroyed within 5 s of expiry, also when aasd was down then'
 
 test('two aasd reaping the same host: each sandbox destroyed and refunded once', async () => {
   // Rows only: libvirt's test driver stands in for a shared hypervisor.
-  const env = { AAS_LIBVIRT_URI: 'test:///default', AAS_VIRT: 'tcg', AAS_RECONCILE_S: '3600' };
+  const env = { AAS_LIBVIRT_URI: 'test:///default', AAS_VIRT: 'tcg', AAS_RECONCILE_S: '0' };
   const acct = await newAccount();
   const ids = Array.from({ length: 40 }, () => `sbx-${randomBytes(8).toString('hex').slice(0, 16)}`);
   const rows = ids.map((id) => `('${id}', '${acct.account_id}', 'small', 'test:///default', 'aas-${id}',

@@ -9,7 +9,9 @@
  *   aas-helper list PATH DEPTH LIMIT MAXBYTES
  *
  * Exit status 0 on success; errors are one line on stderr. `run` exits
- * with the command's status (128+signal when killed, 124 on timeout). */
+ * with the command's status (128+signal when killed, 124 on timeout) and
+ * prints the sizes of the two logs ("OUT ERR") on its own stdout, so the
+ * host reads only what there is. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -159,6 +161,18 @@ wait_until(pid_t pid, long long deadline_ms, int *st)
 	}
 }
 
+static void
+print_sizes(int fo, int fe)
+{
+	struct stat so, se;
+
+	if (fstat(fo, &so) == 0 && fstat(fe, &se) == 0)
+		printf("%lld %lld\n", (long long)so.st_size, (long long)se.st_size);
+	fflush(stdout);
+	close(fo);
+	close(fe);
+}
+
 /* The logs are created by root in a root-owned directory, so the command
  * cannot swap them for links: the host reads them back as root. The
  * command itself runs as the sandbox user in its own process group. */
@@ -207,10 +221,10 @@ cmd_run(char **a)
 		dprintf(2, "bash: %s\n", strerror(errno));
 		_exit(127);
 	}
-	close(fo);
-	close(fe);
-	if (wait_until(pid, timeout_s ? now_ms() + timeout_s * 1000 : 0, &st))
+	if (wait_until(pid, timeout_s ? now_ms() + timeout_s * 1000 : 0, &st)) {
+		print_sizes(fo, fe);
 		return status_code(st);
+	}
 	int cancelled = got_term;
 	got_term = 0;
 	kill(-pid, SIGTERM);
@@ -220,6 +234,7 @@ cmd_run(char **a)
 	}
 	/* Whatever the group left behind gets the same end. */
 	kill(-pid, SIGKILL);
+	print_sizes(fo, fe);
 	return cancelled ? 128 + SIGTERM : 124;
 }
 
