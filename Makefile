@@ -29,7 +29,7 @@ LIB_SRC := \
 	server/log.c server/err.c server/config.c server/keys.c server/db.c \
 	server/migrate.c server/accounts.c server/jsonrpc.c server/jsonschema.c \
 	server/catalog.c server/tools.c server/tool_info.c server/session.c \
-	server/auth.c server/work.c server/sse.c server/http.c server/mcp.c \
+	server/auth.c server/work.c server/sse.c server/http.c server/mcp.c server/mcp_rpc.c \
 	server/app.c server/ttlmap.c server/notify.c server/utf8.c \
 	server/sandbox.c server/sandbox_maint.c server/sandbox_io.c server/tool_sandbox.c \
 	billing/price.c billing/ledger.c billing/billing.c billing/reaper.c \

@@ -59,7 +59,7 @@ health(struct http_req *req, void *ctx)
 		http_reply_error(req, 405, "method_not_allowed", "use GET");
 		return;
 	}
-	http_defer(req, health_work, ctx);
+	http_defer(req, health_work, ctx, NULL);
 }
 
 /* OAuth discovery probes get a JSON 404 so OAuth-capable clients stop

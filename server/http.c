@@ -55,7 +55,18 @@ struct http_req {
 	/* deferred work */
 	http_deferred_fn fn;
 	void *arg;
-	int sent_early;
+	void (*drop)(void *arg);
+	struct deferred *deferred;
+};
+
+/* A job on the worker pool. It outlives the request when the reply went
+ * out early (an SSE stream the job keeps writing), so the job never looks
+ * at the request after handing it back. */
+struct deferred {
+	struct http_req *req;
+	http_deferred_fn fn;
+	void *arg;
+	int sent;
 };
 
 struct http_server {
@@ -220,18 +231,20 @@ http_reply_sse(struct http_req *req, int status)
 static void
 deferred_main(void *p)
 {
-	struct http_req *req = p;
+	struct deferred *d = p;
 
-	req->fn(req, req->arg);
-	if (!req->sent_early)
-		http_send_now(req);
+	d->fn(d->req, d->arg);
+	if (!d->sent)
+		http_send_now(d->req);
+	free(d);
 }
 
 void
-http_defer(struct http_req *req, http_deferred_fn fn, void *arg)
+http_defer(struct http_req *req, http_deferred_fn fn, void *arg, void (*drop)(void *arg))
 {
 	req->fn = fn;
 	req->arg = arg;
+	req->drop = drop;
 	req->state = REQ_DEFERRED;
 }
 
@@ -240,9 +253,12 @@ http_send_now(struct http_req *req)
 {
 	struct MHD_Connection *conn = req->conn;
 
-	req->sent_early = 1;
+	if (req->deferred) {
+		req->deferred->sent = 1;
+		req->deferred = NULL;
+	}
 	req->state = REQ_READY;
-	/* After this the HTTP thread owns req again. */
+	/* After this the HTTP thread owns req again (and may free it). */
 	MHD_resume_connection(conn);
 }
 
@@ -461,10 +477,25 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 	case REQ_NEW:
 		dispatch(req);
 		if (req->state == REQ_DEFERRED) {
+			struct deferred *d = calloc(1, sizeof(*d));
+			if (d == NULL) {
+				if (req->drop)
+					req->drop(req->arg);
+				http_reply_error(req, 500, "internal", "out of memory");
+				return queue_reply(req);
+			}
+			d->req = req;
+			d->fn = req->fn;
+			d->arg = req->arg;
+			req->deferred = d;
 			/* Park first, then hand off: the worker's resume can
 			 * never precede the suspend. */
 			MHD_suspend_connection(conn);
-			if (work_submit(srv->work, deferred_main, req) < 0) {
+			if (work_submit(srv->work, deferred_main, d) < 0) {
+				req->deferred = NULL;
+				free(d);
+				if (req->drop)
+					req->drop(req->arg);
 				http_reply_error(req, HTTP_WORK_QUEUE_TIMEOUT_STATUS, "busy",
 				    "server busy, retry shortly");
 				req->state = REQ_READY;

@@ -60,7 +60,9 @@ struct sse *http_reply_sse(struct http_req *req, int status);
  * fn replies with http_reply_*(); the reply is sent when fn returns, or
  * earlier through http_send_now() (after which fn must not touch req). */
 typedef void (*http_deferred_fn)(struct http_req *req, void *arg);
-void http_defer(struct http_req *req, http_deferred_fn fn, void *arg);
+/* `drop` (may be NULL) frees arg when the work cannot be queued (503). */
+void http_defer(struct http_req *req, http_deferred_fn fn, void *arg,
+    void (*drop)(void *arg));
 void http_send_now(struct http_req *req);
 
 #endif

@@ -1,0 +1,66 @@
+/* mcp_int.h - what the MCP transport (mcp.c) and its method handlers
+ * (mcp_rpc.c) share; not a public interface. */
+#ifndef AAS_MCP_INT_H
+#define AAS_MCP_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "jsonrpc.h"
+#include "mcp.h"
+#include "session.h"
+
+#define MCP_MAX_INFLIGHT 4096
+#define MCP_MAX_GET_STREAMS 1024
+#define MCP_MAX_BATCH 64
+
+/* A tools/call in progress, findable by notifications/cancelled. */
+struct inflight {
+	char session[SESS_ID_LEN + 1];
+	char *id_json;
+	atomic_int cancelled;
+	struct inflight *next;
+};
+
+/* A GET stream, ended when its session is deleted here. */
+struct get_stream {
+	char session[SESS_ID_LEN + 1];
+	struct sse *sse;
+	struct get_stream *next;
+};
+
+struct mcp {
+	struct app *app;
+	pthread_mutex_t lock;
+	struct inflight *inflight;
+	size_t n_inflight;
+	struct get_stream *streams;
+	size_t n_streams;
+};
+
+/* Work handed from the HTTP thread to a worker. */
+struct mcp_job {
+	struct mcp *m;
+	json_t *body;                 /* parsed message or batch */
+	char session[SESS_ID_LEN + 1];
+	int has_session;
+	enum { JOB_POST, JOB_GET, JOB_DELETE } kind;
+};
+
+/* One request's context while its messages are handled. */
+struct call_env {
+	struct mcp *m;
+	struct http_req *req;         /* NULL once the reply was sent */
+	const char *account_id;       /* NULL: anonymous */
+	struct sess_info sess;
+	const char *session_id;
+	int in_batch;
+};
+
+/* Handles one JSON-RPC message. Returns the response (NULL for
+ * notifications and when the reply went out as a stream). `new_session`
+ * receives the id minted by initialize (NULL where none may be made). */
+json_t *mcp_handle_message(struct call_env *env, json_t *raw, char *new_session,
+    int *streamed);
+
+#endif

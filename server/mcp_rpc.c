@@ -1,0 +1,331 @@
+/* mcp_rpc.c - MCP methods: initialize, ping, tools/list, tools/call (JSON
+ * or SSE with progress), notifications, and the registry that lets
+ * notifications/cancelled reach a running call. Runs on worker threads. */
+#include "mcp_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "tools.h"
+
+static const char instructions[] =
+    "aas gives you disposable Linux VMs (Debian 12, each with its own kernel). "
+    "Typical flow: create_sandbox, then run_command / write_file / read_file / "
+    "list_files, then destroy_sandbox when done. Commands run as the unprivileged "
+    "user 'sandbox' in /home/sandbox; there is no sudo, so instead of apt-get use "
+    "'pip install --user --break-system-packages' or npm. run_command waits for the "
+    "command to finish: start servers with background: true, then expose_port gives "
+    "them a URL. A sandbox is destroyed automatically when it expires "
+    "(extend_sandbox keeps it longer); destroy_sandbox refunds unused whole minutes. "
+    "Every tool except get_service_info needs an API key sent as "
+    "'Authorization: Bearer <key>' or 'x-api-key: <key>'.";
+
+/* ---- in-flight registry ---- */
+
+static struct inflight *
+inflight_add(struct mcp *m, const char *session, json_t *id)
+{
+	struct inflight *f = calloc(1, sizeof(*f));
+
+	if (f == NULL)
+		return NULL;
+	f->id_json = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
+	if (f->id_json == NULL) {
+		free(f);
+		return NULL;
+	}
+	snprintf(f->session, sizeof(f->session), "%s", session);
+	atomic_init(&f->cancelled, 0);
+	pthread_mutex_lock(&m->lock);
+	if (m->n_inflight >= MCP_MAX_INFLIGHT) {
+		pthread_mutex_unlock(&m->lock);
+		free(f->id_json);
+		free(f);
+		return NULL;
+	}
+	f->next = m->inflight;
+	m->inflight = f;
+	m->n_inflight++;
+	pthread_mutex_unlock(&m->lock);
+	return f;
+}
+
+static void
+inflight_remove(struct mcp *m, struct inflight *f)
+{
+	if (f == NULL)
+		return;
+	pthread_mutex_lock(&m->lock);
+	for (struct inflight **pp = &m->inflight; *pp; pp = &(*pp)->next) {
+		if (*pp == f) {
+			*pp = f->next;
+			m->n_inflight--;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+	free(f->id_json);
+	free(f);
+}
+
+static void
+inflight_cancel(struct mcp *m, const char *session, json_t *id)
+{
+	char *want = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
+
+	if (want == NULL)
+		return;
+	pthread_mutex_lock(&m->lock);
+	for (struct inflight *f = m->inflight; f; f = f->next) {
+		if (strcmp(f->session, session) == 0 && strcmp(f->id_json, want) == 0) {
+			atomic_store(&f->cancelled, 1);
+			log_info("mcp: request %s cancelled by the client", want);
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+	free(want);
+}
+
+/* ---- progress over SSE ---- */
+
+struct progress_sink {
+	struct sse *sse;
+	json_t *token;
+	double last;
+};
+
+static void
+progress_to_sse(void *p, double progress, double total, const char *message)
+{
+	struct progress_sink *ps = p;
+	json_t *params, *note;
+	char *text;
+
+	if (ps->token == NULL || progress <= ps->last)
+		return;   /* progress must increase */
+	ps->last = progress;
+	params = json_pack("{s:O, s:f}", "progressToken", ps->token, "progress", progress);
+	if (params == NULL)
+		return;
+	if (total > 0)
+		json_object_set_new(params, "total", json_real(total));
+	if (message)
+		json_object_set_new(params, "message", json_string(message));
+	note = rpc_notification("notifications/progress", params);
+	text = note ? json_dumps(note, JSON_COMPACT) : NULL;
+	if (text)
+		sse_send_message(ps->sse, text, strlen(text));
+	free(text);
+	json_decref(note);
+}
+
+/* ---- method handlers (worker thread) ---- */
+
+
+
+static json_t *
+do_initialize(struct call_env *env, struct rpc_msg *msg, char *new_session,
+    struct err *e)
+{
+	json_t *params = msg->params;
+	const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
+	json_t *client = json_object_get(params, "clientInfo");
+	const char *version;
+
+	if (!json_is_object(params) || asked == NULL) {
+		err_set_field(e, "params.protocolVersion", "params.protocolVersion is required");
+		return NULL;
+	}
+	version = mcp_version_supported(asked) ? asked : mcp_protocol_version_at(0);
+	if (sess_create(env->m->app->db, version, env->account_id,
+	    json_string_value(json_object_get(client, "name")),
+	    json_string_value(json_object_get(client, "version")),
+	    new_session, e) < 0)
+		return NULL;
+	return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s, s:s}, s:s}",
+	    "protocolVersion", version,
+	    "capabilities", "tools", "listChanged", 0,
+	    "serverInfo", "name", "aas", "title", "Sandbox as a Service",
+	    "version", AAS_VERSION,
+	    "description", "Disposable Linux VMs with their own kernel, for agents.",
+	    "instructions", instructions);
+}
+
+/* A JSON-RPC error object for a failed request. */
+static json_t *
+error_for(json_t *id, const struct err *e)
+{
+	int code = RPC_INTERNAL_ERROR;
+
+	switch (e->kind) {
+	case ERR_INVALID:
+	case ERR_NOT_FOUND:
+		code = RPC_INVALID_PARAMS;
+		break;
+	case ERR_UNAVAILABLE:
+	case ERR_TIMEOUT:
+		code = RPC_SERVER_ERROR;
+		break;
+	default:
+		break;
+	}
+	return rpc_error(id, code, e->msg, NULL);
+}
+
+static void
+call_ctx_init(struct call_ctx *cx, struct call_env *env)
+{
+	memset(cx, 0, sizeof(*cx));
+	cx->app = env->m->app;
+	cx->account_id = env->account_id;
+	cx->request_id = env->req ? http_request_id(env->req) : "-";
+}
+
+static json_t *
+tools_call_params(struct rpc_msg *msg, const char **name, json_t **args,
+    json_t **token)
+{
+	json_t *meta;
+
+	*name = json_string_value(json_object_get(msg->params, "name"));
+	*args = json_object_get(msg->params, "arguments");
+	meta = json_object_get(msg->params, "_meta");
+	*token = json_object_get(meta, "progressToken");
+	if (*token && !json_is_string(*token) && !json_is_integer(*token))
+		*token = NULL;
+	if (!json_is_object(msg->params) || *name == NULL)
+		return rpc_error(msg->id, RPC_INVALID_PARAMS,
+		    "tools/call needs params.name", NULL);
+	if (!tools_exists(*name)) {
+		char text[200];
+		snprintf(text, sizeof(text), "Unknown tool: %.120s", *name);
+		return rpc_error(msg->id, RPC_INVALID_PARAMS, text, NULL);
+	}
+	if (*args != NULL && !json_is_object(*args))
+		return rpc_error(msg->id, RPC_INVALID_PARAMS,
+		    "params.arguments must be an object", NULL);
+	return NULL;
+}
+
+/* tools/call answered as an SSE stream: progress notifications, then the
+ * result. The HTTP reply leaves before the tool runs; req is not touched
+ * after http_send_now. Returns 1 when it took over the reply. */
+static int
+tools_call_streamed(struct call_env *env, struct rpc_msg *msg, const char *name,
+    json_t *args, json_t *token)
+{
+	struct progress_sink ps = { NULL, token, 0 };
+	struct call_ctx cx;
+	struct inflight *f;
+	json_t *res, *reply;
+	char *text;
+
+	f = inflight_add(env->m, env->session_id, msg->id);
+	if (f == NULL)
+		return 0;
+	ps.sse = http_reply_sse(env->req, 200);
+	if (ps.sse == NULL) {
+		inflight_remove(env->m, f);
+		return 0;
+	}
+	call_ctx_init(&cx, env);
+	http_send_now(env->req);
+	env->req = NULL;
+	cx.progress = progress_to_sse;
+	cx.progress_sink = &ps;
+	cx.cancelled = &f->cancelled;
+	res = tools_call(&cx, name, args);
+	if (atomic_load(&f->cancelled)) {
+		/* A cancelled request gets no result. */
+		json_decref(res);
+	} else {
+		reply = rpc_result(msg->id, res);
+		text = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
+		if (text)
+			sse_send_message(ps.sse, text, strlen(text));
+		free(text);
+		json_decref(reply);
+	}
+	sse_finish(ps.sse);
+	sse_unref(ps.sse);
+	inflight_remove(env->m, f);
+	return 1;
+}
+
+static json_t *
+do_tools_call(struct call_env *env, struct rpc_msg *msg, int *streamed)
+{
+	const char *name;
+	json_t *args, *token, *bad, *res;
+	struct call_ctx cx;
+	struct inflight *f;
+
+	bad = tools_call_params(msg, &name, &args, &token);
+	if (bad)
+		return bad;
+	if (env->req)
+		http_log_detail(env->req, "tool", name);
+	call_ctx_init(&cx, env);
+	if ((res = tools_precheck(&cx, name, args)) != NULL)
+		return rpc_result(msg->id, res);
+	if (!env->in_batch && env->req && (token != NULL || tools_is_long(name))) {
+		*streamed = tools_call_streamed(env, msg, name, args, token);
+		if (*streamed)
+			return NULL;
+	}
+	f = inflight_add(env->m, env->session_id, msg->id);
+	cx.cancelled = f ? &f->cancelled : NULL;
+	res = tools_call(&cx, name, args);
+	inflight_remove(env->m, f);
+	return rpc_result(msg->id, res);
+}
+
+json_t *
+mcp_handle_message(struct call_env *env, json_t *raw, char *new_session,
+    int *streamed)
+{
+	struct rpc_msg msg;
+	struct err e;
+
+	err_clear(&e);
+	rpc_classify(raw, &msg);
+	if (msg.kind == RPC_INVALID)
+		return rpc_error(msg.id, msg.err_code, msg.err_msg, NULL);
+	if (msg.kind == RPC_RESPONSE)
+		return NULL;   /* we send no requests; nothing to match */
+	if (env->req)
+		http_log_detail(env->req, "rpc", msg.method);
+	if (msg.kind == RPC_NOTIFICATION) {
+		if (strcmp(msg.method, "notifications/cancelled") == 0 && env->session_id) {
+			json_t *rid = json_object_get(msg.params, "requestId");
+			if (rpc_id_valid(rid))
+				inflight_cancel(env->m, env->session_id, rid);
+		}
+		return NULL;
+	}
+	if (strcmp(msg.method, "initialize") == 0) {
+		json_t *r;
+		if (env->in_batch || new_session == NULL)
+			return rpc_error(msg.id, RPC_INVALID_REQUEST,
+			    "initialize must be sent alone, without a session", NULL);
+		r = do_initialize(env, &msg, new_session, &e);
+		return r ? rpc_result(msg.id, r) : error_for(msg.id, &e);
+	}
+	if (strcmp(msg.method, "ping") == 0)
+		return rpc_result(msg.id, json_object());
+	if (strcmp(msg.method, "tools/list") == 0) {
+		if (json_object_get(msg.params, "cursor") != NULL)
+			return rpc_error(msg.id, RPC_INVALID_PARAMS,
+			    "invalid cursor: the tool list has a single page", NULL);
+		return rpc_result(msg.id, tools_list_result());
+	}
+	if (strcmp(msg.method, "tools/call") == 0)
+		return do_tools_call(env, &msg, streamed);
+	{
+		char text[200];
+		snprintf(text, sizeof(text), "Method not found: %.120s", msg.method);
+		return rpc_error(msg.id, RPC_METHOD_NOT_FOUND, text, NULL);
+	}
+}
