@@ -107,6 +107,30 @@ write_key_file(const char *path, const char *key)
 	return close(fd) == 0 && ok ? 0 : -1;
 }
 
+/* The development account never runs dry: below the free credit it is
+ * topped up to it (a ledger grant like any other). */
+static void
+dev_top_up(struct app *app, const char *account_id)
+{
+	const char *p[1] = { account_id };
+	struct err e;
+	PGresult *r;
+	long long balance;
+	int64_t after;
+
+	err_clear(&e);
+	r = db_query(app->db, "SELECT balance FROM accounts WHERE id = $1", 1, p, &e);
+	if (r == NULL || PQntuples(r) != 1) {
+		PQclear(r);
+		return;
+	}
+	balance = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	if (balance < app->cfg.free_credit)
+		bill_grant(app->db, account_id, app->cfg.free_credit - balance,
+		    "development top-up (make run)", &after, &e);
+}
+
 /* Development convenience: one stable key per machine, kept in a 0600
  * file under the state directory, re-created only when it stops working. */
 static int
@@ -118,6 +142,7 @@ cmd_dev_key(struct app *app, const char *email, const char *file, struct err *e)
 	if (read_key_file(file, key, sizeof(key)) == 0 &&
 	    acct_resolve_key(app->db, key, strlen(key), account_id, e) == 0) {
 		OPENSSL_cleanse(key, sizeof(key));
+		dev_top_up(app, account_id);
 		return print_json(json_pack("{s:s, s:s, s:b}", "account_id", account_id,
 		    "key_file", file, "reused", 1));
 	}
