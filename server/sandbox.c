@@ -326,7 +326,7 @@ sbx_create(struct sbx *s, const char *account, const json_t *args,
 	}
 	t.name = json_string_value(json_object_get(args, "name"));
 	t.price = cat_price(cfg, cat_find(t.size));
-	t.metadata = json_dumps(meta ? meta : json_object(), JSON_COMPACT);
+	t.metadata = meta ? json_dumps(meta, JSON_COMPACT) : strdup("{}");
 	if (t.metadata == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
