@@ -54,6 +54,16 @@ type_matches(const char *t, const json_t *v)
 	return 0;
 }
 
+/* Appends to a NUL-terminated buffer of size n; drops what does not fit. */
+static void
+append(char *buf, size_t n, const char *more)
+{
+	size_t len = strlen(buf);
+
+	if (len < n)
+		snprintf(buf + len, n - len, "%s", more);
+}
+
 static const char *
 display_path(const char *path)
 {
@@ -95,11 +105,9 @@ check_type(const json_t *schema, const json_t *v, const char *path, struct err *
 	json_array_foreach(t, i, it) {
 		if (type_matches(json_string_value(it), v))
 			return 0;
-		if (strlen(want) + strlen(json_string_value(it)) + 5 < sizeof(want)) {
-			if (i > 0)
-				strcat(want, " or ");
-			strcat(want, json_string_value(it));
-		}
+		if (i > 0)
+			append(want, sizeof(want), " or ");
+		append(want, sizeof(want), json_string_value(it));
 	}
 	return fail(e, path, "must be %s, not %s", want, type_name(v));
 }
@@ -204,10 +212,10 @@ check_enum(const json_t *schema, const json_t *v, const char *path, struct err *
 			return 0;
 		txt = json_is_string(it) ? strdup(json_string_value(it)) :
 		    json_dumps(it, JSON_COMPACT | JSON_ENCODE_ANY);
-		if (txt && strlen(list) + strlen(txt) + 3 < sizeof(list)) {
+		if (txt) {
 			if (i > 0)
-				strcat(list, ", ");
-			strcat(list, txt);
+				append(list, sizeof(list), ", ");
+			append(list, sizeof(list), txt);
 		}
 		free(txt);
 	}

@@ -116,7 +116,7 @@ static void lo_up(void)
 		return;
 	}
 	memset(&ifr, 0, sizeof(ifr));
-	strcpy(ifr.ifr_name, "lo");
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", "lo");
 	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) {
 		say("lo: SIOCGIFFLAGS: %s", strerror(errno));
 	} else {
