@@ -188,8 +188,8 @@ extend_fn(PGconn *c, void *arg, struct err *e)
 		return -1;
 	if (PQntuples(r) != 1) {
 		PQclear(r);
-		err_set_field(e, "sandbox_id", "sandbox_id: no sandbox %s in your account", t->id);
-		e->kind = ERR_NOT_FOUND;
+		err_set_at(e, ERR_NOT_FOUND, "sandbox_id",
+		    "sandbox_id: no sandbox %s in your account", t->id);
 		return -1;
 	}
 	if (strcmp(PQgetvalue(r, 0, 0), "running") != 0) {

@@ -46,6 +46,16 @@ err_set_field(struct err *e, const char *field, const char *fmt, ...)
 	va_end(ap);
 }
 
+void
+err_set_at(struct err *e, enum err_kind kind, const char *field, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	err_vset(e, kind, field, fmt, ap);
+	va_end(ap);
+}
+
 const char *
 err_kind_name(enum err_kind kind)
 {

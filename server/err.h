@@ -30,6 +30,9 @@ void err_set(struct err *e, enum err_kind kind, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void err_set_field(struct err *e, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* An error of any kind that names the argument it is about. */
+void err_set_at(struct err *e, enum err_kind kind, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 const char *err_kind_name(enum err_kind kind);
 int err_http_status(enum err_kind kind);
 

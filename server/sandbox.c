@@ -125,8 +125,8 @@ sbx_load(struct sbx *s, const char *account, const char *id, struct sbx_row *row
 		return -1;
 	if (PQntuples(r) != 1) {
 		PQclear(r);
-		err_set_field(e, "sandbox_id", "sandbox_id: no sandbox %s in your account", id);
-		e->kind = ERR_NOT_FOUND;
+		err_set_at(e, ERR_NOT_FOUND, "sandbox_id",
+		    "sandbox_id: no sandbox %s in your account", id);
 		return -1;
 	}
 	snprintf(row->id, sizeof(row->id), "%s", PQgetvalue(r, 0, 0));
@@ -199,8 +199,8 @@ sbx_row_json(struct sbx *s, const char *account, const char *id, struct err *e)
 		return NULL;
 	if (PQntuples(r) != 1) {
 		PQclear(r);
-		err_set_field(e, "sandbox_id", "sandbox_id: no sandbox %s in your account", id);
-		e->kind = ERR_NOT_FOUND;
+		err_set_at(e, ERR_NOT_FOUND, "sandbox_id",
+		    "sandbox_id: no sandbox %s in your account", id);
 		return NULL;
 	}
 	out = row_to_json(r, 0);
@@ -383,9 +383,6 @@ commands_json(struct sbx *s, const char *id, struct err *e)
 	PQclear(r);
 	return arr;
 }
-
-/* Background commands still marked running: ask the guest once. */
-void sbx_refresh_commands(struct sbx *s, const char *id, const char *host);
 
 json_t *
 sbx_get(struct sbx *s, const char *account, const json_t *args, struct err *e)

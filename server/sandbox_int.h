@@ -50,6 +50,8 @@ int sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *si
 int sbx_finish_destroy(struct sbx *s, const char *id, const char *host,
     const char *final_state, const char *reason, struct err *e);
 void *sbx_maint_main(void *arg);
+/* Background commands still marked running: asks the guest once each. */
+void sbx_refresh_commands(struct sbx *s, const char *id, const char *host);
 /* Tells every aasd's expiry reaper that an expiry time changed. */
 void sbx_expiry_changed(struct sbx *s);
 
