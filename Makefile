@@ -30,10 +30,10 @@ LIB_SRC := \
 	server/migrate.c server/accounts.c server/jsonrpc.c server/jsonschema.c \
 	server/catalog.c server/tools.c server/tool_info.c server/session.c \
 	server/auth.c server/work.c server/sse.c server/http.c server/mcp.c server/mcp_rpc.c \
-	server/app.c server/ttlmap.c server/notify.c server/utf8.c \
-	server/sandbox.c server/sandbox_maint.c server/sandbox_io.c server/tool_sandbox.c \
+	server/app.c server/ttlmap.c server/notify.c server/utf8.c server/proxy.c \
+	server/sandbox.c server/sandbox_maint.c server/sandbox_io.c server/sandbox_net.c server/preview.c server/tool_sandbox.c \
 	billing/price.c billing/ledger.c billing/billing.c billing/reaper.c \
-	vmm/vm_xml.c vmm/vm.c vmm/agent.c vmm/orch.c vmm/guest.c
+	vmm/vm_xml.c vmm/vm.c vmm/agent.c vmm/orch.c vmm/guest.c vmm/netguard.c
 GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c
 
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(GEN_SRC:%.c=%.o)

@@ -10,6 +10,8 @@
 #include "log.h"
 #include "mcp.h"
 #include "orch.h"
+#include "preview.h"
+#include "proxy.h"
 #include "sandbox.h"
 #include "vm.h"
 #include "tools.h"
@@ -72,6 +74,31 @@ no_oauth(struct http_req *req, void *ctx)
 	    "this service uses API keys (Authorization: Bearer or x-api-key), not OAuth");
 }
 
+/* ---- previews ---- */
+
+static int
+preview_claims(void *ctx, const char *host)
+{
+	struct app *app = ctx;
+	char label[128];
+
+	return preview_under_domain(host, app->cfg.preview_domain, label, sizeof(label));
+}
+
+static void
+preview_resolve(void *ctx, const struct proxy_ask *ask, struct proxy_route *out)
+{
+	struct app *app = ctx;
+
+	if (app->sbx == NULL) {
+		out->status = 404;
+		snprintf(out->message, sizeof(out->message),
+		    "This server runs without sandboxes, so it has no previews.");
+		return;
+	}
+	sbx_preview_route(app->sbx, ask, out);
+}
+
 static void
 print_config_row(const char *name, const char *def, const char *help, void *ctx)
 {
@@ -88,6 +115,7 @@ main(int argc, char **argv)
 	struct mcp *mcp = NULL;
 	struct work_pool *work = NULL;
 	struct http_server *http = NULL;
+	struct proxy *proxy = NULL;
 	sigset_t sigs;
 	int sig = 0, rc = 1;
 
@@ -143,7 +171,21 @@ main(int argc, char **argv)
 		{ "/.well-known/oauth-authorization-server", no_oauth, NULL, NULL },
 		{ "/.well-known/openid-configuration", no_oauth, NULL, NULL },
 	};
-	http = http_new(&app->cfg, work, routes, sizeof(routes) / sizeof(routes[0]), &e);
+	const struct proxy_config pcfg = {
+		.max_conns = cfg.preview_max_conns,
+		.idle_timeout_s = cfg.preview_timeout_s,
+		.scheme = cfg.preview_scheme,
+		.resolve = preview_resolve,
+		.rewrite_query = preview_query_strip,
+		.ctx = app,
+	};
+	proxy = proxy_new(&pcfg, &e);
+	if (proxy == NULL) {
+		log_error("start: %s", e.msg);
+		goto out;
+	}
+	const struct http_intercept icpt = { preview_claims, app, proxy };
+	http = http_new(&app->cfg, work, routes, sizeof(routes) / sizeof(routes[0]), &icpt, &e);
 	if (http == NULL) {
 		log_error("start: %s", e.msg);
 		goto out;
@@ -159,6 +201,7 @@ out:
 	sse_finish_all();
 	work_free(work);
 	http_free(http);
+	proxy_free(proxy);
 	mcp_free(mcp);
 	if (app)
 		sbx_free(app->sbx);

@@ -14,7 +14,7 @@
 #include "log.h"
 
 enum cfg_kind { CFG_STR, CFG_INT, CFG_LLONG, CFG_LISTEN, CFG_URL, CFG_LOGLEVEL,
-	CFG_ORIGINS, CFG_DIR, CFG_VIRT, CFG_POOL };
+	CFG_ORIGINS, CFG_DIR, CFG_VIRT, CFG_POOL, CFG_NET, CFG_SCHEME };
 
 struct cfg_entry {
 	const char *name;
@@ -91,6 +91,18 @@ static const struct cfg_entry cfg_table[] = {
 	  "Longest total lifetime of a sandbox, in minutes." },
 	{ "AAS_DEFAULT_TIMEOUT_MIN", CFG_INT, "30", 1, 43200, F(default_timeout_min),
 	  "Lifetime of a sandbox when create_sandbox names none, in minutes." },
+	{ "AAS_NET", CFG_NET, "auto", 0, 0, F(net),
+	  "Sandbox networking: auto (install and check the host isolation rule; no network device when that fails), on (refuse to start without it) or off (never a network device)." },
+	{ "AAS_PREVIEW_DOMAIN", CFG_STR, "", 0, 0, F(preview_domain),
+	  "Domain whose subdomains <port>-<sandbox_id>.<domain> reach exposed ports; empty means localhost:<listen port>." },
+	{ "AAS_PREVIEW_SCHEME", CFG_SCHEME, "http", 0, 0, F(preview_scheme),
+	  "Scheme of preview URLs (https behind a TLS front)." },
+	{ "AAS_PREVIEW_SIGNED_TTL_S", CFG_INT, "3600", 1, 604800, F(preview_signed_ttl_s),
+	  "Lifetime of a private preview's signed URL, in seconds." },
+	{ "AAS_PREVIEW_MAX_CONNS", CFG_INT, "256", 1, 65536, F(preview_max_conns),
+	  "Preview requests proxied at once (each holds one thread); more get 503." },
+	{ "AAS_PREVIEW_TIMEOUT_S", CFG_INT, "300", 1, 86400, F(preview_timeout_s),
+	  "A preview connection idle this long in either direction is closed." },
 };
 
 #undef F
@@ -294,6 +306,21 @@ apply_entry(struct config *cfg, const struct cfg_entry *ent, const char *v)
 			return -1;
 		memcpy(field, v, strlen(v) + 1);
 		return set_pool(cfg, v);
+	case CFG_NET:
+		if (strcmp(v, "auto") == 0)
+			*(int *)(void *)field = CONFIG_NET_AUTO;
+		else if (strcmp(v, "on") == 0)
+			*(int *)(void *)field = CONFIG_NET_ON;
+		else if (strcmp(v, "off") == 0)
+			*(int *)(void *)field = CONFIG_NET_OFF;
+		else
+			return -1;
+		return 0;
+	case CFG_SCHEME:
+		if (strcmp(v, "http") != 0 && strcmp(v, "https") != 0)
+			return -1;
+		memcpy(field, v, strlen(v) + 1);
+		return 0;
 	}
 	return -1;
 }
@@ -324,6 +351,12 @@ expected_form(const struct cfg_entry *ent, char *buf, size_t n)
 		break;
 	case CFG_POOL:
 		snprintf(buf, n, "size=count pairs, e.g. small=2,medium=1 (count 0-64)");
+		break;
+	case CFG_NET:
+		snprintf(buf, n, "one of auto, on, off");
+		break;
+	case CFG_SCHEME:
+		snprintf(buf, n, "http or https");
 		break;
 	default:
 		snprintf(buf, n, "a string shorter than %zu bytes", ent->size);
@@ -379,6 +412,23 @@ finish_defaults(struct config *cfg, struct err *e)
 		int v6 = strchr(cfg->listen_host, ':') != NULL;
 		snprintf(cfg->public_url, sizeof(cfg->public_url), "http://%s%s%s:%d",
 		    v6 ? "[" : "", cfg->listen_host, v6 ? "]" : "", cfg->listen_port);
+	}
+	if (cfg->preview_domain[0] == '\0')
+		snprintf(cfg->preview_domain, sizeof(cfg->preview_domain), "localhost:%d",
+		    cfg->listen_port);
+	/* Host names compare case-insensitively: keep one form. */
+	for (char *p = cfg->preview_domain; *p; p++) {
+		*p = (char)tolower((unsigned char)*p);
+		if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' && *p != ':') {
+			err_set_field(e, "AAS_PREVIEW_DOMAIN",
+			    "AAS_PREVIEW_DOMAIN: expected a host name with an optional :port");
+			return -1;
+		}
+	}
+	if (cfg->preview_domain[0] == '.' || cfg->preview_domain[0] == ':') {
+		err_set_field(e, "AAS_PREVIEW_DOMAIN",
+		    "AAS_PREVIEW_DOMAIN: expected a host name with an optional :port");
+		return -1;
 	}
 	return 0;
 }

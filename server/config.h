@@ -48,9 +48,17 @@ struct config {
 	int max_live_sandboxes;
 	int max_lifetime_min;
 	int default_timeout_min;
+	/* Networking and previews */
+	int net;                            /* enum config_net */
+	char preview_domain[256];           /* host[:port], lower case */
+	char preview_scheme[8];
+	int preview_signed_ttl_s;
+	int preview_max_conns;
+	int preview_timeout_s;
 };
 
 enum config_virt { CONFIG_VIRT_AUTO, CONFIG_VIRT_KVM, CONFIG_VIRT_TCG };
+enum config_net { CONFIG_NET_AUTO, CONFIG_NET_ON, CONFIG_NET_OFF };
 
 /* Fills `cfg` from the environment through `getenv_fn` (getenv in the
  * daemon, a fake in tests). On a bad value returns -1 with a message that

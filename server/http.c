@@ -16,8 +16,10 @@
 
 #include "keys.h"
 #include "log.h"
+#include "proxy.h"
 
 #define HTTP_MAX_PATH 1024
+#define HTTP_MAX_QUERY 8192
 #define HTTP_MAX_OUT_HEADERS 12
 #define HTTP_MAX_CONNECTIONS 4096
 #define HTTP_WORK_QUEUE_TIMEOUT_STATUS 503
@@ -37,6 +39,8 @@ struct http_req {
 	char method[16];
 	char path[HTTP_MAX_PATH + 1];
 	int path_too_long;
+	char *query;             /* raw, for the proxy only; never logged */
+	struct px *px;           /* set when the proxy took the request */
 	char request_id[17];
 	struct timespec start;
 	int headers_seen;
@@ -80,6 +84,8 @@ struct http_server {
 	pthread_mutex_t stop_lock;
 	pthread_cond_t stop_cond;
 	int stopping;
+	struct http_intercept icpt;
+	int has_icpt;
 };
 
 /* ---- request accessors ---- */
@@ -297,6 +303,8 @@ on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	}
 	memcpy(req->path, uri, plen);
 	req->path[plen] = '\0';
+	if (uri[strcspn(uri, "?")] == '?')
+		req->query = strndup(uri + strcspn(uri, "?") + 1, HTTP_MAX_QUERY);
 	return req;
 }
 
@@ -315,11 +323,14 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	ms = (double)(now.tv_sec - req->start.tv_sec) * 1e3 +
 	    (double)(now.tv_nsec - req->start.tv_nsec) / 1e6;
-	log_info("http id=%s method=%s path=%s status=%d dur_ms=%.2f%s%s",
+	log_info("http id=%s method=%s path=%s status=%d dur_ms=%.2f%s%s%s",
 	    req->request_id, req->method[0] ? req->method : "-", req->path,
-	    req->status, ms, req->detail,
+	    req->status, ms, req->detail, req->px ? " preview=1" : "",
 	    toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted=1");
+	if (req->px)
+		proxy_end(req->px);
 	reset_reply(req);
+	free(req->query);
 	free(req->body);
 	free(req);
 	*con_cls = NULL;
@@ -430,11 +441,24 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 	(void)version;
 	if (req == NULL)
 		return MHD_NO;
+	if (req->px)
+		return proxy_on_request(req->px, upload_data, upload_data_size, &req->status);
 	if (!req->headers_seen) {
 		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 		    MHD_HTTP_HEADER_CONTENT_LENGTH);
+		const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+		    MHD_HTTP_HEADER_HOST);
 		req->headers_seen = 1;
 		snprintf(req->method, sizeof(req->method), "%s", method);
+		/* Preview hosts first: their traffic never meets the routes. */
+		if (srv->has_icpt && host && srv->icpt.claims(srv->icpt.ctx, host)) {
+			req->px = proxy_begin(srv->icpt.proxy, conn, method, req->path, req->query);
+			if (req->px)
+				return MHD_YES;
+			static const char busy[] = "preview proxy busy; retry shortly\n";
+			http_reply_raw(req, 503, "text/plain; charset=utf-8", busy, sizeof(busy) - 1);
+			return queue_reply(req);
+		}
 		if (cl != NULL) {
 			char *end;
 			unsigned long long n = strtoull(cl, &end, 10);
@@ -564,17 +588,22 @@ resolve_listen(const struct config *cfg, struct sockaddr_storage *ss,
 
 struct http_server *
 http_new(const struct config *cfg, struct work_pool *work,
-    const struct http_route *routes, size_t n_routes, struct err *e)
+    const struct http_route *routes, size_t n_routes, const struct http_intercept *icpt,
+    struct err *e)
 {
 	struct http_server *srv = calloc(1, sizeof(*srv));
 	struct sockaddr_storage ss;
 	socklen_t sslen;
 	unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
-	    MHD_USE_ERROR_LOG;
+	    MHD_USE_ERROR_LOG | MHD_ALLOW_UPGRADE;
 
 	if (srv == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
+	}
+	if (icpt) {
+		srv->icpt = *icpt;
+		srv->has_icpt = 1;
 	}
 	srv->cfg = cfg;
 	srv->work = work;
@@ -627,6 +656,8 @@ http_free(struct http_server *srv)
 	}
 	if (srv->daemon) {
 		sse_finish_all();
+		if (srv->has_icpt)
+			proxy_shutdown(srv->icpt.proxy);
 		MHD_stop_daemon(srv->daemon);
 	}
 	pthread_mutex_destroy(&srv->stop_lock);

@@ -31,8 +31,19 @@ struct http_route {
 	http_error_fmt error_fmt; /* NULL: {"error":{"code","message"}} */
 };
 
+/* Requests whose Host an interceptor claims never reach the routes: they
+ * go whole (body unread) to the streaming proxy. */
+struct proxy;
+struct http_intercept {
+	int (*claims)(void *ctx, const char *host);
+	void *ctx;
+	struct proxy *proxy;
+};
+
+/* `icpt` may be NULL. */
 struct http_server *http_new(const struct config *cfg, struct work_pool *work,
-    const struct http_route *routes, size_t n_routes, struct err *e);
+    const struct http_route *routes, size_t n_routes, const struct http_intercept *icpt,
+    struct err *e);
 /* Stops accepting, ends open streams, stops the daemon. */
 void http_free(struct http_server *srv);
 

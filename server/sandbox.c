@@ -16,7 +16,7 @@
 #define SBX_COLUMNS \
 	"id, coalesce(name, ''), state, size, accelerator, " \
 	SBX_TS("created_at") ", " SBX_TS("ready_at") ", " SBX_TS("expires_at") ", " \
-	SBX_TS("destroyed_at") ", failure_reason, metadata::text, host_uri"
+	SBX_TS("destroyed_at") ", failure_reason, metadata::text, host_uri, net"
 
 /* The reaper's action for an expired sandbox it claimed. */
 static int
@@ -48,6 +48,9 @@ sbx_new(struct app *app, struct err *e)
 	}
 	s->orch = orch_new(&app->cfg, e);
 	if (s->orch == NULL)
+		goto fail;
+	/* Before any VM boots: a network device only behind the rule. */
+	if (sbx_net_init(s, e) < 0)
 		goto fail;
 	s->reaper = reap_new(app->db, app->cfg.libvirt_uri, s->instance, reap_destroy, s, e);
 	if (s->reaper == NULL)
@@ -118,8 +121,8 @@ sbx_load(struct sbx *s, const char *account, const char *id, struct sbx_row *row
 	PGresult *r;
 
 	r = db_query(s->app->db, account ?
-	    "SELECT id, state, size, host_uri FROM sandboxes WHERE id = $1 AND account_id = $2" :
-	    "SELECT id, state, size, host_uri FROM sandboxes WHERE id = $1",
+	    "SELECT id, state, size, host_uri, net FROM sandboxes WHERE id = $1 AND account_id = $2" :
+	    "SELECT id, state, size, host_uri, net FROM sandboxes WHERE id = $1",
 	    account ? 2 : 1, params, e);
 	if (r == NULL)
 		return -1;
@@ -133,6 +136,7 @@ sbx_load(struct sbx *s, const char *account, const char *id, struct sbx_row *row
 	snprintf(row->state, sizeof(row->state), "%s", PQgetvalue(r, 0, 1));
 	snprintf(row->size, sizeof(row->size), "%s", PQgetvalue(r, 0, 2));
 	snprintf(row->host, sizeof(row->host), "%s", PQgetvalue(r, 0, 3));
+	snprintf(row->net, sizeof(row->net), "%s", PQgetvalue(r, 0, 4));
 	PQclear(r);
 	return 0;
 }
@@ -171,7 +175,7 @@ row_to_json(PGresult *r, int i)
 	const struct cat_size *sz = cat_find(PQgetvalue(r, i, 3));
 	json_t *meta = json_loads(PQgetvalue(r, i, 10), 0, NULL);
 
-	return json_pack("{s:s, s:o, s:s, s:s, s:i, s:i, s:o, s:s, s:o, s:o, s:o, s:o, s:o}",
+	return json_pack("{s:s, s:o, s:s, s:s, s:i, s:i, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:s}",
 	    "sandbox_id", PQgetvalue(r, i, 0),
 	    "name", nullable(r, i, 1),
 	    "state", PQgetvalue(r, i, 2),
@@ -184,7 +188,8 @@ row_to_json(PGresult *r, int i)
 	    "expires_at", nullable(r, i, 7),
 	    "destroyed_at", nullable(r, i, 8),
 	    "failure_reason", nullable(r, i, 9),
-	    "metadata", meta ? meta : json_object());
+	    "metadata", meta ? meta : json_object(),
+	    "network", PQgetvalue(r, i, 12));
 }
 
 json_t *
@@ -221,6 +226,7 @@ struct create_tx {
 	char host[512];
 	int claimed;
 	int64_t price;
+	enum vm_net net;
 };
 
 static int
@@ -230,6 +236,7 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 	const struct config *cfg = &t->s->app->cfg;
 	char tmo[16], minute[16], domain[64];
 	const char *p[8];
+	const char *net = vm_net_name(t->net);
 	PGresult *r;
 	long live;
 
@@ -257,12 +264,13 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 	p[3] = t->name;
 	p[4] = t->metadata;
 	p[5] = minute;
+	p[6] = net;
 	r = db_conn_query(c, "UPDATE sandboxes SET account_id = $1, in_pool = false,"
 	    " name = $4, metadata = $5::jsonb, timeout_minutes = $3::int, claimed_at = now(),"
 	    " ready_at = now(), expires_at = now() + make_interval(secs => $3::int * $6::int)"
 	    " WHERE id = (SELECT id FROM sandboxes WHERE in_pool AND state = 'running'"
-	    "  AND size = $2 ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
-	    " RETURNING id, host_uri", 6, p, e);
+	    "  AND size = $2 AND net = $7 ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
+	    " RETURNING id, host_uri", 7, p, e);
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) == 1) {
@@ -291,10 +299,10 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 	p[6] = domain;
 	p[7] = tmo;
 	r = db_conn_query(c, "INSERT INTO sandboxes(id, account_id, name, metadata, size,"
-	    " host_uri, domain_name, state, owner, timeout_minutes)"
-	    " VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, 'creating', $9, $8::int)",
-	    9, (const char *[]){ p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7],
-	    t->s->instance }, e);
+	    " host_uri, domain_name, state, owner, timeout_minutes, net)"
+	    " VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, 'creating', $9, $8::int, $10)",
+	    10, (const char *[]){ p[0], p[1], p[2], p[3], p[4], p[5], p[6], p[7],
+	    t->s->instance, net }, e);
 	if (r == NULL)
 		return -1;
 	PQclear(r);
@@ -331,6 +339,9 @@ sbx_create(struct sbx *s, const char *account, const json_t *args,
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
+	const json_t *inet = json_object_get(args, "internet");
+	if (sbx_net_for(s, inet ? json_is_true(inet) : 1, &t.net, e) < 0)
+		goto out;
 	if (orch_wait_ready(s->orch, 60000, e) < 0)
 		goto out;
 	if (db_tx(s->app->db, create_tx_fn, &t, e) < 0)
@@ -340,7 +351,7 @@ sbx_create(struct sbx *s, const char *account, const json_t *args,
 			pg->fn(pg->ctx, 4, 4, "ready (pre-booted VM)");
 		log_info("sandbox %s: claimed from the warm pool", t.id);
 		sbx_expiry_changed(s);
-	} else if (sbx_boot_row(s, t.id, t.host, t.size, pg, e) < 0) {
+	} else if (sbx_boot_row(s, t.id, t.host, t.size, t.net, pg, e) < 0) {
 		goto out;
 	}
 	out = sbx_row_json(s, account, t.id, e);
@@ -412,6 +423,8 @@ sbx_get(struct sbx *s, const char *account, const json_t *args, struct err *e)
 		    "host_rss_kib", (json_int_t)st.rss_kib));
 	cmds = commands_json(s, id, e);
 	json_object_set_new(out, "commands", cmds ? cmds : json_array());
+	json_t *ports = sbx_ports_json(s, id, e);
+	json_object_set_new(out, "ports", ports ? ports : json_array());
 	if (strcmp(row.state, "failed") == 0) {
 		char *tail = orch_console_tail(s->orch, id, 4096);
 		if (tail) {

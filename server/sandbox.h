@@ -42,6 +42,16 @@ json_t *sbx_read_file(struct sbx *s, const char *account, const json_t *args,
     struct err *e);
 json_t *sbx_list_files(struct sbx *s, const char *account, const json_t *args,
     struct err *e);
+/* expose_port: a forward into the VM and a preview URL (sandbox_net.c). */
+json_t *sbx_expose_port(struct sbx *s, const char *account, const json_t *args,
+    struct err *e);
+
+/* Decides where a preview request goes (the proxy's resolver): the
+ * forward of an exposed port of a running sandbox, after the private
+ * preview's credential is checked. */
+struct proxy_ask;
+struct proxy_route;
+void sbx_preview_route(struct sbx *s, const struct proxy_ask *ask, struct proxy_route *out);
 
 /* Live capacity (refreshed by the maintenance thread): accelerator, hosts,
  * live sandboxes, warm VMs per size. New reference. */

@@ -62,7 +62,7 @@ boot_progress(void *ctx, double progress, double total, const char *message)
 
 int
 sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size,
-    const struct sbx_progress *pg, struct err *e)
+    enum vm_net net, const struct sbx_progress *pg, struct err *e)
 {
 	const struct cat_size *sz = cat_find(size);
 	const char *accel;
@@ -74,7 +74,13 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size,
 		mark_failed(s, id, e->msg);
 		return -1;
 	}
-	if (orch_boot(s->orch, host, id, sz->vcpus, sz->memory_mib, boot_progress,
+	/* The rule may have gone since the create was accepted. */
+	if (net != VM_NET_NONE && !sbx_net_available(s, NULL, 0)) {
+		err_set(e, ERR_UNAVAILABLE, "sandbox networking became unavailable");
+		mark_failed(s, id, e->msg);
+		return -1;
+	}
+	if (orch_boot(s->orch, host, id, net, sz->vcpus, sz->memory_mib, boot_progress,
 	    (void *)pg, e) < 0) {
 		log_warn("sandbox %s: boot failed: %s", id, e->msg);
 		mark_failed(s, id, e->msg);
@@ -127,6 +133,8 @@ sbx_finish_destroy(struct sbx *s, const char *id, const char *host,
 		return -1;
 	PQclear(r);
 	log_info("sandbox %s: %s", id, final_state);
+	/* Its forwards went with the VM. */
+	sbx_ports_drop(s, id);
 	/* Billing stops here: unused whole minutes go back. */
 	struct bill_settlement st;
 	if (bill_settle(s->app->db, &s->app->cfg, id, strcmp(final_state, "failed") == 0,
@@ -303,8 +311,9 @@ refill_pool(struct sbx *s)
 		const struct cat_size *sz = cat_at(i);
 		int want = s->app->cfg.warm_pool[i];
 		const char *host = orch_pick_host(s->orch);
+		enum vm_net net = sbx_net_pool(s);
 		char id[SBX_ID_LEN + 1] = "sbx-", domain[64];
-		const char *p[5];
+		const char *p[6];
 		struct err e;
 		PGresult *r;
 		long have;
@@ -312,21 +321,26 @@ refill_pool(struct sbx *s)
 		err_clear(&e);
 		p[0] = sz->name;
 		p[1] = host;
-		r = db_query(s->app->db, "SELECT count(*) FROM sandboxes WHERE in_pool"
-		    " AND state IN ('creating', 'running') AND size = $1 AND host_uri = $2",
-		    2, p, &e);
+		p[2] = vm_net_name(net);
+		/* Warm VMs with another network device than new ones get (the
+		 * isolation rule came or went) are surplus. */
+		r = db_query(s->app->db, "SELECT count(*) FILTER (WHERE net = $3),"
+		    " count(*) FILTER (WHERE net <> $3 AND state = 'running') FROM sandboxes"
+		    " WHERE in_pool AND state IN ('creating', 'running') AND size = $1"
+		    " AND host_uri = $2", 3, p, &e);
 		if (r == NULL)
 			return;
 		have = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+		long stale = strtol(PQgetvalue(r, 0, 1), NULL, 10);
 		PQclear(r);
-		if (have > want) {
+		if (have > want || stale > 0) {
 			/* The pool was made smaller: drop the newest surplus VM. */
-			const char *q[3] = { sz->name, host, s->instance };
+			const char *q[4] = { sz->name, host, s->instance, vm_net_name(net) };
 			r = db_query(s->app->db, "UPDATE sandboxes SET state = 'destroying',"
 			    " destroying_at = now(), owner = $3 WHERE id = (SELECT id FROM sandboxes"
 			    "  WHERE in_pool AND state = 'running' AND size = $1 AND host_uri = $2"
-			    "  ORDER BY created_at DESC LIMIT 1 FOR UPDATE SKIP LOCKED) RETURNING id",
-			    3, q, &e);
+			    "  ORDER BY (net = $4), created_at DESC LIMIT 1 FOR UPDATE SKIP LOCKED)"
+			    " RETURNING id", 4, q, &e);
 			if (r != NULL && PQntuples(r) == 1) {
 				char surplus[SBX_ID_LEN + 1];
 				snprintf(surplus, sizeof(surplus), "%s", PQgetvalue(r, 0, 0));
@@ -348,13 +362,14 @@ refill_pool(struct sbx *s)
 		p[2] = host;
 		p[3] = domain;
 		p[4] = s->instance;
+		p[5] = vm_net_name(net);
 		r = db_query(s->app->db, "INSERT INTO sandboxes(id, in_pool, size, host_uri,"
-		    " domain_name, state, owner, timeout_minutes)"
-		    " VALUES ($1, true, $2, $3, $4, 'creating', $5, 1)", 5, p, &e);
+		    " domain_name, state, owner, timeout_minutes, net)"
+		    " VALUES ($1, true, $2, $3, $4, 'creating', $5, 1, $6)", 6, p, &e);
 		if (r == NULL)
 			return;
 		PQclear(r);
-		if (sbx_boot_row(s, id, host, sz->name, NULL, &e) == 0)
+		if (sbx_boot_row(s, id, host, sz->name, net, NULL, &e) == 0)
 			log_info("warm pool: %s VM %s ready (%ld/%d)", sz->name, id, have + 1, want);
 		return;   /* one per round, so the loop keeps its other duties */
 	}
@@ -441,6 +456,7 @@ sbx_maint_main(void *arg)
 			continue;
 		if (s->app->cfg.reconcile_s > 0 &&
 		    time(NULL) - last_reconcile >= s->app->cfg.reconcile_s) {
+			sbx_net_refresh(s);
 			if (sbx_reconcile(s, &e) < 0)
 				log_warn("reconcile: %s", e.msg);
 			last_reconcile = time(NULL);

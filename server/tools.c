@@ -27,7 +27,7 @@ static const struct tool_impl impls[] = {
 	{ "write_file", tool_write_file, 0, 0 },
 	{ "read_file", tool_read_file, 0, 0 },
 	{ "list_files", tool_list_files, 0, 0 },
-	{ "expose_port", NULL, 0, 0 },
+	{ "expose_port", tool_expose_port, 0, 0 },
 	{ "get_sandbox", tool_get_sandbox, 0, 0 },
 	{ "list_sandboxes", tool_list_sandboxes, 0, 0 },
 	{ "extend_sandbox", tool_extend_sandbox, 0, 0 },

@@ -39,6 +39,9 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 			echo "npm ci failed:"; tail -n 20 "$LOG/npm-ci.txt"; failed=$((failed + 1)); }
 	fi
 	sh deploy/devdb.sh start "$STATE" || { echo "database start failed"; failed=$((failed + 1)); }
+	# Before any sandbox with a network device boots: nothing QEMU sends
+	# may leave for addresses beyond loopback and the tests' namespaces.
+	sh tests/net-safety.sh install || { echo "network safety rule failed"; failed=$((failed + 1)); }
 	# VMs of an earlier run (QEMU outlives the aasd that started it) go.
 	pkill -f "qemu-system.*$STATE/vms/" 2>/dev/null || true
 	rm -rf "$STATE"/libvirt-* "$STATE/vms"

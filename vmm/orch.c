@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -44,6 +47,12 @@ struct orch {
 	pthread_t starter;
 	int starter_started;
 };
+
+uid_t
+orch_qemu_uid(struct orch *o)
+{
+	return o->qemu_uid;
+}
 
 void
 orch_domain_name(const char *id, char *out, size_t n)
@@ -151,6 +160,16 @@ agent_socket_path(const char *name, char *out, size_t n)
 	snprintf(out, n, "%s/%s.agent", ORCH_SOCKET_DIR, name);
 }
 
+static const char *
+cmdline_for(enum vm_net net)
+{
+	switch (net) {
+	case VM_NET_NAT: return ORCH_CMDLINE " aas.net=nat";
+	case VM_NET_ISOLATED: return ORCH_CMDLINE " aas.net=isolated";
+	default: return ORCH_CMDLINE;
+	}
+}
+
 static void
 fill_spec(struct orch *o, struct vm_spec *s, const char *name, enum vm_accel accel,
     int vcpus, int mem, const char *disk, const char *console, char *agent, size_t an)
@@ -192,7 +211,8 @@ wait_agent(struct vm_host *h, const char *name, long long deadline, struct err *
 
 static int
 boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel,
-    int vcpus, int mem, int timeout_ms, orch_progress_fn fn, void *ctx, struct err *e)
+    enum vm_net net, int vcpus, int mem, int timeout_ms, orch_progress_fn fn, void *ctx,
+    struct err *e)
 {
 	char disk[CONFIG_STR_MAX + 96], console[CONFIG_STR_MAX + 96], name[128], agent[160];
 	struct vm_spec spec;
@@ -204,6 +224,8 @@ boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel
 	if (make_vm_files(o, id, disk, sizeof(disk), console, sizeof(console), e) < 0)
 		goto fail;
 	fill_spec(o, &spec, name, accel, vcpus, mem, disk, console, agent, sizeof(agent));
+	spec.net = net;
+	spec.cmdline = cmdline_for(net);
 	if (fn)
 		fn(ctx, 2, 4, "starting the VM");
 	if (vm_start(h, &spec, e) < 0)
@@ -291,7 +313,7 @@ starter_main(void *p)
 		 * only a guest that boots and answers proves KVM works. */
 		char id[48];
 		snprintf(id, sizeof(id), "kvmprobe-%d", (int)getpid());
-		if (boot_with(o, o->hosts[0], id, VM_ACCEL_KVM, 1, 256,
+		if (boot_with(o, o->hosts[0], id, VM_ACCEL_KVM, VM_NET_NONE, 1, 256,
 		    o->cfg.kvm_probe_timeout_s * 1000, NULL, NULL, &e) == 0) {
 			o->accel = VM_ACCEL_KVM;
 			orch_destroy(o, vm_host_uri(o->hosts[0]), id, &e);
@@ -500,7 +522,7 @@ orch_pick_host(struct orch *o)
 }
 
 int
-orch_boot(struct orch *o, const char *uri, const char *id, int vcpus,
+orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int vcpus,
     int memory_mib, orch_progress_fn fn, void *ctx, struct err *e)
 {
 	struct vm_host *h = orch_host_by_uri(o, uri);
@@ -514,8 +536,83 @@ orch_boot(struct orch *o, const char *uri, const char *id, int vcpus,
 	for (size_t i = 0; i < o->n_hosts; i++)
 		if (o->hosts[i] == h)
 			atomic_fetch_add(&o->started[i], 1);
-	return boot_with(o, h, id, o->accel, vcpus, memory_mib,
+	return boot_with(o, h, id, o->accel, net, vcpus, memory_mib,
 	    o->cfg.boot_timeout_s * 1000, fn, ctx, e);
+}
+
+/* A loopback port free right now (the kernel's choice), or a random one
+ * from the ephemeral range when probing fails. QEMU may still lose a race
+ * for it; the caller retries. */
+static int
+pick_loopback_port(void)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
+	char r[5];
+
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
+		port = ntohs(sa.sin_port);
+	if (fd >= 0)
+		close(fd);
+	if (port <= 0 && key_random_hex(r, sizeof(r), 2) == 0)
+		port = 32768 + (int)(strtol(r, NULL, 16) % 28000);
+	return port;
+}
+
+int
+orch_forward_add(struct orch *o, const char *uri, const char *id, int guest_port,
+    int *host_port, struct err *e)
+{
+	struct vm_host *h = orch_host_by_uri(o, uri);
+	char name[128], cmd[128], reply[256];
+
+	if (h == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "unknown hypervisor host %s", uri);
+		return -1;
+	}
+	orch_domain_name(id, name, sizeof(name));
+	for (int attempt = 0; attempt < 8; attempt++) {
+		int hp = pick_loopback_port();
+
+		if (hp <= 0)
+			continue;
+		snprintf(cmd, sizeof(cmd), "hostfwd_add %s tcp:127.0.0.1:%d-:%d", VM_NETDEV_ID,
+		    hp, guest_port);
+		if (vm_monitor_hmp(h, name, cmd, reply, sizeof(reply), e) < 0)
+			return -1;
+		/* QEMU answers nothing on success, a sentence on failure. */
+		if (reply[strspn(reply, " \r\n")] == '\0') {
+			*host_port = hp;
+			return 0;
+		}
+		reply[strcspn(reply, "\r\n")] = '\0';
+		log_debug("vm %s: %s: %s", name, cmd, reply);
+		if (strstr(reply, "not found") != NULL || strstr(reply, "unknown") != NULL) {
+			err_set(e, ERR_UNAVAILABLE, "sandbox has no network device (%s)", reply);
+			return -1;
+		}
+	}
+	err_set(e, ERR_UNAVAILABLE, "could not find a free port for the forward");
+	return -1;
+}
+
+int
+orch_forward_remove(struct orch *o, const char *uri, const char *id, int host_port,
+    struct err *e)
+{
+	struct vm_host *h = orch_host_by_uri(o, uri);
+	char name[128], cmd[128], reply[256];
+
+	if (h == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "unknown hypervisor host %s", uri);
+		return -1;
+	}
+	orch_domain_name(id, name, sizeof(name));
+	snprintf(cmd, sizeof(cmd), "hostfwd_remove %s tcp:127.0.0.1:%d", VM_NETDEV_ID, host_port);
+	return vm_monitor_hmp(h, name, cmd, reply, sizeof(reply), e);
 }
 
 int

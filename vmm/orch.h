@@ -5,6 +5,7 @@
 #define AAS_ORCH_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "config.h"
 #include "err.h"
@@ -32,6 +33,8 @@ const char *orch_accel(struct orch *o);
 /* Why KVM is not used (empty when it is). */
 const char *orch_accel_reason(struct orch *o);
 size_t orch_host_count(struct orch *o);
+/* The user QEMU runs as (the isolation rule matches it). */
+uid_t orch_qemu_uid(struct orch *o);
 const char *orch_host_uri_at(struct orch *o, size_t i);
 struct vm_host *orch_host_by_uri(struct orch *o, const char *uri);
 
@@ -40,8 +43,14 @@ const char *orch_pick_host(struct orch *o);
 
 /* Creates the overlay, starts the domain ORCH_DOMAIN_PREFIX<id> on `uri`
  * and waits for its guest agent. Reports progress through fn. */
-int orch_boot(struct orch *o, const char *uri, const char *id, int vcpus,
+int orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int vcpus,
     int memory_mib, orch_progress_fn fn, void *ctx, struct err *e);
+/* Adds a forward from 127.0.0.1:<host_port> on the VM's host (a free
+ * port, chosen here) to guest_port inside the VM. */
+int orch_forward_add(struct orch *o, const char *uri, const char *id, int guest_port,
+    int *host_port, struct err *e);
+int orch_forward_remove(struct orch *o, const char *uri, const char *id, int host_port,
+    struct err *e);
 /* Destroys the domain and deletes its overlay and console log. Idempotent. */
 int orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e);
 /* Ids (not domain names) of this service's running domains on `uri`. */

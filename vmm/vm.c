@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <libvirt/libvirt-qemu.h>
 #include <libvirt/virterror.h>
 
 #include "log.h"
@@ -230,6 +231,39 @@ out:
 	if (d)
 		virDomainFree(d);
 	free(xml);
+	virConnectClose(c);
+	return rc;
+}
+
+int
+vm_monitor_hmp(struct vm_host *h, const char *name, const char *cmd, char *reply,
+    size_t rn, struct err *e)
+{
+	virConnectPtr c = vm_host_conn(h);
+	virDomainPtr d = NULL;
+	char *answer = NULL;
+	int rc = -1;
+
+	if (c == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+		return -1;
+	}
+	d = virDomainLookupByName(c, name);
+	if (d == NULL) {
+		err_set(e, ERR_NOT_FOUND, "VM %s is not running", name);
+		goto out;
+	}
+	if (virDomainQemuMonitorCommand(d, cmd, &answer,
+	    VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP) < 0) {
+		err_set(e, ERR_UNAVAILABLE, "monitor of %s: %s", name, last_error());
+		goto out;
+	}
+	snprintf(reply, rn, "%s", answer ? answer : "");
+	rc = 0;
+out:
+	free(answer);
+	if (d)
+		virDomainFree(d);
 	virConnectClose(c);
 	return rc;
 }

@@ -48,6 +48,10 @@ int vm_exists(struct vm_host *h, const char *name, struct err *e);
 int vm_list(struct vm_host *h, const char *prefix, char ***names, size_t *n,
     struct err *e);
 void vm_names_free(char **names, size_t n);
+/* One human-monitor command (e.g. hostfwd_add); QEMU's answer, empty on
+ * success for most commands, is copied to reply (truncated to rn). */
+int vm_monitor_hmp(struct vm_host *h, const char *name, const char *cmd, char *reply,
+    size_t rn, struct err *e);
 int vm_stats(struct vm_host *h, const char *name, struct vm_stats *out,
     struct err *e);
 

@@ -2,9 +2,14 @@
  *
  * q35, direct kernel boot, virtio disk on the overlay, the guest agent on a
  * virtio-serial channel, virtio-rng, serial console to a file, no balloon,
- * and every lifecycle event ends the domain. No network device: a guest
- * with user-mode networking could reach every service on the host, so
- * sandboxes get a NIC only together with the isolation rule. */
+ * and every lifecycle event ends the domain.
+ *
+ * The network device, when there is one, is user-mode (slirp) declared on
+ * QEMU's own command line: libvirt's <interface type='user'> cannot say
+ * restrict=on, which is what a sandbox without internet needs (forwards
+ * still work, nothing is routed out). Through slirp a guest reaches the
+ * host's own services; callers give a VM a device only while the host
+ * isolation rule (netguard) is in place. */
 #include "vm_xml.h"
 
 #include <stdio.h>
@@ -17,6 +22,16 @@ const char *
 vm_accel_name(enum vm_accel a)
 {
 	return a == VM_ACCEL_KVM ? "kvm" : "tcg";
+}
+
+const char *
+vm_net_name(enum vm_net n)
+{
+	switch (n) {
+	case VM_NET_NAT: return "nat";
+	case VM_NET_ISOLATED: return "isolated";
+	default: return "none";
+	}
 }
 
 /* Escapes for XML text and attribute values; -1 when it does not fit. */
@@ -56,6 +71,7 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	char name[256], kernel[1024], initrd[1024], cmdline[1024], disk[1024], console[1024];
 	char agent[128];
 	char tcg[128] = "";
+	char net[640] = "";
 	char *xml = NULL;
 	int n;
 
@@ -77,13 +93,25 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	if (s->accel == VM_ACCEL_TCG && s->tb_cache_mib > 0)
 		snprintf(tcg, sizeof(tcg), "    <tcg><tb-cache unit='MiB'>%d</tb-cache></tcg>\n",
 		    s->tb_cache_mib);
+	if (s->net != VM_NET_NONE)
+		/* IPv6 off: the isolation rule and the guest set-up are IPv4.
+		 * An explicit slot on the root bus keeps clear of libvirt's
+		 * automatic addresses (root ports from 0x01). */
+		snprintf(net, sizeof(net),
+		    "  <qemu:commandline>\n"
+		    "    <qemu:arg value='-netdev'/>\n"
+		    "    <qemu:arg value='user,id=%s,ipv6=off,restrict=%s'/>\n"
+		    "    <qemu:arg value='-device'/>\n"
+		    "    <qemu:arg value='virtio-net-pci,netdev=%s,mac=52:54:00:a5:00:01,bus=pcie.0,addr=0x1c'/>\n"
+		    "  </qemu:commandline>\n",
+		    VM_NETDEV_ID, s->net == VM_NET_ISOLATED ? "on" : "off", VM_NETDEV_ID);
 	xml = malloc(VM_XML_MAX);
 	if (xml == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
 	n = snprintf(xml, VM_XML_MAX,
-	    "<domain type='%s'>\n"
+	    "<domain type='%s' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n"
 	    "  <name>%s</name>\n"
 	    "  <memory unit='MiB'>%d</memory>\n"
 	    "  <vcpu placement='static'>%d</vcpu>\n"
@@ -122,11 +150,12 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    "    </serial>\n"
 	    "    <memballoon model='none'/>\n"
 	    "  </devices>\n"
+	    "%s"
 	    "</domain>\n",
 	    s->accel == VM_ACCEL_KVM ? "kvm" : "qemu", name, s->memory_mib, s->vcpus,
 	    kernel, initrd, cmdline, tcg,
 	    s->accel == VM_ACCEL_KVM ? "  <cpu mode='host-passthrough'/>\n" : "",
-	    disk, agent, console);
+	    disk, agent, console, net);
 	if (n < 0 || n >= VM_XML_MAX) {
 		free(xml);
 		err_set(e, ERR_INTERNAL, "vm: domain XML too long");

@@ -7,6 +7,14 @@
 
 enum vm_accel { VM_ACCEL_TCG, VM_ACCEL_KVM };
 
+/* The sandbox's network device: none, user-mode NAT, or user-mode with
+ * `restrict=on` (forwarded ports only, no route out). */
+enum vm_net { VM_NET_NONE, VM_NET_NAT, VM_NET_ISOLATED };
+
+/* QEMU id of the user-mode netdev; forwards are added to it by name. */
+#define VM_NETDEV_ID "aasnet"
+
+
 struct vm_spec {
 	const char *name;          /* domain name, e.g. "aas-sbx-..." */
 	enum vm_accel accel;
@@ -20,9 +28,11 @@ struct vm_spec {
 	const char *agent_socket;  /* guest agent channel; a short path (unix
 	                            * sockets allow ~107 bytes) */
 	int tb_cache_mib;          /* TCG translation cache; 0 = QEMU default */
+	enum vm_net net;
 };
 
 const char *vm_accel_name(enum vm_accel a);
+const char *vm_net_name(enum vm_net n);
 
 /* The domain XML (malloc'd), or NULL with e set when a field is unusable. */
 char *vm_xml_build(const struct vm_spec *s, struct err *e);

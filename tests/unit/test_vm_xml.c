@@ -42,7 +42,7 @@ test_tcg_domain(void **state)
 	err_clear(&e);
 	xml = vm_xml_build(&s, &e);
 	assert_non_null(xml);
-	has(xml, "<domain type='qemu'>");
+	has(xml, "<domain type='qemu' ");
 	has(xml, "<name>aas-sbx-0123456789abcdef</name>");
 	has(xml, "<memory unit='MiB'>512</memory>");
 	has(xml, "machine='q35'");
@@ -73,7 +73,7 @@ test_kvm_domain_and_tb_cache(void **state)
 	s.accel = VM_ACCEL_KVM;
 	s.vcpus = 2;
 	xml = vm_xml_build(&s, &e);
-	has(xml, "<domain type='kvm'>");
+	has(xml, "<domain type='kvm' ");
 	has(xml, "<vcpu placement='static'>2</vcpu>");
 	has(xml, "host-passthrough");
 	assert_null(strstr(xml, "tb-cache"));
@@ -110,6 +110,34 @@ test_escaping_and_refusals(void **state)
 }
 
 static void
+test_network_devices(void **state)
+{
+	struct vm_spec s = spec();
+	struct err e;
+	char *xml;
+
+	(void)state;
+	err_clear(&e);
+	xml = vm_xml_build(&s, &e);
+	assert_non_null(xml);
+	assert_null(strstr(xml, "-netdev"));   /* none: no device at all */
+	free(xml);
+	s.net = VM_NET_NAT;
+	xml = vm_xml_build(&s, &e);
+	assert_non_null(xml);
+	has(xml, "xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'");
+	has(xml, "user,id=aasnet,ipv6=off,restrict=off");
+	has(xml, "virtio-net-pci,netdev=aasnet");
+	free(xml);
+	s.net = VM_NET_ISOLATED;
+	xml = vm_xml_build(&s, &e);
+	assert_non_null(xml);
+	has(xml, "restrict=on");
+	free(xml);
+	assert_string_equal(vm_net_name(VM_NET_ISOLATED), "isolated");
+}
+
+static void
 test_base64_round_trip(void **state)
 {
 	unsigned char data[300];
@@ -142,6 +170,7 @@ main(void)
 		cmocka_unit_test(test_tcg_domain),
 		cmocka_unit_test(test_kvm_domain_and_tb_cache),
 		cmocka_unit_test(test_escaping_and_refusals),
+		cmocka_unit_test(test_network_devices),
 		cmocka_unit_test(test_base64_round_trip),
 	};
 

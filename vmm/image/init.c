@@ -1,7 +1,8 @@
 /*
  * aas-init: PID 1 of an aas sandbox guest.
  *
- * Mounts the API file systems, names the host, brings up lo, makes the
+ * Mounts the API file systems, names the host, brings up lo (and eth0 as
+ * the kernel command line's aas.net= says), makes the
  * /dev/virtio-ports/NAME links that udev would make, runs qemu-ga on the
  * guest agent port (respawned with a backoff when it exits), reaps every
  * zombie, and powers off on SIGTERM, SIGINT, SIGPWR or SIGUSR2 (SIGUSR1:
@@ -13,7 +14,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <net/route.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -126,6 +130,105 @@ static void lo_up(void)
 		else
 			say("lo up");
 	}
+	close(s);
+}
+
+/* User-mode networking's fixed plan: the guest is 10.0.2.15/24, the
+ * gateway 10.0.2.2, the resolver 10.0.2.3. No DHCP client: static is
+ * instant and there is nothing to negotiate. */
+#define NET_ADDR "10.0.2.15"
+#define NET_MASK "255.255.255.0"
+#define NET_GW "10.0.2.2"
+#define NET_DNS "10.0.2.3"
+
+static void set_sin(struct sockaddr *sa, const char *addr)
+{
+	struct sockaddr_in *sin = (struct sockaddr_in *)(void *)sa;
+
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	inet_pton(AF_INET, addr, &sin->sin_addr);
+}
+
+/* "nat", "isolated" or "" from aas.net= on the kernel command line. */
+static void net_mode(char *out, size_t n)
+{
+	char buf[1024];
+	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t r = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	char *p;
+
+	out[0] = '\0';
+	if (fd >= 0)
+		close(fd);
+	if (r <= 0)
+		return;
+	buf[r] = '\0';
+	p = strstr(buf, "aas.net=");
+	if (p == NULL)
+		return;
+	p += 8;
+	snprintf(out, n, "%.*s", (int)strcspn(p, " \n"), p);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+
+	if (fd < 0)
+		return;
+	if (write(fd, text, strlen(text)) < 0)
+		say("%s: %s", path, strerror(errno));
+	close(fd);
+}
+
+static void net_up(void)
+{
+	char mode[16];
+	struct ifreq ifr;
+	struct rtentry rt;
+	int s;
+
+	net_mode(mode, sizeof(mode));
+	if (mode[0] == '\0') {
+		write_file("/etc/resolv.conf", "# aas guest: no network device\n");
+		return;
+	}
+	s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0) {
+		say("eth0: socket: %s", strerror(errno));
+		return;
+	}
+	memset(&ifr, 0, sizeof(ifr));
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", "eth0");
+	set_sin(&ifr.ifr_addr, NET_ADDR);
+	if (ioctl(s, SIOCSIFADDR, &ifr) < 0) {
+		say("eth0: address: %s", strerror(errno));
+		goto out;
+	}
+	set_sin(&ifr.ifr_netmask, NET_MASK);
+	if (ioctl(s, SIOCSIFNETMASK, &ifr) < 0)
+		say("eth0: netmask: %s", strerror(errno));
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) == 0) {
+		ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+		if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+			say("eth0: up: %s", strerror(errno));
+	}
+	if (strcmp(mode, "nat") == 0) {
+		memset(&rt, 0, sizeof(rt));
+		set_sin(&rt.rt_dst, "0.0.0.0");
+		set_sin(&rt.rt_genmask, "0.0.0.0");
+		set_sin(&rt.rt_gateway, NET_GW);
+		rt.rt_flags = RTF_UP | RTF_GATEWAY;
+		if (ioctl(s, SIOCADDRT, &rt) < 0)
+			say("eth0: default route: %s", strerror(errno));
+		write_file("/etc/resolv.conf", "nameserver " NET_DNS "\n");
+	} else {
+		/* Forwarded ports only: no route and no resolver. */
+		write_file("/etc/resolv.conf", "# aas guest: no internet\n");
+	}
+	say("eth0 up (%s)", mode);
+out:
 	close(s);
 }
 
@@ -293,6 +396,7 @@ int main(void)
 	if (sethostname("sandbox", 7) < 0)
 		say("sethostname: %s", strerror(errno));
 	lo_up();
+	net_up();
 	wait_agent_port();
 
 	for (;;) {

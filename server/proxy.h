@@ -1,0 +1,73 @@
+/* proxy.h - a streaming reverse proxy on libmicrohttpd (proxy_), used for
+ * preview URLs. It takes a request over before its body is read: the body
+ * flows to the upstream through a bounded buffer (the client is paused
+ * while it is full), the response flows back the same way, and a 101
+ * answer turns the connection into a two-way byte pipe (WebSocket).
+ *
+ * Each proxied request has one thread doing the upstream side with
+ * blocking, time-bounded I/O; the HTTP threads never wait on it. The number
+ * of such requests is capped (503 beyond). Upstreams get HTTP/1.1 with
+ * "Connection: close": one upstream connection per request. */
+#ifndef AAS_PROXY_H
+#define AAS_PROXY_H
+
+#include <stddef.h>
+
+#include <microhttpd.h>
+
+#include "err.h"
+
+struct proxy;
+struct px;
+
+/* What the resolver decides for one request. */
+struct proxy_route {
+	int status;               /* 0: proxy to upstream_port; else answer it */
+	char message[256];        /* shown on the error page */
+	int upstream_port;        /* on 127.0.0.1 */
+	char set_cookie[320];     /* added to the proxied response when set */
+};
+
+/* The parts of a request the resolver may look at. */
+struct proxy_ask {
+	const char *host;         /* Host header */
+	const char *token;        /* x-aas-preview-token, or NULL */
+	const char *cookie;       /* Cookie header, or NULL */
+	const char *query;        /* raw query string, or NULL */
+};
+
+/* Runs on the request's proxy thread; may block (database). */
+typedef void (*proxy_resolve_fn)(void *ctx, const struct proxy_ask *ask,
+    struct proxy_route *out);
+/* Rewrites the query for the upstream (drops credentials); NULL: as is. */
+typedef void (*proxy_query_fn)(const char *query, char *out, size_t n);
+
+struct proxy_config {
+	int max_conns;            /* proxied requests at once */
+	int idle_timeout_s;       /* a direction idle this long ends it */
+	const char *scheme;       /* for X-Forwarded-Proto */
+	proxy_resolve_fn resolve;
+	proxy_query_fn rewrite_query;
+	void *ctx;
+};
+
+struct proxy *proxy_new(const struct proxy_config *cfg, struct err *e);
+/* Ends every proxied request and waits for their threads. Call before the
+ * HTTP daemon stops; proxy_free afterwards. */
+void proxy_shutdown(struct proxy *p);
+void proxy_free(struct proxy *p);
+size_t proxy_active(struct proxy *p);
+
+/* The HTTP front end hands over requests with these. proxy_begin runs when
+ * the headers are in (before any body); it returns NULL when the cap is
+ * reached or memory is short, after which the caller answers 503. */
+struct px *proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char *method,
+    const char *path, const char *query);
+/* Called like a libmicrohttpd access handler for every later call of the
+ * request; `status` receives the status answered (for the access log). */
+enum MHD_Result proxy_on_request(struct px *x, const char *upload_data,
+    size_t *upload_data_size, int *status);
+/* The request is over (sent, failed, or the client went away). */
+void proxy_end(struct px *x);
+
+#endif

@@ -1,0 +1,360 @@
+// Sandbox networking, isolation and preview URLs, with real VMs (TCG).
+// Traffic goes only to loopback and to a network namespace made here
+// (10.99.1.0/24) that stands in for the internet; tests/net-safety.sh
+// drops anything else QEMU sends.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash, createHmac } from 'node:crypto';
+import { execFile, spawn } from 'node:child_process';
+import { promisify } from 'node:util';
+import net from 'node:net';
+import { readFileSync, rmSync, statSync } from 'node:fs';
+import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { startAasd, newAccount, vmEnv, STATE, sleep, DB_URL } from './lib/harness.mjs';
+import { wsEcho, WS_ECHO_SERVER } from './lib/ws.mjs';
+
+const run = promisify(execFile);
+const NS = 'aas-test-inet';
+const NS_HOST = '10.99.1.1';
+const NS_PEER = '10.99.1.2';
+const NS_PORT = 8080;
+
+let aasd;
+let alice;
+let bob;
+let a;
+let b;
+let sbx;        // alice's, internet: true
+let closed;     // alice's, internet: false
+let hostListener;
+let nsServer;
+
+async function connect(key) {
+  const transport = new StreamableHTTPClientTransport(new URL(aasd.mcpUrl),
+    { requestInit: { headers: { 'x-api-key': key } } });
+  const client = new Client({ name: 'aas-net-e2e', version: '1.0.0' });
+  await client.connect(transport);
+  return client;
+}
+
+async function call(client, name, args) {
+  return client.callTool({ name, arguments: args }, undefined, { timeout: 300000 });
+}
+
+async function ok(client, name, args) {
+  const r = await call(client, name, args);
+  assert.ok(!r.isError, `${name}: ${r.content?.[0]?.text}`);
+  return r.structuredContent;
+}
+
+// Background servers live for the whole file; foreground commands are short.
+async function sh(id, command, extra = {}) {
+  return ok(a, 'run_command', { sandbox_id: id, command, timeout_seconds: extra.background ? 3600 : 60, ...extra });
+}
+
+function previewHost(id, port) {
+  return `${port}-${id}.localhost:${aasd.port}`;
+}
+
+// curl through aasd with a preview Host header: { status, headers, body }.
+async function curl(id, port, urlPath, extra = []) {
+  const { stdout } = await run('curl', ['-sS', '-i', '--max-time', '60',
+    '-H', `Host: ${previewHost(id, port)}`, ...extra, `${aasd.url}${urlPath}`],
+  { encoding: 'buffer', maxBuffer: 64 << 20 });
+  let rest = stdout;
+  for (;;) {
+    const end = rest.indexOf('\r\n\r\n');
+    const head = rest.subarray(0, end).toString();
+    const status = Number(head.split(' ')[1]);
+    rest = rest.subarray(end + 4);
+    if (status !== 100) return { status, head, body: rest };   // skip "100 Continue"
+  }
+}
+
+async function until(fn, ms = 60000) {
+  const deadline = Date.now() + ms;
+  let last;
+  for (;;) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) throw new Error(`condition not met in time (${last?.message ?? 'no error'})`);
+    await sleep(500);
+  }
+}
+
+async function netns(...cmd) {
+  await run('ip', cmd);
+}
+
+before(async () => {
+  // The stand-in internet: a namespace on a veth pair with a listener.
+  await run('ip', ['netns', 'del', NS]).catch(() => {});
+  await run('ip', ['link', 'del', 'aasv0']).catch(() => {});
+  await netns('netns', 'add', NS);
+  await netns('link', 'add', 'aasv0', 'type', 'veth', 'peer', 'name', 'aasv1');
+  await netns('link', 'set', 'aasv1', 'netns', NS);
+  await netns('addr', 'add', `${NS_HOST}/24`, 'dev', 'aasv0');
+  await netns('link', 'set', 'aasv0', 'up');
+  await netns('netns', 'exec', NS, 'ip', 'addr', 'add', `${NS_PEER}/24`, 'dev', 'aasv1');
+  await netns('netns', 'exec', NS, 'ip', 'link', 'set', 'aasv1', 'up');
+  await netns('netns', 'exec', NS, 'ip', 'link', 'set', 'lo', 'up');
+  nsServer = spawn('ip', ['netns', 'exec', NS, process.execPath, '-e',
+    `require('http').createServer((q, s) => s.end('internet-ok')).listen(${NS_PORT}, '${NS_PEER}')`],
+  { stdio: 'ignore' });
+  // A service on the host's loopback that guests must not reach.
+  hostListener = net.createServer((c) => { c.end('host-secret\n'); });
+  await new Promise((r) => hostListener.listen(0, '127.0.0.1', r));
+
+  aasd = await startAasd(vmEnv('net', { AAS_PREVIEW_SIGNED_TTL_S: '600' }));
+  alice = await newAccount();
+  bob = await newAccount();
+  a = await connect(alice.api_key);
+  b = await connect(bob.api_key);
+  const [x, y] = await Promise.all([
+    ok(a, 'create_sandbox', { timeout_minutes: 30 }),
+    ok(a, 'create_sandbox', { timeout_minutes: 30, internet: false }),
+  ]);
+  sbx = x.sandbox_id;
+  closed = y.sandbox_id;
+  assert.equal(x.network, 'nat');
+  assert.equal(y.network, 'isolated');
+  // Wait for the namespace listener before any test relies on it.
+  await until(async () => run('ip', ['netns', 'exec', NS, 'curl', '-s', '-m', '2',
+    `http://${NS_PEER}:${NS_PORT}/`]).then((r) => r.stdout === 'internet-ok', () => false), 20000);
+});
+
+after(async () => {
+  await a?.close();
+  await b?.close();
+  await aasd?.stop();
+  nsServer?.kill();
+  hostListener?.close();
+  await run('ip', ['netns', 'del', NS]).catch(() => {});
+  await run('ip', ['link', 'del', 'aasv0']).catch(() => {});
+});
+
+test('the isolation rule is installed and matches the QEMU user', async () => {
+  const { stdout } = await run('nft', ['list', 'table', 'inet', 'aas_guard']);
+  const uid = Number((await run('id', ['-u', 'aas-qemu'])).stdout.trim());
+  assert.match(stdout, new RegExp(`meta skuid ${uid} fib daddr type \\{ local,`));
+  assert.match(stdout, /reject with tcp reset/);
+});
+
+test('a guest web server is reachable through its preview URL, bytes intact', async () => {
+  await sh(sbx, 'mkdir -p ~/www && head -c 1048576 /dev/urandom > ~/www/blob.bin && sha256sum ~/www/blob.bin');
+  const want = (await sh(sbx, 'sha256sum ~/www/blob.bin | cut -d" " -f1')).stdout.trim();
+  await sh(sbx, 'cd ~/www && exec python3 -m http.server 8000', { background: true });
+  const ex = await ok(a, 'expose_port', { sandbox_id: sbx, port: 8000 });
+  assert.equal(ex.url, `http://8000-${sbx}.localhost:${aasd.port}/`);
+  assert.equal(ex.public, true);
+  assert.equal(ex.token, undefined);
+  const r = await until(async () => { const x = await curl(sbx, 8000, '/blob.bin'); return x.status === 200 && x; });
+  assert.equal(createHash('sha256').update(r.body).digest('hex'), want);
+  // The upstream sees where the request came from.
+  const g = await ok(a, 'get_sandbox', { sandbox_id: sbx });
+  assert.deepEqual(g.ports.map((p) => [p.port, p.public, p.url]), [[8000, true, ex.url]]);
+});
+
+test('a 50 MiB download streams through without aasd holding it', async () => {
+  await sh(sbx, 'head -c 52428800 /dev/urandom > ~/www/big.bin');
+  const want = (await sh(sbx, 'sha256sum ~/www/big.bin | cut -d" " -f1')).stdout.trim();
+  const status = () => readFileSync(`/proc/${aasd.proc.pid}/status`, 'utf8');
+  const rss = () => Number(/VmRSS:\s+(\d+)/.exec(status())[1]);
+  const out = path.join(STATE, 'big.download');
+  const before = rss();
+  let peak = before;
+  const timer = setInterval(() => { peak = Math.max(peak, rss()); }, 50);
+  try {
+    const { stdout } = await run('curl', ['-sS', '-o', out, '-w', '%{http_code}', '--max-time', '300',
+      '-H', `Host: ${previewHost(sbx, 8000)}`, `${aasd.url}/big.bin`]);
+    assert.equal(stdout, '200');
+  } finally {
+    clearInterval(timer);
+  }
+  assert.equal(statSync(out).size, 52428800);
+  assert.equal(createHash('sha256').update(readFileSync(out)).digest('hex'), want);
+  rmSync(out);
+  // Buffers are 256 KiB per direction: growth far below the body's size.
+  assert.ok(peak - before < 16 * 1024, `aasd RSS grew by ${peak - before} KiB during the download`);
+});
+
+test('request bodies stream to the guest (upload, chunked and sized)', async () => {
+  await ok(a, 'write_file', {
+    sandbox_id: sbx,
+    path: '/home/sandbox/upload.py',
+    content: `import hashlib, http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_POST(self):
+        h = hashlib.sha256()
+        if 'chunked' in self.headers.get('Transfer-Encoding', ''):
+            while True:
+                n = int(self.rfile.readline().strip(), 16)
+                if n == 0:
+                    self.rfile.readline(); break
+                h.update(self.rfile.read(n)); self.rfile.readline()
+        else:
+            left = int(self.headers['Content-Length'])
+            while left:
+                d = self.rfile.read(min(left, 65536)); h.update(d); left -= len(d)
+        body = h.hexdigest().encode()
+        self.send_response(200); self.send_header('Content-Length', str(len(body))); self.end_headers()
+        self.wfile.write(body)
+http.server.HTTPServer(('0.0.0.0', 8100), H).serve_forever()
+`,
+  });
+  await sh(sbx, 'exec python3 ~/upload.py', { background: true });
+  await ok(a, 'expose_port', { sandbox_id: sbx, port: 8100 });
+  const file = path.join(STATE, 'upload.bin');
+  const data = Buffer.alloc(4 << 20, 7);
+  for (let i = 0; i < data.length; i += 4096) data[i] = i & 0xff;
+  (await import('node:fs')).writeFileSync(file, data);
+  const want = createHash('sha256').update(data).digest('hex');
+  const sized = await until(async () => {
+    const x = await curl(sbx, 8100, '/', ['--max-time', '20', '--data-binary', `@${file}`]);
+    if (x.status !== 200) throw new Error(`status ${x.status}: ${x.head}`);
+    return x;
+  });
+  assert.equal(sized.body.toString(), want);
+  const chunked = await curl(sbx, 8100, '/', ['-H', 'Transfer-Encoding: chunked', '--data-binary', `@${file}`]);
+  assert.equal(chunked.status, 200);
+  assert.equal(chunked.body.toString(), want);
+  rmSync(file);
+});
+
+test('a WebSocket echo server in the guest answers through the proxy', async () => {
+  await ok(a, 'write_file', { sandbox_id: sbx, path: '/home/sandbox/ws.py', content: WS_ECHO_SERVER });
+  await sh(sbx, 'exec python3 ~/ws.py', { background: true });
+  await ok(a, 'expose_port', { sandbox_id: sbx, port: 9000 });
+  const r = await until(async () => {
+    const x = await wsEcho(aasd.port, previewHost(sbx, 9000), '/', 'hello through aas').catch(() => null);
+    return x && x.status === 101 && x;
+  });
+  assert.equal(r.accept, r.want);
+  assert.equal(r.echo, 'hello through aas');
+});
+
+test('nothing listening answers a friendly 502; unknown names 404; MCP is not behind previews', async () => {
+  await ok(a, 'expose_port', { sandbox_id: sbx, port: 8999 });
+  const r = await curl(sbx, 8999, '/');
+  assert.equal(r.status, 502);
+  assert.match(r.head, /content-type: text\/html/i);
+  assert.match(r.body.toString(), /Nothing is answering on this port/);
+  assert.equal((await curl(sbx, 8998, '/')).status, 404);
+  // The MCP endpoint through a preview host reaches the proxy, never MCP.
+  const m = await curl(sbx, 8998, '/v1/mcp', ['-X', 'POST', '-H', 'content-type: application/json',
+    '--data', '{"jsonrpc":"2.0","id":1,"method":"ping"}']);
+  assert.equal(m.status, 404);
+  assert.doesNotMatch(m.body.toString(), /jsonrpc/);
+  const h = await curl(sbx, 8000, '/healthz');
+  assert.equal(h.status, 404);   // python's 404, not aasd's health
+  assert.doesNotMatch(h.body.toString(), /"database"/);
+  // And the API host never proxies.
+  const api = await run('curl', ['-s', `${aasd.url}/blob.bin`]);
+  assert.match(api.stdout, /not_found/);
+});
+
+test('private previews need the token or a valid signed URL', async () => {
+  const ex = await ok(a, 'expose_port', { sandbox_id: sbx, port: 8000 + 1, public: false })
+    .catch(() => null);
+  // Port 8001 has no server; use a private forward to the same web server.
+  await sh(sbx, 'cd ~/www && exec python3 -m http.server 8001', { background: true });
+  assert.ok(ex && ex.token && ex.signed_url && ex.signed_url_expires_at);
+  assert.equal(ex.public, false);
+  assert.equal((await curl(sbx, 8001, '/blob.bin')).status, 401);
+  assert.equal((await curl(sbx, 8001, '/blob.bin', ['-H', 'x-aas-preview-token: aas_pt_wrong'])).status, 403);
+  const good = await until(async () => {
+    const x = await curl(sbx, 8001, '/blob.bin', ['-H', `x-aas-preview-token: ${ex.token}`]);
+    return x.status === 200 && x;
+  });
+  assert.equal(good.body.length, 1048576);
+  // The signed URL works and sets a cookie for the page's own requests.
+  const u = new URL(ex.signed_url);
+  const signed = await curl(sbx, 8001, `/${u.search}`);
+  assert.equal(signed.status, 200);
+  const cookie = /set-cookie: (aas_preview=[^;]+)/i.exec(signed.head)?.[1];
+  assert.ok(cookie, signed.head);
+  assert.equal((await curl(sbx, 8001, '/blob.bin', ['-H', `Cookie: ${cookie}`])).status, 200);
+  // Tampered and expired signatures are refused.
+  const tampered = u.search.replace(/aas_preview_sig=(.)/, (m, c) => `aas_preview_sig=${c === 'a' ? 'b' : 'a'}`);
+  assert.equal((await curl(sbx, 8001, `/${tampered}`)).status, 403);
+  const hash = createHash('sha256').update(ex.token).digest('hex');
+  const exp = Math.floor(Date.now() / 1000) - 5;
+  const sig = createHmac('sha256', hash).update(`${sbx}:8001:${exp}`).digest('hex');
+  assert.equal((await curl(sbx, 8001, `/?aas_preview_exp=${exp}&aas_preview_sig=${sig}`)).status, 403);
+  // A correctly made one that has not expired passes (the scheme is what the docs say).
+  const exp2 = exp + 600;
+  const sig2 = createHmac('sha256', hash).update(`${sbx}:8001:${exp2}`).digest('hex');
+  assert.equal((await curl(sbx, 8001, `/?aas_preview_exp=${exp2}&aas_preview_sig=${sig2}`)).status, 200);
+});
+
+test('guests cannot reach host services or other sandboxes', async () => {
+  const hostPort = hostListener.address().port;
+  const { stdout: fwd } = await run('psql', [DB_URL, '-qtAX', '-c',
+  `SELECT host_port FROM sandbox_ports WHERE sandbox_id = '${sbx}' AND port = 8000`]);
+  const otherForward = Number(fwd.trim());
+  assert.ok(otherForward > 0);
+  const probe = (host, port) => `curl -sS -m 5 -o /dev/null -w '%{http_code}' http://${host}:${port}/ 2>&1; echo " rc=$?"`;
+  for (const [host, port, what] of [
+    ['10.0.2.2', hostPort, 'a listener on the host loopback'],
+    ['10.0.2.2', aasd.port, 'aasd'],
+    ['10.0.2.2', 5432, 'PostgreSQL port'],
+    ['10.0.2.2', otherForward, "another sandbox's forwarded port"],
+    [NS_HOST, aasd.port, 'aasd through a host address'],
+  ]) {
+    for (const id of [closed, sbx]) {
+      const r = await sh(id, probe(host, port));
+      assert.doesNotMatch(r.stdout, / rc=0$/m, `${what} (${host}:${port}) reachable from ${id}: ${r.stdout}`);
+    }
+  }
+  // The host's own listener really is there (the probe is not vacuous).
+  const direct = await run('curl', ['-s', '--http0.9', '-m', '5', `http://127.0.0.1:${hostPort}/`]).catch((e) => e);
+  assert.match(String(direct.stdout), /host-secret/);
+});
+
+test('internet: false has no route out; internet: true reaches the stand-in internet', async () => {
+  const url = `http://${NS_PEER}:${NS_PORT}/`;
+  const on = await sh(sbx, `curl -sS -m 10 ${url}`);
+  assert.equal(on.stdout, 'internet-ok');
+  const off = await sh(closed, `curl -sS -m 5 ${url}; echo " rc=$?"; ip route`);
+  assert.doesNotMatch(off.stdout, /internet-ok/);
+  assert.doesNotMatch(off.stdout, /default/);
+  // The closed sandbox still serves exposed ports.
+  await sh(closed, 'mkdir -p ~/w && echo closed-ok > ~/w/i.txt && cd ~/w && exec python3 -m http.server 8000', { background: true });
+  await ok(a, 'expose_port', { sandbox_id: closed, port: 8000 });
+  const r = await until(async () => { const x = await curl(closed, 8000, '/i.txt'); return x.status === 200 && x; });
+  assert.equal(r.body.toString(), 'closed-ok\n');
+});
+
+test('expose_port refuses bad input and changes nothing', async () => {
+  const before = (await ok(a, 'get_sandbox', { sandbox_id: sbx })).ports;
+  for (const port of [0, 70000, -1]) {
+    const r = await call(a, 'expose_port', { sandbox_id: sbx, port });
+    assert.ok(r.isError, `port ${port} accepted`);
+  }
+  const dup = await call(a, 'expose_port', { sandbox_id: sbx, port: 8000 });
+  assert.ok(dup.isError);
+  assert.match(dup.content[0].text, /already exposed/);
+  const other = await call(b, 'expose_port', { sandbox_id: sbx, port: 8500 });
+  assert.ok(other.isError);
+  assert.match(other.content[0].text, /not_found|no sandbox/);
+  const after_ = (await ok(a, 'get_sandbox', { sandbox_id: sbx })).ports;
+  assert.deepEqual(after_, before);
+});
+
+test('after destroy the preview answers 404 and the ports are gone', async () => {
+  assert.equal((await curl(sbx, 8000, '/blob.bin')).status, 200);
+  await ok(a, 'destroy_sandbox', { sandbox_id: sbx });
+  assert.equal((await curl(sbx, 8000, '/blob.bin')).status, 404);
+  const gone = await call(a, 'expose_port', { sandbox_id: sbx, port: 8000 });
+  assert.ok(gone.isError);
+  const g = await ok(a, 'get_sandbox', { sandbox_id: sbx });
+  assert.deepEqual(g.ports, []);
+  await ok(a, 'destroy_sandbox', { sandbox_id: closed });
+  assert.equal((await curl(closed, 8000, '/i.txt')).status, 404);
+});

@@ -1,0 +1,29 @@
+/* netguard.h - the host firewall rule that isolates sandboxes (netguard_).
+ *
+ * Through user-mode networking a guest's connections leave from the QEMU
+ * process, so one nftables rule on the host's output hook, matching the
+ * user QEMU runs as (a user nothing else uses), stops a guest from opening
+ * connections to anything on the host itself (loopback, the host's own
+ * addresses: PostgreSQL, aasd, libvirt, other sandboxes' forwards) and to
+ * link-local addresses (cloud metadata services). Replies on connections
+ * the host opened to a forward are not new, so forwards keep working. */
+#ifndef AAS_NETGUARD_H
+#define AAS_NETGUARD_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "err.h"
+
+/* nftables table the rule lives in (family inet). */
+#define NETGUARD_TABLE "aas_guard"
+
+/* The ruleset text for `uid` (what netguard_install loads). */
+int netguard_ruleset(uid_t uid, char *out, size_t n);
+/* Loads the ruleset, replacing an older copy of the table atomically.
+ * Needs CAP_NET_ADMIN. */
+int netguard_install(uid_t uid, struct err *e);
+/* 0 when the rule for `uid` is in place, -1 (with the reason) when not. */
+int netguard_check(uid_t uid, struct err *e);
+
+#endif
