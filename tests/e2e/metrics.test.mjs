@@ -247,24 +247,6 @@ test('/metrics is well-formed text format 0.0.4 with the expected families', asy
   assert.ok(!text.includes(account.api_key));
 });
 
-test('promtool accepts the exposition (when promtool is installed)', async (t) => {
-  const promtool = process.env.AAS_PROMTOOL || 'promtool';
-  try {
-    await run(promtool, ['--version']);
-  } catch {
-    t.skip('promtool not installed (Debian package prometheus)');
-    return;
-  }
-  const { text } = await scrape();
-  const child = execFile(promtool, ['check', 'metrics']);
-  let out = '';
-  child.stdout.on('data', (d) => { out += d; });
-  child.stderr.on('data', (d) => { out += d; });
-  child.stdin.end(text);
-  const code = await new Promise((resolve) => child.on('exit', resolve));
-  assert.equal(code, 0, out);
-});
-
 test('HTTP, MCP and tool counters move with traffic', async () => {
   const before = (await scrape()).values;
   const sid = await openSession(aasd.mcpUrl);
@@ -320,6 +302,9 @@ test('one VM: the boot histogram and the charged and refunded credit move', asyn
   const id = created.structuredContent.sandbox_id;
   const during = (await scrape()).values;
   assert.ok(v(during, 'aas_sandboxes{state="running"}') >= 1);
+  const extended = await c.callTool({ name: 'extend_sandbox',
+    arguments: { sandbox_id: id, minutes: 1 } });
+  assert.ok(!extended.isError, extended.content?.[0]?.text);
   const destroyed = await c.callTool({ name: 'destroy_sandbox', arguments: { sandbox_id: id } },
     undefined, { timeout: 300000 });
   assert.ok(!destroyed.isError, destroyed.content?.[0]?.text);
@@ -332,13 +317,31 @@ test('one VM: the boot histogram and the charged and refunded credit move', asyn
   assert.equal(d('aas_sandbox_boot_duration_seconds_count{}'), 1);
   assert.ok(d('aas_sandbox_boot_duration_seconds_sum{}') > 0.1);
   assert.equal(d('aas_sandbox_boot_duration_seconds_bucket{le="+Inf"}'), 1);
-  assert.equal(d('aas_credits_charged_microusd_total{}'), 5 * 500);
+  assert.equal(d('aas_credits_charged_microusd_total{}'), 5 * 500 + 500);   // create + extend
   assert.equal(d('aas_credits_refunded_microusd_total{}'), s.refunded);
   assert.ok(s.refunded > 0);
   assert.equal(d('aas_tool_calls_total{result="ok",tool="create_sandbox"}'), 1);
   assert.equal(d('aas_tool_calls_total{result="ok",tool="destroy_sandbox"}'), 1);
   assert.equal(d('aas_tool_call_duration_seconds_count{tool="create_sandbox"}'), 1);
   assert.ok(!text.includes(id), 'no sandbox id in the exposition');
+});
+
+test('promtool accepts the exposition after that traffic (when promtool is installed)', async (t) => {
+  const promtool = process.env.AAS_PROMTOOL || 'promtool';
+  try {
+    await run(promtool, ['--version']);
+  } catch {
+    t.skip('promtool not installed (Debian package prometheus)');
+    return;
+  }
+  const { text } = await scrape();
+  const child = execFile(promtool, ['check', 'metrics']);
+  let out = '';
+  child.stdout.on('data', (d) => { out += d; });
+  child.stderr.on('data', (d) => { out += d; });
+  child.stdin.end(text);
+  const code = await new Promise((resolve) => child.on('exit', resolve));
+  assert.equal(code, 0, out);
 });
 
 test('AAS_METRICS_TOKEN guards /metrics with a Bearer token', async () => {
