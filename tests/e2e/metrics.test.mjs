@@ -1,6 +1,11 @@
 // GET /metrics: a strict Prometheus text-format (0.0.4) check of what aasd
 // serves, promtool's when it is installed, and the counters moving under
 // MCP and HTTP traffic and one VM's create and destroy.
+//
+// promtool (AAS_PROMTOOL, else promtool on the PATH) is optional: Debian ships
+// it in the 19 MB package prometheus, whose installation also starts a
+// Prometheus server. `apt-get download prometheus` and `dpkg-deb -x` on the
+// .deb give the binary alone (usr/bin/promtool).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
