@@ -9,6 +9,7 @@
 #include "keys.h"
 #include "ledger.h"
 #include "log.h"
+#include "metrics.h"
 #include "price.h"
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
@@ -64,6 +65,7 @@ struct settle_tx {
 	const char *id;
 	int full_refund;
 	struct bill_settlement *out;
+	int64_t posted;      /* refund actually written to the ledger */
 };
 
 static int
@@ -118,6 +120,7 @@ settle_fn(PGconn *c, void *arg, struct err *e)
 		if (bill_post(c, account, t->id, "refund", refund, paid - used, reason, key,
 		    NULL, &posted, e) < 0)
 			return -1;
+		t->posted = posted ? refund : 0;
 	}
 	snprintf(used_s, sizeof(used_s), "%d", used);
 	snprintf(refund_s, sizeof(refund_s), "%" PRId64, refund);
@@ -145,10 +148,14 @@ int
 bill_settle(struct db *db, const struct config *cfg, const char *id, int full_refund,
     struct bill_settlement *out, struct err *e)
 {
-	struct settle_tx t = { cfg, id, full_refund, out };
+	struct settle_tx t = { cfg, id, full_refund, out, 0 };
 
 	memset(out, 0, sizeof(*out));
-	return db_tx(db, settle_fn, &t, e);
+	if (db_tx(db, settle_fn, &t, e) < 0)
+		return -1;
+	/* After the commit: a rolled-back settlement refunded nothing. */
+	metrics_credits_refunded(t.posted);
+	return 0;
 }
 
 /* ---- extend ---- */
@@ -257,6 +264,7 @@ bill_extend(struct db *db, const struct config *cfg, const char *account, const 
 	t.minutes = minutes;
 	if (db_tx(db, extend_fn, &t, e) < 0)
 		return NULL;
+	metrics_credits_charged(t.charged);
 	return json_pack("{s:s, s:s, s:I, s:I, s:i}", "sandbox_id", id, "expires_at", t.expires,
 	    "charged", (json_int_t)t.charged, "balance", (json_int_t)t.balance,
 	    "minutes_added", minutes);

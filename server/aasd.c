@@ -5,10 +5,12 @@
 #include <string.h>
 
 #include "app.h"
+#include "card.h"
 #include "config.h"
 #include "http.h"
 #include "log.h"
 #include "mcp.h"
+#include "metrics_http.h"
 #include "orch.h"
 #include "preview.h"
 #include "proxy.h"
@@ -113,6 +115,8 @@ main(int argc, char **argv)
 	struct err e;
 	struct app *app = NULL;
 	struct mcp *mcp = NULL;
+	struct card *card = NULL;
+	struct metrics_http *metrics = NULL;
 	struct work_pool *work = NULL;
 	struct http_server *http = NULL;
 	struct proxy *proxy = NULL;
@@ -158,14 +162,18 @@ main(int argc, char **argv)
 		log_info("vm: AAS_LIBVIRT_URI=none; sandbox tools are unavailable");
 	}
 	mcp = mcp_new(app, &e);
+	card = card_new(&app->cfg, &e);
+	metrics = metrics_http_new(app, &e);
 	work = work_new(cfg.workers, WORK_QUEUE_MAX, &e);
-	if (mcp == NULL || work == NULL) {
+	if (mcp == NULL || card == NULL || metrics == NULL || work == NULL) {
 		log_error("start: %s", e.msg);
 		goto out;
 	}
 	const struct http_route routes[] = {
 		{ "/v1/mcp", mcp_handle, mcp, mcp_error_fmt },
 		{ "/healthz", health, app, NULL },
+		{ "/metrics", metrics_http_handle, metrics, NULL },
+		{ "/.well-known/mcp/server-card.json", card_handle, card, NULL },
 		{ "/.well-known/oauth-protected-resource", no_oauth, NULL, NULL },
 		{ "/.well-known/oauth-protected-resource/v1/mcp", no_oauth, NULL, NULL },
 		{ "/.well-known/oauth-authorization-server", no_oauth, NULL, NULL },
@@ -203,6 +211,8 @@ out:
 	http_free(http);
 	proxy_free(proxy);
 	mcp_free(mcp);
+	card_free(card);
+	metrics_http_free(metrics);
 	if (app)
 		sbx_free(app->sbx);
 	vm_events_stop();

@@ -41,6 +41,8 @@ static const struct cfg_entry cfg_table[] = {
 	  "Where users get API keys; shown by get_service_info and in auth errors when set." },
 	{ "AAS_ALLOWED_ORIGINS", CFG_ORIGINS, "", 0, 0, F(allowed_origins_raw),
 	  "Comma-separated browser Origins allowed; empty allows loopback origins and AAS_PUBLIC_URL." },
+	{ "AAS_METRICS_TOKEN", CFG_STR, "", 0, 0, F(metrics_token),
+	  "Bearer token GET /metrics requires; empty serves /metrics to anyone who reaches the listener." },
 	{ "AAS_LOG_LEVEL", CFG_LOGLEVEL, "info", 0, 0, F(log_level),
 	  "error, warn, info or debug." },
 	{ "AAS_HTTP_THREADS", CFG_INT, "2", 1, 64, F(http_threads),

@@ -20,6 +20,7 @@ struct config {
 	char allowed_origins_raw[CONFIG_STR_MAX];
 	char allowed_origins[CONFIG_MAX_ORIGINS][128];
 	size_t n_allowed_origins;
+	char metrics_token[128];            /* empty: /metrics needs no token */
 	int log_level;
 	int http_threads;
 	int workers;

@@ -17,6 +17,7 @@
 #include "keys.h"
 #include "log.h"
 #include "proxy.h"
+#include "metrics.h"
 
 #define HTTP_MAX_PATH 1024
 #define HTTP_MAX_QUERY 8192
@@ -79,6 +80,7 @@ struct http_server {
 	struct work_pool *work;
 	const struct http_route *routes;
 	size_t n_routes;
+	int *route_metric;       /* metrics label index of each route */
 	pthread_t ticker;
 	int ticker_started;
 	pthread_mutex_t stop_lock;
@@ -329,6 +331,9 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	    toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted=1");
 	if (req->px)
 		proxy_end(req->px);
+	/* The route's pattern, never the raw path: no ids in labels. */
+	metrics_http_request(req->route ? req->srv->route_metric[req->route - req->srv->routes] :
+	    METRICS_ROUTE_UNMATCHED, req->status);
 	reset_reply(req);
 	free(req->query);
 	free(req->body);
@@ -611,6 +616,13 @@ http_new(const struct config *cfg, struct work_pool *work,
 	srv->n_routes = n_routes;
 	pthread_mutex_init(&srv->stop_lock, NULL);
 	pthread_cond_init(&srv->stop_cond, NULL);
+	srv->route_metric = calloc(n_routes ? n_routes : 1, sizeof(*srv->route_metric));
+	if (srv->route_metric == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < n_routes; i++)
+		srv->route_metric[i] = metrics_route_label(routes[i].path);
 	if (resolve_listen(cfg, &ss, &sslen, e) < 0)
 		goto fail;
 	if (ss.ss_family == AF_INET6)
@@ -662,5 +674,6 @@ http_free(struct http_server *srv)
 	}
 	pthread_mutex_destroy(&srv->stop_lock);
 	pthread_cond_destroy(&srv->stop_cond);
+	free(srv->route_metric);
 	free(srv);
 }

@@ -17,6 +17,7 @@
 #include "auth.h"
 #include "jsonrpc.h"
 #include "log.h"
+#include "metrics.h"
 #include "session.h"
 #include "tool_info.h"
 #include "tools.h"
@@ -271,6 +272,7 @@ reply_precomputed(struct http_req *req, struct mcp *m, json_t *body)
 	json_t *args;
 	size_t len;
 	char *text;
+	double t0;
 	int ok;
 
 	rpc_classify(body, &msg);
@@ -280,6 +282,7 @@ reply_precomputed(struct http_req *req, struct mcp *m, json_t *body)
 	    json_object_get(msg.params, "cursor") == NULL) {
 		list = tools_list_json(&len);
 		http_log_detail(req, "rpc", "tools/list");
+		metrics_mcp_message("tools/list");
 		return reply_spliced(req, msg.id, list, len);
 	}
 	if (strcmp(msg.method, "tools/call") != 0)
@@ -290,11 +293,15 @@ reply_precomputed(struct http_req *req, struct mcp *m, json_t *body)
 	    (args != NULL && !(json_is_object(args) && json_object_size(args) == 0)) ||
 	    json_object_get(msg.params, "_meta") != NULL)
 		return 0;
+	t0 = metrics_now();
 	text = tool_info_result_json(m->app, &len);
 	if (text == NULL)
 		return 0;
 	http_log_detail(req, "rpc", "tools/call");
 	http_log_detail(req, "tool", tool);
+	metrics_mcp_message("tools/call");
+	metrics_tool_duration(tool, metrics_now() - t0);
+	metrics_tool_call(tool, ERR_NONE);
 	ok = reply_spliced(req, msg.id, text, len);
 	free(text);
 	return ok;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "tools.h"
 
 static const char instructions[] =
@@ -200,6 +201,7 @@ tools_call_params(struct rpc_msg *msg, const char **name, json_t **args,
 		    "tools/call needs params.name", NULL);
 	if (!tools_exists(*name)) {
 		char text[200];
+		metrics_tool_call(NULL, ERR_INVALID);   /* tool="other" */
 		snprintf(text, sizeof(text), "Unknown tool: %.120s", *name);
 		return rpc_error(msg->id, RPC_INVALID_PARAMS, text, NULL);
 	}
@@ -297,6 +299,7 @@ mcp_handle_message(struct call_env *env, json_t *raw, char *new_session,
 		return NULL;   /* we send no requests; nothing to match */
 	if (env->req)
 		http_log_detail(env->req, "rpc", msg.method);
+	metrics_mcp_message(msg.method);
 	if (msg.kind == RPC_NOTIFICATION) {
 		if (strcmp(msg.method, "notifications/cancelled") == 0 && env->session_id) {
 			json_t *rid = json_object_get(msg.params, "requestId");

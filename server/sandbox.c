@@ -11,6 +11,8 @@
 #include "catalog.h"
 #include "keys.h"
 #include "log.h"
+#include "metrics.h"
+#include "price.h"
 #include "utf8.h"
 
 #define SBX_COLUMNS \
@@ -346,6 +348,8 @@ sbx_create(struct sbx *s, const char *account, const json_t *args,
 		goto out;
 	if (db_tx(s->app->db, create_tx_fn, &t, e) < 0)
 		goto out;
+	/* Counted once committed: a rolled-back create charged nothing. */
+	metrics_credits_charged(bill_cost(t.timeout_min, t.price));
 	if (t.claimed) {
 		if (pg && pg->fn)
 			pg->fn(pg->ctx, 4, 4, "ready (pre-booted VM)");

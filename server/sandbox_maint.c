@@ -14,6 +14,7 @@
 #include "catalog.h"
 #include "keys.h"
 #include "log.h"
+#include "metrics.h"
 
 #define SBX_HEARTBEAT_S 2
 #define SBX_OWNER_DEAD_S 10
@@ -67,6 +68,7 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size,
 	const struct cat_size *sz = cat_find(size);
 	const char *accel;
 	PGresult *r;
+	double t0;
 	int won;
 
 	if (sz == NULL) {
@@ -80,12 +82,15 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size,
 		mark_failed(s, id, e->msg);
 		return -1;
 	}
+	t0 = metrics_now();
 	if (orch_boot(s->orch, host, id, net, sz->vcpus, sz->memory_mib, boot_progress,
 	    (void *)pg, e) < 0) {
+		metrics_boot(0, 0);
 		log_warn("sandbox %s: boot failed: %s", id, e->msg);
 		mark_failed(s, id, e->msg);
 		return -1;
 	}
+	metrics_boot(1, metrics_now() - t0);
 	accel = orch_accel(s->orch);
 	char minute[16];
 	snprintf(minute, sizeof(minute), "%d", s->app->cfg.minute_s);

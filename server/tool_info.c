@@ -124,7 +124,8 @@ static time_t cache_built;
 char *
 tool_info_result_json(struct app *app, size_t *len)
 {
-	struct call_ctx cx = { .app = app };
+	/* Building the cache is not a client's call; the caller counts it. */
+	struct call_ctx cx = { .app = app, .internal = 1 };
 	time_t now = time(NULL);
 	char *copy = NULL;
 

@@ -8,6 +8,7 @@
 #include "embed.h"
 #include "jsonschema.h"
 #include "log.h"
+#include "metrics.h"
 #include "tool_info.h"
 #include "tool_sandbox.h"
 
@@ -148,6 +149,8 @@ tools_init(struct err *e)
 		goto out;
 	}
 	list_json_len = strlen(list_json);
+	for (size_t i = 0; i < N_IMPLS; i++)
+		metrics_tool_label(impls[i].name);
 	rc = 0;
 out:
 	json_decref(raw);
@@ -205,6 +208,12 @@ const char *
 tools_description_at(size_t i)
 {
 	return json_string_value(json_object_get(tool_at(i), "description"));
+}
+
+const json_t *
+tools_field_at(size_t i, const char *field)
+{
+	return i < N_IMPLS ? json_object_get(tool_at(i), field) : NULL;
 }
 
 static int
@@ -300,20 +309,23 @@ tools_precheck(const struct call_ctx *cx, const char *name, const json_t *args)
 	err_clear(&e);
 	if (!impls[i].anonymous && cx->account_id == NULL) {
 		no_key_error(cx, name, &e);
-		return tools_error_result(&e);
+	} else {
+		if (args == NULL)
+			args = empty = json_object();
+		rc = jsv_validate(json_object_get(tool_at((size_t)i), "inputSchema"), args,
+		    "", &e);
+		json_decref(empty);
+		if (rc < 0 && e.kind == ERR_NONE)
+			err_set(&e, ERR_INVALID, "invalid arguments");
+		if (rc == 0 && impls[i].fn == NULL)
+			err_set(&e, ERR_UNAVAILABLE, "%s is not available on this server yet", name);
 	}
-	if (args == NULL)
-		args = empty = json_object();
-	rc = jsv_validate(json_object_get(tool_at((size_t)i), "inputSchema"), args,
-	    "", &e);
-	json_decref(empty);
-	if (rc < 0)
-		return tools_error_result(&e);
-	if (impls[i].fn == NULL) {
-		err_set(&e, ERR_UNAVAILABLE, "%s is not available on this server yet", name);
-		return tools_error_result(&e);
-	}
-	return NULL;
+	if (e.kind == ERR_NONE)
+		return NULL;
+	/* Counted here: a refused call never reaches tools_call's count. */
+	if (!cx->internal)
+		metrics_tool_call(name, e.kind);
+	return tools_error_result(&e);
 }
 
 json_t *
@@ -322,6 +334,7 @@ tools_call(struct call_ctx *cx, const char *name, const json_t *args)
 	int i = find_impl(name);
 	json_t *empty = NULL, *obj;
 	struct err e;
+	double t0;
 
 	if (i < 0)
 		return NULL;
@@ -330,12 +343,14 @@ tools_call(struct call_ctx *cx, const char *name, const json_t *args)
 	err_clear(&e);
 	if (args == NULL)
 		args = empty = json_object();
+	t0 = metrics_now();
 	obj = impls[i].fn(cx, args, &e);
 	json_decref(empty);
-	if (obj == NULL) {
-		if (e.kind == ERR_NONE)
-			err_set(&e, ERR_INTERNAL, "tool failed");
-		return tools_error_result(&e);
+	if (obj == NULL && e.kind == ERR_NONE)
+		err_set(&e, ERR_INTERNAL, "tool failed");
+	if (!cx->internal) {
+		metrics_tool_duration(name, metrics_now() - t0);
+		metrics_tool_call(name, obj ? ERR_NONE : e.kind);
 	}
-	return structured_result(obj);
+	return obj ? structured_result(obj) : tools_error_result(&e);
 }

@@ -21,6 +21,7 @@ struct call_ctx {
 	    const char *message);
 	void *progress_sink;
 	const atomic_int *cancelled; /* set by notifications/cancelled */
+	int internal;                /* the service's own call: not counted in metrics */
 };
 
 void call_progress(struct call_ctx *cx, double progress, double total,
@@ -38,6 +39,9 @@ size_t tools_count(void);
 const char *tools_name_at(size_t i);
 const char *tools_title_at(size_t i);
 const char *tools_description_at(size_t i);
+/* A member of the i-th tool's published object ("inputSchema",
+ * "outputSchema", "annotations", ...), $refs resolved; NULL if absent. */
+const json_t *tools_field_at(size_t i, const char *field);
 
 /* 1 when a tool of that name exists. */
 int tools_exists(const char *name);

@@ -13,6 +13,7 @@
 
 #include "clock.h"
 #include "log.h"
+#include "metrics.h"
 
 char *
 agent_b64_encode(const unsigned char *data, size_t len)
@@ -50,6 +51,15 @@ agent_b64_decode(const char *text, size_t *len)
 	out[n] = '\0';
 	*len = (size_t)n;
 	return out;
+}
+
+/* Pings while a guest boots fail until its agent starts: expected, not
+ * counted. */
+static void
+count_error(const char *execute, enum metrics_agent_error kind)
+{
+	if (strcmp(execute, "guest-ping") != 0)
+		metrics_agent_error(kind);
 }
 
 json_t *
@@ -90,18 +100,19 @@ agent_call(struct vm_host *h, const char *domain, const char *execute,
 		int code = ve ? ve->code : 0;
 		const char *msg = ve && ve->message ? ve->message : "no answer";
 
-		if (code == VIR_ERR_AGENT_UNRESPONSIVE || strstr(msg, "timeout") != NULL)
+		if (code == VIR_ERR_AGENT_UNRESPONSIVE || strstr(msg, "timeout") != NULL) {
 			err_set(e, ERR_TIMEOUT, "guest agent: %s", msg);
-		else if (code == VIR_ERR_AGENT_UNSYNCED || code == VIR_ERR_OPERATION_INVALID ||
-		    strstr(msg, "not connected") != NULL)
+			count_error(execute, METRICS_AGENT_TIMEOUT);
+		} else {
 			err_set(e, ERR_UNAVAILABLE, "guest agent: %s", msg);
-		else
-			err_set(e, ERR_UNAVAILABLE, "guest agent: %s", msg);
+			count_error(execute, METRICS_AGENT_UNAVAILABLE);
+		}
 		goto out;
 	}
 	reply = json_loads(answer, 0, &jerr);
 	if (reply == NULL) {
 		err_set(e, ERR_INTERNAL, "guest agent: bad reply: %s", jerr.text);
+		count_error(execute, METRICS_AGENT_BAD_REPLY);
 		goto out;
 	}
 	ret = json_object_get(reply, "return");
@@ -109,6 +120,7 @@ agent_call(struct vm_host *h, const char *domain, const char *execute,
 		const char *desc = json_string_value(json_object_get(
 		    json_object_get(reply, "error"), "desc"));
 		err_set(e, ERR_UNAVAILABLE, "guest agent: %s", desc ? desc : "error");
+		count_error(execute, METRICS_AGENT_ERROR_REPLY);
 		goto out;
 	}
 	json_incref(ret);

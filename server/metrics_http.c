@@ -1,0 +1,154 @@
+/* metrics_http.c - the /metrics endpoint. */
+#include "metrics_http.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/crypto.h>
+
+#include "metrics.h"
+#include "sandbox.h"
+
+/* Scrapes from several Prometheus servers share one database read. */
+#define GAUGE_CACHE_S 1.0
+
+struct metrics_http {
+	struct app *app;
+	pthread_mutex_t lock;
+	double read_at;                /* 0: never */
+	int db_up;
+	long long sandboxes[3];
+};
+
+struct metrics_http *
+metrics_http_new(struct app *app, struct err *e)
+{
+	struct metrics_http *mh = calloc(1, sizeof(*mh));
+
+	if (mh == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	mh->app = app;
+	pthread_mutex_init(&mh->lock, NULL);
+	return mh;
+}
+
+void
+metrics_http_free(struct metrics_http *mh)
+{
+	if (mh == NULL)
+		return;
+	pthread_mutex_destroy(&mh->lock);
+	free(mh);
+}
+
+int
+metrics_http_token_ok(const char *authorization, const char *token)
+{
+	const char *p = authorization;
+	size_t n = strlen(token);
+
+	if (p == NULL || n == 0 || strncasecmp(p, "Bearer ", 7) != 0)
+		return 0;
+	p += 7;
+	while (*p == ' ')
+		p++;
+	return strlen(p) == n && CRYPTO_memcmp(p, token, n) == 0;
+}
+
+/* Live sandboxes by state, read at most once per GAUGE_CACHE_S. */
+static void
+read_sandboxes(struct metrics_http *mh, struct metrics_gauges *g)
+{
+	static const char *const states[] = { "creating", "running", "destroying" };
+	double now = metrics_now();
+	struct err e;
+	PGresult *r;
+
+	pthread_mutex_lock(&mh->lock);
+	if (mh->read_at == 0 || now - mh->read_at >= GAUGE_CACHE_S) {
+		err_clear(&e);
+		/* The partial index on live states keeps this cheap however
+		 * many destroyed rows the table holds. */
+		r = db_query(mh->app->db, "SELECT state, count(*) FROM sandboxes"
+		    " WHERE state IN ('creating', 'running', 'destroying') GROUP BY state",
+		    0, NULL, &e);
+		mh->db_up = r != NULL;
+		memset(mh->sandboxes, 0, sizeof(mh->sandboxes));
+		for (int i = 0; r && i < PQntuples(r); i++)
+			for (int s = 0; s < 3; s++)
+				if (strcmp(PQgetvalue(r, i, 0), states[s]) == 0)
+					mh->sandboxes[s] = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+		PQclear(r);
+		mh->read_at = now;
+	}
+	g->have_database = 1;
+	g->database_up = mh->db_up;
+	g->have_sandboxes = mh->db_up;
+	memcpy(g->sandboxes, mh->sandboxes, sizeof(g->sandboxes));
+	pthread_mutex_unlock(&mh->lock);
+}
+
+/* The warm pool as the sandbox service last saw it (its maintenance
+ * thread refreshes that from the database). */
+static void
+read_pool(struct metrics_http *mh, struct metrics_gauges *g)
+{
+	static const char *const sizes[] = { "small", "medium", "large" };
+	json_t *cap, *ready;
+
+	if (mh->app->sbx == NULL)
+		return;
+	cap = sbx_capacity(mh->app->sbx);
+	ready = json_object_get(cap, "warm_pool_ready");
+	for (int i = 0; i < 3; i++) {
+		g->pool_ready[i] = json_integer_value(json_object_get(ready, sizes[i]));
+		g->pool_target[i] = mh->app->cfg.warm_pool[i];
+	}
+	g->have_pool = 1;
+	json_decref(cap);
+}
+
+static void
+scrape(struct http_req *req, void *ctx)
+{
+	struct metrics_http *mh = ctx;
+	struct metrics_gauges g;
+	size_t len;
+	char *text;
+
+	memset(&g, 0, sizeof(g));
+	read_sandboxes(mh, &g);
+	read_pool(mh, &g);
+	text = metrics_render(&g, &len);
+	if (text == NULL) {
+		http_reply_error(req, 500, "internal", "out of memory");
+		return;
+	}
+	http_reply_raw(req, 200, "text/plain; version=0.0.4; charset=utf-8", text, len);
+	free(text);
+}
+
+void
+metrics_http_handle(struct http_req *req, void *ctx)
+{
+	struct metrics_http *mh = ctx;
+	const char *token = mh->app->cfg.metrics_token;
+
+	if (strcmp(http_method(req), "GET") != 0 && strcmp(http_method(req), "HEAD") != 0) {
+		http_add_header(req, "Allow", "GET, HEAD");
+		http_reply_error(req, 405, "method_not_allowed", "use GET");
+		return;
+	}
+	if (*token && !metrics_http_token_ok(http_header(req, "Authorization"), token)) {
+		http_add_header(req, "WWW-Authenticate", "Bearer realm=\"metrics\"");
+		http_reply_error(req, 401, "unauthorized",
+		    "/metrics needs 'Authorization: Bearer <AAS_METRICS_TOKEN>'");
+		return;
+	}
+	/* The sandbox count may touch the database: never on an HTTP thread. */
+	http_defer(req, scrape, mh, NULL);
+}
