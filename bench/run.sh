@@ -31,5 +31,9 @@ kill $aasd 2>/dev/null; wait $aasd 2>/dev/null || true
 echo "== VMs: aasd vs raw libvirt and guest agent =="
 node bench/vm.mjs "$ROOT/$B" "$STATE"
 
+echo "== Preview proxy: aasd vs the raw forwarded port =="
+sh tests/net-safety.sh install
+node bench/preview.mjs "$ROOT/$B" "$STATE"
+
 echo "== Expiry reaper =="
 node bench/reaper.mjs "$ROOT/$B" "$STATE"

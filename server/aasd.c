@@ -1,4 +1,5 @@
 /* aasd.c - the aas service: configuration, database, HTTP routes. */
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include "http.h"
 #include "log.h"
 #include "mcp.h"
+#include "netguard.h"
 #include "metrics_http.h"
 #include "orch.h"
 #include "preview.h"
@@ -101,6 +103,42 @@ preview_resolve(void *ctx, const struct proxy_ask *ask, struct proxy_route *out)
 	sbx_preview_route(app->sbx, ask, out);
 }
 
+/* The sandbox isolation rule for AAS_QEMU_USER: printed (for other
+ * hypervisor hosts) or installed (from a privileged ExecStartPre when
+ * aasd itself lacks CAP_NET_ADMIN). */
+static int
+netguard_main(const char *what)
+{
+	struct config cfg;
+	struct err e;
+	struct passwd *pw;
+	char rules[2048];
+
+	err_clear(&e);
+	if (config_load(&cfg, env_get, &e) < 0) {
+		fprintf(stderr, "aasd: %s\n", e.msg);
+		return 2;
+	}
+	pw = getpwnam(cfg.qemu_user);
+	if (pw == NULL) {
+		fprintf(stderr, "aasd: AAS_QEMU_USER: no user %s\n", cfg.qemu_user);
+		return 1;
+	}
+	if (strcmp(what, "--netguard-rules") == 0) {
+		if (netguard_ruleset(pw->pw_uid, rules, sizeof(rules)) < 0)
+			return 1;
+		fputs(rules, stdout);
+		return 0;
+	}
+	if (netguard_install(pw->pw_uid, &e) < 0 || netguard_check(pw->pw_uid, &e) < 0) {
+		fprintf(stderr, "aasd: %s\n", e.msg);
+		return 1;
+	}
+	printf("isolation rule for %s (uid %u) in place: nft table inet %s\n", cfg.qemu_user,
+	    (unsigned)pw->pw_uid, NETGUARD_TABLE);
+	return 0;
+}
+
 static void
 print_config_row(const char *name, const char *def, const char *help, void *ctx)
 {
@@ -128,8 +166,11 @@ main(int argc, char **argv)
 		config_print_table(print_config_row, NULL);
 		return 0;
 	}
+	if (argc > 1 && (strcmp(argv[1], "--netguard-rules") == 0 ||
+	    strcmp(argv[1], "--netguard-install") == 0))
+		return netguard_main(argv[1]);
 	if (argc > 1) {
-		fprintf(stderr, "usage: aasd [--config-table]\n"
+		fprintf(stderr, "usage: aasd [--config-table | --netguard-rules | --netguard-install]\n"
 		    "Configuration comes from AAS_* environment variables; see README.md.\n");
 		return 2;
 	}
