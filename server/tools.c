@@ -56,59 +56,6 @@ call_cancelled(const struct call_ctx *cx)
 	return cx->cancelled != NULL && atomic_load(cx->cancelled);
 }
 
-/* Replaces {"$ref": "#/$defs/x", ...} by a copy of $defs.x with the
- * sibling keys laid over it, so every published schema stands alone. */
-static json_t *
-resolve_refs(const json_t *node, const json_t *defs, int depth)
-{
-	json_t *out;
-
-	if (depth > 16)
-		return NULL;
-	if (json_is_array(node)) {
-		size_t i;
-		json_t *it;
-		out = json_array();
-		json_array_foreach(node, i, it) {
-			json_t *r = resolve_refs(it, defs, depth + 1);
-			if (r == NULL) {
-				json_decref(out);
-				return NULL;
-			}
-			json_array_append_new(out, r);
-		}
-		return out;
-	}
-	if (!json_is_object(node))
-		return json_deep_copy(node);
-	const json_t *ref = json_object_get(node, "$ref");
-	if (ref) {
-		const char *s = json_string_value(ref);
-		const json_t *target;
-		if (s == NULL || strncmp(s, "#/$defs/", 8) != 0 ||
-		    (target = json_object_get(defs, s + 8)) == NULL)
-			return NULL;
-		out = resolve_refs(target, defs, depth + 1);
-	} else {
-		out = json_object();
-	}
-	if (out == NULL)
-		return NULL;
-	const char *key;
-	json_t *val;
-	json_object_foreach((json_t *)node, key, val) {
-		if (strcmp(key, "$ref") == 0)
-			continue;
-		json_t *r = resolve_refs(val, defs, depth + 1);
-		if (r == NULL) {
-			json_decref(out);
-			return NULL;
-		}
-		json_object_set_new(out, key, r);
-	}
-	return out;
-}
-
 int
 tools_init(struct err *e)
 {
@@ -126,7 +73,7 @@ tools_init(struct err *e)
 		goto out;
 	}
 	tools = json_object_get(raw, "tools");
-	resolved = resolve_refs(tools, json_object_get(raw, "$defs"), 0);
+	resolved = jsv_resolve_refs(tools, json_object_get(raw, "$defs"));
 	if (resolved == NULL || json_array_size(resolved) != N_IMPLS) {
 		err_set(e, ERR_INTERNAL, "tools.json: bad $ref or tool count");
 		goto out;
