@@ -16,5 +16,8 @@ extern const size_t embed_migrations_count;
 /* server/tools.json */
 extern const struct embed_file embed_tools[];
 extern const size_t embed_tools_count;
+/* server/openapi.json */
+extern const struct embed_file embed_openapi[];
+extern const size_t embed_openapi_count;
 
 #endif
