@@ -33,9 +33,10 @@ LIB_SRC := \
 	server/auth.c server/work.c server/sse.c server/http.c server/mcp.c server/mcp_rpc.c \
 	server/app.c server/ttlmap.c server/notify.c server/utf8.c \
 	server/sandbox.c server/sandbox_maint.c server/sandbox_io.c server/tool_sandbox.c \
+	server/rest.c server/rest_ops.c server/rest_query.c server/rest_openapi.c \
 	billing/price.c billing/ledger.c billing/billing.c billing/reaper.c \
 	vmm/vm_xml.c vmm/vm.c vmm/agent.c vmm/orch.c vmm/guest.c
-GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c
+GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c $(B)/gen/embed_openapi.c
 
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(GEN_SRC:%.c=%.o)
 AASD_OBJ   := $(B)/server/aasd.o
@@ -85,6 +86,10 @@ $(B)/gen/embed_tools.c: $(B)/embed server/tools.json
 $(B)/gen/embed_bridge.c: $(B)/embed bridge/bridge_tools.json
 	@mkdir -p $(dir $@)
 	$(Q)$(B)/embed embed_bridge_tools $@ bridge/bridge_tools.json
+
+$(B)/gen/embed_openapi.c: $(B)/embed server/openapi.json
+	@mkdir -p $(dir $@)
+	$(Q)$(B)/embed embed_openapi $@ server/openapi.json
 
 $(B)/libaas.a: $(LIB_OBJ)
 	$(Q)rm -f $@

@@ -1,4 +1,5 @@
-/* aasd.c - the aas service: configuration, database, HTTP routes. */
+/* aasd.c - the aas service: configuration, database, HTTP routes (MCP,
+ * REST, health). */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,12 +11,14 @@
 #include "log.h"
 #include "mcp.h"
 #include "orch.h"
+#include "rest.h"
 #include "sandbox.h"
 #include "vm.h"
 #include "tools.h"
 #include "work.h"
 
 #define WORK_QUEUE_MAX 4096
+#define MAX_ROUTES 40
 
 static const char *
 env_get(const char *name)
@@ -86,6 +89,9 @@ main(int argc, char **argv)
 	struct err e;
 	struct app *app = NULL;
 	struct mcp *mcp = NULL;
+	struct rest *rest = NULL;
+	struct http_route routes[MAX_ROUTES];
+	size_t n_rest = 0;
 	struct work_pool *work = NULL;
 	struct http_server *http = NULL;
 	sigset_t sigs;
@@ -130,20 +136,32 @@ main(int argc, char **argv)
 		log_info("vm: AAS_LIBVIRT_URI=none; sandbox tools are unavailable");
 	}
 	mcp = mcp_new(app, &e);
-	work = work_new(cfg.workers, WORK_QUEUE_MAX, &e);
-	if (mcp == NULL || work == NULL) {
+	if (mcp != NULL)
+		rest = rest_new(app, &e);
+	if (rest != NULL)
+		work = work_new(cfg.workers, WORK_QUEUE_MAX, &e);
+	if (mcp == NULL || rest == NULL || work == NULL) {
 		log_error("start: %s", e.msg);
 		goto out;
 	}
-	const struct http_route routes[] = {
-		{ "/v1/mcp", mcp_handle, mcp, mcp_error_fmt },
-		{ "/healthz", health, app, NULL },
-		{ "/.well-known/oauth-protected-resource", no_oauth, NULL, NULL },
-		{ "/.well-known/oauth-protected-resource/v1/mcp", no_oauth, NULL, NULL },
-		{ "/.well-known/oauth-authorization-server", no_oauth, NULL, NULL },
-		{ "/.well-known/openid-configuration", no_oauth, NULL, NULL },
+	const struct http_route fixed[] = {
+		{ .path = "/v1/mcp", .handler = mcp_handle, .ctx = mcp, .error_fmt = mcp_error_fmt },
+		{ .path = "/healthz", .handler = health, .ctx = app },
+		{ .path = "/.well-known/oauth-protected-resource", .handler = no_oauth },
+		{ .path = "/.well-known/oauth-protected-resource/v1/mcp", .handler = no_oauth },
+		{ .path = "/.well-known/oauth-authorization-server", .handler = no_oauth },
+		{ .path = "/.well-known/openid-configuration", .handler = no_oauth },
 	};
-	http = http_new(&app->cfg, work, routes, sizeof(routes) / sizeof(routes[0]), &e);
+	const struct http_route *rest_r = rest_routes(rest, &n_rest);
+	size_t n_fixed = sizeof(fixed) / sizeof(fixed[0]);
+	if (n_fixed + n_rest > MAX_ROUTES) {
+		log_error("start: too many HTTP routes");
+		goto out;
+	}
+	/* The MCP and fixed routes first: the first route that matches wins. */
+	memcpy(routes, fixed, sizeof(fixed));
+	memcpy(routes + n_fixed, rest_r, n_rest * sizeof(*rest_r));
+	http = http_new(&app->cfg, work, routes, n_fixed + n_rest, &e);
 	if (http == NULL) {
 		log_error("start: %s", e.msg);
 		goto out;
@@ -160,6 +178,7 @@ out:
 	work_free(work);
 	http_free(http);
 	mcp_free(mcp);
+	rest_free(rest);
 	if (app)
 		sbx_free(app->sbx);
 	vm_events_stop();

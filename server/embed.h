@@ -19,5 +19,8 @@ extern const size_t embed_tools_count;
 /* bridge/bridge_tools.json (aas-mcp only) */
 extern const struct embed_file embed_bridge_tools[];
 extern const size_t embed_bridge_tools_count;
+/* server/openapi.json */
+extern const struct embed_file embed_openapi[];
+extern const size_t embed_openapi_count;
 
 #endif

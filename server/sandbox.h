@@ -42,6 +42,11 @@ json_t *sbx_read_file(struct sbx *s, const char *account, const json_t *args,
     struct err *e);
 json_t *sbx_list_files(struct sbx *s, const char *account, const json_t *args,
     struct err *e);
+/* One command of a sandbox (args: sandbox_id, command_id): its state and
+ * exit code (a running background command is asked about first), log
+ * paths and, while the sandbox runs, the logs' sizes. */
+json_t *sbx_command_status(struct sbx *s, const char *account, const json_t *args,
+    struct err *e);
 
 /* Live capacity (refreshed by the maintenance thread): accelerator, hosts,
  * live sandboxes, warm VMs per size. New reference. */

@@ -234,6 +234,41 @@ no_key_error(const struct call_ctx *cx, const char *name, struct err *e)
 	    dash, *dash ? "." : "");
 }
 
+/* The key rule, the arguments and whether this build serves the tool. */
+static int
+check_call(const struct call_ctx *cx, int i, const json_t *args, struct err *e)
+{
+	if (!impls[i].anonymous && cx->account_id == NULL) {
+		no_key_error(cx, impls[i].name, e);
+		return -1;
+	}
+	if (jsv_validate(json_object_get(tool_at((size_t)i), "inputSchema"), args,
+	    "", e) < 0)
+		return -1;
+	if (impls[i].fn == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "%s is not available on this server yet",
+		    impls[i].name);
+		return -1;
+	}
+	return 0;
+}
+
+const json_t *
+tools_input_schema(const char *name)
+{
+	int i = find_impl(name);
+
+	return i < 0 ? NULL : json_object_get(tool_at((size_t)i), "inputSchema");
+}
+
+const json_t *
+tools_output_schema(const char *name)
+{
+	int i = find_impl(name);
+
+	return i < 0 ? NULL : json_object_get(tool_at((size_t)i), "outputSchema");
+}
+
 json_t *
 tools_precheck(const struct call_ctx *cx, const char *name, const json_t *args)
 {
@@ -245,44 +280,44 @@ tools_precheck(const struct call_ctx *cx, const char *name, const json_t *args)
 	if (i < 0)
 		return NULL;
 	err_clear(&e);
-	if (!impls[i].anonymous && cx->account_id == NULL) {
-		no_key_error(cx, name, &e);
-		return tools_error_result(&e);
+	if (args == NULL)
+		args = empty = json_object();
+	rc = check_call(cx, i, args, &e);
+	json_decref(empty);
+	return rc < 0 ? tools_error_result(&e) : NULL;
+}
+
+json_t *
+tools_invoke(struct call_ctx *cx, const char *name, const json_t *args,
+    struct err *e)
+{
+	int i = find_impl(name);
+	json_t *empty = NULL, *obj = NULL;
+
+	err_clear(e);
+	if (i < 0) {
+		err_set(e, ERR_NOT_FOUND, "unknown tool %.100s", name);
+		return NULL;
 	}
 	if (args == NULL)
 		args = empty = json_object();
-	rc = jsv_validate(json_object_get(tool_at((size_t)i), "inputSchema"), args,
-	    "", &e);
-	json_decref(empty);
-	if (rc < 0)
-		return tools_error_result(&e);
-	if (impls[i].fn == NULL) {
-		err_set(&e, ERR_UNAVAILABLE, "%s is not available on this server yet", name);
-		return tools_error_result(&e);
+	if (check_call(cx, i, args, e) == 0) {
+		obj = impls[i].fn(cx, args, e);
+		if (obj == NULL && e->kind == ERR_NONE)
+			err_set(e, ERR_INTERNAL, "tool failed");
 	}
-	return NULL;
+	json_decref(empty);
+	return obj;
 }
 
 json_t *
 tools_call(struct call_ctx *cx, const char *name, const json_t *args)
 {
-	int i = find_impl(name);
-	json_t *empty = NULL, *obj;
+	json_t *obj;
 	struct err e;
 
-	if (i < 0)
+	if (!tools_exists(name))
 		return NULL;
-	if ((obj = tools_precheck(cx, name, args)) != NULL)
-		return obj;
-	err_clear(&e);
-	if (args == NULL)
-		args = empty = json_object();
-	obj = impls[i].fn(cx, args, &e);
-	json_decref(empty);
-	if (obj == NULL) {
-		if (e.kind == ERR_NONE)
-			err_set(&e, ERR_INTERNAL, "tool failed");
-		return tools_error_result(&e);
-	}
-	return structured_result(obj);
+	obj = tools_invoke(cx, name, args, &e);
+	return obj ? structured_result(obj) : tools_error_result(&e);
 }
