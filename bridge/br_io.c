@@ -82,7 +82,7 @@ br_in_next(struct br_in *in, char **line, size_t *len)
 			in->start += n + 1;
 			in->scanned = 0;
 			in->skipping = 0;
-			if (was_skipping)
+			if (was_skipping || n > in->max)
 				return BR_IN_TOO_LONG;
 			*nl = '\0';
 			*line = l;

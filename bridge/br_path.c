@@ -19,6 +19,7 @@ static const char *const default_excludes[] = { ".git", "node_modules", "__pycac
 static int
 excl_add(struct br_excl *x, const char *p, struct err *e)
 {
+	int rooted = *p == '/';
 	size_t len;
 	char *s;
 
@@ -41,7 +42,7 @@ excl_add(struct br_excl *x, const char *p, struct err *e)
 		return -1;
 	}
 	x->pat[x->n] = s;
-	x->anchored[x->n] = strchr(s, '/') != NULL;
+	x->anchored[x->n] = rooted || strchr(s, '/') != NULL;
 	x->n++;
 	return 0;
 }

@@ -16,8 +16,8 @@ struct br_excl;
 
 /* Patterns from a JSON array of strings; NULL means the defaults (.git,
  * node_modules, __pycache__). A pattern without '/' is matched (fnmatch)
- * against every name along a path; one with '/' against the path from the
- * root (a leading '/' only anchors, a trailing '/' is dropped). */
+ * against every name along a path; one with '/' (a leading one included)
+ * against the path from the root. A trailing '/' is dropped. */
 struct br_excl *br_excl_new(const json_t *patterns, struct err *e);
 void br_excl_free(struct br_excl *x);
 /* 1 when rel ("a/b/c") or a directory above it is excluded. */

@@ -127,6 +127,7 @@ forward(struct br_call *c, const struct route *r, const json_t *args, struct err
 {
 	struct br_url *u = br_api_url(c, r->collection, NULL);
 	json_t *body = NULL, *out;
+	struct err fe;
 
 	if (r->with_id)
 		br_url_seg(u, sandbox_id(args));
@@ -143,9 +144,17 @@ forward(struct br_call *c, const struct route *r, const json_t *args, struct err
 		}
 		json_object_del(body, "sandbox_id");
 	}
-	out = br_api_json(c, r->method, u, body, timeout_for(c, r, args), e);
+	err_clear(&fe);
+	out = br_api_json(c, r->method, u, body, timeout_for(c, r, args), &fe);
 	json_decref(body);
 	br_url_free(u);
+	/* A server without the route is older than the tool, not missing
+	 * the sandbox. */
+	if (out == NULL && fe.kind == ERR_NOT_FOUND && strcmp(fe.msg, "no such endpoint") == 0)
+		err_set(e, ERR_UNAVAILABLE, "%s is not available on this server yet (its REST API "
+		    "has no route for it)", r->name);
+	else if (out == NULL)
+		*e = fe;
 	return out;
 }
 
