@@ -49,42 +49,46 @@ value_of(char c)
 	return -1;
 }
 
+/* Four characters into up to three bytes; '=' only at the end of the last
+ * group. Returns the bytes written or -1. */
+static int
+decode_quad(const char *q, int last, unsigned char *dst)
+{
+	int v[4], pad = 0;
+	uint32_t w;
+
+	for (int j = 0; j < 4; j++) {
+		if (q[j] == '=' && last && j >= 2) {
+			v[j] = 0;
+			pad++;
+		} else if (pad || (v[j] = value_of(q[j])) < 0) {
+			return -1;
+		}
+	}
+	w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 | (uint32_t)v[2] << 6 | (uint32_t)v[3];
+	dst[0] = (unsigned char)(w >> 16);
+	dst[1] = (unsigned char)(w >> 8);
+	dst[2] = (unsigned char)w;
+	return 3 - pad;
+}
+
 unsigned char *
 br_b64_decode(const char *in, size_t len, size_t *out_len)
 {
 	unsigned char *out;
 	size_t k = 0;
 
-	if (len % 4 != 0)
-		return NULL;
-	out = malloc(len / 4 * 3 + 1);
-	if (out == NULL)
+	if (len % 4 != 0 || (out = malloc(len / 4 * 3 + 1)) == NULL)
 		return NULL;
 	for (size_t i = 0; i < len; i += 4) {
-		int last = i + 4 == len;
-		int pad = 0, v[4];
-		for (int j = 0; j < 4; j++) {
-			if (in[i + j] == '=' && last && j >= 2) {
-				v[j] = 0;
-				pad++;
-				continue;
-			}
-			v[j] = pad ? -1 : value_of(in[i + j]);
-			if (v[j] < 0)
-				goto bad;
+		int n = decode_quad(in + i, i + 4 == len, out + k);
+		if (n < 0) {
+			free(out);
+			return NULL;
 		}
-		uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12 |
-		    (uint32_t)v[2] << 6 | (uint32_t)v[3];
-		out[k++] = (unsigned char)(w >> 16);
-		if (pad < 2)
-			out[k++] = (unsigned char)(w >> 8);
-		if (pad < 1)
-			out[k++] = (unsigned char)w;
+		k += (size_t)n;
 	}
 	out[k] = '\0';
 	*out_len = k;
 	return out;
-bad:
-	free(out);
-	return NULL;
 }

@@ -258,12 +258,26 @@ transport_error(const struct br_http *h, const struct br_req *q, CURLcode rc,
 	}
 }
 
+/* Appends a header line; the list is kept whole when that fails. */
+static int
+add_header(struct curl_slist **list, const char *line)
+{
+	struct curl_slist *n = curl_slist_append(*list, line);
+
+	if (n == NULL)
+		return -1;
+	*list = n;
+	return 0;
+}
+
 int
 br_http_do(struct br_http *h, const struct br_req *q, struct br_resp *r, struct err *e)
 {
 	struct curl_slist *hdrs = NULL;
 	struct sink s;
 	char detail[CURL_ERROR_SIZE] = "", ctype[160];
+	int has_body = q->body != NULL || strcmp(q->method, "POST") == 0 ||
+	    strcmp(q->method, "PUT") == 0;
 	CURL *c;
 	CURLcode rc;
 	int ret = -1;
@@ -279,19 +293,17 @@ br_http_do(struct br_http *h, const struct br_req *q, struct br_resp *r, struct 
 		err_set(e, ERR_INTERNAL, "libcurl: cannot make a handle");
 		return -1;
 	}
-	hdrs = curl_slist_append(hdrs, h->auth);
-	hdrs = curl_slist_append(hdrs, "Accept: application/json");
-	hdrs = curl_slist_append(hdrs, "Expect:");   /* no 100-continue round trip */
-	if (q->body != NULL || strcmp(q->method, "POST") == 0 || strcmp(q->method, "PUT") == 0) {
-		snprintf(ctype, sizeof(ctype), "Content-Type: %s",
-		    q->content_type ? q->content_type : "application/json");
-		hdrs = curl_slist_append(hdrs, ctype);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, q->body ? q->body : "");
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->body_len);
-	}
-	if (hdrs == NULL) {
+	snprintf(ctype, sizeof(ctype), "Content-Type: %s",
+	    q->content_type ? q->content_type : "application/json");
+	if (add_header(&hdrs, h->auth) < 0 || add_header(&hdrs, "Accept: application/json") < 0 ||
+	    add_header(&hdrs, "Expect:") < 0 ||   /* no 100-continue round trip */
+	    (has_body && add_header(&hdrs, ctype) < 0)) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		goto out;
+	}
+	if (has_body) {
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, q->body ? q->body : "");
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->body_len);
 	}
 	if (strcmp(q->method, "GET") != 0 && strcmp(q->method, "POST") != 0)
 		curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, q->method);

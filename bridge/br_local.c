@@ -241,8 +241,8 @@ br_local_read(const char *root, const struct br_entry *en, size_t max,
 	unsigned char *buf = NULL;
 	struct stat st;
 	size_t have = 0;
-	ssize_t r;
-	int fd;
+	ssize_t r = 1;
+	int fd = -1, rc = -1;
 
 	if (path == NULL) {
 		if (br_path_join(root, en->rel, full, sizeof(full)) < 0) {
@@ -255,44 +255,42 @@ br_local_read(const char *root, const struct br_entry *en, size_t max,
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		err_set_field(e, "local_path", "local_path: cannot read %s: %s", en->rel,
 		    fd < 0 ? strerror(errno) : "not a regular file");
-		goto bad;
+		goto out;
 	}
 	if ((unsigned long long)st.st_size > max) {
 		err_set_at(e, ERR_LIMIT, "local_path", "local_path: %s is larger than %zu bytes",
 		    en->rel, max);
-		goto bad;
+		goto out;
 	}
 	/* One byte more than the size: a file growing meanwhile is noticed. */
-	buf = malloc((size_t)st.st_size + 1);
-	if (buf == NULL) {
+	if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
-		goto bad;
+		goto out;
 	}
-	while (have <= (size_t)st.st_size &&
-	    (r = read(fd, buf + have, (size_t)st.st_size + 1 - have)) != 0) {
-		if (r < 0) {
-			if (errno == EINTR)
-				continue;
+	while (have <= (size_t)st.st_size && r != 0) {
+		r = read(fd, buf + have, (size_t)st.st_size + 1 - have);
+		if (r < 0 && errno != EINTR) {
 			err_set_field(e, "local_path", "local_path: cannot read %s: %s", en->rel,
 			    strerror(errno));
-			goto bad;
+			goto out;
 		}
-		have += (size_t)r;
+		if (r > 0)
+			have += (size_t)r;
 	}
 	if (have > (size_t)st.st_size) {
 		err_set_at(e, ERR_CONFLICT, "local_path", "local_path: %s changed while it was "
 		    "read", en->rel);
-		goto bad;
+		goto out;
 	}
-	close(fd);
 	*data = buf;
 	*len = have;
-	return 0;
-bad:
+	buf = NULL;
+	rc = 0;
+out:
 	if (fd >= 0)
 		close(fd);
 	free(buf);
-	return -1;
+	return rc;
 }
 
 /* ---- writing ---- */
@@ -308,12 +306,16 @@ struct br_lfile {
  * root without following links (making directories when `create`); the
  * last component goes to `last`. -1 with errno ENOENT when a directory is
  * missing and not to be made. */
+/* Opens the directory that holds rel's last component, walking down from
+ * root without following links (making directories when `create`); the
+ * last component goes to `last`. -1 with errno ENOENT when a directory is
+ * missing and not to be made (e left alone then). */
 static int
 open_parent(const char *root, const char *rel, int create, char *last, size_t lastn,
     struct err *e)
 {
 	const char *p = rel;
-	int dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err = 0;
 
 	if (dfd < 0) {
 		err_set_field(e, "local_path", "local_path: cannot open %s: %s", root,
@@ -323,12 +325,13 @@ open_parent(const char *root, const char *rel, int create, char *last, size_t la
 	for (;;) {
 		const char *slash = strchr(p, '/');
 		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+		int plen = (int)(p + len - rel), nfd;
 		char comp[NAME_MAX + 1];
-		int nfd;
 
 		if (len == 0 || len > NAME_MAX) {
 			err_set_field(e, "local_path", "local_path: bad name %s", rel);
-			goto bad;
+			err = EINVAL;
+			break;
 		}
 		memcpy(comp, p, len);
 		comp[len] = '\0';
@@ -337,33 +340,25 @@ open_parent(const char *root, const char *rel, int create, char *last, size_t la
 			return dfd;
 		}
 		nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (nfd < 0 && errno == ENOENT && create) {
-			if (mkdirat(dfd, comp, 0755) < 0 && errno != EEXIST) {
-				err_set_field(e, "local_path", "local_path: cannot make %.*s: %s",
-				    (int)(slash - rel), rel, strerror(errno));
-				goto bad;
-			}
+		if (nfd < 0 && errno == ENOENT && create &&
+		    (mkdirat(dfd, comp, 0755) == 0 || errno == EEXIST))
 			nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		}
+		err = errno;
 		if (nfd < 0) {
-			int err = errno;
 			if (err == ELOOP || err == ENOTDIR)
 				err_set_at(e, ERR_FORBIDDEN, "local_path", "local_path: %.*s is a "
-				    "symbolic link or a file; refusing to write through it",
-				    (int)(slash - rel), rel);
+				    "symbolic link or a file; refusing to write through it", plen, rel);
 			else if (err != ENOENT || create)
 				err_set_field(e, "local_path", "local_path: cannot open %.*s: %s",
-				    (int)(slash - rel), rel, strerror(err));
-			close(dfd);
-			errno = err;
-			return -1;
+				    plen, rel, strerror(err));
+			break;
 		}
 		close(dfd);
 		dfd = nfd;
 		p = slash + 1;
 	}
-bad:
 	close(dfd);
+	errno = err;
 	return -1;
 }
 
@@ -439,23 +434,18 @@ br_lfile_commit(struct br_lfile *f, unsigned mode, long long mtime, struct err *
 	if (fchmod(fd, (mode_t)(mode & 0777)) < 0 || futimens(fd, ts) < 0) {
 		err_set_field(e, "local_path", "local_path: %s: %s", f->name, strerror(errno));
 		close(fd);
-		goto bad;
-	}
-	if (close(fd) < 0) {
+	} else if (close(fd) < 0) {
 		err_set_field(e, "local_path", "local_path: writing %s: %s", f->name,
 		    strerror(errno));
-		goto bad;
-	}
-	/* rename replaces a link at the name itself, never its target. */
-	if (renameat(f->dirfd, f->tmp, f->dirfd, f->name) < 0) {
+	} else if (renameat(f->dirfd, f->tmp, f->dirfd, f->name) < 0) {
+		/* (rename replaces a link at the name itself, never its target) */
 		err_set_at(e, errno == EISDIR ? ERR_CONFLICT : ERR_INVALID, "local_path",
 		    "local_path: cannot put %s in place: %s", f->name, strerror(errno));
-		goto bad;
+	} else {
+		close(f->dirfd);
+		free(f);
+		return 0;
 	}
-	close(f->dirfd);
-	free(f);
-	return 0;
-bad:
 	br_lfile_abort(f);
 	return -1;
 }

@@ -53,29 +53,30 @@ br_excl_new(const json_t *patterns, struct err *e)
 	struct br_excl *x = calloc(1, sizeof(*x));
 	size_t i;
 	json_t *it;
+	int rc = 0;
 
 	if (x == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
 	if (patterns == NULL) {
-		for (i = 0; i < sizeof(default_excludes) / sizeof(default_excludes[0]); i++)
-			if (excl_add(x, default_excludes[i], e) < 0)
-				goto bad;
-		return x;
-	}
-	json_array_foreach(patterns, i, it) {
-		if (!json_is_string(it)) {
-			err_set_field(e, "excludes", "excludes: patterns are strings");
-			goto bad;
+		for (i = 0; i < sizeof(default_excludes) / sizeof(default_excludes[0]) && rc == 0; i++)
+			rc = excl_add(x, default_excludes[i], e);
+	} else {
+		json_array_foreach(patterns, i, it) {
+			if (!json_is_string(it)) {
+				err_set_field(e, "excludes", "excludes: patterns are strings");
+				rc = -1;
+			}
+			if (rc < 0 || (rc = excl_add(x, json_string_value(it), e)) < 0)
+				break;
 		}
-		if (excl_add(x, json_string_value(it), e) < 0)
-			goto bad;
+	}
+	if (rc < 0) {
+		br_excl_free(x);
+		return NULL;
 	}
 	return x;
-bad:
-	br_excl_free(x);
-	return NULL;
 }
 
 void
@@ -172,14 +173,10 @@ br_path_join(const char *dir, const char *rel, char *out, size_t n)
 int
 br_path_sandbox_dir(const char *p, char *out, size_t n, struct err *e)
 {
-	size_t k = 0;
-	int r;
+	int r = snprintf(out, n, "%s", p[0] == '/' ? "/" : BR_SANDBOX_HOME);
+	size_t k = r < 0 ? n : (size_t)r;
 
-	r = snprintf(out, n, "%s", p[0] == '/' ? "/" : BR_SANDBOX_HOME);
-	if (r < 0 || (size_t)r >= n)
-		goto long_;
-	k = (size_t)r;
-	while (*p) {
+	while (k < n && *p) {
 		const char *slash = strchr(p, '/');
 		size_t len = slash ? (size_t)(slash - p) : strlen(p);
 		if (len == 2 && p[0] == '.' && p[1] == '.') {
@@ -188,22 +185,23 @@ br_path_sandbox_dir(const char *p, char *out, size_t n, struct err *e)
 		}
 		if (len > 0 && !(len == 1 && p[0] == '.')) {
 			int need_slash = k > 1;   /* not after the root's own '/' */
-			if (k + (size_t)need_slash + len + 1 > n)
-				goto long_;
+			if (k + (size_t)need_slash + len + 1 > n) {
+				k = n;
+				break;
+			}
 			if (need_slash)
 				out[k++] = '/';
 			memcpy(out + k, p, len);
 			k += len;
 			out[k] = '\0';
 		}
-		if (slash == NULL)
-			break;
-		p = slash + 1;
+		p = slash ? slash + 1 : p + len;
+	}
+	if (k >= n) {
+		err_set_field(e, "sandbox_path", "sandbox_path: too long");
+		return -1;
 	}
 	return 0;
-long_:
-	err_set_field(e, "sandbox_path", "sandbox_path: too long");
-	return -1;
 }
 
 int

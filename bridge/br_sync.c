@@ -302,12 +302,14 @@ delete_local_extras(struct sync *s, struct err *e)
 	return 0;
 }
 
+/* Pages of a sandbox file into a temporary file renamed into place. */
 static int
 fetch_file(struct sync *s, const struct br_entry *en, struct err *e)
 {
 	char path[8400];
 	struct br_lfile *f;
 	long long off = 0, total = -1;
+	int rc = 0;
 
 	if (remote_path(s, en->rel, path, sizeof(path), e) < 0 ||
 	    (f = br_lfile_open(s->root, en->rel, e)) == NULL)
@@ -316,20 +318,21 @@ fetch_file(struct sync *s, const struct br_entry *en, struct err *e)
 		struct br_resp r;
 		size_t got;
 
-		if (stop_if_cancelled(s, e) < 0 ||
-		    br_remote_get(s->c, s->sbx, path, off, BR_REMOTE_PAGE, &r, e) < 0)
-			goto bad;
+		if ((rc = stop_if_cancelled(s, e)) < 0 ||
+		    (rc = br_remote_get(s->c, s->sbx, path, off, BR_REMOTE_PAGE, &r, e)) < 0)
+			break;
 		got = r.len;
 		if (r.file_size >= 0)
 			total = r.file_size;
-		if (br_lfile_write(f, r.body, r.len, e) < 0) {
-			br_resp_clear(&r);
-			goto bad;
-		}
+		rc = br_lfile_write(f, r.body, r.len, e);
 		br_resp_clear(&r);
 		off += (long long)got;
-		if (got == 0 || (total >= 0 ? off >= total : got < BR_REMOTE_PAGE))
+		if (rc < 0 || got == 0 || (total >= 0 ? off >= total : got < BR_REMOTE_PAGE))
 			break;
+	}
+	if (rc < 0) {
+		br_lfile_abort(f);
+		return -1;
 	}
 	if (br_lfile_commit(f, en->mode, en->mtime >= 0 ? en->mtime : (long long)time(NULL),
 	    e) < 0)
@@ -338,9 +341,6 @@ fetch_file(struct sync *s, const struct br_entry *en, struct err *e)
 	s->bytes += off;
 	note(s, s->sent, en->rel);
 	return 0;
-bad:
-	br_lfile_abort(f);
-	return -1;
 }
 
 static int

@@ -47,8 +47,10 @@ br_tree_add(struct br_tree *t, const struct br_entry *en, struct err *e)
 	if (t->n == t->cap) {
 		size_t cap = t->cap ? t->cap * 2 : 64;
 		struct br_entry *nv = realloc(t->v, cap * sizeof(*nv));
-		if (nv == NULL)
-			goto oom;
+		if (nv == NULL) {
+			err_set(e, ERR_INTERNAL, "out of memory");
+			return -1;
+		}
 		t->v = nv;
 		t->cap = cap;
 	}
@@ -59,13 +61,11 @@ br_tree_add(struct br_tree *t, const struct br_entry *en, struct err *e)
 	if (slot->rel == NULL || (en->source && slot->source == NULL)) {
 		free(slot->rel);
 		free(slot->source);
-		goto oom;
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return -1;
 	}
 	t->n++;
 	return 0;
-oom:
-	err_set(e, ERR_INTERNAL, "out of memory");
-	return -1;
 }
 
 static int
