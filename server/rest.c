@@ -10,7 +10,6 @@
 #include "accounts.h"
 #include "auth.h"
 #include "guest.h"
-#include "log.h"
 #include "rest_query.h"
 #include "utf8.h"
 
@@ -37,26 +36,32 @@ reply_error(struct http_req *req, int status, const char *code, const char *msg,
 	http_reply_json(req, status, body);
 }
 
-/* 1 when `name` is a "{name}" segment of the operation's path. */
+/* The index of `name` among the "{name}" segments of the operation's
+ * path, or -1. */
 static int
-is_path_param(const struct rest_op *op, const char *name)
+path_param(const struct rest_op *op, const char *name)
 {
 	size_t n = strlen(name);
+	int i = 0;
 
-	for (const char *p = strchr(op->path, '{'); p; p = strchr(p + 1, '{'))
+	for (const char *p = strchr(op->path, '{'); p; p = strchr(p + 1, '{'), i++)
 		if (strncmp(p + 1, name, n) == 0 && p[1 + n] == '}')
-			return 1;
-	return 0;
+			return i;
+	return -1;
 }
 
 static void
 reply_err(struct rest_call *c, const struct err *e)
 {
-	/* An id in the path that cannot name anything names nothing: 404. */
-	if (e->kind == ERR_INVALID && e->field[0] && is_path_param(c->op, e->field)) {
-		char msg[200];
-		snprintf(msg, sizeof(msg), "%s: no such %s in your account", e->field,
-		    strcmp(e->field, "sandbox_id") == 0 ? "sandbox" : "item");
+	int i = e->field[0] ? path_param(c->op, e->field) : -1;
+
+	/* An id in the path that the operation finds malformed names
+	 * nothing: 404, as for one that names nothing of the caller's. */
+	if (c->running && e->kind == ERR_INVALID && i >= 0) {
+		char value[REST_MAX_PATH_ARG] = "", msg[300];
+		http_path_arg(c->req, (size_t)i, value, sizeof(value));
+		snprintf(msg, sizeof(msg), "%s: no %s '%s' in your account", e->field,
+		    strcmp(e->field, "sandbox_id") == 0 ? "sandbox" : "such item", value);
 		reply_error(c->req, 404, err_kind_name(ERR_NOT_FOUND), msg, e->field);
 		return;
 	}
@@ -121,7 +126,7 @@ path_args(struct rest_call *c, json_t *args, struct err *e)
 		if (http_path_arg(c->req, i, value, sizeof(value)) < 0 ||
 		    (v = json_string(value)) == NULL) {
 			/* Too long or not text: it names nothing we have. */
-			err_set_at(e, ERR_INVALID, name, "%s: not found", name);
+			err_set_at(e, ERR_NOT_FOUND, name, "%s: no such %s", name, name);
 			return -1;
 		}
 		json_object_set_new(args, name, v);
@@ -154,7 +159,7 @@ body_args(struct rest_call *c, json_t *args, struct err *e)
 		goto out;
 	}
 	json_object_foreach(obj, key, val) {
-		if (is_path_param(c->op, key) || json_object_get(args, key)) {
+		if (path_param(c->op, key) >= 0 || json_object_get(args, key)) {
 			err_set_field(e, key, "%.60s: given in the path; leave it out of the body", key);
 			goto out;
 		}
@@ -210,6 +215,7 @@ run_op(struct http_req *req, void *arg)
 		reply_err(&c, &e);
 		goto out;
 	}
+	c.running = 1;
 	out = c.op->fn(&c, args, &e);
 	if (out != NULL)
 		http_reply_json(req, c.status ? c.status : c.op->status, out);

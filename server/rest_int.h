@@ -62,6 +62,7 @@ struct rest_call {
 	struct call_ctx cx;
 	int status;                /* overrides op->status when set */
 	int replied;
+	int running;               /* the arguments were built; the op runs */
 };
 
 /* The generic operation: runs c->op->tool with `args`. */
