@@ -1,5 +1,6 @@
 # aas - one non-recursive Makefile. Objects and binaries go under $(B).
-#   make            build aasd, aasctl
+#   make            build aasd, aasctl, aas-mcp
+#   make install    copy them to $(DESTDIR)$(PREFIX)/bin
 #   make run        install packages, set up the private database, run aasd
 #   make test       install packages, set up, run every test
 #   make asan       the same tests against an AddressSanitizer/UBSan build
@@ -20,7 +21,7 @@ OPT     ?= -O2
 SAN     ?=
 CFLAGS  := -std=c17 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wvla \
 	-D_GNU_SOURCE -g $(OPT) $(SAN) -MMD -MP \
-	-Iserver -Ivmm -Ibilling -I$(B)/gen $(PKG_CFLAGS)
+	-Iserver -Ivmm -Ibilling -Ibridge -I$(B)/gen $(PKG_CFLAGS)
 LDFLAGS := $(SAN) -pthread
 LDLIBS  := $(PKG_LIBS) -lm
 
@@ -33,21 +34,34 @@ LIB_SRC := \
 	server/app.c server/ttlmap.c server/notify.c server/utf8.c server/proxy.c \
 	server/metrics.c server/metrics_http.c server/card.c \
 	server/sandbox.c server/sandbox_maint.c server/sandbox_io.c server/sandbox_net.c server/preview.c server/tool_sandbox.c \
+	server/rest.c server/rest_ops.c server/rest_query.c server/rest_openapi.c \
 	billing/price.c billing/ledger.c billing/billing.c billing/reaper.c \
 	vmm/vm_xml.c vmm/vm.c vmm/agent.c vmm/orch.c vmm/guest.c vmm/netguard.c
-GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c
+GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c $(B)/gen/embed_openapi.c
 
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(GEN_SRC:%.c=%.o)
 AASD_OBJ   := $(B)/server/aasd.o
 AASCTL_OBJ := $(B)/server/aasctl.o
+
+# aas-mcp, the stdio bridge to the REST API: its own modules, the few
+# server modules with no database or libvirt behind them, the catalogue.
+BRIDGE_SRC := \
+	bridge/br_config.c bridge/br_url.c bridge/br_http.c bridge/br_api.c bridge/br_b64.c \
+	bridge/br_catalog.c bridge/br_tools.c bridge/br_path.c bridge/br_tree.c \
+	bridge/br_plan.c bridge/br_local.c bridge/br_remote.c bridge/br_sync.c bridge/br_io.c \
+	bridge/br_rpc.c
+BRIDGE_SHARED := server/log.c server/err.c server/jsonrpc.c server/jsonschema.c server/utf8.c
+BRIDGE_OBJ := $(BRIDGE_SRC:%.c=$(B)/%.o) $(B)/gen/embed_bridge.o
+BRIDGE_LIBS := $(shell pkg-config --libs libcurl jansson)
+PREFIX  ?= /usr/local
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 
 MIGRATIONS := $(sort $(wildcard schema/[0-9]*.sql))
 
-.PHONY: all run test unit e2e asan bench clean image
-all: $(B)/aasd $(B)/aasctl
+.PHONY: all run test unit e2e asan bench clean image install
+all: $(B)/aasd $(B)/aasctl $(B)/aas-mcp
 
 $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -70,6 +84,14 @@ $(B)/gen/embed_tools.c: $(B)/embed server/tools.json
 	@mkdir -p $(dir $@)
 	$(Q)$(B)/embed embed_tools $@ server/tools.json
 
+$(B)/gen/embed_bridge.c: $(B)/embed bridge/bridge_tools.json
+	@mkdir -p $(dir $@)
+	$(Q)$(B)/embed embed_bridge_tools $@ bridge/bridge_tools.json
+
+$(B)/gen/embed_openapi.c: $(B)/embed server/openapi.json
+	@mkdir -p $(dir $@)
+	$(Q)$(B)/embed embed_openapi $@ server/openapi.json
+
 $(B)/libaas.a: $(LIB_OBJ)
 	$(Q)rm -f $@
 	$(Q)ar rcs $@ $^
@@ -82,6 +104,22 @@ $(B)/aasctl: $(AASCTL_OBJ) $(B)/libaas.a
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
+$(B)/libbridge.a: $(BRIDGE_OBJ)
+	$(Q)rm -f $@
+	$(Q)ar rcs $@ $^
+
+$(B)/aas-mcp: $(B)/bridge/bridge_main.o $(B)/libbridge.a $(BRIDGE_SHARED:%.c=$(B)/%.o) \
+    $(B)/gen/embed_tools.o
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BRIDGE_LIBS)
+
+# The bridge's unit tests link its library too (the shorter stem wins).
+$(B)/tests/test_bridge_%: tests/unit/test_bridge_%.c $(B)/libbridge.a $(B)/libaas.a
+	@mkdir -p $(dir $@)
+	@echo "  CC+LD   $<"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libbridge.a $(B)/libaas.a $(LDLIBS) \
+	    $(CMOCKA_LIBS)
+
 $(B)/tests/%: tests/unit/%.c $(B)/libaas.a
 	@mkdir -p $(dir $@)
 	@echo "  CC+LD   $<"
@@ -92,6 +130,10 @@ $(B)/bench_vm_raw: bench/vm_raw.c $(B)/libaas.a
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libaas.a $(LDLIBS)
 
 unit: $(UNIT_BIN)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 0755 $(B)/aasd $(B)/aasctl $(B)/aas-mcp $(DESTDIR)$(PREFIX)/bin/
 
 # The README's commands.
 run:

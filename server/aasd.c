@@ -1,4 +1,5 @@
-/* aasd.c - the aas service: configuration, database, HTTP routes. */
+/* aasd.c - the aas service: configuration, database, HTTP routes (MCP,
+ * REST, health, metrics) and the preview proxy. */
 #include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,12 +17,14 @@
 #include "orch.h"
 #include "preview.h"
 #include "proxy.h"
+#include "rest.h"
 #include "sandbox.h"
 #include "vm.h"
 #include "tools.h"
 #include "work.h"
 
 #define WORK_QUEUE_MAX 4096
+#define MAX_ROUTES 40
 
 static const char *
 env_get(const char *name)
@@ -155,6 +158,9 @@ main(int argc, char **argv)
 	struct mcp *mcp = NULL;
 	struct card *card = NULL;
 	struct metrics_http *metrics = NULL;
+	struct rest *rest = NULL;
+	struct http_route routes[MAX_ROUTES];
+	size_t n_rest = 0;
 	struct work_pool *work = NULL;
 	struct http_server *http = NULL;
 	struct proxy *proxy = NULL;
@@ -205,21 +211,32 @@ main(int argc, char **argv)
 	mcp = mcp_new(app, &e);
 	card = card_new(&app->cfg, &e);
 	metrics = metrics_http_new(app, &e);
+	if (mcp != NULL)
+		rest = rest_new(app, &e);
 	work = work_new(cfg.workers, WORK_QUEUE_MAX, &e);
-	if (mcp == NULL || card == NULL || metrics == NULL || work == NULL) {
+	if (mcp == NULL || card == NULL || metrics == NULL || rest == NULL || work == NULL) {
 		log_error("start: %s", e.msg);
 		goto out;
 	}
-	const struct http_route routes[] = {
-		{ "/v1/mcp", mcp_handle, mcp, mcp_error_fmt },
-		{ "/healthz", health, app, NULL },
-		{ "/metrics", metrics_http_handle, metrics, NULL },
-		{ "/.well-known/mcp/server-card.json", card_handle, card, NULL },
-		{ "/.well-known/oauth-protected-resource", no_oauth, NULL, NULL },
-		{ "/.well-known/oauth-protected-resource/v1/mcp", no_oauth, NULL, NULL },
-		{ "/.well-known/oauth-authorization-server", no_oauth, NULL, NULL },
-		{ "/.well-known/openid-configuration", no_oauth, NULL, NULL },
+	const struct http_route fixed[] = {
+		{ .path = "/v1/mcp", .handler = mcp_handle, .ctx = mcp, .error_fmt = mcp_error_fmt },
+		{ .path = "/healthz", .handler = health, .ctx = app },
+		{ .path = "/metrics", .handler = metrics_http_handle, .ctx = metrics },
+		{ .path = "/.well-known/mcp/server-card.json", .handler = card_handle, .ctx = card },
+		{ .path = "/.well-known/oauth-protected-resource", .handler = no_oauth },
+		{ .path = "/.well-known/oauth-protected-resource/v1/mcp", .handler = no_oauth },
+		{ .path = "/.well-known/oauth-authorization-server", .handler = no_oauth },
+		{ .path = "/.well-known/openid-configuration", .handler = no_oauth },
 	};
+	const struct http_route *rest_r = rest_routes(rest, &n_rest);
+	size_t n_fixed = sizeof(fixed) / sizeof(fixed[0]);
+	if (n_fixed + n_rest > MAX_ROUTES) {
+		log_error("start: too many HTTP routes");
+		goto out;
+	}
+	/* The MCP and fixed routes first: the first route that matches wins. */
+	memcpy(routes, fixed, sizeof(fixed));
+	memcpy(routes + n_fixed, rest_r, n_rest * sizeof(*rest_r));
 	const struct proxy_config pcfg = {
 		.max_conns = cfg.preview_max_conns,
 		.idle_timeout_s = cfg.preview_timeout_s,
@@ -234,7 +251,7 @@ main(int argc, char **argv)
 		goto out;
 	}
 	const struct http_intercept icpt = { preview_claims, app, proxy };
-	http = http_new(&app->cfg, work, routes, sizeof(routes) / sizeof(routes[0]), &icpt, &e);
+	http = http_new(&app->cfg, work, routes, n_fixed + n_rest, &icpt, &e);
 	if (http == NULL) {
 		log_error("start: %s", e.msg);
 		goto out;
@@ -254,6 +271,7 @@ out:
 	mcp_free(mcp);
 	card_free(card);
 	metrics_http_free(metrics);
+	rest_free(rest);
 	if (app)
 		sbx_free(app->sbx);
 	vm_events_stop();

@@ -50,7 +50,8 @@ static const struct cfg_entry cfg_table[] = {
 	{ "AAS_WORKERS", CFG_INT, "16", 1, 256, F(workers),
 	  "Threads for slow work (tool calls); HTTP threads never wait on it." },
 	{ "AAS_MAX_BODY_BYTES", CFG_LLONG, "16777216", 1024, 268435456, F(max_body_bytes),
-	  "Largest request body accepted; larger ones get 413." },
+	  "Largest request body accepted; larger ones get 413 "
+	  "(REST file uploads have their own 8 MiB limit)." },
 	{ "AAS_DB_POOL", CFG_INT, "8", 1, 128, F(db_pool_size),
 	  "PostgreSQL connections kept open." },
 	{ "AAS_CONN_TIMEOUT_S", CFG_INT, "120", 5, 86400, F(conn_timeout_s),

@@ -16,5 +16,11 @@ extern const size_t embed_migrations_count;
 /* server/tools.json */
 extern const struct embed_file embed_tools[];
 extern const size_t embed_tools_count;
+/* bridge/bridge_tools.json (aas-mcp only) */
+extern const struct embed_file embed_bridge_tools[];
+extern const size_t embed_bridge_tools_count;
+/* server/openapi.json */
+extern const struct embed_file embed_openapi[];
+extern const size_t embed_openapi_count;
 
 #endif

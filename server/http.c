@@ -20,7 +20,7 @@
 #include "metrics.h"
 
 #define HTTP_MAX_PATH 1024
-#define HTTP_MAX_QUERY 8192
+#define HTTP_MAX_QUERY 16384
 #define HTTP_MAX_OUT_HEADERS 12
 #define HTTP_MAX_CONNECTIONS 4096
 #define HTTP_WORK_QUEUE_TIMEOUT_STATUS 503
@@ -40,8 +40,11 @@ struct http_req {
 	char method[16];
 	char path[HTTP_MAX_PATH + 1];
 	int path_too_long;
-	char *query;             /* raw, for the proxy only; never logged */
-	struct px *px;           /* set when the proxy took the request */
+	char *query;               /* raw, NULL when the URI has none; never logged */
+	struct px *px;             /* set when the preview proxy took the request */
+	struct http_span args[HTTP_MAX_PATH_ARGS];
+	size_t n_args;
+	long long max_body;
 	char request_id[17];
 	struct timespec start;
 	int headers_seen;
@@ -115,6 +118,52 @@ http_body(const struct http_req *req, size_t *len)
 {
 	*len = req->body_len;
 	return req->body ? req->body : "";
+}
+
+const char *
+http_query(const struct http_req *req)
+{
+	return req->query ? req->query : "";
+}
+
+int
+http_path_arg(const struct http_req *req, size_t i, char *out, size_t n)
+{
+	if (i >= req->n_args || req->args[i].len >= n)
+		return -1;
+	memcpy(out, req->path + req->args[i].off, req->args[i].len);
+	out[req->args[i].len] = '\0';
+	return 0;
+}
+
+int
+http_path_match(const char *pattern, const char *path, struct http_span *caps,
+    size_t max_caps)
+{
+	const char *p = pattern, *s = path;
+	size_t n = 0;
+
+	for (;;) {
+		if (*p == '{') {
+			const char *close = strchr(p, '}');
+			size_t len = strcspn(s, "/");
+
+			if (close == NULL || len == 0 || n >= max_caps)
+				return -1;
+			caps[n].off = (size_t)(s - path);
+			caps[n].len = len;
+			n++;
+			p = close + 1;
+			s += len;
+			continue;
+		}
+		if (*p != *s)
+			return -1;
+		if (*p == '\0')
+			return (int)n;
+		p++;
+		s++;
+	}
 }
 
 const char *
@@ -283,8 +332,9 @@ mhd_log(void *cls, const char *fmt, va_list ap)
 	log_debug("mhd: %s", line);
 }
 
-/* Called first for every request, with the raw URI: we keep only the
- * path, so a query string (which could hold a key) never reaches a log. */
+/* Called first for every request, with the raw URI: the path is what
+ * gets logged; the query string (which could hold a key) is kept apart
+ * and never logged. */
 static void *
 on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 {
@@ -305,8 +355,13 @@ on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	}
 	memcpy(req->path, uri, plen);
 	req->path[plen] = '\0';
-	if (uri[strcspn(uri, "?")] == '?')
-		req->query = strndup(uri + strcspn(uri, "?") + 1, HTTP_MAX_QUERY);
+	if (uri[plen] == '?') {
+		/* Kept apart from the path, which is what gets logged. */
+		if (strlen(uri + plen + 1) > HTTP_MAX_QUERY)
+			req->path_too_long = 1;
+		else if ((req->query = strdup(uri + plen + 1)) == NULL)
+			req->path_too_long = 1; /* out of memory: refused all the same */
+	}
 	return req;
 }
 
@@ -394,11 +449,16 @@ queue_reply(struct http_req *req)
 }
 
 static const struct http_route *
-find_route(struct http_server *srv, const char *path)
+find_route(struct http_server *srv, struct http_req *req)
 {
-	for (size_t i = 0; i < srv->n_routes; i++)
-		if (strcmp(srv->routes[i].path, path) == 0)
+	for (size_t i = 0; i < srv->n_routes; i++) {
+		int n = http_path_match(srv->routes[i].path, req->path, req->args,
+		    HTTP_MAX_PATH_ARGS);
+		if (n >= 0) {
+			req->n_args = (size_t)n;
 			return &srv->routes[i];
+		}
+	}
 	return NULL;
 }
 
@@ -407,7 +467,6 @@ dispatch(struct http_req *req)
 {
 	int key_in_url = 0;
 
-	req->route = find_route(req->srv, req->path);
 	if (req->path_too_long) {
 		http_reply_error(req, 414, "uri_too_long", "URI too long");
 		return;
@@ -423,7 +482,7 @@ dispatch(struct http_req *req)
 	if (req->too_large) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "request body larger than %lld bytes",
-		    req->srv->cfg->max_body_bytes);
+		    req->max_body);
 		http_reply_error(req, 413, "payload_too_large", msg);
 		return;
 	}
@@ -464,10 +523,14 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 			http_reply_raw(req, 503, "text/plain; charset=utf-8", busy, sizeof(busy) - 1);
 			return queue_reply(req);
 		}
+		/* Known before the body, which is limited per route. */
+		req->route = find_route(srv, req);
+		req->max_body = req->route && req->route->max_body > 0 ?
+		    req->route->max_body : srv->cfg->max_body_bytes;
 		if (cl != NULL) {
 			char *end;
 			unsigned long long n = strtoull(cl, &end, 10);
-			if (*end == '\0' && n > (unsigned long long)srv->cfg->max_body_bytes) {
+			if (*end == '\0' && n > (unsigned long long)req->max_body) {
 				/* Refuse before reading a byte of it. */
 				req->too_large = 1;
 				dispatch(req);
@@ -481,7 +544,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 		*upload_data_size = 0;
 		if (req->too_large || req->state != REQ_NEW)
 			return MHD_YES;
-		if (req->body_len + n > (size_t)srv->cfg->max_body_bytes) {
+		if (req->body_len + n > (size_t)req->max_body) {
 			req->too_large = 1;
 			free(req->body);
 			req->body = NULL;

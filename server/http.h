@@ -24,11 +24,15 @@ typedef void (*http_handler)(struct http_req *req, void *ctx);
 typedef json_t *(*http_error_fmt)(int status, const char *code,
     const char *message);
 
+/* A route's path is matched exactly, except that a segment written
+ * "{name}" matches any one non-empty segment (http_path_arg reads it).
+ * The first route that matches wins. */
 struct http_route {
-	const char *path;        /* exact path */
+	const char *path;
 	http_handler handler;
 	void *ctx;
 	http_error_fmt error_fmt; /* NULL: {"error":{"code","message"}} */
+	long long max_body;       /* largest body; 0: AAS_MAX_BODY_BYTES */
 };
 
 /* Requests whose Host an interceptor claims never reach the routes: they
@@ -41,6 +45,19 @@ struct http_intercept {
 };
 
 /* `icpt` may be NULL. */
+#define HTTP_MAX_PATH_ARGS 4
+
+/* Where a "{name}" segment matched: path + off, len bytes. */
+struct http_span {
+	size_t off, len;
+};
+
+/* Matches a path against a route path. Returns the number of "{name}"
+ * segments captured (in order), or -1 when it does not match. Exposed for
+ * unit tests. */
+int http_path_match(const char *pattern, const char *path,
+    struct http_span *caps, size_t max_caps);
+
 struct http_server *http_new(const struct config *cfg, struct work_pool *work,
     const struct http_route *routes, size_t n_routes, const struct http_intercept *icpt,
     struct err *e);
@@ -52,6 +69,12 @@ const char *http_method(const struct http_req *req);
 const char *http_path(const struct http_req *req);
 const char *http_header(const struct http_req *req, const char *name);
 const char *http_body(const struct http_req *req, size_t *len);
+/* The raw query string (after '?', still percent-encoded; "" when none).
+ * Never logged. */
+const char *http_query(const struct http_req *req);
+/* Copies the i-th "{name}" segment of the matched route (raw, not
+ * decoded). -1 when there is none or it does not fit in n bytes. */
+int http_path_arg(const struct http_req *req, size_t i, char *out, size_t n);
 const char *http_request_id(const struct http_req *req);
 /* Appends "key=value" to the request's log line (bounded; never a key). */
 void http_log_detail(struct http_req *req, const char *key, const char *value);

@@ -384,3 +384,62 @@ jsv_validate(const json_t *schema, const json_t *value, const char *path,
 		return -1;
 	return check_no_nul(value, path, 0, e);
 }
+
+/* Copies of $defs entries are made so every published schema stands
+ * alone; sibling keys of the $ref are laid over the copy. */
+static json_t *
+resolve_refs(const json_t *node, const json_t *defs, int depth)
+{
+	json_t *out;
+
+	if (depth > JSV_MAX_DEPTH)
+		return NULL;
+	if (json_is_array(node)) {
+		size_t i;
+		json_t *it;
+		out = json_array();
+		json_array_foreach(node, i, it) {
+			json_t *r = resolve_refs(it, defs, depth + 1);
+			if (r == NULL) {
+				json_decref(out);
+				return NULL;
+			}
+			json_array_append_new(out, r);
+		}
+		return out;
+	}
+	if (!json_is_object(node))
+		return json_deep_copy(node);
+	const json_t *ref = json_object_get(node, "$ref");
+	if (ref) {
+		const char *s = json_string_value(ref);
+		const json_t *target;
+		if (s == NULL || strncmp(s, "#/$defs/", 8) != 0 ||
+		    (target = json_object_get(defs, s + 8)) == NULL)
+			return NULL;
+		out = resolve_refs(target, defs, depth + 1);
+	} else {
+		out = json_object();
+	}
+	if (out == NULL)
+		return NULL;
+	const char *key;
+	json_t *val;
+	json_object_foreach((json_t *)node, key, val) {
+		if (strcmp(key, "$ref") == 0)
+			continue;
+		json_t *r = resolve_refs(val, defs, depth + 1);
+		if (r == NULL) {
+			json_decref(out);
+			return NULL;
+		}
+		json_object_set_new(out, key, r);
+	}
+	return out;
+}
+
+json_t *
+jsv_resolve_refs(const json_t *node, const json_t *defs)
+{
+	return resolve_refs(node, defs, 0);
+}

@@ -15,4 +15,10 @@
 int jsv_validate(const json_t *schema, const json_t *value, const char *path,
     struct err *e);
 
+/* A copy of `node` in which every {"$ref": "#/$defs/x", ...} is replaced
+ * by a copy of defs.x with the sibling keys laid over it. NULL on a
+ * reference that is not to defs or on nesting deeper than the validator
+ * accepts. */
+json_t *jsv_resolve_refs(const json_t *node, const json_t *defs);
+
 #endif

@@ -52,6 +52,11 @@ json_t *sbx_expose_port(struct sbx *s, const char *account, const json_t *args,
 struct proxy_ask;
 struct proxy_route;
 void sbx_preview_route(struct sbx *s, const struct proxy_ask *ask, struct proxy_route *out);
+/* One command of a sandbox (args: sandbox_id, command_id): its state and
+ * exit code (a running background command is asked about first), log
+ * paths and, while the sandbox runs, the logs' sizes. */
+json_t *sbx_command_status(struct sbx *s, const char *account, const json_t *args,
+    struct err *e);
 
 /* Live capacity (refreshed by the maintenance thread): accelerator, hosts,
  * live sandboxes, warm VMs per size. New reference. */

@@ -321,3 +321,92 @@ sbx_list_files(struct sbx *s, const char *account, const json_t *args, struct er
 	return json_pack("{s:s, s:s, s:o, s:b}", "sandbox_id", id, "path", path,
 	    "entries", entries, "truncated", truncated);
 }
+
+/* ---- command status ---- */
+
+static int
+command_id_valid(const char *id)
+{
+	if (id == NULL || strlen(id) != 20 || strncmp(id, "cmd-", 4) != 0)
+		return 0;
+	for (const char *p = id + 4; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')))
+			return 0;
+	return 1;
+}
+
+/* A log's size, or null when the guest cannot say (it is best effort). */
+static json_t *
+log_size(struct vm_host *h, const char *domain, const char *path)
+{
+	char *data = NULL;
+	size_t len = 0;
+	long long total = -1;
+	struct err e;
+
+	err_clear(&e);
+	if (h == NULL || guest_read_log(h, domain, path, 0, -1, &data, &len, &total, &e) < 0)
+		total = -1;
+	free(data);
+	return total >= 0 ? json_integer(total) : json_null();
+}
+
+json_t *
+sbx_command_status(struct sbx *s, const char *account, const json_t *args, struct err *e)
+{
+	const char *id = json_string_value(json_object_get(args, "sandbox_id"));
+	const char *cmd = json_string_value(json_object_get(args, "command_id"));
+	struct sbx_row row;
+	struct vm_host *h = NULL;
+	char domain[64] = "";
+	json_t *out;
+	PGresult *r;
+
+	if (id == NULL) {
+		err_set_at(e, ERR_INVALID, "sandbox_id", "sandbox_id: required");
+		return NULL;
+	}
+	if (sbx_load(s, account, id, &row, e) < 0)
+		return NULL;
+	if (!command_id_valid(cmd)) {
+		err_set_at(e, ERR_NOT_FOUND, "command_id", "command_id: no command %.40s in %s",
+		    cmd ? cmd : "", id);
+		return NULL;
+	}
+	if (strcmp(row.state, "running") == 0) {
+		sbx_refresh_commands(s, id, row.host);
+		h = orch_host_by_uri(s->orch, row.host);
+		orch_domain_name(id, domain, sizeof(domain));
+	}
+	{
+		const char *p[2] = { cmd, id };
+		r = db_query(s->app->db,
+		    "SELECT id, command, background, state, exit_code, stdout_path, stderr_path, "
+		    SBX_TS("started_at") ", " SBX_TS("ended_at")
+		    " FROM sandbox_commands WHERE id = $1 AND sandbox_id = $2", 2, p, e);
+	}
+	if (r == NULL)
+		return NULL;
+	if (PQntuples(r) != 1) {
+		PQclear(r);
+		err_set_at(e, ERR_NOT_FOUND, "command_id", "command_id: no command %s in %s",
+		    cmd, id);
+		return NULL;
+	}
+	out = json_pack("{s:s, s:s, s:s, s:b, s:s, s:o, s:s, s:s, s:o, s:o, s:s, s:o}",
+	    "sandbox_id", id, "command_id", cmd,
+	    "command", PQgetvalue(r, 0, 1),
+	    "background", strcmp(PQgetvalue(r, 0, 2), "t") == 0,
+	    "state", PQgetvalue(r, 0, 3),
+	    "exit_code", PQgetisnull(r, 0, 4) ? json_null() :
+	        json_integer(strtol(PQgetvalue(r, 0, 4), NULL, 10)),
+	    "stdout_path", PQgetvalue(r, 0, 5), "stderr_path", PQgetvalue(r, 0, 6),
+	    "stdout_bytes", log_size(h, domain, PQgetvalue(r, 0, 5)),
+	    "stderr_bytes", log_size(h, domain, PQgetvalue(r, 0, 6)),
+	    "started_at", PQgetvalue(r, 0, 7),
+	    "ended_at", PQgetisnull(r, 0, 8) ? json_null() : json_string(PQgetvalue(r, 0, 8)));
+	PQclear(r);
+	if (out == NULL)
+		err_set(e, ERR_INTERNAL, "out of memory");
+	return out;
+}

@@ -67,15 +67,17 @@ tool_info_get_service_info(struct call_ctx *cx, const json_t *args,
 {
 	const struct config *cfg = &cx->app->cfg;
 	char mcp_url[CONFIG_STR_MAX + 16], rest_url[CONFIG_STR_MAX + 16];
+	char openapi_url[CONFIG_STR_MAX + 32];
 	json_t *out;
 
 	(void)args;
 	snprintf(mcp_url, sizeof(mcp_url), "%s/v1/mcp", cfg->public_url);
 	snprintf(rest_url, sizeof(rest_url), "%s/v1", cfg->public_url);
+	snprintf(openapi_url, sizeof(openapi_url), "%s/v1/openapi.json", cfg->public_url);
 	out = json_pack(
 	    "{s:s, s:s, s:s, s:o, s:o,"
 	    " s:{s:[ss], s:s, s:s, s:s},"
-	    " s:{s:s, s:s, s:s*},"
+	    " s:{s:s, s:s, s:s, s:s*},"
 	    " s:o,"
 	    " s:{s:i, s:i, s:i, s:I, s:i, s:i},"
 	    " s:{s:s, s:s, s:I, s:s}}",
@@ -93,6 +95,7 @@ tool_info_get_service_info(struct call_ctx *cx, const json_t *args,
 	    "endpoints",
 	      "mcp", mcp_url,
 	      "rest", rest_url,
+	      "openapi", openapi_url,
 	      "dashboard", *cfg->dashboard_url ? cfg->dashboard_url : NULL,
 	    "sizes", sizes_json(cfg),
 	    "limits",

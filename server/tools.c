@@ -57,59 +57,6 @@ call_cancelled(const struct call_ctx *cx)
 	return cx->cancelled != NULL && atomic_load(cx->cancelled);
 }
 
-/* Replaces {"$ref": "#/$defs/x", ...} by a copy of $defs.x with the
- * sibling keys laid over it, so every published schema stands alone. */
-static json_t *
-resolve_refs(const json_t *node, const json_t *defs, int depth)
-{
-	json_t *out;
-
-	if (depth > 16)
-		return NULL;
-	if (json_is_array(node)) {
-		size_t i;
-		json_t *it;
-		out = json_array();
-		json_array_foreach(node, i, it) {
-			json_t *r = resolve_refs(it, defs, depth + 1);
-			if (r == NULL) {
-				json_decref(out);
-				return NULL;
-			}
-			json_array_append_new(out, r);
-		}
-		return out;
-	}
-	if (!json_is_object(node))
-		return json_deep_copy(node);
-	const json_t *ref = json_object_get(node, "$ref");
-	if (ref) {
-		const char *s = json_string_value(ref);
-		const json_t *target;
-		if (s == NULL || strncmp(s, "#/$defs/", 8) != 0 ||
-		    (target = json_object_get(defs, s + 8)) == NULL)
-			return NULL;
-		out = resolve_refs(target, defs, depth + 1);
-	} else {
-		out = json_object();
-	}
-	if (out == NULL)
-		return NULL;
-	const char *key;
-	json_t *val;
-	json_object_foreach((json_t *)node, key, val) {
-		if (strcmp(key, "$ref") == 0)
-			continue;
-		json_t *r = resolve_refs(val, defs, depth + 1);
-		if (r == NULL) {
-			json_decref(out);
-			return NULL;
-		}
-		json_object_set_new(out, key, r);
-	}
-	return out;
-}
-
 int
 tools_init(struct err *e)
 {
@@ -127,7 +74,7 @@ tools_init(struct err *e)
 		goto out;
 	}
 	tools = json_object_get(raw, "tools");
-	resolved = resolve_refs(tools, json_object_get(raw, "$defs"), 0);
+	resolved = jsv_resolve_refs(tools, json_object_get(raw, "$defs"));
 	if (resolved == NULL || json_array_size(resolved) != N_IMPLS) {
 		err_set(e, ERR_INTERNAL, "tools.json: bad $ref or tool count");
 		goto out;
@@ -296,6 +243,41 @@ no_key_error(const struct call_ctx *cx, const char *name, struct err *e)
 	    dash, *dash ? "." : "");
 }
 
+/* The key rule, the arguments and whether this build serves the tool. */
+static int
+check_call(const struct call_ctx *cx, int i, const json_t *args, struct err *e)
+{
+	if (!impls[i].anonymous && cx->account_id == NULL) {
+		no_key_error(cx, impls[i].name, e);
+		return -1;
+	}
+	if (jsv_validate(json_object_get(tool_at((size_t)i), "inputSchema"), args,
+	    "", e) < 0)
+		return -1;
+	if (impls[i].fn == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "%s is not available on this server yet",
+		    impls[i].name);
+		return -1;
+	}
+	return 0;
+}
+
+const json_t *
+tools_input_schema(const char *name)
+{
+	int i = find_impl(name);
+
+	return i < 0 ? NULL : json_object_get(tool_at((size_t)i), "inputSchema");
+}
+
+const json_t *
+tools_output_schema(const char *name)
+{
+	int i = find_impl(name);
+
+	return i < 0 ? NULL : json_object_get(tool_at((size_t)i), "outputSchema");
+}
+
 json_t *
 tools_precheck(const struct call_ctx *cx, const char *name, const json_t *args)
 {
@@ -307,50 +289,54 @@ tools_precheck(const struct call_ctx *cx, const char *name, const json_t *args)
 	if (i < 0)
 		return NULL;
 	err_clear(&e);
-	if (!impls[i].anonymous && cx->account_id == NULL) {
-		no_key_error(cx, name, &e);
-	} else {
-		if (args == NULL)
-			args = empty = json_object();
-		rc = jsv_validate(json_object_get(tool_at((size_t)i), "inputSchema"), args,
-		    "", &e);
-		json_decref(empty);
-		if (rc < 0 && e.kind == ERR_NONE)
-			err_set(&e, ERR_INVALID, "invalid arguments");
-		if (rc == 0 && impls[i].fn == NULL)
-			err_set(&e, ERR_UNAVAILABLE, "%s is not available on this server yet", name);
-	}
-	if (e.kind == ERR_NONE)
+	if (args == NULL)
+		args = empty = json_object();
+	rc = check_call(cx, i, args, &e);
+	json_decref(empty);
+	if (rc == 0)
 		return NULL;
-	/* Counted here: a refused call never reaches tools_call's count. */
+	/* Counted here: a refused call never reaches tools_invoke's count. */
 	if (!cx->internal)
 		metrics_tool_call(name, e.kind);
 	return tools_error_result(&e);
 }
 
 json_t *
-tools_call(struct call_ctx *cx, const char *name, const json_t *args)
+tools_invoke(struct call_ctx *cx, const char *name, const json_t *args,
+    struct err *e)
 {
 	int i = find_impl(name);
-	json_t *empty = NULL, *obj;
-	struct err e;
-	double t0;
+	json_t *empty = NULL, *obj = NULL;
+	double t0 = metrics_now();
 
-	if (i < 0)
+	err_clear(e);
+	if (i < 0) {
+		err_set(e, ERR_NOT_FOUND, "unknown tool %.100s", name);
 		return NULL;
-	if ((obj = tools_precheck(cx, name, args)) != NULL)
-		return obj;
-	err_clear(&e);
+	}
 	if (args == NULL)
 		args = empty = json_object();
-	t0 = metrics_now();
-	obj = impls[i].fn(cx, args, &e);
+	if (check_call(cx, i, args, e) == 0) {
+		obj = impls[i].fn(cx, args, e);
+		if (obj == NULL && e->kind == ERR_NONE)
+			err_set(e, ERR_INTERNAL, "tool failed");
+	}
 	json_decref(empty);
-	if (obj == NULL && e.kind == ERR_NONE)
-		err_set(&e, ERR_INTERNAL, "tool failed");
 	if (!cx->internal) {
 		metrics_tool_duration(name, metrics_now() - t0);
-		metrics_tool_call(name, obj ? ERR_NONE : e.kind);
+		metrics_tool_call(name, obj ? ERR_NONE : e->kind);
 	}
+	return obj;
+}
+
+json_t *
+tools_call(struct call_ctx *cx, const char *name, const json_t *args)
+{
+	json_t *obj;
+	struct err e;
+
+	if (!tools_exists(name))
+		return NULL;
+	obj = tools_invoke(cx, name, args, &e);
 	return obj ? structured_result(obj) : tools_error_result(&e);
 }

@@ -50,7 +50,21 @@ int tools_is_long(const char *name);
 /* 1 when the tool works without a key. */
 int tools_is_anonymous(const char *name);
 
-/* Runs a tool and returns the CallToolResult object. Unknown tools return
+/* The tool's inputSchema / outputSchema ($refs resolved); borrowed, NULL
+ * for an unknown tool. */
+const json_t *tools_input_schema(const char *name);
+const json_t *tools_output_schema(const char *name);
+
+/* Runs a tool for any front end (MCP, REST): checks the key rule and the
+ * arguments against the tool's inputSchema (args NULL means {}), then
+ * runs its handler. Returns the result object (structuredContent), or
+ * NULL with `e` filled: ERR_NOT_FOUND for an unknown tool,
+ * ERR_UNAUTHORIZED without a key, ERR_INVALID naming the field, or the
+ * handler's own error. Clears `e` first. */
+json_t *tools_invoke(struct call_ctx *cx, const char *name, const json_t *args,
+    struct err *e);
+
+/* Runs a tool (tools_invoke) and returns the CallToolResult object. Unknown tools return
  * NULL (the caller answers a JSON-RPC -32602). Argument, auth and business
  * errors come back as results with isError true. */
 json_t *tools_call(struct call_ctx *cx, const char *name, const json_t *args);

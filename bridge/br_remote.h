@@ -1,0 +1,46 @@
+/* br_remote.h - the sandbox's side of a sync through the REST API
+ * (br_remote_, br_batch_): listing a tree, moving bytes, and shell work
+ * (times, deletions) batched into few run_command calls. */
+#ifndef AAS_BR_REMOTE_H
+#define AAS_BR_REMOTE_H
+
+#include <stddef.h>
+
+#include "br_api.h"
+#include "br_path.h"
+#include "br_tree.h"
+#include "err.h"
+
+/* Largest file one upload carries (the PUT route's limit). */
+#define BR_REMOTE_MAX_PUT (8u << 20)
+/* Bytes asked for per download request. */
+#define BR_REMOTE_PAGE (4u << 20)
+
+/* Lists sandbox directory `root` (absolute, normalised) into t with paths
+ * relative to it, leaving excluded names out. An entry the listing puts
+ * outside root, or with a "..", is an error. With `missing`, a root that
+ * does not exist is no error: *missing is set and t stays empty. */
+int br_remote_scan(struct br_call *c, const char *sbx, const char *root,
+    const struct br_excl *x, struct br_tree *t, int *missing, struct err *e);
+
+/* Writes a whole file (parents made). */
+int br_remote_put(struct br_call *c, const char *sbx, const char *path, const void *data,
+    size_t len, unsigned mode, struct err *e);
+/* One page of a file; r->file_size carries the total when the API sends it. */
+int br_remote_get(struct br_call *c, const char *sbx, const char *path, long long offset,
+    size_t length, struct br_resp *r, struct err *e);
+
+/* Shell lines run in the sandbox as the user sandbox with `set -e`, sent
+ * in as few run_command calls as the command size allows. */
+struct br_batch;
+
+struct br_batch *br_batch_new(struct br_call *c, const char *sbx);
+void br_batch_free(struct br_batch *b);
+/* Adds "<verb> '<path>'<tail>\n"; flushes first when it would not fit. */
+int br_batch_add(struct br_batch *b, const char *verb, const char *path, const char *tail,
+    struct err *e);
+int br_batch_flush(struct br_batch *b, struct err *e);
+/* Lines "+" the commands printed so far (e.g. directories removed). */
+long br_batch_marks(const struct br_batch *b);
+
+#endif

@@ -1,0 +1,408 @@
+/* br_sync.c - sync_to_sandbox and sync_from_sandbox. Both first list the
+ * two trees and refuse bad paths before anything moves; deletions
+ * (delete_extras) come before copies so a kind change (a file where a
+ * directory was) goes through. */
+#include "br_sync.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "br_local.h"
+#include "br_path.h"
+#include "br_plan.h"
+#include "br_remote.h"
+#include "br_tree.h"
+
+#define SYNC_MAX_ENTRIES 200000
+#define SYNC_LIST_CAP 200     /* names shown in sent/deleted */
+
+struct sync {
+	struct br_call *c;
+	const char *sbx;
+	int delete_extras;
+	char root[PATH_MAX];        /* local, real */
+	char sdir[4200];            /* sandbox, absolute */
+	struct br_excl *x;
+	struct br_tree *local, *remote;
+	struct br_batch *batch;
+	/* report */
+	json_t *sent, *deleted, *warnings;
+	long long files_sent, files_skipped, files_deleted, dirs_deleted, bytes;
+	int lists_truncated;
+	struct timespec t0;
+};
+
+static void
+note(struct sync *s, json_t *list, const char *rel)
+{
+	if (json_array_size(list) < SYNC_LIST_CAP)
+		json_array_append_new(list, json_string(rel));
+	else
+		s->lists_truncated = 1;
+}
+
+static void
+sync_free(struct sync *s)
+{
+	br_excl_free(s->x);
+	br_tree_free(s->local);
+	br_tree_free(s->remote);
+	br_batch_free(s->batch);
+	json_decref(s->sent);
+	json_decref(s->deleted);
+	json_decref(s->warnings);
+}
+
+static int
+sync_init(struct sync *s, struct br_call *c, const json_t *args, int to_sandbox,
+    struct err *e)
+{
+	const char *local = json_string_value(json_object_get(args, "local_path"));
+	const char *sp = json_string_value(json_object_get(args, "sandbox_path"));
+
+	memset(s, 0, sizeof(*s));
+	clock_gettime(CLOCK_MONOTONIC, &s->t0);
+	s->c = c;
+	s->sbx = json_string_value(json_object_get(args, "sandbox_id"));
+	s->delete_extras = json_is_true(json_object_get(args, "delete_extras"));
+	s->sent = json_array();
+	s->deleted = json_array();
+	s->warnings = json_array();
+	s->local = br_tree_new(SYNC_MAX_ENTRIES);
+	s->remote = br_tree_new(SYNC_MAX_ENTRIES);
+	s->batch = br_batch_new(c, s->sbx);
+	if (!s->sent || !s->deleted || !s->warnings || !s->local || !s->remote || !s->batch) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return -1;
+	}
+	if ((s->x = br_excl_new(json_object_get(args, "excludes"), e)) == NULL ||
+	    br_path_sandbox_dir(sp, s->sdir, sizeof(s->sdir), e) < 0 ||
+	    br_local_root(local, !to_sandbox, s->root, sizeof(s->root), e) < 0)
+		return -1;
+	return 0;
+}
+
+static json_t *
+report(struct sync *s, const char *direction)
+{
+	struct timespec t1;
+	json_t *r;
+
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	r = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:O, s:O, s:b, s:O, s:I}",
+	    "sandbox_id", s->sbx, "direction", direction, "local_path", s->root,
+	    "sandbox_path", s->sdir,
+	    "files_sent", (json_int_t)s->files_sent, "files_skipped", (json_int_t)s->files_skipped,
+	    "files_deleted", (json_int_t)s->files_deleted,
+	    "dirs_deleted", (json_int_t)s->dirs_deleted, "bytes_sent", (json_int_t)s->bytes,
+	    "sent", s->sent, "deleted", s->deleted, "lists_truncated", s->lists_truncated,
+	    "warnings", s->warnings,
+	    "duration_ms", (json_int_t)((t1.tv_sec - s->t0.tv_sec) * 1000 +
+	    (t1.tv_nsec - s->t0.tv_nsec) / 1000000));
+	return r;
+}
+
+static int
+stop_if_cancelled(struct sync *s, struct err *e)
+{
+	if (!br_call_cancelled(s->c))
+		return 0;
+	err_set(e, ERR_CONFLICT, "cancelled");
+	return -1;
+}
+
+static size_t
+count_files(const struct br_tree *t)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < br_tree_count(t); i++)
+		n += br_tree_at(t, i)->type == 'f';
+	return n;
+}
+
+/* The destination entry a source file meets, once delete_extras has
+ * removed what is of the wrong kind. */
+static const struct br_entry *
+dest_of(const struct sync *s, const struct br_tree *src, const struct br_tree *dst,
+    const char *rel)
+{
+	const struct br_entry *d = br_tree_find(dst, rel);
+
+	if (d && s->delete_extras && br_plan_extra(src, d, s->x))
+		return NULL;
+	return d;
+}
+
+/* ---- to the sandbox ---- */
+
+static int
+remote_path(const struct sync *s, const char *rel, char *out, size_t n, struct err *e)
+{
+	if (br_path_join(s->sdir, rel, out, n) < 0) {
+		err_set_field(e, "sandbox_path", "sandbox_path: %s: too long", rel);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+delete_remote_extras(struct sync *s, struct err *e)
+{
+	char path[8400];
+	size_t n = br_tree_count(s->remote);
+
+	/* Files and links first, then directories deepest first (a child
+	 * sorts after its parent); rmdir leaves one that still holds
+	 * excluded names. */
+	for (size_t i = 0; i < n; i++) {
+		const struct br_entry *d = br_tree_at(s->remote, i);
+		if (d->type == 'd' || !br_plan_extra(s->local, d, s->x))
+			continue;
+		if (remote_path(s, d->rel, path, sizeof(path), e) < 0 ||
+		    br_batch_add(s->batch, "rm -f --", path, "", e) < 0)
+			return -1;
+		s->files_deleted++;
+		note(s, s->deleted, d->rel);
+	}
+	for (size_t i = n; i-- > 0; ) {
+		const struct br_entry *d = br_tree_at(s->remote, i);
+		if (d->type != 'd' || !br_plan_extra(s->local, d, s->x))
+			continue;
+		if (remote_path(s, d->rel, path, sizeof(path), e) < 0 ||
+		    br_batch_add(s->batch, "rmdir --", path, " 2>/dev/null && echo + || :", e) < 0)
+			return -1;
+		note(s, s->deleted, d->rel);
+	}
+	if (br_batch_flush(s->batch, e) < 0)
+		return -1;
+	s->dirs_deleted = br_batch_marks(s->batch);
+	return 0;
+}
+
+static int
+send_file(struct sync *s, const struct br_entry *en, const char *path, struct err *e)
+{
+	unsigned char *data = NULL;
+	size_t len = 0;
+	char touch[64];
+	int rc = -1;
+
+	if (en->size > (long long)BR_REMOTE_MAX_PUT) {
+		br_warn(s->warnings, "%s: %lld bytes, larger than the %u bytes one upload "
+		    "carries; not sent", en->rel, en->size, BR_REMOTE_MAX_PUT);
+		return 0;
+	}
+	if (br_local_read(s->root, en, BR_REMOTE_MAX_PUT, &data, &len, e) < 0)
+		return -1;
+	if (br_remote_put(s->c, s->sbx, path, data, len, en->mode, e) < 0)
+		goto out;
+	/* The upload's mtime is "now"; the local one makes the next run
+	 * skip the file. */
+	snprintf(touch, sizeof(touch), "touch -m -c -d @%lld --", en->mtime);
+	if (br_batch_add(s->batch, touch, path, "", e) < 0)
+		goto out;
+	s->files_sent++;
+	s->bytes += (long long)len;
+	note(s, s->sent, en->rel);
+	rc = 0;
+out:
+	free(data);
+	return rc;
+}
+
+static int
+push(struct sync *s, int missing, struct err *e)
+{
+	size_t n = br_tree_count(s->local), total = count_files(s->local), done = 0;
+	char path[8400], msg[160];
+
+	if (missing && br_batch_add(s->batch, "mkdir -p --", s->sdir, "", e) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		const struct br_entry *en = br_tree_at(s->local, i);
+		const struct br_entry *d = dest_of(s, s->local, s->remote, en->rel);
+
+		if (stop_if_cancelled(s, e) < 0 || remote_path(s, en->rel, path, sizeof(path), e) < 0)
+			return -1;
+		if (en->type == 'd') {
+			/* Empty directories too; parents of files come with them. */
+			if ((d == NULL || d->type != 'd') &&
+			    br_batch_add(s->batch, "mkdir -p --", path, "", e) < 0)
+				return -1;
+			continue;
+		}
+		switch (br_plan_file(en, d)) {
+		case BR_SKIP:
+			s->files_skipped++;
+			break;
+		case BR_CONFLICT:
+			err_set_at(e, ERR_CONFLICT, "sandbox_path", "sandbox_path: %s is a directory "
+			    "in the sandbox and a file here (delete_extras: true replaces it)",
+			    en->rel);
+			return -1;
+		case BR_SEND:
+			if (send_file(s, en, path, e) < 0)
+				return -1;
+			break;
+		}
+		snprintf(msg, sizeof(msg), "%zu of %zu files", ++done, total);
+		br_call_progress(s->c, (double)done, (double)total, msg);
+	}
+	return br_batch_flush(s->batch, e);
+}
+
+json_t *
+br_sync_to(struct br_call *c, const json_t *args, struct err *e)
+{
+	struct sync s;
+	json_t *out = NULL;
+	int missing = 0;
+
+	if (sync_init(&s, c, args, 1, e) < 0 ||
+	    br_local_scan(s.root, s.x, 1, s.local, s.warnings, e) < 0 ||
+	    br_remote_scan(c, s.sbx, s.sdir, s.x, s.remote, &missing, e) < 0)
+		goto out;
+	br_tree_sort(s.local);
+	br_tree_sort(s.remote);
+	if (s.delete_extras && !missing && delete_remote_extras(&s, e) < 0)
+		goto out;
+	if (push(&s, missing, e) < 0)
+		goto out;
+	out = report(&s, "to_sandbox");
+out:
+	sync_free(&s);
+	return out;
+}
+
+/* ---- from the sandbox ---- */
+
+static int
+delete_local_extras(struct sync *s, struct err *e)
+{
+	for (size_t i = br_tree_count(s->local); i-- > 0; ) {
+		const struct br_entry *d = br_tree_at(s->local, i);
+		int r;
+
+		if (!br_plan_extra(s->remote, d, s->x))
+			continue;
+		if ((r = br_local_remove(s->root, d->rel, d->type == 'd', e)) < 0)
+			return -1;
+		if (r == 0)
+			continue;
+		if (d->type == 'd')
+			s->dirs_deleted++;
+		else
+			s->files_deleted++;
+		note(s, s->deleted, d->rel);
+	}
+	return 0;
+}
+
+/* Pages of a sandbox file into a temporary file renamed into place. */
+static int
+fetch_file(struct sync *s, const struct br_entry *en, struct err *e)
+{
+	char path[8400];
+	struct br_lfile *f;
+	long long off = 0, total = -1;
+	int rc = 0;
+
+	if (remote_path(s, en->rel, path, sizeof(path), e) < 0 ||
+	    (f = br_lfile_open(s->root, en->rel, e)) == NULL)
+		return -1;
+	for (;;) {
+		struct br_resp r;
+		size_t got;
+
+		if ((rc = stop_if_cancelled(s, e)) < 0 ||
+		    (rc = br_remote_get(s->c, s->sbx, path, off, BR_REMOTE_PAGE, &r, e)) < 0)
+			break;
+		got = r.len;
+		if (r.file_size >= 0)
+			total = r.file_size;
+		rc = br_lfile_write(f, r.body, r.len, e);
+		br_resp_clear(&r);
+		off += (long long)got;
+		if (rc < 0 || got == 0 || (total >= 0 ? off >= total : got < BR_REMOTE_PAGE))
+			break;
+	}
+	if (rc < 0) {
+		br_lfile_abort(f);
+		return -1;
+	}
+	if (br_lfile_commit(f, en->mode, en->mtime >= 0 ? en->mtime : (long long)time(NULL),
+	    e) < 0)
+		return -1;
+	s->files_sent++;
+	s->bytes += off;
+	note(s, s->sent, en->rel);
+	return 0;
+}
+
+static int
+pull(struct sync *s, struct err *e)
+{
+	size_t n = br_tree_count(s->remote), total = count_files(s->remote), done = 0;
+	char msg[160];
+
+	for (size_t i = 0; i < n; i++) {
+		const struct br_entry *en = br_tree_at(s->remote, i);
+		const struct br_entry *d = dest_of(s, s->remote, s->local, en->rel);
+
+		if (stop_if_cancelled(s, e) < 0)
+			return -1;
+		if (en->type == 'd') {
+			if ((d == NULL || d->type != 'd') && br_local_mkdirs(s->root, en->rel, e) < 0)
+				return -1;
+			continue;
+		}
+		if (en->type != 'f') {
+			br_warn(s->warnings, "%s: a %s in the sandbox, left out", en->rel,
+			    en->type == 'l' ? "symbolic link" : "special file");
+			continue;
+		}
+		switch (br_plan_file(en, d)) {
+		case BR_SKIP:
+			s->files_skipped++;
+			break;
+		case BR_CONFLICT:
+			err_set_at(e, ERR_CONFLICT, "local_path", "local_path: %s is a directory "
+			    "here and a file in the sandbox (delete_extras: true replaces it)",
+			    en->rel);
+			return -1;
+		case BR_SEND:
+			if (fetch_file(s, en, e) < 0)
+				return -1;
+			break;
+		}
+		snprintf(msg, sizeof(msg), "%zu of %zu files", ++done, total);
+		br_call_progress(s->c, (double)done, (double)total, msg);
+	}
+	return 0;
+}
+
+json_t *
+br_sync_from(struct br_call *c, const json_t *args, struct err *e)
+{
+	struct sync s;
+	json_t *out = NULL;
+
+	if (sync_init(&s, c, args, 0, e) < 0 ||
+	    br_remote_scan(c, s.sbx, s.sdir, s.x, s.remote, NULL, e) < 0 ||
+	    br_local_scan(s.root, s.x, 0, s.local, s.warnings, e) < 0)
+		goto out;
+	br_tree_sort(s.local);
+	br_tree_sort(s.remote);
+	if (s.delete_extras && delete_local_extras(&s, e) < 0)
+		goto out;
+	if (pull(&s, e) < 0)
+		goto out;
+	out = report(&s, "from_sandbox");
+out:
+	sync_free(&s);
+	return out;
+}
