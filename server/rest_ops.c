@@ -11,7 +11,12 @@
 #include "guest.h"
 #include "sandbox.h"
 
-#define REST_READ_PAGE (4u << 20)          /* read_file's largest length */
+/* A download without length is read in pages of this size (read_file's
+ * default), well below its 4 MiB maximum: each page is one guest agent
+ * answer, which must arrive within the agent's 10 s timeout even on a slow
+ * (TCG, loaded) guest. */
+#define REST_READ_PAGE (1u << 20)
+#define REST_READ_MAX (4u << 20)           /* read_file's largest length */
 #define REST_MAX_WHOLE_FILE GUEST_MAX_FILE /* a download without length */
 
 json_t *
@@ -153,7 +158,7 @@ op_download(struct rest_call *c, json_t *args, struct err *e)
 		if (whole && total - offset > (long long)REST_MAX_WHOLE_FILE) {
 			err_set_field(e, "length", "length: the file has %lld bytes after offset %lld,"
 			    " more than %u in one response; page with offset and length (at most %u)",
-			    total - offset, offset, REST_MAX_WHOLE_FILE, REST_READ_PAGE);
+			    total - offset, offset, REST_MAX_WHOLE_FILE, REST_READ_MAX);
 			goto fail;
 		}
 	} while (whole && !eof && rc == 0);
