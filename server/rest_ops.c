@@ -82,6 +82,14 @@ op_command_status(struct rest_call *c, json_t *args, struct err *e)
 	return s ? sbx_command_status(s, c->cx.account_id, args, e) : NULL;
 }
 
+static json_t *
+op_list_ports(struct rest_call *c, json_t *args, struct err *e)
+{
+	struct sbx *s = rest_sbx(c, e);
+
+	return s ? sbx_list_ports(s, c->cx.account_id, args, e) : NULL;
+}
+
 /* The request body, as write_file's content_base64. */
 static json_t *
 op_upload(struct rest_call *c, json_t *args, struct err *e)
@@ -199,6 +207,8 @@ const struct rest_op rest_ops[] = {
 	{ "GET", SBX "/files", rest_op_tool, "list_files", files_q, 0, 200 },
 	{ "GET", SBX "/files/content", op_download, "read_file", read_q, 0, 200 },
 	{ "PUT", SBX "/files/content", op_upload, "write_file", write_q, REST_RAW_BODY, 200 },
+	{ "POST", SBX "/ports", rest_op_tool, "expose_port", NULL, REST_JSON_BODY, 201 },
+	{ "GET", SBX "/ports", op_list_ports, NULL, NULL, 0, 200 },
 };
 
 const size_t rest_ops_count = sizeof(rest_ops) / sizeof(rest_ops[0]);

@@ -45,6 +45,9 @@ json_t *sbx_list_files(struct sbx *s, const char *account, const json_t *args,
 /* expose_port: a forward into the VM and a preview URL (sandbox_net.c). */
 json_t *sbx_expose_port(struct sbx *s, const char *account, const json_t *args,
     struct err *e);
+/* {sandbox_id, ports: [...]} of one sandbox of the account. */
+json_t *sbx_list_ports(struct sbx *s, const char *account, const json_t *args,
+    struct err *e);
 
 /* Decides where a preview request goes (the proxy's resolver): the
  * forward of an exposed port of a running sandbox, after the private

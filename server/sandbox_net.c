@@ -174,6 +174,19 @@ sbx_ports_json(struct sbx *s, const char *id, struct err *e)
 	return arr;
 }
 
+json_t *
+sbx_list_ports(struct sbx *s, const char *account, const json_t *args, struct err *e)
+{
+	const char *id = json_string_value(json_object_get(args, "sandbox_id"));
+	struct sbx_row row;
+	json_t *ports;
+
+	if (sbx_load(s, account, id, &row, e) < 0)
+		return NULL;
+	ports = sbx_ports_json(s, id, e);
+	return ports ? json_pack("{s:s, s:o}", "sandbox_id", id, "ports", ports) : NULL;
+}
+
 void
 sbx_ports_drop(struct sbx *s, const char *id)
 {

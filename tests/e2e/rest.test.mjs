@@ -194,7 +194,7 @@ test('request bodies and query parameters are the tools\' own schemas', async ()
   const tools = Object.fromEntries(list.json.result.tools.map((t) => [t.name, t]));
   assert.equal(Object.keys(tools).length, 12);
   const bodies = { '/v1/sandboxes': 'create_sandbox', '/v1/sandboxes/{sandbox_id}/extend': 'extend_sandbox',
-    '/v1/sandboxes/{sandbox_id}/commands': 'run_command' };
+    '/v1/sandboxes/{sandbox_id}/commands': 'run_command', '/v1/sandboxes/{sandbox_id}/ports': 'expose_port' };
   for (const [p, tool] of Object.entries(bodies)) {
     const want = structuredClone(tools[tool].inputSchema);
     delete want.properties.sandbox_id;
@@ -461,6 +461,27 @@ test('list files and file errors', async () => {
     { ...k, file: tmpFile('m3', 'x') });
   assert.equal(denied.status, 400);
   assert.match(denied.json.error.message, /denied/i);
+});
+
+test('ports: expose, list, errors', async () => {
+  const k = { key: alice.api_key };
+  const x = await curl('POST', `/v1/sandboxes/${sbx}/ports`, { ...k, json: { port: 8080 } });
+  assert.equal(x.status, 201, x.body.toString());
+  assert.equal(x.json.url, `http://8080-${sbx}.localhost:${aasd.port}/`);
+  assert.equal(x.json.public, true);
+  const p = await curl('POST', `/v1/sandboxes/${sbx}/ports`, { ...k, json: { port: 8081, public: false } });
+  assert.equal(p.status, 201);
+  assert.match(p.json.token, /^aas_pt_/);
+  assert.match(p.json.signed_url, /aas_preview_sig=/);
+  const l = await curl('GET', `/v1/sandboxes/${sbx}/ports`, k);
+  assert.equal(l.status, 200);
+  assert.deepEqual(l.json.ports.map((q) => [q.port, q.public]), [[8080, true], [8081, false]]);
+  expectError(await curl('POST', `/v1/sandboxes/${sbx}/ports`, { ...k, json: { port: 8080 } }), 409, 'conflict');
+  expectError(await curl('POST', `/v1/sandboxes/${sbx}/ports`, { ...k, json: { port: 0 } }), 400, 'invalid_argument');
+  expectError(await curl('POST', `/v1/sandboxes/${sbx}/ports`, { ...k, json: { port: 70000 } }), 400, 'invalid_argument');
+  const b = { key: bob.api_key };
+  expectError(await curl('GET', `/v1/sandboxes/${sbx}/ports`, b), 404, 'not_found');
+  expectError(await curl('POST', `/v1/sandboxes/${sbx}/ports`, { ...b, json: { port: 9000 } }), 404, 'not_found');
 });
 
 test('usage shows the sandbox', async () => {
