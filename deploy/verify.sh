@@ -76,7 +76,7 @@ check_systemd() {
 		echo "verify: $aasd not built (make): systemd check skipped"
 		return 0
 	fi
-	sed -e "s#^ExecStart=/usr/local/bin/aasd#ExecStart=$aasd#" \
+	sed -e "s#^ExecStart=/usr/local/bin/aasd#ExecStart=$aasd#" -e "s#^ExecStartPre=+/usr/local/bin/aasd#ExecStartPre=+$aasd#" \
 	    "$here/aasd.service" >"$tmp/aasd.service"
 	# Only problems of this unit fail the check, not of the host's others.
 	out=$(systemd-analyze verify "$tmp/aasd.service" 2>&1 || true)

@@ -152,8 +152,10 @@ test('create -> run_command -> write_file / read_file through the REST API', asy
   assert.match(nf, /^Error \(not_found\)/);
   const bad = await failText('run_command', { sandbox_id: sbx });
   assert.match(bad, /command/);
-  assert.match(await failText('expose_port', { sandbox_id: sbx, port: 8000 }),
-    /not available on this server yet/);
+  // expose_port goes through the REST ports route.
+  const ex = await ok('expose_port', { sandbox_id: sbx, port: 8000 });
+  assert.match(ex.url, new RegExp(`^http://8000-${sbx}\\.localhost:\\d+/$`));
+  assert.match(await failText('expose_port', { sandbox_id: sbx, port: 8000 }), /already exposed/);
 });
 
 test('a cancelled call gets no answer and the bridge keeps serving', async () => {
