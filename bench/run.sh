@@ -10,6 +10,9 @@ mkdir -p "$STATE/log"
 
 [ -d node_modules/@modelcontextprotocol/sdk ] || npm ci --no-audit --no-fund >/dev/null
 sh deploy/devdb.sh start "$STATE"
+# Before any benchmark VM (they have network devices now): nothing QEMU
+# sends may leave for addresses beyond loopback.
+sh tests/net-safety.sh install
 
 port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
 AAS_STATE_DIR=$STATE AAS_LISTEN=127.0.0.1:$port AAS_LOG_LEVEL=warn \
@@ -32,7 +35,6 @@ echo "== VMs: aasd vs raw libvirt and guest agent =="
 node bench/vm.mjs "$ROOT/$B" "$STATE"
 
 echo "== Preview proxy: aasd vs the raw forwarded port =="
-sh tests/net-safety.sh install
 node bench/preview.mjs "$ROOT/$B" "$STATE"
 
 echo "== Expiry reaper =="
