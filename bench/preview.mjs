@@ -4,12 +4,10 @@
 //   latency: sequential GETs of a 1 KiB file, one connection each, p50/p99
 //   throughput: GETs of a 20 MiB file, MB/s
 // Usage: node bench/preview.mjs BUILD_DIR STATE_DIR
-import { spawn, execFile } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import http from 'node:http';
-import net from 'node:net';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { sleep, pct, startVmAasd, client, tool as callTool } from './lib.mjs';
 
 const run = promisify(execFile);
 const [BUILD, STATE] = process.argv.slice(2);
@@ -19,29 +17,8 @@ const ROOT = `${STATE}/libvirt-bench-preview`;
 const DB = `postgresql:///aas?host=${STATE}/run&user=aas`;
 const IMAGE = process.env.AAS_IMAGE_DIR || `${STATE}/../images/current`;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const pct = (a, p) => { const s = [...a].sort((x, y) => x - y); return s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)]; };
-
-async function freePort() {
-  return new Promise((resolve) => { const s = net.createServer().listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); }); });
-}
-
-const port = await freePort();
-const proc = spawn(`${BUILD}/aasd`, [], {
-  env: { PATH: process.env.PATH, AAS_STATE_DIR: STATE, AAS_LISTEN: `127.0.0.1:${port}`, AAS_LOG_LEVEL: 'warn',
-    AAS_LIBVIRT_URI: `qemu:///embed?root=${ROOT}`, AAS_IMAGE_DIR: IMAGE, AAS_VIRT: process.env.AAS_VIRT || 'tcg' },
-  stdio: ['ignore', 'ignore', 'inherit'],
-});
-const exited = new Promise((r) => proc.on('exit', r));
-const url = `http://127.0.0.1:${port}`;
-for (let i = 0; ; i++) {
-  try {
-    const h = await (await fetch(`${url}/healthz`)).json();
-    if (h.vm?.status === 'ok') break;
-  } catch { /* starting */ }
-  if (i > 1200) throw new Error('aasd did not start');
-  await sleep(100);
-}
+const aasd = await startVmAasd(BUILD, STATE, `qemu:///embed?root=${ROOT}`, IMAGE);
+const { port } = aasd;
 
 // One GET with a given Host header; resolves with [ms, bytes].
 function get(target, host, path) {
@@ -61,14 +38,8 @@ try {
   const { stdout: acctJson } = await run(`${BUILD}/aasctl`, ['account', 'create', '--email',
     `bench-preview-${Date.now()}@example.com`], { env: { ...process.env, AAS_STATE_DIR: STATE } });
   const key = JSON.parse(acctJson).api_key;
-  const t = new StreamableHTTPClientTransport(new URL(`${url}/v1/mcp`), { requestInit: { headers: { 'x-api-key': key } } });
-  const c = new Client({ name: 'aas-bench', version: '1' });
-  await c.connect(t);
-  const tool = async (name, args) => {
-    const r = await c.callTool({ name, arguments: args }, undefined, { timeout: 600000 });
-    if (r.isError) throw new Error(`${name}: ${r.content[0].text}`);
-    return r.structuredContent;
-  };
+  const c = await client(aasd.url, key);
+  const tool = (name, args) => callTool(c, name, args);
   const { sandbox_id: id } = await tool('create_sandbox', { timeout_minutes: 30 });
   await tool('run_command', { sandbox_id: id, command: 'mkdir -p ~/w && head -c 1024 /dev/urandom > ~/w/small && head -c 20971520 /dev/urandom > ~/w/big' });
   await tool('run_command', { sandbox_id: id, command: 'cd ~/w && exec python3 -m http.server 8000', background: true, timeout_seconds: 3600 });
@@ -103,6 +74,5 @@ try {
   await tool('destroy_sandbox', { sandbox_id: id });
   await c.close();
 } finally {
-  proc.kill('SIGTERM');
-  await exited;
+  await aasd.stop();
 }

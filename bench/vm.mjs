@@ -6,12 +6,10 @@
 //   run_command `true` through MCP     vs  raw guest-exec round trip, same VM
 //   write_file / read_file MB/s
 // Usage: node bench/vm.mjs BUILD_DIR STATE_DIR
-import { spawn, execFile } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
-import net from 'node:net';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { sleep, pct, startVmAasd, client, tool } from './lib.mjs';
 
 const run = promisify(execFile);
 const [BUILD, STATE] = process.argv.slice(2);
@@ -23,47 +21,10 @@ const URI = `qemu:///embed?root=${ROOT}`;
 const DB = `postgresql:///aas?host=${STATE}/run&user=aas`;
 const IMAGE = process.env.AAS_IMAGE_DIR || `${STATE}/../images/current`;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const median = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor((s.length - 1) / 2)]; };
-const pct = (a, p) => { const s = [...a].sort((x, y) => x - y); return s[Math.min(s.length - 1, Math.ceil(p * s.length) - 1)]; };
 const f1 = (x) => x.toFixed(1);
 
-async function freePort() {
-  return new Promise((resolve) => { const s = net.createServer().listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); }); });
-}
-
-async function startAasd(extra = {}) {
-  const port = await freePort();
-  const proc = spawn(`${BUILD}/aasd`, [], {
-    env: { PATH: process.env.PATH, AAS_STATE_DIR: STATE, AAS_LISTEN: `127.0.0.1:${port}`,
-      AAS_LOG_LEVEL: 'warn', AAS_LIBVIRT_URI: URI, AAS_IMAGE_DIR: IMAGE, AAS_VIRT: process.env.AAS_VIRT || 'tcg', ...extra },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; ; i++) {
-    try {
-      const h = await (await fetch(`${url}/healthz`)).json();
-      if (h.vm?.status === 'ok') break;
-    } catch { /* starting */ }
-    if (i > 1200) throw new Error('aasd did not start');
-    await sleep(100);
-  }
-  const exited = new Promise((r) => proc.on('exit', r));
-  return { url, stop: async () => { proc.kill('SIGTERM'); await exited; } };
-}
-
-async function client(url, key) {
-  const t = new StreamableHTTPClientTransport(new URL(`${url}/v1/mcp`), { requestInit: { headers: { 'x-api-key': key } } });
-  const c = new Client({ name: 'aas-bench', version: '1' });
-  await c.connect(t);
-  return c;
-}
-
-async function tool(c, name, args) {
-  const r = await c.callTool({ name, arguments: args }, undefined, { timeout: 600000 });
-  if (r.isError) throw new Error(`${name}: ${r.content[0].text}`);
-  return r.structuredContent;
-}
+const startAasd = (extra = {}) => startVmAasd(BUILD, STATE, URI, IMAGE, extra);
 
 async function timed(fn) { const t0 = performance.now(); const v = await fn(); return [performance.now() - t0, v]; }
 

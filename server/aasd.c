@@ -133,7 +133,7 @@ netguard_main(const char *what)
 		fputs(rules, stdout);
 		return 0;
 	}
-	if (netguard_install(pw->pw_uid, &e) < 0 || netguard_check(pw->pw_uid, &e) < 0) {
+	if (netguard_ensure(pw->pw_uid, &e) < 0) {
 		fprintf(stderr, "aasd: %s\n", e.msg);
 		return 1;
 	}

@@ -113,13 +113,18 @@ preview_sig_valid(const char *token_hash, const char *id, int port, const char *
 	return CRYPTO_memcmp(want, sig, PREVIEW_SIG_HEX) == 0;
 }
 
-int
-preview_query_get(const char *query, const char *name, char *out, size_t n)
+/* Finds name=value in a list of pairs separated by `sep` (spaces after a
+ * separator are skipped, as in Cookie headers). 1 when found and it fits. */
+static int
+pair_get(const char *list, char sep, const char *name, char *out, size_t n)
 {
 	size_t nl = strlen(name);
+	const char seps[2] = { sep, '\0' };
 
-	for (const char *p = query; p && *p;) {
-		size_t len = strcspn(p, "&");
+	for (const char *p = list; p && *p;) {
+		while (*p == ' ' || *p == sep)
+			p++;
+		size_t len = strcspn(p, seps);
 		if (len > nl && strncmp(p, name, nl) == 0 && p[nl] == '=') {
 			size_t vl = len - nl - 1;
 			if (vl >= n)
@@ -129,10 +134,14 @@ preview_query_get(const char *query, const char *name, char *out, size_t n)
 			return 1;
 		}
 		p += len;
-		if (*p == '&')
-			p++;
 	}
 	return 0;
+}
+
+int
+preview_query_get(const char *query, const char *name, char *out, size_t n)
+{
+	return pair_get(query, '&', name, out, n);
 }
 
 static int
@@ -172,21 +181,5 @@ preview_query_strip(const char *query, char *out, size_t n)
 int
 preview_cookie_get(const char *header, const char *name, char *out, size_t n)
 {
-	size_t nl = strlen(name);
-
-	for (const char *p = header; p && *p;) {
-		while (*p == ' ' || *p == ';')
-			p++;
-		size_t len = strcspn(p, ";");
-		if (len > nl && strncmp(p, name, nl) == 0 && p[nl] == '=') {
-			size_t vl = len - nl - 1;
-			if (vl >= n)
-				return 0;
-			memcpy(out, p + nl + 1, vl);
-			out[vl] = '\0';
-			return 1;
-		}
-		p += len;
-	}
-	return 0;
+	return pair_get(header, ';', name, out, n);
 }

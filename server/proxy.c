@@ -1081,6 +1081,21 @@ build_head(struct px *x, struct MHD_Connection *conn, const char *path, const ch
 	return 0;
 }
 
+/* Adds x to the live list (for shutdown); `no_thread` also gives back the
+ * thread slot proxy_begin reserved, for a request answered at once. */
+static void
+px_link(struct proxy *p, struct px *x, int no_thread)
+{
+	pthread_mutex_lock(&p->lock);
+	if (no_thread)
+		p->active--;
+	x->next = p->all;
+	if (p->all)
+		p->all->prev = x;
+	p->all = x;
+	pthread_mutex_unlock(&p->lock);
+}
+
 struct px *
 proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char *method,
     const char *path, const char *query)
@@ -1126,22 +1141,11 @@ proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char *method,
 	if ((query && strlen(query) >= PX_QUERY_MAX) || build_head(x, conn, path, query) < 0) {
 		/* Answered at once, without an upstream. */
 		x->refs = 1;
-		pthread_mutex_lock(&p->lock);
-		p->active--;
-		x->next = p->all;
-		if (p->all)
-			p->all->prev = x;
-		p->all = x;
-		pthread_mutex_unlock(&p->lock);
+		px_link(p, x, 1);
 		px_fail(x, 431, "The request's headers or query are too large or malformed.");
 		return x;
 	}
-	pthread_mutex_lock(&p->lock);
-	x->next = p->all;
-	if (p->all)
-		p->all->prev = x;
-	p->all = x;
-	pthread_mutex_unlock(&p->lock);
+	px_link(p, x, 0);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, PX_STACK);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);

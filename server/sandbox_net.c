@@ -34,21 +34,6 @@ net_set(struct sbx *s, int ok, const char *why)
 	pthread_mutex_unlock(&s->cap_lock);
 }
 
-/* Checks the rule, installing it when it is missing. */
-static int
-net_ensure(struct sbx *s, struct err *e)
-{
-	uid_t uid = orch_qemu_uid(s->orch);
-	struct err first;
-
-	err_clear(&first);
-	if (netguard_check(uid, &first) == 0)
-		return 0;
-	if (netguard_install(uid, e) < 0)
-		return -1;
-	return netguard_check(uid, e);
-}
-
 int
 sbx_net_init(struct sbx *s, struct err *e)
 {
@@ -59,7 +44,7 @@ sbx_net_init(struct sbx *s, struct err *e)
 		return 0;
 	}
 	err_clear(&ne);
-	if (net_ensure(s, &ne) == 0) {
+	if (netguard_ensure(orch_qemu_uid(s->orch), &ne) == 0) {
 		net_set(s, 1, "");
 		return 0;
 	}
@@ -79,7 +64,7 @@ sbx_net_refresh(struct sbx *s)
 	if (s->app->cfg.net == CONFIG_NET_OFF)
 		return;
 	err_clear(&ne);
-	if (net_ensure(s, &ne) == 0)
+	if (netguard_ensure(orch_qemu_uid(s->orch), &ne) == 0)
 		net_set(s, 1, "");
 	else
 		net_set(s, 0, ne.msg);
@@ -311,14 +296,13 @@ host_is_local(const char *uri)
 /* 0 allowed, else the status to answer. A valid signed URL also sets a
  * cookie so the page's own requests (scripts, images) pass. */
 static int
-preview_allowed(struct sbx *s, const char *hash, const char *id, int port,
-    const struct proxy_ask *ask, struct proxy_route *out)
+preview_allowed(const char *hash, const char *id, int port, const struct proxy_ask *ask,
+    struct proxy_route *out)
 {
 	char exp[24], sig[PREVIEW_SIG_HEX + 2], cookie[128];
 	time_t now = time(NULL);
 	int offered = 0;
 
-	(void)s;
 	if (ask->token) {
 		char th[KEY_HASH_HEX_LEN + 1];
 		offered = 1;
@@ -386,7 +370,7 @@ sbx_preview_route(struct sbx *s, const struct proxy_ask *ask, struct proxy_route
 		return;
 	}
 	if (strcmp(PQgetvalue(r, 0, 1), "t") != 0 &&
-	    (st = preview_allowed(s, PQgetvalue(r, 0, 2), id, port, ask, out)) != 0) {
+	    (st = preview_allowed(PQgetvalue(r, 0, 2), id, port, ask, out)) != 0) {
 		PQclear(r);
 		route_fail(out, st, st == 401 ? "This preview is private. Send the token from"
 		    " expose_port in the x-aas-preview-token header, or open its signed URL." :

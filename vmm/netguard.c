@@ -203,3 +203,16 @@ out:
 	free(out);
 	return rc;
 }
+
+int
+netguard_ensure(uid_t uid, struct err *e)
+{
+	struct err first;
+
+	err_clear(&first);
+	if (netguard_check(uid, &first) == 0)
+		return 0;
+	if (netguard_install(uid, e) < 0)
+		return -1;
+	return netguard_check(uid, e);
+}

@@ -25,5 +25,7 @@ int netguard_ruleset(uid_t uid, char *out, size_t n);
 int netguard_install(uid_t uid, struct err *e);
 /* 0 when the rule for `uid` is in place, -1 (with the reason) when not. */
 int netguard_check(uid_t uid, struct err *e);
+/* Checks, installs the rule when it is missing or outdated, checks again. */
+int netguard_ensure(uid_t uid, struct err *e);
 
 #endif

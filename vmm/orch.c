@@ -48,6 +48,17 @@ struct orch {
 	int starter_started;
 };
 
+/* The host of `uri`, or NULL with the error every operation reports. */
+static struct vm_host *
+host_or_err(struct orch *o, const char *uri, struct err *e)
+{
+	struct vm_host *h = orch_host_by_uri(o, uri);
+
+	if (h == NULL)
+		err_set(e, ERR_UNAVAILABLE, "unknown hypervisor host %s", uri);
+	return h;
+}
+
 uid_t
 orch_qemu_uid(struct orch *o)
 {
@@ -525,12 +536,10 @@ int
 orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int vcpus,
     int memory_mib, orch_progress_fn fn, void *ctx, struct err *e)
 {
-	struct vm_host *h = orch_host_by_uri(o, uri);
+	struct vm_host *h = host_or_err(o, uri, e);
 
-	if (h == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "unknown hypervisor host %s", uri);
+	if (h == NULL)
 		return -1;
-	}
 	if (orch_wait_ready(o, 60000, e) < 0)
 		return -1;
 	for (size_t i = 0; i < o->n_hosts; i++)
@@ -566,13 +575,11 @@ int
 orch_forward_add(struct orch *o, const char *uri, const char *id, int guest_port,
     int *host_port, struct err *e)
 {
-	struct vm_host *h = orch_host_by_uri(o, uri);
+	struct vm_host *h = host_or_err(o, uri, e);
 	char name[128], cmd[128], reply[256];
 
-	if (h == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "unknown hypervisor host %s", uri);
+	if (h == NULL)
 		return -1;
-	}
 	orch_domain_name(id, name, sizeof(name));
 	for (int attempt = 0; attempt < 8; attempt++) {
 		int hp = pick_loopback_port();
@@ -603,13 +610,11 @@ int
 orch_forward_remove(struct orch *o, const char *uri, const char *id, int host_port,
     struct err *e)
 {
-	struct vm_host *h = orch_host_by_uri(o, uri);
+	struct vm_host *h = host_or_err(o, uri, e);
 	char name[128], cmd[128], reply[256];
 
-	if (h == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "unknown hypervisor host %s", uri);
+	if (h == NULL)
 		return -1;
-	}
 	orch_domain_name(id, name, sizeof(name));
 	snprintf(cmd, sizeof(cmd), "hostfwd_remove %s tcp:127.0.0.1:%d", VM_NETDEV_ID, host_port);
 	return vm_monitor_hmp(h, name, cmd, reply, sizeof(reply), e);
@@ -618,13 +623,11 @@ orch_forward_remove(struct orch *o, const char *uri, const char *id, int host_po
 int
 orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e)
 {
-	struct vm_host *h = orch_host_by_uri(o, uri);
+	struct vm_host *h = host_or_err(o, uri, e);
 	char name[128];
 
-	if (h == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "unknown hypervisor host %s", uri);
+	if (h == NULL)
 		return -1;
-	}
 	orch_domain_name(id, name, sizeof(name));
 	if (vm_destroy(h, name, e) < 0)
 		return -1;
@@ -635,13 +638,11 @@ orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e)
 int
 orch_list(struct orch *o, const char *uri, char ***ids, size_t *n, struct err *e)
 {
-	struct vm_host *h = orch_host_by_uri(o, uri);
+	struct vm_host *h = host_or_err(o, uri, e);
 	size_t plen = strlen(ORCH_DOMAIN_PREFIX);
 
-	if (h == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "unknown hypervisor host %s", uri);
+	if (h == NULL)
 		return -1;
-	}
 	if (vm_list(h, ORCH_DOMAIN_PREFIX, ids, n, e) < 0)
 		return -1;
 	/* Domain names to ids, in place. */

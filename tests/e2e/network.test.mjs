@@ -156,7 +156,7 @@ test('a guest web server is reachable through its preview URL, bytes intact', as
   assert.equal(ex.token, undefined);
   const r = await until(async () => { const x = await curl(sbx, 8000, '/blob.bin'); return x.status === 200 && x; });
   assert.equal(createHash('sha256').update(r.body).digest('hex'), want);
-  // The upstream sees where the request came from.
+  // get_sandbox lists the exposed port.
   const g = await ok(a, 'get_sandbox', { sandbox_id: sbx });
   assert.deepEqual(g.ports.map((p) => [p.port, p.public, p.url]), [[8000, true, ex.url]]);
 });
@@ -260,11 +260,10 @@ test('nothing listening answers a friendly 502; unknown names 404; MCP is not be
 });
 
 test('private previews need the token or a valid signed URL', async () => {
-  const ex = await ok(a, 'expose_port', { sandbox_id: sbx, port: 8000 + 1, public: false })
-    .catch(() => null);
-  // Port 8001 has no server; use a private forward to the same web server.
+  // A private forward to a second server on the same files.
+  const ex = await ok(a, 'expose_port', { sandbox_id: sbx, port: 8001, public: false });
   await sh(sbx, 'cd ~/www && exec python3 -m http.server 8001', { background: true });
-  assert.ok(ex && ex.token && ex.signed_url && ex.signed_url_expires_at);
+  assert.ok(ex.token && ex.signed_url && ex.signed_url_expires_at);
   assert.equal(ex.public, false);
   assert.equal((await curl(sbx, 8001, '/blob.bin')).status, 401);
   assert.equal((await curl(sbx, 8001, '/blob.bin', ['-H', 'x-aas-preview-token: aas_pt_wrong'])).status, 403);
