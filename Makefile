@@ -21,36 +21,43 @@ OPT     ?= -O2
 SAN     ?=
 CFLAGS  := -std=c17 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wvla \
 	-D_GNU_SOURCE -g $(OPT) $(SAN) -MMD -MP \
-	-Iserver -Ivmm -Ibilling -Ibridge -I$(B)/gen $(PKG_CFLAGS)
+	-I. $(PKG_CFLAGS)
 LDFLAGS := $(SAN) -pthread
 LDLIBS  := $(PKG_LIBS) -lm
 
-# Library objects: everything except the programs' main files.
-LIB_SRC := \
-	server/log.c server/err.c server/config.c server/keys.c server/db.c \
-	server/migrate.c server/accounts.c server/jsonrpc.c server/jsonschema.c \
-	server/catalog.c server/tools.c server/tool_info.c server/session.c \
-	server/auth.c server/work.c server/sse.c server/http.c server/mcp.c server/mcp_rpc.c \
-	server/app.c server/ttlmap.c server/notify.c server/utf8.c server/proxy.c \
-	server/metrics.c server/metrics_http.c server/card.c \
-	server/sandbox.c server/sandbox_maint.c server/sandbox_io.c server/sandbox_net.c server/preview.c server/tool_sandbox.c \
-	server/rest.c server/rest_ops.c server/rest_query.c server/rest_openapi.c \
-	billing/price.c billing/ledger.c billing/billing.c billing/reaper.c \
-	vmm/vm_xml.c vmm/vm.c vmm/agent.c vmm/orch.c vmm/guest.c vmm/netguard.c
+# One static library per layer, each built only from its own folder
+# (docs in README.md, "Layers"); a program links the layers it uses.
+BASE_SRC := \
+	base/log.c base/err.c base/config.c base/keys.c base/db.c base/migrate.c \
+	base/jsonrpc.c base/jsonschema.c base/work.c base/ttlmap.c base/notify.c \
+	base/utf8.c base/metrics.c base/mcp_version.c
+VMM_SRC := vmm/vm_xml.c vmm/vm.c vmm/agent.c vmm/orch.c vmm/guest.c vmm/netguard.c
+BILLING_SRC := billing/price.c billing/ledger.c billing/billing.c
+SERVICE_SRC := \
+	service/app.c service/accounts.c service/session.c service/catalog.c \
+	service/tools.c service/tool_info.c service/tool_sandbox.c service/reaper.c \
+	service/sandbox.c service/sandbox_maint.c service/sandbox_io.c service/sandbox_net.c \
+	service/preview.c
+SERVER_SRC := \
+	server/auth.c server/http.c server/sse.c server/mcp.c server/mcp_rpc.c \
+	server/proxy.c server/metrics_http.c server/card.c \
+	server/rest.c server/rest_ops.c server/rest_query.c server/rest_openapi.c
 GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c $(B)/gen/embed_openapi.c
 
-LIB_OBJ := $(LIB_SRC:%.c=$(B)/%.o) $(GEN_SRC:%.c=%.o)
+BASE_OBJ := $(BASE_SRC:%.c=$(B)/%.o) $(B)/gen/embed_migrations.o
+LIB_OBJ := $(BASE_OBJ) $(VMM_SRC:%.c=$(B)/%.o) $(BILLING_SRC:%.c=$(B)/%.o) \
+	$(SERVICE_SRC:%.c=$(B)/%.o) $(SERVER_SRC:%.c=$(B)/%.o) \
+	$(B)/gen/embed_tools.o $(B)/gen/embed_openapi.o
 AASD_OBJ   := $(B)/server/aasd.o
 AASCTL_OBJ := $(B)/server/aasctl.o
 
-# aas-mcp, the stdio bridge to the REST API: its own modules, the few
-# server modules with no database or libvirt behind them, the catalogue.
+# aas-mcp, the stdio bridge to the REST API: its own modules over the base
+# layer alone, and the tool catalogue.
 BRIDGE_SRC := \
 	bridge/br_config.c bridge/br_url.c bridge/br_http.c bridge/br_api.c bridge/br_b64.c \
 	bridge/br_catalog.c bridge/br_tools.c bridge/br_path.c bridge/br_tree.c \
 	bridge/br_plan.c bridge/br_local.c bridge/br_remote.c bridge/br_sync.c bridge/br_io.c \
 	bridge/br_rpc.c
-BRIDGE_SHARED := server/log.c server/err.c server/jsonrpc.c server/jsonschema.c server/utf8.c
 BRIDGE_OBJ := $(BRIDGE_SRC:%.c=$(B)/%.o) $(B)/gen/embed_bridge.o
 BRIDGE_LIBS := $(shell pkg-config --libs libcurl jansson)
 PREFIX  ?= /usr/local
@@ -80,9 +87,9 @@ $(B)/gen/embed_migrations.c: $(B)/embed $(MIGRATIONS)
 	@mkdir -p $(dir $@)
 	$(Q)$(B)/embed embed_migrations $@ $(MIGRATIONS)
 
-$(B)/gen/embed_tools.c: $(B)/embed server/tools.json
+$(B)/gen/embed_tools.c: $(B)/embed service/tools.json
 	@mkdir -p $(dir $@)
-	$(Q)$(B)/embed embed_tools $@ server/tools.json
+	$(Q)$(B)/embed embed_tools $@ service/tools.json
 
 $(B)/gen/embed_bridge.c: $(B)/embed bridge/bridge_tools.json
 	@mkdir -p $(dir $@)
@@ -108,8 +115,11 @@ $(B)/libbridge.a: $(BRIDGE_OBJ)
 	$(Q)rm -f $@
 	$(Q)ar rcs $@ $^
 
-$(B)/aas-mcp: $(B)/bridge/bridge_main.o $(B)/libbridge.a $(BRIDGE_SHARED:%.c=$(B)/%.o) \
-    $(B)/gen/embed_tools.o
+$(B)/libbase.a: $(BASE_OBJ)
+	$(Q)rm -f $@
+	$(Q)ar rcs $@ $^
+
+$(B)/aas-mcp: $(B)/bridge/bridge_main.o $(B)/libbridge.a $(B)/gen/embed_tools.o $(B)/libbase.a
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(BRIDGE_LIBS)
 

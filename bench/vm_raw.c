@@ -15,10 +15,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "log.h"
-#include "orch.h"
-#include "vm.h"
+#include "vmm/agent.h"
+#include "base/log.h"
+#include "vmm/orch.h"
+#include "vmm/vm.h"
 
 static double
 now_ms(void)

@@ -1,16 +1,16 @@
 /* billing.c - charges, settlement and usage. */
-#include "billing.h"
+#include "billing/billing.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "keys.h"
-#include "ledger.h"
-#include "log.h"
-#include "metrics.h"
-#include "price.h"
+#include "base/keys.h"
+#include "billing/ledger.h"
+#include "base/log.h"
+#include "base/metrics.h"
+#include "billing/price.h"
 
 #define TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 

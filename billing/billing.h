@@ -9,9 +9,9 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
-#include "config.h"
-#include "db.h"
-#include "err.h"
+#include "base/config.h"
+#include "base/db.h"
+#include "base/err.h"
 
 /* Inside the create transaction (account row already locked): charges
  * minutes x price for the sandbox row `id` and records the price on it.

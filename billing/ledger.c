@@ -1,12 +1,12 @@
 /* ledger.c - append-only credit ledger with a cached balance. */
-#include "ledger.h"
+#include "billing/ledger.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "keys.h"
+#include "base/keys.h"
 
 int
 bill_lock_balance(PGconn *c, const char *account, int64_t *balance, struct err *e)

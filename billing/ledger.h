@@ -9,8 +9,8 @@
 #include <jansson.h>
 #include <libpq-fe.h>
 
-#include "db.h"
-#include "err.h"
+#include "base/db.h"
+#include "base/err.h"
 
 /* Locks the account row and reads its balance (inside a transaction). */
 int bill_lock_balance(PGconn *c, const char *account, int64_t *balance, struct err *e);

@@ -1,5 +1,5 @@
 /* price.c - billing arithmetic. */
-#include "price.h"
+#include "billing/price.h"
 
 int64_t
 bill_minutes_used(int64_t ms, int minute_s)

@@ -1,5 +1,5 @@
 /* br_api.c - REST requests for tool calls. */
-#include "br_api.h"
+#include "bridge/br_api.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

@@ -9,10 +9,10 @@
 
 #include <jansson.h>
 
-#include "br_config.h"
-#include "br_http.h"
-#include "br_url.h"
-#include "err.h"
+#include "bridge/br_config.h"
+#include "bridge/br_http.h"
+#include "bridge/br_url.h"
+#include "base/err.h"
 
 struct br_call {
 	struct br_http *http;

@@ -1,5 +1,5 @@
 /* br_b64.c - base64 for read_file/write_file payloads. */
-#include "br_b64.h"
+#include "bridge/br_b64.h"
 
 #include <stdint.h>
 #include <stdlib.h>

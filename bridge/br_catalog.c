@@ -1,10 +1,10 @@
 /* br_catalog.c - tool list from the two embedded catalogues. */
-#include "br_catalog.h"
+#include "bridge/br_catalog.h"
 
 #include <string.h>
 
-#include "embed.h"
-#include "jsonschema.h"
+#include "base/embed.h"
+#include "base/jsonschema.h"
 
 static json_t *catalogue;   /* {"tools": [...]}, $refs resolved */
 

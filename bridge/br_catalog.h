@@ -1,5 +1,5 @@
 /* br_catalog.h - the bridge's tool list (br_catalog_): the server's own
- * catalogue (server/tools.json, compiled in) for the tools forwarded to
+ * catalogue (service/tools.json, compiled in) for the tools forwarded to
  * the REST API, then the bridge-only tools (bridge/bridge_tools.json). */
 #ifndef AAS_BR_CATALOG_H
 #define AAS_BR_CATALOG_H
@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* Builds the list once, at start: the server tools named in `served`
  * (each must exist) in the server's order, then the bridge's tools. */

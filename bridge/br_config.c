@@ -1,12 +1,12 @@
 /* br_config.c - reads AAS_* variables once at start. */
-#include "br_config.h"
+#include "bridge/br_config.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "br_url.h"
+#include "bridge/br_url.h"
 
 static int
 long_var(br_getenv_fn get, const char *name, long def, long min, long max, long *out,

@@ -2,7 +2,7 @@
 #ifndef AAS_BR_CONFIG_H
 #define AAS_BR_CONFIG_H
 
-#include "err.h"
+#include "base/err.h"
 
 #define BR_DEFAULT_BASE_URL "http://127.0.0.1:8080"
 

@@ -1,6 +1,6 @@
 /* br_http.c - libcurl transfers with bounded bodies and timeouts. The key
  * travels only in the Authorization header; URLs and logs never hold it. */
-#include "br_http.h"
+#include "bridge/br_http.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -11,7 +11,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#include "log.h"
+#include "base/log.h"
 
 struct br_http {
 	char base[1024];

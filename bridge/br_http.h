@@ -7,8 +7,8 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
-#include "br_config.h"
-#include "err.h"
+#include "bridge/br_config.h"
+#include "base/err.h"
 
 struct br_http;
 

@@ -1,5 +1,5 @@
 /* br_io.c - stdio framing for MCP. */
-#include "br_io.h"
+#include "bridge/br_io.h"
 
 #include <errno.h>
 #include <pthread.h>

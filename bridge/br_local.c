@@ -1,7 +1,7 @@
 /* br_local.c - local files for the sync tools. Writes go through
  * directory descriptors opened with O_NOFOLLOW from the root down, so a
  * link inside the tree can never redirect a write outside it. */
-#include "br_local.h"
+#include "bridge/br_local.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -8,9 +8,9 @@
 
 #include <jansson.h>
 
-#include "br_path.h"
-#include "br_tree.h"
-#include "err.h"
+#include "bridge/br_path.h"
+#include "bridge/br_tree.h"
+#include "base/err.h"
 
 /* Resolves the local_path argument: absolute, an existing directory (made
  * first when `create` and missing); out gets its real path. */

@@ -1,5 +1,5 @@
 /* br_path.c - path rules of the sync tools. */
-#include "br_path.h"
+#include "bridge/br_path.h"
 
 #include <fnmatch.h>
 #include <stdio.h>

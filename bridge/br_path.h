@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "err.h"
+#include "base/err.h"
 
 #define BR_SANDBOX_HOME "/home/sandbox"
 

@@ -1,5 +1,5 @@
 /* br_plan.c - size + mtime comparison, extras. */
-#include "br_plan.h"
+#include "bridge/br_plan.h"
 
 enum br_action
 br_plan_file(const struct br_entry *src, const struct br_entry *dst)

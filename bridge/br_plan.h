@@ -3,8 +3,8 @@
 #ifndef AAS_BR_PLAN_H
 #define AAS_BR_PLAN_H
 
-#include "br_path.h"
-#include "br_tree.h"
+#include "bridge/br_path.h"
+#include "bridge/br_tree.h"
 
 enum br_action {
 	BR_SKIP,       /* the destination has it with the same size and mtime */

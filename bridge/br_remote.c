@@ -1,5 +1,5 @@
 /* br_remote.c - sandbox side of the sync tools. */
-#include "br_remote.h"
+#include "bridge/br_remote.h"
 
 #include <stdio.h>
 #include <stdlib.h>

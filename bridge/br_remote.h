@@ -6,10 +6,10 @@
 
 #include <stddef.h>
 
-#include "br_api.h"
-#include "br_path.h"
-#include "br_tree.h"
-#include "err.h"
+#include "bridge/br_api.h"
+#include "bridge/br_path.h"
+#include "bridge/br_tree.h"
+#include "base/err.h"
 
 /* Largest file one upload carries (the PUT route's limit). */
 #define BR_REMOTE_MAX_PUT (8u << 20)

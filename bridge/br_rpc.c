@@ -1,5 +1,5 @@
 /* br_rpc.c - MCP methods over stdio, and the workers for tools/call. */
-#include "br_rpc.h"
+#include "bridge/br_rpc.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -8,20 +8,20 @@
 #include <string.h>
 #include <time.h>
 
-#include "app.h"
-#include "br_api.h"
-#include "br_catalog.h"
-#include "br_io.h"
-#include "br_tools.h"
-#include "jsonrpc.h"
-#include "log.h"
+#include "base/version.h"
+#include "bridge/br_api.h"
+#include "bridge/br_catalog.h"
+#include "bridge/br_io.h"
+#include "bridge/br_tools.h"
+#include "base/jsonrpc.h"
+#include "base/log.h"
+#include "base/mcp_version.h"
 
 #define BR_WORKERS 4
 #define BR_MAX_CALLS 32                 /* running or queued */
 #define BR_MAX_LINE (24u << 20)         /* write_file's base64 and then some */
 
 /* As the server (mcp.c): newest first. */
-static const char *const versions[] = { "2025-11-25", "2025-06-18", "2025-03-26" };
 
 static const char instructions[] =
     "aas gives you disposable Linux VMs (Debian 12, each with its own kernel); this local "
@@ -199,14 +199,13 @@ static json_t *
 do_initialize(struct rpc_msg *msg)
 {
 	const char *asked = json_string_value(json_object_get(msg->params, "protocolVersion"));
-	const char *version = versions[0];
+	const char *version = mcp_version_at(0);
 
 	if (!json_is_object(msg->params) || asked == NULL)
 		return rpc_error(msg->id, RPC_INVALID_PARAMS, "params.protocolVersion is required",
 		    NULL);
-	for (size_t i = 0; i < sizeof(versions) / sizeof(versions[0]); i++)
-		if (strcmp(asked, versions[i]) == 0)
-			version = versions[i];
+	if (mcp_version_supported(asked))
+		version = asked;
 	return rpc_result(msg->id, json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}",
 	    "protocolVersion", version,
 	    "capabilities", "tools", "listChanged", 0,

@@ -5,9 +5,9 @@
 #ifndef AAS_BR_RPC_H
 #define AAS_BR_RPC_H
 
-#include "br_config.h"
-#include "br_http.h"
-#include "err.h"
+#include "bridge/br_config.h"
+#include "bridge/br_http.h"
+#include "base/err.h"
 
 struct br_rpc;
 

@@ -2,7 +2,7 @@
  * two trees and refuse bad paths before anything moves; deletions
  * (delete_extras) come before copies so a kind change (a file where a
  * directory was) goes through. */
-#include "br_sync.h"
+#include "bridge/br_sync.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -10,11 +10,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "br_local.h"
-#include "br_path.h"
-#include "br_plan.h"
-#include "br_remote.h"
-#include "br_tree.h"
+#include "bridge/br_local.h"
+#include "bridge/br_path.h"
+#include "bridge/br_plan.h"
+#include "bridge/br_remote.h"
+#include "bridge/br_tree.h"
 
 #define SYNC_MAX_ENTRIES 200000
 #define SYNC_LIST_CAP 200     /* names shown in sent/deleted */

@@ -6,8 +6,8 @@
 
 #include <jansson.h>
 
-#include "br_api.h"
-#include "err.h"
+#include "bridge/br_api.h"
+#include "base/err.h"
 
 json_t *br_sync_to(struct br_call *c, const json_t *args, struct err *e);
 json_t *br_sync_from(struct br_call *c, const json_t *args, struct err *e);

@@ -2,19 +2,19 @@
  * arguments minus sandbox_id become the JSON body or the query, the
  * answer is the tool's structuredContent. read_file and write_file use
  * the raw-bytes routes; the sync tools run here. */
-#include "br_tools.h"
+#include "bridge/br_tools.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "br_b64.h"
-#include "br_catalog.h"
-#include "br_path.h"
-#include "br_remote.h"
-#include "br_sync.h"
-#include "jsonschema.h"
-#include "utf8.h"
+#include "bridge/br_b64.h"
+#include "bridge/br_catalog.h"
+#include "bridge/br_path.h"
+#include "bridge/br_remote.h"
+#include "bridge/br_sync.h"
+#include "base/jsonschema.h"
+#include "base/utf8.h"
 
 #define HOST_GRACE_S 10      /* the server answers this long after a command's timeout */
 #define MARGIN_S 30

@@ -6,7 +6,7 @@
 
 #include <jansson.h>
 
-#include "br_api.h"
+#include "bridge/br_api.h"
 
 /* Builds the catalogue of the forwarded tools and the sync tools. */
 int br_tools_init(struct err *e);

@@ -1,5 +1,5 @@
 /* br_tree.c - sorted entry lists. */
-#include "br_tree.h"
+#include "bridge/br_tree.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "err.h"
+#include "base/err.h"
 
 struct br_entry {
 	char *rel;          /* "a/b.txt" */

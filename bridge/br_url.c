@@ -1,5 +1,5 @@
 /* br_url.c - base URL normalisation and URL building. */
-#include "br_url.h"
+#include "bridge/br_url.h"
 
 #include <stdio.h>
 #include <stdlib.h>

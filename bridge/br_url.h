@@ -7,7 +7,7 @@
 
 #include <jansson.h>
 
-#include "err.h"
+#include "base/err.h"
 
 #define BR_URL_MAX 32768
 

@@ -7,12 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "app.h"
-#include "br_config.h"
-#include "br_http.h"
-#include "br_rpc.h"
-#include "br_tools.h"
-#include "log.h"
+#include "base/version.h"
+#include "bridge/br_config.h"
+#include "bridge/br_http.h"
+#include "bridge/br_rpc.h"
+#include "bridge/br_tools.h"
+#include "base/log.h"
 
 static struct br_rpc *running;
 

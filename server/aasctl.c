@@ -10,11 +10,11 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 
-#include "accounts.h"
-#include "app.h"
-#include "config.h"
-#include "ledger.h"
-#include "log.h"
+#include "service/accounts.h"
+#include "service/app.h"
+#include "base/config.h"
+#include "billing/ledger.h"
+#include "base/log.h"
 
 static const char usage[] =
     "usage: aasctl COMMAND [options]\n"

@@ -6,22 +6,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "app.h"
-#include "card.h"
-#include "config.h"
-#include "http.h"
-#include "log.h"
-#include "mcp.h"
-#include "netguard.h"
-#include "metrics_http.h"
-#include "orch.h"
-#include "preview.h"
-#include "proxy.h"
-#include "rest.h"
-#include "sandbox.h"
-#include "vm.h"
-#include "tools.h"
-#include "work.h"
+#include "service/app.h"
+#include "server/card.h"
+#include "base/config.h"
+#include "server/http.h"
+#include "base/log.h"
+#include "server/mcp.h"
+#include "vmm/netguard.h"
+#include "server/metrics_http.h"
+#include "vmm/orch.h"
+#include "service/preview.h"
+#include "server/proxy.h"
+#include "server/rest.h"
+#include "service/sandbox.h"
+#include "vmm/vm.h"
+#include "service/tools.h"
+#include "base/work.h"
 
 #define WORK_QUEUE_MAX 4096
 #define MAX_ROUTES 40
@@ -93,7 +93,7 @@ preview_claims(void *ctx, const char *host)
 }
 
 static void
-preview_resolve(void *ctx, const struct proxy_ask *ask, struct proxy_route *out)
+preview_resolve(void *ctx, const struct preview_ask *ask, struct preview_route *out)
 {
 	struct app *app = ctx;
 

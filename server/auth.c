@@ -1,5 +1,5 @@
 /* auth.c - header parsing for API keys. */
-#include "auth.h"
+#include "server/auth.h"
 
 #include <string.h>
 #include <strings.h>

@@ -6,15 +6,16 @@
  * transport), and a top-level configSchema whose apiKey property carries
  * "x-from": {"header": "x-api-key"} (smithery.ai/docs/build/session-config):
  * Smithery asks its user for the key and sends it in that header. */
-#include "card.h"
+#include "server/card.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "app.h"
-#include "mcp.h"
-#include "tools.h"
+#include "service/app.h"
+#include "base/mcp_version.h"
+#include "server/mcp.h"
+#include "service/tools.h"
 
 struct card {
 	char *text;
@@ -75,7 +76,7 @@ card_build(const struct config *cfg)
 	    " s:{s:s, s:s, s:s}, s:{s:{s:b}}, s:{s:b, s:[s], s:[s, s]},"
 	    " s:o, s:o, s:[], s:[]}",
 	    "version", "1.0",
-	    "protocolVersion", mcp_protocol_version_at(0),
+	    "protocolVersion", mcp_version_at(0),
 	    "serverInfo",
 	      "name", "aas",
 	      "title", "Sandbox as a Service",

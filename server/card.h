@@ -9,9 +9,9 @@
 
 #include <jansson.h>
 
-#include "config.h"
-#include "err.h"
-#include "http.h"
+#include "base/config.h"
+#include "base/err.h"
+#include "server/http.h"
 
 struct card;
 

@@ -1,5 +1,5 @@
 /* http.c - libmicrohttpd front end. */
-#include "http.h"
+#include "server/http.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -14,10 +14,10 @@
 
 #include <microhttpd.h>
 
-#include "keys.h"
-#include "log.h"
-#include "proxy.h"
-#include "metrics.h"
+#include "base/keys.h"
+#include "base/log.h"
+#include "server/proxy.h"
+#include "base/metrics.h"
 
 #define HTTP_MAX_PATH 1024
 #define HTTP_MAX_QUERY 16384

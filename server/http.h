@@ -8,10 +8,10 @@
 
 #include <jansson.h>
 
-#include "config.h"
-#include "err.h"
-#include "sse.h"
-#include "work.h"
+#include "base/config.h"
+#include "base/err.h"
+#include "server/sse.h"
+#include "base/work.h"
 
 struct http_server;
 struct http_req;

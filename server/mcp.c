@@ -4,7 +4,7 @@
  * On the HTTP thread: origin, content type, accept, protocol version and
  * JSON parsing (all cheap). Everything that touches the database (key,
  * session) or runs a tool happens on a worker thread. */
-#include "mcp_int.h"
+#include "server/mcp_int.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -13,39 +13,15 @@
 #include <string.h>
 #include <strings.h>
 
-#include "accounts.h"
-#include "auth.h"
-#include "jsonrpc.h"
-#include "log.h"
-#include "metrics.h"
-#include "session.h"
-#include "tool_info.h"
-#include "tools.h"
-
-static const char *const versions[] = { "2025-11-25", "2025-06-18", "2025-03-26" };
-#define N_VERSIONS (sizeof(versions) / sizeof(versions[0]))
-#define BATCH_VERSION "2025-03-26"  /* the only revision with batches */
-
-size_t
-mcp_protocol_versions_count(void)
-{
-	return N_VERSIONS;
-}
-
-const char *
-mcp_protocol_version_at(size_t i)
-{
-	return i < N_VERSIONS ? versions[i] : NULL;
-}
-
-int
-mcp_version_supported(const char *v)
-{
-	for (size_t i = 0; i < N_VERSIONS; i++)
-		if (strcmp(v, versions[i]) == 0)
-			return 1;
-	return 0;
-}
+#include "service/accounts.h"
+#include "server/auth.h"
+#include "base/jsonrpc.h"
+#include "base/log.h"
+#include "base/mcp_version.h"
+#include "base/metrics.h"
+#include "service/session.h"
+#include "service/tool_info.h"
+#include "service/tools.h"
 
 struct mcp *
 mcp_new(struct app *app, struct err *e)
@@ -318,7 +294,7 @@ reply_post(struct http_req *req, struct mcp_job *job, struct call_env *env)
 		size_t i;
 		json_t *it;
 
-		if (strcmp(env->sess.protocol_version, BATCH_VERSION) != 0) {
+		if (strcmp(env->sess.protocol_version, MCP_VERSION_BATCH) != 0) {
 			http_reply_error(req, 400, "invalid_request",
 			    "JSON-RPC batches are not supported in this protocol version");
 			return;
@@ -493,7 +469,7 @@ check_protocol_header(struct http_req *req)
 	if (v == NULL || mcp_version_supported(v))
 		return 0;
 	snprintf(msg, sizeof(msg), "Bad Request: unsupported MCP-Protocol-Version; "
-	    "supported: %s, %s, %s", versions[0], versions[1], versions[2]);
+	    "supported: %s, %s, %s", mcp_version_at(0), mcp_version_at(1), mcp_version_at(2));
 	http_reply_error(req, 400, "bad_request", msg);
 	return -1;
 }

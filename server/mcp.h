@@ -7,12 +7,9 @@
 
 #include <jansson.h>
 
-#include "app.h"
-#include "http.h"
+#include "service/app.h"
+#include "server/http.h"
 
-size_t mcp_protocol_versions_count(void);
-const char *mcp_protocol_version_at(size_t i);   /* newest first */
-int mcp_version_supported(const char *v);
 
 struct mcp;
 

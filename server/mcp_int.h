@@ -6,9 +6,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-#include "jsonrpc.h"
-#include "mcp.h"
-#include "session.h"
+#include "base/jsonrpc.h"
+#include "server/mcp.h"
+#include "service/session.h"
 
 #define MCP_MAX_INFLIGHT 4096
 #define MCP_MAX_GET_STREAMS 1024

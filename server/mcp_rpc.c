@@ -1,15 +1,16 @@
 /* mcp_rpc.c - MCP methods: initialize, ping, tools/list, tools/call (JSON
  * or SSE with progress), notifications, and the registry that lets
  * notifications/cancelled reach a running call. Runs on worker threads. */
-#include "mcp_int.h"
+#include "server/mcp_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "log.h"
-#include "metrics.h"
-#include "tools.h"
+#include "base/log.h"
+#include "base/mcp_version.h"
+#include "base/metrics.h"
+#include "service/tools.h"
 
 static const char instructions[] =
     "aas gives you disposable Linux VMs (Debian 12, each with its own kernel). "
@@ -139,7 +140,7 @@ do_initialize(struct call_env *env, struct rpc_msg *msg, char *new_session,
 		err_set_field(e, "params.protocolVersion", "params.protocolVersion is required");
 		return NULL;
 	}
-	version = mcp_version_supported(asked) ? asked : mcp_protocol_version_at(0);
+	version = mcp_version_supported(asked) ? asked : mcp_version_at(0);
 	if (sess_create(env->m->app->db, version, env->account_id,
 	    json_string_value(json_object_get(client, "name")),
 	    json_string_value(json_object_get(client, "version")),

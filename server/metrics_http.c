@@ -1,5 +1,5 @@
 /* metrics_http.c - the /metrics endpoint. */
-#include "metrics_http.h"
+#include "server/metrics_http.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -8,8 +8,8 @@
 
 #include <openssl/crypto.h>
 
-#include "metrics.h"
-#include "sandbox.h"
+#include "base/metrics.h"
+#include "service/sandbox.h"
 
 /* Scrapes from several Prometheus servers share one database read. */
 #define GAUGE_CACHE_S 1.0

@@ -4,9 +4,9 @@
 #ifndef AAS_METRICS_HTTP_H
 #define AAS_METRICS_HTTP_H
 
-#include "app.h"
-#include "err.h"
-#include "http.h"
+#include "service/app.h"
+#include "base/err.h"
+#include "server/http.h"
 
 struct metrics_http;
 

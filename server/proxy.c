@@ -5,7 +5,7 @@
  * when it must wait (buffer full, response not ready, no data yet), and the
  * proxy thread resumes it after changing what it waited for - the pattern
  * sse.c uses. */
-#include "proxy.h"
+#include "server/proxy.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,8 +22,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "log.h"
+#include "base/clock.h"
+#include "base/log.h"
 
 #define PX_BUF (256 * 1024)          /* each direction's buffer */
 #define PX_IO (32 * 1024)            /* one read or write */
@@ -751,8 +751,8 @@ px_main(void *arg)
 {
 	struct px *x = arg;
 	struct proxy *p = x->p;
-	struct proxy_route route;
-	struct proxy_ask ask = { x->host, x->token, x->cookie, x->query };
+	struct preview_route route;
+	struct preview_ask ask = { x->host, x->token, x->cookie, x->query };
 	struct MHD_Connection *c;
 	int st;
 

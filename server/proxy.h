@@ -15,30 +15,15 @@
 
 #include <microhttpd.h>
 
-#include "err.h"
+#include "base/err.h"
+#include "service/preview.h"
 
 struct proxy;
 struct px;
 
-/* What the resolver decides for one request. */
-struct proxy_route {
-	int status;               /* 0: proxy to upstream_port; else answer it */
-	char message[256];        /* shown on the error page */
-	int upstream_port;        /* on 127.0.0.1 */
-	char set_cookie[320];     /* added to the proxied response when set */
-};
-
-/* The parts of a request the resolver may look at. */
-struct proxy_ask {
-	const char *host;         /* Host header */
-	const char *token;        /* x-aas-preview-token, or NULL */
-	const char *cookie;       /* Cookie header, or NULL */
-	const char *query;        /* raw query string, or NULL */
-};
-
 /* Runs on the request's proxy thread; may block (database). */
-typedef void (*proxy_resolve_fn)(void *ctx, const struct proxy_ask *ask,
-    struct proxy_route *out);
+typedef void (*proxy_resolve_fn)(void *ctx, const struct preview_ask *ask,
+    struct preview_route *out);
 /* Rewrites the query for the upstream (drops credentials); NULL: as is. */
 typedef void (*proxy_query_fn)(const char *query, char *out, size_t n);
 

@@ -1,17 +1,17 @@
 /* rest.c - the REST API's HTTP side: method dispatch (405 with Allow),
  * origin and key checks, arguments from path, query and body, deferral to
  * the worker pool, JSON errors. The operations are in rest_ops.c. */
-#include "rest_int.h"
+#include "server/rest_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "accounts.h"
-#include "auth.h"
-#include "guest.h"
-#include "rest_query.h"
-#include "utf8.h"
+#include "service/accounts.h"
+#include "server/auth.h"
+#include "vmm/guest.h"
+#include "server/rest_query.h"
+#include "base/utf8.h"
 
 struct rest_job {
 	struct rest *r;

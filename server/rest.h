@@ -7,8 +7,8 @@
 
 #include <stddef.h>
 
-#include "app.h"
-#include "http.h"
+#include "service/app.h"
+#include "server/http.h"
 
 struct rest;
 

@@ -3,8 +3,8 @@
 #ifndef AAS_REST_INT_H
 #define AAS_REST_INT_H
 
-#include "rest.h"
-#include "tools.h"
+#include "server/rest.h"
+#include "service/tools.h"
 
 #define REST_MAX_PATHS 24
 #define REST_MAX_PATH_ARG 128    /* longest {name} segment we look up */

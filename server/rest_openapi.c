@@ -1,13 +1,13 @@
 /* rest_openapi.c - the served OpenAPI document: the hand-written
  * server/openapi.json plus the tool schemas, checked against the routes. */
-#include "rest_int.h"
+#include "server/rest_int.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "embed.h"
+#include "base/embed.h"
 
 #define REF_MAX_DEPTH 64
 

@@ -1,15 +1,15 @@
 /* rest_ops.c - the REST operations: each translates between HTTP and a
  * tool (tools_invoke) or the sandbox service, and nothing else. The table
  * at the end is the API; server/openapi.json describes the same routes. */
-#include "rest_int.h"
+#include "server/rest_int.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
-#include "guest.h"
-#include "sandbox.h"
+#include "vmm/agent.h"
+#include "vmm/guest.h"
+#include "service/sandbox.h"
 
 /* A download without length is read in pages of this size (read_file's
  * default), well below its 4 MiB maximum: each page is one guest agent

@@ -1,5 +1,5 @@
 /* rest_query.c - query strings of the REST API. */
-#include "rest_query.h"
+#include "server/rest_query.h"
 
 #include <errno.h>
 #include <stdlib.h>

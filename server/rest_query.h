@@ -5,7 +5,7 @@
 
 #include <jansson.h>
 
-#include "err.h"
+#include "base/err.h"
 
 #define REST_QUERY_MAX_PARAMS 32
 

@@ -1,5 +1,5 @@
 /* sse.c - SSE streams over libmicrohttpd callback responses. */
-#include "sse.h"
+#include "server/sse.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
+#include "base/log.h"
 
 struct sse {
 	atomic_int refs;

@@ -1,5 +1,5 @@
 /* agent.c - guest agent commands over virDomainQemuAgentCommand. */
-#include "agent.h"
+#include "vmm/agent.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,9 +11,9 @@
 #include <libvirt/virterror.h>
 #include <openssl/evp.h>
 
-#include "clock.h"
-#include "log.h"
-#include "metrics.h"
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/metrics.h"
 
 char *
 agent_b64_encode(const unsigned char *data, size_t len)

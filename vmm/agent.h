@@ -8,8 +8,8 @@
 
 #include <jansson.h>
 
-#include "err.h"
-#include "vm.h"
+#include "base/err.h"
+#include "vmm/vm.h"
 
 /* Raw bytes per guest-file-write (~87 KiB as base64). Larger requests were
  * seen to wedge the agent channel for the VM's life under load. */

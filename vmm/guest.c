@@ -1,5 +1,5 @@
 /* guest.c - sandbox operations through aas-helper. */
-#include "guest.h"
+#include "vmm/guest.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,10 +7,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "keys.h"
-#include "clock.h"
-#include "log.h"
+#include "vmm/agent.h"
+#include "base/keys.h"
+#include "base/clock.h"
+#include "base/log.h"
 
 #define GUEST_ENV_MAX 80
 #define GUEST_SHORT_OP_MS 60000

@@ -9,8 +9,8 @@
 
 #include <jansson.h>
 
-#include "err.h"
-#include "vm.h"
+#include "base/err.h"
+#include "vmm/vm.h"
 
 #define GUEST_HELPER "/usr/local/libexec/aas-helper"
 #define GUEST_HOME "/home/sandbox"

@@ -1,5 +1,5 @@
 /* netguard.c - install and check the sandbox isolation rule with nft(8). */
-#include "netguard.h"
+#include "vmm/netguard.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "clock.h"
+#include "base/clock.h"
 
 #define NFT_TIMEOUT_MS 5000
 #define NFT_OUT_MAX (64 * 1024)

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "err.h"
+#include "base/err.h"
 
 /* nftables table the rule lives in (family inet). */
 #define NETGUARD_TABLE "aas_guard"

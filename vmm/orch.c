@@ -1,5 +1,5 @@
 /* orch.c - VM orchestration over libvirt. */
-#include "orch.h"
+#include "vmm/orch.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -18,10 +18,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
-#include "keys.h"
-#include "clock.h"
-#include "log.h"
+#include "vmm/agent.h"
+#include "base/keys.h"
+#include "base/clock.h"
+#include "base/log.h"
 
 #define ORCH_MAX_HOSTS 16
 #define ORCH_SOCKET_DIR "/run/aas-vm"

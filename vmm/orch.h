@@ -7,9 +7,9 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "config.h"
-#include "err.h"
-#include "vm.h"
+#include "base/config.h"
+#include "base/err.h"
+#include "vmm/vm.h"
 
 #define ORCH_DOMAIN_PREFIX "aas-"
 /* Kernel command line of every sandbox VM. */

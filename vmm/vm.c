@@ -1,5 +1,5 @@
 /* vm.c - libvirt connections and domain operations. */
-#include "vm.h"
+#include "vmm/vm.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -12,7 +12,7 @@
 #include <libvirt/libvirt-qemu.h>
 #include <libvirt/virterror.h>
 
-#include "log.h"
+#include "base/log.h"
 
 struct vm_host {
 	char *uri;

@@ -8,8 +8,8 @@
 
 #include <libvirt/libvirt.h>
 
-#include "err.h"
-#include "vm_xml.h"
+#include "base/err.h"
+#include "vmm/vm_xml.h"
 
 struct vm_host;
 

@@ -10,7 +10,7 @@
  * still work, nothing is routed out). Through slirp a guest reaches the
  * host's own services; callers give a VM a device only while the host
  * isolation rule (netguard) is in place. */
-#include "vm_xml.h"
+#include "vmm/vm_xml.h"
 
 #include <stdio.h>
 #include <stdlib.h>

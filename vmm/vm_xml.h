@@ -3,7 +3,7 @@
 #ifndef AAS_VM_XML_H
 #define AAS_VM_XML_H
 
-#include "err.h"
+#include "base/err.h"
 
 enum vm_accel { VM_ACCEL_TCG, VM_ACCEL_KVM };
 

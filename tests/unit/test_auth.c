@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "auth.h"
+#include "server/auth.h"
 
 struct got {
 	enum auth_found rc;

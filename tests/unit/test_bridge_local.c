@@ -14,8 +14,8 @@
 
 #include <cmocka.h>
 
-#include "br_io.h"
-#include "br_local.h"
+#include "bridge/br_io.h"
+#include "bridge/br_local.h"
 
 static char base[256];      /* mkdtemp: holds root/ and outside/ */
 static char root[300];

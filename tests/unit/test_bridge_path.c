@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "br_path.h"
+#include "bridge/br_path.h"
 
 static struct br_excl *
 excl(const char *json)

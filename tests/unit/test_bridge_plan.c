@@ -10,9 +10,9 @@
 
 #include <cmocka.h>
 
-#include "br_b64.h"
-#include "br_plan.h"
-#include "br_tree.h"
+#include "bridge/br_b64.h"
+#include "bridge/br_plan.h"
+#include "bridge/br_tree.h"
 
 static struct br_entry
 ent(const char *rel, char type, long long size, long long mtime)

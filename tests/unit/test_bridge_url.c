@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "br_config.h"
-#include "br_url.h"
+#include "bridge/br_config.h"
+#include "bridge/br_url.h"
 
 static void
 base_ok(const char *in, const char *want, int want_v1)

@@ -10,8 +10,8 @@
 
 #include <cmocka.h>
 
-#include "card.h"
-#include "tools.h"
+#include "server/card.h"
+#include "service/tools.h"
 
 static struct config
 cfg_with(const char *public_url, const char *dashboard)

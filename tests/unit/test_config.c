@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "config.h"
-#include "log.h"
+#include "base/config.h"
+#include "base/log.h"
 
 
 /* ---- the fake environment ---- */

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "http.h"
+#include "server/http.h"
 
 static int
 match(const char *pattern, const char *path)

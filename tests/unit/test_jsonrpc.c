@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "jsonrpc.h"
+#include "base/jsonrpc.h"
 
 
 static json_t *

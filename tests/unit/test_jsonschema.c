@@ -10,9 +10,9 @@
 
 #include <cmocka.h>
 
-#include "err.h"
-#include "jsonschema.h"
-#include "tools.h"
+#include "base/err.h"
+#include "base/jsonschema.h"
+#include "service/tools.h"
 
 
 static json_t *

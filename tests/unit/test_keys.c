@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "keys.h"
+#include "base/keys.h"
 
 static const char b64url[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";

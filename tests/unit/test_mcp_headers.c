@@ -8,7 +8,8 @@
 
 #include <cmocka.h>
 
-#include "mcp.h"
+#include "base/mcp_version.h"
+#include "server/mcp.h"
 
 #define JSON "application/json"
 #define SSE "text/event-stream"
@@ -140,18 +141,18 @@ static void
 test_versions(void **state)
 {
 	(void)state;
-	assert_int_equal(mcp_protocol_versions_count(), 3);
+	assert_int_equal(mcp_version_count(), 3);
 	/* Newest first. */
-	assert_string_equal(mcp_protocol_version_at(0), "2025-11-25");
-	assert_string_equal(mcp_protocol_version_at(1), "2025-06-18");
-	assert_string_equal(mcp_protocol_version_at(2), "2025-03-26");
-	assert_null(mcp_protocol_version_at(3));
-	assert_null(mcp_protocol_version_at((size_t)-1));
-	for (size_t i = 0; i < mcp_protocol_versions_count(); i++) {
-		const char *v = mcp_protocol_version_at(i);
+	assert_string_equal(mcp_version_at(0), "2025-11-25");
+	assert_string_equal(mcp_version_at(1), "2025-06-18");
+	assert_string_equal(mcp_version_at(2), "2025-03-26");
+	assert_null(mcp_version_at(3));
+	assert_null(mcp_version_at((size_t)-1));
+	for (size_t i = 0; i < mcp_version_count(); i++) {
+		const char *v = mcp_version_at(i);
 		assert_true(mcp_version_supported(v));
 		if (i > 0)
-			assert_true(strcmp(mcp_protocol_version_at(i - 1), v) > 0);
+			assert_true(strcmp(mcp_version_at(i - 1), v) > 0);
 	}
 
 	assert_true(mcp_version_supported("2025-11-25"));

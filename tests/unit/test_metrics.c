@@ -11,8 +11,8 @@
 
 #include <cmocka.h>
 
-#include "metrics.h"
-#include "metrics_http.h"
+#include "base/metrics.h"
+#include "server/metrics_http.h"
 
 static int
 reset(void **state)

@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "netguard.h"
-#include "preview.h"
+#include "vmm/netguard.h"
+#include "service/preview.h"
 
 static void
 test_host_names(void **state)

@@ -6,7 +6,7 @@
 
 #include <cmocka.h>
 
-#include "price.h"
+#include "billing/price.h"
 
 static void
 test_minutes_used_rounds_up(void **state)

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "rest_int.h"
+#include "server/rest_int.h"
 
 static json_t *doc;
 

@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "rest_query.h"
+#include "server/rest_query.h"
 
 static json_t *
 parse_ok(const char *qs)

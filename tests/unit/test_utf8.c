@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "utf8.h"
+#include "base/utf8.h"
 
 static void
 check(const char *in, size_t len, const char *want, size_t want_bad)

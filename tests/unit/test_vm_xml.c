@@ -9,8 +9,8 @@
 
 #include <cmocka.h>
 
-#include "agent.h"
-#include "vm_xml.h"
+#include "vmm/agent.h"
+#include "vmm/vm_xml.h"
 
 static struct vm_spec
 spec(void)

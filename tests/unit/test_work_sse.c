@@ -15,9 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
-#include "sse.h"
-#include "work.h"
+#include "base/log.h"
+#include "server/sse.h"
+#include "base/work.h"
 
 
 #define DEADLINE_S 10

@@ -1,0 +1,514 @@
+/* config.c - one table describes every variable: its name, default, kind,
+ * bounds and where it lands in struct config. */
+#include "base/config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "base/log.h"
+
+enum cfg_kind { CFG_STR, CFG_INT, CFG_LLONG, CFG_LISTEN, CFG_URL, CFG_LOGLEVEL,
+	CFG_ORIGINS, CFG_DIR, CFG_VIRT, CFG_POOL, CFG_NET, CFG_SCHEME };
+
+struct cfg_entry {
+	const char *name;
+	enum cfg_kind kind;
+	const char *def;
+	long long min, max;
+	size_t off;
+	size_t size;
+	const char *help;
+};
+
+#define F(field) offsetof(struct config, field), sizeof(((struct config *)0)->field)
+
+static const struct cfg_entry cfg_table[] = {
+	{ "AAS_LISTEN", CFG_LISTEN, "127.0.0.1:8080", 0, 0, F(listen_host),
+	  "Address and port the HTTP server binds (host:port)." },
+	{ "AAS_STATE_DIR", CFG_DIR, "var", 0, 0, F(state_dir),
+	  "Directory for runtime state (database socket, images, VMs); made absolute at start." },
+	{ "AAS_DATABASE_URL", CFG_STR, "", 0, 0, F(database_url),
+	  "libpq connection string; empty means the private cluster: postgresql:///aas?host=<state>/run&user=aas." },
+	{ "AAS_PUBLIC_URL", CFG_URL, "", 0, 0, F(public_url),
+	  "Origin clients use to reach the service; empty means http://<AAS_LISTEN>." },
+	{ "AAS_DASHBOARD_URL", CFG_STR, "", 0, 0, F(dashboard_url),
+	  "Where users get API keys; shown by get_service_info and in auth errors when set." },
+	{ "AAS_ALLOWED_ORIGINS", CFG_ORIGINS, "", 0, 0, F(allowed_origins_raw),
+	  "Comma-separated browser Origins allowed; empty allows loopback origins and AAS_PUBLIC_URL." },
+	{ "AAS_METRICS_TOKEN", CFG_STR, "", 0, 0, F(metrics_token),
+	  "Bearer token GET /metrics requires; empty serves /metrics to anyone who reaches the listener." },
+	{ "AAS_LOG_LEVEL", CFG_LOGLEVEL, "info", 0, 0, F(log_level),
+	  "error, warn, info or debug." },
+	{ "AAS_HTTP_THREADS", CFG_INT, "2", 1, 64, F(http_threads),
+	  "HTTP event-loop threads (epoll thread pool)." },
+	{ "AAS_WORKERS", CFG_INT, "16", 1, 256, F(workers),
+	  "Threads for slow work (tool calls); HTTP threads never wait on it." },
+	{ "AAS_MAX_BODY_BYTES", CFG_LLONG, "16777216", 1024, 268435456, F(max_body_bytes),
+	  "Largest request body accepted; larger ones get 413 "
+	  "(REST file uploads have their own 8 MiB limit)." },
+	{ "AAS_DB_POOL", CFG_INT, "8", 1, 128, F(db_pool_size),
+	  "PostgreSQL connections kept open." },
+	{ "AAS_CONN_TIMEOUT_S", CFG_INT, "120", 5, 86400, F(conn_timeout_s),
+	  "Idle HTTP connection timeout in seconds." },
+	{ "AAS_SSE_KEEPALIVE_S", CFG_INT, "15", 1, 300, F(sse_keepalive_s),
+	  "An idle SSE stream gets a keep-alive comment this often, in seconds." },
+	{ "AAS_SESSION_IDLE_S", CFG_INT, "86400", 60, 2592000, F(session_idle_s),
+	  "An MCP session unused this long ends." },
+	{ "AAS_FREE_CREDIT", CFG_LLONG, "200000", 0, 1000000000000LL, F(free_credit),
+	  "Credit granted to every new account, in micro-USD." },
+	{ "AAS_BILLING_MINUTE_S", CFG_INT, "60", 1, 60, F(minute_s),
+	  "Seconds in a billed minute (60 in production; tests shorten it to see expiry quickly)." },
+	{ "AAS_PRICE_SMALL", CFG_LLONG, "500", 0, 100000000, F(price_small),
+	  "Price of a small sandbox per started minute, in micro-USD." },
+	{ "AAS_PRICE_MEDIUM", CFG_LLONG, "2000", 0, 100000000, F(price_medium),
+	  "Price of a medium sandbox per started minute, in micro-USD." },
+	{ "AAS_PRICE_LARGE", CFG_LLONG, "8000", 0, 100000000, F(price_large),
+	  "Price of a large sandbox per started minute, in micro-USD." },
+	{ "AAS_LIBVIRT_URI", CFG_STR, "", 0, 0, F(libvirt_uri),
+	  "Hypervisor hosts (comma-separated libvirt URIs); empty means qemu:///embed?root=<state>/libvirt (no daemon)." },
+	{ "AAS_VIRT", CFG_VIRT, "auto", 0, 0, F(virt),
+	  "auto (boot a KVM probe guest at start, fall back to TCG), kvm or tcg." },
+	{ "AAS_IMAGE_DIR", CFG_STR, "", 0, 0, F(image_dir),
+	  "Guest image (base.qcow2, vmlinuz, initrd.img); empty means <state>/images/current (make image)." },
+	{ "AAS_QEMU_USER", CFG_STR, "aas-qemu", 0, 0, F(qemu_user),
+	  "User QEMU runs as under the embedded driver (created by deploy/install-deps.sh)." },
+	{ "AAS_WARM_POOL", CFG_POOL, "", 0, 0, F(warm_pool_raw),
+	  "Pre-booted VMs kept per size, e.g. small=2,medium=1; empty means none." },
+	{ "AAS_BOOT_TIMEOUT_S", CFG_INT, "120", 5, 3600, F(boot_timeout_s),
+	  "A VM whose guest agent has not answered this long after start has failed." },
+	{ "AAS_KVM_PROBE_TIMEOUT_S", CFG_INT, "15", 1, 600, F(kvm_probe_timeout_s),
+	  "With AAS_VIRT=auto, how long the KVM probe guest may take to answer." },
+	{ "AAS_RECONCILE_S", CFG_INT, "30", 0, 3600, F(reconcile_s),
+	  "How often VMs and database rows are reconciled, in seconds (also at start); 0 turns it off." },
+	{ "AAS_MAX_OUTPUT_BYTES", CFG_LLONG, "4194304", 1024, 8388608, F(max_output_bytes),
+	  "Hard cap on run_command's max_output_bytes per stream." },
+	{ "AAS_MAX_LIVE_SANDBOXES", CFG_INT, "5", 1, 10000, F(max_live_sandboxes),
+	  "Sandboxes one account may have alive at once." },
+	{ "AAS_MAX_LIFETIME_MIN", CFG_INT, "1440", 1, 43200, F(max_lifetime_min),
+	  "Longest total lifetime of a sandbox, in minutes." },
+	{ "AAS_DEFAULT_TIMEOUT_MIN", CFG_INT, "30", 1, 43200, F(default_timeout_min),
+	  "Lifetime of a sandbox when create_sandbox names none, in minutes." },
+	{ "AAS_NET", CFG_NET, "auto", 0, 0, F(net),
+	  "Sandbox networking: auto (install and check the host isolation rule; no network device when that fails), on (refuse to start without it) or off (never a network device)." },
+	{ "AAS_PREVIEW_DOMAIN", CFG_STR, "", 0, 0, F(preview_domain),
+	  "Domain whose subdomains <port>-<sandbox_id>.<domain> reach exposed ports; empty means localhost:<listen port>." },
+	{ "AAS_PREVIEW_SCHEME", CFG_SCHEME, "http", 0, 0, F(preview_scheme),
+	  "Scheme of preview URLs (https behind a TLS front)." },
+	{ "AAS_PREVIEW_SIGNED_TTL_S", CFG_INT, "3600", 1, 604800, F(preview_signed_ttl_s),
+	  "Lifetime of a private preview's signed URL, in seconds." },
+	{ "AAS_PREVIEW_MAX_CONNS", CFG_INT, "256", 1, 65536, F(preview_max_conns),
+	  "Preview requests proxied at once (each holds one thread); more get 503." },
+	{ "AAS_PREVIEW_TIMEOUT_S", CFG_INT, "300", 1, 86400, F(preview_timeout_s),
+	  "A preview connection idle this long in either direction is closed." },
+};
+
+#undef F
+
+static int
+parse_ll(const char *s, long long *out)
+{
+	char *end;
+	long long v;
+
+	if (*s == '\0' || isspace((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || *end != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static int
+set_listen(struct config *cfg, const char *v)
+{
+	const char *colon = strrchr(v, ':');
+	long long port;
+	size_t hlen;
+
+	if (colon == NULL || colon == v)
+		return -1;
+	hlen = (size_t)(colon - v);
+	if (v[0] == '[') {
+		if (hlen < 3 || v[hlen - 1] != ']')
+			return -1;
+		v++;
+		hlen -= 2;
+	}
+	if (hlen >= sizeof(cfg->listen_host) || memchr(v, ']', hlen) != NULL ||
+	    memchr(v, '[', hlen) != NULL)
+		return -1;
+	/* A colon in the host only inside brackets (an IPv6 address). */
+	if (v == colon - hlen && memchr(v, ':', hlen) != NULL)
+		return -1;
+	if (parse_ll(colon + 1, &port) < 0 || port < 1 || port > 65535)
+		return -1;
+	memcpy(cfg->listen_host, v, hlen);
+	cfg->listen_host[hlen] = '\0';
+	cfg->listen_port = (int)port;
+	return 0;
+}
+
+static int
+valid_http_url(const char *v)
+{
+	const char *host;
+
+	if (strncmp(v, "http://", 7) == 0)
+		host = v + 7;
+	else if (strncmp(v, "https://", 8) == 0)
+		host = v + 8;
+	else
+		return 0;
+	if (*host == '\0' || *host == '/' || *host == ':')
+		return 0;
+	for (const char *p = v; *p; p++)
+		if (!isgraph((unsigned char)*p))
+			return 0;
+	return 1;
+}
+
+static int
+set_origins(struct config *cfg, const char *v)
+{
+	const char *p = v;
+
+	cfg->n_allowed_origins = 0;
+	while (*p) {
+		const char *end = strchr(p, ',');
+		size_t len = end ? (size_t)(end - p) : strlen(p);
+		char tmp[128];
+
+		while (len > 0 && isspace((unsigned char)*p)) {
+			p++;
+			len--;
+		}
+		while (len > 0 && isspace((unsigned char)p[len - 1]))
+			len--;
+		if (len > 0) {
+			if (len >= sizeof(tmp) ||
+			    cfg->n_allowed_origins >= CONFIG_MAX_ORIGINS)
+				return -1;
+			memcpy(tmp, p, len);
+			tmp[len] = '\0';
+			if (strcmp(tmp, "*") != 0 && !valid_http_url(tmp))
+				return -1;
+			if (len > 1 && tmp[len - 1] == '/')
+				tmp[len - 1] = '\0';
+			memcpy(cfg->allowed_origins[cfg->n_allowed_origins++],
+			    tmp, len + 1);
+		}
+		if (end == NULL)
+			break;
+		p = end + 1;
+	}
+	return 0;
+}
+
+static int
+set_pool(struct config *cfg, const char *v)
+{
+	static const char *const names[] = { "small", "medium", "large" };
+	const char *p = v;
+
+	memset(cfg->warm_pool, 0, sizeof(cfg->warm_pool));
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		const char *eq = memchr(p, '=', len);
+		int found = 0;
+		long long n;
+		char num[16];
+
+		if (eq == NULL || (size_t)(p + len - eq - 1) >= sizeof(num) || p + len - eq - 1 == 0)
+			return -1;
+		memcpy(num, eq + 1, (size_t)(p + len - eq - 1));
+		num[p + len - eq - 1] = '\0';
+		if (parse_ll(num, &n) < 0 || n < 0 || n > 64)
+			return -1;
+		for (size_t i = 0; i < 3; i++) {
+			if ((size_t)(eq - p) == strlen(names[i]) &&
+			    strncmp(p, names[i], (size_t)(eq - p)) == 0) {
+				cfg->warm_pool[i] = (int)n;
+				found = 1;
+			}
+		}
+		if (!found)
+			return -1;
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
+static int
+apply_entry(struct config *cfg, const struct cfg_entry *ent, const char *v)
+{
+	char *field = (char *)cfg + ent->off;
+	long long n;
+	enum log_level lvl;
+
+	switch (ent->kind) {
+	case CFG_STR:
+	case CFG_DIR:
+		if (strlen(v) >= ent->size)
+			return -1;
+		memcpy(field, v, strlen(v) + 1);
+		return 0;
+	case CFG_URL:
+		if (*v != '\0' && !valid_http_url(v))
+			return -1;
+		if (strlen(v) >= ent->size)
+			return -1;
+		memcpy(field, v, strlen(v) + 1);
+		/* One canonical form: no trailing slash. */
+		for (size_t l = strlen(field); l > 0 && field[l - 1] == '/'; l--)
+			field[l - 1] = '\0';
+		return 0;
+	case CFG_INT:
+		if (parse_ll(v, &n) < 0 || n < ent->min || n > ent->max)
+			return -1;
+		*(int *)(void *)field = (int)n;
+		return 0;
+	case CFG_LLONG:
+		if (parse_ll(v, &n) < 0 || n < ent->min || n > ent->max)
+			return -1;
+		*(long long *)(void *)field = n;
+		return 0;
+	case CFG_LISTEN:
+		return set_listen(cfg, v);
+	case CFG_LOGLEVEL:
+		if (log_parse_level(v, &lvl) < 0)
+			return -1;
+		*(int *)(void *)field = (int)lvl;
+		return 0;
+	case CFG_ORIGINS:
+		if (strlen(v) >= ent->size)
+			return -1;
+		memcpy(field, v, strlen(v) + 1);
+		return set_origins(cfg, v);
+	case CFG_VIRT:
+		if (strcmp(v, "auto") == 0)
+			*(int *)(void *)field = CONFIG_VIRT_AUTO;
+		else if (strcmp(v, "kvm") == 0)
+			*(int *)(void *)field = CONFIG_VIRT_KVM;
+		else if (strcmp(v, "tcg") == 0)
+			*(int *)(void *)field = CONFIG_VIRT_TCG;
+		else
+			return -1;
+		return 0;
+	case CFG_POOL:
+		if (strlen(v) >= ent->size)
+			return -1;
+		memcpy(field, v, strlen(v) + 1);
+		return set_pool(cfg, v);
+	case CFG_NET:
+		if (strcmp(v, "auto") == 0)
+			*(int *)(void *)field = CONFIG_NET_AUTO;
+		else if (strcmp(v, "on") == 0)
+			*(int *)(void *)field = CONFIG_NET_ON;
+		else if (strcmp(v, "off") == 0)
+			*(int *)(void *)field = CONFIG_NET_OFF;
+		else
+			return -1;
+		return 0;
+	case CFG_SCHEME:
+		if (strcmp(v, "http") != 0 && strcmp(v, "https") != 0)
+			return -1;
+		memcpy(field, v, strlen(v) + 1);
+		return 0;
+	}
+	return -1;
+}
+
+static const char *
+expected_form(const struct cfg_entry *ent, char *buf, size_t n)
+{
+	switch (ent->kind) {
+	case CFG_INT:
+	case CFG_LLONG:
+		snprintf(buf, n, "an integer from %lld to %lld", ent->min, ent->max);
+		break;
+	case CFG_LISTEN:
+		snprintf(buf, n, "host:port with port 1-65535");
+		break;
+	case CFG_URL:
+		snprintf(buf, n, "an http:// or https:// URL");
+		break;
+	case CFG_LOGLEVEL:
+		snprintf(buf, n, "one of error, warn, info, debug");
+		break;
+	case CFG_ORIGINS:
+		snprintf(buf, n, "comma-separated http(s) origins (at most %d)",
+		    CONFIG_MAX_ORIGINS);
+		break;
+	case CFG_VIRT:
+		snprintf(buf, n, "one of auto, kvm, tcg");
+		break;
+	case CFG_POOL:
+		snprintf(buf, n, "size=count pairs, e.g. small=2,medium=1 (count 0-64)");
+		break;
+	case CFG_NET:
+		snprintf(buf, n, "one of auto, on, off");
+		break;
+	case CFG_SCHEME:
+		snprintf(buf, n, "http or https");
+		break;
+	default:
+		snprintf(buf, n, "a string shorter than %zu bytes", ent->size);
+		break;
+	}
+	return buf;
+}
+
+static int
+finish_defaults(struct config *cfg, struct err *e)
+{
+	char cwd[CONFIG_STR_MAX];
+	char tmp[CONFIG_STR_MAX];
+	int r;
+
+	if (cfg->state_dir[0] != '/') {
+		if (getcwd(cwd, sizeof(cwd)) == NULL) {
+			err_set(e, ERR_INVALID, "AAS_STATE_DIR: cannot resolve the working directory");
+			return -1;
+		}
+		r = snprintf(tmp, sizeof(tmp), "%s/%s", cwd, cfg->state_dir);
+		if (r < 0 || (size_t)r >= sizeof(tmp)) {
+			err_set(e, ERR_INVALID, "AAS_STATE_DIR: path too long");
+			return -1;
+		}
+		memcpy(cfg->state_dir, tmp, (size_t)r + 1);
+	}
+	if (cfg->database_url[0] == '\0') {
+		r = snprintf(cfg->database_url, sizeof(cfg->database_url),
+		    "postgresql:///aas?host=%s/run&user=aas", cfg->state_dir);
+		if (r < 0 || (size_t)r >= sizeof(cfg->database_url)) {
+			err_set(e, ERR_INVALID, "AAS_DATABASE_URL: derived value too long");
+			return -1;
+		}
+	}
+	if (cfg->libvirt_uri[0] == '\0') {
+		r = snprintf(cfg->libvirt_uri, sizeof(cfg->libvirt_uri),
+		    "qemu:///embed?root=%s/libvirt", cfg->state_dir);
+		if (r < 0 || (size_t)r >= sizeof(cfg->libvirt_uri)) {
+			err_set(e, ERR_INVALID, "AAS_LIBVIRT_URI: derived value too long");
+			return -1;
+		}
+	}
+	if (cfg->image_dir[0] == '\0') {
+		r = snprintf(cfg->image_dir, sizeof(cfg->image_dir), "%s/images/current",
+		    cfg->state_dir);
+		if (r < 0 || (size_t)r >= sizeof(cfg->image_dir)) {
+			err_set(e, ERR_INVALID, "AAS_IMAGE_DIR: derived value too long");
+			return -1;
+		}
+	}
+	if (cfg->public_url[0] == '\0') {
+		int v6 = strchr(cfg->listen_host, ':') != NULL;
+		snprintf(cfg->public_url, sizeof(cfg->public_url), "http://%s%s%s:%d",
+		    v6 ? "[" : "", cfg->listen_host, v6 ? "]" : "", cfg->listen_port);
+	}
+	if (cfg->preview_domain[0] == '\0')
+		snprintf(cfg->preview_domain, sizeof(cfg->preview_domain), "localhost:%d",
+		    cfg->listen_port);
+	/* Host names compare case-insensitively: keep one form. */
+	for (char *p = cfg->preview_domain; *p; p++) {
+		*p = (char)tolower((unsigned char)*p);
+		if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' && *p != ':') {
+			err_set_field(e, "AAS_PREVIEW_DOMAIN",
+			    "AAS_PREVIEW_DOMAIN: expected a host name with an optional :port");
+			return -1;
+		}
+	}
+	if (cfg->preview_domain[0] == '.' || cfg->preview_domain[0] == ':') {
+		err_set_field(e, "AAS_PREVIEW_DOMAIN",
+		    "AAS_PREVIEW_DOMAIN: expected a host name with an optional :port");
+		return -1;
+	}
+	return 0;
+}
+
+int
+config_load(struct config *cfg, const char *(*getenv_fn)(const char *),
+    struct err *e)
+{
+	memset(cfg, 0, sizeof(*cfg));
+	for (size_t i = 0; i < sizeof(cfg_table) / sizeof(cfg_table[0]); i++) {
+		const struct cfg_entry *ent = &cfg_table[i];
+		const char *v = getenv_fn(ent->name);
+		char form[96];
+
+		if (v == NULL)
+			v = ent->def;
+		if (apply_entry(cfg, ent, v) < 0) {
+			err_set_field(e, ent->name, "%s: invalid value; expected %s",
+			    ent->name, expected_form(ent, form, sizeof(form)));
+			return -1;
+		}
+	}
+	return finish_defaults(cfg, e);
+}
+
+void
+config_print_table(void (*emit)(const char *, const char *, const char *, void *),
+    void *ctx)
+{
+	for (size_t i = 0; i < sizeof(cfg_table) / sizeof(cfg_table[0]); i++)
+		emit(cfg_table[i].name, cfg_table[i].def, cfg_table[i].help, ctx);
+}
+
+/* Loopback origins are always the developer's own browser. */
+static int
+origin_is_loopback(const char *origin)
+{
+	static const char *const hosts[] = { "localhost", "127.0.0.1", "[::1]" };
+	const char *p;
+
+	if (strncmp(origin, "http://", 7) == 0)
+		p = origin + 7;
+	else if (strncmp(origin, "https://", 8) == 0)
+		p = origin + 8;
+	else
+		return 0;
+	for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++) {
+		size_t hl = strlen(hosts[i]);
+		if (strncasecmp(p, hosts[i], hl) == 0 &&
+		    (p[hl] == '\0' || p[hl] == ':')) {
+			const char *q = p + hl;
+			if (*q == '\0')
+				return 1;
+			q++;
+			if (*q == '\0')
+				return 0;
+			for (; *q; q++)
+				if (!isdigit((unsigned char)*q))
+					return 0;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int
+config_origin_allowed(const struct config *cfg, const char *origin)
+{
+	if (origin == NULL || *origin == '\0')
+		return 1;
+	if (cfg->n_allowed_origins == 0)
+		return origin_is_loopback(origin) ||
+		    strcasecmp(origin, cfg->public_url) == 0;
+	for (size_t i = 0; i < cfg->n_allowed_origins; i++) {
+		if (strcmp(cfg->allowed_origins[i], "*") == 0 ||
+		    strcasecmp(cfg->allowed_origins[i], origin) == 0)
+			return 1;
+	}
+	return 0;
+}

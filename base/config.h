@@ -1,0 +1,77 @@
+/* config.h - service configuration, read once at start from environment
+ * variables described by a single table (config.c). */
+#ifndef AAS_CONFIG_H
+#define AAS_CONFIG_H
+
+#include <stddef.h>
+
+#include "base/err.h"
+
+#define CONFIG_MAX_ORIGINS 16
+#define CONFIG_STR_MAX 512
+
+struct config {
+	char listen_host[64];
+	int listen_port;
+	char state_dir[CONFIG_STR_MAX];     /* absolute after config_load */
+	char database_url[CONFIG_STR_MAX];
+	char public_url[CONFIG_STR_MAX];    /* no trailing slash */
+	char dashboard_url[CONFIG_STR_MAX];
+	char allowed_origins_raw[CONFIG_STR_MAX];
+	char allowed_origins[CONFIG_MAX_ORIGINS][128];
+	size_t n_allowed_origins;
+	char metrics_token[128];            /* empty: /metrics needs no token */
+	int log_level;
+	int http_threads;
+	int workers;
+	long long max_body_bytes;
+	int db_pool_size;
+	int conn_timeout_s;
+	int sse_keepalive_s;
+	int session_idle_s;
+	/* Money is integer micro-USD everywhere. */
+	long long free_credit;
+	int minute_s;                       /* length of a billed minute */
+	long long price_small;
+	long long price_medium;
+	long long price_large;
+	/* VMs */
+	char libvirt_uri[CONFIG_STR_MAX];   /* comma-separated hosts */
+	int virt;                           /* enum config_virt */
+	char image_dir[CONFIG_STR_MAX];
+	char qemu_user[64];
+	int warm_pool[3];                   /* small, medium, large */
+	char warm_pool_raw[128];
+	int boot_timeout_s;
+	int kvm_probe_timeout_s;
+	int reconcile_s;
+	long long max_output_bytes;
+	int max_live_sandboxes;
+	int max_lifetime_min;
+	int default_timeout_min;
+	/* Networking and previews */
+	int net;                            /* enum config_net */
+	char preview_domain[256];           /* host[:port], lower case */
+	char preview_scheme[8];
+	int preview_signed_ttl_s;
+	int preview_max_conns;
+	int preview_timeout_s;
+};
+
+enum config_virt { CONFIG_VIRT_AUTO, CONFIG_VIRT_KVM, CONFIG_VIRT_TCG };
+enum config_net { CONFIG_NET_AUTO, CONFIG_NET_ON, CONFIG_NET_OFF };
+
+/* Fills `cfg` from the environment through `getenv_fn` (getenv in the
+ * daemon, a fake in tests). On a bad value returns -1 with a message that
+ * names the variable. */
+int config_load(struct config *cfg, const char *(*getenv_fn)(const char *),
+    struct err *e);
+
+/* Writes the documented table (name, default, meaning) to `fp`-like sink. */
+void config_print_table(void (*emit)(const char *name, const char *def,
+    const char *help, void *ctx), void *ctx);
+
+/* Origin allow-list check. NULL or empty origin (non-browser) is allowed. */
+int config_origin_allowed(const struct config *cfg, const char *origin);
+
+#endif

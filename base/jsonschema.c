@@ -1,0 +1,445 @@
+/* jsonschema.c - a small, strict JSON Schema subset validator. */
+#include "base/jsonschema.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JSV_MAX_DEPTH 32
+
+static int validate(const json_t *schema, const json_t *v, const char *path,
+    int depth, struct err *e);
+
+static const char *
+type_name(const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT: return "object";
+	case JSON_ARRAY: return "array";
+	case JSON_STRING: return "string";
+	case JSON_INTEGER: return "integer";
+	case JSON_REAL: return "number";
+	case JSON_TRUE:
+	case JSON_FALSE: return "boolean";
+	case JSON_NULL: return "null";
+	}
+	return "unknown";
+}
+
+static int
+is_integral(const json_t *v)
+{
+	if (json_is_integer(v))
+		return 1;
+	if (json_is_real(v)) {
+		double d = json_real_value(v);
+		return isfinite(d) && d == floor(d) && fabs(d) < 9.0e15;
+	}
+	return 0;
+}
+
+static int
+type_matches(const char *t, const json_t *v)
+{
+	if (strcmp(t, "object") == 0) return json_is_object(v);
+	if (strcmp(t, "array") == 0) return json_is_array(v);
+	if (strcmp(t, "string") == 0) return json_is_string(v);
+	if (strcmp(t, "integer") == 0) return is_integral(v);
+	if (strcmp(t, "number") == 0) return json_is_number(v);
+	if (strcmp(t, "boolean") == 0) return json_is_boolean(v);
+	if (strcmp(t, "null") == 0) return json_is_null(v);
+	return 0;
+}
+
+/* Appends to a NUL-terminated buffer of size n; drops what does not fit. */
+static void
+append(char *buf, size_t n, const char *more)
+{
+	size_t len = strlen(buf);
+
+	if (len < n)
+		snprintf(buf + len, n - len, "%s", more);
+}
+
+static const char *
+display_path(const char *path)
+{
+	return *path ? path : "arguments";
+}
+
+static int fail(struct err *e, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int
+fail(struct err *e, const char *path, const char *fmt, ...)
+{
+	char msg[400];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	err_set_field(e, display_path(path), "%s: %s", display_path(path), msg);
+	return -1;
+}
+
+static int
+check_type(const json_t *schema, const json_t *v, const char *path, struct err *e)
+{
+	const json_t *t = json_object_get(schema, "type");
+	char want[96] = "";
+	size_t i;
+	const json_t *it;
+
+	if (t == NULL)
+		return 0;
+	if (json_is_string(t)) {
+		if (type_matches(json_string_value(t), v))
+			return 0;
+		return fail(e, path, "must be %s, not %s", json_string_value(t),
+		    type_name(v));
+	}
+	json_array_foreach(t, i, it) {
+		if (type_matches(json_string_value(it), v))
+			return 0;
+		if (i > 0)
+			append(want, sizeof(want), " or ");
+		append(want, sizeof(want), json_string_value(it));
+	}
+	return fail(e, path, "must be %s, not %s", want, type_name(v));
+}
+
+/* Length in code points; jansson guarantees valid UTF-8. */
+static size_t
+utf8_len(const char *s, size_t bytes)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < bytes; i++)
+		if (((unsigned char)s[i] & 0xC0) != 0x80)
+			n++;
+	return n;
+}
+
+static int
+check_pattern(const char *pattern, const char *s, const char *path, struct err *e)
+{
+	regex_t re;
+	int rc;
+
+	if (regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB) != 0) {
+		err_set(e, ERR_INTERNAL, "bad pattern in tool schema");
+		return -1;
+	}
+	rc = regexec(&re, s, 0, NULL, 0);
+	regfree(&re);
+	if (rc != 0)
+		return fail(e, path, "does not match the pattern %s", pattern);
+	return 0;
+}
+
+static int
+check_string(const json_t *schema, const json_t *v, const char *path, struct err *e)
+{
+	const char *s = json_string_value(v);
+	size_t bytes = json_string_length(v);
+	size_t len;
+	const json_t *k;
+	char num[32];
+
+	if (memchr(s, '\0', bytes) != NULL)
+		return fail(e, path, "must not contain a NUL character");
+	len = utf8_len(s, bytes);
+	if ((k = json_object_get(schema, "minLength")) && len < (size_t)json_integer_value(k)) {
+		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(k));
+		return fail(e, path, "must be at least %s characters long", num);
+	}
+	if ((k = json_object_get(schema, "maxLength")) && len > (size_t)json_integer_value(k)) {
+		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(k));
+		return fail(e, path, "must be at most %s characters long", num);
+	}
+	if ((k = json_object_get(schema, "pattern")) &&
+	    check_pattern(json_string_value(k), s, path, e) < 0)
+		return -1;
+	return 0;
+}
+
+/* Limits print exactly: 4194304, not 4.1943e+06. */
+static void
+format_number(const json_t *k, char *out, size_t n)
+{
+	if (is_integral(k))
+		snprintf(out, n, "%lld", (long long)json_number_value(k));
+	else
+		snprintf(out, n, "%.17g", json_number_value(k));
+}
+
+static int
+check_number(const json_t *schema, const json_t *v, const char *path, struct err *e)
+{
+	double d = json_number_value(v);
+	const json_t *k;
+	char num[40];
+
+	if ((k = json_object_get(schema, "minimum")) && d < json_number_value(k)) {
+		format_number(k, num, sizeof(num));
+		return fail(e, path, "must be at least %s", num);
+	}
+	if ((k = json_object_get(schema, "maximum")) && d > json_number_value(k)) {
+		format_number(k, num, sizeof(num));
+		return fail(e, path, "must be at most %s", num);
+	}
+	return 0;
+}
+
+static int
+check_enum(const json_t *schema, const json_t *v, const char *path, struct err *e)
+{
+	const json_t *en = json_object_get(schema, "enum");
+	const json_t *it;
+	size_t i;
+	char list[256] = "";
+
+	if (en == NULL)
+		return 0;
+	json_array_foreach(en, i, it) {
+		char *txt;
+
+		if (json_equal(it, v))
+			return 0;
+		txt = json_is_string(it) ? strdup(json_string_value(it)) :
+		    json_dumps(it, JSON_COMPACT | JSON_ENCODE_ANY);
+		if (txt) {
+			if (i > 0)
+				append(list, sizeof(list), ", ");
+			append(list, sizeof(list), txt);
+		}
+		free(txt);
+	}
+	return fail(e, path, "must be one of: %s", list);
+}
+
+static void
+child_path(char *out, size_t n, const char *path, const char *key)
+{
+	snprintf(out, n, "%s%s%s", path, *path ? "." : "", key);
+}
+
+static int
+check_object(const json_t *schema, const json_t *v, const char *path, int depth,
+    struct err *e)
+{
+	const json_t *props = json_object_get(schema, "properties");
+	const json_t *addl = json_object_get(schema, "additionalProperties");
+	const json_t *names = json_object_get(schema, "propertyNames");
+	const json_t *req = json_object_get(schema, "required");
+	const json_t *k, *val;
+	const char *key;
+	size_t i;
+	char sub[256];
+
+	if ((k = json_object_get(schema, "maxProperties")) &&
+	    json_object_size(v) > (size_t)json_integer_value(k)) {
+		char num[32];
+		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(k));
+		return fail(e, path, "must have at most %s entries", num);
+	}
+	json_array_foreach(req, i, k) {
+		if (json_object_get(v, json_string_value(k)) == NULL) {
+			child_path(sub, sizeof(sub), path, json_string_value(k));
+			err_set_field(e, sub, "%s: required field is missing", sub);
+			return -1;
+		}
+	}
+	json_object_foreach((json_t *)v, key, val) {
+		const json_t *ps = props ? json_object_get(props, key) : NULL;
+		json_t *keystr;
+		int rc;
+
+		child_path(sub, sizeof(sub), path, key);
+		if (names) {
+			keystr = json_string(key);
+			rc = keystr ? validate(names, keystr, sub, depth + 1, e) : -1;
+			json_decref(keystr);
+			if (rc < 0) {
+				/* Report the bad name itself, not its value. */
+				if (e->kind == ERR_NONE)
+					err_set(e, ERR_INTERNAL, "out of memory");
+				return -1;
+			}
+		}
+		if (ps == NULL) {
+			if (json_is_false(addl)) {
+				err_set_field(e, sub, "%s: unknown field", sub);
+				return -1;
+			}
+			if (json_is_object(addl))
+				ps = addl;
+		}
+		if (ps && validate(ps, val, sub, depth + 1, e) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int
+check_array(const json_t *schema, const json_t *v, const char *path, int depth,
+    struct err *e)
+{
+	const json_t *items = json_object_get(schema, "items");
+	const json_t *k, *it;
+	size_t i;
+	char num[32], sub[256];
+
+	if ((k = json_object_get(schema, "minItems")) &&
+	    json_array_size(v) < (size_t)json_integer_value(k)) {
+		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(k));
+		return fail(e, path, "must have at least %s items", num);
+	}
+	if ((k = json_object_get(schema, "maxItems")) &&
+	    json_array_size(v) > (size_t)json_integer_value(k)) {
+		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(k));
+		return fail(e, path, "must have at most %s items", num);
+	}
+	if (items == NULL)
+		return 0;
+	json_array_foreach(v, i, it) {
+		snprintf(sub, sizeof(sub), "%s[%zu]", display_path(path), i);
+		if (validate(items, it, sub, depth + 1, e) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int
+validate(const json_t *schema, const json_t *v, const char *path, int depth,
+    struct err *e)
+{
+	if (depth > JSV_MAX_DEPTH)
+		return fail(e, path, "is nested too deeply");
+	if (!json_is_object(schema))
+		return 0;
+	if (check_type(schema, v, path, e) < 0 || check_enum(schema, v, path, e) < 0)
+		return -1;
+	switch (json_typeof(v)) {
+	case JSON_STRING:
+		return check_string(schema, v, path, e);
+	case JSON_INTEGER:
+	case JSON_REAL:
+		return check_number(schema, v, path, e);
+	case JSON_OBJECT:
+		return check_object(schema, v, path, depth, e);
+	case JSON_ARRAY:
+		return check_array(schema, v, path, depth, e);
+	default:
+		return 0;
+	}
+}
+
+/* NUL is refused in every string, also where no sub-schema applies. */
+static int
+check_no_nul(const json_t *v, const char *path, int depth, struct err *e)
+{
+	char sub[256];
+	const char *key;
+	const json_t *it;
+	size_t i;
+
+	if (depth > JSV_MAX_DEPTH)
+		return fail(e, path, "is nested too deeply");
+	switch (json_typeof(v)) {
+	case JSON_STRING:
+		if (memchr(json_string_value(v), '\0', json_string_length(v)) != NULL)
+			return fail(e, path, "must not contain a NUL character");
+		return 0;
+	case JSON_OBJECT:
+		json_object_foreach((json_t *)v, key, it) {
+			child_path(sub, sizeof(sub), path, key);
+			if (check_no_nul(it, sub, depth + 1, e) < 0)
+				return -1;
+		}
+		return 0;
+	case JSON_ARRAY:
+		json_array_foreach(v, i, it) {
+			snprintf(sub, sizeof(sub), "%s[%zu]", display_path(path), i);
+			if (check_no_nul(it, sub, depth + 1, e) < 0)
+				return -1;
+		}
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+int
+jsv_validate(const json_t *schema, const json_t *value, const char *path,
+    struct err *e)
+{
+	if (path == NULL)
+		path = "";
+	if (validate(schema, value, path, 0, e) < 0)
+		return -1;
+	return check_no_nul(value, path, 0, e);
+}
+
+/* Copies of $defs entries are made so every published schema stands
+ * alone; sibling keys of the $ref are laid over the copy. */
+static json_t *
+resolve_refs(const json_t *node, const json_t *defs, int depth)
+{
+	json_t *out;
+
+	if (depth > JSV_MAX_DEPTH)
+		return NULL;
+	if (json_is_array(node)) {
+		size_t i;
+		json_t *it;
+		out = json_array();
+		json_array_foreach(node, i, it) {
+			json_t *r = resolve_refs(it, defs, depth + 1);
+			if (r == NULL) {
+				json_decref(out);
+				return NULL;
+			}
+			json_array_append_new(out, r);
+		}
+		return out;
+	}
+	if (!json_is_object(node))
+		return json_deep_copy(node);
+	const json_t *ref = json_object_get(node, "$ref");
+	if (ref) {
+		const char *s = json_string_value(ref);
+		const json_t *target;
+		if (s == NULL || strncmp(s, "#/$defs/", 8) != 0 ||
+		    (target = json_object_get(defs, s + 8)) == NULL)
+			return NULL;
+		out = resolve_refs(target, defs, depth + 1);
+	} else {
+		out = json_object();
+	}
+	if (out == NULL)
+		return NULL;
+	const char *key;
+	json_t *val;
+	json_object_foreach((json_t *)node, key, val) {
+		if (strcmp(key, "$ref") == 0)
+			continue;
+		json_t *r = resolve_refs(val, defs, depth + 1);
+		if (r == NULL) {
+			json_decref(out);
+			return NULL;
+		}
+		json_object_set_new(out, key, r);
+	}
+	return out;
+}
+
+json_t *
+jsv_resolve_refs(const json_t *node, const json_t *defs)
+{
+	return resolve_refs(node, defs, 0);
+}

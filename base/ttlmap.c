@@ -1,0 +1,187 @@
+/* ttlmap.c - chained hash table with expiry, one mutex. */
+#include "base/ttlmap.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TTL_BUCKETS 4096
+
+struct ttl_entry {
+	char key[TTL_KEY_MAX + 1];
+	char val[TTL_VAL_MAX + 1];
+	double expires;
+	struct ttl_entry *next;
+};
+
+struct ttl_map {
+	pthread_mutex_t lock;
+	struct ttl_entry *buckets[TTL_BUCKETS];
+	size_t count, max;
+	double ttl;
+	int enabled;
+};
+
+static double
+now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static uint32_t
+bucket_of(const char *key)
+{
+	uint32_t h = 2166136261u;   /* FNV-1a */
+
+	for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	return h & (TTL_BUCKETS - 1);
+}
+
+struct ttl_map *
+ttl_new(size_t max_entries, double ttl_s)
+{
+	struct ttl_map *m = calloc(1, sizeof(*m));
+
+	if (m == NULL)
+		return NULL;
+	pthread_mutex_init(&m->lock, NULL);
+	m->max = max_entries;
+	m->ttl = ttl_s;
+	m->enabled = 1;
+	return m;
+}
+
+static void
+clear_locked(struct ttl_map *m)
+{
+	for (size_t i = 0; i < TTL_BUCKETS; i++) {
+		while (m->buckets[i]) {
+			struct ttl_entry *e = m->buckets[i];
+			m->buckets[i] = e->next;
+			free(e);
+		}
+	}
+	m->count = 0;
+}
+
+void
+ttl_free(struct ttl_map *m)
+{
+	if (m == NULL)
+		return;
+	clear_locked(m);
+	pthread_mutex_destroy(&m->lock);
+	free(m);
+}
+
+int
+ttl_get(struct ttl_map *m, const char *key, char *val, size_t valsz)
+{
+	uint32_t b = bucket_of(key);
+	double now = now_s();
+	int hit = 0;
+
+	pthread_mutex_lock(&m->lock);
+	if (m->enabled) {
+		for (struct ttl_entry **pp = &m->buckets[b]; *pp; pp = &(*pp)->next) {
+			struct ttl_entry *e = *pp;
+			if (strcmp(e->key, key) != 0)
+				continue;
+			if (e->expires <= now) {
+				*pp = e->next;
+				free(e);
+				m->count--;
+			} else {
+				snprintf(val, valsz, "%s", e->val);
+				hit = 1;
+			}
+			break;
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+	return hit;
+}
+
+void
+ttl_put(struct ttl_map *m, const char *key, const char *val)
+{
+	uint32_t b = bucket_of(key);
+	struct ttl_entry *e;
+
+	if (strlen(key) > TTL_KEY_MAX || strlen(val) > TTL_VAL_MAX)
+		return;
+	pthread_mutex_lock(&m->lock);
+	if (!m->enabled)
+		goto out;
+	for (e = m->buckets[b]; e; e = e->next)
+		if (strcmp(e->key, key) == 0)
+			break;
+	if (e == NULL) {
+		if (m->count >= m->max)
+			clear_locked(m);
+		e = calloc(1, sizeof(*e));
+		if (e == NULL)
+			goto out;
+		snprintf(e->key, sizeof(e->key), "%s", key);
+		e->next = m->buckets[b];
+		m->buckets[b] = e;
+		m->count++;
+	}
+	snprintf(e->val, sizeof(e->val), "%s", val);
+	e->expires = now_s() + m->ttl;
+out:
+	pthread_mutex_unlock(&m->lock);
+}
+
+void
+ttl_del(struct ttl_map *m, const char *key)
+{
+	uint32_t b = bucket_of(key);
+
+	pthread_mutex_lock(&m->lock);
+	for (struct ttl_entry **pp = &m->buckets[b]; *pp; pp = &(*pp)->next) {
+		if (strcmp((*pp)->key, key) == 0) {
+			struct ttl_entry *e = *pp;
+			*pp = e->next;
+			free(e);
+			m->count--;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+void
+ttl_clear(struct ttl_map *m)
+{
+	pthread_mutex_lock(&m->lock);
+	clear_locked(m);
+	pthread_mutex_unlock(&m->lock);
+}
+
+void
+ttl_set_enabled(struct ttl_map *m, int enabled)
+{
+	pthread_mutex_lock(&m->lock);
+	m->enabled = enabled;
+	clear_locked(m);
+	pthread_mutex_unlock(&m->lock);
+}
+
+size_t
+ttl_count(struct ttl_map *m)
+{
+	size_t n;
+
+	pthread_mutex_lock(&m->lock);
+	n = m->count;
+	pthread_mutex_unlock(&m->lock);
+	return n;
+}

@@ -1,0 +1,53 @@
+/* accounts.h - accounts and API keys in PostgreSQL (acct_). */
+#ifndef AAS_ACCOUNTS_H
+#define AAS_ACCOUNTS_H
+
+#include <jansson.h>
+
+#include "base/db.h"
+#include "base/keys.h"
+#include "base/ttlmap.h"
+
+#define ACCT_ID_LEN 36 /* uuid text */
+
+struct acct_new_key {
+	char key_id[ACCT_ID_LEN + 1];
+	char key[KEY_TEXT_LEN + 1];   /* shown once, never stored */
+	char prefix[KEY_DISPLAY_PREFIX_LEN + 1];
+};
+
+/* Creates an account with its first key and `free_credit` micro-USD of
+ * free credit (a ledger grant), in one transaction. */
+int acct_create(struct db *db, const char *email, long long free_credit,
+    char account_id[ACCT_ID_LEN + 1], struct acct_new_key *key, struct err *e);
+/* Looks an account up by e-mail; ERR_NOT_FOUND when there is none. */
+int acct_find_by_email(struct db *db, const char *email,
+    char account_id[ACCT_ID_LEN + 1], struct err *e);
+json_t *acct_list(struct db *db, struct err *e);
+
+int acct_key_create(struct db *db, const char *account_id, const char *name,
+    struct acct_new_key *key, struct err *e);
+/* Keys of an account, without secrets: id, prefix, name, times. */
+json_t *acct_key_list(struct db *db, const char *account_id, struct err *e);
+/* Revokes a key by id and announces it to every aasd (notification
+ * "k:<key hash>" on channel aas_invalidate); ERR_NOT_FOUND if no live key has that id. */
+int acct_key_revoke(struct db *db, const char *key_id, struct err *e);
+
+/* Resolves a presented key to its account. ERR_UNAUTHORIZED when the key
+ * is unknown, revoked or its account disabled. */
+int acct_resolve_key(struct db *db, const char *key, size_t keylen,
+    char account_id[ACCT_ID_LEN + 1], struct err *e);
+
+/* acct_resolve_key through a cache keyed by the key's hash (cache may be
+ * NULL); revoked keys leave it through database notifications. */
+int acct_resolve_key_cached(struct db *db, struct ttl_map *cache,
+    const char *key, size_t keylen, char account_id[ACCT_ID_LEN + 1],
+    struct err *e);
+/* 1 when the cache resolves the key (no database access). */
+int acct_key_cache_peek(struct ttl_map *cache, const char *key, size_t keylen,
+    char account_id[ACCT_ID_LEN + 1]);
+
+/* 1 when `s` is a canonical lower-case uuid. */
+int acct_id_valid(const char *s);
+
+#endif

@@ -1,0 +1,204 @@
+/* reaper.c - the expiry loop. */
+#include "service/reaper.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/log.h"
+
+#define REAP_BATCH 50
+#define REAP_MAX_SLEEP_MS 30000
+
+struct reaper {
+	struct db *db;
+	char hosts[4096];           /* PostgreSQL array literal */
+	char instance[64];
+	reap_destroy_fn destroy;
+	void *ctx;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int poked;
+	int stop;
+};
+
+/* "a,b" -> {"a","b"} with quotes and backslashes escaped. */
+static int
+array_literal(const char *list, char *out, size_t n)
+{
+	size_t k = 0;
+	int first = 1;
+
+	if (n < 3)
+		return -1;
+	out[k++] = '{';
+	for (const char *p = list; *p;) {
+		size_t len = strcspn(p, ",");
+		if (len > 0) {
+			if (!first)
+				out[k++] = ',';
+			first = 0;
+			out[k++] = '"';
+			for (size_t i = 0; i < len; i++) {
+				if (k + 4 >= n)
+					return -1;
+				if (p[i] == '"' || p[i] == '\\')
+					out[k++] = '\\';
+				out[k++] = p[i];
+			}
+			out[k++] = '"';
+		}
+		p += len;
+		if (*p == ',')
+			p++;
+		if (k + 2 >= n)
+			return -1;
+	}
+	out[k++] = '}';
+	out[k] = '\0';
+	return 0;
+}
+
+/* Claims due sandboxes and ends them; returns how many were claimed. */
+static int
+reap_due(struct reaper *r)
+{
+	const char *p[2] = { r->hosts, r->instance };
+	struct err e;
+	PGresult *res;
+	int n;
+
+	err_clear(&e);
+	res = db_query(r->db, "UPDATE sandboxes SET state = 'destroying',"
+	    " destroying_at = now(), owner = $2"
+	    " WHERE id IN (SELECT id FROM sandboxes WHERE state = 'running' AND NOT in_pool"
+	    "  AND expires_at <= now() AND host_uri = ANY($1::text[])"
+	    "  ORDER BY expires_at LIMIT 50 FOR UPDATE SKIP LOCKED)"
+	    " RETURNING id, host_uri", 2, p, &e);
+	if (res == NULL) {
+		log_warn("reaper: %s", e.msg);
+		return -1;
+	}
+	n = PQntuples(res);
+	for (int i = 0; i < n; i++) {
+		log_info("reaper: sandbox %s expired", PQgetvalue(res, i, 0));
+		if (r->destroy(r->ctx, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1)) < 0)
+			log_warn("reaper: sandbox %s: destroy failed; reconcile retries it",
+			    PQgetvalue(res, i, 0));
+	}
+	PQclear(res);
+	return n;
+}
+
+/* Milliseconds until the nearest expiry on our hosts (capped). */
+static long
+next_due_ms(struct reaper *r)
+{
+	const char *p[1] = { r->hosts };
+	struct err e;
+	PGresult *res;
+	long ms = REAP_MAX_SLEEP_MS;
+
+	err_clear(&e);
+	res = db_query(r->db, "SELECT ceil(extract(epoch FROM (min(expires_at) - now())) * 1000)"
+	    " FROM sandboxes WHERE state = 'running' AND NOT in_pool"
+	    " AND host_uri = ANY($1::text[])", 1, p, &e);
+	if (res == NULL)
+		return 1000;   /* database trouble: try again soon */
+	if (!PQgetisnull(res, 0, 0)) {
+		double v = strtod(PQgetvalue(res, 0, 0), NULL);
+		ms = v < 0 ? 0 : v > REAP_MAX_SLEEP_MS ? REAP_MAX_SLEEP_MS : (long)v;
+	}
+	PQclear(res);
+	return ms;
+}
+
+static void *
+reap_main(void *arg)
+{
+	struct reaper *r = arg;
+
+	for (;;) {
+		int n = reap_due(r);
+		long ms = n >= REAP_BATCH ? 0 : next_due_ms(r);
+		struct timespec ts;
+
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += ms / 1000;
+		ts.tv_nsec += (ms % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_mutex_lock(&r->lock);
+		while (!r->stop && !r->poked && ms > 0)
+			if (pthread_cond_timedwait(&r->cond, &r->lock, &ts) != 0)
+				break;
+		r->poked = 0;
+		int stop = r->stop;
+		pthread_mutex_unlock(&r->lock);
+		if (stop)
+			return NULL;
+	}
+}
+
+struct reaper *
+reap_new(struct db *db, const char *hosts, const char *instance, reap_destroy_fn destroy,
+    void *ctx, struct err *e)
+{
+	struct reaper *r = calloc(1, sizeof(*r));
+
+	if (r == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	if (array_literal(hosts, r->hosts, sizeof(r->hosts)) < 0) {
+		free(r);
+		err_set(e, ERR_INVALID, "reaper: host list too long");
+		return NULL;
+	}
+	r->db = db;
+	snprintf(r->instance, sizeof(r->instance), "%s", instance);
+	r->destroy = destroy;
+	r->ctx = ctx;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->cond, NULL);
+	if (pthread_create(&r->thread, NULL, reap_main, r) != 0) {
+		pthread_mutex_destroy(&r->lock);
+		pthread_cond_destroy(&r->cond);
+		free(r);
+		err_set(e, ERR_INTERNAL, "cannot start the reaper");
+		return NULL;
+	}
+	return r;
+}
+
+void
+reap_free(struct reaper *r)
+{
+	if (r == NULL)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->stop = 1;
+	pthread_cond_signal(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	pthread_join(r->thread, NULL);
+	pthread_mutex_destroy(&r->lock);
+	pthread_cond_destroy(&r->cond);
+	free(r);
+}
+
+void
+reap_poke(struct reaper *r)
+{
+	if (r == NULL)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->poked = 1;
+	pthread_cond_signal(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+}

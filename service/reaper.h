@@ -1,0 +1,25 @@
+/* reaper.h - destroys sandboxes when they expire (reap_), whether or not
+ * anyone asks. expires_at lives in PostgreSQL; due rows are claimed with
+ * FOR UPDATE SKIP LOCKED, so with several aasd each sandbox is reaped
+ * once. The thread sleeps until the nearest expiry and is woken early when
+ * an expiry changes (a create, an extend: notification "e:"). */
+#ifndef AAS_REAPER_H
+#define AAS_REAPER_H
+
+#include "base/config.h"
+#include "base/db.h"
+#include "base/err.h"
+
+struct reaper;
+
+/* Ends one claimed sandbox (destroy its VM, settle its bill). */
+typedef int (*reap_destroy_fn)(void *ctx, const char *id, const char *host);
+
+/* Reaps sandboxes on the hosts in `hosts` (comma-separated URIs). */
+struct reaper *reap_new(struct db *db, const char *hosts, const char *instance,
+    reap_destroy_fn destroy, void *ctx, struct err *e);
+void reap_free(struct reaper *r);
+/* Something's expiry changed: look again now. */
+void reap_poke(struct reaper *r);
+
+#endif

@@ -1,0 +1,83 @@
+/* sandbox_int.h - what the sandbox service's files share (not a public
+ * interface). */
+#ifndef AAS_SANDBOX_INT_H
+#define AAS_SANDBOX_INT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "vmm/orch.h"
+#include "service/sandbox.h"
+
+#define SBX_ID_LEN 20          /* "sbx-" + 16 */
+#define SBX_TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+
+struct sbx {
+	struct app *app;
+	struct orch *orch;
+	char instance[33];
+	pthread_t maint;
+	int maint_started;
+	atomic_int stop;
+	pthread_mutex_t wake_lock;
+	pthread_cond_t wake;
+	pthread_mutex_t cap_lock;
+	json_t *capacity;
+	struct reaper *reaper;
+	/* Whether VMs may have a network device: the isolation rule was in
+	 * place at the last check (under cap_lock, with the reason if not). */
+	int net_ok;
+	long long net_checked_ms;
+	char net_why[300];
+};
+
+struct sbx_row {
+	char id[SBX_ID_LEN + 1];
+	char state[16];
+	char size[8];
+	char host[512];
+	char net[16];              /* nat, isolated or none */
+};
+
+/* Loads a sandbox of `account` (NULL: any, for maintenance). ERR_NOT_FOUND
+ * when there is none. */
+int sbx_load(struct sbx *s, const char *account, const char *id,
+    struct sbx_row *row, struct err *e);
+/* A running sandbox's row, domain name and host connection, or an error
+ * saying why not. */
+struct vm_host *sbx_running(struct sbx *s, const char *account, const char *id,
+    struct sbx_row *row, char *domain, size_t dn, struct err *e);
+json_t *sbx_row_json(struct sbx *s, const char *account, const char *id,
+    struct err *e);
+/* Boots the VM of a 'creating' row and moves it to running (or failed). */
+int sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size,
+    enum vm_net net, const struct sbx_progress *pg, struct err *e);
+
+/* ---- networking (sandbox_net.c) ---- */
+/* Checks (and under AAS_NET=auto/on installs) the isolation rule. -1 only
+ * when AAS_NET=on and the rule cannot be put in place. */
+int sbx_net_init(struct sbx *s, struct err *e);
+/* Re-checks the rule (maintenance thread), reinstalling it if it went. */
+void sbx_net_refresh(struct sbx *s);
+/* 1 when VMs may get a network device now; else 0 and the reason. */
+int sbx_net_available(struct sbx *s, char *why, size_t n);
+/* The device a sandbox gets: nat for internet, isolated without; none
+ * when networking is unavailable (internet then is an error). */
+int sbx_net_for(struct sbx *s, int internet, enum vm_net *net, struct err *e);
+/* The net the warm pool boots with. */
+enum vm_net sbx_net_pool(struct sbx *s);
+enum vm_net sbx_net_parse(const char *name);
+/* Exposed ports of a sandbox as a JSON array (new reference). */
+json_t *sbx_ports_json(struct sbx *s, const char *id, struct err *e);
+/* Forgets a sandbox's ports (its forwards went with its VM). */
+void sbx_ports_drop(struct sbx *s, const char *id);
+/* Destroys a sandbox's VM and marks the row destroyed (or failed). */
+int sbx_finish_destroy(struct sbx *s, const char *id, const char *host,
+    const char *final_state, const char *reason, struct err *e);
+void *sbx_maint_main(void *arg);
+/* Background commands still marked running: asks the guest once each. */
+void sbx_refresh_commands(struct sbx *s, const char *id, const char *host);
+/* Tells every aasd's expiry reaper that an expiry time changed. */
+void sbx_expiry_changed(struct sbx *s);
+
+#endif

@@ -1,0 +1,381 @@
+/* sandbox_net.c - sandbox networking: the isolation rule's state, the
+ * network device each VM gets, and exposed ports (expose_port). */
+#include "service/sandbox_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "base/keys.h"
+#include "base/log.h"
+#include "vmm/netguard.h"
+#include "service/preview.h"
+#include "service/preview.h"
+
+/* A boot with a network device trusts a check at most this old. */
+#define NET_CHECK_MAX_AGE_MS 30000
+
+static void
+net_set(struct sbx *s, int ok, const char *why)
+{
+	pthread_mutex_lock(&s->cap_lock);
+	if (s->net_ok != ok || strcmp(s->net_why, why) != 0) {
+		if (ok)
+			log_info("net: isolation rule in place (nft table inet %s); sandboxes get"
+			    " a network device", NETGUARD_TABLE);
+		else
+			log_warn("net: sandboxes get no network device: %s", why);
+	}
+	s->net_ok = ok;
+	s->net_checked_ms = clock_ms();
+	snprintf(s->net_why, sizeof(s->net_why), "%s", why);
+	pthread_mutex_unlock(&s->cap_lock);
+}
+
+int
+sbx_net_init(struct sbx *s, struct err *e)
+{
+	struct err ne;
+
+	if (s->app->cfg.net == CONFIG_NET_OFF) {
+		net_set(s, 0, "networking is switched off on this server (AAS_NET=off)");
+		return 0;
+	}
+	err_clear(&ne);
+	if (netguard_ensure(orch_qemu_uid(s->orch), &ne) == 0) {
+		net_set(s, 1, "");
+		return 0;
+	}
+	net_set(s, 0, ne.msg);
+	if (s->app->cfg.net == CONFIG_NET_ON) {
+		err_set(e, ERR_UNAVAILABLE, "AAS_NET=on but %s", ne.msg);
+		return -1;
+	}
+	return 0;
+}
+
+void
+sbx_net_refresh(struct sbx *s)
+{
+	struct err ne;
+
+	if (s->app->cfg.net == CONFIG_NET_OFF)
+		return;
+	err_clear(&ne);
+	if (netguard_ensure(orch_qemu_uid(s->orch), &ne) == 0)
+		net_set(s, 1, "");
+	else
+		net_set(s, 0, ne.msg);
+}
+
+int
+sbx_net_available(struct sbx *s, char *why, size_t n)
+{
+	int ok, stale;
+
+	pthread_mutex_lock(&s->cap_lock);
+	stale = s->net_ok && clock_ms() - s->net_checked_ms > NET_CHECK_MAX_AGE_MS;
+	pthread_mutex_unlock(&s->cap_lock);
+	if (stale)
+		sbx_net_refresh(s);
+	pthread_mutex_lock(&s->cap_lock);
+	ok = s->net_ok;
+	if (why)
+		snprintf(why, n, "%s", s->net_why);
+	pthread_mutex_unlock(&s->cap_lock);
+	return ok;
+}
+
+int
+sbx_net_for(struct sbx *s, int internet, enum vm_net *net, struct err *e)
+{
+	char why[300];
+
+	if (sbx_net_available(s, why, sizeof(why))) {
+		*net = internet ? VM_NET_NAT : VM_NET_ISOLATED;
+		return 0;
+	}
+	if (internet) {
+		err_set_at(e, ERR_UNAVAILABLE, "internet",
+		    "internet: sandbox networking is unavailable on this server (%s);"
+		    " create with internet: false for a sandbox without a network", why);
+		return -1;
+	}
+	*net = VM_NET_NONE;
+	return 0;
+}
+
+enum vm_net
+sbx_net_pool(struct sbx *s)
+{
+	return sbx_net_available(s, NULL, 0) ? VM_NET_NAT : VM_NET_NONE;
+}
+
+enum vm_net
+sbx_net_parse(const char *name)
+{
+	if (strcmp(name, "nat") == 0)
+		return VM_NET_NAT;
+	if (strcmp(name, "isolated") == 0)
+		return VM_NET_ISOLATED;
+	return VM_NET_NONE;
+}
+
+/* ---- exposed ports ---- */
+
+static int
+port_url(struct sbx *s, const char *id, int port, char *out, size_t n)
+{
+	const struct config *cfg = &s->app->cfg;
+
+	return preview_url(cfg->preview_scheme, cfg->preview_domain, id, port, out, n);
+}
+
+json_t *
+sbx_ports_json(struct sbx *s, const char *id, struct err *e)
+{
+	const char *p[1] = { id };
+	PGresult *r = db_query(s->app->db, "SELECT port, public, " SBX_TS("created_at")
+	    " FROM sandbox_ports WHERE sandbox_id = $1 ORDER BY port", 1, p, e);
+	json_t *arr;
+
+	if (r == NULL)
+		return NULL;
+	arr = json_array();
+	for (int i = 0; arr && i < PQntuples(r); i++) {
+		int port = (int)strtol(PQgetvalue(r, i, 0), NULL, 10);
+		char url[512];
+
+		if (port_url(s, id, port, url, sizeof(url)) < 0)
+			continue;
+		json_array_append_new(arr, json_pack("{s:i, s:s, s:b, s:s}",
+		    "port", port, "url", url,
+		    "public", strcmp(PQgetvalue(r, i, 1), "t") == 0,
+		    "created_at", PQgetvalue(r, i, 2)));
+	}
+	PQclear(r);
+	return arr;
+}
+
+json_t *
+sbx_list_ports(struct sbx *s, const char *account, const json_t *args, struct err *e)
+{
+	const char *id = json_string_value(json_object_get(args, "sandbox_id"));
+	struct sbx_row row;
+	json_t *ports;
+
+	if (sbx_load(s, account, id, &row, e) < 0)
+		return NULL;
+	ports = sbx_ports_json(s, id, e);
+	return ports ? json_pack("{s:s, s:o}", "sandbox_id", id, "ports", ports) : NULL;
+}
+
+void
+sbx_ports_drop(struct sbx *s, const char *id)
+{
+	const char *p[1] = { id };
+	struct err e;
+
+	err_clear(&e);
+	PQclear(db_query(s->app->db, "DELETE FROM sandbox_ports WHERE sandbox_id = $1", 1, p, &e));
+}
+
+json_t *
+sbx_expose_port(struct sbx *s, const char *account, const json_t *args, struct err *e)
+{
+	const char *id = json_string_value(json_object_get(args, "sandbox_id"));
+	int port = (int)json_integer_value(json_object_get(args, "port"));
+	const json_t *pub = json_object_get(args, "public");
+	int public = pub ? json_is_true(pub) : 1;
+	char token[KEY_TEXT_LEN + 1], hash[KEY_HASH_HEX_LEN + 1] = "", url[512];
+	char domain[64], hp_text[16], port_text[16];
+	struct sbx_row row;
+	int host_port = 0;
+	json_t *out = NULL;
+	PGresult *r;
+
+	if (sbx_running(s, account, id, &row, domain, sizeof(domain), e) == NULL)
+		return NULL;
+	if (strcmp(row.net, "none") == 0) {
+		char why[300];
+		sbx_net_available(s, why, sizeof(why));
+		err_set(e, ERR_CONFLICT, "sandbox %s has no network device, so no port can be"
+		    " exposed (%s)", id, why[0] ? why : "it was created while networking was"
+		    " unavailable");
+		return NULL;
+	}
+	if (port_url(s, id, port, url, sizeof(url)) < 0) {
+		err_set(e, ERR_INTERNAL, "preview URL too long");
+		return NULL;
+	}
+	snprintf(port_text, sizeof(port_text), "%d", port);
+	r = db_query(s->app->db, "SELECT 1 FROM sandbox_ports WHERE sandbox_id = $1 AND port = $2",
+	    2, (const char *[]){ id, port_text }, e);
+	if (r == NULL)
+		return NULL;
+	if (PQntuples(r) > 0) {
+		PQclear(r);
+		err_set_at(e, ERR_CONFLICT, "port", "port: %d is already exposed at %s", port, url);
+		return NULL;
+	}
+	PQclear(r);
+	if (!public) {
+		/* Shown once; only the hash is kept. */
+		memcpy(token, "aas_pt_", 7);
+		if (key_random_hex(token + 7, sizeof(token) - 7, 20) < 0) {
+			err_set(e, ERR_INTERNAL, "random generator failed");
+			return NULL;
+		}
+		key_hash_hex(token, strlen(token), hash, sizeof(hash));
+	}
+	if (orch_forward_add(s->orch, row.host, id, port, &host_port, e) < 0)
+		return NULL;
+	snprintf(hp_text, sizeof(hp_text), "%d", host_port);
+	r = db_query(s->app->db, "INSERT INTO sandbox_ports(sandbox_id, port, public, host_port,"
+	    " token_hash) SELECT $1, $2::int, $3::boolean, $4::int, nullif($5, '')"
+	    " WHERE EXISTS (SELECT 1 FROM sandboxes WHERE id = $1 AND state = 'running')"
+	    " ON CONFLICT DO NOTHING RETURNING port", 5,
+	    (const char *[]){ id, port_text, public ? "true" : "false", hp_text, hash }, e);
+	if (r == NULL || PQntuples(r) != 1) {
+		struct err ignore;
+		err_clear(&ignore);
+		orch_forward_remove(s->orch, row.host, id, host_port, &ignore);
+		if (r != NULL)
+			err_set_at(e, ERR_CONFLICT, "port", "port: %d is already exposed at %s"
+			    " (or the sandbox stopped)", port, url);
+		PQclear(r);
+		return NULL;
+	}
+	PQclear(r);
+	log_info("sandbox %s: port %d exposed (%s) via 127.0.0.1:%d", id, port,
+	    public ? "public" : "private", host_port);
+	out = json_pack("{s:s, s:i, s:s, s:b}", "sandbox_id", id, "port", port, "url", url,
+	    "public", public);
+	if (out && !public) {
+		long long exp = (long long)time(NULL) + s->app->cfg.preview_signed_ttl_s;
+		char sig[PREVIEW_SIG_HEX + 1], signed_url[768], when[32];
+		time_t t = (time_t)exp;
+		struct tm tm;
+
+		if (preview_sign(hash, id, port, exp, sig, sizeof(sig)) < 0) {
+			json_decref(out);
+			err_set(e, ERR_INTERNAL, "signing failed");
+			return NULL;
+		}
+		snprintf(signed_url, sizeof(signed_url), "%s?%s=%lld&%s=%s", url, PREVIEW_Q_EXP,
+		    exp, PREVIEW_Q_SIG, sig);
+		gmtime_r(&t, &tm);
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		json_object_set_new(out, "token", json_string(token));
+		json_object_set_new(out, "signed_url", json_string(signed_url));
+		json_object_set_new(out, "signed_url_expires_at", json_string(when));
+	}
+	return out;
+}
+
+/* ---- preview requests ---- */
+
+static void
+route_fail(struct preview_route *out, int status, const char *msg)
+{
+	out->status = status;
+	snprintf(out->message, sizeof(out->message), "%s", msg);
+}
+
+/* Forwards listen on the loopback of the VM's host, which is this
+ * machine only for local libvirt URIs. */
+static int
+host_is_local(const char *uri)
+{
+	const char *p = strstr(uri, "://");
+	return p != NULL && p[3] == '/';
+}
+
+/* 0 allowed, else the status to answer. A valid signed URL also sets a
+ * cookie so the page's own requests (scripts, images) pass. */
+static int
+preview_allowed(const char *hash, const char *id, int port, const struct preview_ask *ask,
+    struct preview_route *out)
+{
+	char exp[24], sig[PREVIEW_SIG_HEX + 2], cookie[128];
+	time_t now = time(NULL);
+	int offered = 0;
+
+	if (ask->token) {
+		char th[KEY_HASH_HEX_LEN + 1];
+		offered = 1;
+		key_hash_hex(ask->token, strlen(ask->token), th, sizeof(th));
+		if (key_hash_equal(th, hash))
+			return 0;
+	}
+	if (ask->query && preview_query_get(ask->query, PREVIEW_Q_EXP, exp, sizeof(exp)) &&
+	    preview_query_get(ask->query, PREVIEW_Q_SIG, sig, sizeof(sig))) {
+		offered = 1;
+		if (preview_sig_valid(hash, id, port, exp, sig, now)) {
+			snprintf(out->set_cookie, sizeof(out->set_cookie),
+			    "%s=%s.%s; Path=/; Max-Age=%lld; HttpOnly; SameSite=Lax", PREVIEW_COOKIE,
+			    exp, sig, strtoll(exp, NULL, 10) - (long long)now);
+			return 0;
+		}
+	}
+	if (ask->cookie && preview_cookie_get(ask->cookie, PREVIEW_COOKIE, cookie, sizeof(cookie))) {
+		char *dot = strchr(cookie, '.');
+		offered = 1;
+		if (dot) {
+			*dot = '\0';
+			if (preview_sig_valid(hash, id, port, cookie, dot + 1, now))
+				return 0;
+		}
+	}
+	return offered ? 403 : 401;
+}
+
+void
+sbx_preview_route(struct sbx *s, const struct preview_ask *ask, struct preview_route *out)
+{
+	char label[128], id[PREVIEW_ID_MAX + 1], port_text[16];
+	struct err e;
+	PGresult *r;
+	int port, st;
+
+	if (!preview_under_domain(ask->host, s->app->cfg.preview_domain, label, sizeof(label)) ||
+	    preview_parse_label(label, &port, id, sizeof(id)) < 0) {
+		route_fail(out, 404, "There is no preview at this address. Preview addresses look"
+		    " like <port>-<sandbox_id>.<domain>; expose_port gives them.");
+		return;
+	}
+	snprintf(port_text, sizeof(port_text), "%d", port);
+	err_clear(&e);
+	r = db_query(s->app->db, "SELECT p.host_port, p.public, coalesce(p.token_hash, ''),"
+	    " b.host_uri FROM sandbox_ports p JOIN sandboxes b ON b.id = p.sandbox_id"
+	    " WHERE p.sandbox_id = $1 AND p.port = $2::int AND b.state = 'running'", 2,
+	    (const char *[]){ id, port_text }, &e);
+	if (r == NULL) {
+		route_fail(out, 503, "The preview service cannot reach its database; retry shortly.");
+		return;
+	}
+	if (PQntuples(r) != 1) {
+		PQclear(r);
+		route_fail(out, 404, "This preview does not exist: the port is not exposed, or"
+		    " the sandbox was destroyed.");
+		return;
+	}
+	out->upstream_port = (int)strtol(PQgetvalue(r, 0, 0), NULL, 10);
+	if (!host_is_local(PQgetvalue(r, 0, 3))) {
+		PQclear(r);
+		route_fail(out, 502, "This sandbox runs on a remote hypervisor host; previews of"
+		    " remote sandboxes are not served by this instance.");
+		return;
+	}
+	if (strcmp(PQgetvalue(r, 0, 1), "t") != 0 &&
+	    (st = preview_allowed(PQgetvalue(r, 0, 2), id, port, ask, out)) != 0) {
+		PQclear(r);
+		route_fail(out, st, st == 401 ? "This preview is private. Send the token from"
+		    " expose_port in the x-aas-preview-token header, or open its signed URL." :
+		    "The preview token or signed URL is wrong or has expired.");
+		return;
+	}
+	PQclear(r);
+}

@@ -1,0 +1,154 @@
+/* tool_info.c - the service description. Built from configuration and the
+ * catalogue on every call; it is small and calls are rare. */
+#include "service/tool_info.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <string.h>
+
+#include "service/catalog.h"
+#include "base/mcp_version.h"
+#include "service/sandbox.h"
+
+static json_t *
+first_sentence(const char *text)
+{
+	const char *dot = strstr(text, ". ");
+	size_t n = dot ? (size_t)(dot - text) + 1 : strlen(text);
+
+	return json_stringn(text, n);
+}
+
+static json_t *
+tool_lines(void)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; arr && i < tools_count(); i++) {
+		json_array_append_new(arr, json_pack("{s:s, s:s, s:o, s:b}",
+		    "name", tools_name_at(i),
+		    "title", tools_title_at(i),
+		    "summary", first_sentence(tools_description_at(i)),
+		    "requires_key", !tools_is_anonymous(tools_name_at(i))));
+	}
+	return arr;
+}
+
+static json_t *
+sizes_json(const struct config *cfg)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; arr && i < cat_count(); i++) {
+		const struct cat_size *s = cat_at(i);
+		json_array_append_new(arr, json_pack("{s:s, s:i, s:i, s:i, s:I}",
+		    "name", s->name, "vcpus", s->vcpus, "memory_mib", s->memory_mib,
+		    "disk_gib", s->disk_gib,
+		    "price_per_minute", (json_int_t)cat_price(cfg, s)));
+	}
+	return arr;
+}
+
+static json_t *
+versions_json(void)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; arr && i < mcp_version_count(); i++)
+		json_array_append_new(arr, json_string(mcp_version_at(i)));
+	return arr;
+}
+
+json_t *
+tool_info_get_service_info(struct call_ctx *cx, const json_t *args,
+    struct err *e)
+{
+	const struct config *cfg = &cx->app->cfg;
+	char mcp_url[CONFIG_STR_MAX + 16], rest_url[CONFIG_STR_MAX + 16];
+	char openapi_url[CONFIG_STR_MAX + 32];
+	json_t *out;
+
+	(void)args;
+	snprintf(mcp_url, sizeof(mcp_url), "%s/v1/mcp", cfg->public_url);
+	snprintf(rest_url, sizeof(rest_url), "%s/v1", cfg->public_url);
+	snprintf(openapi_url, sizeof(openapi_url), "%s/v1/openapi.json", cfg->public_url);
+	out = json_pack(
+	    "{s:s, s:s, s:s, s:o, s:o,"
+	    " s:{s:[ss], s:s, s:s, s:s},"
+	    " s:{s:s, s:s, s:s, s:s*},"
+	    " s:o,"
+	    " s:{s:i, s:i, s:i, s:I, s:i, s:i},"
+	    " s:{s:s, s:s, s:I, s:s}}",
+	    "name", "aas",
+	    "version", AAS_VERSION,
+	    "description", "Sandbox as a Service: a disposable Linux VM with its own kernel for each sandbox.",
+	    "protocol_versions", versions_json(),
+	    "tools", tool_lines(),
+	    "auth",
+	      "headers", "Authorization: Bearer <key>", "x-api-key: <key>",
+	      "key_format", "aas_sk_...",
+	      "anonymous", "initialize, ping, tools/list and get_service_info work without a key; every other tool needs one.",
+	      "get_a_key", *cfg->dashboard_url ? cfg->dashboard_url :
+	        "Ask the operator of this service for a key (aasctl account create / aasctl key create).",
+	    "endpoints",
+	      "mcp", mcp_url,
+	      "rest", rest_url,
+	      "openapi", openapi_url,
+	      "dashboard", *cfg->dashboard_url ? cfg->dashboard_url : NULL,
+	    "sizes", sizes_json(cfg),
+	    "limits",
+	      "max_live_sandboxes", cfg->max_live_sandboxes,
+	      "max_lifetime_minutes", cfg->max_lifetime_min,
+	      "default_timeout_minutes", cfg->default_timeout_min,
+	      "max_request_bytes", (json_int_t)cfg->max_body_bytes,
+	      "default_output_bytes_per_stream", 262144,
+	      "max_output_bytes_per_stream", 4194304,
+	    "pricing",
+	      "currency", "USD",
+	      "unit", "micro-USD (1,000,000 = 1 USD); every started minute is billed",
+	      "free_credit_new_account", (json_int_t)cfg->free_credit,
+	      "billing", "Minutes are charged up front at create/extend; destroy_sandbox refunds unused whole minutes.");
+	if (out == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	json_object_set_new(out, "capacity", cx->app->sbx ? sbx_capacity(cx->app->sbx) :
+	    json_pack("{s:s}", "note", "this server runs without a VM layer"));
+	return out;
+}
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *cache_text;
+static size_t cache_len;
+static time_t cache_built;
+
+char *
+tool_info_result_json(struct app *app, size_t *len)
+{
+	/* Building the cache is not a client's call; the caller counts it. */
+	struct call_ctx cx = { .app = app, .internal = 1 };
+	time_t now = time(NULL);
+	char *copy = NULL;
+
+	pthread_mutex_lock(&cache_lock);
+	if (cache_text == NULL || cache_built != now) {
+		json_t *res = tools_call(&cx, "get_service_info", NULL);
+		char *text = res ? json_dumps(res, JSON_COMPACT) : NULL;
+
+		json_decref(res);
+		if (text != NULL) {
+			free(cache_text);
+			cache_text = text;
+			cache_len = strlen(text);
+			cache_built = now;
+		}
+	}
+	if (cache_text != NULL && (copy = malloc(cache_len + 1)) != NULL) {
+		memcpy(copy, cache_text, cache_len + 1);
+		*len = cache_len;
+	}
+	pthread_mutex_unlock(&cache_lock);
+	return copy;
+}
