@@ -2,6 +2,7 @@
 #include "base/db.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,15 +271,163 @@ db_ping(struct db *db, struct err *e)
 	return 0;
 }
 
+int
+db_parse_ll(const char *s, long long *out)
+{
+	char *end;
+	long long v;
+
+	if (s == NULL || *s == '\0')
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	if (errno != 0 || *end != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}
+
 long
 db_affected(PGresult *r)
 {
-	const char *s = PQcmdTuples(r);
-	char *end;
-	long n;
+	long long n;
 
-	if (s == NULL || *s == '\0')
+	return db_parse_ll(PQcmdTuples(r), &n) == 0 && n >= 0 && n <= LONG_MAX ? (long)n : 0;
+}
+
+int
+db_conn_exec(PGconn *c, const char *sql, int nparams, const char *const *params,
+    long *affected, struct err *e)
+{
+	PGresult *r = db_conn_query(c, sql, nparams, params, e);
+
+	if (r == NULL)
+		return -1;
+	if (affected)
+		*affected = db_affected(r);
+	PQclear(r);
+	return 0;
+}
+
+int
+db_exec(struct db *db, const char *sql, int nparams, const char *const *params,
+    long *affected, struct err *e)
+{
+	PGresult *r = db_query(db, sql, nparams, params, e);
+
+	if (r == NULL)
+		return -1;
+	if (affected)
+		*affected = db_affected(r);
+	PQclear(r);
+	return 0;
+}
+
+static int
+field_ok(const PGresult *r, int row, int col, struct err *e)
+{
+	if (r == NULL || row < 0 || col < 0 || row >= PQntuples(r) || col >= PQnfields(r)) {
+		err_set(e, ERR_INTERNAL, "database answer lacks row %d column %d", row, col);
 		return 0;
-	n = strtol(s, &end, 10);
-	return *end == '\0' ? n : 0;
+	}
+	return 1;
+}
+
+const char *
+db_get_text(const PGresult *r, int row, int col)
+{
+	if (r == NULL || row < 0 || col < 0 || row >= PQntuples(r) || col >= PQnfields(r) ||
+	    PQgetisnull(r, row, col))
+		return NULL;
+	return PQgetvalue(r, row, col);
+}
+
+int
+db_get_ll_or(const PGresult *r, int row, int col, long long def, long long *out,
+    struct err *e)
+{
+	if (!field_ok(r, row, col, e))
+		return -1;
+	if (PQgetisnull(r, row, col)) {
+		*out = def;
+		return 0;
+	}
+	if (db_parse_ll(PQgetvalue(r, row, col), out) < 0) {
+		err_set(e, ERR_INTERNAL, "database answer: column %d is not an integer", col);
+		return -1;
+	}
+	return 0;
+}
+
+int
+db_get_ll(const PGresult *r, int row, int col, long long *out, struct err *e)
+{
+	if (!field_ok(r, row, col, e))
+		return -1;
+	if (PQgetisnull(r, row, col)) {
+		err_set(e, ERR_INTERNAL, "database answer: column %d is NULL", col);
+		return -1;
+	}
+	return db_get_ll_or(r, row, col, 0, out, e);
+}
+
+static int
+to_int(long long v, int col, int *out, struct err *e)
+{
+	if (v < INT_MIN || v > INT_MAX) {
+		err_set(e, ERR_INTERNAL, "database answer: column %d out of range", col);
+		return -1;
+	}
+	*out = (int)v;
+	return 0;
+}
+
+int
+db_get_int(const PGresult *r, int row, int col, int *out, struct err *e)
+{
+	long long v;
+
+	return db_get_ll(r, row, col, &v, e) < 0 ? -1 : to_int(v, col, out, e);
+}
+
+int
+db_get_int_or(const PGresult *r, int row, int col, int def, int *out, struct err *e)
+{
+	long long v;
+
+	return db_get_ll_or(r, row, col, def, &v, e) < 0 ? -1 : to_int(v, col, out, e);
+}
+
+int
+db_get_bool(const PGresult *r, int row, int col, int *out, struct err *e)
+{
+	const char *v;
+
+	if (!field_ok(r, row, col, e))
+		return -1;
+	v = PQgetisnull(r, row, col) ? "" : PQgetvalue(r, row, col);
+	if (strcmp(v, "t") != 0 && strcmp(v, "f") != 0) {
+		err_set(e, ERR_INTERNAL, "database answer: column %d is not a boolean", col);
+		return -1;
+	}
+	*out = v[0] == 't';
+	return 0;
+}
+
+int
+db_get_str(const PGresult *r, int row, int col, char *out, size_t n, struct err *e)
+{
+	const char *v;
+	size_t len;
+
+	if (!field_ok(r, row, col, e))
+		return -1;
+	v = PQgetisnull(r, row, col) ? "" : PQgetvalue(r, row, col);
+	len = strlen(v);
+	if (len >= n) {
+		err_set(e, ERR_INTERNAL, "database answer: column %d longer than %zu", col, n - 1);
+		return -1;
+	}
+	memcpy(out, v, len + 1);
+	return 0;
 }

@@ -4,6 +4,8 @@
 #ifndef AAS_DB_H
 #define AAS_DB_H
 
+#include <stddef.h>
+
 #include <libpq-fe.h>
 
 #include "base/err.h"
@@ -32,6 +34,33 @@ PGresult *db_conn_query(PGconn *c, const char *sql, int nparams,
 
 /* Rows touched by an INSERT/UPDATE/DELETE result. */
 long db_affected(PGresult *r);
+
+/* Runs a statement whose rows are not needed (autocommit, or on a
+ * transaction's connection): 0 with the number of rows it touched in
+ * *affected (may be NULL), or -1 with `e` set. */
+int db_exec(struct db *db, const char *sql, int nparams, const char *const *params,
+    long *affected, struct err *e);
+int db_conn_exec(PGconn *c, const char *sql, int nparams, const char *const *params,
+    long *affected, struct err *e);
+
+/* Typed reads of one field of a result. Each checks that the row and
+ * column exist and, for numbers, that the whole text is a number in range;
+ * -1 with ERR_INTERNAL otherwise (a schema/code mismatch, never the
+ * client's fault). A NULL field reads as `def` (the *_or forms) or fails. */
+int db_get_ll(const PGresult *r, int row, int col, long long *out, struct err *e);
+int db_get_ll_or(const PGresult *r, int row, int col, long long def, long long *out,
+    struct err *e);
+int db_get_int(const PGresult *r, int row, int col, int *out, struct err *e);
+int db_get_int_or(const PGresult *r, int row, int col, int def, int *out, struct err *e);
+/* "t" / "f" of a boolean column. */
+int db_get_bool(const PGresult *r, int row, int col, int *out, struct err *e);
+/* Copies a text field into out (truncation is an error); NULL reads as "". */
+int db_get_str(const PGresult *r, int row, int col, char *out, size_t n, struct err *e);
+/* The field's text (borrowed from r), or NULL when it is SQL NULL. */
+const char *db_get_text(const PGresult *r, int row, int col);
+
+/* Parses a whole decimal integer; -1 unless all of `s` is one in range. */
+int db_parse_ll(const char *s, long long *out);
 
 /* 0 when a trivial query succeeds. */
 int db_ping(struct db *db, struct err *e);

@@ -1,0 +1,31 @@
+/* usage.h - an account's money as the tools see it (usage_): the usage
+ * report and extending a sandbox's paid lifetime. The arithmetic, ledger
+ * and charges are billing/'s; this file owns the queries and the answer. */
+#ifndef AAS_USAGE_H
+#define AAS_USAGE_H
+
+#include <jansson.h>
+
+#include "base/err.h"
+#include "service/app.h"
+
+/* get_usage. */
+struct usage_req {
+	int limit;                 /* recent entries per list, 1..100 */
+	const char *cursor;        /* from a previous answer's next_cursor, or NULL */
+};
+
+/* extend_sandbox. */
+struct usage_extend_req {
+	const char *sandbox_id;
+	int minutes;               /* > 0, checked by the schema */
+};
+
+json_t *usage_get(struct app *app, const char *account, const struct usage_req *req,
+    struct err *e);
+/* Charges `minutes` more and moves expires_at, in one transaction;
+ * refused past the maximum lifetime or for a sandbox that is not running. */
+json_t *usage_extend(struct app *app, const char *account,
+    const struct usage_extend_req *req, struct err *e);
+
+#endif
