@@ -20,7 +20,6 @@
 #include "base/mcp_version.h"
 #include "base/metrics.h"
 #include "service/session.h"
-#include "service/tool_info.h"
 #include "service/tools.h"
 
 struct mcp *
@@ -244,7 +243,8 @@ static int
 reply_precomputed(struct http_req *req, struct mcp *m, json_t *body)
 {
 	struct rpc_msg msg;
-	const char *list, *tool;
+	const struct tool *tool;
+	const char *list, *name;
 	json_t *args;
 	size_t len;
 	char *text;
@@ -263,21 +263,22 @@ reply_precomputed(struct http_req *req, struct mcp *m, json_t *body)
 	}
 	if (strcmp(msg.method, "tools/call") != 0)
 		return 0;
-	tool = json_string_value(json_object_get(msg.params, "name"));
+	name = json_string_value(json_object_get(msg.params, "name"));
 	args = json_object_get(msg.params, "arguments");
-	if (tool == NULL || strcmp(tool, "get_service_info") != 0 ||
+	if ((tool = tools_find(name)) == NULL ||
 	    (args != NULL && !(json_is_object(args) && json_object_size(args) == 0)) ||
 	    json_object_get(msg.params, "_meta") != NULL)
 		return 0;
 	t0 = metrics_now();
-	text = tool_info_result_json(m->app, &len);
+	/* Only a tool that keeps a cached answer has one. */
+	text = tool_cached_result(tool, m->app, &len);
 	if (text == NULL)
 		return 0;
 	http_log_detail(req, "rpc", "tools/call");
-	http_log_detail(req, "tool", tool);
+	http_log_detail(req, "tool", name);
 	metrics_mcp_message("tools/call");
-	metrics_tool_duration(tool, metrics_now() - t0);
-	metrics_tool_call(tool, ERR_NONE);
+	metrics_tool_duration(name, metrics_now() - t0);
+	metrics_tool_call(name, ERR_NONE);
 	ok = reply_spliced(req, msg.id, text, len);
 	free(text);
 	return ok;

@@ -186,24 +186,24 @@ call_ctx_init(struct call_ctx *cx, struct call_env *env)
 }
 
 static json_t *
-tools_call_params(struct rpc_msg *msg, const char **name, json_t **args,
+tools_call_params(struct rpc_msg *msg, const struct tool **tool, json_t **args,
     json_t **token)
 {
+	const char *name = json_string_value(json_object_get(msg->params, "name"));
 	json_t *meta;
 
-	*name = json_string_value(json_object_get(msg->params, "name"));
 	*args = json_object_get(msg->params, "arguments");
 	meta = json_object_get(msg->params, "_meta");
 	*token = json_object_get(meta, "progressToken");
 	if (*token && !json_is_string(*token) && !json_is_integer(*token))
 		*token = NULL;
-	if (!json_is_object(msg->params) || *name == NULL)
+	if (!json_is_object(msg->params) || name == NULL)
 		return rpc_error(msg->id, RPC_INVALID_PARAMS,
 		    "tools/call needs params.name", NULL);
-	if (!tools_exists(*name)) {
+	if ((*tool = tools_find(name)) == NULL) {
 		char text[200];
 		metrics_tool_call(NULL, ERR_INVALID);   /* tool="other" */
-		snprintf(text, sizeof(text), "Unknown tool: %.120s", *name);
+		snprintf(text, sizeof(text), "Unknown tool: %.120s", name);
 		return rpc_error(msg->id, RPC_INVALID_PARAMS, text, NULL);
 	}
 	if (*args != NULL && !json_is_object(*args))
@@ -216,8 +216,8 @@ tools_call_params(struct rpc_msg *msg, const char **name, json_t **args,
  * result. The HTTP reply leaves before the tool runs; req is not touched
  * after http_send_now. Returns 1 when it took over the reply. */
 static int
-tools_call_streamed(struct call_env *env, struct rpc_msg *msg, const char *name,
-    json_t *args, json_t *token)
+tools_call_streamed(struct call_env *env, struct rpc_msg *msg, struct tool_call *call,
+    json_t *token)
 {
 	struct progress_sink ps = { NULL, token, 0 };
 	struct call_ctx cx;
@@ -239,7 +239,7 @@ tools_call_streamed(struct call_env *env, struct rpc_msg *msg, const char *name,
 	cx.progress = progress_to_sse;
 	cx.progress_sink = &ps;
 	cx.cancelled = &f->cancelled;
-	res = tools_call(&cx, name, args);
+	res = tools_call_prepared(&cx, call);
 	if (atomic_load(&f->cancelled)) {
 		/* A cancelled request gets no result. */
 		json_decref(res);
@@ -260,28 +260,35 @@ tools_call_streamed(struct call_env *env, struct rpc_msg *msg, const char *name,
 static json_t *
 do_tools_call(struct call_env *env, struct rpc_msg *msg, int *streamed)
 {
-	const char *name;
+	const struct tool *tool = NULL;
+	struct tool_call *call;
 	json_t *args, *token, *bad, *res;
 	struct call_ctx cx;
 	struct inflight *f;
+	struct err e;
 
-	bad = tools_call_params(msg, &name, &args, &token);
+	bad = tools_call_params(msg, &tool, &args, &token);
 	if (bad)
 		return bad;
 	if (env->req)
-		http_log_detail(env->req, "tool", name);
+		http_log_detail(env->req, "tool", tool_name(tool));
 	call_ctx_init(&cx, env);
-	if ((res = tools_precheck(&cx, name, args)) != NULL)
-		return rpc_result(msg->id, res);
-	if (!env->in_batch && env->req && (token != NULL || tools_is_long(name))) {
-		*streamed = tools_call_streamed(env, msg, name, args, token);
-		if (*streamed)
+	/* Refused calls are answered at once, unstreamed. */
+	err_clear(&e);
+	if ((call = tools_prepare(&cx, tool, args, &e)) == NULL)
+		return rpc_result(msg->id, tools_error_result(&e));
+	if (!env->in_batch && env->req && (token != NULL || tool_is_long(tool))) {
+		*streamed = tools_call_streamed(env, msg, call, token);
+		if (*streamed) {
+			tool_call_free(call);
 			return NULL;
+		}
 	}
 	f = inflight_add(env->m, env->session_id, msg->id);
 	cx.cancelled = f ? &f->cancelled : NULL;
-	res = tools_call(&cx, name, args);
+	res = tools_call_prepared(&cx, call);
 	inflight_remove(env->m, f);
+	tool_call_free(call);
 	return rpc_result(msg->id, res);
 }
 

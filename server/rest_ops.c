@@ -7,16 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/agent.h"
 #include "vmm/guest.h"
 #include "service/sandbox.h"
+#include "service/tool_sandbox.h"
 
-/* A download without length is read in pages of this size (read_file's
- * default), well below its 4 MiB maximum: each page is one guest agent
- * answer, which must arrive within the agent's 10 s timeout even on a slow
- * (TCG, loaded) guest. */
-#define REST_READ_PAGE (1u << 20)
-#define REST_READ_MAX (4u << 20)           /* read_file's largest length */
 #define REST_MAX_WHOLE_FILE GUEST_MAX_FILE /* a download without length */
 
 json_t *
@@ -79,7 +73,9 @@ op_command_status(struct rest_call *c, json_t *args, struct err *e)
 {
 	struct sbx *s = rest_sbx(c, e);
 
-	return s ? sbx_command_status(s, c->cx.account_id, args, e) : NULL;
+	return s ? sbx_command_status(s, c->cx.account_id,
+	    json_string_value(json_object_get(args, "sandbox_id")),
+	    json_string_value(json_object_get(args, "command_id")), e) : NULL;
 }
 
 static json_t *
@@ -87,99 +83,39 @@ op_list_ports(struct rest_call *c, json_t *args, struct err *e)
 {
 	struct sbx *s = rest_sbx(c, e);
 
-	return s ? sbx_list_ports(s, c->cx.account_id, args, e) : NULL;
+	return s ? sbx_list_ports(s, c->cx.account_id,
+	    json_string_value(json_object_get(args, "sandbox_id")), e) : NULL;
 }
 
-/* The request body, as write_file's content_base64. */
+/* The request body is the file's bytes, handed to the service as they are. */
 static json_t *
 op_upload(struct rest_call *c, json_t *args, struct err *e)
 {
 	size_t len;
 	const char *body = http_body(c->req, &len);
-	char *b64 = agent_b64_encode((const unsigned char *)body, len);
-	json_t *v = b64 ? json_string(b64) : NULL;
+	json_t *out;
 
-	free(b64);
-	if (v == NULL || json_object_set_new(args, "content_base64", v) < 0) {
-		err_set(e, ERR_INTERNAL, "out of memory");
-		return NULL;
-	}
-	return rest_op_tool(c, args, e);
+	return tools_write_file_raw(&c->cx, args, body, len, &out, e) < 0 ? NULL : out;
 }
 
-/* Appends one read_file page (base64) to buf; sets *total and *eof. */
-static int
-read_page(struct rest_call *c, json_t *args, char **buf, size_t *len,
-    long long *total, int *eof, struct err *e)
-{
-	json_t *res = tools_invoke(&c->cx, "read_file", args, e);
-	const char *text = json_string_value(json_object_get(res, "content"));
-	unsigned char *bytes;
-	size_t n;
-	char *nb;
-
-	if (res == NULL)
-		return -1;
-	*total = json_integer_value(json_object_get(res, "total_size"));
-	*eof = json_is_true(json_object_get(res, "eof"));
-	bytes = text ? agent_b64_decode(text, &n) : NULL;
-	json_decref(res);
-	if (bytes == NULL) {
-		err_set(e, ERR_INTERNAL, "read_file returned bad base64");
-		return -1;
-	}
-	nb = n ? realloc(*buf, *len + n) : *buf;
-	if (n && nb == NULL) {
-		free(bytes);
-		err_set(e, ERR_INTERNAL, "out of memory");
-		return -1;
-	}
-	if (n)
-		memcpy(nb + *len, bytes, n);
-	*buf = nb;
-	*len += n;
-	free(bytes);
-	return n == 0 ? 1 : 0;
-}
-
-/* Raw bytes of a file: one read_file page when length is given, else the
- * rest of the file from offset (up to REST_MAX_WHOLE_FILE). */
+/* Raw bytes of a file: one page when length is given, else the rest of
+ * the file from offset (up to REST_MAX_WHOLE_FILE). */
 static json_t *
 op_download(struct rest_call *c, json_t *args, struct err *e)
 {
-	int whole = json_object_get(args, "length") == NULL;
-	long long offset = json_integer_value(json_object_get(args, "offset"));
-	long long total = 0;
-	char *buf = NULL, hdr[32];
-	size_t len = 0;
-	int eof = 0, rc;
+	struct sbx_read_res res;
+	char hdr[32];
 
-	json_object_set_new(args, "encoding", json_string("base64"));
-	do {
-		if (whole) {
-			json_object_set_new(args, "offset", json_integer(offset + (long long)len));
-			json_object_set_new(args, "length", json_integer(REST_READ_PAGE));
-		}
-		rc = read_page(c, args, &buf, &len, &total, &eof, e);
-		if (rc < 0)
-			goto fail;
-		if (whole && total - offset > (long long)REST_MAX_WHOLE_FILE) {
-			err_set_field(e, "length", "length: the file has %lld bytes after offset %lld,"
-			    " more than %u in one response; page with offset and length (at most %u)",
-			    total - offset, offset, REST_MAX_WHOLE_FILE, REST_READ_MAX);
-			goto fail;
-		}
-	} while (whole && !eof && rc == 0);
-	snprintf(hdr, sizeof(hdr), "%lld", total);
+	if (tools_read_file_raw(&c->cx, args, REST_MAX_WHOLE_FILE, &res, e) < 0)
+		return NULL;
+	snprintf(hdr, sizeof(hdr), "%lld", res.total);
 	http_add_header(c->req, "X-AAS-File-Size", hdr);
-	snprintf(hdr, sizeof(hdr), "%lld", offset);
+	snprintf(hdr, sizeof(hdr), "%lld", res.offset);
 	http_add_header(c->req, "X-AAS-Content-Offset", hdr);
-	http_reply_raw(c->req, 200, "application/octet-stream", buf ? buf : "", len);
-	free(buf);
+	http_reply_raw(c->req, 200, "application/octet-stream",
+	    res.data ? (const char *)res.data : "", res.len);
+	sbx_read_res_clear(&res);
 	c->replied = 1;
-	return NULL;
-fail:
-	free(buf);
 	return NULL;
 }
 

@@ -313,36 +313,35 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 }
 
 json_t *
-sbx_create(struct sbx *s, const char *account, const json_t *args,
+sbx_create(struct sbx *s, const char *account, const struct sbx_create_req *req,
     const struct sbx_progress *pg, struct err *e)
 {
 	const struct config *cfg = &s->app->cfg;
-	const json_t *tm = json_object_get(args, "timeout_minutes");
-	const json_t *meta = json_object_get(args, "metadata");
 	struct create_tx t;
 	json_t *out = NULL;
 
 	memset(&t, 0, sizeof(t));
 	t.s = s;
 	t.account = account;
-	t.size = json_string_value(json_object_get(args, "size"));
-	if (t.size == NULL)
-		t.size = "small";
-	t.timeout_min = tm ? (int)json_integer_value(tm) : cfg->default_timeout_min;
+	t.size = req->size ? req->size : "small";
+	t.timeout_min = req->timeout_min > 0 ? req->timeout_min : cfg->default_timeout_min;
 	if (t.timeout_min > cfg->max_lifetime_min) {
 		err_set_field(e, "timeout_minutes", "timeout_minutes: at most %d (the maximum lifetime)",
 		    cfg->max_lifetime_min);
 		return NULL;
 	}
-	t.name = json_string_value(json_object_get(args, "name"));
+	if (cat_find(t.size) == NULL) {
+		err_set_field(e, "size", "size: no size %.32s", t.size);
+		return NULL;
+	}
+	t.name = req->name;
 	t.price = cat_price(cfg, cat_find(t.size));
-	t.metadata = meta ? json_dumps(meta, JSON_COMPACT) : strdup("{}");
+	t.metadata = strdup(req->metadata ? req->metadata : "{}");
 	if (t.metadata == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
-	const json_t *inet = json_object_get(args, "internet");
-	if (sbx_net_for(s, inet ? json_is_true(inet) : 1, &t.net, e) < 0)
+	if (sbx_net_for(s, req->internet, &t.net, e) < 0)
 		goto out;
 	if (orch_wait_ready(s->orch, 60000, e) < 0)
 		goto out;
@@ -400,9 +399,8 @@ commands_json(struct sbx *s, const char *id, struct err *e)
 }
 
 json_t *
-sbx_get(struct sbx *s, const char *account, const json_t *args, struct err *e)
+sbx_get(struct sbx *s, const char *account, const char *id, struct err *e)
 {
-	const char *id = json_string_value(json_object_get(args, "sandbox_id"));
 	struct sbx_row row;
 	json_t *out, *cmds;
 	struct vm_stats st;
@@ -444,12 +442,11 @@ sbx_get(struct sbx *s, const char *account, const json_t *args, struct err *e)
 }
 
 json_t *
-sbx_list(struct sbx *s, const char *account, const json_t *args, struct err *e)
+sbx_list(struct sbx *s, const char *account, const struct sbx_list_req *req, struct err *e)
 {
-	const char *state = json_string_value(json_object_get(args, "state"));
-	const char *cursor = json_string_value(json_object_get(args, "cursor"));
-	const json_t *lim = json_object_get(args, "limit");
-	int limit = lim ? (int)json_integer_value(lim) : 20;
+	const char *state = req->state;
+	const char *cursor = req->cursor;
+	int limit = req->limit > 0 ? req->limit : 20;
 	char limbuf[16];
 	const char *p[4];
 	PGresult *r;
@@ -485,9 +482,8 @@ sbx_list(struct sbx *s, const char *account, const json_t *args, struct err *e)
 /* ---- destroy ---- */
 
 json_t *
-sbx_destroy(struct sbx *s, const char *account, const json_t *args, struct err *e)
+sbx_destroy(struct sbx *s, const char *account, const char *id, struct err *e)
 {
-	const char *id = json_string_value(json_object_get(args, "sandbox_id"));
 	const char *p[3] = { id, account, s->instance };
 	struct sbx_row row;
 	PGresult *r;

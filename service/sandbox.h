@@ -28,25 +28,122 @@ struct sbx *sbx_new(struct app *app, struct err *e);
 void sbx_free(struct sbx *s);
 struct orch *sbx_orch(struct sbx *s);
 
-/* Arguments are the tools' validated argument objects. */
-json_t *sbx_create(struct sbx *s, const char *account, const json_t *args,
+/* Requests are typed: the tool layer (tool_sandbox.c) turns a validated
+ * JSON argument object into one of these once, and a front end that
+ * moves raw bytes (REST files) fills them directly. Strings are borrowed
+ * for the call. Results that carry bytes are typed too; the others are
+ * the tool's result object (outputSchema), built here from the row. */
+
+#define SBX_PATH_MAX 4200           /* an absolute path inside the guest */
+
+struct sbx_create_req {
+	const char *size;           /* NULL: small */
+	int timeout_min;            /* 0: AAS_DEFAULT_TIMEOUT_MIN */
+	const char *name;           /* NULL: none */
+	const char *metadata;       /* a JSON object as text, or NULL: {} */
+	int internet;
+};
+
+struct sbx_list_req {
+	const char *state;          /* NULL: any; "live": creating or running */
+	const char *cursor;         /* NULL: from the newest */
+	int limit;
+};
+
+struct sbx_run_req {
+	const char *sandbox_id;
+	const char *command;
+	const char *cwd;            /* NULL: the sandbox user's home */
+	const json_t *env;          /* object of strings (schema-checked), or NULL */
+	const char *stdin_data;     /* NULL: /dev/null */
+	size_t stdin_len;
+	int timeout_s;              /* inside the guest; 0: none (background only) */
+	long long max_output;       /* bytes kept per stream */
+	int background;
+};
+
+struct sbx_run_res {
+	char command_id[24];
+	char stdout_path[256];
+	char stderr_path[256];
+	const char *state;          /* running, exited, timed_out */
+	int ended;                  /* the guest reported the end */
+	int exit_code;              /* when ended */
+	int timed_out;
+	int background;
+	char *out, *err;            /* kept output (malloc'd), not NUL-terminated */
+	size_t out_len, err_len;
+	long long out_total, err_total;
+	long long duration_ms;
+};
+
+struct sbx_write_req {
+	const char *sandbox_id;
+	const char *path;           /* relative paths are under the home */
+	const unsigned char *data;
+	size_t len;
+	unsigned mode;
+	int make_parents;
+};
+
+struct sbx_write_res {
+	char path[SBX_PATH_MAX];
+	size_t bytes;
+	unsigned mode;
+};
+
+struct sbx_read_req {
+	const char *sandbox_id;
+	const char *path;
+	long long offset;
+	size_t length;
+};
+
+struct sbx_read_res {
+	char path[SBX_PATH_MAX];
+	unsigned char *data;        /* malloc'd */
+	size_t len;
+	long long offset;
+	long long total;            /* the file's whole size */
+};
+
+struct sbx_files_req {
+	const char *sandbox_id;
+	const char *path;           /* NULL: the home */
+	int depth;
+	int limit;
+};
+
+struct sbx_expose_req {
+	const char *sandbox_id;
+	int port;
+	int public;
+};
+
+json_t *sbx_create(struct sbx *s, const char *account, const struct sbx_create_req *req,
     const struct sbx_progress *pg, struct err *e);
-json_t *sbx_get(struct sbx *s, const char *account, const json_t *args, struct err *e);
-json_t *sbx_list(struct sbx *s, const char *account, const json_t *args, struct err *e);
-json_t *sbx_destroy(struct sbx *s, const char *account, const json_t *args, struct err *e);
-json_t *sbx_run(struct sbx *s, const char *account, const json_t *args,
-    const struct sbx_progress *pg, struct err *e);
-json_t *sbx_write_file(struct sbx *s, const char *account, const json_t *args,
+json_t *sbx_get(struct sbx *s, const char *account, const char *sandbox_id, struct err *e);
+json_t *sbx_list(struct sbx *s, const char *account, const struct sbx_list_req *req,
     struct err *e);
-json_t *sbx_read_file(struct sbx *s, const char *account, const json_t *args,
+json_t *sbx_destroy(struct sbx *s, const char *account, const char *sandbox_id,
     struct err *e);
-json_t *sbx_list_files(struct sbx *s, const char *account, const json_t *args,
+/* 0 with `res` filled (sbx_run_res_clear it), -1 with `e`. */
+int sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
+    const struct sbx_progress *pg, struct sbx_run_res *res, struct err *e);
+void sbx_run_res_clear(struct sbx_run_res *res);
+int sbx_write_file(struct sbx *s, const char *account, const struct sbx_write_req *req,
+    struct sbx_write_res *res, struct err *e);
+/* 0 with `res` filled (sbx_read_res_clear it), -1 with `e`. */
+int sbx_read_file(struct sbx *s, const char *account, const struct sbx_read_req *req,
+    struct sbx_read_res *res, struct err *e);
+void sbx_read_res_clear(struct sbx_read_res *res);
+json_t *sbx_list_files(struct sbx *s, const char *account, const struct sbx_files_req *req,
     struct err *e);
 /* expose_port: a forward into the VM and a preview URL (sandbox_net.c). */
-json_t *sbx_expose_port(struct sbx *s, const char *account, const json_t *args,
+json_t *sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req *req,
     struct err *e);
 /* {sandbox_id, ports: [...]} of one sandbox of the account. */
-json_t *sbx_list_ports(struct sbx *s, const char *account, const json_t *args,
+json_t *sbx_list_ports(struct sbx *s, const char *account, const char *sandbox_id,
     struct err *e);
 
 /* Decides where a preview request goes (the proxy's resolver): the
@@ -55,11 +152,11 @@ json_t *sbx_list_ports(struct sbx *s, const char *account, const json_t *args,
 struct preview_ask;
 struct preview_route;
 void sbx_preview_route(struct sbx *s, const struct preview_ask *ask, struct preview_route *out);
-/* One command of a sandbox (args: sandbox_id, command_id): its state and
+/* One command of a sandbox: its state and
  * exit code (a running background command is asked about first), log
  * paths and, while the sandbox runs, the logs' sizes. */
-json_t *sbx_command_status(struct sbx *s, const char *account, const json_t *args,
-    struct err *e);
+json_t *sbx_command_status(struct sbx *s, const char *account, const char *sandbox_id,
+    const char *command_id, struct err *e);
 
 /* Live capacity (refreshed by the maintenance thread): accelerator, hosts,
  * live sandboxes, warm VMs per size. New reference. */

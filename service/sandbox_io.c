@@ -13,29 +13,8 @@
 #include "base/log.h"
 #include "base/utf8.h"
 
-#define SBX_DEFAULT_TIMEOUT_S 60
-#define SBX_DEFAULT_OUTPUT (256 * 1024)
 #define SBX_HOST_GRACE_S 10     /* host deadline beyond the guest's timeout */
 
-
-static int
-int_arg(const json_t *args, const char *name, int def)
-{
-	const json_t *v = json_object_get(args, name);
-
-	return v ? (int)json_number_value(v) : def;
-}
-
-static json_t *
-text_of(const char *data, size_t len)
-{
-	size_t n;
-	char *clean = utf8_sanitize(data ? data : "", data ? len : 0, &n, NULL);
-	json_t *j = clean ? json_stringn(clean, n) : NULL;
-
-	free(clean);
-	return j ? j : json_string("");
-}
 
 static void
 record_end(struct sbx *s, const char *cmd_id, const char *state, int code)
@@ -70,17 +49,23 @@ kill_command(struct vm_host *h, const char *domain, long pid)
 		agent_exec_status_clear(&st);
 }
 
-json_t *
-sbx_run(struct sbx *s, const char *account, const json_t *args,
-    const struct sbx_progress *pg, struct err *e)
+void
+sbx_run_res_clear(struct sbx_run_res *res)
 {
-	const char *id = json_string_value(json_object_get(args, "sandbox_id"));
-	const char *command = json_string_value(json_object_get(args, "command"));
-	const json_t *stdin_v = json_object_get(args, "stdin");
-	int background = json_is_true(json_object_get(args, "background"));
-	int timeout_s = int_arg(args, "timeout_seconds", background ? 0 : SBX_DEFAULT_TIMEOUT_S);
-	long long max_out = int_arg(args, "max_output_bytes", SBX_DEFAULT_OUTPUT);
-	char domain[64], cmd_id[24] = "cmd-", out_path[256], err_path[256], pids[24];
+	if (res == NULL)
+		return;
+	free(res->out);
+	free(res->err);
+	memset(res, 0, sizeof(*res));
+}
+
+int
+sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
+    const struct sbx_progress *pg, struct sbx_run_res *res, struct err *e)
+{
+	const char *id = req->sandbox_id;
+	int timeout_s = req->timeout_s;
+	char domain[64], pids[24];
 	struct sbx_row row;
 	struct vm_host *h;
 	struct guest_run run;
@@ -88,53 +73,56 @@ sbx_run(struct sbx *s, const char *account, const json_t *args,
 	long pid;
 	int code = -1, ended;
 	long long out_size = -1, err_size = -1;
-	PGresult *r;
 
-	if (max_out > s->app->cfg.max_output_bytes) {
+	memset(res, 0, sizeof(*res));
+	if (req->max_output < 0 || req->max_output > s->app->cfg.max_output_bytes) {
 		err_set_field(e, "max_output_bytes", "max_output_bytes: at most %lld on this service",
 		    s->app->cfg.max_output_bytes);
-		return NULL;
+		return -1;
 	}
 	if ((h = sbx_running(s, account, id, &row, domain, sizeof(domain), e)) == NULL)
-		return NULL;
-	if (key_random_base36(cmd_id + 4, 16) < 0) {
+		return -1;
+	memcpy(res->command_id, "cmd-", 4);
+	if (key_random_base36(res->command_id + 4, 16) < 0) {
 		err_set(e, ERR_INTERNAL, "random generator failed");
-		return NULL;
+		return -1;
 	}
-	guest_log_paths(cmd_id, out_path, sizeof(out_path), err_path, sizeof(err_path));
+	guest_log_paths(res->command_id, res->stdout_path, sizeof(res->stdout_path),
+	    res->stderr_path, sizeof(res->stderr_path));
 	memset(&run, 0, sizeof(run));
-	run.cmd_id = cmd_id;
-	run.command = command;
-	run.cwd = json_string_value(json_object_get(args, "cwd"));
-	run.env = json_object_get(args, "env");
-	run.stdin_data = json_string_value(stdin_v);
-	run.stdin_len = stdin_v ? json_string_length(stdin_v) : 0;
+	run.cmd_id = res->command_id;
+	run.command = req->command;
+	run.cwd = req->cwd;
+	run.env = req->env;
+	run.stdin_data = req->stdin_data;
+	run.stdin_len = req->stdin_data ? req->stdin_len : 0;
 	run.timeout_s = timeout_s;
 	{
-		const char *p[6] = { cmd_id, id, command, background ? "t" : "f", out_path, err_path };
-		r = db_query(s->app->db, "INSERT INTO sandbox_commands(id, sandbox_id, command,"
+		const char *p[6] = { res->command_id, id, req->command, req->background ? "t" : "f",
+		    res->stdout_path, res->stderr_path };
+		if (db_exec(s->app->db, "INSERT INTO sandbox_commands(id, sandbox_id, command,"
 		    " background, state, stdout_path, stderr_path)"
-		    " VALUES ($1, $2, $3, $4::boolean, 'running', $5, $6)", 6, p, e);
-		if (r == NULL)
-			return NULL;
-		PQclear(r);
+		    " VALUES ($1, $2, $3, $4::boolean, 'running', $5, $6)", 6, p, NULL, e) < 0)
+			return -1;
 	}
 	if (guest_run_start(h, domain, &run, &pid, e) < 0) {
-		record_end(s, cmd_id, "failed", -1);
-		return NULL;
+		record_end(s, res->command_id, "failed", -1);
+		return -1;
 	}
 	snprintf(pids, sizeof(pids), "%ld", pid);
 	{
-		const char *p[2] = { cmd_id, pids };
-		r = db_query(s->app->db, "UPDATE sandbox_commands SET guest_pid = $2::bigint"
-		    " WHERE id = $1", 2, p, e);
-		PQclear(r);
+		const char *p[2] = { res->command_id, pids };
+		struct err ignore;
+
+		err_clear(&ignore);
+		(void)db_exec(s->app->db, "UPDATE sandbox_commands SET guest_pid = $2::bigint"
+		    " WHERE id = $1", 2, p, NULL, &ignore);
 	}
-	if (background) {
-		return json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:I}",
-		    "sandbox_id", id, "command_id", cmd_id, "state", "running",
-		    "stdout_path", out_path, "stderr_path", err_path, "background", 1,
-		    "duration_ms", (json_int_t)(clock_ms() - t0));
+	if (req->background) {
+		res->state = "running";
+		res->background = 1;
+		res->duration_ms = clock_ms() - t0;
+		return 0;
 	}
 	/* The guest kills the command at timeout_s; the host answers anyway a
 	 * little later if the guest is stuck. */
@@ -142,183 +130,125 @@ sbx_run(struct sbx *s, const char *account, const json_t *args,
 	    t0 + (long long)(timeout_s ? timeout_s + SBX_HOST_GRACE_S : 86400) * 1000,
 	    pg ? pg->cancel : NULL, &code, &out_size, &err_size, e);
 	if (ended < 0) {
-		record_end(s, cmd_id, "failed", -1);
-		return NULL;
+		record_end(s, res->command_id, "failed", -1);
+		return -1;
 	}
 	if (ended == 0 && pg && pg->cancel && atomic_load(pg->cancel)) {
 		kill_command(h, domain, pid);
-		record_end(s, cmd_id, "failed", -1);
+		record_end(s, res->command_id, "failed", -1);
 		err_set(e, ERR_CONFLICT, "cancelled");
-		return NULL;
+		return -1;
 	}
-
-	char *out = NULL, *errb = NULL;
-	size_t out_len = 0, err_len = 0;
-	long long out_total = 0, err_total = 0;
-	if (guest_read_log(h, domain, out_path, (size_t)max_out, out_size, &out, &out_len,
-	    &out_total, e) < 0 ||
-	    guest_read_log(h, domain, err_path, (size_t)max_out, err_size, &errb, &err_len,
-	    &err_total, e) < 0) {
-		free(out);
-		free(errb);
-		record_end(s, cmd_id, ended ? "exited" : "timed_out", code);
-		return NULL;
+	if (guest_read_log(h, domain, res->stdout_path, (size_t)req->max_output, out_size,
+	    &res->out, &res->out_len, &res->out_total, e) < 0 ||
+	    guest_read_log(h, domain, res->stderr_path, (size_t)req->max_output, err_size,
+	    &res->err, &res->err_len, &res->err_total, e) < 0) {
+		record_end(s, res->command_id, ended ? "exited" : "timed_out", code);
+		sbx_run_res_clear(res);
+		return -1;
 	}
-	int timed_out = !ended || (timeout_s > 0 && code == 124);
-	const char *state = timed_out ? "timed_out" : "exited";
-	record_end(s, cmd_id, ended ? state : "running", code);
-	json_t *res = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:b, s:b, s:I, s:I, s:s, s:s,"
-	    " s:b, s:I, s:b}",
-	    "sandbox_id", id, "command_id", cmd_id, "state", state,
-	    "exit_code", ended ? json_integer(code) : json_null(),
-	    "stdout", text_of(out, out_len), "stderr", text_of(errb, err_len),
-	    "stdout_truncated", out_total > (long long)out_len,
-	    "stderr_truncated", err_total > (long long)err_len,
-	    "stdout_bytes", (json_int_t)out_total, "stderr_bytes", (json_int_t)err_total,
-	    "stdout_path", out_path, "stderr_path", err_path,
-	    "timed_out", timed_out, "duration_ms", (json_int_t)(clock_ms() - t0),
-	    "background", 0);
-	if (res && !ended)
-		json_object_set_new(res, "note", json_string(
-		    "the guest did not report the end in time; the command may still be running"));
-	free(out);
-	free(errb);
-	return res;
+	res->ended = ended;
+	res->exit_code = code;
+	res->timed_out = !ended || (timeout_s > 0 && code == 124);
+	res->state = res->timed_out ? "timed_out" : "exited";
+	record_end(s, res->command_id, ended ? res->state : "running", code);
+	res->duration_ms = clock_ms() - t0;
+	return 0;
 }
 
 /* ---- files ---- */
 
 static int
-path_arg(const json_t *args, const char *name, const char *def, char *out, size_t n,
-    struct err *e)
+abs_path(const char *p, const char *field, char *out, size_t n, struct err *e)
 {
-	const char *p = json_string_value(json_object_get(args, name));
-
-	if (guest_abs_path(p ? p : def, out, n) < 0) {
-		err_set_field(e, name, "%s: too long", name);
+	if (guest_abs_path(p, out, n) < 0) {
+		err_set_field(e, field, "%s: too long", field);
 		return -1;
 	}
 	return 0;
 }
 
-json_t *
-sbx_write_file(struct sbx *s, const char *account, const json_t *args, struct err *e)
+int
+sbx_write_file(struct sbx *s, const char *account, const struct sbx_write_req *req,
+    struct sbx_write_res *res, struct err *e)
 {
-	const char *id = json_string_value(json_object_get(args, "sandbox_id"));
-	const json_t *text = json_object_get(args, "content");
-	const json_t *b64 = json_object_get(args, "content_base64");
-	const char *mode_s = json_string_value(json_object_get(args, "mode"));
-	const json_t *mp = json_object_get(args, "make_parents");
-	char path[4200], domain[64], modebuf[8];
+	char domain[64];
 	struct sbx_row row;
-	unsigned char *data = NULL;
-	size_t len = 0;
-	unsigned mode = 0644;
-	json_t *out = NULL;
 	struct vm_host *h;
 
-	if ((text == NULL) == (b64 == NULL)) {
-		err_set_field(e, "content", "content / content_base64: give exactly one of them");
-		return NULL;
+	memset(res, 0, sizeof(*res));
+	if (req->path == NULL || abs_path(req->path, "path", res->path, sizeof(res->path), e) < 0)
+		return -1;
+	if (req->len > GUEST_MAX_FILE) {
+		err_set_field(e, "content", "content: at most %u bytes per write", GUEST_MAX_FILE);
+		return -1;
 	}
-	if (path_arg(args, "path", NULL, path, sizeof(path), e) < 0)
-		return NULL;
-	if (mode_s)
-		mode = (unsigned)strtoul(mode_s, NULL, 8);
-	if (b64) {
-		data = agent_b64_decode(json_string_value(b64), &len);
-		if (data == NULL) {
-			err_set_field(e, "content_base64", "content_base64: not valid base64");
-			return NULL;
-		}
-	} else {
-		len = json_string_length(text);
-		data = malloc(len + 1);
-		if (data)
-			memcpy(data, json_string_value(text), len);
+	if (req->mode > 07777) {
+		err_set_field(e, "mode", "mode: not a file mode");
+		return -1;
 	}
-	if (data == NULL) {
-		err_set(e, ERR_INTERNAL, "out of memory");
-		return NULL;
+	if ((h = sbx_running(s, account, req->sandbox_id, &row, domain, sizeof(domain), e)) == NULL)
+		return -1;
+	if (guest_put_file(h, domain, res->path, req->data, req->len, req->mode,
+	    req->make_parents, e) < 0)
+		return -1;
+	res->bytes = req->len;
+	res->mode = req->mode;
+	return 0;
+}
+
+void
+sbx_read_res_clear(struct sbx_read_res *res)
+{
+	if (res == NULL)
+		return;
+	free(res->data);
+	res->data = NULL;
+	res->len = 0;
+}
+
+int
+sbx_read_file(struct sbx *s, const char *account, const struct sbx_read_req *req,
+    struct sbx_read_res *res, struct err *e)
+{
+	char domain[64];
+	struct sbx_row row;
+	struct vm_host *h;
+
+	memset(res, 0, sizeof(*res));
+	if (req->path == NULL || abs_path(req->path, "path", res->path, sizeof(res->path), e) < 0)
+		return -1;
+	if (req->offset < 0) {
+		err_set_field(e, "offset", "offset: must not be negative");
+		return -1;
 	}
-	if (len > GUEST_MAX_FILE) {
-		err_set_field(e, b64 ? "content_base64" : "content",
-		    "%s: at most %u bytes per write", b64 ? "content_base64" : "content", GUEST_MAX_FILE);
-		goto out;
-	}
-	if ((h = sbx_running(s, account, id, &row, domain, sizeof(domain), e)) == NULL)
-		goto out;
-	if (guest_put_file(h, domain, path, data, len, mode, mp ? json_is_true(mp) : 1, e) < 0)
-		goto out;
-	snprintf(modebuf, sizeof(modebuf), "%04o", mode);
-	out = json_pack("{s:s, s:s, s:I, s:s}", "sandbox_id", id, "path", path,
-	    "bytes_written", (json_int_t)len, "mode", modebuf);
-out:
-	free(data);
-	return out;
+	if ((h = sbx_running(s, account, req->sandbox_id, &row, domain, sizeof(domain), e)) == NULL)
+		return -1;
+	if (guest_get_file(h, domain, res->path, req->offset, req->length, &res->data, &res->len,
+	    &res->total, e) < 0)
+		return -1;
+	res->offset = req->offset;
+	return 0;
 }
 
 json_t *
-sbx_read_file(struct sbx *s, const char *account, const json_t *args, struct err *e)
+sbx_list_files(struct sbx *s, const char *account, const struct sbx_files_req *req,
+    struct err *e)
 {
-	const char *id = json_string_value(json_object_get(args, "sandbox_id"));
-	const char *enc = json_string_value(json_object_get(args, "encoding"));
-	const json_t *off_v = json_object_get(args, "offset");
-	long long offset = off_v ? (long long)json_number_value(off_v) : 0;
-	size_t length = (size_t)int_arg(args, "length", 1024 * 1024);
-	char path[4200], domain[64];
-	struct sbx_row row;
-	unsigned char *data = NULL;
-	size_t len = 0;
-	long long total = 0;
-	struct vm_host *h;
-	json_t *content, *out;
-	int base64 = enc && strcmp(enc, "base64") == 0;
-
-	if (path_arg(args, "path", NULL, path, sizeof(path), e) < 0)
-		return NULL;
-	if ((h = sbx_running(s, account, id, &row, domain, sizeof(domain), e)) == NULL)
-		return NULL;
-	if (guest_get_file(h, domain, path, offset, length, &data, &len, &total, e) < 0)
-		return NULL;
-	if (base64) {
-		char *b = agent_b64_encode(data, len);
-		content = b ? json_string(b) : NULL;
-		free(b);
-	} else {
-		content = text_of((const char *)data, len);
-	}
-	free(data);
-	if (content == NULL) {
-		err_set(e, ERR_INTERNAL, "out of memory");
-		return NULL;
-	}
-	out = json_pack("{s:s, s:s, s:I, s:I, s:I, s:b, s:s, s:o}", "sandbox_id", id,
-	    "path", path, "offset", (json_int_t)offset, "length", (json_int_t)len,
-	    "total_size", (json_int_t)total, "eof", offset + (long long)len >= total,
-	    "encoding", base64 ? "base64" : "text", "content", content);
-	return out;
-}
-
-json_t *
-sbx_list_files(struct sbx *s, const char *account, const json_t *args, struct err *e)
-{
-	const char *id = json_string_value(json_object_get(args, "sandbox_id"));
-	char path[4200], domain[64];
+	char path[SBX_PATH_MAX], domain[64];
 	struct sbx_row row;
 	struct vm_host *h;
 	json_t *entries;
 	int truncated = 0;
 
-	if (path_arg(args, "path", GUEST_HOME, path, sizeof(path), e) < 0)
+	if (abs_path(req->path ? req->path : GUEST_HOME, "path", path, sizeof(path), e) < 0)
 		return NULL;
-	if ((h = sbx_running(s, account, id, &row, domain, sizeof(domain), e)) == NULL)
+	if ((h = sbx_running(s, account, req->sandbox_id, &row, domain, sizeof(domain), e)) == NULL)
 		return NULL;
-	entries = guest_list_files(h, domain, path, int_arg(args, "depth", 2),
-	    int_arg(args, "limit", 500), &truncated, e);
+	entries = guest_list_files(h, domain, path, req->depth, req->limit, &truncated, e);
 	if (entries == NULL)
 		return NULL;
-	return json_pack("{s:s, s:s, s:o, s:b}", "sandbox_id", id, "path", path,
+	return json_pack("{s:s, s:s, s:o, s:b}", "sandbox_id", req->sandbox_id, "path", path,
 	    "entries", entries, "truncated", truncated);
 }
 
@@ -352,10 +282,9 @@ log_size(struct vm_host *h, const char *domain, const char *path)
 }
 
 json_t *
-sbx_command_status(struct sbx *s, const char *account, const json_t *args, struct err *e)
+sbx_command_status(struct sbx *s, const char *account, const char *id, const char *cmd,
+    struct err *e)
 {
-	const char *id = json_string_value(json_object_get(args, "sandbox_id"));
-	const char *cmd = json_string_value(json_object_get(args, "command_id"));
 	struct sbx_row row;
 	struct vm_host *h = NULL;
 	char domain[64] = "";

@@ -160,9 +160,8 @@ sbx_ports_json(struct sbx *s, const char *id, struct err *e)
 }
 
 json_t *
-sbx_list_ports(struct sbx *s, const char *account, const json_t *args, struct err *e)
+sbx_list_ports(struct sbx *s, const char *account, const char *id, struct err *e)
 {
-	const char *id = json_string_value(json_object_get(args, "sandbox_id"));
 	struct sbx_row row;
 	json_t *ports;
 
@@ -183,12 +182,12 @@ sbx_ports_drop(struct sbx *s, const char *id)
 }
 
 json_t *
-sbx_expose_port(struct sbx *s, const char *account, const json_t *args, struct err *e)
+sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req *req,
+    struct err *e)
 {
-	const char *id = json_string_value(json_object_get(args, "sandbox_id"));
-	int port = (int)json_integer_value(json_object_get(args, "port"));
-	const json_t *pub = json_object_get(args, "public");
-	int public = pub ? json_is_true(pub) : 1;
+	const char *id = req->sandbox_id;
+	int port = req->port;
+	int public = req->public;
 	char token[KEY_TEXT_LEN + 1], hash[KEY_HASH_HEX_LEN + 1] = "", url[512];
 	char domain[64], hp_text[16], port_text[16];
 	struct sbx_row row;

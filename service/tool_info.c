@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "service/catalog.h"
+#include "service/tool_impl.h"
 #include "base/mcp_version.h"
 #include "service/sandbox.h"
 
@@ -61,16 +62,15 @@ versions_json(void)
 	return arr;
 }
 
-json_t *
-tool_info_get_service_info(struct call_ctx *cx, const json_t *args,
-    struct err *e)
+static json_t *
+info_run(struct call_ctx *cx, void *req, struct err *e)
 {
 	const struct config *cfg = &cx->app->cfg;
 	char mcp_url[CONFIG_STR_MAX + 16], rest_url[CONFIG_STR_MAX + 16];
 	char openapi_url[CONFIG_STR_MAX + 32];
 	json_t *out;
 
-	(void)args;
+	(void)req;
 	snprintf(mcp_url, sizeof(mcp_url), "%s/v1/mcp", cfg->public_url);
 	snprintf(rest_url, sizeof(rest_url), "%s/v1", cfg->public_url);
 	snprintf(openapi_url, sizeof(openapi_url), "%s/v1/openapi.json", cfg->public_url);
@@ -131,13 +131,17 @@ tool_info_result_json(struct app *app, size_t *len)
 	struct call_ctx cx = { .app = app, .internal = 1 };
 	time_t now = time(NULL);
 	char *copy = NULL;
+	struct err e;
 
+	err_clear(&e);
 	pthread_mutex_lock(&cache_lock);
 	if (cache_text == NULL || cache_built != now) {
-		json_t *res = tools_call(&cx, "get_service_info", NULL);
+		struct tool_call *c = tools_prepare(&cx, tools_find("get_service_info"), NULL, &e);
+		json_t *res = c ? tools_call_prepared(&cx, c) : NULL;
 		char *text = res ? json_dumps(res, JSON_COMPACT) : NULL;
 
 		json_decref(res);
+		tool_call_free(c);
 		if (text != NULL) {
 			free(cache_text);
 			cache_text = text;
@@ -152,3 +156,17 @@ tool_info_result_json(struct app *app, size_t *len)
 	pthread_mutex_unlock(&cache_lock);
 	return copy;
 }
+
+static int
+info_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err *e)
+{
+	(void)cx;
+	(void)args;
+	(void)req;
+	(void)e;
+	return 0;
+}
+
+const struct tool_impl tool_info_impl = {
+	"get_service_info", info_parse, info_run, NULL, tool_info_result_json, 1, 0,
+};

@@ -2,12 +2,9 @@
 #ifndef AAS_TOOL_INFO_H
 #define AAS_TOOL_INFO_H
 
-#include <jansson.h>
+#include <stddef.h>
 
-#include "service/tools.h"
-
-json_t *tool_info_get_service_info(struct call_ctx *cx, const json_t *args,
-    struct err *e);
+#include "service/app.h"
 
 /* The whole CallToolResult of get_service_info, serialised; rebuilt at
  * most once a second, since the service description changes only with

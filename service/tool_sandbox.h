@@ -1,20 +1,26 @@
-/* tool_sandbox.h - MCP tool handlers for sandboxes: they translate the
- * call context to the sandbox service and nothing else. */
+/* tool_sandbox.h - the sandbox tools' entry points for front ends that
+ * move file bytes raw (REST): the same key rule, argument checks, metrics
+ * and service calls as write_file / read_file, without base64. */
 #ifndef AAS_TOOL_SANDBOX_H
 #define AAS_TOOL_SANDBOX_H
 
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "base/err.h"
+#include "service/sandbox.h"
 #include "service/tools.h"
 
-json_t *tool_create_sandbox(struct call_ctx *cx, const json_t *args, struct err *e);
-json_t *tool_run_command(struct call_ctx *cx, const json_t *args, struct err *e);
-json_t *tool_write_file(struct call_ctx *cx, const json_t *args, struct err *e);
-json_t *tool_read_file(struct call_ctx *cx, const json_t *args, struct err *e);
-json_t *tool_list_files(struct call_ctx *cx, const json_t *args, struct err *e);
-json_t *tool_expose_port(struct call_ctx *cx, const json_t *args, struct err *e);
-json_t *tool_get_sandbox(struct call_ctx *cx, const json_t *args, struct err *e);
-json_t *tool_list_sandboxes(struct call_ctx *cx, const json_t *args, struct err *e);
-json_t *tool_destroy_sandbox(struct call_ctx *cx, const json_t *args, struct err *e);
-json_t *tool_extend_sandbox(struct call_ctx *cx, const json_t *args, struct err *e);
-json_t *tool_get_usage(struct call_ctx *cx, const json_t *args, struct err *e);
+/* write_file with `args` (sandbox_id, path, mode, make_parents) and the
+ * bytes as content. 0 and the tool's result object in *result. */
+int tools_write_file_raw(struct call_ctx *cx, const json_t *args, const void *data, size_t len,
+    json_t **result, struct err *e);
+
+/* read_file with `args` (sandbox_id, path, offset, length) into `res`
+ * (sbx_read_res_clear it). Without length: the rest of the file from
+ * offset, refused when that is more than `whole_max` bytes. */
+int tools_read_file_raw(struct call_ctx *cx, const json_t *args, size_t whole_max,
+    struct sbx_read_res *res, struct err *e);
 
 #endif

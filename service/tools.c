@@ -1,6 +1,7 @@
 /* tools.c - tool catalogue and dispatch. */
 #include "service/tools.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,39 +10,37 @@
 #include "base/jsonschema.h"
 #include "base/log.h"
 #include "base/metrics.h"
-#include "service/tool_info.h"
-#include "service/tool_sandbox.h"
+#include "service/tool_impl.h"
 
-typedef json_t *(*tool_fn)(struct call_ctx *cx, const json_t *args,
-    struct err *e);
-
-struct tool_impl {
-	const char *name;
-	tool_fn fn;          /* NULL: not served by this build yet */
-	unsigned anonymous : 1;
-	unsigned long_running : 1;
+/* A catalogue entry: the published definition and its implementation. */
+struct tool {
+	const struct tool_impl *impl;
+	size_t index;              /* in the catalogue */
 };
 
-static const struct tool_impl impls[] = {
-	{ "create_sandbox", tool_create_sandbox, 0, 1 },
-	{ "run_command", tool_run_command, 0, 1 },
-	{ "write_file", tool_write_file, 0, 0 },
-	{ "read_file", tool_read_file, 0, 0 },
-	{ "list_files", tool_list_files, 0, 0 },
-	{ "expose_port", tool_expose_port, 0, 0 },
-	{ "get_sandbox", tool_get_sandbox, 0, 0 },
-	{ "list_sandboxes", tool_list_sandboxes, 0, 0 },
-	{ "extend_sandbox", tool_extend_sandbox, 0, 0 },
-	{ "destroy_sandbox", tool_destroy_sandbox, 0, 1 },
-	{ "get_usage", tool_get_usage, 0, 0 },
-	{ "get_service_info", tool_info_get_service_info, 1, 0 },
+/* A call whose key rule and arguments were checked: the typed request. */
+struct tool_call {
+	const struct tool *tool;
+	json_t *args;              /* kept: the request borrows its strings */
+	int prepared;              /* parse ran: release applies */
+	_Alignas(max_align_t) unsigned char req[TOOL_MAX_REQ];
 };
 
-#define N_IMPLS (sizeof(impls) / sizeof(impls[0]))
+#define N_TOOLS 12
+static struct tool catalogue_tools[N_TOOLS];
 
 static json_t *catalogue;       /* {"tools": [...]} with $refs resolved */
 static char *list_json;
 static size_t list_json_len;
+
+static const struct tool_impl *
+find_impl(const char *name)
+{
+	for (size_t i = 0; i < tool_sandbox_impls_count; i++)
+		if (strcmp(tool_sandbox_impls[i].name, name) == 0)
+			return &tool_sandbox_impls[i];
+	return strcmp(tool_info_impl.name, name) == 0 ? &tool_info_impl : NULL;
+}
 
 void
 call_progress(struct call_ctx *cx, double progress, double total,
@@ -75,18 +74,19 @@ tools_init(struct err *e)
 	}
 	tools = json_object_get(raw, "tools");
 	resolved = jsv_resolve_refs(tools, json_object_get(raw, "$defs"));
-	if (resolved == NULL || json_array_size(resolved) != N_IMPLS) {
+	if (resolved == NULL || json_array_size(resolved) != N_TOOLS) {
 		err_set(e, ERR_INTERNAL, "tools.json: bad $ref or tool count");
 		goto out;
 	}
-	for (size_t i = 0; i < N_IMPLS; i++) {
+	for (size_t i = 0; i < N_TOOLS; i++) {
 		const char *name = json_string_value(json_object_get(
 		    json_array_get(resolved, i), "name"));
-		if (name == NULL || strcmp(name, impls[i].name) != 0) {
-			err_set(e, ERR_INTERNAL, "tools.json: tool %zu is not %s", i,
-			    impls[i].name);
+		if (name == NULL || (catalogue_tools[i].impl = find_impl(name)) == NULL) {
+			err_set(e, ERR_INTERNAL, "tools.json: tool %zu (%s) has no implementation", i,
+			    name ? name : "?");
 			goto out;
 		}
+		catalogue_tools[i].index = i;
 	}
 	catalogue = json_pack("{s:o}", "tools", resolved);
 	resolved = NULL;
@@ -96,8 +96,8 @@ tools_init(struct err *e)
 		goto out;
 	}
 	list_json_len = strlen(list_json);
-	for (size_t i = 0; i < N_IMPLS; i++)
-		metrics_tool_label(impls[i].name);
+	for (size_t i = 0; i < N_TOOLS; i++)
+		metrics_tool_label(catalogue_tools[i].impl->name);
 	rc = 0;
 out:
 	json_decref(raw);
@@ -130,7 +130,7 @@ tools_list_result(void)
 size_t
 tools_count(void)
 {
-	return N_IMPLS;
+	return N_TOOLS;
 }
 
 static const json_t *
@@ -142,7 +142,7 @@ tool_at(size_t i)
 const char *
 tools_name_at(size_t i)
 {
-	return impls[i].name;
+	return i < N_TOOLS && catalogue_tools[i].impl ? catalogue_tools[i].impl->name : NULL;
 }
 
 const char *
@@ -160,36 +160,70 @@ tools_description_at(size_t i)
 const json_t *
 tools_field_at(size_t i, const char *field)
 {
-	return i < N_IMPLS ? json_object_get(tool_at(i), field) : NULL;
+	return i < N_TOOLS ? json_object_get(tool_at(i), field) : NULL;
 }
 
-static int
-find_impl(const char *name)
+const struct tool *
+tools_find(const char *name)
 {
-	for (size_t i = 0; i < N_IMPLS; i++)
-		if (strcmp(impls[i].name, name) == 0)
-			return (int)i;
-	return -1;
+	for (size_t i = 0; name && i < N_TOOLS; i++)
+		if (catalogue_tools[i].impl && strcmp(catalogue_tools[i].impl->name, name) == 0)
+			return &catalogue_tools[i];
+	return NULL;
+}
+
+const char *
+tool_name(const struct tool *t)
+{
+	return t->impl->name;
 }
 
 int
-tools_exists(const char *name)
+tool_is_long(const struct tool *t)
 {
-	return find_impl(name) >= 0;
+	return t->impl->long_running;
 }
 
 int
-tools_is_long(const char *name)
+tool_is_anonymous(const struct tool *t)
 {
-	int i = find_impl(name);
-	return i >= 0 && impls[i].long_running;
+	return t->impl->anonymous;
 }
 
 int
 tools_is_anonymous(const char *name)
 {
-	int i = find_impl(name);
-	return i >= 0 && impls[i].anonymous;
+	const struct tool *t = tools_find(name);
+
+	return t != NULL && t->impl->anonymous;
+}
+
+char *
+tool_cached_result(const struct tool *t, struct app *app, size_t *len)
+{
+	return t->impl->cached ? t->impl->cached(app, len) : NULL;
+}
+
+const json_t *
+tool_input_schema(const struct tool *t)
+{
+	return json_object_get(tool_at(t->index), "inputSchema");
+}
+
+const json_t *
+tools_input_schema(const char *name)
+{
+	const struct tool *t = tools_find(name);
+
+	return t ? tool_input_schema(t) : NULL;
+}
+
+const json_t *
+tools_output_schema(const char *name)
+{
+	const struct tool *t = tools_find(name);
+
+	return t ? json_object_get(tool_at(t->index), "outputSchema") : NULL;
 }
 
 static json_t *
@@ -243,100 +277,120 @@ no_key_error(const struct call_ctx *cx, const char *name, struct err *e)
 	    dash, *dash ? "." : "");
 }
 
-/* The key rule, the arguments and whether this build serves the tool. */
-static int
-check_call(const struct call_ctx *cx, int i, const json_t *args, struct err *e)
+void
+tools_count_call(const struct call_ctx *cx, const char *name, double t0, enum err_kind kind)
 {
-	if (!impls[i].anonymous && cx->account_id == NULL) {
-		no_key_error(cx, impls[i].name, e);
-		return -1;
-	}
-	if (jsv_validate(json_object_get(tool_at((size_t)i), "inputSchema"), args,
-	    "", e) < 0)
-		return -1;
-	if (impls[i].fn == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "%s is not available on this server yet",
-		    impls[i].name);
-		return -1;
-	}
-	return 0;
+	if (cx->internal)
+		return;
+	if (t0 > 0)
+		metrics_tool_duration(name, metrics_now() - t0);
+	metrics_tool_call(name, kind);
 }
 
-const json_t *
-tools_input_schema(const char *name)
+struct tool_call *
+tools_prepare(const struct call_ctx *cx, const struct tool *t, const json_t *args,
+    struct err *e)
 {
-	int i = find_impl(name);
+	struct tool_call *c = NULL;
 
-	return i < 0 ? NULL : json_object_get(tool_at((size_t)i), "inputSchema");
+	if (t == NULL) {
+		err_set(e, ERR_NOT_FOUND, "unknown tool");
+		return NULL;
+	}
+	if (!t->impl->anonymous && cx->account_id == NULL) {
+		no_key_error(cx, t->impl->name, e);
+		goto fail;
+	}
+	c = calloc(1, sizeof(*c));
+	if (c == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto fail;
+	}
+	c->tool = t;
+	c->args = args ? json_incref((json_t *)args) : json_object();
+	if (c->args == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto fail;
+	}
+	/* Validated once, then turned into the typed request once. */
+	if (jsv_validate(tool_input_schema(t), c->args, "", e) < 0)
+		goto fail;
+	c->prepared = 1;
+	if (t->impl->parse(cx, c->args, c->req, e) < 0)
+		goto fail;
+	return c;
+fail:
+	/* Counted here: a refused call never runs. */
+	tools_count_call(cx, t->impl->name, 0, e->kind);
+	tool_call_free(c);
+	return NULL;
 }
 
-const json_t *
-tools_output_schema(const char *name)
+void *
+tool_call_req(struct tool_call *c)
 {
-	int i = find_impl(name);
+	return c->req;
+}
 
-	return i < 0 ? NULL : json_object_get(tool_at((size_t)i), "outputSchema");
+const struct tool *
+tool_call_tool(const struct tool_call *c)
+{
+	return c->tool;
+}
+
+void
+tool_call_free(struct tool_call *c)
+{
+	if (c == NULL)
+		return;
+	if (c->prepared && c->tool->impl->release)
+		c->tool->impl->release(c->req);
+	json_decref(c->args);
+	free(c);
 }
 
 json_t *
-tools_precheck(const struct call_ctx *cx, const char *name, const json_t *args)
+tool_call_run(struct call_ctx *cx, struct tool_call *c, struct err *e)
 {
-	int i = find_impl(name);
-	json_t *empty = NULL;
-	struct err e;
-	int rc;
+	json_t *obj = c->tool->impl->run(cx, c->req, e);
 
-	if (i < 0)
-		return NULL;
-	err_clear(&e);
-	if (args == NULL)
-		args = empty = json_object();
-	rc = check_call(cx, i, args, &e);
-	json_decref(empty);
-	if (rc == 0)
-		return NULL;
-	/* Counted here: a refused call never reaches tools_invoke's count. */
-	if (!cx->internal)
-		metrics_tool_call(name, e.kind);
-	return tools_error_result(&e);
+	if (obj == NULL && e->kind == ERR_NONE)
+		err_set(e, ERR_INTERNAL, "tool failed");
+	return obj;
 }
 
 json_t *
 tools_invoke(struct call_ctx *cx, const char *name, const json_t *args,
     struct err *e)
 {
-	int i = find_impl(name);
-	json_t *empty = NULL, *obj = NULL;
+	const struct tool *t = tools_find(name);
+	struct tool_call *c;
 	double t0 = metrics_now();
+	json_t *obj;
 
 	err_clear(e);
-	if (i < 0) {
+	if (t == NULL) {
 		err_set(e, ERR_NOT_FOUND, "unknown tool %.100s", name);
 		return NULL;
 	}
-	if (args == NULL)
-		args = empty = json_object();
-	if (check_call(cx, i, args, e) == 0) {
-		obj = impls[i].fn(cx, args, e);
-		if (obj == NULL && e->kind == ERR_NONE)
-			err_set(e, ERR_INTERNAL, "tool failed");
-	}
-	json_decref(empty);
-	if (!cx->internal) {
-		metrics_tool_duration(name, metrics_now() - t0);
-		metrics_tool_call(name, obj ? ERR_NONE : e->kind);
-	}
+	c = tools_prepare(cx, t, args, e);
+	if (c == NULL)
+		return NULL;
+	obj = tool_call_run(cx, c, e);
+	tools_count_call(cx, name, t0, obj ? ERR_NONE : e->kind);
+	tool_call_free(c);
 	return obj;
 }
 
 json_t *
-tools_call(struct call_ctx *cx, const char *name, const json_t *args)
+tools_call_prepared(struct call_ctx *cx, struct tool_call *c)
 {
+	double t0 = metrics_now();
 	json_t *obj;
 	struct err e;
 
-	if (!tools_exists(name))
-		return NULL;
-	obj = tools_invoke(cx, name, args, &e);
+	err_clear(&e);
+	obj = tool_call_run(cx, c, &e);
+	tools_count_call(cx, tool_name(c->tool), t0, obj ? ERR_NONE : e.kind);
 	return obj ? structured_result(obj) : tools_error_result(&e);
 }

@@ -43,37 +43,50 @@ const char *tools_description_at(size_t i);
  * "outputSchema", "annotations", ...), $refs resolved; NULL if absent. */
 const json_t *tools_field_at(size_t i, const char *field);
 
-/* 1 when a tool of that name exists. */
-int tools_exists(const char *name);
-/* 1 when the tool may run for long (answer as a stream). */
-int tools_is_long(const char *name);
-/* 1 when the tool works without a key. */
+/* A catalogue entry, found by name once per call. NULL: no such tool. */
+struct tool;
+const struct tool *tools_find(const char *name);
+const char *tool_name(const struct tool *t);
+/* The tool may run for long: a front end answers it as a stream. */
+int tool_is_long(const struct tool *t);
+/* The tool works without a key. */
+int tool_is_anonymous(const struct tool *t);
 int tools_is_anonymous(const char *name);
+/* A call without arguments may be answered from this cached text (the
+ * whole CallToolResult, malloc'd); NULL when the tool keeps no cache. */
+char *tool_cached_result(const struct tool *t, struct app *app, size_t *len);
 
-/* The tool's inputSchema / outputSchema ($refs resolved); borrowed, NULL
- * for an unknown tool. */
+/* The tool's inputSchema / outputSchema ($refs resolved); borrowed. */
+const json_t *tool_input_schema(const struct tool *t);
 const json_t *tools_input_schema(const char *name);
 const json_t *tools_output_schema(const char *name);
 
-/* Runs a tool for any front end (MCP, REST): checks the key rule and the
- * arguments against the tool's inputSchema (args NULL means {}), then
- * runs its handler. Returns the result object (structuredContent), or
- * NULL with `e` filled: ERR_NOT_FOUND for an unknown tool,
- * ERR_UNAUTHORIZED without a key, ERR_INVALID naming the field, or the
- * handler's own error. Clears `e` first. */
+/* A call whose key rule and arguments were checked and converted into the
+ * tool's typed request, once. tools_prepare returns NULL with `e` set
+ * (ERR_UNAUTHORIZED without a key, ERR_INVALID naming the field) and
+ * counts the refusal; args NULL means {}. */
+struct tool_call;
+struct tool_call *tools_prepare(const struct call_ctx *cx, const struct tool *t,
+    const json_t *args, struct err *e);
+const struct tool *tool_call_tool(const struct tool_call *c);
+/* Runs it: the result object (structuredContent) or NULL with `e`. */
+json_t *tool_call_run(struct call_ctx *cx, struct tool_call *c, struct err *e);
+/* Runs it and returns the CallToolResult (isError for failures), counted. */
+json_t *tools_call_prepared(struct call_ctx *cx, struct tool_call *c);
+void tool_call_free(struct tool_call *c);
+/* The request inside a prepared call, for the tool implementations. */
+void *tool_call_req(struct tool_call *c);
+/* Counts a call in the metrics (not the service's own, cx->internal);
+ * t0 from metrics_now(), or 0 for a call refused before it ran. */
+void tools_count_call(const struct call_ctx *cx, const char *name, double t0,
+    enum err_kind kind);
+
+/* Runs a tool for any front end in one step: tools_find, tools_prepare,
+ * tool_call_run. Returns the result object, or NULL with `e` filled:
+ * ERR_NOT_FOUND for an unknown tool, or as tools_prepare and the tool.
+ * Clears `e` first. */
 json_t *tools_invoke(struct call_ctx *cx, const char *name, const json_t *args,
     struct err *e);
-
-/* Runs a tool (tools_invoke) and returns the CallToolResult object. Unknown tools return
- * NULL (the caller answers a JSON-RPC -32602). Argument, auth and business
- * errors come back as results with isError true. */
-json_t *tools_call(struct call_ctx *cx, const char *name, const json_t *args);
-
-/* The checks tools_call makes before running a tool (key, arguments).
- * Returns an isError CallToolResult when one fails, NULL when the call may
- * proceed; lets the transport answer such errors at once, unstreamed. */
-json_t *tools_precheck(const struct call_ctx *cx, const char *name,
-    const json_t *args);
 
 /* A CallToolResult for an error, naming the field when there is one. */
 json_t *tools_error_result(const struct err *e);
