@@ -170,6 +170,17 @@ nullable(PGresult *r, int row, int col)
 	    json_null() : json_string(PQgetvalue(r, row, col));
 }
 
+/* An exit code column: null while unknown (or unreadable). */
+json_t *
+sbx_exit_code_json(const PGresult *r, int row, int col)
+{
+	long long v;
+	struct err e;
+
+	err_clear(&e);
+	return db_get_ll(r, row, col, &v, &e) == 0 ? json_integer(v) : json_null();
+}
+
 /* One row of SBX_COLUMNS as the tools' "sandbox" object. */
 static json_t *
 row_to_json(PGresult *r, int i)
@@ -240,7 +251,8 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 	const char *p[8];
 	const char *net = vm_net_name(t->net);
 	PGresult *r;
-	long live;
+	long long live;
+	int rc;
 
 	/* One create at a time per account: the live count and the insert
 	 * cannot interleave with another create's. */
@@ -250,10 +262,12 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 	    " AND state IN ('creating', 'running')", 1, p, e);
 	if (r == NULL)
 		return -1;
-	live = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+	rc = db_get_ll(r, 0, 0, &live, e);
 	PQclear(r);
+	if (rc < 0)
+		return -1;
 	if (live >= cfg->max_live_sandboxes) {
-		err_set(e, ERR_LIMIT, "you already have %ld live sandboxes (the limit is %d);"
+		err_set(e, ERR_LIMIT, "you already have %lld live sandboxes (the limit is %d);"
 		    " destroy one first", live, cfg->max_live_sandboxes);
 		return -1;
 	}
@@ -387,8 +401,7 @@ commands_json(struct sbx *s, const char *id, struct err *e)
 		    "command", cmdj ? cmdj : json_string("?"),
 		    "background", strcmp(PQgetvalue(r, i, 2), "t") == 0,
 		    "state", PQgetvalue(r, i, 3),
-		    "exit_code", PQgetisnull(r, i, 4) ? json_null() :
-		        json_integer(strtol(PQgetvalue(r, i, 4), NULL, 10)),
+		    "exit_code", sbx_exit_code_json(r, i, 4),
 		    "stdout_path", PQgetvalue(r, i, 5),
 		    "stderr_path", PQgetvalue(r, i, 6),
 		    "started_at", PQgetvalue(r, i, 7),

@@ -47,6 +47,8 @@ int sbx_load(struct sbx *s, const char *account, const char *id,
  * saying why not. */
 struct vm_host *sbx_running(struct sbx *s, const char *account, const char *id,
     struct sbx_row *row, char *domain, size_t dn, struct err *e);
+/* An exit code column as JSON: null while unknown. */
+json_t *sbx_exit_code_json(const PGresult *r, int row, int col);
 json_t *sbx_row_json(struct sbx *s, const char *account, const char *id,
     struct err *e);
 /* Boots the VM of a 'creating' row and moves it to running (or failed). */

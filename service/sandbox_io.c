@@ -327,8 +327,7 @@ sbx_command_status(struct sbx *s, const char *account, const char *id, const cha
 	    "command", PQgetvalue(r, 0, 1),
 	    "background", strcmp(PQgetvalue(r, 0, 2), "t") == 0,
 	    "state", PQgetvalue(r, 0, 3),
-	    "exit_code", PQgetisnull(r, 0, 4) ? json_null() :
-	        json_integer(strtol(PQgetvalue(r, 0, 4), NULL, 10)),
+	    "exit_code", sbx_exit_code_json(r, 0, 4),
 	    "stdout_path", PQgetvalue(r, 0, 5), "stderr_path", PQgetvalue(r, 0, 6),
 	    "stdout_bytes", log_size(h, domain, PQgetvalue(r, 0, 5)),
 	    "stderr_bytes", log_size(h, domain, PQgetvalue(r, 0, 6)),

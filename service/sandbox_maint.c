@@ -3,6 +3,7 @@
 #include "service/sandbox_int.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,10 +168,12 @@ sbx_refresh_commands(struct sbx *s, const char *id, const char *host)
 	    " WHERE sandbox_id = $1 AND state = 'running' AND guest_pid IS NOT NULL", 1, p, &e);
 	for (int i = 0; r && i < PQntuples(r); i++) {
 		struct agent_exec_status st;
-		long pid = strtol(PQgetvalue(r, i, 1), NULL, 10);
+		long long pid;
 
 		err_clear(&e);
-		if (agent_exec_status(h, domain, pid, &st, &e) < 0) {
+		if (db_get_ll(r, i, 1, &pid, &e) < 0 || pid <= 0 || pid > LONG_MAX)
+			continue;
+		if (agent_exec_status(h, domain, (long)pid, &st, &e) < 0) {
 			/* The agent forgot it (restarted): the outcome is unknown. */
 			const char *q[1] = { PQgetvalue(r, i, 0) };
 			if (strstr(e.msg, "Invalid parameter") || strstr(e.msg, "PID")) {
@@ -213,9 +216,11 @@ static int
 stale_helper_domain(const char *id)
 {
 	const char *dash = strrchr(id, '-');
-	long pid = dash ? strtol(dash + 1, NULL, 10) : 0;
+	long long pid = 0;
 
-	return pid > 0 && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
+	if (dash == NULL || db_parse_ll(dash + 1, &pid) < 0)
+		return 0;
+	return pid > 0 && pid <= INT_MAX && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }
 
 static void
@@ -335,9 +340,12 @@ refill_pool(struct sbx *s)
 		    " AND host_uri = $2", 3, p, &e);
 		if (r == NULL)
 			return;
-		have = strtol(PQgetvalue(r, 0, 0), NULL, 10);
-		long stale = strtol(PQgetvalue(r, 0, 1), NULL, 10);
+		long long have_n = 0, stale = 0;
+		int bad = db_get_ll(r, 0, 0, &have_n, &e) < 0 || db_get_ll(r, 0, 1, &stale, &e) < 0;
 		PQclear(r);
+		if (bad)
+			return;
+		have = (long)have_n;
 		if (have > want || stale > 0) {
 			/* The pool was made smaller: drop the newest surplus VM. */
 			const char *q[4] = { sz->name, host, s->instance, vm_net_name(net) };
@@ -412,15 +420,19 @@ update_capacity(struct sbx *s)
 	    " FROM sandboxes WHERE state IN ('creating', 'running')", 0, NULL, &e);
 	if (r == NULL)
 		return;
+	long long n[4];
+	for (int i = 0; i < 4; i++)
+		if (db_get_ll(r, 0, i, &n[i], &e) < 0) {
+			PQclear(r);
+			return;
+		}
 	c = json_pack("{s:o, s:s, s:I, s:I, s:{s:I, s:I, s:I}}",
 	    "accelerator", accel ? json_string(accel) : json_null(),
 	    "accelerator_note", orch_accel_reason(s->orch),
 	    "hosts", (json_int_t)orch_host_count(s->orch),
-	    "live_sandboxes", (json_int_t)strtoll(PQgetvalue(r, 0, 0), NULL, 10),
+	    "live_sandboxes", (json_int_t)n[0],
 	    "warm_pool_ready",
-	    "small", (json_int_t)strtoll(PQgetvalue(r, 0, 1), NULL, 10),
-	    "medium", (json_int_t)strtoll(PQgetvalue(r, 0, 2), NULL, 10),
-	    "large", (json_int_t)strtoll(PQgetvalue(r, 0, 3), NULL, 10));
+	    "small", (json_int_t)n[1], "medium", (json_int_t)n[2], "large", (json_int_t)n[3]);
 	PQclear(r);
 	if (c == NULL)
 		return;

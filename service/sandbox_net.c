@@ -145,9 +145,13 @@ sbx_ports_json(struct sbx *s, const char *id, struct err *e)
 		return NULL;
 	arr = json_array();
 	for (int i = 0; arr && i < PQntuples(r); i++) {
-		int port = (int)strtol(PQgetvalue(r, i, 0), NULL, 10);
+		int port;
 		char url[512];
+		struct err bad;
 
+		err_clear(&bad);
+		if (db_get_int(r, i, 0, &port, &bad) < 0)
+			continue;
 		if (port_url(s, id, port, url, sizeof(url)) < 0)
 			continue;
 		json_array_append_new(arr, json_pack("{s:i, s:s, s:b, s:s}",
@@ -312,10 +316,12 @@ preview_allowed(const char *hash, const char *id, int port, const struct preview
 	if (ask->query && preview_query_get(ask->query, PREVIEW_Q_EXP, exp, sizeof(exp)) &&
 	    preview_query_get(ask->query, PREVIEW_Q_SIG, sig, sizeof(sig))) {
 		offered = 1;
-		if (preview_sig_valid(hash, id, port, exp, sig, now)) {
+		long long exp_at;
+		if (preview_sig_valid(hash, id, port, exp, sig, now) &&
+		    db_parse_ll(exp, &exp_at) == 0) {
 			snprintf(out->set_cookie, sizeof(out->set_cookie),
 			    "%s=%s.%s; Path=/; Max-Age=%lld; HttpOnly; SameSite=Lax", PREVIEW_COOKIE,
-			    exp, sig, strtoll(exp, NULL, 10) - (long long)now);
+			    exp, sig, exp_at - (long long)now);
 			return 0;
 		}
 	}
@@ -361,7 +367,11 @@ sbx_preview_route(struct sbx *s, const struct preview_ask *ask, struct preview_r
 		    " the sandbox was destroyed.");
 		return;
 	}
-	out->upstream_port = (int)strtol(PQgetvalue(r, 0, 0), NULL, 10);
+	if (db_get_int(r, 0, 0, &out->upstream_port, &e) < 0) {
+		PQclear(r);
+		route_fail(out, 503, "The preview service could not read its database; retry shortly.");
+		return;
+	}
 	if (!host_is_local(PQgetvalue(r, 0, 3))) {
 		PQclear(r);
 		route_fail(out, 502, "This sandbox runs on a remote hypervisor host; previews of"
