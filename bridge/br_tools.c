@@ -1,4 +1,4 @@
-/* br_tools.c - each forwarded tool is one REST route (rest-contract.md):
+/* br_tools.c - each forwarded tool is one REST route (docs/rest.md):
  * arguments minus sandbox_id become the JSON body or the query, the
  * answer is the tool's structuredContent. read_file and write_file use
  * the raw-bytes routes; the sync tools run here. */

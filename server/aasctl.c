@@ -28,7 +28,7 @@ static const char usage[] =
     "  ledger --account ID [--limit N]           credit movements, newest first\n"
     "  dev-key --email E --file F                reuse the key in F if it still works,\n"
     "                                            else create account/key and write F (0600)\n"
-    "Configuration: the AAS_* environment variables aasd reads (README.md).\n";
+    "Configuration: the AAS_* environment variables aasd reads (docs/configuration.md).\n";
 
 static const char *
 env_get(const char *name)

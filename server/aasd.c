@@ -177,7 +177,7 @@ main(int argc, char **argv)
 		return netguard_main(argv[1]);
 	if (argc > 1) {
 		fprintf(stderr, "usage: aasd [--config-table | --netguard-rules | --netguard-install]\n"
-		    "Configuration comes from AAS_* environment variables; see README.md.\n");
+		    "Configuration comes from AAS_* environment variables; see docs/configuration.md.\n");
 		return 2;
 	}
 	err_clear(&e);
