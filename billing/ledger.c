@@ -3,7 +3,6 @@
 
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "base/keys.h"
@@ -14,17 +13,19 @@ bill_lock_balance(PGconn *c, const char *account, int64_t *balance, struct err *
 	const char *p[1] = { account };
 	PGresult *r = db_conn_query(c, "SELECT balance FROM accounts WHERE id = $1 FOR UPDATE",
 	    1, p, e);
+	long long v;
+	int rc = -1;
 
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) != 1) {
-		PQclear(r);
+	if (PQntuples(r) != 1)
 		err_set(e, ERR_NOT_FOUND, "account not found");
-		return -1;
+	else if (db_get_ll(r, 0, 0, &v, e) == 0) {
+		*balance = v;
+		rc = 0;
 	}
-	*balance = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
 	PQclear(r);
-	return 0;
+	return rc;
 }
 
 int
@@ -35,7 +36,7 @@ bill_post(PGconn *c, const char *account, const char *sandbox, const char *kind,
 	char amt[24], mins[16];
 	const char *p[7];
 	int64_t balance;
-	PGresult *r;
+	long inserted;
 
 	*posted = 0;
 	if (bill_lock_balance(c, account, &balance, e) < 0)
@@ -54,21 +55,25 @@ bill_post(PGconn *c, const char *account, const char *sandbox, const char *kind,
 	p[4] = minutes >= 0 ? mins : NULL;
 	p[5] = reason;
 	p[6] = key;
-	r = db_conn_query(c, "INSERT INTO ledger(account_id, sandbox_id, kind, amount, minutes,"
+	if (db_conn_exec(c, "INSERT INTO ledger(account_id, sandbox_id, kind, amount, minutes,"
 	    " reason, idempotency_key) VALUES ($1, $2, $3, $4::bigint, $5::int, $6, $7)"
-	    " ON CONFLICT (idempotency_key) DO NOTHING RETURNING id", 7, p, e);
-	if (r == NULL)
+	    " ON CONFLICT (idempotency_key) DO NOTHING", 7, p, &inserted, e) < 0)
 		return -1;
-	*posted = PQntuples(r) == 1;
-	PQclear(r);
+	*posted = inserted == 1;
 	if (*posted) {
 		const char *q[2] = { account, amt };
+		PGresult *r;
+		long long v;
+		int rc;
 		r = db_conn_query(c, "UPDATE accounts SET balance = balance + $2::bigint"
 		    " WHERE id = $1 RETURNING balance", 2, q, e);
 		if (r == NULL)
 			return -1;
-		balance = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+		rc = db_get_ll(r, 0, 0, &v, e);
 		PQclear(r);
+		if (rc < 0)
+			return -1;
+		balance = v;
 	}
 	if (balance_after)
 		*balance_after = balance;
@@ -117,15 +122,43 @@ bill_grant(struct db *db, const char *account, int64_t amount, const char *reaso
 	return 0;
 }
 
+/* One row of bill_entries' query as JSON; NULL with `e` set. */
+static json_t *
+entry_json(const PGresult *r, int i, struct err *e)
+{
+	const char *kind = db_get_text(r, i, 1), *reason = db_get_text(r, i, 4);
+	const char *sandbox = db_get_text(r, i, 5), *created = db_get_text(r, i, 6);
+	int has_minutes = db_get_text(r, i, 3) != NULL;
+	long long id, amount, minutes = 0;
+	json_t *o;
+
+	if (db_get_ll(r, i, 0, &id, e) < 0 || db_get_ll(r, i, 2, &amount, e) < 0 ||
+	    (has_minutes && db_get_ll(r, i, 3, &minutes, e) < 0))
+		return NULL;
+	if (kind == NULL || reason == NULL || created == NULL) {
+		err_set(e, ERR_INTERNAL, "database answer: ledger entry %lld lacks a field", id);
+		return NULL;
+	}
+	o = json_pack("{s:I, s:s, s:I, s:o, s:s, s:o, s:s}",
+	    "id", (json_int_t)id, "kind", kind, "amount", (json_int_t)amount,
+	    "minutes", has_minutes ? json_integer(minutes) : json_null(),
+	    "reason", reason, "sandbox_id", sandbox ? json_string(sandbox) : json_null(),
+	    "created_at", created);
+	if (o == NULL)
+		err_set(e, ERR_INTERNAL, "out of memory");
+	return o;
+}
+
 json_t *
 bill_entries(struct db *db, const char *account, int limit, int64_t before_id,
     int64_t *next_before, struct err *e)
 {
 	char lim[16], before[24];
 	const char *p[3] = { account, before, lim };
+	long long next = 0;
 	PGresult *r;
 	json_t *arr;
-	int n;
+	int n, ok = 0;
 
 	snprintf(lim, sizeof(lim), "%d", limit + 1);
 	snprintf(before, sizeof(before), "%" PRId64, before_id > 0 ? before_id : INT64_MAX);
@@ -137,17 +170,28 @@ bill_entries(struct db *db, const char *account, int limit, int64_t before_id,
 		return NULL;
 	n = PQntuples(r);
 	arr = json_array();
-	for (int i = 0; arr && i < n && i < limit; i++)
-		json_array_append_new(arr, json_pack("{s:I, s:s, s:I, s:o, s:s, s:o, s:s}",
-		    "id", (json_int_t)strtoll(PQgetvalue(r, i, 0), NULL, 10),
-		    "kind", PQgetvalue(r, i, 1),
-		    "amount", (json_int_t)strtoll(PQgetvalue(r, i, 2), NULL, 10),
-		    "minutes", PQgetisnull(r, i, 3) ? json_null() :
-		        json_integer(strtol(PQgetvalue(r, i, 3), NULL, 10)),
-		    "reason", PQgetvalue(r, i, 4),
-		    "sandbox_id", PQgetisnull(r, i, 5) ? json_null() : json_string(PQgetvalue(r, i, 5)),
-		    "created_at", PQgetvalue(r, i, 6)));
-	*next_before = n > limit ? strtoll(PQgetvalue(r, limit - 1, 0), NULL, 10) : 0;
+	if (arr == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < n && i < limit; i++) {
+		json_t *entry = entry_json(r, i, e);
+		/* json_array_append_new frees the entry when it fails. */
+		if (entry == NULL || json_array_append_new(arr, entry) < 0) {
+			err_set(e, ERR_INTERNAL, "out of memory");
+			goto out;
+		}
+	}
+	/* One row more than asked for means there is a next page. */
+	if (n > limit && db_get_ll(r, limit - 1, 0, &next, e) < 0)
+		goto out;
+	*next_before = next;
+	ok = 1;
+out:
 	PQclear(r);
+	if (!ok) {
+		json_decref(arr);
+		arr = NULL;
+	}
 	return arr;
 }

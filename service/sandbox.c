@@ -517,8 +517,8 @@ sbx_destroy(struct sbx *s, const char *account, const char *id, struct err *e)
 	}
 	json_t *out = sbx_row_json(s, account, id, e);
 	struct bill_settlement st;
-	if (out && bill_settle(s->app->db, &s->app->cfg, id, strcmp(row.state, "failed") == 0 ||
-	    strcmp(row.state, "creating") == 0, &st, e) == 0) {
+	if (out && bill_settle(s->app->db, s->app->cfg.minute_s, id,
+	    strcmp(row.state, "failed") == 0 || strcmp(row.state, "creating") == 0, &st, e) == 0) {
 		json_object_set_new(out, "minutes_used", json_integer(st.minutes_used));
 		json_object_set_new(out, "charged", json_integer(st.charged));
 		json_object_set_new(out, "refunded", json_integer(st.refunded));

@@ -49,7 +49,7 @@ mark_failed(struct sbx *s, const char *id, const char *reason)
 	if (r == NULL)
 		log_error("sandbox %s: cannot record failure: %s", id, e.msg);
 	PQclear(r);
-	if (bill_settle(s->app->db, &s->app->cfg, id, 1, &st, &e) < 0)
+	if (bill_settle(s->app->db, s->app->cfg.minute_s, id, 1, &st, &e) < 0)
 		log_error("sandbox %s: settlement failed: %s", id, e.msg);
 }
 
@@ -143,7 +143,7 @@ sbx_finish_destroy(struct sbx *s, const char *id, const char *host,
 	sbx_ports_drop(s, id);
 	/* Billing stops here: unused whole minutes go back. */
 	struct bill_settlement st;
-	if (bill_settle(s->app->db, &s->app->cfg, id, strcmp(final_state, "failed") == 0,
+	if (bill_settle(s->app->db, s->app->cfg.minute_s, id, strcmp(final_state, "failed") == 0,
 	    &st, e) < 0)
 		return -1;
 	return 0;
