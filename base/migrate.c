@@ -39,24 +39,21 @@ migrate_tx(PGconn *c, void *arg, struct err *e)
 	struct migrate_ctx *m = arg;
 	PGresult *r;
 
-	r = db_conn_query(c, "SELECT pg_advisory_xact_lock(x'" MIGRATE_LOCK_KEY "'::bigint)",
-	    0, NULL, e);
-	if (r == NULL)
+	if (db_conn_exec(c, "SELECT pg_advisory_xact_lock(x'" MIGRATE_LOCK_KEY "'::bigint)",
+	    0, NULL, NULL, e) < 0)
 		return -1;
-	PQclear(r);
-	r = db_conn_query(c,
+	if (db_conn_exec(c,
 	    "CREATE TABLE IF NOT EXISTS schema_migrations ("
 	    " version integer PRIMARY KEY,"
 	    " name text NOT NULL,"
-	    " applied_at timestamptz NOT NULL DEFAULT now())", 0, NULL, e);
-	if (r == NULL)
+	    " applied_at timestamptz NOT NULL DEFAULT now())", 0, NULL, NULL, e) < 0)
 		return -1;
-	PQclear(r);
 
 	for (size_t i = 0; i < m->n; i++) {
 		char vbuf[16];
 		const char *params[2];
 		int v = version_of(m->files[i].name);
+		long done;
 
 		if (v < 0) {
 			err_set(e, ERR_INTERNAL, "migration %s has no version number",
@@ -65,13 +62,10 @@ migrate_tx(PGconn *c, void *arg, struct err *e)
 		}
 		snprintf(vbuf, sizeof(vbuf), "%d", v);
 		params[0] = vbuf;
-		r = db_conn_query(c, "SELECT 1 FROM schema_migrations WHERE version = $1",
-		    1, params, e);
-		if (r == NULL)
+		if (db_conn_exec(c, "SELECT 1 FROM schema_migrations WHERE version = $1",
+		    1, params, &done, e) < 0)
 			return -1;
-		int done = PQntuples(r) > 0;
-		PQclear(r);
-		if (done)
+		if (done > 0)
 			continue;
 		/* Migration files are fixed text from the repository; they take
 		 * no parameters, so the simple-query protocol runs them whole. */
@@ -86,11 +80,9 @@ migrate_tx(PGconn *c, void *arg, struct err *e)
 		}
 		PQclear(r);
 		params[1] = m->files[i].name;
-		r = db_conn_query(c, "INSERT INTO schema_migrations(version, name) VALUES ($1, $2)",
-		    2, params, e);
-		if (r == NULL)
+		if (db_conn_exec(c, "INSERT INTO schema_migrations(version, name) VALUES ($1, $2)",
+		    2, params, NULL, e) < 0)
 			return -1;
-		PQclear(r);
 		log_info("migrate: applied %s", m->files[i].name);
 		m->applied++;
 	}

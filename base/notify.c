@@ -30,7 +30,7 @@ listen_connect(struct ntf *n)
 {
 	char sql[96];
 	PGconn *c = db_connect_raw(n->url);
-	PGresult *r;
+	struct err e;
 
 	if (c == NULL || PQstatus(c) != CONNECTION_OK) {
 		PQfinish(c);
@@ -38,13 +38,11 @@ listen_connect(struct ntf *n)
 	}
 	/* The channel name is a fixed identifier chosen by the program. */
 	snprintf(sql, sizeof(sql), "LISTEN %s", n->channel);
-	r = PQexec(c, sql);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-		PQclear(r);
+	err_clear(&e);
+	if (db_conn_exec(c, sql, 0, NULL, NULL, &e) < 0) {
 		PQfinish(c);
 		return NULL;
 	}
-	PQclear(r);
 	return c;
 }
 

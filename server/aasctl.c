@@ -16,6 +16,8 @@
 #include "billing/ledger.h"
 #include "base/log.h"
 
+#define AASCTL_MAX_LEDGER 1000 /* ledger entries one command prints */
+
 static const char usage[] =
     "usage: aasctl COMMAND [options]\n"
     "  migrate                                   apply database migrations\n"
@@ -109,26 +111,26 @@ write_key_file(const char *path, const char *key)
 
 /* The development account never runs dry: below the free credit it is
  * topped up to it (a ledger grant like any other). */
-static void
-dev_top_up(struct app *app, const char *account_id)
+static int
+dev_top_up(struct app *app, const char *account_id, struct err *e)
 {
 	const char *p[1] = { account_id };
-	struct err e;
 	PGresult *r;
 	long long balance;
 	int64_t after;
+	int rc;
 
-	err_clear(&e);
-	r = db_query(app->db, "SELECT balance FROM accounts WHERE id = $1", 1, p, &e);
-	if (r == NULL || PQntuples(r) != 1) {
-		PQclear(r);
-		return;
-	}
-	balance = strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+	r = db_query(app->db, "SELECT balance FROM accounts WHERE id = $1", 1, p, e);
+	if (r == NULL)
+		return -1;
+	rc = db_get_ll(r, 0, 0, &balance, e);
 	PQclear(r);
-	if (balance < app->cfg.free_credit)
-		bill_grant(app->db, account_id, app->cfg.free_credit - balance,
-		    "development top-up (make run)", &after, &e);
+	if (rc < 0)
+		return -1;
+	if (balance >= app->cfg.free_credit)
+		return 0;
+	return bill_grant(app->db, account_id, app->cfg.free_credit - balance,
+	    "development top-up (make run)", &after, e);
 }
 
 /* Development convenience: one stable key per machine, kept in a 0600
@@ -142,7 +144,8 @@ cmd_dev_key(struct app *app, const char *email, const char *file, struct err *e)
 	if (read_key_file(file, key, sizeof(key)) == 0 &&
 	    acct_resolve_key(app->db, key, strlen(key), account_id, e) == 0) {
 		OPENSSL_cleanse(key, sizeof(key));
-		dev_top_up(app, account_id);
+		if (dev_top_up(app, account_id, e) < 0)
+			return fail(e);
 		return print_json(json_pack("{s:s, s:s, s:b}", "account_id", account_id,
 		    "key_file", file, "reused", 1));
 	}
@@ -220,12 +223,11 @@ run(struct app *app, int argc, char **argv, struct err *e)
 		const char *acct = opt(argc, argv, "--account");
 		const char *amount = opt(argc, argv, "--amount");
 		const char *reason = opt(argc, argv, "--reason");
-		int64_t n, balance;
-		char *end;
+		long long n;
+		int64_t balance;
 		if (acct == NULL || amount == NULL || reason == NULL)
 			goto bad;
-		n = strtoll(amount, &end, 10);
-		if (*end != '\0' || end == amount) {
+		if (db_parse_ll(amount, &n) < 0) {
 			err_set_field(e, "amount", "amount: not a whole number of micro-USD");
 			return fail(e);
 		}
@@ -248,9 +250,12 @@ run(struct app *app, int argc, char **argv, struct err *e)
 			err_set_field(e, "account", "account: not an account id");
 			return fail(e);
 		}
-		long l = lim ? strtol(lim, NULL, 10) : 100;
-		if (l < 1 || l > 1000)
-			l = 100;
+		long long l = 100;
+		if (lim && (db_parse_ll(lim, &l) < 0 || l < 1 || l > AASCTL_MAX_LEDGER)) {
+			err_set_field(e, "limit", "limit: a whole number from 1 to %d",
+			    AASCTL_MAX_LEDGER);
+			return fail(e);
+		}
 		v = bill_entries(app->db, acct, (int)l, 0, &next, e);
 		return v ? print_json(v) : fail(e);
 	}

@@ -8,6 +8,7 @@
 
 #include <openssl/crypto.h>
 
+#include "base/log.h"
 #include "base/metrics.h"
 #include "service/sandbox.h"
 
@@ -19,6 +20,7 @@ struct metrics_http {
 	pthread_mutex_t lock;
 	double read_at;                /* 0: never */
 	int db_up;
+	int sandboxes_ok;              /* the counts below were read whole */
 	long long sandboxes[3];
 };
 
@@ -77,17 +79,23 @@ read_sandboxes(struct metrics_http *mh, struct metrics_gauges *g)
 		    " WHERE state IN ('creating', 'running', 'destroying') GROUP BY state",
 		    0, NULL, &e);
 		mh->db_up = r != NULL;
+		mh->sandboxes_ok = r != NULL;
 		memset(mh->sandboxes, 0, sizeof(mh->sandboxes));
-		for (int i = 0; r && i < PQntuples(r); i++)
-			for (int s = 0; s < 3; s++)
-				if (strcmp(PQgetvalue(r, i, 0), states[s]) == 0)
-					mh->sandboxes[s] = strtoll(PQgetvalue(r, i, 1), NULL, 10);
+		for (int i = 0; r && i < PQntuples(r); i++) {
+			const char *state = db_get_text(r, i, 0);
+			for (int s = 0; state && s < 3; s++)
+				if (strcmp(state, states[s]) == 0 &&
+				    db_get_ll(r, i, 1, &mh->sandboxes[s], &e) < 0)
+					mh->sandboxes_ok = 0;
+		}
 		PQclear(r);
+		if (mh->db_up && !mh->sandboxes_ok)
+			log_warn("metrics: sandbox counts: %s", e.msg);
 		mh->read_at = now;
 	}
 	g->have_database = 1;
 	g->database_up = mh->db_up;
-	g->have_sandboxes = mh->db_up;
+	g->have_sandboxes = mh->sandboxes_ok;
 	memcpy(g->sandboxes, mh->sandboxes, sizeof(g->sandboxes));
 	pthread_mutex_unlock(&mh->lock);
 }

@@ -37,6 +37,7 @@ insert_key(PGconn *c, const char *account_id, const char *name,
 	char hash[KEY_HASH_HEX_LEN + 1];
 	const char *params[4];
 	PGresult *r;
+	int rc;
 
 	if (key_generate(key->key, sizeof(key->key)) < 0) {
 		err_set(e, ERR_INTERNAL, "random generator failed");
@@ -54,9 +55,9 @@ insert_key(PGconn *c, const char *account_id, const char *name,
 	OPENSSL_cleanse(hash, sizeof(hash));
 	if (r == NULL)
 		return -1;
-	snprintf(key->key_id, sizeof(key->key_id), "%s", PQgetvalue(r, 0, 0));
+	rc = db_get_str(r, 0, 0, key->key_id, sizeof(key->key_id), e);
 	PQclear(r);
-	return 0;
+	return rc;
 }
 
 struct create_ctx {
@@ -73,6 +74,7 @@ create_tx(PGconn *c, void *arg, struct err *e)
 	struct create_ctx *cx = arg;
 	const char *params[1] = { cx->email };
 	PGresult *r;
+	int rc;
 
 	r = db_conn_query(c, "INSERT INTO accounts(email) VALUES ($1) RETURNING id",
 	    1, params, e);
@@ -81,8 +83,10 @@ create_tx(PGconn *c, void *arg, struct err *e)
 			snprintf(e->msg, sizeof(e->msg), "an account with that e-mail exists");
 		return -1;
 	}
-	snprintf(cx->account_id, ACCT_ID_LEN + 1, "%s", PQgetvalue(r, 0, 0));
+	rc = db_get_str(r, 0, 0, cx->account_id, ACCT_ID_LEN + 1, e);
 	PQclear(r);
+	if (rc < 0)
+		return -1;
 	if (cx->free_credit > 0) {
 		char key[64];
 		int posted;
@@ -128,17 +132,16 @@ acct_find_by_email(struct db *db, const char *email,
 	const char *params[1] = { email };
 	PGresult *r = db_query(db, "SELECT id FROM accounts WHERE email = $1",
 	    1, params, e);
+	int rc = -1;
 
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) != 1) {
-		PQclear(r);
+	if (PQntuples(r) != 1)
 		err_set(e, ERR_NOT_FOUND, "no account with that e-mail");
-		return -1;
-	}
-	snprintf(account_id, ACCT_ID_LEN + 1, "%s", PQgetvalue(r, 0, 0));
+	else
+		rc = db_get_str(r, 0, 0, account_id, ACCT_ID_LEN + 1, e);
 	PQclear(r);
-	return 0;
+	return rc;
 }
 
 /* Rows of text columns into an array of objects keyed by column name;
@@ -151,9 +154,8 @@ rows_to_json(PGresult *r)
 	for (int i = 0; arr && i < PQntuples(r); i++) {
 		json_t *o = json_object();
 		for (int j = 0; o && j < PQnfields(r); j++) {
-			json_t *v = PQgetisnull(r, i, j) ? json_null() :
-			    json_string(PQgetvalue(r, i, j));
-			json_object_set_new(o, PQfname(r, j), v);
+			const char *v = db_get_text(r, i, j);
+			json_object_set_new(o, PQfname(r, j), v ? json_string(v) : json_null());
 		}
 		json_array_append_new(arr, o);
 	}
@@ -187,14 +189,12 @@ keycreate_tx(PGconn *c, void *arg, struct err *e)
 {
 	struct keycreate_ctx *kc = arg;
 	const char *params[1] = { kc->account_id };
-	PGresult *r = db_conn_query(c, "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE",
-	    1, params, e);
+	long found;
 
-	if (r == NULL)
+	if (db_conn_exec(c, "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", 1, params,
+	    &found, e) < 0)
 		return -1;
-	int found = PQntuples(r) == 1;
-	PQclear(r);
-	if (!found) {
+	if (found != 1) {
 		err_set(e, ERR_NOT_FOUND, "account not found");
 		return -1;
 	}
@@ -246,20 +246,16 @@ int
 acct_key_revoke(struct db *db, const char *key_id, struct err *e)
 {
 	const char *params[1] = { key_id };
-	PGresult *r;
-	int n;
+	long n;
 
 	if (!acct_id_valid(key_id)) {
 		err_set_field(e, "key", "key: not a key id");
 		return -1;
 	}
-	r = db_query(db, "WITH u AS (UPDATE api_keys SET revoked_at = now()"
+	if (db_exec(db, "WITH u AS (UPDATE api_keys SET revoked_at = now()"
 	    " WHERE id = $1 AND revoked_at IS NULL RETURNING key_hash)"
-	    " SELECT pg_notify('aas_invalidate', 'k:' || key_hash) FROM u", 1, params, e);
-	if (r == NULL)
+	    " SELECT pg_notify('aas_invalidate', 'k:' || key_hash) FROM u", 1, params, &n, e) < 0)
 		return -1;
-	n = PQntuples(r);
-	PQclear(r);
 	if (n != 1) {
 		err_set(e, ERR_NOT_FOUND, "no live key with that id");
 		return -1;
@@ -273,8 +269,9 @@ acct_resolve_key(struct db *db, const char *key, size_t keylen,
 {
 	char hash[KEY_HASH_HEX_LEN + 1];
 	const char *params[1] = { hash };
+	const char *stored;
 	PGresult *r;
-	int ok;
+	int rc;
 
 	if (!key_well_formed(key, keylen)) {
 		err_set(e, ERR_UNAUTHORIZED, "invalid API key");
@@ -293,16 +290,16 @@ acct_resolve_key(struct db *db, const char *key, size_t keylen,
 		OPENSSL_cleanse(hash, sizeof(hash));
 		return -1;
 	}
-	ok = PQntuples(r) == 1 && key_hash_equal(PQgetvalue(r, 0, 1), hash);
-	if (ok)
-		snprintf(account_id, ACCT_ID_LEN + 1, "%s", PQgetvalue(r, 0, 0));
+	stored = PQntuples(r) == 1 ? db_get_text(r, 0, 1) : NULL;
+	if (stored == NULL || !key_hash_equal(stored, hash)) {
+		err_set(e, ERR_UNAUTHORIZED, "invalid API key");
+		rc = -1;
+	} else {
+		rc = db_get_str(r, 0, 0, account_id, ACCT_ID_LEN + 1, e);
+	}
 	PQclear(r);
 	OPENSSL_cleanse(hash, sizeof(hash));
-	if (!ok) {
-		err_set(e, ERR_UNAUTHORIZED, "invalid API key");
-		return -1;
-	}
-	return 0;
+	return rc;
 }
 
 int

@@ -12,6 +12,7 @@
 
 #define REAP_BATCH 50
 #define REAP_MAX_SLEEP_MS 30000
+#define REAP_RETRY_MS 1000      /* after database trouble: try again soon */
 
 struct reaper {
 	struct db *db;
@@ -85,10 +86,13 @@ reap_due(struct reaper *r)
 	}
 	n = PQntuples(res);
 	for (int i = 0; i < n; i++) {
-		log_info("reaper: sandbox %s expired", PQgetvalue(res, i, 0));
-		if (r->destroy(r->ctx, PQgetvalue(res, i, 0), PQgetvalue(res, i, 1)) < 0)
-			log_warn("reaper: sandbox %s: destroy failed; reconcile retries it",
-			    PQgetvalue(res, i, 0));
+		/* Both columns are NOT NULL; reconcile picks up a row skipped here. */
+		const char *id = db_get_text(res, i, 0), *host = db_get_text(res, i, 1);
+		if (id == NULL || host == NULL)
+			continue;
+		log_info("reaper: sandbox %s expired", id);
+		if (r->destroy(r->ctx, id, host) < 0)
+			log_warn("reaper: sandbox %s: destroy failed; reconcile retries it", id);
 	}
 	PQclear(res);
 	return n;
@@ -101,20 +105,23 @@ next_due_ms(struct reaper *r)
 	const char *p[1] = { r->hosts };
 	struct err e;
 	PGresult *res;
-	long ms = REAP_MAX_SLEEP_MS;
+	long long v;
+	int rc;
 
 	err_clear(&e);
 	res = db_query(r->db, "SELECT ceil(extract(epoch FROM (min(expires_at) - now())) * 1000)"
-	    " FROM sandboxes WHERE state = 'running' AND NOT in_pool"
+	    "::bigint FROM sandboxes WHERE state = 'running' AND NOT in_pool"
 	    " AND host_uri = ANY($1::text[])", 1, p, &e);
 	if (res == NULL)
-		return 1000;   /* database trouble: try again soon */
-	if (!PQgetisnull(res, 0, 0)) {
-		double v = strtod(PQgetvalue(res, 0, 0), NULL);
-		ms = v < 0 ? 0 : v > REAP_MAX_SLEEP_MS ? REAP_MAX_SLEEP_MS : (long)v;
-	}
+		return REAP_RETRY_MS;
+	/* NULL: nothing runs here; sleep until poked or the cap. */
+	rc = db_get_ll_or(res, 0, 0, REAP_MAX_SLEEP_MS, &v, &e);
 	PQclear(res);
-	return ms;
+	if (rc < 0) {
+		log_warn("reaper: %s", e.msg);
+		return REAP_RETRY_MS;
+	}
+	return v < 0 ? 0 : v > REAP_MAX_SLEEP_MS ? REAP_MAX_SLEEP_MS : (long)v;
 }
 
 static void *

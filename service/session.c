@@ -25,7 +25,6 @@ sess_create(struct db *db, const char *protocol_version,
 {
 	char name[201], version[101];
 	const char *params[5];
-	PGresult *r;
 
 	if (key_random_hex(id, SESS_ID_LEN + 1, SESS_ID_LEN / 2) < 0) {
 		err_set(e, ERR_INTERNAL, "random generator failed");
@@ -39,12 +38,8 @@ sess_create(struct db *db, const char *protocol_version,
 	params[2] = account_id && *account_id ? account_id : NULL;
 	params[3] = name;
 	params[4] = version;
-	r = db_query(db, "INSERT INTO mcp_sessions(id, protocol_version, account_id,"
-	    " client_name, client_version) VALUES ($1, $2, $3, $4, $5)", 5, params, e);
-	if (r == NULL)
-		return -1;
-	PQclear(r);
-	return 0;
+	return db_exec(db, "INSERT INTO mcp_sessions(id, protocol_version, account_id,"
+	    " client_name, client_version) VALUES ($1, $2, $3, $4, $5)", 5, params, NULL, e);
 }
 
 int
@@ -54,6 +49,7 @@ sess_lookup(struct db *db, const char *id, int idle_s, struct sess_info *out,
 	char idle[16];
 	const char *params[2] = { id, idle };
 	PGresult *r;
+	int rc = -1;
 
 	if (!sess_id_valid(id)) {
 		err_set(e, ERR_NOT_FOUND, "session not found");
@@ -72,36 +68,29 @@ sess_lookup(struct db *db, const char *id, int idle_s, struct sess_info *out,
 	    2, params, e);
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) != 1) {
-		PQclear(r);
+	if (PQntuples(r) != 1)
 		err_set(e, ERR_NOT_FOUND, "session not found");
-		return -1;
-	}
-	snprintf(out->protocol_version, sizeof(out->protocol_version), "%s",
-	    PQgetvalue(r, 0, 0));
-	snprintf(out->account_id, sizeof(out->account_id), "%s", PQgetvalue(r, 0, 1));
+	else if (db_get_str(r, 0, 0, out->protocol_version, sizeof(out->protocol_version),
+	    e) == 0 && db_get_str(r, 0, 1, out->account_id, sizeof(out->account_id), e) == 0)
+		rc = 0;
 	PQclear(r);
-	return 0;
+	return rc;
 }
 
 int
 sess_end(struct db *db, const char *id, struct err *e)
 {
 	const char *params[1] = { id };
-	PGresult *r;
 	long n;
 
 	if (!sess_id_valid(id)) {
 		err_set(e, ERR_NOT_FOUND, "session not found");
 		return -1;
 	}
-	r = db_query(db, "WITH u AS (UPDATE mcp_sessions SET ended_at = now()"
+	if (db_exec(db, "WITH u AS (UPDATE mcp_sessions SET ended_at = now()"
 	    " WHERE id = $1 AND ended_at IS NULL RETURNING id)"
-	    " SELECT pg_notify('aas_invalidate', 's:' || id) FROM u", 1, params, e);
-	if (r == NULL)
+	    " SELECT pg_notify('aas_invalidate', 's:' || id) FROM u", 1, params, &n, e) < 0)
 		return -1;
-	n = PQntuples(r);
-	PQclear(r);
 	if (n != 1) {
 		err_set(e, ERR_NOT_FOUND, "session not found");
 		return -1;
