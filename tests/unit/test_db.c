@@ -1,0 +1,317 @@
+/* test_db.c - checked reads of result fields (base/db.h). The results are
+ * built in memory with libpq's own constructors, so no server is needed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/db.h"
+
+#define TEST_MAX_COLS 8
+
+/* A result of one row whose text columns are `vals` (NULL: SQL NULL). */
+static PGresult *
+one_row(const char *const *vals, int n)
+{
+	PGresAttDesc cols[TEST_MAX_COLS];
+	char names[TEST_MAX_COLS][8];
+	PGresult *r = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
+
+	assert_non_null(r);
+	assert_true(n > 0 && n <= TEST_MAX_COLS);
+	memset(cols, 0, sizeof(cols));
+	for (int i = 0; i < n; i++) {
+		snprintf(names[i], sizeof(names[i]), "c%d", i);
+		cols[i].name = names[i];
+		cols[i].typid = 25;        /* text */
+		cols[i].typlen = -1;
+		cols[i].atttypmod = -1;
+	}
+	assert_int_equal(PQsetResultAttrs(r, n, cols), 1);
+	for (int i = 0; i < n; i++)
+		assert_int_equal(PQsetvalue(r, 0, i, (char *)vals[i],
+		    vals[i] ? (int)strlen(vals[i]) : -1), 1);
+	return r;
+}
+
+/* A result of one column holding `text`. */
+static PGresult *
+one_field(const char *text)
+{
+	const char *vals[1] = { text };
+
+	return one_row(vals, 1);
+}
+
+static void
+test_ll_in_range(void **state)
+{
+	static const struct { const char *text; long long want; } cases[] = {
+		{ "0", 0 },
+		{ "42", 42 },
+		{ "-7", -7 },
+		{ "9223372036854775807", INT64_MAX },
+		{ "-9223372036854775808", INT64_MIN },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		PGresult *r = one_field(cases[i].text);
+		struct err e;
+		long long v = 1;
+
+		err_clear(&e);
+		assert_int_equal(db_get_ll(r, 0, 0, &v, &e), 0);
+		assert_true(v == cases[i].want);
+		assert_int_equal(e.kind, ERR_NONE);
+		v = 1;
+		assert_int_equal(db_get_ll_or(r, 0, 0, 99, &v, &e), 0);
+		assert_true(v == cases[i].want);
+		PQclear(r);
+	}
+}
+
+static void
+test_int_in_and_out_of_range(void **state)
+{
+	static const struct { const char *text; int ok; int want; } cases[] = {
+		{ "2147483647", 1, INT32_MAX },
+		{ "-2147483648", 1, INT32_MIN },
+		{ "1440", 1, 1440 },
+		{ "2147483648", 0, 0 },
+		{ "-2147483649", 0, 0 },
+		{ "9223372036854775807", 0, 0 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		PGresult *r = one_field(cases[i].text);
+		struct err e;
+		int v = -1;
+
+		err_clear(&e);
+		assert_int_equal(db_get_int(r, 0, 0, &v, &e), cases[i].ok ? 0 : -1);
+		assert_int_equal(e.kind, cases[i].ok ? ERR_NONE : ERR_INTERNAL);
+		if (cases[i].ok)
+			assert_int_equal(v, cases[i].want);
+		err_clear(&e);
+		assert_int_equal(db_get_int_or(r, 0, 0, 5, &v, &e), cases[i].ok ? 0 : -1);
+		assert_int_equal(e.kind, cases[i].ok ? ERR_NONE : ERR_INTERNAL);
+		PQclear(r);
+	}
+}
+
+static void
+test_non_numeric_text_is_refused(void **state)
+{
+	static const char *const texts[] = {
+		"", "abc", "12x", "1.5", "1e3", "0x10", "-", "9223372036854775808",
+		"-9223372036854775809", "99999999999999999999",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+		PGresult *r = one_field(texts[i]);
+		struct err e;
+		long long v;
+		int iv;
+
+		err_clear(&e);
+		assert_int_equal(db_get_ll(r, 0, 0, &v, &e), -1);
+		assert_int_equal(e.kind, ERR_INTERNAL);
+		assert_non_null(strstr(e.msg, "not an integer"));
+		err_clear(&e);
+		/* A default stands for NULL only, never for bad text. */
+		assert_int_equal(db_get_ll_or(r, 0, 0, 3, &v, &e), -1);
+		assert_int_equal(e.kind, ERR_INTERNAL);
+		err_clear(&e);
+		assert_int_equal(db_get_int_or(r, 0, 0, 3, &iv, &e), -1);
+		assert_int_equal(e.kind, ERR_INTERNAL);
+		assert_int_equal(db_parse_ll(texts[i], &v), -1);
+		PQclear(r);
+	}
+	assert_int_equal(db_parse_ll(NULL, &(long long){ 0 }), -1);
+}
+
+static void
+test_null_with_and_without_default(void **state)
+{
+	PGresult *r = one_field(NULL);
+	struct err e;
+	long long v = 1;
+	int iv = 1;
+
+	(void)state;
+	err_clear(&e);
+	assert_int_equal(db_get_ll(r, 0, 0, &v, &e), -1);
+	assert_int_equal(e.kind, ERR_INTERNAL);
+	assert_non_null(strstr(e.msg, "NULL"));
+	err_clear(&e);
+	assert_int_equal(db_get_int(r, 0, 0, &iv, &e), -1);
+	assert_int_equal(e.kind, ERR_INTERNAL);
+
+	err_clear(&e);
+	assert_int_equal(db_get_ll_or(r, 0, 0, -1, &v, &e), 0);
+	assert_true(v == -1);
+	assert_int_equal(db_get_ll_or(r, 0, 0, INT64_MAX, &v, &e), 0);
+	assert_true(v == INT64_MAX);
+	assert_int_equal(db_get_int_or(r, 0, 0, 30000, &iv, &e), 0);
+	assert_int_equal(iv, 30000);
+	assert_int_equal(e.kind, ERR_NONE);
+	assert_null(db_get_text(r, 0, 0));
+	PQclear(r);
+}
+
+static void
+test_booleans(void **state)
+{
+	static const struct { const char *text; int ok; int want; } cases[] = {
+		{ "t", 1, 1 },
+		{ "f", 1, 0 },
+		{ NULL, 0, 0 },
+		{ "", 0, 0 },
+		{ "true", 0, 0 },
+		{ "false", 0, 0 },
+		{ "1", 0, 0 },
+		{ "T", 0, 0 },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		PGresult *r = one_field(cases[i].text);
+		struct err e;
+		int v = -1;
+
+		err_clear(&e);
+		assert_int_equal(db_get_bool(r, 0, 0, &v, &e), cases[i].ok ? 0 : -1);
+		assert_int_equal(e.kind, cases[i].ok ? ERR_NONE : ERR_INTERNAL);
+		if (cases[i].ok)
+			assert_int_equal(v, cases[i].want);
+		PQclear(r);
+	}
+}
+
+static void
+test_strings_fit_or_fail(void **state)
+{
+	const char *vals[2] = { "0123456789", NULL };
+	PGresult *r = one_row(vals, 2);
+	char buf[16];
+	struct err e;
+
+	(void)state;
+	err_clear(&e);
+	/* Exactly the length plus its terminator fits. */
+	assert_int_equal(db_get_str(r, 0, 0, buf, 11, &e), 0);
+	assert_string_equal(buf, "0123456789");
+	assert_int_equal(db_get_str(r, 0, 0, buf, sizeof(buf), &e), 0);
+	assert_string_equal(buf, "0123456789");
+	assert_int_equal(e.kind, ERR_NONE);
+	/* One byte short is an error, not a clipped copy. */
+	memcpy(buf, "untouched", 10);
+	assert_int_equal(db_get_str(r, 0, 0, buf, 10, &e), -1);
+	assert_int_equal(e.kind, ERR_INTERNAL);
+	assert_string_equal(buf, "untouched");
+	err_clear(&e);
+	assert_int_equal(db_get_str(r, 0, 0, buf, 1, &e), -1);
+	assert_int_equal(e.kind, ERR_INTERNAL);
+	/* NULL reads as the empty string. */
+	err_clear(&e);
+	assert_int_equal(db_get_str(r, 0, 1, buf, sizeof(buf), &e), 0);
+	assert_string_equal(buf, "");
+	assert_int_equal(db_get_str(r, 0, 1, buf, 1, &e), 0);
+	assert_string_equal(buf, "");
+	assert_string_equal(db_get_text(r, 0, 0), "0123456789");
+	assert_null(db_get_text(r, 0, 1));
+	PQclear(r);
+}
+
+static void
+test_missing_row_or_column(void **state)
+{
+	static const struct { int row, col; } where[] = {
+		{ 1, 0 }, { 0, 2 }, { -1, 0 }, { 0, -1 }, { 5, 5 },
+	};
+	const char *vals[2] = { "1", "t" };
+	PGresult *r = one_row(vals, 2);
+	PGresult *empty = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
+	char buf[8];
+
+	(void)state;
+	assert_non_null(empty);
+	for (size_t i = 0; i < sizeof(where) / sizeof(where[0]); i++) {
+		int row = where[i].row, col = where[i].col;
+		struct err e;
+		long long v;
+		int iv;
+
+		err_clear(&e);
+		assert_int_equal(db_get_ll(r, row, col, &v, &e), -1);
+		assert_int_equal(e.kind, ERR_INTERNAL);
+		assert_non_null(strstr(e.msg, "lacks row"));
+		err_clear(&e);
+		/* A default is no excuse for a column that is not there. */
+		assert_int_equal(db_get_ll_or(r, row, col, 0, &v, &e), -1);
+		assert_int_equal(e.kind, ERR_INTERNAL);
+		err_clear(&e);
+		assert_int_equal(db_get_int_or(r, row, col, 0, &iv, &e), -1);
+		err_clear(&e);
+		assert_int_equal(db_get_bool(r, row, col, &iv, &e), -1);
+		err_clear(&e);
+		assert_int_equal(db_get_str(r, row, col, buf, sizeof(buf), &e), -1);
+		assert_int_equal(e.kind, ERR_INTERNAL);
+		assert_null(db_get_text(r, row, col));
+	}
+	/* No rows at all, and no result at all. */
+	for (int k = 0; k < 2; k++) {
+		PGresult *x = k == 0 ? empty : NULL;
+		struct err e;
+		long long v;
+
+		err_clear(&e);
+		assert_int_equal(db_get_ll(x, 0, 0, &v, &e), -1);
+		assert_int_equal(e.kind, ERR_INTERNAL);
+		err_clear(&e);
+		assert_int_equal(db_get_str(x, 0, 0, buf, sizeof(buf), &e), -1);
+		assert_null(db_get_text(x, 0, 0));
+	}
+	PQclear(empty);
+	PQclear(r);
+}
+
+static void
+test_first_error_wins(void **state)
+{
+	const char *vals[2] = { "x", "7" };
+	PGresult *r = one_row(vals, 2);
+	struct err e;
+	long long v;
+
+	(void)state;
+	err_clear(&e);
+	assert_int_equal(db_get_ll(r, 0, 0, &v, &e), -1);
+	assert_int_equal(db_get_ll(r, 0, 9, &v, &e), -1);
+	assert_non_null(strstr(e.msg, "column 0 is not an integer"));
+	PQclear(r);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_ll_in_range),
+		cmocka_unit_test(test_int_in_and_out_of_range),
+		cmocka_unit_test(test_non_numeric_text_is_refused),
+		cmocka_unit_test(test_null_with_and_without_default),
+		cmocka_unit_test(test_booleans),
+		cmocka_unit_test(test_strings_fit_or_fail),
+		cmocka_unit_test(test_missing_row_or_column),
+		cmocka_unit_test(test_first_error_wins),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
