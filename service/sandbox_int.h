@@ -8,9 +8,9 @@
 
 #include "vmm/orch.h"
 #include "service/sandbox.h"
+#include "service/store.h"
 
-#define SBX_ID_LEN 20          /* "sbx-" + 16 */
-#define SBX_TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+#define SBX_ID_LEN STORE_ID_LEN
 
 struct sbx {
 	struct app *app;
@@ -31,26 +31,10 @@ struct sbx {
 	char net_why[300];
 };
 
-struct sbx_row {
-	char id[SBX_ID_LEN + 1];
-	char state[16];
-	char size[8];
-	char host[512];
-	char net[16];              /* nat, isolated or none */
-};
-
-/* Loads a sandbox of `account` (NULL: any, for maintenance). ERR_NOT_FOUND
- * when there is none. */
-int sbx_load(struct sbx *s, const char *account, const char *id,
-    struct sbx_row *row, struct err *e);
 /* A running sandbox's row, domain name and host connection, or an error
  * saying why not. */
 struct vm_host *sbx_running(struct sbx *s, const char *account, const char *id,
-    struct sbx_row *row, char *domain, size_t dn, struct err *e);
-/* An exit code column as JSON: null while unknown. */
-json_t *sbx_exit_code_json(const PGresult *r, int row, int col);
-json_t *sbx_row_json(struct sbx *s, const char *account, const char *id,
-    struct err *e);
+    struct store_row *row, char *domain, size_t dn, struct err *e);
 /* Boots the VM of a 'creating' row and moves it to running (or failed). */
 int sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size,
     enum vm_net net, const struct sbx_progress *pg, struct err *e);

@@ -19,17 +19,11 @@
 static void
 record_end(struct sbx *s, const char *cmd_id, const char *state, int code)
 {
-	char codes[16];
-	const char *p[3] = { cmd_id, state, codes };
 	struct err e;
-	PGresult *r;
 
 	err_clear(&e);
-	snprintf(codes, sizeof(codes), "%d", code);
-	r = db_query(s->app->db, "UPDATE sandbox_commands SET state = $2, ended_at = now(),"
-	    " exit_code = CASE WHEN $2 = 'running' THEN NULL ELSE $3::int END"
-	    " WHERE id = $1", 3, p, &e);
-	PQclear(r);
+	if (store_cmd_end(s->app->db, cmd_id, state, code, 0, &e) < 0)
+		log_warn("command %s: cannot record its end: %s", cmd_id, e.msg);
 }
 
 /* Stops a command's whole process group (its supervisor forwards the
@@ -65,8 +59,8 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 {
 	const char *id = req->sandbox_id;
 	int timeout_s = req->timeout_s;
-	char domain[64], pids[24];
-	struct sbx_row row;
+	char domain[64];
+	struct store_row row;
 	struct vm_host *h;
 	struct guest_run run;
 	long long t0 = clock_ms();
@@ -97,26 +91,19 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 	run.stdin_data = req->stdin_data;
 	run.stdin_len = req->stdin_data ? req->stdin_len : 0;
 	run.timeout_s = timeout_s;
-	{
-		const char *p[6] = { res->command_id, id, req->command, req->background ? "t" : "f",
-		    res->stdout_path, res->stderr_path };
-		if (db_exec(s->app->db, "INSERT INTO sandbox_commands(id, sandbox_id, command,"
-		    " background, state, stdout_path, stderr_path)"
-		    " VALUES ($1, $2, $3, $4::boolean, 'running', $5, $6)", 6, p, NULL, e) < 0)
-			return -1;
-	}
+	if (store_cmd_insert(s->app->db, res->command_id, id, req->command, req->background,
+	    res->stdout_path, res->stderr_path, e) < 0)
+		return -1;
 	if (guest_run_start(h, domain, &run, &pid, e) < 0) {
 		record_end(s, res->command_id, "failed", -1);
 		return -1;
 	}
-	snprintf(pids, sizeof(pids), "%ld", pid);
 	{
-		const char *p[2] = { res->command_id, pids };
 		struct err ignore;
 
+		/* Only needed to ask about a background command later. */
 		err_clear(&ignore);
-		(void)db_exec(s->app->db, "UPDATE sandbox_commands SET guest_pid = $2::bigint"
-		    " WHERE id = $1", 2, p, NULL, &ignore);
+		(void)store_cmd_set_pid(s->app->db, res->command_id, pid, &ignore);
 	}
 	if (req->background) {
 		res->state = "running";
@@ -173,7 +160,7 @@ sbx_write_file(struct sbx *s, const char *account, const struct sbx_write_req *r
     struct sbx_write_res *res, struct err *e)
 {
 	char domain[64];
-	struct sbx_row row;
+	struct store_row row;
 	struct vm_host *h;
 
 	memset(res, 0, sizeof(*res));
@@ -212,7 +199,7 @@ sbx_read_file(struct sbx *s, const char *account, const struct sbx_read_req *req
     struct sbx_read_res *res, struct err *e)
 {
 	char domain[64];
-	struct sbx_row row;
+	struct store_row row;
 	struct vm_host *h;
 
 	memset(res, 0, sizeof(*res));
@@ -236,7 +223,7 @@ sbx_list_files(struct sbx *s, const char *account, const struct sbx_files_req *r
     struct err *e)
 {
 	char path[SBX_PATH_MAX], domain[64];
-	struct sbx_row row;
+	struct store_row row;
 	struct vm_host *h;
 	json_t *entries;
 	int truncated = 0;
@@ -275,7 +262,7 @@ log_size(struct vm_host *h, const char *domain, const char *path)
 	struct err e;
 
 	err_clear(&e);
-	if (h == NULL || guest_read_log(h, domain, path, 0, -1, &data, &len, &total, &e) < 0)
+	if (h == NULL || path == NULL || guest_read_log(h, domain, path, 0, -1, &data, &len, &total, &e) < 0)
 		total = -1;
 	free(data);
 	return total >= 0 ? json_integer(total) : json_null();
@@ -285,17 +272,16 @@ json_t *
 sbx_command_status(struct sbx *s, const char *account, const char *id, const char *cmd,
     struct err *e)
 {
-	struct sbx_row row;
+	struct store_row row;
 	struct vm_host *h = NULL;
 	char domain[64] = "";
 	json_t *out;
-	PGresult *r;
 
 	if (id == NULL) {
 		err_set_at(e, ERR_INVALID, "sandbox_id", "sandbox_id: required");
 		return NULL;
 	}
-	if (sbx_load(s, account, id, &row, e) < 0)
+	if (store_load(s->app->db, account, id, &row, e) < 0)
 		return NULL;
 	if (!command_id_valid(cmd)) {
 		err_set_at(e, ERR_NOT_FOUND, "command_id", "command_id: no command %.40s in %s",
@@ -307,34 +293,13 @@ sbx_command_status(struct sbx *s, const char *account, const char *id, const cha
 		h = orch_host_by_uri(s->orch, row.host);
 		orch_domain_name(id, domain, sizeof(domain));
 	}
-	{
-		const char *p[2] = { cmd, id };
-		r = db_query(s->app->db,
-		    "SELECT id, command, background, state, exit_code, stdout_path, stderr_path, "
-		    SBX_TS("started_at") ", " SBX_TS("ended_at")
-		    " FROM sandbox_commands WHERE id = $1 AND sandbox_id = $2", 2, p, e);
-	}
-	if (r == NULL)
-		return NULL;
-	if (PQntuples(r) != 1) {
-		PQclear(r);
-		err_set_at(e, ERR_NOT_FOUND, "command_id", "command_id: no command %s in %s",
-		    cmd, id);
-		return NULL;
-	}
-	out = json_pack("{s:s, s:s, s:s, s:b, s:s, s:o, s:s, s:s, s:o, s:o, s:s, s:o}",
-	    "sandbox_id", id, "command_id", cmd,
-	    "command", PQgetvalue(r, 0, 1),
-	    "background", strcmp(PQgetvalue(r, 0, 2), "t") == 0,
-	    "state", PQgetvalue(r, 0, 3),
-	    "exit_code", sbx_exit_code_json(r, 0, 4),
-	    "stdout_path", PQgetvalue(r, 0, 5), "stderr_path", PQgetvalue(r, 0, 6),
-	    "stdout_bytes", log_size(h, domain, PQgetvalue(r, 0, 5)),
-	    "stderr_bytes", log_size(h, domain, PQgetvalue(r, 0, 6)),
-	    "started_at", PQgetvalue(r, 0, 7),
-	    "ended_at", PQgetisnull(r, 0, 8) ? json_null() : json_string(PQgetvalue(r, 0, 8)));
-	PQclear(r);
+	out = store_cmd_json(s->app->db, id, cmd, e);
 	if (out == NULL)
-		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	json_object_set_new(out, "sandbox_id", json_string(id));
+	json_object_set_new(out, "stdout_bytes", log_size(h, domain,
+	    json_string_value(json_object_get(out, "stdout_path"))));
+	json_object_set_new(out, "stderr_bytes", log_size(h, domain,
+	    json_string_value(json_object_get(out, "stderr_path"))));
 	return out;
 }

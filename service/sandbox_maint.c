@@ -24,12 +24,11 @@ void
 sbx_expiry_changed(struct sbx *s)
 {
 	struct err e;
-	PGresult *r;
 
 	/* Every aasd's reaper sleeps until the nearest expiry; wake them. */
 	err_clear(&e);
-	r = db_query(s->app->db, "SELECT pg_notify('aas_invalidate', 'e:')", 0, NULL, &e);
-	PQclear(r);
+	if (store_expiry_changed(s->app->db, &e) < 0)
+		log_warn("cannot wake the expiry reapers: %s", e.msg);
 }
 
 /* A sandbox that failed to boot, or that the service lost, is refunded in
@@ -37,18 +36,13 @@ sbx_expiry_changed(struct sbx *s)
 static void
 mark_failed(struct sbx *s, const char *id, const char *reason)
 {
-	const char *p[2] = { id, reason };
 	struct bill_settlement st;
 	struct err e;
-	PGresult *r;
 
 	err_clear(&e);
-	r = db_query(s->app->db, "UPDATE sandboxes SET state = 'failed', failed_at = now(),"
-	    " failure_reason = $2, owner = NULL, in_pool = false"
-	    " WHERE id = $1 AND state IN ('creating', 'running', 'destroying')", 2, p, &e);
-	if (r == NULL)
+	if (store_mark_ended(s->app->db, id, "failed", reason, &e) < 0)
 		log_error("sandbox %s: cannot record failure: %s", id, e.msg);
-	PQclear(r);
+	err_clear(&e);
 	if (bill_settle(s->app->db, s->app->cfg.minute_s, id, 1, &st, &e) < 0)
 		log_error("sandbox %s: settlement failed: %s", id, e.msg);
 }
@@ -68,9 +62,8 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size,
 {
 	const struct cat_size *sz = cat_find(size);
 	const char *accel;
-	PGresult *r;
 	double t0;
-	int won;
+	int won = 0;
 
 	if (sz == NULL) {
 		err_set(e, ERR_INTERNAL, "unknown size %s", size);
@@ -93,17 +86,9 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size,
 	}
 	metrics_boot(1, metrics_now() - t0);
 	accel = orch_accel(s->orch);
-	char minute[16];
-	snprintf(minute, sizeof(minute), "%d", s->app->cfg.minute_s);
-	const char *q[3] = { id, accel ? accel : "tcg", minute };
-	/* Expiry counts from readiness; warm VMs get theirs when claimed. */
-	r = db_query(s->app->db, "UPDATE sandboxes SET state = 'running', ready_at = now(),"
-	    " accelerator = $2, owner = NULL,"
-	    " expires_at = CASE WHEN in_pool THEN NULL"
-	    "  ELSE now() + make_interval(secs => timeout_minutes * $3::int) END"
-	    " WHERE id = $1 AND state = 'creating' RETURNING id", 3, q, e);
-	won = r != NULL && PQntuples(r) == 1;
-	PQclear(r);
+	if (store_mark_running(s->app->db, id, accel ? accel : "tcg", s->app->cfg.minute_s, &won,
+	    e) < 0)
+		won = 0;
 	if (!won) {
 		/* Destroyed while booting (or the database failed us): no VM
 		 * may outlive its row's intent. */
@@ -122,22 +107,13 @@ int
 sbx_finish_destroy(struct sbx *s, const char *id, const char *host,
     const char *final_state, const char *reason, struct err *e)
 {
-	const char *p[3] = { id, final_state, reason };
-	PGresult *r;
-
 	if (orch_destroy(s->orch, host, id, e) < 0) {
 		/* The row stays 'destroying'; reconcile finishes it later. */
 		log_warn("sandbox %s: destroy failed: %s", id, e->msg);
 		return -1;
 	}
-	r = db_query(s->app->db, "UPDATE sandboxes SET state = $2, owner = NULL, in_pool = false,"
-	    " destroyed_at = CASE WHEN $2 = 'destroyed' THEN now() END,"
-	    " failed_at = CASE WHEN $2 = 'failed' THEN now() END,"
-	    " failure_reason = coalesce($3, failure_reason)"
-	    " WHERE id = $1 AND state IN ('creating', 'running', 'destroying')", 3, p, e);
-	if (r == NULL)
+	if (store_mark_ended(s->app->db, id, final_state, reason, e) < 0)
 		return -1;
-	PQclear(r);
 	log_info("sandbox %s: %s", id, final_state);
 	/* Its forwards went with the VM. */
 	sbx_ports_drop(s, id);
@@ -154,49 +130,37 @@ sbx_finish_destroy(struct sbx *s, const char *id, const char *host,
 void
 sbx_refresh_commands(struct sbx *s, const char *id, const char *host)
 {
-	const char *p[1] = { id };
 	struct vm_host *h = orch_host_by_uri(s->orch, host);
+	struct store_cmd_pid *cmds = NULL;
+	size_t n = 0;
 	char domain[64];
 	struct err e;
-	PGresult *r;
 
-	if (h == NULL)
-		return;
 	err_clear(&e);
+	if (h == NULL || store_cmd_running(s->app->db, id, &cmds, &n, &e) < 0)
+		return;
 	orch_domain_name(id, domain, sizeof(domain));
-	r = db_query(s->app->db, "SELECT id, guest_pid FROM sandbox_commands"
-	    " WHERE sandbox_id = $1 AND state = 'running' AND guest_pid IS NOT NULL", 1, p, &e);
-	for (int i = 0; r && i < PQntuples(r); i++) {
+	for (size_t i = 0; i < n; i++) {
 		struct agent_exec_status st;
-		long long pid;
 
 		err_clear(&e);
-		if (db_get_ll(r, i, 1, &pid, &e) < 0 || pid <= 0 || pid > LONG_MAX)
-			continue;
-		if (agent_exec_status(h, domain, (long)pid, &st, &e) < 0) {
+		if (agent_exec_status(h, domain, cmds[i].pid, &st, &e) < 0) {
 			/* The agent forgot it (restarted): the outcome is unknown. */
-			const char *q[1] = { PQgetvalue(r, i, 0) };
 			if (strstr(e.msg, "Invalid parameter") || strstr(e.msg, "PID")) {
-				PGresult *u = db_query(s->app->db, "UPDATE sandbox_commands SET"
-				    " state = 'failed', ended_at = now() WHERE id = $1", 1, q, &e);
-				PQclear(u);
+				err_clear(&e);
+				(void)store_cmd_end(s->app->db, cmds[i].id, "failed", -1, 1, &e);
 			}
 			continue;
 		}
 		if (st.exited) {
 			int code = st.signal ? 128 + st.signal : st.exit_code;
-			char codes[16];
-			const char *q[3] = { PQgetvalue(r, i, 0), codes,
-				code == 124 ? "timed_out" : "exited" };
-			snprintf(codes, sizeof(codes), "%d", code);
-			PGresult *u = db_query(s->app->db, "UPDATE sandbox_commands SET state = $3,"
-			    " exit_code = $2::int, ended_at = now() WHERE id = $1 AND state = 'running'",
-			    3, q, &e);
-			PQclear(u);
+			err_clear(&e);
+			(void)store_cmd_end(s->app->db, cmds[i].id,
+			    code == 124 ? "timed_out" : "exited", code, 1, &e);
 		}
 		agent_exec_status_clear(&st);
 	}
-	PQclear(r);
+	free(cmds);
 }
 
 /* ---- reconcile ---- */
@@ -227,10 +191,8 @@ static void
 reconcile_domains(struct sbx *s, const char *host, char **ids, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
-		const char *p[2] = { ids[i], NULL };
 		struct err e;
-		PGresult *r;
-		int orphan;
+		int live;
 
 		err_clear(&e);
 		if (strncmp(ids[i], "sbx-", 4) != 0) {
@@ -238,13 +200,9 @@ reconcile_domains(struct sbx *s, const char *host, char **ids, size_t n)
 				orch_destroy(s->orch, host, ids[i], &e);
 			continue;
 		}
-		r = db_query(s->app->db, "SELECT state FROM sandboxes WHERE id = $1"
-		    " AND state IN ('creating', 'running', 'destroying')", 1, p, &e);
-		if (r == NULL)
+		if (store_is_live(s->app->db, ids[i], &live, &e) < 0)
 			continue;   /* database trouble: decide nothing */
-		orphan = PQntuples(r) == 0;
-		PQclear(r);
-		if (orphan) {
+		if (!live) {
 			log_warn("reconcile: VM %s has no live sandbox row; destroying it", ids[i]);
 			orch_destroy(s->orch, host, ids[i], &e);
 		}
@@ -254,23 +212,16 @@ reconcile_domains(struct sbx *s, const char *host, char **ids, size_t n)
 static void
 reconcile_rows(struct sbx *s, const char *host, char **ids, size_t n)
 {
-	char dead[16];
-	const char *p[2] = { host, dead };
+	struct store_host_row *rows = NULL;
+	size_t nrows = 0;
 	struct err e;
-	PGresult *r;
 
 	err_clear(&e);
-	snprintf(dead, sizeof(dead), "%d", SBX_OWNER_DEAD_S);
-	r = db_query(s->app->db, "SELECT s.id, s.state,"
-	    " (s.owner IS NULL OR i.heartbeat_at IS NULL"
-	    "  OR i.heartbeat_at < now() - make_interval(secs => $2::int))::text"
-	    " FROM sandboxes s LEFT JOIN aasd_instances i ON i.id = s.owner"
-	    " WHERE s.host_uri = $1 AND s.state IN ('creating', 'running', 'destroying')",
-	    2, p, &e);
-	for (int i = 0; r && i < PQntuples(r); i++) {
-		const char *id = PQgetvalue(r, i, 0);
-		const char *state = PQgetvalue(r, i, 1);
-		int owner_dead = strcmp(PQgetvalue(r, i, 2), "true") == 0;
+	if (store_host_rows(s->app->db, host, SBX_OWNER_DEAD_S, &rows, &nrows, &e) < 0)
+		return;
+	for (size_t i = 0; i < nrows; i++) {
+		const char *id = rows[i].id;
+		const char *state = rows[i].state;
 		struct vm_host *h = orch_host_by_uri(s->orch, host);
 		char domain[64];
 
@@ -284,15 +235,15 @@ reconcile_rows(struct sbx *s, const char *host, char **ids, size_t n)
 				    " from inside, or host restart)");
 				orch_destroy(s->orch, host, id, &e);
 			}
-		} else if (strcmp(state, "creating") == 0 && owner_dead) {
+		} else if (strcmp(state, "creating") == 0 && rows[i].owner_dead) {
 			log_warn("reconcile: sandbox %s was left half-created; failing it", id);
 			orch_destroy(s->orch, host, id, &e);
 			mark_failed(s, id, "the service stopped while the sandbox was starting");
-		} else if (strcmp(state, "destroying") == 0 && owner_dead) {
+		} else if (strcmp(state, "destroying") == 0 && rows[i].owner_dead) {
 			sbx_finish_destroy(s, id, host, "destroyed", NULL, &e);
 		}
 	}
-	PQclear(r);
+	free(rows);
 }
 
 int
@@ -323,46 +274,24 @@ refill_pool(struct sbx *s)
 		const char *host = orch_pick_host(s->orch);
 		enum vm_net net = sbx_net_pool(s);
 		char id[SBX_ID_LEN + 1] = "sbx-", domain[64];
-		const char *p[6];
+		long long have, stale;
 		struct err e;
-		PGresult *r;
-		long have;
 
 		err_clear(&e);
-		p[0] = sz->name;
-		p[1] = host;
-		p[2] = vm_net_name(net);
 		/* Warm VMs with another network device than new ones get (the
 		 * isolation rule came or went) are surplus. */
-		r = db_query(s->app->db, "SELECT count(*) FILTER (WHERE net = $3),"
-		    " count(*) FILTER (WHERE net <> $3 AND state = 'running') FROM sandboxes"
-		    " WHERE in_pool AND state IN ('creating', 'running') AND size = $1"
-		    " AND host_uri = $2", 3, p, &e);
-		if (r == NULL)
+		if (store_pool_counts(s->app->db, sz->name, host, vm_net_name(net), &have, &stale,
+		    &e) < 0)
 			return;
-		long long have_n = 0, stale = 0;
-		int bad = db_get_ll(r, 0, 0, &have_n, &e) < 0 || db_get_ll(r, 0, 1, &stale, &e) < 0;
-		PQclear(r);
-		if (bad)
-			return;
-		have = (long)have_n;
 		if (have > want || stale > 0) {
 			/* The pool was made smaller: drop the newest surplus VM. */
-			const char *q[4] = { sz->name, host, s->instance, vm_net_name(net) };
-			r = db_query(s->app->db, "UPDATE sandboxes SET state = 'destroying',"
-			    " destroying_at = now(), owner = $3 WHERE id = (SELECT id FROM sandboxes"
-			    "  WHERE in_pool AND state = 'running' AND size = $1 AND host_uri = $2"
-			    "  ORDER BY (net = $4), created_at DESC LIMIT 1 FOR UPDATE SKIP LOCKED)"
-			    " RETURNING id", 4, q, &e);
-			if (r != NULL && PQntuples(r) == 1) {
-				char surplus[SBX_ID_LEN + 1];
-				snprintf(surplus, sizeof(surplus), "%s", PQgetvalue(r, 0, 0));
-				PQclear(r);
+			char surplus[SBX_ID_LEN + 1];
+			if (store_pool_take_surplus(s->app->db, sz->name, host, s->instance,
+			    vm_net_name(net), surplus, &e) == 1) {
 				log_info("warm pool: %s VM %s no longer needed", sz->name, surplus);
 				sbx_finish_destroy(s, surplus, host, "destroyed", NULL, &e);
 				return;
 			}
-			PQclear(r);
 			continue;
 		}
 		if (have >= want)
@@ -370,20 +299,12 @@ refill_pool(struct sbx *s)
 		if (key_random_base36(id + 4, 16) < 0)
 			return;
 		orch_domain_name(id, domain, sizeof(domain));
-		p[0] = id;
-		p[1] = sz->name;
-		p[2] = host;
-		p[3] = domain;
-		p[4] = s->instance;
-		p[5] = vm_net_name(net);
-		r = db_query(s->app->db, "INSERT INTO sandboxes(id, in_pool, size, host_uri,"
-		    " domain_name, state, owner, timeout_minutes, net)"
-		    " VALUES ($1, true, $2, $3, $4, 'creating', $5, 1, $6)", 6, p, &e);
-		if (r == NULL)
+		struct store_new n = { .size = sz->name, .host = host, .domain = domain,
+			.owner = s->instance, .timeout_min = 1, .net = vm_net_name(net) };
+		if (store_insert_pool(s->app->db, id, &n, &e) < 0)
 			return;
-		PQclear(r);
 		if (sbx_boot_row(s, id, host, sz->name, net, NULL, &e) == 0)
-			log_info("warm pool: %s VM %s ready (%ld/%d)", sz->name, id, have + 1, want);
+			log_info("warm pool: %s VM %s ready (%lld/%d)", sz->name, id, have + 1, want);
 		return;   /* one per round, so the loop keeps its other duties */
 	}
 }
@@ -393,47 +314,32 @@ refill_pool(struct sbx *s)
 static void
 heartbeat(struct sbx *s)
 {
-	const char *p[2] = { s->instance, s->app->cfg.libvirt_uri };
 	struct err e;
-	PGresult *r;
 
 	err_clear(&e);
-	r = db_query(s->app->db, "INSERT INTO aasd_instances(id, host_uris) VALUES ($1, $2)"
-	    " ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()", 2, p, &e);
-	PQclear(r);
+	if (store_heartbeat(s->app->db, s->instance, s->app->cfg.libvirt_uri, &e) < 0)
+		log_warn("heartbeat: %s", e.msg);
 }
 
 static void
 update_capacity(struct sbx *s)
 {
 	const char *accel = orch_accel(s->orch);
+	long long live, warm[3];
 	struct err e;
-	PGresult *r;
 	json_t *c;
 
 	err_clear(&e);
-	r = db_query(s->app->db, "SELECT"
-	    " count(*) FILTER (WHERE NOT in_pool AND state IN ('creating', 'running')),"
-	    " count(*) FILTER (WHERE in_pool AND state = 'running' AND size = 'small'),"
-	    " count(*) FILTER (WHERE in_pool AND state = 'running' AND size = 'medium'),"
-	    " count(*) FILTER (WHERE in_pool AND state = 'running' AND size = 'large')"
-	    " FROM sandboxes WHERE state IN ('creating', 'running')", 0, NULL, &e);
-	if (r == NULL)
+	if (store_capacity(s->app->db, &live, warm, &e) < 0)
 		return;
-	long long n[4];
-	for (int i = 0; i < 4; i++)
-		if (db_get_ll(r, 0, i, &n[i], &e) < 0) {
-			PQclear(r);
-			return;
-		}
 	c = json_pack("{s:o, s:s, s:I, s:I, s:{s:I, s:I, s:I}}",
 	    "accelerator", accel ? json_string(accel) : json_null(),
 	    "accelerator_note", orch_accel_reason(s->orch),
 	    "hosts", (json_int_t)orch_host_count(s->orch),
-	    "live_sandboxes", (json_int_t)n[0],
+	    "live_sandboxes", (json_int_t)live,
 	    "warm_pool_ready",
-	    "small", (json_int_t)n[1], "medium", (json_int_t)n[2], "large", (json_int_t)n[3]);
-	PQclear(r);
+	    "small", (json_int_t)warm[0], "medium", (json_int_t)warm[1],
+	    "large", (json_int_t)warm[2]);
 	if (c == NULL)
 		return;
 	pthread_mutex_lock(&s->cap_lock);

@@ -136,40 +136,35 @@ port_url(struct sbx *s, const char *id, int port, char *out, size_t n)
 json_t *
 sbx_ports_json(struct sbx *s, const char *id, struct err *e)
 {
-	const char *p[1] = { id };
-	PGresult *r = db_query(s->app->db, "SELECT port, public, " SBX_TS("created_at")
-	    " FROM sandbox_ports WHERE sandbox_id = $1 ORDER BY port", 1, p, e);
+	struct store_port *ports;
+	size_t n;
 	json_t *arr;
 
-	if (r == NULL)
+	if (store_ports(s->app->db, id, &ports, &n, e) < 0)
 		return NULL;
 	arr = json_array();
-	for (int i = 0; arr && i < PQntuples(r); i++) {
-		int port;
+	for (size_t i = 0; arr && i < n; i++) {
 		char url[512];
-		struct err bad;
 
-		err_clear(&bad);
-		if (db_get_int(r, i, 0, &port, &bad) < 0)
-			continue;
-		if (port_url(s, id, port, url, sizeof(url)) < 0)
+		if (port_url(s, id, ports[i].port, url, sizeof(url)) < 0)
 			continue;
 		json_array_append_new(arr, json_pack("{s:i, s:s, s:b, s:s}",
-		    "port", port, "url", url,
-		    "public", strcmp(PQgetvalue(r, i, 1), "t") == 0,
-		    "created_at", PQgetvalue(r, i, 2)));
+		    "port", ports[i].port, "url", url, "public", ports[i].public,
+		    "created_at", ports[i].created_at));
 	}
-	PQclear(r);
+	free(ports);
+	if (arr == NULL)
+		err_set(e, ERR_INTERNAL, "out of memory");
 	return arr;
 }
 
 json_t *
 sbx_list_ports(struct sbx *s, const char *account, const char *id, struct err *e)
 {
-	struct sbx_row row;
+	struct store_row row;
 	json_t *ports;
 
-	if (sbx_load(s, account, id, &row, e) < 0)
+	if (store_load(s->app->db, account, id, &row, e) < 0)
 		return NULL;
 	ports = sbx_ports_json(s, id, e);
 	return ports ? json_pack("{s:s, s:o}", "sandbox_id", id, "ports", ports) : NULL;
@@ -178,11 +173,11 @@ sbx_list_ports(struct sbx *s, const char *account, const char *id, struct err *e
 void
 sbx_ports_drop(struct sbx *s, const char *id)
 {
-	const char *p[1] = { id };
 	struct err e;
 
 	err_clear(&e);
-	PQclear(db_query(s->app->db, "DELETE FROM sandbox_ports WHERE sandbox_id = $1", 1, p, &e));
+	if (store_ports_drop(s->app->db, id, &e) < 0)
+		log_warn("sandbox %s: cannot forget its ports: %s", id, e.msg);
 }
 
 json_t *
@@ -193,11 +188,10 @@ sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req 
 	int port = req->port;
 	int public = req->public;
 	char token[KEY_TEXT_LEN + 1], hash[KEY_HASH_HEX_LEN + 1] = "", url[512];
-	char domain[64], hp_text[16], port_text[16];
-	struct sbx_row row;
-	int host_port = 0;
+	char domain[64];
+	struct store_row row;
+	int host_port = 0, exists = 0, inserted = 0;
 	json_t *out = NULL;
-	PGresult *r;
 
 	if (sbx_running(s, account, id, &row, domain, sizeof(domain), e) == NULL)
 		return NULL;
@@ -213,17 +207,12 @@ sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req 
 		err_set(e, ERR_INTERNAL, "preview URL too long");
 		return NULL;
 	}
-	snprintf(port_text, sizeof(port_text), "%d", port);
-	r = db_query(s->app->db, "SELECT 1 FROM sandbox_ports WHERE sandbox_id = $1 AND port = $2",
-	    2, (const char *[]){ id, port_text }, e);
-	if (r == NULL)
+	if (store_port_exists(s->app->db, id, port, &exists, e) < 0)
 		return NULL;
-	if (PQntuples(r) > 0) {
-		PQclear(r);
+	if (exists) {
 		err_set_at(e, ERR_CONFLICT, "port", "port: %d is already exposed at %s", port, url);
 		return NULL;
 	}
-	PQclear(r);
 	if (!public) {
 		/* Shown once; only the hash is kept. */
 		memcpy(token, "aas_pt_", 7);
@@ -235,23 +224,16 @@ sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req 
 	}
 	if (orch_forward_add(s->orch, row.host, id, port, &host_port, e) < 0)
 		return NULL;
-	snprintf(hp_text, sizeof(hp_text), "%d", host_port);
-	r = db_query(s->app->db, "INSERT INTO sandbox_ports(sandbox_id, port, public, host_port,"
-	    " token_hash) SELECT $1, $2::int, $3::boolean, $4::int, nullif($5, '')"
-	    " WHERE EXISTS (SELECT 1 FROM sandboxes WHERE id = $1 AND state = 'running')"
-	    " ON CONFLICT DO NOTHING RETURNING port", 5,
-	    (const char *[]){ id, port_text, public ? "true" : "false", hp_text, hash }, e);
-	if (r == NULL || PQntuples(r) != 1) {
+	if (store_port_insert(s->app->db, id, port, public, host_port, hash, &inserted, e) < 0 ||
+	    !inserted) {
 		struct err ignore;
 		err_clear(&ignore);
 		orch_forward_remove(s->orch, row.host, id, host_port, &ignore);
-		if (r != NULL)
+		if (e->kind == ERR_NONE)
 			err_set_at(e, ERR_CONFLICT, "port", "port: %d is already exposed at %s"
 			    " (or the sandbox stopped)", port, url);
-		PQclear(r);
 		return NULL;
 	}
-	PQclear(r);
 	log_info("sandbox %s: port %d exposed (%s) via 127.0.0.1:%d", id, port,
 	    public ? "public" : "private", host_port);
 	out = json_pack("{s:s, s:i, s:s, s:b}", "sandbox_id", id, "port", port, "url", url,
@@ -340,10 +322,10 @@ preview_allowed(const char *hash, const char *id, int port, const struct preview
 void
 sbx_preview_route(struct sbx *s, const struct preview_ask *ask, struct preview_route *out)
 {
-	char label[128], id[PREVIEW_ID_MAX + 1], port_text[16];
+	char label[128], id[PREVIEW_ID_MAX + 1];
+	struct store_preview pv;
 	struct err e;
-	PGresult *r;
-	int port, st;
+	int port, st, found;
 
 	if (!preview_under_domain(ask->host, s->app->cfg.preview_domain, label, sizeof(label)) ||
 	    preview_parse_label(label, &port, id, sizeof(id)) < 0) {
@@ -351,40 +333,26 @@ sbx_preview_route(struct sbx *s, const struct preview_ask *ask, struct preview_r
 		    " like <port>-<sandbox_id>.<domain>; expose_port gives them.");
 		return;
 	}
-	snprintf(port_text, sizeof(port_text), "%d", port);
 	err_clear(&e);
-	r = db_query(s->app->db, "SELECT p.host_port, p.public, coalesce(p.token_hash, ''),"
-	    " b.host_uri FROM sandbox_ports p JOIN sandboxes b ON b.id = p.sandbox_id"
-	    " WHERE p.sandbox_id = $1 AND p.port = $2::int AND b.state = 'running'", 2,
-	    (const char *[]){ id, port_text }, &e);
-	if (r == NULL) {
+	if (store_preview_lookup(s->app->db, id, port, &pv, &found, &e) < 0) {
 		route_fail(out, 503, "The preview service cannot reach its database; retry shortly.");
 		return;
 	}
-	if (PQntuples(r) != 1) {
-		PQclear(r);
+	if (!found) {
 		route_fail(out, 404, "This preview does not exist: the port is not exposed, or"
 		    " the sandbox was destroyed.");
 		return;
 	}
-	if (db_get_int(r, 0, 0, &out->upstream_port, &e) < 0) {
-		PQclear(r);
-		route_fail(out, 503, "The preview service could not read its database; retry shortly.");
-		return;
-	}
-	if (!host_is_local(PQgetvalue(r, 0, 3))) {
-		PQclear(r);
+	out->upstream_port = pv.host_port;
+	if (!host_is_local(pv.host)) {
 		route_fail(out, 502, "This sandbox runs on a remote hypervisor host; previews of"
 		    " remote sandboxes are not served by this instance.");
 		return;
 	}
-	if (strcmp(PQgetvalue(r, 0, 1), "t") != 0 &&
-	    (st = preview_allowed(PQgetvalue(r, 0, 2), id, port, ask, out)) != 0) {
-		PQclear(r);
+	if (!pv.public && (st = preview_allowed(pv.token_hash, id, port, ask, out)) != 0) {
 		route_fail(out, st, st == 401 ? "This preview is private. Send the token from"
 		    " expose_port in the x-aas-preview-token header, or open its signed URL." :
 		    "The preview token or signed URL is wrong or has expired.");
 		return;
 	}
-	PQclear(r);
 }
