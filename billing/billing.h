@@ -12,16 +12,16 @@
 #include "base/err.h"
 
 /* Inside the create transaction (account row already locked): charges
- * minutes x price for the sandbox row `id` and records the price on it.
- * With too little credit: ERR_PAYMENT stating balance, price and what the
- * balance buys; nothing is written. */
+ * minutes x price for sandbox `id` to the ledger. With too little credit:
+ * ERR_PAYMENT stating balance, price and what the balance buys; nothing
+ * is written. The caller records the price on the sandbox's row. */
 int bill_charge_create(PGconn *c, const char *account, const char *id,
     const char *size, int minutes, int64_t price, struct err *e);
 
 /* Inside the extend transaction, once the caller has locked the account
  * and then the sandbox row and allowed `minutes` more: charges minutes x
- * price (the price recorded at create) and adds them to the row's paid
- * minutes. *charged is the cost and *balance the balance after it. With
+ * price (the price recorded at create) to the ledger; the caller adds
+ * them to the row. *charged is the cost and *balance the balance after it. With
  * too little credit: ERR_PAYMENT stating balance, cost and what the
  * balance buys; nothing is written. */
 int bill_charge_extend(PGconn *c, const char *account, const char *id, int minutes,
@@ -36,15 +36,20 @@ struct bill_settlement {
 	int64_t refund_posted; /* refund this call wrote to the ledger */
 };
 
-/* Inside the caller's transaction: settles sandbox `id` once, refunding
- * every whole paid minute (of `minute_s` seconds) not used, all of them
- * when `full_refund` (it never ran, or the service lost it). */
-int bill_settle_tx(PGconn *c, int minute_s, const char *id, int full_refund,
-    struct bill_settlement *out, struct err *e);
+/* What a sandbox paid for and how long it ran: what a refund needs. */
+struct bill_use {
+	int paid_minutes;
+	int64_t price;             /* per minute, recorded at create */
+	int64_t ran_ms;            /* from ready to its end (or now) */
+	int full_refund;           /* it never ran, or the service lost it */
+};
 
-/* bill_settle_tx in a transaction of its own; counts the refund in the
- * metrics once it is committed. */
-int bill_settle(struct db *db, int minute_s, const char *id, int full_refund,
-    struct bill_settlement *out, struct err *e);
+/* Inside the caller's transaction (account row locked first, then the
+ * sandbox row): the minutes used and the refund of every whole paid minute
+ * (of `minute_s` seconds) not used, posted to the ledger once (its key is
+ * the sandbox). `account` NULL or "": a warm VM, nothing to post. Fills
+ * minutes_used, refunded and refund_posted. */
+int bill_refund_tx(PGconn *c, const char *account, const char *id, const struct bill_use *u,
+    int minute_s, struct bill_settlement *out, struct err *e);
 
 #endif

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "service/sandbox.h"
+#include "service/store.h"
 
 /* Scrapes from several Prometheus servers share one database read. */
 #define GAUGE_CACHE_S 1.0
@@ -65,30 +66,15 @@ metrics_http_token_ok(const char *authorization, const char *token)
 static void
 read_sandboxes(struct metrics_http *mh, struct metrics_gauges *g)
 {
-	static const char *const states[] = { "creating", "running", "destroying" };
 	double now = metrics_now();
 	struct err e;
-	PGresult *r;
 
 	pthread_mutex_lock(&mh->lock);
 	if (mh->read_at == 0 || now - mh->read_at >= GAUGE_CACHE_S) {
 		err_clear(&e);
-		/* The partial index on live states keeps this cheap however
-		 * many destroyed rows the table holds. */
-		r = db_query(mh->app->db, "SELECT state, count(*) FROM sandboxes"
-		    " WHERE state IN ('creating', 'running', 'destroying') GROUP BY state",
-		    0, NULL, &e);
-		mh->db_up = r != NULL;
-		mh->sandboxes_ok = r != NULL;
-		memset(mh->sandboxes, 0, sizeof(mh->sandboxes));
-		for (int i = 0; r && i < PQntuples(r); i++) {
-			const char *state = db_get_text(r, i, 0);
-			for (int s = 0; state && s < 3; s++)
-				if (strcmp(state, states[s]) == 0 &&
-				    db_get_ll(r, i, 1, &mh->sandboxes[s], &e) < 0)
-					mh->sandboxes_ok = 0;
-		}
-		PQclear(r);
+		mh->sandboxes_ok = store_count_live(mh->app->db, mh->sandboxes, &e) == 0;
+		/* A failed count with a live connection is a read error, not an outage. */
+		mh->db_up = mh->sandboxes_ok || e.kind != ERR_UNAVAILABLE;
 		if (mh->db_up && !mh->sandboxes_ok)
 			log_warn("metrics: sandbox counts: %s", e.msg);
 		mh->read_at = now;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "service/store.h"
 
 #define REAP_BATCH 50
 #define REAP_MAX_SLEEP_MS 30000
@@ -68,56 +69,34 @@ array_literal(const char *list, char *out, size_t n)
 static int
 reap_due(struct reaper *r)
 {
-	const char *p[2] = { r->hosts, r->instance };
+	struct store_due *due;
+	size_t n;
 	struct err e;
-	PGresult *res;
-	int n;
 
 	err_clear(&e);
-	res = db_query(r->db, "UPDATE sandboxes SET state = 'destroying',"
-	    " destroying_at = now(), owner = $2"
-	    " WHERE id IN (SELECT id FROM sandboxes WHERE state = 'running' AND NOT in_pool"
-	    "  AND expires_at <= now() AND host_uri = ANY($1::text[])"
-	    "  ORDER BY expires_at LIMIT 50 FOR UPDATE SKIP LOCKED)"
-	    " RETURNING id, host_uri", 2, p, &e);
-	if (res == NULL) {
+	if (store_claim_due(r->db, r->hosts, r->instance, REAP_BATCH, &due, &n, &e) < 0) {
 		log_warn("reaper: %s", e.msg);
 		return -1;
 	}
-	n = PQntuples(res);
-	for (int i = 0; i < n; i++) {
-		/* Both columns are NOT NULL; reconcile picks up a row skipped here. */
-		const char *id = db_get_text(res, i, 0), *host = db_get_text(res, i, 1);
-		if (id == NULL || host == NULL)
-			continue;
-		log_info("reaper: sandbox %s expired", id);
-		if (r->destroy(r->ctx, id, host) < 0)
-			log_warn("reaper: sandbox %s: destroy failed; reconcile retries it", id);
+	for (size_t i = 0; i < n; i++) {
+		log_info("reaper: sandbox %s expired", due[i].id);
+		if (r->destroy(r->ctx, due[i].id, due[i].host) < 0)
+			log_warn("reaper: sandbox %s: destroy failed; reconcile retries it", due[i].id);
 	}
-	PQclear(res);
-	return n;
+	free(due);
+	return (int)n;
 }
 
 /* Milliseconds until the nearest expiry on our hosts (capped). */
 static long
 next_due_ms(struct reaper *r)
 {
-	const char *p[1] = { r->hosts };
 	struct err e;
-	PGresult *res;
 	long long v;
-	int rc;
 
 	err_clear(&e);
-	res = db_query(r->db, "SELECT ceil(extract(epoch FROM (min(expires_at) - now())) * 1000)"
-	    "::bigint FROM sandboxes WHERE state = 'running' AND NOT in_pool"
-	    " AND host_uri = ANY($1::text[])", 1, p, &e);
-	if (res == NULL)
-		return REAP_RETRY_MS;
-	/* NULL: nothing runs here; sleep until poked or the cap. */
-	rc = db_get_ll_or(res, 0, 0, REAP_MAX_SLEEP_MS, &v, &e);
-	PQclear(res);
-	if (rc < 0) {
+	/* Nothing runs here: sleep until poked or the cap. */
+	if (store_next_expiry_ms(r->db, r->hosts, REAP_MAX_SLEEP_MS, &v, &e) < 0) {
 		log_warn("reaper: %s", e.msg);
 		return REAP_RETRY_MS;
 	}

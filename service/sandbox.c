@@ -12,6 +12,7 @@
 #include "base/keys.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "service/settle.h"
 #include "billing/price.h"
 #include "base/utf8.h"
 #include "service/store.h"
@@ -144,6 +145,17 @@ struct create_tx {
 	enum vm_net net;
 };
 
+/* The ledger charge and the row's price, in the create transaction. */
+static int
+charge(PGconn *c, struct create_tx *t, struct err *e)
+{
+	if (bill_charge_create(c, t->n.account, t->id, t->n.size, t->n.timeout_min, t->price,
+	    e) < 0)
+		return -1;
+	return store_set_paid(c, t->id, t->price, t->n.timeout_min,
+	    bill_cost(t->n.timeout_min, t->price), e);
+}
+
 static int
 create_tx_fn(PGconn *c, void *arg, struct err *e)
 {
@@ -166,8 +178,7 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 		return -1;
 	if (claimed) {
 		t->claimed = 1;
-		return bill_charge_create(c, t->n.account, t->id, t->n.size, t->n.timeout_min,
-		    t->price, e);
+		return charge(c, t, e);
 	}
 	/* Cold: the row exists before its VM does. */
 	memcpy(t->id, "sbx-", 4);
@@ -182,8 +193,7 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 	if (store_insert_creating(c, t->id, &t->n, e) < 0)
 		return -1;
 	/* Charged up front, in the transaction that makes the row. */
-	return bill_charge_create(c, t->n.account, t->id, t->n.size, t->n.timeout_min, t->price,
-	    e);
+	return charge(c, t, e);
 }
 
 json_t *
@@ -308,7 +318,7 @@ sbx_destroy(struct sbx *s, const char *account, const char *id, struct err *e)
 	}
 	json_t *out = store_sandbox_json(s->app->db, account, id, e);
 	struct bill_settlement st;
-	if (out && bill_settle(s->app->db, s->app->cfg.minute_s, id,
+	if (out && settle_sandbox(s->app->db, s->app->cfg.minute_s, id,
 	    strcmp(row.state, "failed") == 0 || strcmp(row.state, "creating") == 0, &st, e) == 0) {
 		json_object_set_new(out, "minutes_used", json_integer(st.minutes_used));
 		json_object_set_new(out, "charged", json_integer(st.charged));

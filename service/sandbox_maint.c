@@ -16,6 +16,7 @@
 #include "base/keys.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "service/settle.h"
 
 #define SBX_HEARTBEAT_S 2
 #define SBX_OWNER_DEAD_S 10
@@ -43,7 +44,7 @@ mark_failed(struct sbx *s, const char *id, const char *reason)
 	if (store_mark_ended(s->app->db, id, "failed", reason, &e) < 0)
 		log_error("sandbox %s: cannot record failure: %s", id, e.msg);
 	err_clear(&e);
-	if (bill_settle(s->app->db, s->app->cfg.minute_s, id, 1, &st, &e) < 0)
+	if (settle_sandbox(s->app->db, s->app->cfg.minute_s, id, 1, &st, &e) < 0)
 		log_error("sandbox %s: settlement failed: %s", id, e.msg);
 }
 
@@ -119,7 +120,7 @@ sbx_finish_destroy(struct sbx *s, const char *id, const char *host,
 	sbx_ports_drop(s, id);
 	/* Billing stops here: unused whole minutes go back. */
 	struct bill_settlement st;
-	if (bill_settle(s->app->db, s->app->cfg.minute_s, id, strcmp(final_state, "failed") == 0,
+	if (settle_sandbox(s->app->db, s->app->cfg.minute_s, id, strcmp(final_state, "failed") == 0,
 	    &st, e) < 0)
 		return -1;
 	return 0;

@@ -141,6 +141,59 @@ struct store_preview {
 int store_preview_lookup(struct db *db, const char *sandbox_id, int port,
     struct store_preview *out, int *found, struct err *e);
 
+/* ---- money on a sandbox row (inside the caller's transaction, after
+ * the account row was locked) ---- */
+
+struct store_paid {
+	char account[40];          /* "" for a warm VM */
+	char state[16];
+	int paid_minutes;
+	long long price;
+	long long charged;
+	long long refunded;
+	int minutes_used;          /* when settled */
+	int settled;
+	long long ran_ms;          /* from ready to its end, or to now */
+	long long life_ms;         /* from ready to expiry */
+};
+
+/* The account a sandbox belongs to ("" for a warm VM), unlocked: what
+ * the caller locks first. ERR_NOT_FOUND when there is no such sandbox. */
+int store_account_of(PGconn *c, const char *id, char *account, size_t n, struct err *e);
+/* Locks a sandbox row (of `account`, or any when NULL) and reads its money. */
+int store_lock_paid(PGconn *c, const char *id, const char *account, struct store_paid *out,
+    struct err *e);
+/* The price and first charge of a new sandbox. */
+int store_set_paid(PGconn *c, const char *id, long long price, int minutes, long long cost,
+    struct err *e);
+/* More paid minutes: expires_at moves by minutes x minute_s; the new
+ * expiry (ISO 8601) into `expires`. */
+int store_add_paid(PGconn *c, const char *id, int minutes, long long cost, int minute_s,
+    char *expires, size_t n, struct err *e);
+int store_mark_settled(PGconn *c, const char *id, int used, long long refund, struct err *e);
+/* store_expiry_changed inside a transaction: sent when it commits. */
+int store_expiry_changed_tx(PGconn *c, struct err *e);
+
+/* get_usage: the account's newest sandboxes with what each cost. */
+json_t *store_usage_json(struct db *db, const char *account, int limit, struct err *e);
+
+/* ---- expiry ---- */
+
+struct store_due {
+	char id[STORE_ID_LEN + 1];
+	char host[STORE_HOST_MAX];
+};
+/* Claims up to `max` expired sandboxes on `hosts` (a PostgreSQL text
+ * array literal) for `owner`, moving them to destroying (malloc'd). */
+int store_claim_due(struct db *db, const char *hosts, const char *owner, int max,
+    struct store_due **due, size_t *n, struct err *e);
+/* Milliseconds until the nearest expiry on `hosts`; `none` when nothing
+ * runs there. */
+int store_next_expiry_ms(struct db *db, const char *hosts, long long none, long long *ms,
+    struct err *e);
+/* Live sandboxes by state: creating, running, destroying. */
+int store_count_live(struct db *db, long long counts[3], struct err *e);
+
 /* ---- maintenance ---- */
 
 struct store_host_row {

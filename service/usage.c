@@ -9,6 +9,7 @@
 #include "base/metrics.h"
 #include "billing/billing.h"
 #include "billing/ledger.h"
+#include "service/store.h"
 
 #define USAGE_TS(col) \
 	"to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
@@ -57,74 +58,6 @@ out:
 	return rc;
 }
 
-/* One row of usage_sandboxes' query as JSON; NULL with `e` set. */
-static json_t *
-sandbox_json(const PGresult *r, int i, struct err *e)
-{
-	const char *id = db_get_text(r, i, 0), *size = db_get_text(r, i, 1);
-	const char *state = db_get_text(r, i, 2), *created = db_get_text(r, i, 7);
-	int has_used = db_get_text(r, i, 4) != NULL;
-	long long charged, refunded, used = 0;
-	int paid;
-	json_t *o;
-
-	if (db_get_int(r, i, 3, &paid, e) < 0 ||
-	    (has_used && db_get_ll(r, i, 4, &used, e) < 0) ||
-	    db_get_ll(r, i, 5, &charged, e) < 0 || db_get_ll(r, i, 6, &refunded, e) < 0)
-		return NULL;
-	if (id == NULL || size == NULL || state == NULL || created == NULL) {
-		err_set(e, ERR_INTERNAL, "database answer: sandbox row %d lacks a field", i);
-		return NULL;
-	}
-	o = json_pack("{s:s, s:s, s:s, s:i, s:o, s:I, s:I, s:I, s:s}",
-	    "sandbox_id", id, "size", size, "state", state, "minutes_paid", paid,
-	    "minutes_used", has_used ? json_integer(used) : json_null(),
-	    "charged", (json_int_t)charged, "refunded", (json_int_t)refunded,
-	    "cost", (json_int_t)(charged - refunded), "created_at", created);
-	if (o == NULL)
-		err_set(e, ERR_INTERNAL, "out of memory");
-	return o;
-}
-
-/* The account's newest `limit` sandboxes with what each cost. */
-static json_t *
-usage_sandboxes(struct db *db, const char *account, int limit, struct err *e)
-{
-	char lims[16];
-	const char *p[2] = { account, lims };
-	PGresult *r;
-	json_t *arr;
-	int ok = 0;
-
-	snprintf(lims, sizeof(lims), "%d", limit);
-	r = db_query(db, "SELECT id, size, state, paid_minutes, minutes_used, charged, refunded, "
-	    USAGE_TS("created_at") " FROM sandboxes WHERE account_id = $1"
-	    " ORDER BY created_at DESC LIMIT $2::int", 2, p, e);
-	if (r == NULL)
-		return NULL;
-	arr = json_array();
-	if (arr == NULL) {
-		err_set(e, ERR_INTERNAL, "out of memory");
-		goto out;
-	}
-	for (int i = 0; i < PQntuples(r); i++) {
-		json_t *o = sandbox_json(r, i, e);
-		/* json_array_append_new frees the row when it fails. */
-		if (o == NULL || json_array_append_new(arr, o) < 0) {
-			err_set(e, ERR_INTERNAL, "out of memory");
-			goto out;
-		}
-	}
-	ok = 1;
-out:
-	PQclear(r);
-	if (!ok) {
-		json_decref(arr);
-		arr = NULL;
-	}
-	return arr;
-}
-
 json_t *
 usage_get(struct app *app, const char *account, const struct usage_req *req,
     struct err *e)
@@ -145,7 +78,7 @@ usage_get(struct app *app, const char *account, const struct usage_req *req,
 	}
 	if (usage_totals(app->db, account, &t, e) < 0)
 		return NULL;
-	sandboxes = usage_sandboxes(app->db, account, req->limit, e);
+	sandboxes = store_usage_json(app->db, account, req->limit, e);
 	if (sandboxes == NULL)
 		goto out;
 	ledger = bill_entries(app->db, account, req->limit, before, &next, e);
@@ -192,64 +125,40 @@ static int
 extend_fn(PGconn *c, void *arg, struct err *e)
 {
 	struct extend_tx *t = arg;
-	char mins[16], sec[16];
-	const char *p[3] = { t->id, t->account, NULL };
-	const char *state;
+	struct store_paid paid;
 	long long price, life_ms;
 	double lifetime_min;
 	int64_t balance;
-	PGresult *r;
-	int rc = -1;
 
 	/* Account first, then sandbox: the order every transaction takes. */
 	if (bill_lock_balance(c, t->account, &balance, e) < 0)
 		return -1;
-	r = db_conn_query(c, "SELECT state, price_per_minute,"
-	    " coalesce(trunc(extract(epoch FROM (expires_at - ready_at)) * 1000), 0)::bigint"
-	    " FROM sandboxes WHERE id = $1 AND account_id = $2 FOR UPDATE", 2, p, e);
-	if (r == NULL)
+	if (store_lock_paid(c, t->id, t->account, &paid, e) < 0)
 		return -1;
-	if (PQntuples(r) != 1) {
-		err_set_at(e, ERR_NOT_FOUND, "sandbox_id",
-		    "sandbox_id: no sandbox %s in your account", t->id);
-		goto out;
-	}
-	state = db_get_text(r, 0, 0);
-	if (state == NULL || strcmp(state, "running") != 0) {
+	if (strcmp(paid.state, "running") != 0) {
 		err_set(e, ERR_CONFLICT, "sandbox %s is %s; only a running sandbox can be extended",
-		    t->id, state ? state : "in no state");
-		goto out;
+		    t->id, paid.state);
+		return -1;
 	}
-	if (db_get_ll(r, 0, 1, &price, e) < 0 || db_get_ll(r, 0, 2, &life_ms, e) < 0)
-		goto out;
-	PQclear(r);
-	r = NULL;
+	price = paid.price;
+	life_ms = paid.life_ms;
 	lifetime_min = (double)life_ms / (t->minute_s * 1000.0);
 	if (lifetime_min + t->minutes > t->max_lifetime_min + 0.001) {
 		err_set(e, ERR_LIMIT, "a sandbox lives at most %d minutes; this one already has %d,"
 		    " so it can be extended by at most %d", t->max_lifetime_min,
 		    (int)(lifetime_min + 0.5), t->max_lifetime_min - (int)(lifetime_min + 0.5));
-		goto out;
+		return -1;
 	}
 	if (bill_charge_extend(c, t->account, t->id, t->minutes, price, &t->charged,
 	    &t->balance, e) < 0)
-		goto out;
-	snprintf(mins, sizeof(mins), "%d", t->minutes);
-	snprintf(sec, sizeof(sec), "%d", t->minute_s);
-	p[1] = mins;
-	p[2] = sec;
-	r = db_conn_query(c, "UPDATE sandboxes SET"
-	    " expires_at = expires_at + make_interval(secs => $2::int * $3::int)"
-	    " WHERE id = $1 RETURNING " USAGE_TS("expires_at"), 3, p, e);
-	if (r == NULL || db_get_str(r, 0, 0, t->expires, sizeof(t->expires), e) < 0)
-		goto out;
+		return -1;
+	if (store_add_paid(c, t->id, t->minutes, t->charged, t->minute_s, t->expires,
+	    sizeof(t->expires), e) < 0)
+		return -1;
 	/* The reaper sleeps until the next expiry; tell it this one moved. */
-	if (db_conn_exec(c, "SELECT pg_notify('aas_invalidate', 'e:')", 0, NULL, NULL, e) < 0)
-		goto out;
-	rc = 0;
-out:
-	PQclear(r);
-	return rc;
+	if (store_expiry_changed_tx(c, e) < 0)
+		return -1;
+	return 0;
 }
 
 json_t *

@@ -1,0 +1,72 @@
+/* settle.c - the settlement transaction. */
+#include "service/settle.h"
+
+#include <string.h>
+
+#include "base/metrics.h"
+#include "billing/ledger.h"
+#include "service/store.h"
+
+struct settle_tx {
+	int minute_s;
+	const char *id;
+	int full_refund;
+	struct bill_settlement *out;
+};
+
+static int
+settle_fn(PGconn *c, void *arg, struct err *e)
+{
+	struct settle_tx *t = arg;
+	struct bill_settlement *out = t->out;
+	struct store_paid paid;
+	struct bill_use use;
+	char account[40];
+	int64_t balance;
+
+	memset(out, 0, sizeof(*out));
+	if (store_account_of(c, t->id, account, sizeof(account), e) < 0)
+		return -1;
+	/* The account first: the lock order of every money path. */
+	if (account[0] != '\0' && bill_lock_balance(c, account, &balance, e) < 0)
+		return -1;
+	if (store_lock_paid(c, t->id, NULL, &paid, e) < 0)
+		return -1;
+	if (strcmp(paid.account, account) != 0) {
+		/* A warm VM was claimed between the two reads. */
+		err_set(e, ERR_CONFLICT, "sandbox %s changed hands while it was settled; retry",
+		    t->id);
+		return -1;
+	}
+	out->charged = paid.charged;
+	if (paid.settled) {
+		out->minutes_used = paid.minutes_used;
+		out->refunded = paid.refunded;
+		out->already = 1;
+	} else {
+		use.paid_minutes = paid.paid_minutes;
+		use.price = paid.price;
+		use.ran_ms = paid.ran_ms;
+		use.full_refund = t->full_refund;
+		if (bill_refund_tx(c, account, t->id, &use, t->minute_s, out, e) < 0 ||
+		    store_mark_settled(c, t->id, out->minutes_used, out->refunded, e) < 0)
+			return -1;
+	}
+	if (account[0] != '\0' && bill_lock_balance(c, account, &out->balance, e) < 0)
+		return -1;
+	return 0;
+}
+
+int
+settle_sandbox(struct db *db, int minute_s, const char *id, int full_refund,
+    struct bill_settlement *out, struct err *e)
+{
+	struct settle_tx t = { minute_s, id, full_refund, out };
+
+	memset(out, 0, sizeof(*out));
+	if (db_tx(db, settle_fn, &t, e) < 0)
+		return -1;
+	/* After the commit: a rolled-back settlement refunded nothing. */
+	metrics_credits_refunded(out->refund_posted);
+	return 0;
+}
