@@ -227,7 +227,8 @@ store_claim_warm(PGconn *c, const struct store_new *n, char *id, char *host, str
 static const char insert_sql[] =
     "INSERT INTO sandboxes(id, account_id, in_pool, name, metadata, size,"
     " host_uri, domain_name, state, owner, timeout_minutes, net)"
-    " VALUES ($1, $2, $2 IS NULL, $3, $4::jsonb, $5, $6, $7, 'creating', $8, $9::int, $10)";
+    " VALUES ($1, $2::uuid, $2::uuid IS NULL, $3, $4::jsonb, $5, $6, $7, 'creating', $8,"
+    " $9::int, $10)";
 
 static void
 insert_params(const char *id, const struct store_new *n, char *tmo, size_t tn,
@@ -611,7 +612,7 @@ store_lock_paid(PGconn *c, const char *id, const char *account, struct store_pai
 	    " coalesce(trunc(extract(epoch FROM (coalesce(destroyed_at, failed_at, now())"
 	    "  - ready_at)) * 1000), 0)::bigint,"
 	    " coalesce(trunc(extract(epoch FROM (expires_at - ready_at)) * 1000), 0)::bigint"
-	    " FROM sandboxes WHERE id = $1 AND ($2::text IS NULL OR account_id = $2)"
+	    " FROM sandboxes WHERE id = $1 AND ($2::uuid IS NULL OR account_id = $2::uuid)"
 	    " FOR UPDATE", 2, p, e);
 	if (r == NULL)
 		return -1;
