@@ -12,6 +12,12 @@ export async function freePort() {
   return new Promise((resolve) => { const s = net.createServer().listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); }); });
 }
 
+// Every aasd started here and not yet stopped: a benchmark that throws
+// exits without stop(), and an aasd left running would hold its libvirt
+// root and database connections for the next benchmark.
+const running = new Set();
+process.on('exit', () => { for (const p of running) p.kill('SIGTERM'); });
+
 // Starts BUILD/aasd on STATE with libvirt `uri` and waits until its VM
 // layer is ready. Returns { url, port, stop }.
 export async function startVmAasd(build, state, uri, image, extra = {}) {
@@ -21,13 +27,15 @@ export async function startVmAasd(build, state, uri, image, extra = {}) {
       AAS_LOG_LEVEL: 'warn', AAS_LIBVIRT_URI: uri, AAS_IMAGE_DIR: image, AAS_VIRT: process.env.AAS_VIRT || 'tcg', ...extra },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
-  const exited = new Promise((r) => proc.on('exit', r));
+  running.add(proc);
+  const exited = new Promise((r) => proc.on('exit', r)).then(() => running.delete(proc));
   const url = `http://127.0.0.1:${port}`;
   for (let i = 0; ; i++) {
     try {
       const h = await (await fetch(`${url}/healthz`)).json();
       if (h.vm?.status === 'ok') break;
     } catch { /* starting */ }
+    if (proc.exitCode !== null || proc.signalCode !== null) throw new Error(`aasd exited while starting (${proc.exitCode ?? proc.signalCode})`);
     if (i > 1200) { proc.kill('SIGKILL'); throw new Error('aasd did not start'); }
     await sleep(100);
   }

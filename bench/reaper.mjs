@@ -21,6 +21,8 @@ const env = { PATH: process.env.PATH, AAS_STATE_DIR: STATE, AAS_LISTEN: `127.0.0
 const { stdout } = await run(`${BUILD}/aasctl`, ['account', 'create', '--email', `reap-${randomBytes(4).toString('hex')}@bench.invalid`], { env });
 const account = JSON.parse(stdout).account_id;
 const proc = spawn(`${BUILD}/aasd`, [], { env, stdio: ['ignore', 'ignore', 'inherit'] });
+// A throw below must not leave this aasd running.
+process.on('exit', () => { if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM'); });
 for (let i = 0; ; i++) {
   try { if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) break; } catch { /* starting */ }
   if (i > 600) throw new Error('aasd did not start');
@@ -37,9 +39,20 @@ for (let i = 0; i < 600; i++) {
   if (await psql(`select count(*) from sandboxes where id in (${list}) and settled_at is null`) === '0') break;
   await sleep(100);
 }
-const late = (await psql(`select extract(epoch from settled_at - expires_at) * 1000 from sandboxes
-  where id in (${list}) order by 1`)).split('\n').map(Number);
+// Only settled rows: psql prints NULL as an empty line, which Number() reads as 0.
+const settled = await psql(`select extract(epoch from settled_at - expires_at) * 1000 from sandboxes
+  where id in (${list}) and settled_at is not null order by 1`);
+const late = settled === '' ? [] : settled.split('\n').map(Number);
 proc.kill('SIGTERM');
+const unsettled = N - late.length;
+if (late.length === 0) {
+  console.error(`reaper: none of the ${N} sandboxes was settled within 60 s of expiring`);
+  process.exit(1);
+}
 const q = (p) => late[Math.min(late.length - 1, Math.ceil(p * late.length) - 1)];
-const unsettled = N - late.filter((x) => !Number.isNaN(x)).length;
 console.log(`reaper  ${N} sandboxes expiring in the same second: settled p50=${q(0.5).toFixed(1)}ms p99=${q(0.99).toFixed(1)}ms max=${late.at(-1).toFixed(1)}ms after expires_at${unsettled ? `  (${unsettled} unsettled!)` : ''}`);
+// A sandbox the reaper never settled is a failure, not a slow figure.
+if (unsettled) {
+  console.error(`reaper: ${unsettled} of ${N} sandboxes not settled within 60 s of expiring`);
+  process.exitCode = 1;
+}

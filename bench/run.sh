@@ -1,6 +1,9 @@
 #!/bin/sh
 # `make bench`: every benchmark, each against a baseline run in the same
 # invocation. Uses the private test database under var/bench.
+# Every part runs even when an earlier one failed (each starts its own aasd);
+# the exit status is 1 when a part failed, and the failed parts are named
+# last. A missed target is a figure, not a failure.
 set -eu
 
 B=${B:-build}
@@ -8,34 +11,80 @@ ROOT=$(pwd)
 STATE=${AAS_BENCH_STATE_DIR:-$ROOT/var/bench}
 mkdir -p "$STATE/log"
 
-[ -d node_modules/@modelcontextprotocol/sdk ] || npm ci --no-audit --no-fund >/dev/null
-sh deploy/devdb.sh start "$STATE"
+die() { echo "bench: $*" >&2; exit 1; }
+
+# The front-end benchmark's aasd; empty when none runs. Stopping is
+# idempotent: the EXIT trap runs under `set -e`, and a failing `kill` of an
+# aasd already stopped would turn a good run's status into 1.
+aasd=
+stop_aasd() {
+	[ -n "$aasd" ] || return 0
+	kill "$aasd" 2>/dev/null || true
+	wait "$aasd" 2>/dev/null || true
+	aasd=
+}
+trap stop_aasd EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+failed=
+# part NAME COMMAND...: runs one benchmark; a failure is reported, named and
+# remembered, and the next part still runs.
+part() {
+	part_name=$1
+	shift
+	part_rc=0
+	"$@" || part_rc=$?
+	if [ "$part_rc" -ne 0 ]; then
+		echo "bench: $part_name FAILED (exit $part_rc)" >&2
+		failed="$failed $part_name"
+	fi
+	return 0
+}
+
+[ -d node_modules/@modelcontextprotocol/sdk ] || npm ci --no-audit --no-fund >/dev/null ||
+	die "setup: npm ci failed"
+sh deploy/devdb.sh start "$STATE" || die "setup: the benchmark database did not start"
 # Before any benchmark VM (they have network devices now): nothing QEMU
 # sends may leave for addresses beyond loopback.
-sh tests/net-safety.sh install
+sh tests/net-safety.sh install || die "setup: the network safety rule was not installed"
 
-port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
-AAS_STATE_DIR=$STATE AAS_LISTEN=127.0.0.1:$port AAS_LOG_LEVEL=warn \
-	"$B/aasd" >"$STATE/log/aasd-bench.log" 2>&1 &
-aasd=$!
-trap 'kill $aasd 2>/dev/null; wait $aasd 2>/dev/null || true' EXIT INT TERM
-i=0
-until curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; do
-	i=$((i + 1))
-	[ $i -lt 200 ] || { echo "aasd did not start"; cat "$STATE/log/aasd-bench.log"; exit 1; }
-	sleep 0.05
-done
+mcp_front() {
+	port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+	AAS_STATE_DIR=$STATE AAS_LISTEN=127.0.0.1:$port AAS_LOG_LEVEL=warn \
+		"$B/aasd" >"$STATE/log/aasd-bench.log" 2>&1 &
+	aasd=$!
+	i=0
+	until curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; do
+		i=$((i + 1))
+		if [ $i -ge 200 ] || ! kill -0 "$aasd" 2>/dev/null; then
+			echo "bench: aasd did not start" >&2
+			cat "$STATE/log/aasd-bench.log" >&2
+			stop_aasd
+			return 1
+		fi
+		sleep 0.05
+	done
+	front_rc=0
+	bash bench/mcp_front.sh "http://127.0.0.1:$port/v1/mcp" || front_rc=$?
+	stop_aasd
+	return "$front_rc"
+}
 
 echo "== MCP front end: aasd vs the official TypeScript SDK server =="
-bash bench/mcp_front.sh "http://127.0.0.1:$port/v1/mcp"
+part mcp_front mcp_front
 
 # The VM layer: real guests (TCG here), the image from `make image`.
-kill $aasd 2>/dev/null; wait $aasd 2>/dev/null || true
 echo "== VMs: aasd vs raw libvirt and guest agent =="
-node bench/vm.mjs "$ROOT/$B" "$STATE"
+part vm node bench/vm.mjs "$ROOT/$B" "$STATE"
+
+echo "== Files: REST raw bytes vs MCP base64, same VM =="
+part files node bench/files.mjs "$ROOT/$B" "$STATE"
 
 echo "== Preview proxy: aasd vs the raw forwarded port =="
-node bench/preview.mjs "$ROOT/$B" "$STATE"
+part preview node bench/preview.mjs "$ROOT/$B" "$STATE"
 
 echo "== Expiry reaper =="
-node bench/reaper.mjs "$ROOT/$B" "$STATE"
+part reaper node bench/reaper.mjs "$ROOT/$B" "$STATE"
+
+[ -z "$failed" ] || die "failed:$failed"
