@@ -29,6 +29,7 @@ type_name(const json_t *v)
 	return "unknown";
 }
 
+/* A schema's own limit with no fraction, printed as digits. */
 static int
 is_integral(const json_t *v)
 {
@@ -41,13 +42,15 @@ is_integral(const json_t *v)
 	return 0;
 }
 
+/* "integer" is a JSON integer only: handlers read it with
+ * json_integer_value, which gives 0 for a real such as 60.0 or 1e3. */
 static int
 type_matches(const char *t, const json_t *v)
 {
 	if (strcmp(t, "object") == 0) return json_is_object(v);
 	if (strcmp(t, "array") == 0) return json_is_array(v);
 	if (strcmp(t, "string") == 0) return json_is_string(v);
-	if (strcmp(t, "integer") == 0) return is_integral(v);
+	if (strcmp(t, "integer") == 0) return json_is_integer(v);
 	if (strcmp(t, "number") == 0) return json_is_number(v);
 	if (strcmp(t, "boolean") == 0) return json_is_boolean(v);
 	if (strcmp(t, "null") == 0) return json_is_null(v);
@@ -86,11 +89,22 @@ fail(struct err *e, const char *path, const char *fmt, ...)
 	return -1;
 }
 
+/* What v is, for "must be <want>, not <what>". Where an integer was
+ * wanted, a real is named by its form: 60.0 is not an integer either. */
+static const char *
+what_is(const json_t *v, int want_integer)
+{
+	if (want_integer && json_is_real(v))
+		return "a number with a fraction part or exponent";
+	return type_name(v);
+}
+
 static int
 check_type(const json_t *schema, const json_t *v, const char *path, struct err *e)
 {
 	const json_t *t = json_object_get(schema, "type");
 	char want[96] = "";
+	int want_integer = 0;
 	size_t i;
 	const json_t *it;
 
@@ -99,17 +113,24 @@ check_type(const json_t *schema, const json_t *v, const char *path, struct err *
 	if (json_is_string(t)) {
 		if (type_matches(json_string_value(t), v))
 			return 0;
+		want_integer = strcmp(json_string_value(t), "integer") == 0;
 		return fail(e, path, "must be %s, not %s", json_string_value(t),
-		    type_name(v));
+		    what_is(v, want_integer));
 	}
 	json_array_foreach(t, i, it) {
-		if (type_matches(json_string_value(it), v))
+		const char *name = json_string_value(it);
+
+		if (name == NULL)
+			continue;
+		if (type_matches(name, v))
 			return 0;
-		if (i > 0)
+		if (strcmp(name, "integer") == 0)
+			want_integer = 1;
+		if (want[0] != '\0')
 			append(want, sizeof(want), " or ");
-		append(want, sizeof(want), json_string_value(it));
+		append(want, sizeof(want), name);
 	}
-	return fail(e, path, "must be %s, not %s", want, type_name(v));
+	return fail(e, path, "must be %s, not %s", want, what_is(v, want_integer));
 }
 
 /* Length in code points; jansson guarantees valid UTF-8. */

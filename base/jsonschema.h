@@ -2,7 +2,8 @@
  * Schema the tool catalogue uses (jsv_): type, properties, required,
  * additionalProperties, propertyNames, enum, minimum, maximum, minLength,
  * maxLength, pattern, items, minItems, maxItems, maxProperties.
- * Strings holding NUL are always refused. */
+ * "integer" is a JSON integer: a real such as 60.0 or 1e3 is refused
+ * ("number" takes both). Strings holding NUL are always refused. */
 #ifndef AAS_JSONSCHEMA_H
 #define AAS_JSONSCHEMA_H
 

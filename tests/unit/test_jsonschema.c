@@ -1,5 +1,5 @@
-/* test_jsonschema.c - the JSON Schema subset validator (server/jsonschema.h)
- * keyword by keyword, then the real tool input schemas (server/tools.h). */
+/* test_jsonschema.c - the JSON Schema subset validator (base/jsonschema.h)
+ * keyword by keyword, then the real tool input schemas (service/tools.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -90,6 +90,9 @@ bad(const char *schema, const char *value, const char *field, const char *msg)
 	json_decref(s);
 }
 
+/* What "type": "integer" says to a real. */
+#define REAL "must be integer, not a number with a fraction part or exponent"
+
 /* ---- keywords ---- */
 
 static void
@@ -129,16 +132,51 @@ test_type_integer(void **state)
 
 	(void)state;
 	ok(s, "5");
-	ok(s, "5.0");
 	ok(s, "-3");
-	ok(s, "0.0");
-	ok(s, "1e3");
-	bad(s, "5.5", "arguments", "arguments: must be integer, not number");
-	bad(s, "0.1", "arguments", "arguments: must be integer, not number");
+	ok(s, "0");
+	ok(s, "-0");
+	ok(s, "9223372036854775807");
+	ok(s, "-9223372036854775807");
+	/* A real is refused even when its value is whole: the handlers read
+	 * integers with json_integer_value, which gives 0 for a real. */
+	bad(s, "5.0", "arguments", "arguments: " REAL);
+	bad(s, "0.0", "arguments", "arguments: " REAL);
+	bad(s, "-0.0", "arguments", "arguments: " REAL);
+	bad(s, "60.0", "arguments", "arguments: " REAL);
+	bad(s, "1e3", "arguments", "arguments: " REAL);
+	bad(s, "1E3", "arguments", "arguments: " REAL);
+	bad(s, "1e+0", "arguments", "arguments: " REAL);
+	bad(s, "5.5", "arguments", "arguments: " REAL);
+	bad(s, "0.1", "arguments", "arguments: " REAL);
+	bad(s, "1e300", "arguments", "arguments: " REAL);
 	bad(s, "\"5\"", "arguments", "arguments: must be integer, not string");
+	bad(s, "\"60\"", "arguments", "arguments: must be integer, not string");
 	bad(s, "true", "arguments", "arguments: must be integer, not boolean");
-	/* Reals beyond exact integer range are not integers. */
-	bad(s, "1e300", "arguments", "arguments: must be integer, not number");
+	bad(s, "null", "arguments", "arguments: must be integer, not null");
+	bad(s, "[1]", "arguments", "arguments: must be integer, not array");
+}
+
+/* "number" keeps taking integers and reals alike. */
+static void
+test_type_number(void **state)
+{
+	static const char s[] = "{\"type\":\"number\"}";
+
+	(void)state;
+	ok(s, "5");
+	ok(s, "5.0");
+	ok(s, "5.5");
+	ok(s, "-0.0");
+	ok(s, "1e3");
+	ok(s, "1e300");
+	bad(s, "\"5\"", "arguments", "arguments: must be number, not string");
+	ok("{\"type\":\"number\",\"minimum\":1,\"maximum\":2}", "1.5");
+	ok("{\"type\":\"number\",\"minimum\":1,\"maximum\":2}", "2");
+	bad("{\"type\":\"number\",\"minimum\":1,\"maximum\":2}", "2.5", "arguments",
+	    "arguments: must be at most 2");
+	/* Both listed: a real is a number. */
+	ok("{\"type\":[\"integer\",\"number\"]}", "2.5");
+	ok("{\"type\":[\"number\",\"integer\"]}", "7");
 }
 
 static void
@@ -152,8 +190,19 @@ test_type_array_of_types(void **state)
 	bad(s, "5", "arguments", "arguments: must be string or null, not integer");
 	bad(s, "{}", "arguments", "arguments: must be string or null, not object");
 	ok("{\"type\":[\"integer\",\"boolean\",\"null\"]}", "true");
+	ok("{\"type\":[\"integer\",\"boolean\",\"null\"]}", "3");
 	bad("{\"type\":[\"integer\",\"boolean\",\"null\"]}", "1.5", "arguments",
-	    "arguments: must be integer or boolean or null, not number");
+	    "arguments: must be integer or boolean or null, not a number with a fraction "
+	    "part or exponent");
+	/* The same for a whole-number real, wherever integer stands. */
+	ok("{\"type\":[\"null\",\"integer\"]}", "null");
+	bad("{\"type\":[\"null\",\"integer\"]}", "60.0", "arguments",
+	    "arguments: must be null or integer, not a number with a fraction part or exponent");
+	bad("{\"type\":[\"integer\",\"null\"]}", "1e3", "arguments",
+	    "arguments: must be integer or null, not a number with a fraction part or exponent");
+	/* Without integer among them, a real is just a number. */
+	bad("{\"type\":[\"string\",\"null\"]}", "1.0", "arguments",
+	    "arguments: must be string or null, not number");
 }
 
 static void
@@ -247,6 +296,12 @@ test_enum(void **state)
 	/* Non-string members compare by value. */
 	ok("{\"enum\":[1,2,null]}", "2");
 	ok("{\"enum\":[1,2,null]}", "null");
+	/* An integer enum: a real is refused by the type, then by the enum. */
+	ok("{\"type\":\"integer\",\"enum\":[1,2]}", "2");
+	bad("{\"type\":\"integer\",\"enum\":[1,2]}", "2.0", "arguments", "arguments: " REAL);
+	bad("{\"type\":\"integer\",\"enum\":[1,2]}", "3", "arguments",
+	    "arguments: must be one of: 1, 2");
+	bad("{\"enum\":[1,2]}", "2.0", "arguments", "arguments: must be one of: 1, 2");
 	{
 		struct err e;
 		json_t *sc = load("{\"enum\":[1,2,null]}");
@@ -265,7 +320,11 @@ test_minimum_maximum(void **state)
 	(void)state;
 	ok(s, "1");
 	ok(s, "3600");
-	ok(s, "60.0");
+	ok(s, "60");
+	/* The type is checked before the limits, in and out of range. */
+	bad(s, "60.0", "arguments", "arguments: " REAL);
+	bad(s, "0.0", "arguments", "arguments: " REAL);
+	bad(s, "3601.0", "arguments", "arguments: " REAL);
 	bad(s, "0", "arguments", "arguments: must be at least 1");
 	bad(s, "-1", "arguments", "arguments: must be at least 1");
 	bad(s, "3601", "arguments", "arguments: must be at most 3600");
@@ -486,14 +545,15 @@ test_depth_limit(void **state)
 		char want[256] = "arguments";
 		struct err e;
 		json_t *sc = load(schema);
+		size_t w = strlen(want);
 		for (int i = 0; i < 33; i++)
-			strcat(want, "[0]");
+			w += (size_t)snprintf(want + w, sizeof(want) - w, "[0]");
 		assert_int_equal(run_at(sc, value, "", &e), -1);
 		assert_int_equal(e.kind, ERR_INVALID);
 		/* The field is the path, cut to the field's size. */
 		assert_int_equal(strlen(e.field), sizeof(e.field) - 1);
 		assert_memory_equal(e.field, want, sizeof(e.field) - 1);
-		strcat(want, ": is nested too deeply");
+		snprintf(want + w, sizeof(want) - w, ": is nested too deeply");
 		assert_string_equal(e.msg, want);
 		json_decref(sc);
 	}
@@ -563,15 +623,15 @@ test_tools_create_sandbox(void **state)
 	ok_s(s, "{}");
 	ok_s(s, "{\"size\":\"medium\",\"timeout_minutes\":60,\"name\":\"my-box.1\","
 	    "\"metadata\":{\"k\":\"v\"}}");
-	ok_s(s, "{\"timeout_minutes\":30.0}");
+	bad_s(s, "{\"timeout_minutes\":30.0}", "timeout_minutes", "timeout_minutes: " REAL);
+	bad_s(s, "{\"timeout_minutes\":3e1}", "timeout_minutes", "timeout_minutes: " REAL);
 	bad_s(s, "{\"size\":\"huge\"}", "size", "size: must be one of: small, medium, large");
 	bad_s(s, "{\"size\":1}", "size", "size: must be string, not integer");
 	bad_s(s, "{\"timeout_minutes\":0}", "timeout_minutes",
 	    "timeout_minutes: must be at least 1");
 	bad_s(s, "{\"timeout_minutes\":1441}", "timeout_minutes",
 	    "timeout_minutes: must be at most 1440");
-	bad_s(s, "{\"timeout_minutes\":2.5}", "timeout_minutes",
-	    "timeout_minutes: must be integer, not number");
+	bad_s(s, "{\"timeout_minutes\":2.5}", "timeout_minutes", "timeout_minutes: " REAL);
 	bad_s(s, "{\"name\":\"\"}", "name", "name: must be at least 1 characters long");
 	bad_s(s, "{\"name\":\"-bad\"}", "name", "~name: does not match the pattern");
 	bad_s(s, "{\"name\":\"has space\"}", "name", "~name: does not match the pattern");
@@ -697,6 +757,12 @@ test_tools_other_schemas(void **state)
 	    "state: must be one of: creating, running, destroying, destroyed, failed, live");
 	bad_s(input_schema("extend_sandbox"), "{" SBX ",\"minutes\":0}", "minutes",
 	    "minutes: must be at least 1");
+	ok_s(input_schema("extend_sandbox"), "{" SBX ",\"minutes\":60}");
+	bad_s(input_schema("extend_sandbox"), "{" SBX ",\"minutes\":60.0}", "minutes",
+	    "minutes: " REAL);
+	bad_s(input_schema("get_usage"), "{\"limit\":1.0}", "limit", "limit: " REAL);
+	bad_s(input_schema("read_file"), "{" SBX ",\"path\":\"f\",\"offset\":0.0}",
+	    "offset", "offset: " REAL);
 	ok_s(input_schema("get_usage"), "{}");
 	ok_s(input_schema("get_service_info"), "{}");
 	bad_s(input_schema("get_service_info"), "{\"x\":1}", "x", "x: unknown field");
@@ -791,6 +857,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_type_simple),
 		cmocka_unit_test(test_type_integer),
+		cmocka_unit_test(test_type_number),
 		cmocka_unit_test(test_type_array_of_types),
 		cmocka_unit_test(test_required),
 		cmocka_unit_test(test_additional_properties_false),
