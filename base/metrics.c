@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/buf.h"
 #include "base/version.h"
 
 #define METRICS_MAX_TEXT (4 * 1024 * 1024)
@@ -231,49 +232,9 @@ metrics_reset(void)
 
 /* ---- rendering ---- */
 
-struct sb {
-	char *p;
-	size_t len, cap;
-	int failed;
-};
-
-static void
-sb_printf(struct sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void
-sb_printf(struct sb *b, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (b->failed)
-		return;
-	for (;;) {
-		va_start(ap, fmt);
-		n = vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-		va_end(ap);
-		if (n < 0) {
-			b->failed = 1;
-			return;
-		}
-		if ((size_t)n < b->cap - b->len) {
-			b->len += (size_t)n;
-			return;
-		}
-		size_t ncap = b->cap * 2;
-		char *np;
-		if (ncap > METRICS_MAX_TEXT || (np = realloc(b->p, ncap)) == NULL) {
-			b->failed = 1;
-			return;
-		}
-		b->p = np;
-		b->cap = ncap;
-	}
-}
-
 /* A label value with \, " and newline escaped, as the format requires. */
 static void
-sb_label(struct sb *b, const char *name, const char *value)
+sb_label(struct buf *b, const char *name, const char *value)
 {
 	char esc[300];
 	size_t j = 0;
@@ -290,46 +251,46 @@ sb_label(struct sb *b, const char *name, const char *value)
 		}
 	}
 	esc[j] = '\0';
-	sb_printf(b, "%s=\"%s\"", name, esc);
+	buf_printf(b, "%s=\"%s\"", name, esc);
 }
 
 static void
-family(struct sb *b, const char *name, const char *type, const char *help)
+family(struct buf *b, const char *name, const char *type, const char *help)
 {
-	sb_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
 static void
-render_hist(struct sb *b, const char *name, const char *label, const char *value,
+render_hist(struct buf *b, const char *name, const char *label, const char *value,
     struct hist *h, const double *bounds, size_t nb)
 {
 	unsigned long long cum = 0;
 
 	for (size_t i = 0; i <= nb; i++) {
 		cum += get(&h->bucket[i]);
-		sb_printf(b, "%s_bucket{", name);
+		buf_printf(b, "%s_bucket{", name);
 		if (label) {
 			sb_label(b, label, value);
-			sb_printf(b, ",");
+			buf_printf(b, ",");
 		}
 		if (i < nb)
-			sb_printf(b, "le=\"%g\"} %llu\n", bounds[i], cum);
+			buf_printf(b, "le=\"%g\"} %llu\n", bounds[i], cum);
 		else
-			sb_printf(b, "le=\"+Inf\"} %llu\n", cum);
+			buf_printf(b, "le=\"+Inf\"} %llu\n", cum);
 	}
-	sb_printf(b, "%s_sum", name);
+	buf_printf(b, "%s_sum", name);
 	if (label) {
-		sb_printf(b, "{");
+		buf_printf(b, "{");
 		sb_label(b, label, value);
-		sb_printf(b, "}");
+		buf_printf(b, "}");
 	}
-	sb_printf(b, " %.6f\n%s_count", (double)get(&h->sum_us) / 1e6, name);
+	buf_printf(b, " %.6f\n%s_count", (double)get(&h->sum_us) / 1e6, name);
 	if (label) {
-		sb_printf(b, "{");
+		buf_printf(b, "{");
 		sb_label(b, label, value);
-		sb_printf(b, "}");
+		buf_printf(b, "}");
 	}
-	sb_printf(b, " %llu\n", cum);
+	buf_printf(b, " %llu\n", cum);
 }
 
 static const char *
@@ -345,7 +306,7 @@ tool_name(int t, int n)
 }
 
 static void
-render_http(struct sb *b)
+render_http(struct buf *b)
 {
 	int n = atomic_load_explicit(&n_routes, memory_order_acquire);
 
@@ -363,24 +324,24 @@ render_http(struct sb *b)
 				snprintf(st, sizeof(st), "%d", statuses[s]);
 			else
 				snprintf(st, sizeof(st), "other");
-			sb_printf(b, "aas_http_requests_total{");
+			buf_printf(b, "aas_http_requests_total{");
 			sb_label(b, "route", route_name(r, n));
-			sb_printf(b, ",");
+			buf_printf(b, ",");
 			sb_label(b, "status", st);
-			sb_printf(b, "} %llu\n", v);
+			buf_printf(b, "} %llu\n", v);
 		}
 	}
 	family(b, "aas_mcp_messages_total", "counter",
 	    "JSON-RPC messages received on /v1/mcp, by method.");
 	for (size_t i = 0; i < N_METHODS; i++) {
-		sb_printf(b, "aas_mcp_messages_total{");
+		buf_printf(b, "aas_mcp_messages_total{");
 		sb_label(b, "method", methods[i]);
-		sb_printf(b, "} %llu\n", get(&mcp_msgs[i]));
+		buf_printf(b, "} %llu\n", get(&mcp_msgs[i]));
 	}
 }
 
 static void
-render_tools(struct sb *b)
+render_tools(struct buf *b)
 {
 	int n = atomic_load_explicit(&n_tools, memory_order_acquire);
 
@@ -393,11 +354,11 @@ render_tools(struct sb *b)
 			unsigned long long v = get(&tool_calls[t][k]);
 			if (v == 0)
 				continue;
-			sb_printf(b, "aas_tool_calls_total{");
+			buf_printf(b, "aas_tool_calls_total{");
 			sb_label(b, "tool", tool_name(t, n));
-			sb_printf(b, ",");
+			buf_printf(b, ",");
 			sb_label(b, "result", err_kind_name((enum err_kind)k));
-			sb_printf(b, "} %llu\n", v);
+			buf_printf(b, "} %llu\n", v);
 		}
 	}
 	family(b, "aas_tool_call_duration_seconds", "histogram",
@@ -415,12 +376,12 @@ render_tools(struct sb *b)
 }
 
 static void
-render_vms(struct sb *b)
+render_vms(struct buf *b)
 {
 	family(b, "aas_sandbox_boots_total", "counter",
 	    "VM boots finished, by result (ok: the guest agent answered).");
-	sb_printf(b, "aas_sandbox_boots_total{result=\"ok\"} %llu\n", get(&boots[1]));
-	sb_printf(b, "aas_sandbox_boots_total{result=\"failed\"} %llu\n", get(&boots[0]));
+	buf_printf(b, "aas_sandbox_boots_total{result=\"ok\"} %llu\n", get(&boots[1]));
+	buf_printf(b, "aas_sandbox_boots_total{result=\"failed\"} %llu\n", get(&boots[0]));
 	family(b, "aas_sandbox_boot_duration_seconds", "histogram",
 	    "Time from the start of a VM's creation to its guest agent's first answer.");
 	render_hist(b, "aas_sandbox_boot_duration_seconds", NULL, NULL, &boot_hist,
@@ -428,20 +389,20 @@ render_vms(struct sb *b)
 	family(b, "aas_guest_agent_errors_total", "counter",
 	    "Guest agent commands that failed, by kind (boot-time pings excluded).");
 	for (int k = 0; k < METRICS_AGENT_N; k++) {
-		sb_printf(b, "aas_guest_agent_errors_total{");
+		buf_printf(b, "aas_guest_agent_errors_total{");
 		sb_label(b, "kind", agent_kinds[k]);
-		sb_printf(b, "} %llu\n", get(&agent_errors[k]));
+		buf_printf(b, "} %llu\n", get(&agent_errors[k]));
 	}
 	family(b, "aas_credits_charged_microusd_total", "counter",
 	    "Credit charged to accounts by this process, in micro-USD.");
-	sb_printf(b, "aas_credits_charged_microusd_total %llu\n", get(&charged));
+	buf_printf(b, "aas_credits_charged_microusd_total %llu\n", get(&charged));
 	family(b, "aas_credits_refunded_microusd_total", "counter",
 	    "Credit refunded to accounts by this process, in micro-USD.");
-	sb_printf(b, "aas_credits_refunded_microusd_total %llu\n", get(&refunded));
+	buf_printf(b, "aas_credits_refunded_microusd_total %llu\n", get(&refunded));
 }
 
 static void
-render_gauges(struct sb *b, const struct metrics_gauges *g)
+render_gauges(struct buf *b, const struct metrics_gauges *g)
 {
 	static const char *const states[] = { "creating", "running", "destroying" };
 	static const char *const sizes[] = { "small", "medium", "large" };
@@ -449,23 +410,23 @@ render_gauges(struct sb *b, const struct metrics_gauges *g)
 	if (g && g->have_database) {
 		family(b, "aas_database_up", "gauge",
 		    "1 when the database answered this scrape's query.");
-		sb_printf(b, "aas_database_up %d\n", g->database_up ? 1 : 0);
+		buf_printf(b, "aas_database_up %d\n", g->database_up ? 1 : 0);
 	}
 	if (g && g->have_sandboxes) {
 		family(b, "aas_sandboxes", "gauge",
 		    "Live sandboxes of the whole service (warm-pool VMs included), by state.");
 		for (int i = 0; i < 3; i++)
-			sb_printf(b, "aas_sandboxes{state=\"%s\"} %lld\n", states[i], g->sandboxes[i]);
+			buf_printf(b, "aas_sandboxes{state=\"%s\"} %lld\n", states[i], g->sandboxes[i]);
 	}
 	if (g && g->have_pool) {
 		family(b, "aas_warm_pool_ready", "gauge",
 		    "Pre-booted VMs waiting to be claimed, by size.");
 		for (int i = 0; i < 3; i++)
-			sb_printf(b, "aas_warm_pool_ready{size=\"%s\"} %lld\n", sizes[i], g->pool_ready[i]);
+			buf_printf(b, "aas_warm_pool_ready{size=\"%s\"} %lld\n", sizes[i], g->pool_ready[i]);
 		family(b, "aas_warm_pool_target", "gauge",
 		    "Pre-booted VMs the pool is configured to keep (AAS_WARM_POOL), by size.");
 		for (int i = 0; i < 3; i++)
-			sb_printf(b, "aas_warm_pool_target{size=\"%s\"} %lld\n", sizes[i],
+			buf_printf(b, "aas_warm_pool_target{size=\"%s\"} %lld\n", sizes[i],
 			    g->pool_target[i]);
 	}
 }
@@ -473,20 +434,14 @@ render_gauges(struct sb *b, const struct metrics_gauges *g)
 char *
 metrics_render(const struct metrics_gauges *g, size_t *len)
 {
-	struct sb b = { malloc(16384), 0, 16384, 0 };
+	struct buf b;
 
-	if (b.p == NULL)
-		return NULL;
+	buf_init(&b, METRICS_MAX_TEXT);
 	family(&b, "aas_build_info", "gauge", "Version of this aasd; always 1.");
-	sb_printf(&b, "aas_build_info{version=\"%s\"} 1\n", AAS_VERSION);
+	buf_printf(&b, "aas_build_info{version=\"%s\"} 1\n", AAS_VERSION);
 	render_http(&b);
 	render_tools(&b);
 	render_vms(&b);
 	render_gauges(&b, g);
-	if (b.failed) {
-		free(b.p);
-		return NULL;
-	}
-	*len = b.len;
-	return b.p;
+	return buf_steal(&b, len);
 }

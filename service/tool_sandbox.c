@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/buf.h"
 #include "base/metrics.h"
 #include "base/utf8.h"
 #include "service/sandbox.h"
@@ -587,32 +588,26 @@ tools_write_file_raw(struct call_ctx *cx, const json_t *args, const void *data, 
 	return *result ? 0 : -1;
 }
 
-/* Appends one page read at `offset` to res (data, len, total). */
+/* Appends one page read at rq->offset to `acc`; sets the file's size and
+ * whether the page reached its end. */
 static int
-read_append(struct sbx *s, const char *account, struct sbx_read_req *rq,
+read_append(struct sbx *s, const char *account, struct sbx_read_req *rq, struct buf *acc,
     struct sbx_read_res *res, int *eof, struct err *e)
 {
 	struct sbx_read_res page;
-	unsigned char *nb;
+	int rc;
 
 	if (sbx_read_file(s, account, rq, &page, e) < 0)
 		return -1;
 	res->total = page.total;
 	memcpy(res->path, page.path, sizeof(res->path));
 	*eof = page.len == 0 || page.offset + (long long)page.len >= page.total;
-	if (page.len > 0) {
-		nb = realloc(res->data, res->len + page.len);
-		if (nb == NULL) {
-			sbx_read_res_clear(&page);
-			err_set(e, ERR_INTERNAL, "out of memory");
-			return -1;
-		}
-		memcpy(nb + res->len, page.data, page.len);
-		res->data = nb;
-		res->len += page.len;
-	}
+	rc = buf_append(acc, page.data, page.len);
 	sbx_read_res_clear(&page);
-	return 0;
+	if (rc < 0)
+		err_set_field(e, "length", "length: more than %zu bytes in one response; page with"
+		    " offset and length (at most %u)", acc->max, READ_MAX_LENGTH);
+	return rc;
 }
 
 int
@@ -624,9 +619,11 @@ tools_read_file_raw(struct call_ctx *cx, const json_t *args, size_t whole_max,
 	struct read_args *a;
 	double t0 = metrics_now();
 	struct sbx *s;
+	struct buf acc;
 	int rc = -1, eof = 0;
 
 	memset(res, 0, sizeof(*res));
+	buf_init(&acc, 0);
 	if (c == NULL)
 		return -1;
 	a = tool_call_req(c);
@@ -641,10 +638,11 @@ tools_read_file_raw(struct call_ctx *cx, const json_t *args, size_t whole_max,
 	/* The rest of the file in pages of read_file's default length: each
 	 * page is one guest answer, which must arrive within the agent's
 	 * timeout even on a slow guest. */
+	buf_init(&acc, whole_max);
 	a->rq.length = READ_DEFAULT_LENGTH;
 	do {
-		a->rq.offset = res->offset + (long long)res->len;
-		if (read_append(s, cx->account_id, &a->rq, res, &eof, e) < 0)
+		a->rq.offset = res->offset + (long long)acc.len;
+		if (read_append(s, cx->account_id, &a->rq, &acc, res, &eof, e) < 0)
 			goto out;
 		if (res->total - res->offset > (long long)whole_max) {
 			err_set_field(e, "length", "length: the file has %lld bytes after offset %lld,"
@@ -653,8 +651,10 @@ tools_read_file_raw(struct call_ctx *cx, const json_t *args, size_t whole_max,
 			goto out;
 		}
 	} while (!eof);
+	res->data = (unsigned char *)buf_steal(&acc, &res->len);
 	rc = 0;
 out:
+	buf_free(&acc);
 	if (rc < 0)
 		sbx_read_res_clear(res);
 	tools_count_call(cx, "read_file", t0, rc == 0 ? ERR_NONE : e->kind);
