@@ -37,7 +37,7 @@ SERVICE_SRC := \
 	service/app.c service/accounts.c service/session.c service/catalog.c \
 	service/tools.c service/tool_info.c service/tool_sandbox.c service/reaper.c \
 	service/sandbox.c service/sandbox_maint.c service/sandbox_io.c service/sandbox_net.c \
-	service/preview.c service/usage.c service/store.c service/settle.c
+	service/preview.c service/usage.c service/store.c service/store_cmd.c service/store_port.c service/store_money.c service/store_maint.c service/settle.c
 SERVER_SRC := \
 	server/auth.c server/http.c server/sse.c server/mcp.c server/mcp_rpc.c \
 	server/proxy.c server/metrics_http.c server/card.c \

@@ -1,0 +1,153 @@
+/* store_cmd.c - the statements on sandbox_commands. */
+#include "service/store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define COMMAND_COLUMNS \
+	"id, command, background, state, exit_code, stdout_path, stderr_path, " \
+	STORE_TS("started_at") ", " STORE_TS("ended_at")
+
+#define COMMAND_TEXT_MAX 200 /* characters of a command shown in lists */
+
+
+int
+store_cmd_insert(struct db *db, const char *cmd_id, const char *sandbox_id,
+    const char *command, int background, const char *out_path, const char *err_path,
+    struct err *e)
+{
+	const char *p[6] = { cmd_id, sandbox_id, command, background ? "t" : "f", out_path,
+		err_path };
+
+	return db_exec(db, "INSERT INTO sandbox_commands(id, sandbox_id, command,"
+	    " background, state, stdout_path, stderr_path)"
+	    " VALUES ($1, $2, $3, $4::boolean, 'running', $5, $6)", 6, p, NULL, e);
+}
+
+int
+store_cmd_set_pid(struct db *db, const char *cmd_id, long pid, struct err *e)
+{
+	char pids[24];
+	const char *p[2] = { cmd_id, pids };
+
+	snprintf(pids, sizeof(pids), "%ld", pid);
+	return db_exec(db, "UPDATE sandbox_commands SET guest_pid = $2::bigint WHERE id = $1",
+	    2, p, NULL, e);
+}
+
+int
+store_cmd_end(struct db *db, const char *cmd_id, const char *state, int code,
+    int only_running, struct err *e)
+{
+	char codes[16];
+	const char *p[3] = { cmd_id, state, codes };
+
+	snprintf(codes, sizeof(codes), "%d", code);
+	if (only_running)
+		return db_exec(db, "UPDATE sandbox_commands SET state = $2, ended_at = now(),"
+		    " exit_code = CASE WHEN $2 = 'failed' THEN NULL ELSE $3::int END"
+		    " WHERE id = $1 AND state = 'running'", 3, p, NULL, e);
+	return db_exec(db, "UPDATE sandbox_commands SET state = $2, ended_at = now(),"
+	    " exit_code = CASE WHEN $2 = 'running' THEN NULL ELSE $3::int END"
+	    " WHERE id = $1", 3, p, NULL, e);
+}
+
+int
+store_cmd_running(struct db *db, const char *sandbox_id, struct store_cmd_pid **cmds,
+    size_t *n, struct err *e)
+{
+	const char *p[1] = { sandbox_id };
+	PGresult *r = db_query(db, "SELECT id, guest_pid FROM sandbox_commands"
+	    " WHERE sandbox_id = $1 AND state = 'running' AND guest_pid IS NOT NULL", 1, p, e);
+	struct store_cmd_pid *v = NULL;
+	size_t k = 0;
+	int rc = -1;
+
+	*cmds = NULL;
+	*n = 0;
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) > 0 && (v = calloc((size_t)PQntuples(r), sizeof(*v))) == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < PQntuples(r); i++) {
+		long long pid;
+		if (db_get_str(r, i, 0, v[k].id, sizeof(v[k].id), e) < 0 ||
+		    db_get_ll(r, i, 1, &pid, e) < 0)
+			goto out;
+		if (pid <= 0 || pid > 0x7fffffff)
+			continue;
+		v[k++].pid = (long)pid;
+	}
+	*cmds = v;
+	*n = k;
+	v = NULL;
+	rc = 0;
+out:
+	free(v);
+	PQclear(r);
+	return rc;
+}
+
+/* One row of COMMAND_COLUMNS; the command text cut to `cut` characters. */
+static json_t *
+command_json(const PGresult *r, int i, size_t cut)
+{
+	const char *cmd = PQgetvalue(r, i, 1);
+	size_t len = strlen(cmd);
+	json_t *cmdj = json_stringn(cmd, len > cut ? cut : len);
+
+	return json_pack("{s:s, s:o, s:b, s:s, s:o, s:s, s:s, s:s, s:o}",
+	    "command_id", PQgetvalue(r, i, 0),
+	    "command", cmdj ? cmdj : json_string("?"),
+	    "background", strcmp(PQgetvalue(r, i, 2), "t") == 0,
+	    "state", PQgetvalue(r, i, 3),
+	    "exit_code", store_int_or_null(r, i, 4),
+	    "stdout_path", PQgetvalue(r, i, 5),
+	    "stderr_path", PQgetvalue(r, i, 6),
+	    "started_at", PQgetvalue(r, i, 7),
+	    "ended_at", store_text_or_null(r, i, 8));
+}
+
+json_t *
+store_cmd_recent_json(struct db *db, const char *sandbox_id, struct err *e)
+{
+	char lim[16];
+	const char *p[2] = { sandbox_id, lim };
+	PGresult *r;
+	json_t *arr;
+
+	snprintf(lim, sizeof(lim), "%d", STORE_RECENT_COMMANDS);
+	r = db_query(db, "SELECT " COMMAND_COLUMNS " FROM sandbox_commands"
+	    " WHERE sandbox_id = $1 ORDER BY started_at DESC LIMIT $2::int", 2, p, e);
+	if (r == NULL)
+		return NULL;
+	arr = json_array();
+	for (int i = 0; arr && i < PQntuples(r); i++)
+		json_array_append_new(arr, command_json(r, i, COMMAND_TEXT_MAX));
+	PQclear(r);
+	if (arr == NULL)
+		err_set(e, ERR_INTERNAL, "out of memory");
+	return arr;
+}
+
+json_t *
+store_cmd_json(struct db *db, const char *sandbox_id, const char *cmd_id, struct err *e)
+{
+	const char *p[2] = { cmd_id, sandbox_id };
+	PGresult *r = db_query(db, "SELECT " COMMAND_COLUMNS " FROM sandbox_commands"
+	    " WHERE id = $1 AND sandbox_id = $2", 2, p, e);
+	json_t *out = NULL;
+
+	if (r == NULL)
+		return NULL;
+	if (PQntuples(r) != 1)
+		err_set_at(e, ERR_NOT_FOUND, "command_id", "command_id: no command %s in %s",
+		    cmd_id, sandbox_id);
+	else if ((out = command_json(r, 0, (size_t)-1)) == NULL)
+		err_set(e, ERR_INTERNAL, "out of memory");
+	PQclear(r);
+	return out;
+}

@@ -1,0 +1,211 @@
+/* store_maint.c - expiry claims, reconcile, the warm pool, capacity and
+ * heartbeats. */
+#include "service/store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+int
+store_claim_due(struct db *db, const char *hosts, const char *owner, int max,
+    struct store_due **due, size_t *n, struct err *e)
+{
+	char maxs[16];
+	const char *p[3] = { hosts, owner, maxs };
+	struct store_due *v = NULL;
+	size_t k = 0;
+	PGresult *r;
+	int rc = -1;
+
+	*due = NULL;
+	*n = 0;
+	snprintf(maxs, sizeof(maxs), "%d", max);
+	r = db_query(db, "UPDATE sandboxes SET state = 'destroying',"
+	    " destroying_at = now(), owner = $2"
+	    " WHERE id IN (SELECT id FROM sandboxes WHERE state = 'running' AND NOT in_pool"
+	    "  AND expires_at <= now() AND host_uri = ANY($1::text[])"
+	    "  ORDER BY expires_at LIMIT $3::int FOR UPDATE SKIP LOCKED)"
+	    " RETURNING id, host_uri", 3, p, e);
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) > 0 && (v = calloc((size_t)PQntuples(r), sizeof(*v))) == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < PQntuples(r); i++) {
+		struct err bad;
+
+		/* A row that cannot be read is left to reconcile. */
+		err_clear(&bad);
+		if (db_get_str(r, i, 0, v[k].id, sizeof(v[k].id), &bad) == 0 &&
+		    db_get_str(r, i, 1, v[k].host, sizeof(v[k].host), &bad) == 0)
+			k++;
+	}
+	*due = v;
+	*n = k;
+	v = NULL;
+	rc = 0;
+out:
+	free(v);
+	PQclear(r);
+	return rc;
+}
+
+int
+store_next_expiry_ms(struct db *db, const char *hosts, long long none, long long *ms,
+    struct err *e)
+{
+	const char *p[1] = { hosts };
+	PGresult *r;
+	int rc;
+
+	r = db_query(db, "SELECT ceil(extract(epoch FROM (min(expires_at) - now())) * 1000)"
+	    "::bigint FROM sandboxes WHERE state = 'running' AND NOT in_pool"
+	    " AND host_uri = ANY($1::text[])", 1, p, e);
+	if (r == NULL)
+		return -1;
+	/* NULL: nothing runs there. */
+	rc = db_get_ll_or(r, 0, 0, none, ms, e);
+	PQclear(r);
+	return rc;
+}
+
+int
+store_count_live(struct db *db, long long counts[3], struct err *e)
+{
+	static const char *const states[] = { "creating", "running", "destroying" };
+	PGresult *r;
+	int rc = 0;
+
+	memset(counts, 0, 3 * sizeof(counts[0]));
+	/* The partial index on live states keeps this cheap however many
+	 * destroyed rows the table holds. */
+	r = db_query(db, "SELECT state, count(*) FROM sandboxes"
+	    " WHERE state IN ('creating', 'running', 'destroying') GROUP BY state", 0, NULL, e);
+	if (r == NULL)
+		return -1;
+	for (int i = 0; rc == 0 && i < PQntuples(r); i++) {
+		const char *state = db_get_text(r, i, 0);
+		for (int k = 0; state && k < 3; k++)
+			if (strcmp(state, states[k]) == 0 && db_get_ll(r, i, 1, &counts[k], e) < 0)
+				rc = -1;
+	}
+	PQclear(r);
+	return rc;
+}
+
+/* ---- maintenance ---- */
+
+int
+store_host_rows(struct db *db, const char *host, int dead_s, struct store_host_row **rows,
+    size_t *n, struct err *e)
+{
+	char dead[16];
+	const char *p[2] = { host, dead };
+	struct store_host_row *v = NULL;
+	PGresult *r;
+	int rc = -1;
+
+	*rows = NULL;
+	*n = 0;
+	snprintf(dead, sizeof(dead), "%d", dead_s);
+	r = db_query(db, "SELECT s.id, s.state,"
+	    " (s.owner IS NULL OR i.heartbeat_at IS NULL"
+	    "  OR i.heartbeat_at < now() - make_interval(secs => $2::int))"
+	    " FROM sandboxes s LEFT JOIN aasd_instances i ON i.id = s.owner"
+	    " WHERE s.host_uri = $1 AND s.state IN ('creating', 'running', 'destroying')",
+	    2, p, e);
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) > 0 && (v = calloc((size_t)PQntuples(r), sizeof(*v))) == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < PQntuples(r); i++)
+		if (db_get_str(r, i, 0, v[i].id, sizeof(v[i].id), e) < 0 ||
+		    db_get_str(r, i, 1, v[i].state, sizeof(v[i].state), e) < 0 ||
+		    db_get_bool(r, i, 2, &v[i].owner_dead, e) < 0)
+			goto out;
+	*rows = v;
+	*n = (size_t)PQntuples(r);
+	v = NULL;
+	rc = 0;
+out:
+	free(v);
+	PQclear(r);
+	return rc;
+}
+
+int
+store_pool_counts(struct db *db, const char *size, const char *host, const char *net,
+    long long *have, long long *stale, struct err *e)
+{
+	const char *p[3] = { size, host, net };
+	PGresult *r;
+	int rc = -1;
+
+	r = db_query(db, "SELECT count(*) FILTER (WHERE net = $3),"
+	    " count(*) FILTER (WHERE net <> $3 AND state = 'running') FROM sandboxes"
+	    " WHERE in_pool AND state IN ('creating', 'running') AND size = $1"
+	    " AND host_uri = $2", 3, p, e);
+	if (r == NULL)
+		return -1;
+	if (db_get_ll(r, 0, 0, have, e) == 0 && db_get_ll(r, 0, 1, stale, e) == 0)
+		rc = 0;
+	PQclear(r);
+	return rc;
+}
+
+int
+store_pool_take_surplus(struct db *db, const char *size, const char *host, const char *owner,
+    const char *net, char *id, struct err *e)
+{
+	const char *p[4] = { size, host, owner, net };
+	PGresult *r;
+	int rc = -1;
+
+	r = db_query(db, "UPDATE sandboxes SET state = 'destroying',"
+	    " destroying_at = now(), owner = $3 WHERE id = (SELECT id FROM sandboxes"
+	    "  WHERE in_pool AND state = 'running' AND size = $1 AND host_uri = $2"
+	    "  ORDER BY (net = $4), created_at DESC LIMIT 1 FOR UPDATE SKIP LOCKED)"
+	    " RETURNING id", 4, p, e);
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) == 0)
+		rc = 0;
+	else if (db_get_str(r, 0, 0, id, STORE_ID_LEN + 1, e) == 0)
+		rc = 1;
+	PQclear(r);
+	return rc;
+}
+
+int
+store_capacity(struct db *db, long long *live, long long warm[3], struct err *e)
+{
+	PGresult *r;
+	int rc = -1;
+
+	r = db_query(db, "SELECT"
+	    " count(*) FILTER (WHERE NOT in_pool AND state IN ('creating', 'running')),"
+	    " count(*) FILTER (WHERE in_pool AND state = 'running' AND size = 'small'),"
+	    " count(*) FILTER (WHERE in_pool AND state = 'running' AND size = 'medium'),"
+	    " count(*) FILTER (WHERE in_pool AND state = 'running' AND size = 'large')"
+	    " FROM sandboxes WHERE state IN ('creating', 'running')", 0, NULL, e);
+	if (r == NULL)
+		return -1;
+	if (db_get_ll(r, 0, 0, live, e) == 0 && db_get_ll(r, 0, 1, &warm[0], e) == 0 &&
+	    db_get_ll(r, 0, 2, &warm[1], e) == 0 && db_get_ll(r, 0, 3, &warm[2], e) == 0)
+		rc = 0;
+	PQclear(r);
+	return rc;
+}
+
+int
+store_heartbeat(struct db *db, const char *instance, const char *uris, struct err *e)
+{
+	const char *p[2] = { instance, uris };
+
+	return db_exec(db, "INSERT INTO aasd_instances(id, host_uris) VALUES ($1, $2)"
+	    " ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()", 2, p, NULL, e);
+}

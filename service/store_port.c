@@ -1,0 +1,118 @@
+/* store_port.c - the statements on sandbox_ports, and the preview lookup. */
+#include "service/store_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+
+int
+store_ports(struct db *db, const char *sandbox_id, struct store_port **ports, size_t *n,
+    struct err *e)
+{
+	const char *p[1] = { sandbox_id };
+	PGresult *r = db_query(db, "SELECT port, public, " STORE_TS("created_at")
+	    " FROM sandbox_ports WHERE sandbox_id = $1 ORDER BY port", 1, p, e);
+	struct store_port *v = NULL;
+	int rc = -1;
+
+	*ports = NULL;
+	*n = 0;
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) > 0 && (v = calloc((size_t)PQntuples(r), sizeof(*v))) == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < PQntuples(r); i++)
+		if (db_get_int(r, i, 0, &v[i].port, e) < 0 ||
+		    db_get_bool(r, i, 1, &v[i].public, e) < 0 ||
+		    db_get_str(r, i, 2, v[i].created_at, sizeof(v[i].created_at), e) < 0)
+			goto out;
+	*ports = v;
+	*n = (size_t)PQntuples(r);
+	v = NULL;
+	rc = 0;
+out:
+	free(v);
+	PQclear(r);
+	return rc;
+}
+
+int
+store_port_exists(struct db *db, const char *sandbox_id, int port, int *exists,
+    struct err *e)
+{
+	char port_text[16];
+	const char *p[2] = { sandbox_id, port_text };
+	PGresult *r;
+
+	snprintf(port_text, sizeof(port_text), "%d", port);
+	r = db_query(db, "SELECT 1 FROM sandbox_ports WHERE sandbox_id = $1 AND port = $2::int",
+	    2, p, e);
+	if (r == NULL)
+		return -1;
+	*exists = PQntuples(r) > 0;
+	PQclear(r);
+	return 0;
+}
+
+int
+store_port_insert(struct db *db, const char *sandbox_id, int port, int public, int host_port,
+    const char *token_hash, int *inserted, struct err *e)
+{
+	char port_text[16], hp_text[16];
+	const char *p[5] = { sandbox_id, port_text, public ? "true" : "false", hp_text,
+		token_hash ? token_hash : "" };
+	long n = 0;
+
+	snprintf(port_text, sizeof(port_text), "%d", port);
+	snprintf(hp_text, sizeof(hp_text), "%d", host_port);
+	if (db_exec(db, "INSERT INTO sandbox_ports(sandbox_id, port, public, host_port,"
+	    " token_hash) SELECT $1, $2::int, $3::boolean, $4::int, nullif($5, '')"
+	    " WHERE EXISTS (SELECT 1 FROM sandboxes WHERE id = $1 AND state = 'running')"
+	    " ON CONFLICT DO NOTHING", 5, p, &n, e) < 0)
+		return -1;
+	*inserted = n == 1;
+	return 0;
+}
+
+int
+store_ports_drop(struct db *db, const char *sandbox_id, struct err *e)
+{
+	const char *p[1] = { sandbox_id };
+
+	return db_exec(db, "DELETE FROM sandbox_ports WHERE sandbox_id = $1", 1, p, NULL, e);
+}
+
+int
+store_preview_lookup(struct db *db, const char *sandbox_id, int port, struct store_preview *out,
+    int *found, struct err *e)
+{
+	char port_text[16];
+	const char *p[2] = { sandbox_id, port_text };
+	PGresult *r;
+	int rc = -1;
+
+	*found = 0;
+	snprintf(port_text, sizeof(port_text), "%d", port);
+	r = db_query(db, "SELECT p.host_port, p.public, coalesce(p.token_hash, ''),"
+	    " b.host_uri FROM sandbox_ports p JOIN sandboxes b ON b.id = p.sandbox_id"
+	    " WHERE p.sandbox_id = $1 AND p.port = $2::int AND b.state = 'running'", 2, p, e);
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) != 1) {
+		rc = 0;
+		goto out;
+	}
+	if (db_get_int(r, 0, 0, &out->host_port, e) < 0 ||
+	    db_get_bool(r, 0, 1, &out->public, e) < 0 ||
+	    db_get_str(r, 0, 2, out->token_hash, sizeof(out->token_hash), e) < 0 ||
+	    db_get_str(r, 0, 3, out->host, sizeof(out->host), e) < 0)
+		goto out;
+	*found = 1;
+	rc = 0;
+out:
+	PQclear(r);
+	return rc;
+}
