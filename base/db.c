@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -142,11 +143,16 @@ db_release(struct db *db, struct db_slot *slot)
 	pthread_mutex_unlock(&db->lock);
 }
 
+/* SQLSTATE of the last failed statement on this thread, for db_tx to
+ * tell a retryable conflict from a real failure. */
+static _Thread_local char last_state[6];
+
 static void
 map_result_error(PGconn *c, PGresult *r, struct err *e)
 {
 	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
 
+	snprintf(last_state, sizeof(last_state), "%s", state ? state : "");
 	if (PQstatus(c) != CONNECTION_OK) {
 		err_set(e, ERR_UNAVAILABLE, "database connection lost");
 		return;
@@ -216,16 +222,26 @@ db_query(struct db *db, const char *sql, int nparams,
 	return NULL;
 }
 
+static int
+retryable_state(void)
+{
+	/* serialization_failure, deadlock_detected */
+	return strcmp(last_state, "40001") == 0 || strcmp(last_state, "40P01") == 0;
+}
+
 int
 db_tx(struct db *db, db_tx_fn fn, void *arg, struct err *e)
 {
-	for (int attempt = 0; attempt < 2; attempt++) {
+	int reconnects = 0, conflicts = 0;
+
+	for (;;) {
 		struct err local;
 		struct db_slot *slot;
 		PGresult *r;
-		int rc = -1;
+		int rc = -1, retry = 0;
 
 		err_clear(&local);
+		last_state[0] = '\0';
 		slot = db_acquire(db, &local);
 		if (slot == NULL) {
 			err_set(e, local.kind, "%s", local.msg);
@@ -235,7 +251,7 @@ db_tx(struct db *db, db_tx_fn fn, void *arg, struct err *e)
 		if (r == NULL) {
 			int broken = PQstatus(slot->conn) != CONNECTION_OK;
 			db_release(db, slot);
-			if (broken && attempt == 0)
+			if (broken && reconnects++ == 0)
 				continue;
 			err_set(e, local.kind, "%s", local.msg);
 			return -1;
@@ -253,11 +269,22 @@ db_tx(struct db *db, db_tx_fn fn, void *arg, struct err *e)
 			PQclear(rb);
 		}
 		db_release(db, slot);
+		/* PostgreSQL chose this transaction as a deadlock or serialization
+		 * victim: nothing of it remains, so it runs again, a few times,
+		 * after a short random pause that lets the other one finish. */
+		if (rc != 0 && retryable_state() && conflicts < DB_TX_RETRIES) {
+			conflicts++;
+			retry = 1;
+			log_warn("db: transaction conflict (%s), retry %d", last_state, conflicts);
+			struct timespec ts = { 0, (long)(1 + rand() % 20) * 1000000L * conflicts };
+			nanosleep(&ts, NULL);
+		}
+		if (retry)
+			continue;
 		if (rc != 0)
 			err_set(e, local.kind, "%s", local.msg);
 		return rc;
 	}
-	return -1;
 }
 
 int

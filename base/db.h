@@ -23,8 +23,13 @@ void db_free(struct db *db);
 PGresult *db_query(struct db *db, const char *sql, int nparams,
     const char *const *params, struct err *e);
 
+#define DB_TX_RETRIES 5 /* runs again after a deadlock or serialization failure */
+
 /* Runs fn between BEGIN and COMMIT on one connection; ROLLBACK when fn
- * returns -1. If the connection breaks before fn ran, it is retried once. */
+ * returns -1. If the connection breaks before fn ran, it is retried once;
+ * when PostgreSQL aborts it as a deadlock victim or for a serialization
+ * failure (40P01, 40001), the whole transaction runs again, up to
+ * DB_TX_RETRIES times, so fn must not act outside the database. */
 typedef int (*db_tx_fn)(PGconn *c, void *arg, struct err *e);
 int db_tx(struct db *db, db_tx_fn fn, void *arg, struct err *e);
 
