@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/keys.h"
@@ -122,44 +123,52 @@ bill_grant(struct db *db, const char *account, int64_t amount, const char *reaso
 	return 0;
 }
 
-/* One row of bill_entries' query as JSON; NULL with `e` set. */
-static json_t *
-entry_json(const PGresult *r, int i, struct err *e)
+void
+bill_entries_free(struct bill_entry *v, size_t n)
 {
-	const char *kind = db_get_text(r, i, 1), *reason = db_get_text(r, i, 4);
-	const char *sandbox = db_get_text(r, i, 5), *created = db_get_text(r, i, 6);
-	int has_minutes = db_get_text(r, i, 3) != NULL;
-	long long id, amount, minutes = 0;
-	json_t *o;
-
-	if (db_get_ll(r, i, 0, &id, e) < 0 || db_get_ll(r, i, 2, &amount, e) < 0 ||
-	    (has_minutes && db_get_ll(r, i, 3, &minutes, e) < 0))
-		return NULL;
-	if (kind == NULL || reason == NULL || created == NULL) {
-		err_set(e, ERR_INTERNAL, "database answer: ledger entry %lld lacks a field", id);
-		return NULL;
-	}
-	o = json_pack("{s:I, s:s, s:I, s:o, s:s, s:o, s:s}",
-	    "id", (json_int_t)id, "kind", kind, "amount", (json_int_t)amount,
-	    "minutes", has_minutes ? json_integer(minutes) : json_null(),
-	    "reason", reason, "sandbox_id", sandbox ? json_string(sandbox) : json_null(),
-	    "created_at", created);
-	if (o == NULL)
-		err_set(e, ERR_INTERNAL, "out of memory");
-	return o;
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i].reason);
+	free(v);
 }
 
-json_t *
+/* One row of bill_entries' query; -1 with `e` set. */
+static int
+entry_read(const PGresult *r, int i, struct bill_entry *o, struct err *e)
+{
+	const char *reason = db_get_text(r, i, 4);
+
+	o->has_minutes = db_get_text(r, i, 3) != NULL;
+	if (db_get_ll(r, i, 0, &o->id, e) < 0 || db_get_ll(r, i, 2, &o->amount, e) < 0 ||
+	    (o->has_minutes && db_get_ll(r, i, 3, &o->minutes, e) < 0) ||
+	    db_get_str(r, i, 1, o->kind, sizeof(o->kind), e) < 0 ||
+	    db_get_str(r, i, 5, o->sandbox_id, sizeof(o->sandbox_id), e) < 0 ||
+	    db_get_str(r, i, 6, o->created_at, sizeof(o->created_at), e) < 0)
+		return -1;
+	if (reason == NULL || o->created_at[0] == '\0') {
+		err_set(e, ERR_INTERNAL, "database answer: ledger entry %lld lacks a field", o->id);
+		return -1;
+	}
+	if ((o->reason = strdup(reason)) == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return -1;
+	}
+	return 0;
+}
+
+int
 bill_entries(struct db *db, const char *account, int limit, int64_t before_id,
-    int64_t *next_before, struct err *e)
+    struct bill_entry **entries, size_t *count, int64_t *next_before, struct err *e)
 {
 	char lim[16], before[24];
 	const char *p[3] = { account, before, lim };
+	struct bill_entry *v = NULL;
 	long long next = 0;
+	size_t k = 0;
 	PGresult *r;
-	json_t *arr;
-	int n, ok = 0;
+	int n, rc = -1;
 
+	*entries = NULL;
+	*count = 0;
 	snprintf(lim, sizeof(lim), "%d", limit + 1);
 	snprintf(before, sizeof(before), "%" PRId64, before_id > 0 ? before_id : INT64_MAX);
 	r = db_query(db, "SELECT id, kind, amount, minutes, reason, sandbox_id,"
@@ -167,31 +176,27 @@ bill_entries(struct db *db, const char *account, int limit, int64_t before_id,
 	    " FROM ledger WHERE account_id = $1 AND id < $2::bigint ORDER BY id DESC LIMIT $3::int",
 	    3, p, e);
 	if (r == NULL)
-		return NULL;
+		return -1;
 	n = PQntuples(r);
-	arr = json_array();
-	if (arr == NULL) {
+	if (n > 0 && (v = calloc((size_t)n, sizeof(*v))) == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		goto out;
 	}
-	for (int i = 0; i < n && i < limit; i++) {
-		json_t *entry = entry_json(r, i, e);
-		/* json_array_append_new frees the entry when it fails. */
-		if (entry == NULL || json_array_append_new(arr, entry) < 0) {
-			err_set(e, ERR_INTERNAL, "out of memory");
+	for (; (int)k < n && (int)k < limit; k++)
+		if (entry_read(r, (int)k, &v[k], e) < 0) {
+			k++;
 			goto out;
 		}
-	}
 	/* One row more than asked for means there is a next page. */
 	if (n > limit && db_get_ll(r, limit - 1, 0, &next, e) < 0)
 		goto out;
 	*next_before = next;
-	ok = 1;
+	*entries = v;
+	*count = k;
+	v = NULL;
+	rc = 0;
 out:
+	bill_entries_free(v, k);
 	PQclear(r);
-	if (!ok) {
-		json_decref(arr);
-		arr = NULL;
-	}
-	return arr;
+	return rc;
 }

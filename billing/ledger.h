@@ -4,9 +4,9 @@
 #ifndef AAS_LEDGER_H
 #define AAS_LEDGER_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-#include <jansson.h>
 #include <libpq-fe.h>
 
 #include "base/db.h"
@@ -26,8 +26,23 @@ int bill_post(PGconn *c, const char *account, const char *sandbox, const char *k
 int bill_grant(struct db *db, const char *account, int64_t amount, const char *reason,
     int64_t *balance_after, struct err *e);
 
-/* Ledger entries, newest first, paged by entry id. */
-json_t *bill_entries(struct db *db, const char *account, int limit, int64_t before_id,
-    int64_t *next_before, struct err *e);
+struct bill_entry {
+	long long id;
+	char kind[16];             /* grant, charge, refund, adjustment */
+	long long amount;          /* micro-USD, negative for charges */
+	int has_minutes;
+	long long minutes;
+	char *reason;              /* malloc'd */
+	char sandbox_id[24];       /* "" when none */
+	char created_at[40];
+};
+
+/* Ledger entries of `account`, newest first, paged by entry id: up to
+ * `limit` entries below `before_id` (0: from the newest) into *entries
+ * (bill_entries_free them); *next_before is the next page's before_id, 0
+ * when this is the last page. */
+int bill_entries(struct db *db, const char *account, int limit, int64_t before_id,
+    struct bill_entry **entries, size_t *count, int64_t *next_before, struct err *e);
+void bill_entries_free(struct bill_entry *v, size_t n);
 
 #endif

@@ -14,6 +14,7 @@
 #include "service/app.h"
 #include "base/config.h"
 #include "billing/ledger.h"
+#include "service/usage.h"
 #include "base/log.h"
 
 #define AASCTL_MAX_LEDGER 1000 /* ledger entries one command prints */
@@ -256,7 +257,7 @@ run(struct app *app, int argc, char **argv, struct err *e)
 			    AASCTL_MAX_LEDGER);
 			return fail(e);
 		}
-		v = bill_entries(app->db, acct, (int)l, 0, &next, e);
+		v = usage_ledger_json(app->db, acct, (int)l, 0, &next, e);
 		return v ? print_json(v) : fail(e);
 	}
 	if (strcmp(what, "key") == 0 && strcmp(sub, "revoke") == 0) {

@@ -59,6 +59,36 @@ out:
 }
 
 json_t *
+usage_ledger_json(struct db *db, const char *account, int limit, int64_t before_id,
+    int64_t *next_before, struct err *e)
+{
+	struct bill_entry *v;
+	size_t n;
+	json_t *arr;
+
+	if (bill_entries(db, account, limit, before_id, &v, &n, next_before, e) < 0)
+		return NULL;
+	arr = json_array();
+	for (size_t i = 0; arr && i < n; i++) {
+		json_t *o = json_pack("{s:I, s:s, s:I, s:o, s:s, s:o, s:s}",
+		    "id", (json_int_t)v[i].id, "kind", v[i].kind, "amount", (json_int_t)v[i].amount,
+		    "minutes", v[i].has_minutes ? json_integer(v[i].minutes) : json_null(),
+		    "reason", v[i].reason,
+		    "sandbox_id", v[i].sandbox_id[0] ? json_string(v[i].sandbox_id) : json_null(),
+		    "created_at", v[i].created_at);
+		/* json_array_append_new frees the entry when it fails. */
+		if (o == NULL || json_array_append_new(arr, o) < 0) {
+			json_decref(arr);
+			arr = NULL;
+		}
+	}
+	bill_entries_free(v, n);
+	if (arr == NULL)
+		err_set(e, ERR_INTERNAL, "out of memory");
+	return arr;
+}
+
+json_t *
 usage_get(struct app *app, const char *account, const struct usage_req *req,
     struct err *e)
 {
@@ -81,7 +111,7 @@ usage_get(struct app *app, const char *account, const struct usage_req *req,
 	sandboxes = store_usage_json(app->db, account, req->limit, e);
 	if (sandboxes == NULL)
 		goto out;
-	ledger = bill_entries(app->db, account, req->limit, before, &next, e);
+	ledger = usage_ledger_json(app->db, account, req->limit, before, &next, e);
 	if (ledger == NULL)
 		goto out;
 	/* Free credit left: what was granted and not yet spent, at most the

@@ -4,6 +4,8 @@
 #ifndef AAS_USAGE_H
 #define AAS_USAGE_H
 
+#include <stdint.h>
+
 #include <jansson.h>
 
 #include "base/err.h"
@@ -21,6 +23,9 @@ struct usage_extend_req {
 	int minutes;               /* > 0, checked by the schema */
 };
 
+/* Ledger entries as JSON, newest first, paged by id (get_usage, aasctl). */
+json_t *usage_ledger_json(struct db *db, const char *account, int limit, int64_t before_id,
+    int64_t *next_before, struct err *e);
 json_t *usage_get(struct app *app, const char *account, const struct usage_req *req,
     struct err *e);
 /* Charges `minutes` more and moves expires_at, in one transaction;
