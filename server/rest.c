@@ -174,7 +174,7 @@ out:
 static json_t *
 build_args(struct rest_call *c, struct err *e)
 {
-	const json_t *schema = c->op->tool ? tools_input_schema(c->op->tool) : NULL;
+	const json_t *schema = c->tool ? tool_input_schema(c->tool) : NULL;
 	json_t *q = rest_query_parse(http_query(c->req), e), *args;
 
 	if (q == NULL)
@@ -206,6 +206,7 @@ run_op(struct http_req *req, void *arg)
 	c.r = job->r;
 	c.req = req;
 	c.op = job->op;
+	c.tool = job->r->tools[job->op - rest_ops];
 	c.cx.app = job->r->app;
 	c.cx.request_id = http_request_id(req);
 	err_clear(&e);
@@ -276,10 +277,20 @@ handle(struct http_req *req, void *ctx)
 static int
 add_routes(struct rest *r, struct err *e)
 {
+	if (rest_ops_count > REST_MAX_OPS) {
+		err_set(e, ERR_INTERNAL, "rest: more than %d operations", REST_MAX_OPS);
+		return -1;
+	}
 	for (size_t i = 0; i < rest_ops_count; i++) {
 		const struct rest_op *op = &rest_ops[i];
 		struct rest_path *rp = NULL;
 		size_t n;
+
+		if (op->tool && (r->tools[i] = tools_find(op->tool)) == NULL) {
+			err_set(e, ERR_INTERNAL, "rest: %s %s runs unknown tool %s", op->method,
+			    op->path, op->tool);
+			return -1;
+		}
 
 		for (size_t j = 0; j < r->n_paths && rp == NULL; j++)
 			if (strcmp(r->paths[j].path, op->path) == 0)

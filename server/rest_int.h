@@ -8,6 +8,7 @@
 
 #define REST_MAX_PATHS 24
 #define REST_MAX_PATH_ARG 128    /* longest {name} segment we look up */
+#define REST_MAX_OPS 32
 
 enum rest_flags {
 	REST_ANON = 1,      /* no key; answered on the HTTP thread (no database) */
@@ -51,6 +52,8 @@ struct rest {
 	char *openapi;             /* the served document */
 	size_t openapi_len;
 	struct rest_path paths[REST_MAX_PATHS];
+	/* The tool of each operation (rest_ops order), found once at start. */
+	const struct tool *tools[REST_MAX_OPS];
 	struct http_route routes[REST_MAX_PATHS];
 	size_t n_paths;
 };
@@ -59,6 +62,7 @@ struct rest_call {
 	struct rest *r;
 	struct http_req *req;
 	const struct rest_op *op;
+	const struct tool *tool;   /* op's tool, or NULL */
 	struct call_ctx cx;
 	int status;                /* overrides op->status when set */
 	int replied;

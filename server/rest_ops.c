@@ -1,5 +1,5 @@
 /* rest_ops.c - the REST operations: each translates between HTTP and a
- * tool (tools_invoke) or the sandbox service, and nothing else. The table
+ * tool (tools_run) or the sandbox service, and nothing else. The table
  * at the end is the API; server/openapi.json describes the same routes. */
 #include "server/rest_int.h"
 
@@ -16,7 +16,7 @@
 json_t *
 rest_op_tool(struct rest_call *c, json_t *args, struct err *e)
 {
-	return tools_invoke(&c->cx, c->op->tool, args, e);
+	return tools_run(&c->cx, c->tool, args, e);
 }
 
 struct sbx *
@@ -95,7 +95,7 @@ op_upload(struct rest_call *c, json_t *args, struct err *e)
 	const char *body = http_body(c->req, &len);
 	json_t *out;
 
-	return tools_write_file_raw(&c->cx, args, body, len, &out, e) < 0 ? NULL : out;
+	return tools_write_file_raw(&c->cx, c->tool, args, body, len, &out, e) < 0 ? NULL : out;
 }
 
 /* Raw bytes of a file: one page when length is given, else the rest of
@@ -106,7 +106,7 @@ op_download(struct rest_call *c, json_t *args, struct err *e)
 	struct sbx_read_res res;
 	char hdr[32];
 
-	if (tools_read_file_raw(&c->cx, args, REST_MAX_WHOLE_FILE, &res, e) < 0)
+	if (tools_read_file_raw(&c->cx, c->tool, args, REST_MAX_WHOLE_FILE, &res, e) < 0)
 		return NULL;
 	snprintf(hdr, sizeof(hdr), "%lld", res.total);
 	http_add_header(c->req, "X-AAS-File-Size", hdr);

@@ -561,16 +561,31 @@ const size_t tool_sandbox_impls_count = sizeof(tool_sandbox_impls) /
 
 /* ---- raw file bytes for the REST routes ---- */
 
-int
-tools_write_file_raw(struct call_ctx *cx, const json_t *args, const void *data, size_t len,
-    json_t **result, struct err *e)
+/* The tool named, when `t` is not it: a route table that runs another
+ * tool on a file route is a programming error, refused. */
+static const struct tool *
+file_tool(const struct tool *t, const char *name, struct err *e)
 {
-	struct tool_call *c = tools_prepare(cx, tools_find("write_file"), args, e);
+	if (t == NULL)
+		t = tools_find(name);
+	if (t == NULL || strcmp(tool_name(t), name) != 0) {
+		err_set(e, ERR_INTERNAL, "%s route without its tool", name);
+		return NULL;
+	}
+	return t;
+}
+
+int
+tools_write_file_raw(struct call_ctx *cx, const struct tool *t, const json_t *args,
+    const void *data, size_t len, json_t **result, struct err *e)
+{
+	struct tool_call *c;
 	struct write_args *a;
 	double t0 = metrics_now();
 
 	*result = NULL;
-	if (c == NULL)
+	if ((t = file_tool(t, "write_file", e)) == NULL ||
+	    (c = tools_prepare(cx, t, args, e)) == NULL)
 		return -1;
 	a = tool_call_req(c);
 	if (a->has_content) {
@@ -611,10 +626,10 @@ read_append(struct sbx *s, const char *account, struct sbx_read_req *rq, struct 
 }
 
 int
-tools_read_file_raw(struct call_ctx *cx, const json_t *args, size_t whole_max,
-    struct sbx_read_res *res, struct err *e)
+tools_read_file_raw(struct call_ctx *cx, const struct tool *t, const json_t *args,
+    size_t whole_max, struct sbx_read_res *res, struct err *e)
 {
-	struct tool_call *c = tools_prepare(cx, tools_find("read_file"), args, e);
+	struct tool_call *c;
 	int whole = json_object_get(args, "length") == NULL;
 	struct read_args *a;
 	double t0 = metrics_now();
@@ -624,7 +639,8 @@ tools_read_file_raw(struct call_ctx *cx, const json_t *args, size_t whole_max,
 
 	memset(res, 0, sizeof(*res));
 	buf_init(&acc, 0);
-	if (c == NULL)
+	if ((t = file_tool(t, "read_file", e)) == NULL ||
+	    (c = tools_prepare(cx, t, args, e)) == NULL)
 		return -1;
 	a = tool_call_req(c);
 	s = service(cx, e);

@@ -12,15 +12,17 @@
 #include "service/sandbox.h"
 #include "service/tools.h"
 
+/* `t` is write_file / read_file (tools_find), or NULL to look it up. */
+
 /* write_file with `args` (sandbox_id, path, mode, make_parents) and the
  * bytes as content. 0 and the tool's result object in *result. */
-int tools_write_file_raw(struct call_ctx *cx, const json_t *args, const void *data, size_t len,
-    json_t **result, struct err *e);
+int tools_write_file_raw(struct call_ctx *cx, const struct tool *t, const json_t *args,
+    const void *data, size_t len, json_t **result, struct err *e);
 
 /* read_file with `args` (sandbox_id, path, offset, length) into `res`
  * (sbx_read_res_clear it). Without length: the rest of the file from
  * offset, refused when that is more than `whole_max` bytes. */
-int tools_read_file_raw(struct call_ctx *cx, const json_t *args, size_t whole_max,
-    struct sbx_read_res *res, struct err *e);
+int tools_read_file_raw(struct call_ctx *cx, const struct tool *t, const json_t *args,
+    size_t whole_max, struct sbx_read_res *res, struct err *e);
 
 #endif

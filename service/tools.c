@@ -360,26 +360,34 @@ tool_call_run(struct call_ctx *cx, struct tool_call *c, struct err *e)
 }
 
 json_t *
+tools_run(struct call_ctx *cx, const struct tool *t, const json_t *args, struct err *e)
+{
+	struct tool_call *c;
+	double t0 = metrics_now();
+	json_t *obj;
+
+	err_clear(e);
+	c = tools_prepare(cx, t, args, e);
+	if (c == NULL)
+		return NULL;
+	obj = tool_call_run(cx, c, e);
+	tools_count_call(cx, tool_name(t), t0, obj ? ERR_NONE : e->kind);
+	tool_call_free(c);
+	return obj;
+}
+
+json_t *
 tools_invoke(struct call_ctx *cx, const char *name, const json_t *args,
     struct err *e)
 {
 	const struct tool *t = tools_find(name);
-	struct tool_call *c;
-	double t0 = metrics_now();
-	json_t *obj;
 
 	err_clear(e);
 	if (t == NULL) {
 		err_set(e, ERR_NOT_FOUND, "unknown tool %.100s", name);
 		return NULL;
 	}
-	c = tools_prepare(cx, t, args, e);
-	if (c == NULL)
-		return NULL;
-	obj = tool_call_run(cx, c, e);
-	tools_count_call(cx, name, t0, obj ? ERR_NONE : e->kind);
-	tool_call_free(c);
-	return obj;
+	return tools_run(cx, t, args, e);
 }
 
 json_t *

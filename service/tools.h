@@ -81,6 +81,11 @@ void *tool_call_req(struct tool_call *c);
 void tools_count_call(const struct call_ctx *cx, const char *name, double t0,
     enum err_kind kind);
 
+/* A tool found beforehand, in one step: tools_prepare, tool_call_run,
+ * counted. Clears `e` first. */
+json_t *tools_run(struct call_ctx *cx, const struct tool *t, const json_t *args,
+    struct err *e);
+
 /* Runs a tool for any front end in one step: tools_find, tools_prepare,
  * tool_call_run. Returns the result object, or NULL with `e` filled:
  * ERR_NOT_FOUND for an unknown tool, or as tools_prepare and the tool.
