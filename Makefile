@@ -30,7 +30,7 @@ LDLIBS  := $(PKG_LIBS) -lm
 BASE_SRC := \
 	base/log.c base/err.c base/config.c base/keys.c base/db.c base/migrate.c \
 	base/jsonrpc.c base/jsonschema.c base/work.c base/ttlmap.c base/notify.c \
-	base/utf8.c base/metrics.c base/mcp_version.c base/buf.c
+	base/utf8.c base/metrics.c base/mcp_version.c base/buf.c base/b64.c
 VMM_SRC := vmm/vm_xml.c vmm/vm.c vmm/agent.c vmm/orch.c vmm/guest.c vmm/netguard.c
 BILLING_SRC := billing/price.c billing/ledger.c billing/billing.c
 SERVICE_SRC := \
@@ -54,7 +54,7 @@ AASCTL_OBJ := $(B)/server/aasctl.o
 # aas-mcp, the stdio bridge to the REST API: its own modules over the base
 # layer alone, and the tool catalogue.
 BRIDGE_SRC := \
-	bridge/br_config.c bridge/br_url.c bridge/br_http.c bridge/br_api.c bridge/br_b64.c \
+	bridge/br_config.c bridge/br_url.c bridge/br_http.c bridge/br_api.c \
 	bridge/br_catalog.c bridge/br_tools.c bridge/br_path.c bridge/br_tree.c \
 	bridge/br_plan.c bridge/br_local.c bridge/br_remote.c bridge/br_sync.c bridge/br_io.c \
 	bridge/br_rpc.c

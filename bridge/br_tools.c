@@ -8,11 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bridge/br_b64.h"
 #include "bridge/br_catalog.h"
 #include "bridge/br_path.h"
 #include "bridge/br_remote.h"
 #include "bridge/br_sync.h"
+#include "base/b64.h"
 #include "base/jsonschema.h"
 #include "base/utf8.h"
 
@@ -191,7 +191,7 @@ read_file(struct br_call *c, const json_t *args, struct err *e)
 		goto out;
 	}
 	if (base64) {
-		char *b = br_b64_encode((const unsigned char *)r.body, r.len);
+		char *b = b64_encode(r.body, r.len);
 		content = b ? json_string(b) : NULL;
 		free(b);
 	} else {
@@ -216,6 +216,35 @@ out:
 	return out;
 }
 
+/* content_base64 decoded (malloc'd), at most BR_REMOTE_MAX_PUT bytes. */
+static unsigned char *
+decode_content(const json_t *v, size_t *len, struct err *e)
+{
+	const char *text = json_string_value(v);
+	size_t tlen = json_string_length(v), cap = B64_DECODED_MAX(tlen);
+	unsigned char *data;
+	struct err be;
+
+	if (cap > BR_REMOTE_MAX_PUT)
+		cap = BR_REMOTE_MAX_PUT;
+	data = malloc(cap + 1);
+	if (data == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	err_clear(&be);
+	if (b64_decode(text, tlen, data, cap, len, &be) < 0) {
+		if (be.kind == ERR_LIMIT)
+			err_set_at(e, ERR_INVALID, "content_base64",
+			    "content_base64: at most %u bytes per write", BR_REMOTE_MAX_PUT);
+		else
+			err_set_field(e, "content_base64", "content_base64: %s", be.msg);
+		free(data);
+		return NULL;
+	}
+	return data;
+}
+
 static json_t *
 write_file(struct br_call *c, const json_t *args, struct err *e)
 {
@@ -234,11 +263,9 @@ write_file(struct br_call *c, const json_t *args, struct err *e)
 		return NULL;
 	}
 	if (b64) {
-		data = br_b64_decode(json_string_value(b64), json_string_length(b64), &len);
-		if (data == NULL) {
-			err_set_field(e, "content_base64", "content_base64: not valid base64");
+		data = decode_content(b64, &len, e);
+		if (data == NULL)
 			return NULL;
-		}
 		bytes = data;
 	} else {
 		bytes = json_string_value(text);

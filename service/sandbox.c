@@ -27,6 +27,24 @@ reap_destroy(void *ctx, const char *id, const char *host)
 	return sbx_finish_destroy(ctx, id, host, "destroyed", NULL, &e);
 }
 
+/* The VM layer, given the part of the daemon's configuration it reads. */
+static struct orch *
+orch_open(const struct config *cfg, struct err *e)
+{
+	const struct orch_config oc = {
+		.libvirt_uri = cfg->libvirt_uri,
+		.virt = cfg->virt == CONFIG_VIRT_KVM ? ORCH_VIRT_KVM :
+		    cfg->virt == CONFIG_VIRT_TCG ? ORCH_VIRT_TCG : ORCH_VIRT_AUTO,
+		.image_dir = cfg->image_dir,
+		.state_dir = cfg->state_dir,
+		.qemu_user = cfg->qemu_user,
+		.boot_timeout_s = cfg->boot_timeout_s,
+		.kvm_probe_timeout_s = cfg->kvm_probe_timeout_s,
+	};
+
+	return orch_new(&oc, e);
+}
+
 struct sbx *
 sbx_new(struct app *app, struct err *e)
 {
@@ -45,7 +63,7 @@ sbx_new(struct app *app, struct err *e)
 		err_set(e, ERR_INTERNAL, "random generator failed");
 		goto fail;
 	}
-	s->orch = orch_new(&app->cfg, e);
+	s->orch = orch_open(&app->cfg, e);
 	if (s->orch == NULL)
 		goto fail;
 	/* Before any VM boots: a network device only behind the rule. */

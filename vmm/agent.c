@@ -1,6 +1,7 @@
 /* agent.c - guest agent commands over virDomainQemuAgentCommand. */
 #include "vmm/agent.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,48 +10,48 @@
 
 #include <libvirt/libvirt-qemu.h>
 #include <libvirt/virterror.h>
-#include <openssl/evp.h>
 
+#include "base/b64.h"
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/metrics.h"
 
+/* `len` characters of base64 decoded into a malloc'd, NUL-terminated
+ * buffer of at most `max` bytes; NULL with e set. */
+static unsigned char *
+decode_alloc(const char *text, size_t len, size_t max, size_t *out_len, struct err *e)
+{
+	size_t cap = B64_DECODED_MAX(len);
+	unsigned char *out;
+
+	if (cap > max)
+		cap = max;
+	out = malloc(cap + 1);
+	if (out == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	if (b64_decode(text, len, out, cap, out_len, e) < 0) {
+		free(out);
+		return NULL;
+	}
+	out[*out_len] = '\0';
+	return out;
+}
+
 char *
 agent_b64_encode(const unsigned char *data, size_t len)
 {
-	char *out = malloc(4 * ((len + 2) / 3) + 1);
-
-	if (out == NULL)
-		return NULL;
-	EVP_EncodeBlock((unsigned char *)out, data, (int)len);
-	return out;
+	return b64_encode(data, len);
 }
 
 unsigned char *
 agent_b64_decode(const char *text, size_t *len)
 {
-	size_t tl = strlen(text);
-	unsigned char *out;
-	int n;
+	struct err e;
 
-	if (tl % 4 != 0)
-		return NULL;
-	out = malloc(tl / 4 * 3 + 1);
-	if (out == NULL)
-		return NULL;
-	n = EVP_DecodeBlock(out, (const unsigned char *)text, (int)tl);
-	if (n < 0) {
-		free(out);
-		return NULL;
-	}
-	/* EVP_DecodeBlock counts padding as data. */
-	if (tl >= 1 && text[tl - 1] == '=')
-		n--;
-	if (tl >= 2 && text[tl - 2] == '=')
-		n--;
-	out[n] = '\0';
-	*len = (size_t)n;
-	return out;
+	err_clear(&e);
+	return decode_alloc(text, strlen(text), SIZE_MAX, len, &e);
 }
 
 /* Pings while a guest boots fail until its agent starts: expected, not
@@ -172,7 +173,7 @@ agent_exec_start(struct vm_host *h, const char *domain,
 	if (x->env)
 		json_object_set_new(args, "env", str_array(x->env));
 	if (x->input) {
-		b64 = agent_b64_encode(x->input, x->input_len);
+		b64 = b64_encode(x->input, x->input_len);
 		if (b64 == NULL) {
 			json_decref(args);
 			err_set(e, ERR_INTERNAL, "out of memory");
@@ -201,15 +202,18 @@ agent_exec_status_clear(struct agent_exec_status *st)
 	memset(st, 0, sizeof(*st));
 }
 
+/* Captured output, when the reply has it, decoded into *out. The reply
+ * bounds it (libvirt refuses agent replies over 10 MiB); file pages are
+ * read this way, so AGENT_MAX_CAPTURE is not the bound here. */
 static int
-decode_into(json_t *field, char **out, size_t *len)
+decode_into(json_t *field, char **out, size_t *len, struct err *e)
 {
 	const char *b64 = json_string_value(field);
 	unsigned char *raw;
 
 	if (b64 == NULL)
 		return 0;
-	raw = agent_b64_decode(b64, len);
+	raw = decode_alloc(b64, json_string_length(field), SIZE_MAX, len, e);
 	if (raw == NULL)
 		return -1;
 	*out = (char *)raw;
@@ -232,11 +236,14 @@ agent_exec_status(struct vm_host *h, const char *domain, long pid,
 		json_t *sig = json_object_get(r, "signal");
 		st->exit_code = code ? (int)json_integer_value(code) : -1;
 		st->signal = sig ? (int)json_integer_value(sig) : 0;
-		if (decode_into(json_object_get(r, "out-data"), &st->out, &st->out_len) < 0 ||
-		    decode_into(json_object_get(r, "err-data"), &st->err, &st->err_len) < 0) {
+		struct err de;
+
+		err_clear(&de);
+		if (decode_into(json_object_get(r, "out-data"), &st->out, &st->out_len, &de) < 0 ||
+		    decode_into(json_object_get(r, "err-data"), &st->err, &st->err_len, &de) < 0) {
 			json_decref(r);
 			agent_exec_status_clear(st);
-			err_set(e, ERR_INTERNAL, "guest agent: bad output encoding");
+			err_set(e, ERR_INTERNAL, "guest agent: captured output: %s", de.msg);
 			return -1;
 		}
 	}
@@ -310,7 +317,7 @@ agent_file_write(struct vm_host *h, const char *domain, const char *path,
 		return -1;
 	while (off < len && rc == 0) {
 		size_t n = len - off < AGENT_MAX_CHUNK ? len - off : AGENT_MAX_CHUNK;
-		char *b64 = agent_b64_encode(data + off, n);
+		char *b64 = b64_encode(data + off, n);
 		json_t *r;
 
 		if (b64 == NULL) {
@@ -369,23 +376,26 @@ agent_file_read(struct vm_host *h, const char *domain, const char *path,
 		json_t *r = agent_call(h, domain, "guest-file-read",
 		    json_pack("{s:I, s:I}", "handle", (json_int_t)handle, "count",
 		    (json_int_t)want), 30, e);
-		unsigned char *chunk;
+		json_t *text;
+		struct err de;
 		size_t n = 0;
+		int bad, at_eof;
 
 		if (r == NULL)
 			goto out;
-		chunk = agent_b64_decode(json_string_value(json_object_get(r, "buf-b64")) ?
-		    json_string_value(json_object_get(r, "buf-b64")) : "", &n);
-		int at_eof = json_is_true(json_object_get(r, "eof"));
+		/* Straight into place; a reply longer than asked for is refused. */
+		text = json_object_get(r, "buf-b64");
+		err_clear(&de);
+		bad = !json_is_string(text) || b64_decode(json_string_value(text),
+		    json_string_length(text), buf + have, want, &n, &de) < 0;
+		at_eof = json_is_true(json_object_get(r, "eof"));
 		json_decref(r);
-		if (chunk == NULL || n > want) {
-			free(chunk);
-			err_set(e, ERR_INTERNAL, "guest agent: bad read reply");
+		if (bad) {
+			err_set(e, ERR_INTERNAL, "guest agent: bad read reply%s%s",
+			    de.msg[0] ? ": " : "", de.msg);
 			goto out;
 		}
-		memcpy(buf + have, chunk, n);
 		have += n;
-		free(chunk);
 		if (at_eof || n == 0) {
 			*eof = 1;
 			break;

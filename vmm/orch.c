@@ -29,12 +29,18 @@
 extern char **environ;
 
 struct orch {
-	struct config cfg;
+	/* From struct orch_config. */
+	char libvirt_uri[ORCH_URI_LIST_MAX];
+	char qemu_user[ORCH_USER_MAX];
+	enum orch_virt virt;
+	int boot_timeout_s;
+	int kvm_probe_timeout_s;
+
 	struct vm_host *hosts[ORCH_MAX_HOSTS];
 	atomic_int started[ORCH_MAX_HOSTS];
 	size_t n_hosts;
-	char vms_dir[CONFIG_STR_MAX + 8];
-	char kernel[CONFIG_STR_MAX + 16], initrd[CONFIG_STR_MAX + 16], base[CONFIG_STR_MAX + 16];
+	char vms_dir[ORCH_PATH_MAX + 8];
+	char kernel[ORCH_PATH_MAX + 16], initrd[ORCH_PATH_MAX + 16], base[ORCH_PATH_MAX + 16];
 	uid_t qemu_uid;
 	gid_t qemu_gid;
 
@@ -124,7 +130,7 @@ static int
 make_vm_files(struct orch *o, const char *id, char *disk, size_t dn,
     char *console, size_t cn, struct err *e)
 {
-	char dir[CONFIG_STR_MAX + 64];
+	char dir[ORCH_PATH_MAX + 64];
 	int fd;
 
 	vm_dir(o, id, dir, sizeof(dir));
@@ -144,7 +150,7 @@ make_vm_files(struct orch *o, const char *id, char *disk, size_t dn,
 	if (chown(dir, o->qemu_uid, o->qemu_gid) < 0 ||
 	    chown(disk, o->qemu_uid, o->qemu_gid) < 0 ||
 	    chown(console, o->qemu_uid, o->qemu_gid) < 0) {
-		err_set(e, ERR_INTERNAL, "cannot hand VM files to %s: %s", o->cfg.qemu_user,
+		err_set(e, ERR_INTERNAL, "cannot hand VM files to %s: %s", o->qemu_user,
 		    strerror(errno));
 		return -1;
 	}
@@ -154,7 +160,7 @@ make_vm_files(struct orch *o, const char *id, char *disk, size_t dn,
 static void
 remove_vm_files(struct orch *o, const char *id)
 {
-	char dir[CONFIG_STR_MAX + 64], path[CONFIG_STR_MAX + 96];
+	char dir[ORCH_PATH_MAX + 64], path[ORCH_PATH_MAX + 96];
 	static const char *const files[] = { "disk.qcow2", "console.log" };
 
 	vm_dir(o, id, dir, sizeof(dir));
@@ -225,7 +231,7 @@ boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel
     enum vm_net net, int vcpus, int mem, int timeout_ms, orch_progress_fn fn, void *ctx,
     struct err *e)
 {
-	char disk[CONFIG_STR_MAX + 96], console[CONFIG_STR_MAX + 96], name[128], agent[160];
+	char disk[ORCH_PATH_MAX + 96], console[ORCH_PATH_MAX + 96], name[128], agent[160];
 	struct vm_spec spec;
 	struct err ignore;
 
@@ -273,7 +279,7 @@ set_ready(struct orch *o, int ready, const struct err *e)
 static void
 warm_up_libvirt(struct orch *o, struct vm_host *h)
 {
-	char id[32], name[64], disk[CONFIG_STR_MAX + 96], console[CONFIG_STR_MAX + 96], agent[160];
+	char id[32], name[64], disk[ORCH_PATH_MAX + 96], console[ORCH_PATH_MAX + 96], agent[160];
 	struct vm_spec spec;
 	struct err e;
 	char *xml;
@@ -308,11 +314,11 @@ starter_main(void *p)
 	long long t0 = clock_ms();
 
 	err_clear(&e);
-	if (o->cfg.virt == CONFIG_VIRT_TCG) {
+	if (o->virt == ORCH_VIRT_TCG) {
 		o->accel = VM_ACCEL_TCG;
 		snprintf(o->accel_reason, sizeof(o->accel_reason), "AAS_VIRT=tcg");
 		warm_up_libvirt(o, o->hosts[0]);
-	} else if (o->cfg.virt == CONFIG_VIRT_KVM) {
+	} else if (o->virt == ORCH_VIRT_KVM) {
 		o->accel = VM_ACCEL_KVM;
 		warm_up_libvirt(o, o->hosts[0]);
 	} else if (access("/dev/kvm", R_OK | W_OK) != 0) {
@@ -325,7 +331,7 @@ starter_main(void *p)
 		char id[48];
 		snprintf(id, sizeof(id), "kvmprobe-%d", (int)getpid());
 		if (boot_with(o, o->hosts[0], id, VM_ACCEL_KVM, VM_NET_NONE, 1, 256,
-		    o->cfg.kvm_probe_timeout_s * 1000, NULL, NULL, &e) == 0) {
+		    o->kvm_probe_timeout_s * 1000, NULL, NULL, &e) == 0) {
 			o->accel = VM_ACCEL_KVM;
 			orch_destroy(o, vm_host_uri(o->hosts[0]), id, &e);
 		} else {
@@ -344,10 +350,10 @@ starter_main(void *p)
 static int
 resolve_qemu_user(struct orch *o, struct err *e)
 {
-	struct passwd *pw = getpwnam(o->cfg.qemu_user);
+	struct passwd *pw = getpwnam(o->qemu_user);
 
 	if (pw == NULL) {
-		err_set_field(e, "AAS_QEMU_USER", "AAS_QEMU_USER: no user %s", o->cfg.qemu_user);
+		err_set_field(e, "AAS_QEMU_USER", "AAS_QEMU_USER: no user %s", o->qemu_user);
 		return -1;
 	}
 	o->qemu_uid = pw->pw_uid;
@@ -358,10 +364,10 @@ resolve_qemu_user(struct orch *o, struct err *e)
 static int
 open_hosts(struct orch *o, struct err *e)
 {
-	char list[CONFIG_STR_MAX];
+	char list[ORCH_URI_LIST_MAX];
 	char *save = NULL;
 
-	snprintf(list, sizeof(list), "%s", o->cfg.libvirt_uri);
+	snprintf(list, sizeof(list), "%s", o->libvirt_uri);
 	for (char *uri = strtok_r(list, ",", &save); uri; uri = strtok_r(NULL, ",", &save)) {
 		while (*uri == ' ')
 			uri++;
@@ -372,7 +378,7 @@ open_hosts(struct orch *o, struct err *e)
 			    ORCH_MAX_HOSTS);
 			return -1;
 		}
-		o->hosts[o->n_hosts] = vm_host_open(uri, o->cfg.qemu_user, e);
+		o->hosts[o->n_hosts] = vm_host_open(uri, o->qemu_user, e);
 		if (o->hosts[o->n_hosts] == NULL)
 			return -1;
 		atomic_init(&o->started[o->n_hosts], 0);
@@ -385,16 +391,39 @@ open_hosts(struct orch *o, struct err *e)
 	return 0;
 }
 
-struct orch *
-orch_new(const struct config *cfg, struct err *e)
+/* -1 when a string setting is missing or does not fit `max` bytes with
+ * its NUL. */
+static int
+check_setting(const char *v, size_t max, const char *what, struct err *e)
 {
-	struct orch *o = calloc(1, sizeof(*o));
+	if (v == NULL || strlen(v) >= max) {
+		err_set(e, ERR_INVALID, "%s: %s", what, v ? "too long" : "not set");
+		return -1;
+	}
+	return 0;
+}
 
+struct orch *
+orch_new(const struct orch_config *cfg, struct err *e)
+{
+	struct orch *o;
+
+	/* Every path below is sized for directories shorter than ORCH_PATH_MAX. */
+	if (check_setting(cfg->libvirt_uri, ORCH_URI_LIST_MAX, "libvirt URI list", e) < 0 ||
+	    check_setting(cfg->qemu_user, ORCH_USER_MAX, "QEMU user", e) < 0 ||
+	    check_setting(cfg->image_dir, ORCH_PATH_MAX, "image directory", e) < 0 ||
+	    check_setting(cfg->state_dir, ORCH_PATH_MAX, "state directory", e) < 0)
+		return NULL;
+	o = calloc(1, sizeof(*o));
 	if (o == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
-	o->cfg = *cfg;
+	snprintf(o->libvirt_uri, sizeof(o->libvirt_uri), "%s", cfg->libvirt_uri);
+	snprintf(o->qemu_user, sizeof(o->qemu_user), "%s", cfg->qemu_user);
+	o->virt = cfg->virt;
+	o->boot_timeout_s = cfg->boot_timeout_s;
+	o->kvm_probe_timeout_s = cfg->kvm_probe_timeout_s;
 	pthread_mutex_init(&o->lock, NULL);
 	pthread_cond_init(&o->ready_cond, NULL);
 	snprintf(o->vms_dir, sizeof(o->vms_dir), "%s/vms", cfg->state_dir);
@@ -413,10 +442,10 @@ orch_new(const struct config *cfg, struct err *e)
 		err_set(e, ERR_INTERNAL, "cannot prepare %s: %s", ORCH_SOCKET_DIR, strerror(errno));
 		goto fail;
 	}
-	char lvlog[CONFIG_STR_MAX + 32];
+	char lvlog[ORCH_PATH_MAX + 32];
 	snprintf(lvlog, sizeof(lvlog), "%s/log/libvirt.log", cfg->state_dir);
 	{
-		char logdir[CONFIG_STR_MAX + 8];
+		char logdir[ORCH_PATH_MAX + 8];
 		snprintf(logdir, sizeof(logdir), "%s/log", cfg->state_dir);
 		mkdir(logdir, 0755);
 	}
@@ -546,7 +575,7 @@ orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int 
 		if (o->hosts[i] == h)
 			atomic_fetch_add(&o->started[i], 1);
 	return boot_with(o, h, id, o->accel, net, vcpus, memory_mib,
-	    o->cfg.boot_timeout_s * 1000, fn, ctx, e);
+	    o->boot_timeout_s * 1000, fn, ctx, e);
 }
 
 /* A loopback port free right now (the kernel's choice), or a random one
@@ -654,7 +683,7 @@ orch_list(struct orch *o, const char *uri, char ***ids, size_t *n, struct err *e
 char *
 orch_console_tail(struct orch *o, const char *id, size_t max)
 {
-	char path[CONFIG_STR_MAX + 96];
+	char path[ORCH_PATH_MAX + 96];
 	char *buf;
 	ssize_t n;
 	int fd;

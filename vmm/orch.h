@@ -7,7 +7,6 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-#include "base/config.h"
 #include "base/err.h"
 #include "vmm/vm.h"
 
@@ -15,14 +14,37 @@
 /* Kernel command line of every sandbox VM. */
 #define ORCH_CMDLINE "console=ttyS0 root=/dev/vda rw quiet panic=-1"
 
+/* Longest directory path or host list it takes (longer ones are refused). */
+#define ORCH_PATH_MAX 512
+#define ORCH_URI_LIST_MAX 512
+#define ORCH_USER_MAX 64
+
+/* How the accelerator is chosen. */
+enum orch_virt {
+	ORCH_VIRT_AUTO,   /* KVM when a probe guest boots with it, else TCG */
+	ORCH_VIRT_KVM,
+	ORCH_VIRT_TCG,
+};
+
+/* What the orchestrator needs; orch_new copies it. */
+struct orch_config {
+	const char *libvirt_uri;   /* comma-separated libvirt URIs, one per host */
+	enum orch_virt virt;
+	const char *image_dir;     /* vmlinuz, initrd.img, base.qcow2 */
+	const char *state_dir;     /* vms/ (overlays, consoles) and log/ go here */
+	const char *qemu_user;     /* QEMU runs as this user; it owns the VM files */
+	int boot_timeout_s;        /* start to first guest-agent answer */
+	int kvm_probe_timeout_s;   /* the same for the KVM probe guest (auto) */
+};
+
 struct orch;
 
 typedef void (*orch_progress_fn)(void *ctx, double progress, double total,
     const char *message);
 
 /* Opens every host and starts choosing the accelerator in the background
- * (a probe boot under AAS_VIRT=auto takes seconds). */
-struct orch *orch_new(const struct config *cfg, struct err *e);
+ * (a probe boot under ORCH_VIRT_AUTO takes seconds). */
+struct orch *orch_new(const struct orch_config *cfg, struct err *e);
 void orch_free(struct orch *o);
 
 /* Waits up to timeout_ms for start-up to finish. 0 when VMs can be made;

@@ -1,6 +1,6 @@
 /* test_bridge_plan.c - the incremental decisions of the sync tools, the
  * trees they compare and the times they read (bridge/br_plan.h,
- * bridge/br_tree.h), and the bridge's base64 (bridge/br_b64.h). */
+ * bridge/br_tree.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +10,6 @@
 
 #include <cmocka.h>
 
-#include "bridge/br_b64.h"
 #include "bridge/br_plan.h"
 #include "bridge/br_tree.h"
 
@@ -134,41 +133,6 @@ test_time_parse(void **state)
 	assert_int_equal(br_time_parse(NULL, &t), -1);
 }
 
-static void
-b64_round(const char *raw, size_t n, const char *want)
-{
-	char *enc = br_b64_encode((const unsigned char *)raw, n);
-	size_t m;
-	unsigned char *dec;
-
-	assert_string_equal(enc, want);
-	dec = br_b64_decode(enc, strlen(enc), &m);
-	assert_non_null(dec);
-	assert_int_equal(m, n);
-	assert_memory_equal(dec, raw, n);
-	free(enc);
-	free(dec);
-}
-
-static void
-test_b64(void **state)
-{
-	size_t n;
-
-	(void)state;
-	b64_round("", 0, "");
-	b64_round("f", 1, "Zg==");
-	b64_round("fo", 2, "Zm8=");
-	b64_round("foo", 3, "Zm9v");
-	b64_round("\0\xff\x10z", 4, "AP8Qeg==");
-	assert_null(br_b64_decode("Zg=", 3, &n));
-	assert_null(br_b64_decode("Z===", 4, &n));
-	assert_null(br_b64_decode("Zg=a", 4, &n));
-	assert_null(br_b64_decode("Zg==Zg==", 8, &n));
-	assert_null(br_b64_decode("Z g=", 4, &n));
-	assert_null(br_b64_decode("Zm9-", 4, &n));
-}
-
 int
 main(void)
 {
@@ -177,7 +141,6 @@ main(void)
 		cmocka_unit_test(test_extras),
 		cmocka_unit_test(test_tree_sorted_and_bounded),
 		cmocka_unit_test(test_time_parse),
-		cmocka_unit_test(test_b64),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
