@@ -269,7 +269,6 @@ sbx_get(struct sbx *s, const char *account, const char *id, struct err *e)
 	struct store_row row;
 	json_t *out, *cmds;
 	struct vm_stats st;
-	char domain[64];
 	struct err ignore;
 
 	if (store_load(s->app->db, account, id, &row, e) < 0)
@@ -280,10 +279,8 @@ sbx_get(struct sbx *s, const char *account, const char *id, struct err *e)
 	if (out == NULL)
 		return NULL;
 	err_clear(&ignore);
-	orch_domain_name(id, domain, sizeof(domain));
-	struct vm_host *h = orch_host_by_uri(s->orch, row.host);
-	if (strcmp(row.state, "running") == 0 && h &&
-	    vm_stats(h, domain, &st, &ignore) == 0)
+	if (strcmp(row.state, "running") == 0 &&
+	    orch_vm_stats(s->orch, row.host, id, &st, &ignore) == 0)
 		json_object_set_new(out, "usage", json_pack("{s:I, s:I, s:I}",
 		    "cpu_time_ms", (json_int_t)(st.cpu_time_ns / 1000000),
 		    "memory_kib", (json_int_t)st.memory_kib,

@@ -6,7 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "vmm/agent.h"
 #include "vmm/guest.h"
 #include "base/keys.h"
 #include "base/clock.h"
@@ -31,16 +30,11 @@ record_end(struct sbx *s, const char *cmd_id, const char *state, int code)
 static void
 kill_command(struct vm_host *h, const char *domain, long pid)
 {
-	char pids[24];
-	struct agent_exec_status st;
 	struct err e;
 
 	err_clear(&e);
-	snprintf(pids, sizeof(pids), "%ld", pid);
-	const char *argv[] = { "-TERM", pids, NULL };
-	struct agent_exec x = { .path = "/bin/kill", .argv = argv, .capture = 1 };
-	if (agent_run(h, domain, &x, 10000, &st, &e) == 0)
-		agent_exec_status_clear(&st);
+	if (guest_kill(h, domain, pid, &e) < 0)
+		log_warn("cannot stop a cancelled command: %s", e.msg);
 }
 
 void

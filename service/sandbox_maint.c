@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "vmm/agent.h"
+#include "vmm/guest.h"
 #include "billing/billing.h"
 #include "service/catalog.h"
 #include "base/keys.h"
@@ -142,24 +142,19 @@ sbx_refresh_commands(struct sbx *s, const char *id, const char *host)
 		return;
 	orch_domain_name(id, domain, sizeof(domain));
 	for (size_t i = 0; i < n; i++) {
-		struct agent_exec_status st;
+		int code = -1, ended;
 
 		err_clear(&e);
-		if (agent_exec_status(h, domain, cmds[i].pid, &st, &e) < 0) {
+		ended = guest_run_poll(h, domain, cmds[i].pid, &code, &e);
+		if (ended < 0 && e.kind == ERR_NOT_FOUND) {
 			/* The agent forgot it (restarted): the outcome is unknown. */
-			if (strstr(e.msg, "Invalid parameter") || strstr(e.msg, "PID")) {
-				err_clear(&e);
-				(void)store_cmd_end(s->app->db, cmds[i].id, "failed", -1, 1, &e);
-			}
-			continue;
-		}
-		if (st.exited) {
-			int code = st.signal ? 128 + st.signal : st.exit_code;
+			err_clear(&e);
+			(void)store_cmd_end(s->app->db, cmds[i].id, "failed", -1, 1, &e);
+		} else if (ended == 1) {
 			err_clear(&e);
 			(void)store_cmd_end(s->app->db, cmds[i].id,
 			    code == 124 ? "timed_out" : "exited", code, 1, &e);
 		}
-		agent_exec_status_clear(&st);
 	}
 	free(cmds);
 }
@@ -223,14 +218,13 @@ reconcile_rows(struct sbx *s, const char *host, char **ids, size_t n)
 	for (size_t i = 0; i < nrows; i++) {
 		const char *id = rows[i].id;
 		const char *state = rows[i].state;
-		struct vm_host *h = orch_host_by_uri(s->orch, host);
 		char domain[64];
 
 		err_clear(&e);
 		orch_domain_name(id, domain, sizeof(domain));
 		if (strcmp(state, "running") == 0 && !in_list(ids, n, id)) {
 			/* Listed before the row was read: check again. */
-			if (h && vm_exists(h, domain, &e) == 0) {
+			if (orch_vm_exists(s->orch, host, id, &e) == 0) {
 				log_warn("reconcile: sandbox %s lost its VM", id);
 				mark_failed(s, id, "the VM stopped unexpectedly (crash, power-off"
 				    " from inside, or host restart)");
@@ -259,7 +253,7 @@ sbx_reconcile(struct sbx *s, struct err *e)
 			return -1;
 		reconcile_domains(s, host, ids, n);
 		reconcile_rows(s, host, ids, n);
-		vm_names_free(ids, n);
+		orch_ids_free(ids, n);
 	}
 	return 0;
 }

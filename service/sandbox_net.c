@@ -10,7 +10,6 @@
 #include "base/clock.h"
 #include "base/keys.h"
 #include "base/log.h"
-#include "vmm/netguard.h"
 #include "service/preview.h"
 #include "service/preview.h"
 
@@ -23,8 +22,7 @@ net_set(struct sbx *s, int ok, const char *why)
 	pthread_mutex_lock(&s->cap_lock);
 	if (s->net_ok != ok || strcmp(s->net_why, why) != 0) {
 		if (ok)
-			log_info("net: isolation rule in place (nft table inet %s); sandboxes get"
-			    " a network device", NETGUARD_TABLE);
+			log_info("net: isolation rule in place; sandboxes get a network device");
 		else
 			log_warn("net: sandboxes get no network device: %s", why);
 	}
@@ -44,7 +42,7 @@ sbx_net_init(struct sbx *s, struct err *e)
 		return 0;
 	}
 	err_clear(&ne);
-	if (netguard_ensure(orch_qemu_uid(s->orch), &ne) == 0) {
+	if (orch_net_ensure(s->orch, &ne) == 0) {
 		net_set(s, 1, "");
 		return 0;
 	}
@@ -64,7 +62,7 @@ sbx_net_refresh(struct sbx *s)
 	if (s->app->cfg.net == CONFIG_NET_OFF)
 		return;
 	err_clear(&ne);
-	if (netguard_ensure(orch_qemu_uid(s->orch), &ne) == 0)
+	if (orch_net_ensure(s->orch, &ne) == 0)
 		net_set(s, 1, "");
 	else
 		net_set(s, 0, ne.msg);

@@ -13,7 +13,7 @@
 #include "service/sandbox.h"
 #include "service/tool_impl.h"
 #include "service/usage.h"
-#include "vmm/agent.h"
+#include "base/b64.h"
 #include "vmm/guest.h"
 
 #define RUN_DEFAULT_TIMEOUT_S 60
@@ -309,10 +309,19 @@ write_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err
 		a->rq.len = json_string_length(text);
 		a->has_content = 1;
 	} else if (b64) {
-		size_t len = 0;
-		if (!json_is_string(b64) ||
-		    (a->owned = agent_b64_decode(json_string_value(b64), &len)) == NULL) {
-			err_set_field(e, "content_base64", "content_base64: not valid base64");
+		size_t len = 0, n = json_is_string(b64) ? json_string_length(b64) : 0;
+		size_t cap = B64_DECODED_MAX(n) < GUEST_MAX_FILE ? B64_DECODED_MAX(n) : GUEST_MAX_FILE;
+		struct err bad;
+
+		err_clear(&bad);
+		/* Decoded into a buffer no larger than one write may be. */
+		if (!json_is_string(b64) || (a->owned = malloc(cap + 1)) == NULL ||
+		    b64_decode(json_string_value(b64), n, a->owned, cap, &len, &bad) < 0) {
+			if (bad.kind == ERR_LIMIT)
+				err_set_field(e, "content_base64",
+				    "content_base64: at most %u bytes per write", GUEST_MAX_FILE);
+			else
+				err_set_field(e, "content_base64", "content_base64: not valid base64");
 			return -1;
 		}
 		a->rq.data = a->owned;
@@ -396,7 +405,7 @@ read_run(struct call_ctx *cx, void *req, struct err *e)
 	if (s == NULL || sbx_read_file(s, cx->account_id, &a->rq, &res, e) < 0)
 		return NULL;
 	if (a->base64) {
-		char *b = agent_b64_encode(res.data, res.len);
+		char *b = b64_encode(res.data, res.len);
 		content = b ? json_string(b) : NULL;
 		free(b);
 	} else {

@@ -39,21 +39,6 @@ decode_alloc(const char *text, size_t len, size_t max, size_t *out_len, struct e
 	return out;
 }
 
-char *
-agent_b64_encode(const unsigned char *data, size_t len)
-{
-	return b64_encode(data, len);
-}
-
-unsigned char *
-agent_b64_decode(const char *text, size_t *len)
-{
-	struct err e;
-
-	err_clear(&e);
-	return decode_alloc(text, strlen(text), SIZE_MAX, len, &e);
-}
-
 /* Pings while a guest boots fail until its agent starts: expected, not
  * counted. */
 static void

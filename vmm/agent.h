@@ -67,11 +67,4 @@ int agent_file_read(struct vm_host *h, const char *domain, const char *path,
     long long offset, size_t max, unsigned char **data, size_t *len, int *eof,
     struct err *e);
 
-/* base/b64.h with a malloc'd result: the encoding of `len` bytes, and the
- * bytes of NUL-terminated `text` (NUL-terminated too, *len without it).
- * NULL when out of memory or `text` is not base64. Kept for the file tools
- * of service/; new code calls b64_encode / b64_decode. */
-char *agent_b64_encode(const unsigned char *data, size_t len);
-unsigned char *agent_b64_decode(const char *text, size_t *len);
-
 #endif

@@ -342,3 +342,41 @@ guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth
 		err_set(e, ERR_INTERNAL, "out of memory");
 	return arr;
 }
+
+int
+guest_kill(struct vm_host *h, const char *dom, long pid, struct err *e)
+{
+	char pids[24];
+	struct agent_exec_status st;
+
+	snprintf(pids, sizeof(pids), "%ld", pid);
+	const char *argv[] = { "-TERM", pids, NULL };
+	struct agent_exec x = { .path = "/bin/kill", .argv = argv, .capture = 1 };
+	if (agent_run(h, dom, &x, 10000, &st, e) < 0)
+		return -1;
+	agent_exec_status_clear(&st);
+	return 0;
+}
+
+int
+guest_run_poll(struct vm_host *h, const char *dom, long pid, int *exit_code, struct err *e)
+{
+	struct agent_exec_status st;
+	struct err local;
+	int ended;
+
+	err_clear(&local);
+	if (agent_exec_status(h, dom, pid, &st, &local) < 0) {
+		/* The agent forgot the process (it restarted): say so plainly. */
+		if (strstr(local.msg, "Invalid parameter") || strstr(local.msg, "PID"))
+			err_set(e, ERR_NOT_FOUND, "the guest agent no longer knows process %ld", pid);
+		else
+			err_set(e, local.kind, "%s", local.msg);
+		return -1;
+	}
+	ended = st.exited;
+	if (ended)
+		*exit_code = st.signal ? 128 + st.signal : st.exit_code;
+	agent_exec_status_clear(&st);
+	return ended;
+}

@@ -63,6 +63,17 @@ int guest_get_file(struct vm_host *h, const char *dom, const char *path,
 json_t *guest_list_files(struct vm_host *h, const char *dom, const char *path,
     int depth, int limit, int *truncated, struct err *e);
 
+/* Sends SIGTERM to a command's supervisor, which forwards it to the
+ * command's whole process group. */
+int guest_kill(struct vm_host *h, const char *dom, long pid, struct err *e);
+
+/* One poll of a command started with guest_run_start: 1 with its exit
+ * code (128 + signal when killed) once it ended, 0 while it runs, -1 with
+ * ERR_NOT_FOUND when the guest agent no longer knows it (it restarted),
+ * or -1 with another error. */
+int guest_run_poll(struct vm_host *h, const char *dom, long pid, int *exit_code,
+    struct err *e);
+
 /* Makes a user path absolute (relative paths are under GUEST_HOME).
  * -1 when the result would not fit. */
 int guest_abs_path(const char *path, char *out, size_t n);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "vmm/agent.h"
+#include "vmm/netguard.h"
 #include "base/keys.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -707,4 +708,45 @@ orch_console_tail(struct orch *o, const char *id, size_t max)
 	}
 	buf[n] = '\0';
 	return buf;
+}
+
+int
+orch_net_ensure(struct orch *o, struct err *e)
+{
+	return netguard_ensure(orch_qemu_uid(o), e);
+}
+
+int
+orch_vm_exists(struct orch *o, const char *uri, const char *id, struct err *e)
+{
+	struct vm_host *h = orch_host_by_uri(o, uri);
+	char domain[64];
+
+	if (h == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "host %s is not served by this instance", uri);
+		return -1;
+	}
+	orch_domain_name(id, domain, sizeof(domain));
+	return vm_exists(h, domain, e);
+}
+
+int
+orch_vm_stats(struct orch *o, const char *uri, const char *id, struct vm_stats *out,
+    struct err *e)
+{
+	struct vm_host *h = orch_host_by_uri(o, uri);
+	char domain[64];
+
+	if (h == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "host %s is not served by this instance", uri);
+		return -1;
+	}
+	orch_domain_name(id, domain, sizeof(domain));
+	return vm_stats(h, domain, out, e);
+}
+
+void
+orch_ids_free(char **ids, size_t n)
+{
+	vm_names_free(ids, n);
 }

@@ -75,8 +75,18 @@ int orch_forward_remove(struct orch *o, const char *uri, const char *id, int hos
     struct err *e);
 /* Destroys the domain and deletes its overlay and console log. Idempotent. */
 int orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e);
-/* Ids (not domain names) of this service's running domains on `uri`. */
+/* Ids (not domain names) of this service's running domains on `uri`;
+ * free them with orch_ids_free. */
 int orch_list(struct orch *o, const char *uri, char ***ids, size_t *n, struct err *e);
+void orch_ids_free(char **ids, size_t n);
+/* 1 when sandbox `id`'s domain exists on `uri`, 0 when not, -1 on error. */
+int orch_vm_exists(struct orch *o, const char *uri, const char *id, struct err *e);
+/* CPU, memory and host RSS of sandbox `id`'s domain. */
+int orch_vm_stats(struct orch *o, const char *uri, const char *id, struct vm_stats *out,
+    struct err *e);
+/* Checks the host isolation rule for the QEMU user and installs it when it
+ * is missing or outdated (netguard). */
+int orch_net_ensure(struct orch *o, struct err *e);
 /* Last `max` bytes of the VM's serial console (malloc'd) or NULL. */
 char *orch_console_tail(struct orch *o, const char *id, size_t max);
 /* Path of the VM's overlay disk (for tests and diagnostics). */

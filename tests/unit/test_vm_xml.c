@@ -137,39 +137,6 @@ test_network_devices(void **state)
 	assert_string_equal(vm_net_name(VM_NET_ISOLATED), "isolated");
 }
 
-/* The wrappers over base/b64.h the file tools use (the codec itself is
- * tested in test_b64.c): NUL-terminated results, NULL on bad text. */
-static void
-test_base64_wrappers(void **state)
-{
-	unsigned char data[300], *back;
-	size_t n;
-	char *b;
-
-	(void)state;
-	for (size_t i = 0; i < sizeof(data); i++)
-		data[i] = (unsigned char)(i * 7);
-	for (size_t len = 0; len <= sizeof(data); len += 1) {
-		b = agent_b64_encode(data, len);
-		assert_non_null(b);
-		back = agent_b64_decode(b, &n);
-		assert_non_null(back);
-		assert_int_equal(n, len);
-		assert_memory_equal(back, data, len);
-		assert_int_equal(back[n], '\0');
-		free(b);
-		free(back);
-	}
-	assert_null(agent_b64_decode("abc", &n));
-	assert_null(agent_b64_decode("!!!!", &n));
-	assert_null(agent_b64_decode("aGk=\n", &n));
-	back = agent_b64_decode("aGk=", &n);
-	assert_non_null(back);
-	assert_int_equal(n, 2);
-	assert_string_equal((char *)back, "hi");
-	free(back);
-}
-
 int
 main(void)
 {
@@ -178,7 +145,6 @@ main(void)
 		cmocka_unit_test(test_kvm_domain_and_tb_cache),
 		cmocka_unit_test(test_escaping_and_refusals),
 		cmocka_unit_test(test_network_devices),
-		cmocka_unit_test(test_base64_wrappers),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
