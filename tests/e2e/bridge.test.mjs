@@ -68,6 +68,10 @@ function runRaw(env, input = '') {
     p.stdout.on('data', (d) => { out += d; });
     p.stderr.on('data', (d) => { err += d; });
     p.on('close', (code) => resolve({ code, out, err }));
+    // aas-mcp refuses a bad configuration before it reads stdin and exits;
+    // writing to its closed stdin then fails with EPIPE, which is expected
+    // and must not end the test process.
+    p.stdin.on('error', () => {});
     p.stdin.end(input);
   });
 }
