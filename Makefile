@@ -130,6 +130,30 @@ $(B)/tests/test_bridge_%: tests/unit/test_bridge_%.c $(B)/libbridge.a $(B)/libaa
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libbridge.a $(B)/libaas.a $(LDLIBS) \
 	    $(CMOCKA_LIBS)
 
+# The sandbox service's tests link the real service, billing and base code
+# with a fake hypervisor and guest (tests/unit/fake_vmm.c) in place of every
+# vmm/ function service/*.c calls. The list is read from the sources, so a
+# new call without a stand-in fails to link instead of reaching libvirt.
+SVC_TEST_OBJ := $(B)/tests/unit/fake_vmm.o $(B)/tests/unit/service_fixture.o
+VMM_CALL_RE := \b(orch|guest|agent|vm|netguard)_[a-z0-9_]+ *[(]
+SVC_VMM_CALLS := $(sort $(filter \
+	$(shell grep -ohE '$(VMM_CALL_RE)' vmm/*.h | tr -d ' \050'), \
+	$(shell grep -ohE '$(VMM_CALL_RE)' service/*.c | tr -d ' \050')))
+SVC_WRAP := $(foreach f,$(SVC_VMM_CALLS),-Wl,--wrap=$(f))
+
+# Targets of their own: a pattern rule's prerequisite that does not exist
+# yet would make the generic test rule below win.
+$(SVC_TEST_OBJ): $(B)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
+
+$(B)/tests/test_service_%: tests/unit/test_service_%.c $(SVC_TEST_OBJ) $(B)/libaas.a
+	@mkdir -p $(dir $@)
+	@echo "  CC+LD   $<"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(SVC_WRAP) -o $@ $< $(SVC_TEST_OBJ) $(B)/libaas.a \
+	    $(LDLIBS) $(CMOCKA_LIBS)
+
 $(B)/tests/%: tests/unit/%.c $(B)/libaas.a
 	@mkdir -p $(dir $@)
 	@echo "  CC+LD   $<"

@@ -14,6 +14,16 @@ mkdir -p "$LOG"
 passed=0
 failed=0
 
+# PostgreSQL before the unit tests: the sandbox service's tests use it,
+# each run on a fresh database of their own (the e2e part keeps "aas").
+sh deploy/devdb.sh start "$STATE" || { echo "database start failed"; failed=$((failed + 1)); }
+pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
+if [ "$(id -u)" -eq 0 ]; then aspg="runuser -u postgres --"; else aspg=""; fi
+$aspg "$pgbin/psql" -h "$STATE/run" -U postgres -d postgres -qtAX \
+	-c "DROP DATABASE IF EXISTS aas_unit WITH (FORCE)" -c "CREATE DATABASE aas_unit OWNER aas" \
+	>/dev/null
+export AAS_TEST_DATABASE_URL="postgresql:///aas_unit?host=$STATE/run&user=aas"
+
 # --- unit ---
 for t in "$B"/tests/test_*; do
 	[ "${AAS_SKIP_UNIT:-0}" != 1 ] || break

@@ -1,0 +1,321 @@
+/* test_service_lifecycle.c - a sandbox's life and its money, through
+ * tools_invoke and sbx_reconcile, against the real service, store,
+ * settlement and reaper over PostgreSQL and a fake hypervisor
+ * (fake_vmm.h): extend, destroy, a failed boot, a lost VM, a VM without a
+ * row, and expiry with nobody asking. Needs AAS_TEST_DATABASE_URL; each
+ * test ends with every account's balance equal to the sum of its ledger
+ * (checked in the tear-down). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "service/sandbox.h"
+#include "tests/unit/fake_vmm.h"
+#include "tests/unit/service_fixture.h"
+
+#define ID_MAX 32
+#define EXPIRY_WAIT_MS 20000       /* the reaper's slack over a 2 s lifetime */
+#define POLL_MS 100
+
+#define EXPIRES_MS "SELECT (extract(epoch FROM expires_at) * 1000)::bigint" \
+	" FROM sandboxes WHERE id = $1"
+
+static json_t *
+extend(struct sfx *s, const char *id, int minutes)
+{
+	return sfx_ok(s, s->account, "extend_sandbox", json_pack("{s:s, s:i}", "sandbox_id", id,
+	    "minutes", minutes));
+}
+
+static struct err
+extend_fails(struct sfx *s, const char *id, int minutes, enum err_kind kind)
+{
+	return sfx_fails(s, s->account, "extend_sandbox", json_pack("{s:s, s:i}", "sandbox_id",
+	    id, "minutes", minutes), kind);
+}
+
+static json_t *
+destroy(struct sfx *s, const char *id)
+{
+	return sfx_ok(s, s->account, "destroy_sandbox", json_pack("{s:s}", "sandbox_id", id));
+}
+
+/* ---- extend ---- */
+
+static void
+test_extend_charges_and_moves_expiry(void **state)
+{
+	struct sfx *s = *state;
+	long long expires, balance;
+	char id[ID_MAX];
+	struct err e;
+	json_t *r;
+
+	sfx_create(s, 10, id);
+	expires = sfx_ll(s, EXPIRES_MS, id);
+	r = extend(s, id, 5);
+	assert_int_equal(sfx_int(r, "charged"), 5 * SFX_PRICE_SMALL);
+	assert_int_equal(sfx_int(r, "minutes_added"), 5);
+	balance = SFX_FREE_CREDIT - 15 * SFX_PRICE_SMALL;
+	assert_int_equal(sfx_int(r, "balance"), balance);
+	json_decref(r);
+	assert_int_equal(sfx_balance(s, s->account), balance);
+	assert_int_equal(sfx_ll(s, EXPIRES_MS, id), expires + 5 * 60 * 1000);
+	assert_int_equal(sfx_ll(s, "SELECT paid_minutes FROM sandboxes WHERE id = $1", id), 15);
+	assert_int_equal(sfx_ll(s, "SELECT charged FROM sandboxes WHERE id = $1", id),
+	    15 * SFX_PRICE_SMALL);
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM ledger WHERE sandbox_id = $1"
+	    " AND kind = 'charge'", id), 2);
+
+	/* 15 + 16 is past the 30-minute maximum: refused, nothing moves. */
+	e = extend_fails(s, id, SFX_MAX_LIFETIME_MIN - 15 + 1, ERR_LIMIT);
+	assert_non_null(strstr(e.msg, "at most 30 minutes"));
+	assert_int_equal(sfx_balance(s, s->account), balance);
+	assert_int_equal(sfx_ll(s, EXPIRES_MS, id), expires + 5 * 60 * 1000);
+
+	/* Up to the maximum exactly is allowed; a minute more is not. */
+	json_decref(extend(s, id, SFX_MAX_LIFETIME_MIN - 15));
+	extend_fails(s, id, 1, ERR_LIMIT);
+	assert_int_equal(sfx_ll(s, "SELECT paid_minutes FROM sandboxes WHERE id = $1", id),
+	    SFX_MAX_LIFETIME_MIN);
+	assert_int_equal(sfx_ll(s, EXPIRES_MS, id), expires + 20 * 60 * 1000);
+	assert_int_equal(sfx_balance(s, s->account),
+	    SFX_FREE_CREDIT - SFX_MAX_LIFETIME_MIN * SFX_PRICE_SMALL);
+
+	/* An ended sandbox cannot be extended. */
+	json_decref(destroy(s, id));
+	balance = sfx_balance(s, s->account);
+	extend_fails(s, id, 1, ERR_CONFLICT);
+	assert_int_equal(sfx_balance(s, s->account), balance);
+}
+
+static void
+test_extend_refused_without_credit(void **state)
+{
+	struct sfx *s = *state;
+	char id[ID_MAX];
+	long long expires, balance;
+	struct err e;
+	json_t *r;
+
+	/* A large sandbox for 20 minutes leaves 40000 of 200000. */
+	r = sfx_ok(s, s->account, "create_sandbox", json_pack("{s:s, s:i}", "size", "large",
+	    "timeout_minutes", 20));
+	snprintf(id, sizeof(id), "%s", sfx_str(r, "sandbox_id"));
+	json_decref(r);
+	balance = sfx_balance(s, s->account);
+	assert_int_equal(balance, SFX_FREE_CREDIT - 20 * SFX_PRICE_LARGE);
+	expires = sfx_ll(s, EXPIRES_MS, id);
+	/* 10 more minutes cost 80000. */
+	e = extend_fails(s, id, 10, ERR_PAYMENT);
+	assert_non_null(strstr(e.msg, "not enough credit"));
+	assert_int_equal(sfx_balance(s, s->account), balance);
+	assert_int_equal(sfx_ll(s, EXPIRES_MS, id), expires);
+	assert_int_equal(sfx_ll(s, "SELECT paid_minutes FROM sandboxes WHERE id = $1", id), 20);
+}
+
+/* ---- destroy ---- */
+
+static void
+test_destroy_refunds_unused_minutes_once(void **state)
+{
+	struct sfx *s = *state;
+	const long long after = SFX_FREE_CREDIT - SFX_PRICE_SMALL;
+	struct fake_vm_info vm;
+	char id[ID_MAX];
+	json_t *r, *u;
+
+	sfx_create(s, 10, id);
+	/* Within its first minute: one minute used, nine given back. */
+	r = destroy(s, id);
+	assert_string_equal(sfx_str(r, "state"), "destroyed");
+	assert_int_equal(sfx_int(r, "minutes_used"), 1);
+	assert_int_equal(sfx_int(r, "charged"), 10 * SFX_PRICE_SMALL);
+	assert_int_equal(sfx_int(r, "refunded"), 9 * SFX_PRICE_SMALL);
+	assert_int_equal(sfx_int(r, "balance"), after);
+	json_decref(r);
+	assert_int_equal(sfx_balance(s, s->account), after);
+	assert_int_equal(sfx_ll(s, "SELECT amount FROM ledger WHERE sandbox_id = $1"
+	    " AND kind = 'refund'", id), 9 * SFX_PRICE_SMALL);
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM sandboxes WHERE id = $1"
+	    " AND settled_at IS NOT NULL", id), 1);
+	assert_int_equal(sfx_ll(s, "SELECT refunded FROM sandboxes WHERE id = $1", id),
+	    9 * SFX_PRICE_SMALL);
+	assert_int_equal(sfx_ll(s, "SELECT minutes_used FROM sandboxes WHERE id = $1", id), 1);
+	assert_int_equal(fake_vm_info(id, &vm), 0);
+	assert_false(vm.live);
+	assert_int_equal(vm.destroys, 1);
+
+	/* Again: the same answer, no second refund, no second destroy. */
+	r = destroy(s, id);
+	assert_string_equal(sfx_str(r, "state"), "destroyed");
+	assert_int_equal(sfx_int(r, "refunded"), 9 * SFX_PRICE_SMALL);
+	assert_int_equal(sfx_int(r, "balance"), after);
+	json_decref(r);
+	assert_int_equal(sfx_balance(s, s->account), after);
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM ledger WHERE sandbox_id = $1"
+	    " AND kind = 'refund'", id), 1);
+	assert_int_equal(fake_vm_info(id, &vm), 0);
+	assert_int_equal(vm.destroys, 1);
+
+	/* The usage report shows what it cost. */
+	u = sfx_ok(s, s->account, "get_usage", NULL);
+	assert_int_equal(sfx_int(json_array_get(json_object_get(u, "sandboxes"), 0), "cost"),
+	    SFX_PRICE_SMALL);
+	json_decref(u);
+
+	/* A destroyed sandbox runs nothing. */
+	sfx_fails(s, s->account, "run_command", json_pack("{s:s, s:s}", "sandbox_id", id,
+	    "command", "true"), ERR_CONFLICT);
+}
+
+/* ---- failures ---- */
+
+static void
+test_boot_failure_refunds_in_full(void **state)
+{
+	struct sfx *s = *state;
+	char id[ID_MAX], st[16];
+
+	fake_vmm_fail_boots(1);
+	sfx_fails(s, s->account, "create_sandbox", json_pack("{s:i}", "timeout_minutes", 10),
+	    ERR_UNAVAILABLE);
+	assert_int_equal(fake_vmm_counts().boot_failures, 1);
+	/* The row that was made failed and gave everything back. */
+	sfx_text(s, "SELECT id FROM sandboxes WHERE account_id = $1", s->account, id, sizeof(id));
+	sfx_state(s, id, st, sizeof(st));
+	assert_string_equal(st, "failed");
+	assert_int_equal(sfx_ll(s, "SELECT refunded FROM sandboxes WHERE id = $1", id),
+	    10 * SFX_PRICE_SMALL);
+	assert_int_equal(sfx_ll(s, "SELECT sum(amount) FROM ledger WHERE sandbox_id = $1", id), 0);
+	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT);
+
+	/* The next boot works. */
+	sfx_create(s, 10, id);
+}
+
+static void
+test_lost_vm_fails_and_settles_on_reconcile(void **state)
+{
+	struct sfx *s = *state;
+	char id[ID_MAX], st[16], reason[200];
+	struct err e;
+	json_t *r;
+
+	sfx_create(s, 10, id);
+	assert_int_equal(fake_vm_lose(id), 0);
+	/* Until reconcile looks, the row says running but the guest is gone. */
+	sfx_fails(s, s->account, "run_command", json_pack("{s:s, s:s}", "sandbox_id", id,
+	    "command", "true"), ERR_UNAVAILABLE);
+
+	err_clear(&e);
+	assert_int_equal(sbx_reconcile(s->app->sbx, &e), 0);
+	sfx_state(s, id, st, sizeof(st));
+	assert_string_equal(st, "failed");
+	sfx_text(s, "SELECT failure_reason FROM sandboxes WHERE id = $1", id, reason,
+	    sizeof(reason));
+	assert_non_null(strstr(reason, "stopped unexpectedly"));
+	/* The service lost it: every paid minute goes back. */
+	assert_int_equal(sfx_ll(s, "SELECT refunded FROM sandboxes WHERE id = $1", id),
+	    10 * SFX_PRICE_SMALL);
+	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT);
+	r = sfx_ok(s, s->account, "get_sandbox", json_pack("{s:s}", "sandbox_id", id));
+	assert_string_equal(sfx_str(r, "state"), "failed");
+	assert_non_null(strstr(sfx_str(r, "console_tail"), "fake console"));
+	json_decref(r);
+
+	/* Once: a second pass and a destroy add nothing. */
+	assert_int_equal(sbx_reconcile(s->app->sbx, &e), 0);
+	r = destroy(s, id);
+	assert_string_equal(sfx_str(r, "state"), "failed");
+	assert_int_equal(sfx_int(r, "refunded"), 10 * SFX_PRICE_SMALL);
+	json_decref(r);
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM ledger WHERE sandbox_id = $1"
+	    " AND kind = 'refund'", id), 1);
+	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT);
+}
+
+static void
+test_reconcile_destroys_vm_without_row(void **state)
+{
+	static const char orphan[] = "sbx-0rphan0000000000";
+	struct sfx *s = *state;
+	struct fake_vm_info vm;
+	char id[ID_MAX], st[16];
+	struct err e;
+
+	sfx_create(s, 10, id);
+	assert_int_equal(fake_vm_add_orphan(orphan), 0);
+	err_clear(&e);
+	assert_int_equal(sbx_reconcile(s->app->sbx, &e), 0);
+	assert_true(fake_vmm_counts().lists >= 1);
+	assert_int_equal(fake_vm_info(orphan, &vm), 0);
+	assert_false(vm.live);
+	/* The sandbox with a row is left alone. */
+	assert_int_equal(fake_vm_info(id, &vm), 0);
+	assert_true(vm.live);
+	sfx_state(s, id, st, sizeof(st));
+	assert_string_equal(st, "running");
+	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT - 10 * SFX_PRICE_SMALL);
+}
+
+/* ---- expiry ---- */
+
+static void
+test_expiry_destroys_and_settles(void **state)
+{
+	struct sfx *s = *state;
+	struct fake_vm_info vm;
+	char id[ID_MAX], st[16] = "";
+	long long t0;
+
+	/* Billed minutes of one second (AAS_BILLING_MINUTE_S=1): two minutes
+	 * of life, then the reaper ends it without anyone asking. */
+	sfx_create(s, 2, id);
+	t0 = clock_ms();
+	while (clock_ms() - t0 < EXPIRY_WAIT_MS) {
+		sfx_state(s, id, st, sizeof(st));
+		if (strcmp(st, "destroyed") == 0)
+			break;
+		usleep(POLL_MS * 1000);
+	}
+	assert_string_equal(st, "destroyed");
+	assert_true(sfx_ll(s, "SELECT (extract(epoch FROM destroyed_at - ready_at) * 1000)::bigint"
+	    " FROM sandboxes WHERE id = $1", id) >= 2000);
+	assert_int_equal(fake_vm_info(id, &vm), 0);
+	assert_false(vm.live);
+	assert_int_equal(vm.destroys, 1);
+	/* Settled: it used what it paid for, so nothing comes back. */
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM sandboxes WHERE id = $1"
+	    " AND settled_at IS NOT NULL", id), 1);
+	assert_int_equal(sfx_ll(s, "SELECT minutes_used FROM sandboxes WHERE id = $1", id), 2);
+	assert_int_equal(sfx_ll(s, "SELECT refunded FROM sandboxes WHERE id = $1", id), 0);
+	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT - 2 * SFX_PRICE_SMALL);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, sfx_setup, sfx_teardown)
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_extend_charges_and_moves_expiry),
+		T(test_extend_refused_without_credit),
+		T(test_destroy_refunds_unused_minutes_once),
+		T(test_boot_failure_refunds_in_full),
+		T(test_lost_vm_fails_and_settles_on_reconcile),
+		T(test_reconcile_destroys_vm_without_row),
+		cmocka_unit_test_setup_teardown(test_expiry_destroys_and_settles,
+		    sfx_setup_short_minute, sfx_teardown),
+	};
+
+	return cmocka_run_group_tests(tests, sfx_group_setup, sfx_group_teardown);
+}
