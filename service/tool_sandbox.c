@@ -177,6 +177,15 @@ create_run(struct call_ctx *cx, void *req, struct err *e)
 
 /* ---- run_command ---- */
 
+/* The default kept output, never above what the service allows. */
+static long long
+run_default_output(const struct call_ctx *cx)
+{
+	long long cap = cx->app->cfg.max_output_bytes;
+
+	return cap < RUN_DEFAULT_OUTPUT ? cap : RUN_DEFAULT_OUTPUT;
+}
+
 static int
 run_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err *e)
 {
@@ -184,7 +193,6 @@ run_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err *
 	const json_t *env = json_object_get(args, "env");
 	long long max_out;
 
-	(void)cx;
 	if (arg_need(args, "sandbox_id", &r->sandbox_id, e) < 0 ||
 	    arg_need(args, "command", &r->command, e) < 0 ||
 	    tool_arg_str(args, "cwd", &r->cwd, e) < 0 ||
@@ -192,7 +200,7 @@ run_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err *
 	    tool_arg_bool(args, "background", 0, &r->background, e) < 0 ||
 	    arg_int(args, "timeout_seconds", r->background ? 0 : RUN_DEFAULT_TIMEOUT_S, 1, 86400,
 	    &r->timeout_s, e) < 0 ||
-	    tool_arg_int(args, "max_output_bytes", RUN_DEFAULT_OUTPUT, 1, 1LL << 40, &max_out,
+	    tool_arg_int(args, "max_output_bytes", run_default_output(cx), 1, 1LL << 40, &max_out,
 	    e) < 0)
 		return -1;
 	if (env != NULL && !json_is_object(env)) {

@@ -174,7 +174,7 @@ sfx_open(void **state, const struct sfx_opts *o)
 	env_set("AAS_PRICE_MEDIUM", "%lld", SFX_PRICE_MEDIUM);
 	env_set("AAS_PRICE_LARGE", "%lld", SFX_PRICE_LARGE);
 	env_set("AAS_MAX_LIFETIME_MIN", "%d", SFX_MAX_LIFETIME_MIN);
-	env_set("AAS_MAX_OUTPUT_BYTES", "%lld", SFX_MAX_OUTPUT);
+	env_set("AAS_MAX_OUTPUT_BYTES", "%lld", o->max_output > 0 ? o->max_output : SFX_MAX_OUTPUT);
 	env_set("AAS_PREVIEW_DOMAIN", "%s", SFX_PREVIEW_DOMAIN);
 	env_set("AAS_DB_POOL", "4");
 	env_set("AAS_LOG_LEVEL", "%s", level ? level : "warn");
@@ -212,6 +212,14 @@ int
 sfx_setup_short_minute(void **state)
 {
 	const struct sfx_opts o = { .minute_s = 1 };
+
+	return sfx_open(state, &o);
+}
+
+int
+sfx_setup_small_output(void **state)
+{
+	const struct sfx_opts o = { .max_output = 1024 };
 
 	return sfx_open(state, &o);
 }

@@ -276,6 +276,23 @@ test_run_output_truncated(void **state)
 	assert_string_equal(e.field, "max_output_bytes");
 }
 
+/* A service whose output cap is below run_command's default keeps the
+ * cap when the call names no max_output_bytes, instead of refusing it. */
+static void
+test_run_default_output_under_small_cap(void **state)
+{
+	struct sfx *s = *state;
+	char id[ID_MAX];
+	json_t *r;
+
+	sfx_create(s, 10, id);
+	r = run(s, id, "yes | head -c 5000", NULL);
+	assert_int_equal(strlen(sfx_str(r, "stdout")), 1024);
+	assert_int_equal(sfx_int(r, "stdout_bytes"), 5000);
+	assert_true(json_is_true(json_object_get(r, "stdout_truncated")));
+	json_decref(r);
+}
+
 static void
 test_run_cancelled(void **state)
 {
@@ -670,6 +687,8 @@ main(void)
 		T(test_expose_port),
 		T(test_expose_port_lost_race_removes_forward),
 		cmocka_unit_test_setup_teardown(test_net_off, sfx_setup_net_off, sfx_teardown),
+		cmocka_unit_test_setup_teardown(test_run_default_output_under_small_cap,
+		    sfx_setup_small_output, sfx_teardown),
 		T(test_other_account_sees_not_found),
 	};
 
