@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/log.h"
+#include "base/num.h"
 
 enum cfg_kind { CFG_STR, CFG_INT, CFG_LLONG, CFG_LISTEN, CFG_URL, CFG_LOGLEVEL,
 	CFG_ORIGINS, CFG_DIR, CFG_VIRT, CFG_POOL, CFG_NET, CFG_SCHEME };
@@ -111,22 +112,6 @@ static const struct cfg_entry cfg_table[] = {
 #undef F
 
 static int
-parse_ll(const char *s, long long *out)
-{
-	char *end;
-	long long v;
-
-	if (*s == '\0' || isspace((unsigned char)*s))
-		return -1;
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno != 0 || *end != '\0')
-		return -1;
-	*out = v;
-	return 0;
-}
-
-static int
 set_listen(struct config *cfg, const char *v)
 {
 	const char *colon = strrchr(v, ':');
@@ -148,7 +133,7 @@ set_listen(struct config *cfg, const char *v)
 	/* A colon in the host only inside brackets (an IPv6 address). */
 	if (v == colon - hlen && memchr(v, ':', hlen) != NULL)
 		return -1;
-	if (parse_ll(colon + 1, &port) < 0 || port < 1 || port > 65535)
+	if (num_parse_ll(colon + 1, &port) < 0 || port < 1 || port > 65535)
 		return -1;
 	memcpy(cfg->listen_host, v, hlen);
 	cfg->listen_host[hlen] = '\0';
@@ -230,7 +215,7 @@ set_pool(struct config *cfg, const char *v)
 			return -1;
 		memcpy(num, eq + 1, (size_t)(p + len - eq - 1));
 		num[p + len - eq - 1] = '\0';
-		if (parse_ll(num, &n) < 0 || n < 0 || n > 64)
+		if (num_parse_ll(num, &n) < 0 || n < 0 || n > 64)
 			return -1;
 		for (size_t i = 0; i < 3; i++) {
 			if ((size_t)(eq - p) == strlen(names[i]) &&
@@ -273,12 +258,12 @@ apply_entry(struct config *cfg, const struct cfg_entry *ent, const char *v)
 			field[l - 1] = '\0';
 		return 0;
 	case CFG_INT:
-		if (parse_ll(v, &n) < 0 || n < ent->min || n > ent->max)
+		if (num_parse_ll(v, &n) < 0 || n < ent->min || n > ent->max)
 			return -1;
 		*(int *)(void *)field = (int)n;
 		return 0;
 	case CFG_LLONG:
-		if (parse_ll(v, &n) < 0 || n < ent->min || n > ent->max)
+		if (num_parse_ll(v, &n) < 0 || n < ent->min || n > ent->max)
 			return -1;
 		*(long long *)(void *)field = n;
 		return 0;

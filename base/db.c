@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/log.h"
+#include "base/num.h"
 
 #define DB_MAX_POOL 128
 #define DB_ACQUIRE_TIMEOUT_S 5
@@ -298,28 +299,12 @@ db_ping(struct db *db, struct err *e)
 	return 0;
 }
 
-int
-db_parse_ll(const char *s, long long *out)
-{
-	char *end;
-	long long v;
-
-	if (s == NULL || *s == '\0')
-		return -1;
-	errno = 0;
-	v = strtoll(s, &end, 10);
-	if (errno != 0 || *end != '\0')
-		return -1;
-	*out = v;
-	return 0;
-}
-
 long
 db_affected(PGresult *r)
 {
 	long long n;
 
-	return db_parse_ll(PQcmdTuples(r), &n) == 0 && n >= 0 && n <= LONG_MAX ? (long)n : 0;
+	return num_parse_ll(PQcmdTuples(r), &n) == 0 && n >= 0 && n <= LONG_MAX ? (long)n : 0;
 }
 
 int
@@ -379,7 +364,7 @@ db_get_ll_or(const PGresult *r, int row, int col, long long def, long long *out,
 		*out = def;
 		return 0;
 	}
-	if (db_parse_ll(PQgetvalue(r, row, col), out) < 0) {
+	if (num_parse_ll(PQgetvalue(r, row, col), out) < 0) {
 		err_set(e, ERR_INTERNAL, "database answer: column %d is not an integer", col);
 		return -1;
 	}

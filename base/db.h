@@ -64,9 +64,6 @@ int db_get_str(const PGresult *r, int row, int col, char *out, size_t n, struct 
 /* The field's text (borrowed from r), or NULL when it is SQL NULL. */
 const char *db_get_text(const PGresult *r, int row, int col);
 
-/* Parses a whole decimal integer; -1 unless all of `s` is one in range. */
-int db_parse_ll(const char *s, long long *out);
-
 /* 0 when a trivial query succeeds. */
 int db_ping(struct db *db, struct err *e);
 

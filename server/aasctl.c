@@ -16,6 +16,7 @@
 #include "billing/ledger.h"
 #include "service/usage.h"
 #include "base/log.h"
+#include "base/num.h"
 
 #define AASCTL_MAX_LEDGER 1000 /* ledger entries one command prints */
 
@@ -228,7 +229,7 @@ run(struct app *app, int argc, char **argv, struct err *e)
 		int64_t balance;
 		if (acct == NULL || amount == NULL || reason == NULL)
 			goto bad;
-		if (db_parse_ll(amount, &n) < 0) {
+		if (num_parse_ll(amount, &n) < 0) {
 			err_set_field(e, "amount", "amount: not a whole number of micro-USD");
 			return fail(e);
 		}
@@ -252,7 +253,7 @@ run(struct app *app, int argc, char **argv, struct err *e)
 			return fail(e);
 		}
 		long long l = 100;
-		if (lim && (db_parse_ll(lim, &l) < 0 || l < 1 || l > AASCTL_MAX_LEDGER)) {
+		if (lim && (num_parse_ll(lim, &l) < 0 || l < 1 || l > AASCTL_MAX_LEDGER)) {
 			err_set_field(e, "limit", "limit: a whole number from 1 to %d",
 			    AASCTL_MAX_LEDGER);
 			return fail(e);

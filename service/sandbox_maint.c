@@ -16,6 +16,7 @@
 #include "base/keys.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "base/num.h"
 #include "service/settle.h"
 
 #define SBX_HEARTBEAT_S 2
@@ -178,7 +179,7 @@ stale_helper_domain(const char *id)
 	const char *dash = strrchr(id, '-');
 	long long pid = 0;
 
-	if (dash == NULL || db_parse_ll(dash + 1, &pid) < 0)
+	if (dash == NULL || num_parse_ll(dash + 1, &pid) < 0)
 		return 0;
 	return pid > 0 && pid <= INT_MAX && kill((pid_t)pid, 0) < 0 && errno == ESRCH;
 }

@@ -10,6 +10,7 @@
 #include "base/clock.h"
 #include "base/keys.h"
 #include "base/log.h"
+#include "base/num.h"
 #include "service/preview.h"
 #include "service/preview.h"
 
@@ -298,7 +299,7 @@ preview_allowed(const char *hash, const char *id, int port, const struct preview
 		offered = 1;
 		long long exp_at;
 		if (preview_sig_valid(hash, id, port, exp, sig, now) &&
-		    db_parse_ll(exp, &exp_at) == 0) {
+		    num_parse_ll(exp, &exp_at) == 0) {
 			snprintf(out->set_cookie, sizeof(out->set_cookie),
 			    "%s=%s.%s; Path=/; Max-Age=%lld; HttpOnly; SameSite=Lax", PREVIEW_COOKIE,
 			    exp, sig, exp_at - (long long)now);

@@ -7,6 +7,7 @@
 
 #include "base/db.h"
 #include "base/metrics.h"
+#include "base/num.h"
 #include "billing/billing.h"
 #include "billing/ledger.h"
 #include "service/store.h"
@@ -102,7 +103,7 @@ usage_get(struct app *app, const char *account, const struct usage_req *req,
 		err_set_field(e, "limit", "limit: must be 1 to %d", USAGE_MAX_LIMIT);
 		return NULL;
 	}
-	if (req->cursor && (db_parse_ll(req->cursor, &before) < 0 || before <= 0)) {
+	if (req->cursor && (num_parse_ll(req->cursor, &before) < 0 || before <= 0)) {
 		err_set_field(e, "cursor", "cursor: not a cursor from get_usage");
 		return NULL;
 	}

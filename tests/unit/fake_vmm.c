@@ -17,6 +17,7 @@
 
 #include "base/clock.h"
 #include "base/db.h"
+#include "base/num.h"
 #include "base/err.h"
 #include "vmm/guest.h"
 #include "vmm/orch.h"
@@ -373,7 +374,7 @@ append_text(unsigned char **dst, size_t *dst_len, const char *text)
 static int
 arg_count(const char *arg, long long max, long long *out)
 {
-	return db_parse_ll(arg, out) < 0 || *out < 0 || *out > max ? -1 : 0;
+	return num_parse_ll(arg, out) < 0 || *out < 0 || *out > max ? -1 : 0;
 }
 
 typedef int (*fake_cmd_fn)(struct fake_vm *vm, const struct guest_run *r, const char *arg,

@@ -15,6 +15,7 @@
 #include "base/clock.h"
 #include "base/config.h"
 #include "base/db.h"
+#include "base/num.h"
 #include "base/jsonschema.h"
 #include "base/keys.h"
 #include "base/log.h"
@@ -356,7 +357,7 @@ sfx_ll(struct sfx *s, const char *sql, const char *param)
 	sfx_text(s, sql, param, text, sizeof(text));
 	if (text[0] == '\0')
 		return -1;
-	if (db_parse_ll(text, &v) < 0)
+	if (num_parse_ll(text, &v) < 0)
 		fail_msg("%s: %s is not an integer", sql, text);
 	return v;
 }

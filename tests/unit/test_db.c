@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "base/db.h"
+#include "base/num.h"
 
 #define TEST_MAX_COLS 8
 
@@ -131,10 +132,10 @@ test_non_numeric_text_is_refused(void **state)
 		err_clear(&e);
 		assert_int_equal(db_get_int_or(r, 0, 0, 3, &iv, &e), -1);
 		assert_int_equal(e.kind, ERR_INTERNAL);
-		assert_int_equal(db_parse_ll(texts[i], &v), -1);
+		assert_int_equal(num_parse_ll(texts[i], &v), -1);
 		PQclear(r);
 	}
-	assert_int_equal(db_parse_ll(NULL, &(long long){ 0 }), -1);
+	assert_int_equal(num_parse_ll(NULL, &(long long){ 0 }), -1);
 }
 
 static void
