@@ -40,6 +40,39 @@ store_int_or_null(const PGresult *r, int row, int col)
 	return db_get_ll(r, row, col, &v, &e) == 0 ? json_integer(v) : json_null();
 }
 
+int
+store_rows(struct db *db, const char *sql, int nparams, const char *const *params,
+    size_t size, store_row_fn read, void **out, size_t *n, struct err *e)
+{
+	PGresult *r = db_query(db, sql, nparams, params, e);
+	unsigned char *v = NULL;
+	size_t k = 0;
+	int rc = -1, got;
+
+	*out = NULL;
+	*n = 0;
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) > 0 && (v = calloc((size_t)PQntuples(r), size)) == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < PQntuples(r); i++) {
+		if ((got = read(r, i, v + k * size, e)) < 0)
+			goto out;
+		if (got == 0)
+			k++;
+	}
+	*out = v;
+	*n = k;
+	v = NULL;
+	rc = 0;
+out:
+	free(v);
+	PQclear(r);
+	return rc;
+}
+
 /* ---- reading sandboxes ---- */
 
 int

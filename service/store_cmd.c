@@ -53,42 +53,29 @@ store_cmd_end(struct db *db, const char *cmd_id, const char *state, int code,
 	    " WHERE id = $1", 3, p, NULL, e);
 }
 
+static int
+cmd_pid_row(const PGresult *r, int i, void *elem, struct err *e)
+{
+	struct store_cmd_pid *c = elem;
+	long long pid;
+
+	if (db_get_str(r, i, 0, c->id, sizeof(c->id), e) < 0 || db_get_ll(r, i, 1, &pid, e) < 0)
+		return -1;
+	if (pid <= 0 || pid > 0x7fffffff)
+		return 1;
+	c->pid = (long)pid;
+	return 0;
+}
+
 int
 store_cmd_running(struct db *db, const char *sandbox_id, struct store_cmd_pid **cmds,
     size_t *n, struct err *e)
 {
 	const char *p[1] = { sandbox_id };
-	PGresult *r = db_query(db, "SELECT id, guest_pid FROM sandbox_commands"
-	    " WHERE sandbox_id = $1 AND state = 'running' AND guest_pid IS NOT NULL", 1, p, e);
-	struct store_cmd_pid *v = NULL;
-	size_t k = 0;
-	int rc = -1;
 
-	*cmds = NULL;
-	*n = 0;
-	if (r == NULL)
-		return -1;
-	if (PQntuples(r) > 0 && (v = calloc((size_t)PQntuples(r), sizeof(*v))) == NULL) {
-		err_set(e, ERR_INTERNAL, "out of memory");
-		goto out;
-	}
-	for (int i = 0; i < PQntuples(r); i++) {
-		long long pid;
-		if (db_get_str(r, i, 0, v[k].id, sizeof(v[k].id), e) < 0 ||
-		    db_get_ll(r, i, 1, &pid, e) < 0)
-			goto out;
-		if (pid <= 0 || pid > 0x7fffffff)
-			continue;
-		v[k++].pid = (long)pid;
-	}
-	*cmds = v;
-	*n = k;
-	v = NULL;
-	rc = 0;
-out:
-	free(v);
-	PQclear(r);
-	return rc;
+	return store_rows(db, "SELECT id, guest_pid FROM sandbox_commands"
+	    " WHERE sandbox_id = $1 AND state = 'running' AND guest_pid IS NOT NULL", 1, p,
+	    sizeof(**cmds), cmd_pid_row, (void **)cmds, n, e);
 }
 
 /* One row of COMMAND_COLUMNS; the command text cut to `cut` characters. */

@@ -14,4 +14,12 @@ json_t *store_text_or_null(const PGresult *r, int row, int col);
 /* An integer column as JSON: null when NULL or unreadable. */
 json_t *store_int_or_null(const PGresult *r, int row, int col);
 
+/* Reads one row into `elem`: 0 kept, 1 left out, -1 with `e` set. */
+typedef int (*store_row_fn)(const PGresult *r, int row, void *elem, struct err *e);
+
+/* Runs a query and reads its rows into a malloc'd array of `size`-byte
+ * elements (*out, *n; NULL and 0 for no rows). */
+int store_rows(struct db *db, const char *sql, int nparams, const char *const *params,
+    size_t size, store_row_fn read, void **out, size_t *n, struct err *e);
+
 #endif

@@ -7,49 +7,33 @@
 #include <string.h>
 
 
+static int
+due_row(const PGresult *r, int i, void *elem, struct err *e)
+{
+	struct store_due *d = elem;
+	struct err bad;
+
+	(void)e;
+	/* A row that cannot be read is left to reconcile. */
+	err_clear(&bad);
+	return db_get_str(r, i, 0, d->id, sizeof(d->id), &bad) < 0 ||
+	    db_get_str(r, i, 1, d->host, sizeof(d->host), &bad) < 0 ? 1 : 0;
+}
+
 int
 store_claim_due(struct db *db, const char *hosts, const char *owner, int max,
     struct store_due **due, size_t *n, struct err *e)
 {
 	char maxs[16];
 	const char *p[3] = { hosts, owner, maxs };
-	struct store_due *v = NULL;
-	size_t k = 0;
-	PGresult *r;
-	int rc = -1;
 
-	*due = NULL;
-	*n = 0;
 	snprintf(maxs, sizeof(maxs), "%d", max);
-	r = db_query(db, "UPDATE sandboxes SET state = 'destroying',"
+	return store_rows(db, "UPDATE sandboxes SET state = 'destroying',"
 	    " destroying_at = now(), owner = $2"
 	    " WHERE id IN (SELECT id FROM sandboxes WHERE state = 'running' AND NOT in_pool"
 	    "  AND expires_at <= now() AND host_uri = ANY($1::text[])"
 	    "  ORDER BY expires_at LIMIT $3::int FOR UPDATE SKIP LOCKED)"
-	    " RETURNING id, host_uri", 3, p, e);
-	if (r == NULL)
-		return -1;
-	if (PQntuples(r) > 0 && (v = calloc((size_t)PQntuples(r), sizeof(*v))) == NULL) {
-		err_set(e, ERR_INTERNAL, "out of memory");
-		goto out;
-	}
-	for (int i = 0; i < PQntuples(r); i++) {
-		struct err bad;
-
-		/* A row that cannot be read is left to reconcile. */
-		err_clear(&bad);
-		if (db_get_str(r, i, 0, v[k].id, sizeof(v[k].id), &bad) == 0 &&
-		    db_get_str(r, i, 1, v[k].host, sizeof(v[k].host), &bad) == 0)
-			k++;
-	}
-	*due = v;
-	*n = k;
-	v = NULL;
-	rc = 0;
-out:
-	free(v);
-	PQclear(r);
-	return rc;
+	    " RETURNING id, host_uri", 3, p, sizeof(**due), due_row, (void **)due, n, e);
 }
 
 int
@@ -97,44 +81,30 @@ store_count_live(struct db *db, long long counts[3], struct err *e)
 
 /* ---- maintenance ---- */
 
+static int
+host_row(const PGresult *r, int i, void *elem, struct err *e)
+{
+	struct store_host_row *h = elem;
+
+	return db_get_str(r, i, 0, h->id, sizeof(h->id), e) < 0 ||
+	    db_get_str(r, i, 1, h->state, sizeof(h->state), e) < 0 ||
+	    db_get_bool(r, i, 2, &h->owner_dead, e) < 0 ? -1 : 0;
+}
+
 int
 store_host_rows(struct db *db, const char *host, int dead_s, struct store_host_row **rows,
     size_t *n, struct err *e)
 {
 	char dead[16];
 	const char *p[2] = { host, dead };
-	struct store_host_row *v = NULL;
-	PGresult *r;
-	int rc = -1;
 
-	*rows = NULL;
-	*n = 0;
 	snprintf(dead, sizeof(dead), "%d", dead_s);
-	r = db_query(db, "SELECT s.id, s.state,"
+	return store_rows(db, "SELECT s.id, s.state,"
 	    " (s.owner IS NULL OR i.heartbeat_at IS NULL"
 	    "  OR i.heartbeat_at < now() - make_interval(secs => $2::int))"
 	    " FROM sandboxes s LEFT JOIN aasd_instances i ON i.id = s.owner"
 	    " WHERE s.host_uri = $1 AND s.state IN ('creating', 'running', 'destroying')",
-	    2, p, e);
-	if (r == NULL)
-		return -1;
-	if (PQntuples(r) > 0 && (v = calloc((size_t)PQntuples(r), sizeof(*v))) == NULL) {
-		err_set(e, ERR_INTERNAL, "out of memory");
-		goto out;
-	}
-	for (int i = 0; i < PQntuples(r); i++)
-		if (db_get_str(r, i, 0, v[i].id, sizeof(v[i].id), e) < 0 ||
-		    db_get_str(r, i, 1, v[i].state, sizeof(v[i].state), e) < 0 ||
-		    db_get_bool(r, i, 2, &v[i].owner_dead, e) < 0)
-			goto out;
-	*rows = v;
-	*n = (size_t)PQntuples(r);
-	v = NULL;
-	rc = 0;
-out:
-	free(v);
-	PQclear(r);
-	return rc;
+	    2, p, sizeof(**rows), host_row, (void **)rows, n, e);
 }
 
 int

@@ -6,37 +6,24 @@
 #include <string.h>
 
 
+static int
+port_row(const PGresult *r, int i, void *elem, struct err *e)
+{
+	struct store_port *p = elem;
+
+	return db_get_int(r, i, 0, &p->port, e) < 0 || db_get_bool(r, i, 1, &p->public, e) < 0 ||
+	    db_get_str(r, i, 2, p->created_at, sizeof(p->created_at), e) < 0 ? -1 : 0;
+}
+
 int
 store_ports(struct db *db, const char *sandbox_id, struct store_port **ports, size_t *n,
     struct err *e)
 {
 	const char *p[1] = { sandbox_id };
-	PGresult *r = db_query(db, "SELECT port, public, " STORE_TS("created_at")
-	    " FROM sandbox_ports WHERE sandbox_id = $1 ORDER BY port", 1, p, e);
-	struct store_port *v = NULL;
-	int rc = -1;
 
-	*ports = NULL;
-	*n = 0;
-	if (r == NULL)
-		return -1;
-	if (PQntuples(r) > 0 && (v = calloc((size_t)PQntuples(r), sizeof(*v))) == NULL) {
-		err_set(e, ERR_INTERNAL, "out of memory");
-		goto out;
-	}
-	for (int i = 0; i < PQntuples(r); i++)
-		if (db_get_int(r, i, 0, &v[i].port, e) < 0 ||
-		    db_get_bool(r, i, 1, &v[i].public, e) < 0 ||
-		    db_get_str(r, i, 2, v[i].created_at, sizeof(v[i].created_at), e) < 0)
-			goto out;
-	*ports = v;
-	*n = (size_t)PQntuples(r);
-	v = NULL;
-	rc = 0;
-out:
-	free(v);
-	PQclear(r);
-	return rc;
+	return store_rows(db, "SELECT port, public, " STORE_TS("created_at")
+	    " FROM sandbox_ports WHERE sandbox_id = $1 ORDER BY port", 1, p, sizeof(**ports),
+	    port_row, (void **)ports, n, e);
 }
 
 int
