@@ -110,14 +110,24 @@ exec_loop(const char *uri, const char *dom, int n, const char *path, char **args
 	return 0;
 }
 
+/* N on the command line: a whole number from 1 to 100000, else -1. */
+static int
+count_arg(const char *s)
+{
+	char *end;
+	long n = strtol(s, &end, 10);
+
+	return end != s && *end == '\0' && n >= 1 && n <= 100000 ? (int)n : -1;
+}
+
 int
 main(int argc, char **argv)
 {
 	log_set_level(LOG_LEVEL_WARN);
-	if (argc == 7 && strcmp(argv[1], "boot") == 0)
-		return boot(argv[2], argv[3], argv[4], argv[5], (int)strtol(argv[6], NULL, 10));
-	if (argc >= 6 && strcmp(argv[1], "exec") == 0)
-		return exec_loop(argv[2], argv[3], (int)strtol(argv[4], NULL, 10), argv[5], argv + 6);
+	if (argc == 7 && strcmp(argv[1], "boot") == 0 && count_arg(argv[6]) > 0)
+		return boot(argv[2], argv[3], argv[4], argv[5], count_arg(argv[6]));
+	if (argc >= 6 && strcmp(argv[1], "exec") == 0 && count_arg(argv[4]) > 0)
+		return exec_loop(argv[2], argv[3], count_arg(argv[4]), argv[5], argv + 6);
 	fprintf(stderr, "usage: vm_raw boot URI IMAGE_DIR WORK_DIR QEMU_USER N\n"
 	    "       vm_raw exec URI DOMAIN N PATH [ARG...]\n");
 	return 2;

@@ -86,7 +86,15 @@ scan_entry(struct rscan *s, const char *dir, const char *prefix, const json_t *i
 	en.rel = rel;
 	en.type = type_char(json_string_value(json_object_get(it, "type")));
 	en.size = (long long)json_integer_value(json_object_get(it, "size"));
-	en.mode = mode ? (unsigned)strtoul(mode, NULL, 8) & 07777 : 0644;
+	en.mode = 0644;
+	if (mode != NULL) {
+		char *end;
+		unsigned long m = strtoul(mode, &end, 8);
+
+		/* A mode that is not octal counts as none. */
+		if (end != mode && *end == '\0')
+			en.mode = (unsigned)m & 07777;
+	}
 	if (br_time_parse(json_string_value(json_object_get(it, "mtime")), &en.mtime) < 0)
 		en.mtime = -1;   /* unknown: never equal, so the file is sent */
 	if (br_tree_add(s->t, &en, e) < 0)

@@ -432,7 +432,7 @@ header_is(const char *name, const char *want)
 static int
 parse_head(struct px *x)
 {
-	char *p = x->rhead, *end = x->rhead + x->rhead_used - 4, *line_end;
+	char *p = x->rhead, *end = x->rhead + x->rhead_used - 4, *line_end, *digits_end;
 	long status;
 	int chunked = 0;
 
@@ -442,8 +442,10 @@ parse_head(struct px *x)
 		*line_end = '\0';
 	if (strncmp(p, "HTTP/1.", 7) != 0 || strlen(p) < 12 || p[8] != ' ')
 		return -1;
-	status = strtol(p + 9, NULL, 10);
-	if (status < 100 || status > 599)
+	/* Three digits, then the reason phrase or nothing. */
+	status = strtol(p + 9, &digits_end, 10);
+	if (digits_end != p + 12 || (*digits_end != ' ' && *digits_end != '\0') ||
+	    status < 100 || status > 599)
 		return -1;
 	x->status = (int)status;
 	p = line_end ? line_end + 2 : end;

@@ -1,6 +1,7 @@
 /* guest.c - sandbox operations through aas-helper. */
 #include "vmm/guest.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,21 @@ helper_error(const struct agent_exec_status *st, const char *what, enum err_kind
 	msg[n] = '\0';
 	msg[strcspn(msg, "\n")] = '\0';
 	err_set(e, kind, "%s: %s", what, msg[0] ? msg : "failed");
+}
+
+/* A decimal number the helper printed at `s`, up to the end of the text
+ * or one of the characters in `stop`; -1 when there is none or it is out
+ * of range (the guest is not trusted to print one). */
+static int
+helper_number(const char *s, const char *stop, long long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoll(s, &end, 10);
+	if (end == s || errno == ERANGE || (*end != '\0' && strchr(stop, *end) == NULL))
+		return -1;
+	return 0;
 }
 
 int
@@ -246,7 +262,8 @@ guest_get_file(struct vm_host *h, const char *dom, const char *path,
 		return -1;
 	}
 	sz = st.err ? strstr(st.err, "size=") : NULL;
-	*total = sz ? strtoll(sz + 5, NULL, 10) : 0;
+	if (sz == NULL || helper_number(sz + 5, "\n", total) < 0)
+		*total = 0;
 	*data = (unsigned char *)st.out;
 	*len = st.out_len;
 	if (*data == NULL)
@@ -328,14 +345,17 @@ guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth
 		}
 		if (k < 5)
 			break;
-		time_t mt = (time_t)strtoll(f[3], NULL, 10);
+		long long size, mtime;
+		if (helper_number(f[1], "", &size) < 0 || helper_number(f[3], "", &mtime) < 0)
+			continue; /* not a record the helper writes */
+		time_t mt = (time_t)mtime;
 		struct tm tm;
 		char when[32];
 		gmtime_r(&mt, &tm);
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 		json_array_append_new(arr, json_pack("{s:o, s:s, s:I, s:s, s:s}",
 		    "path", utf8_string(f[4]), "type", type_name(f[0][0]),
-		    "size", (json_int_t)strtoll(f[1], NULL, 10), "mode", f[2], "mtime", when));
+		    "size", (json_int_t)size, "mode", f[2], "mtime", when));
 	}
 	agent_exec_status_clear(&st);
 	if (arr == NULL)

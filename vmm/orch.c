@@ -596,8 +596,13 @@ pick_loopback_port(void)
 		port = ntohs(sa.sin_port);
 	if (fd >= 0)
 		close(fd);
-	if (port <= 0 && key_random_hex(r, sizeof(r), 2) == 0)
-		port = 32768 + (int)(strtol(r, NULL, 16) % 28000);
+	if (port <= 0 && key_random_hex(r, sizeof(r), 2) == 0) {
+		char *end;
+		long v = strtol(r, &end, 16);
+
+		if (*end == '\0')
+			port = 32768 + (int)(v % 28000);
+	}
 	return port;
 }
 

@@ -41,8 +41,10 @@ sample(const char *text, const char *series, double *value)
 
 	for (const char *p = text; *p; p = strchr(p, '\n') + 1) {
 		if (strncmp(p, series, n) == 0 && p[n] == ' ') {
-			*value = strtod(p + n + 1, NULL);
-			return 1;
+			char *end;
+
+			*value = strtod(p + n + 1, &end);
+			return end != p + n + 1 && (*end == '\n' || *end == '\0');
 		}
 		if (strchr(p, '\n') == NULL)
 			break;
