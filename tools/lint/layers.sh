@@ -1,57 +1,60 @@
 #!/bin/sh
 # layers.sh - fails when a file includes a header from a layer above its
-# own. Every project include names its folder ("base/err.h"), so the
-# folder of the including file and of the included header are enough.
+# own, or a project header without naming its folder. Every project
+# include names its folder ("base/err.h"), so the folder of the including
+# file and of the included header are enough.
 #
 #   tools/lint/layers.sh [ROOT]     checks ROOT (default: .)
 #
 # The layers, lowest first; a folder may include from itself and from the
-# folders listed after its name, nothing else. tests/, bench/ and tools/
-# sit outside the stack and may include anything.
+# folders listed after its name, nothing else. Subfolders belong to their
+# folder's layer (vmm/image is vmm). tests/, bench/ and tools/ sit outside
+# the stack and may include anything, by folder all the same.
+# Prints "file:line: ..." for each include at fault.
 set -u
+. "$(dirname "$0")/lib.sh"
 ROOT=${1:-.}
+cd "$ROOT" || exit 2
 
-allowed() {
-	case $1 in
-	base)    echo "base" ;;
-	vmm)     echo "base vmm" ;;
-	billing) echo "base billing" ;;
-	service) echo "base vmm billing service" ;;
-	server)  echo "base vmm billing service server" ;;
-	bridge)  echo "base bridge" ;;
-	*)       echo "*" ;;
-	esac
+files=$(lint_files) || exit 2
+[ -n "$files" ] || exit 0
+
+# shellcheck disable=SC2086 # one word per file
+awk '
+BEGIN {
+	allowed["base"] = "base"
+	allowed["vmm"] = "base vmm"
+	allowed["billing"] = "base billing"
+	allowed["service"] = "base vmm billing service"
+	allowed["server"] = "base vmm billing service server"
+	allowed["bridge"] = "base bridge"
+	bad = 0
 }
 
-bad=0
-for dir in base vmm billing service server bridge; do
-	[ -d "$ROOT/$dir" ] || continue
-	ok=$(allowed "$dir")
-	for f in "$ROOT/$dir"/*.c "$ROOT/$dir"/*.h; do
-		[ -f "$f" ] || continue
-		# "#include "folder/name.h"" lines, with their line numbers.
-		grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" |
-		while IFS= read -r line; do
-			num=${line%%:*}
-			inc=$(printf '%s\n' "$line" | sed 's/^[^"]*"\([^"]*\)".*/\1/')
-			case $inc in
-			*/*) to=${inc%%/*} ;;
-			*) to="" ;;
-			esac
-			if [ -z "$to" ]; then
-				echo "${f#"$ROOT"/}:$num: include \"$inc\" does not name its folder"
-				continue
-			fi
-			case " $ok " in
-			*" $to "*) ;;
-			*) echo "${f#"$ROOT"/}:$num: $dir/ may not include \"$inc\" ($to/ is not below $dir/)" ;;
-			esac
-		done
-	done
-done >"${TMPDIR:-/tmp}/aas-layers.$$"
-if [ -s "${TMPDIR:-/tmp}/aas-layers.$$" ]; then
-	cat "${TMPDIR:-/tmp}/aas-layers.$$"
-	bad=1
-fi
-rm -f "${TMPDIR:-/tmp}/aas-layers.$$"
-exit $bad
+FNR == 1 {
+	dir = FILENAME
+	sub(/\/.*/, "", dir)
+}
+
+/^[ \t]*#[ \t]*include[ \t]*"/ {
+	inc = $0
+	sub(/^[^"]*"/, "", inc)
+	sub(/".*/, "", inc)
+	if (inc !~ /\//) {
+		printf "%s:%d: include \"%s\" does not name its folder\n", FILENAME, FNR, inc
+		bad = 1
+		next
+	}
+	to = inc
+	sub(/\/.*/, "", to)
+	if ((dir in allowed) && index(" " allowed[dir] " ", " " to " ") == 0) {
+		printf "%s:%d: %s/ may not include \"%s\" (%s/ is not below %s/)\n",
+		    FILENAME, FNR, dir, inc, to, dir
+		bad = 1
+	}
+}
+
+END {
+	exit bad
+}
+' $files
