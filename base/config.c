@@ -14,8 +14,20 @@
 #include "base/log.h"
 #include "base/num.h"
 
-enum cfg_kind { CFG_STR, CFG_INT, CFG_LLONG, CFG_LISTEN, CFG_URL, CFG_LOGLEVEL,
-	CFG_ORIGINS, CFG_DIR, CFG_VIRT, CFG_POOL, CFG_NET, CFG_SCHEME };
+enum cfg_kind {
+	CFG_STR,
+	CFG_INT,
+	CFG_LLONG,
+	CFG_LISTEN,
+	CFG_URL,
+	CFG_LOGLEVEL,
+	CFG_ORIGINS,
+	CFG_DIR,
+	CFG_VIRT,
+	CFG_POOL,
+	CFG_NET,
+	CFG_SCHEME
+};
 
 struct cfg_entry {
 	const char *name;
@@ -31,82 +43,82 @@ struct cfg_entry {
 
 static const struct cfg_entry cfg_table[] = {
 	{ "AAS_LISTEN", CFG_LISTEN, "127.0.0.1:8080", 0, 0, F(listen_host),
-	  "Address and port the HTTP server binds (host:port)." },
+	    "Address and port the HTTP server binds (host:port)." },
 	{ "AAS_STATE_DIR", CFG_DIR, "var", 0, 0, F(state_dir),
-	  "Directory for runtime state (database socket, images, VMs); made absolute at start." },
+	    "Directory for runtime state (database socket, images, VMs); made absolute at start." },
 	{ "AAS_DATABASE_URL", CFG_STR, "", 0, 0, F(database_url),
-	  "libpq connection string; empty means the private cluster: postgresql:///aas?host=<state>/run&user=aas." },
+	    "libpq connection string; empty means the private cluster: postgresql:///aas?host=<state>/run&user=aas." },
 	{ "AAS_PUBLIC_URL", CFG_URL, "", 0, 0, F(public_url),
-	  "Origin clients use to reach the service; empty means http://<AAS_LISTEN>." },
+	    "Origin clients use to reach the service; empty means http://<AAS_LISTEN>." },
 	{ "AAS_DASHBOARD_URL", CFG_STR, "", 0, 0, F(dashboard_url),
-	  "Where users get API keys; shown by get_service_info and in auth errors when set." },
+	    "Where users get API keys; shown by get_service_info and in auth errors when set." },
 	{ "AAS_ALLOWED_ORIGINS", CFG_ORIGINS, "", 0, 0, F(allowed_origins_raw),
-	  "Comma-separated browser Origins allowed; empty allows loopback origins and AAS_PUBLIC_URL." },
+	    "Comma-separated browser Origins allowed; empty allows loopback origins and AAS_PUBLIC_URL." },
 	{ "AAS_METRICS_TOKEN", CFG_STR, "", 0, 0, F(metrics_token),
-	  "Bearer token GET /metrics requires; empty serves /metrics to anyone who reaches the listener." },
+	    "Bearer token GET /metrics requires; empty serves /metrics to anyone who reaches the listener." },
 	{ "AAS_LOG_LEVEL", CFG_LOGLEVEL, "info", 0, 0, F(log_level),
-	  "error, warn, info or debug." },
+	    "error, warn, info or debug." },
 	{ "AAS_HTTP_THREADS", CFG_INT, "2", 1, 64, F(http_threads),
-	  "HTTP event-loop threads (epoll thread pool)." },
+	    "HTTP event-loop threads (epoll thread pool)." },
 	{ "AAS_WORKERS", CFG_INT, "16", 1, 256, F(workers),
-	  "Threads for slow work (tool calls); HTTP threads never wait on it." },
+	    "Threads for slow work (tool calls); HTTP threads never wait on it." },
 	{ "AAS_MAX_BODY_BYTES", CFG_LLONG, "16777216", 1024, 268435456, F(max_body_bytes),
-	  "Largest request body accepted; larger ones get 413 "
-	  "(REST file uploads have their own 8 MiB limit)." },
+	    "Largest request body accepted; larger ones get 413 "
+	    "(REST file uploads have their own 8 MiB limit)." },
 	{ "AAS_DB_POOL", CFG_INT, "8", 1, 128, F(db_pool_size),
-	  "PostgreSQL connections kept open." },
+	    "PostgreSQL connections kept open." },
 	{ "AAS_CONN_TIMEOUT_S", CFG_INT, "120", 5, 86400, F(conn_timeout_s),
-	  "Idle HTTP connection timeout in seconds." },
+	    "Idle HTTP connection timeout in seconds." },
 	{ "AAS_SSE_KEEPALIVE_S", CFG_INT, "15", 1, 300, F(sse_keepalive_s),
-	  "An idle SSE stream gets a keep-alive comment this often, in seconds." },
+	    "An idle SSE stream gets a keep-alive comment this often, in seconds." },
 	{ "AAS_SESSION_IDLE_S", CFG_INT, "86400", 60, 2592000, F(session_idle_s),
-	  "An MCP session unused this long ends." },
+	    "An MCP session unused this long ends." },
 	{ "AAS_FREE_CREDIT", CFG_LLONG, "200000", 0, 1000000000000LL, F(free_credit),
-	  "Credit granted to every new account, in micro-USD." },
+	    "Credit granted to every new account, in micro-USD." },
 	{ "AAS_BILLING_MINUTE_S", CFG_INT, "60", 1, 60, F(minute_s),
-	  "Seconds in a billed minute (60 in production; tests shorten it to see expiry quickly)." },
+	    "Seconds in a billed minute (60 in production; tests shorten it to see expiry quickly)." },
 	{ "AAS_PRICE_SMALL", CFG_LLONG, "500", 0, 100000000, F(price_small),
-	  "Price of a small sandbox per started minute, in micro-USD." },
+	    "Price of a small sandbox per started minute, in micro-USD." },
 	{ "AAS_PRICE_MEDIUM", CFG_LLONG, "2000", 0, 100000000, F(price_medium),
-	  "Price of a medium sandbox per started minute, in micro-USD." },
+	    "Price of a medium sandbox per started minute, in micro-USD." },
 	{ "AAS_PRICE_LARGE", CFG_LLONG, "8000", 0, 100000000, F(price_large),
-	  "Price of a large sandbox per started minute, in micro-USD." },
+	    "Price of a large sandbox per started minute, in micro-USD." },
 	{ "AAS_LIBVIRT_URI", CFG_STR, "", 0, 0, F(libvirt_uri),
-	  "Hypervisor hosts (comma-separated libvirt URIs); empty means qemu:///embed?root=<state>/libvirt (no daemon)." },
+	    "Hypervisor hosts (comma-separated libvirt URIs); empty means qemu:///embed?root=<state>/libvirt (no daemon)." },
 	{ "AAS_VIRT", CFG_VIRT, "auto", 0, 0, F(virt),
-	  "auto (boot a KVM probe guest at start, fall back to TCG), kvm or tcg." },
+	    "auto (boot a KVM probe guest at start, fall back to TCG), kvm or tcg." },
 	{ "AAS_IMAGE_DIR", CFG_STR, "", 0, 0, F(image_dir),
-	  "Guest image (base.qcow2, vmlinuz, initrd.img); empty means <state>/images/current (make image)." },
+	    "Guest image (base.qcow2, vmlinuz, initrd.img); empty means <state>/images/current (make image)." },
 	{ "AAS_QEMU_USER", CFG_STR, "aas-qemu", 0, 0, F(qemu_user),
-	  "User QEMU runs as under the embedded driver (created by deploy/install-deps.sh)." },
+	    "User QEMU runs as under the embedded driver (created by deploy/install-deps.sh)." },
 	{ "AAS_WARM_POOL", CFG_POOL, "", 0, 0, F(warm_pool_raw),
-	  "Pre-booted VMs kept per size, e.g. small=2,medium=1; empty means none." },
+	    "Pre-booted VMs kept per size, e.g. small=2,medium=1; empty means none." },
 	{ "AAS_BOOT_TIMEOUT_S", CFG_INT, "120", 5, 3600, F(boot_timeout_s),
-	  "A VM whose guest agent has not answered this long after start has failed." },
+	    "A VM whose guest agent has not answered this long after start has failed." },
 	{ "AAS_KVM_PROBE_TIMEOUT_S", CFG_INT, "15", 1, 600, F(kvm_probe_timeout_s),
-	  "With AAS_VIRT=auto, how long the KVM probe guest may take to answer." },
+	    "With AAS_VIRT=auto, how long the KVM probe guest may take to answer." },
 	{ "AAS_RECONCILE_S", CFG_INT, "30", 0, 3600, F(reconcile_s),
-	  "How often VMs and database rows are reconciled, in seconds (also at start); 0 turns it off." },
+	    "How often VMs and database rows are reconciled, in seconds (also at start); 0 turns it off." },
 	{ "AAS_MAX_OUTPUT_BYTES", CFG_LLONG, "4194304", 1024, 8388608, F(max_output_bytes),
-	  "Hard cap on run_command's max_output_bytes per stream." },
+	    "Hard cap on run_command's max_output_bytes per stream." },
 	{ "AAS_MAX_LIVE_SANDBOXES", CFG_INT, "5", 1, 10000, F(max_live_sandboxes),
-	  "Sandboxes one account may have alive at once." },
+	    "Sandboxes one account may have alive at once." },
 	{ "AAS_MAX_LIFETIME_MIN", CFG_INT, "1440", 1, 43200, F(max_lifetime_min),
-	  "Longest total lifetime of a sandbox, in minutes." },
+	    "Longest total lifetime of a sandbox, in minutes." },
 	{ "AAS_DEFAULT_TIMEOUT_MIN", CFG_INT, "30", 1, 43200, F(default_timeout_min),
-	  "Lifetime of a sandbox when create_sandbox names none, in minutes." },
+	    "Lifetime of a sandbox when create_sandbox names none, in minutes." },
 	{ "AAS_NET", CFG_NET, "auto", 0, 0, F(net),
-	  "Sandbox networking: auto (install and check the host isolation rule; no network device when that fails), on (refuse to start without it) or off (never a network device)." },
+	    "Sandbox networking: auto (install and check the host isolation rule; no network device when that fails), on (refuse to start without it) or off (never a network device)." },
 	{ "AAS_PREVIEW_DOMAIN", CFG_STR, "", 0, 0, F(preview_domain),
-	  "Domain whose subdomains <port>-<sandbox_id>.<domain> reach exposed ports; empty means localhost:<listen port>." },
+	    "Domain whose subdomains <port>-<sandbox_id>.<domain> reach exposed ports; empty means localhost:<listen port>." },
 	{ "AAS_PREVIEW_SCHEME", CFG_SCHEME, "http", 0, 0, F(preview_scheme),
-	  "Scheme of preview URLs (https behind a TLS front)." },
+	    "Scheme of preview URLs (https behind a TLS front)." },
 	{ "AAS_PREVIEW_SIGNED_TTL_S", CFG_INT, "3600", 1, 604800, F(preview_signed_ttl_s),
-	  "Lifetime of a private preview's signed URL, in seconds." },
+	    "Lifetime of a private preview's signed URL, in seconds." },
 	{ "AAS_PREVIEW_MAX_CONNS", CFG_INT, "256", 1, 65536, F(preview_max_conns),
-	  "Preview requests proxied at once (each holds one thread); more get 503." },
+	    "Preview requests proxied at once (each holds one thread); more get 503." },
 	{ "AAS_PREVIEW_TIMEOUT_S", CFG_INT, "300", 1, 86400, F(preview_timeout_s),
-	  "A preview connection idle this long in either direction is closed." },
+	    "A preview connection idle this long in either direction is closed." },
 };
 
 #undef F
@@ -178,8 +190,7 @@ set_origins(struct config *cfg, const char *v)
 		while (len > 0 && isspace((unsigned char)p[len - 1]))
 			len--;
 		if (len > 0) {
-			if (len >= sizeof(tmp) ||
-			    cfg->n_allowed_origins >= CONFIG_MAX_ORIGINS)
+			if (len >= sizeof(tmp) || cfg->n_allowed_origins >= CONFIG_MAX_ORIGINS)
 				return -1;
 			memcpy(tmp, p, len);
 			tmp[len] = '\0';
@@ -187,8 +198,7 @@ set_origins(struct config *cfg, const char *v)
 				return -1;
 			if (len > 1 && tmp[len - 1] == '/')
 				tmp[len - 1] = '\0';
-			memcpy(cfg->allowed_origins[cfg->n_allowed_origins++],
-			    tmp, len + 1);
+			memcpy(cfg->allowed_origins[cfg->n_allowed_origins++], tmp, len + 1);
 		}
 		if (end == NULL)
 			break;
@@ -211,7 +221,8 @@ set_pool(struct config *cfg, const char *v)
 		long long n;
 		char num[16];
 
-		if (eq == NULL || (size_t)(p + len - eq - 1) >= sizeof(num) || p + len - eq - 1 == 0)
+		if (eq == NULL || (size_t)(p + len - eq - 1) >= sizeof(num) ||
+		    p + len - eq - 1 == 0)
 			return -1;
 		memcpy(num, eq + 1, (size_t)(p + len - eq - 1));
 		num[p + len - eq - 1] = '\0';
@@ -362,7 +373,8 @@ finish_defaults(struct config *cfg, struct err *e)
 
 	if (cfg->state_dir[0] != '/') {
 		if (getcwd(cwd, sizeof(cwd)) == NULL) {
-			err_set(e, ERR_INVALID, "AAS_STATE_DIR: cannot resolve the working directory");
+			err_set(e, ERR_INVALID,
+			    "AAS_STATE_DIR: cannot resolve the working directory");
 			return -1;
 		}
 		r = snprintf(tmp, sizeof(tmp), "%s/%s", cwd, cfg->state_dir);
@@ -422,8 +434,7 @@ finish_defaults(struct config *cfg, struct err *e)
 }
 
 int
-config_load(struct config *cfg, const char *(*getenv_fn)(const char *),
-    struct err *e)
+config_load(struct config *cfg, const char *(*getenv_fn)(const char *), struct err *e)
 {
 	memset(cfg, 0, sizeof(*cfg));
 	for (size_t i = 0; i < sizeof(cfg_table) / sizeof(cfg_table[0]); i++) {
@@ -434,8 +445,8 @@ config_load(struct config *cfg, const char *(*getenv_fn)(const char *),
 		if (v == NULL)
 			v = ent->def;
 		if (apply_entry(cfg, ent, v) < 0) {
-			err_set_field(e, ent->name, "%s: invalid value; expected %s",
-			    ent->name, expected_form(ent, form, sizeof(form)));
+			err_set_field(e, ent->name, "%s: invalid value; expected %s", ent->name,
+			    expected_form(ent, form, sizeof(form)));
 			return -1;
 		}
 	}
@@ -443,8 +454,7 @@ config_load(struct config *cfg, const char *(*getenv_fn)(const char *),
 }
 
 void
-config_print_table(void (*emit)(const char *, const char *, const char *, void *),
-    void *ctx)
+config_print_table(config_emit_fn *emit, void *ctx)
 {
 	for (size_t i = 0; i < sizeof(cfg_table) / sizeof(cfg_table[0]); i++)
 		emit(cfg_table[i].name, cfg_table[i].def, cfg_table[i].help, ctx);
@@ -465,8 +475,7 @@ origin_is_loopback(const char *origin)
 		return 0;
 	for (size_t i = 0; i < sizeof(hosts) / sizeof(hosts[0]); i++) {
 		size_t hl = strlen(hosts[i]);
-		if (strncasecmp(p, hosts[i], hl) == 0 &&
-		    (p[hl] == '\0' || p[hl] == ':')) {
+		if (strncasecmp(p, hosts[i], hl) == 0 && (p[hl] == '\0' || p[hl] == ':')) {
 			const char *q = p + hl;
 			if (*q == '\0')
 				return 1;
@@ -488,8 +497,7 @@ config_origin_allowed(const struct config *cfg, const char *origin)
 	if (origin == NULL || *origin == '\0')
 		return 1;
 	if (cfg->n_allowed_origins == 0)
-		return origin_is_loopback(origin) ||
-		    strcasecmp(origin, cfg->public_url) == 0;
+		return origin_is_loopback(origin) || strcasecmp(origin, cfg->public_url) == 0;
 	for (size_t i = 0; i < cfg->n_allowed_origins; i++) {
 		if (strcmp(cfg->allowed_origins[i], "*") == 0 ||
 		    strcasecmp(cfg->allowed_origins[i], origin) == 0)

@@ -13,14 +13,14 @@
 struct config {
 	char listen_host[64];
 	int listen_port;
-	char state_dir[CONFIG_STR_MAX];     /* absolute after config_load */
+	char state_dir[CONFIG_STR_MAX]; /* absolute after config_load */
 	char database_url[CONFIG_STR_MAX];
-	char public_url[CONFIG_STR_MAX];    /* no trailing slash */
+	char public_url[CONFIG_STR_MAX]; /* no trailing slash */
 	char dashboard_url[CONFIG_STR_MAX];
 	char allowed_origins_raw[CONFIG_STR_MAX];
 	char allowed_origins[CONFIG_MAX_ORIGINS][128];
 	size_t n_allowed_origins;
-	char metrics_token[128];            /* empty: /metrics needs no token */
+	char metrics_token[128]; /* empty: /metrics needs no token */
 	int log_level;
 	int http_threads;
 	int workers;
@@ -31,16 +31,16 @@ struct config {
 	int session_idle_s;
 	/* Money is integer micro-USD everywhere. */
 	long long free_credit;
-	int minute_s;                       /* length of a billed minute */
+	int minute_s; /* length of a billed minute */
 	long long price_small;
 	long long price_medium;
 	long long price_large;
 	/* VMs */
-	char libvirt_uri[CONFIG_STR_MAX];   /* comma-separated hosts */
-	int virt;                           /* enum config_virt */
+	char libvirt_uri[CONFIG_STR_MAX]; /* comma-separated hosts */
+	int virt;                         /* enum config_virt */
 	char image_dir[CONFIG_STR_MAX];
 	char qemu_user[64];
-	int warm_pool[3];                   /* small, medium, large */
+	int warm_pool[3]; /* small, medium, large */
 	char warm_pool_raw[128];
 	int boot_timeout_s;
 	int kvm_probe_timeout_s;
@@ -50,8 +50,8 @@ struct config {
 	int max_lifetime_min;
 	int default_timeout_min;
 	/* Networking and previews */
-	int net;                            /* enum config_net */
-	char preview_domain[256];           /* host[:port], lower case */
+	int net;                  /* enum config_net */
+	char preview_domain[256]; /* host[:port], lower case */
 	char preview_scheme[8];
 	int preview_signed_ttl_s;
 	int preview_max_conns;
@@ -64,12 +64,11 @@ enum config_net { CONFIG_NET_AUTO, CONFIG_NET_ON, CONFIG_NET_OFF };
 /* Fills `cfg` from the environment through `getenv_fn` (getenv in the
  * daemon, a fake in tests). On a bad value returns -1 with a message that
  * names the variable. */
-int config_load(struct config *cfg, const char *(*getenv_fn)(const char *),
-    struct err *e);
+int config_load(struct config *cfg, const char *(*getenv_fn)(const char *), struct err *e);
 
 /* Writes the documented table (name, default, meaning) to `fp`-like sink. */
-void config_print_table(void (*emit)(const char *name, const char *def,
-    const char *help, void *ctx), void *ctx);
+typedef void config_emit_fn(const char *name, const char *def, const char *help, void *ctx);
+void config_print_table(config_emit_fn *emit, void *ctx);
 
 /* Origin allow-list check. NULL or empty origin (non-browser) is allowed. */
 int config_origin_allowed(const struct config *cfg, const char *origin);

@@ -16,8 +16,7 @@ err_clear(struct err *e)
 }
 
 static void
-err_vset(struct err *e, enum err_kind kind, const char *field,
-    const char *fmt, va_list ap)
+err_vset(struct err *e, enum err_kind kind, const char *field, const char *fmt, va_list ap)
 {
 	if (e == NULL || e->kind != ERR_NONE)
 		return;
@@ -60,17 +59,28 @@ const char *
 err_kind_name(enum err_kind kind)
 {
 	switch (kind) {
-	case ERR_NONE: return "ok";
-	case ERR_INVALID: return "invalid_argument";
-	case ERR_UNAUTHORIZED: return "unauthorized";
-	case ERR_FORBIDDEN: return "forbidden";
-	case ERR_NOT_FOUND: return "not_found";
-	case ERR_CONFLICT: return "conflict";
-	case ERR_LIMIT: return "limit_exceeded";
-	case ERR_PAYMENT: return "insufficient_credit";
-	case ERR_UNAVAILABLE: return "unavailable";
-	case ERR_TIMEOUT: return "timeout";
-	case ERR_INTERNAL: return "internal";
+	case ERR_NONE:
+		return "ok";
+	case ERR_INVALID:
+		return "invalid_argument";
+	case ERR_UNAUTHORIZED:
+		return "unauthorized";
+	case ERR_FORBIDDEN:
+		return "forbidden";
+	case ERR_NOT_FOUND:
+		return "not_found";
+	case ERR_CONFLICT:
+		return "conflict";
+	case ERR_LIMIT:
+		return "limit_exceeded";
+	case ERR_PAYMENT:
+		return "insufficient_credit";
+	case ERR_UNAVAILABLE:
+		return "unavailable";
+	case ERR_TIMEOUT:
+		return "timeout";
+	case ERR_INTERNAL:
+		return "internal";
 	}
 	return "internal";
 }
@@ -79,17 +89,28 @@ int
 err_http_status(enum err_kind kind)
 {
 	switch (kind) {
-	case ERR_NONE: return 200;
-	case ERR_INVALID: return 400;
-	case ERR_UNAUTHORIZED: return 401;
-	case ERR_FORBIDDEN: return 403;
-	case ERR_NOT_FOUND: return 404;
-	case ERR_CONFLICT: return 409;
-	case ERR_LIMIT: return 429;
-	case ERR_PAYMENT: return 402;
-	case ERR_UNAVAILABLE: return 503;
-	case ERR_TIMEOUT: return 504;
-	case ERR_INTERNAL: return 500;
+	case ERR_NONE:
+		return 200;
+	case ERR_INVALID:
+		return 400;
+	case ERR_UNAUTHORIZED:
+		return 401;
+	case ERR_FORBIDDEN:
+		return 403;
+	case ERR_NOT_FOUND:
+		return 404;
+	case ERR_CONFLICT:
+		return 409;
+	case ERR_LIMIT:
+		return 429;
+	case ERR_PAYMENT:
+		return 402;
+	case ERR_UNAVAILABLE:
+		return 503;
+	case ERR_TIMEOUT:
+		return 504;
+	case ERR_INTERNAL:
+		return 500;
 	}
 	return 500;
 }

@@ -10,16 +10,16 @@ enum err_kind {
 	ERR_FORBIDDEN,    /* key valid but not allowed */
 	ERR_NOT_FOUND,
 	ERR_CONFLICT,
-	ERR_LIMIT,        /* a quota or size limit */
-	ERR_PAYMENT,      /* not enough credit */
-	ERR_UNAVAILABLE,  /* a dependency (database, hypervisor) is down */
+	ERR_LIMIT,       /* a quota or size limit */
+	ERR_PAYMENT,     /* not enough credit */
+	ERR_UNAVAILABLE, /* a dependency (database, hypervisor) is down */
 	ERR_TIMEOUT,
 	ERR_INTERNAL,
 };
 
 struct err {
 	enum err_kind kind;
-	char field[64];   /* argument path, e.g. "arguments.size"; may be empty */
+	char field[64]; /* argument path, e.g. "arguments.size"; may be empty */
 	char msg[512];
 };
 

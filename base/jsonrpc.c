@@ -18,8 +18,8 @@ rpc_parse(const char *body, size_t len, char *msg, size_t msgsz)
 	 * validation rejects it where it matters and names the field. */
 	v = json_loadb(body, len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
 	if (v == NULL) {
-		snprintf(msg, msgsz, "Parse error: %s (line %d, column %d)",
-		    jerr.text, jerr.line, jerr.column);
+		snprintf(msg, msgsz, "Parse error: %s (line %d, column %d)", jerr.text, jerr.line,
+		    jerr.column);
 		return NULL;
 	}
 	return v;
@@ -95,8 +95,8 @@ rpc_classify(json_t *msg, struct rpc_msg *out)
 json_t *
 rpc_result(json_t *id, json_t *result)
 {
-	return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id",
-	    id ? id : json_null(), "result", result ? result : json_object());
+	return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "result",
+	    result ? result : json_object());
 }
 
 json_t *
@@ -108,13 +108,13 @@ rpc_error(json_t *id, int code, const char *message, json_t *data)
 		json_object_set_new(err, "data", data);
 	else if (data)
 		json_decref(data);
-	return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id",
-	    id ? id : json_null(), "error", err);
+	return json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id ? id : json_null(), "error",
+	    err);
 }
 
 json_t *
 rpc_notification(const char *method, json_t *params)
 {
-	return json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", method,
-	    "params", params ? params : json_object());
+	return json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", method, "params",
+	    params ? params : json_object());
 }

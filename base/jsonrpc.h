@@ -7,22 +7,22 @@
 
 #include <jansson.h>
 
-#define RPC_PARSE_ERROR      -32700
-#define RPC_INVALID_REQUEST  -32600
+#define RPC_PARSE_ERROR -32700
+#define RPC_INVALID_REQUEST -32600
 #define RPC_METHOD_NOT_FOUND -32601
-#define RPC_INVALID_PARAMS   -32602
-#define RPC_INTERNAL_ERROR   -32603
-#define RPC_SERVER_ERROR     -32000 /* transport-level, as the SDK uses it */
+#define RPC_INVALID_PARAMS -32602
+#define RPC_INTERNAL_ERROR -32603
+#define RPC_SERVER_ERROR -32000 /* transport-level, as the SDK uses it */
 #define RPC_SESSION_NOT_FOUND -32001
 
 enum rpc_kind { RPC_REQUEST, RPC_NOTIFICATION, RPC_RESPONSE, RPC_INVALID };
 
 struct rpc_msg {
 	enum rpc_kind kind;
-	json_t *id;          /* borrowed; NULL for notifications */
-	const char *method;  /* borrowed; NULL for responses */
-	json_t *params;      /* borrowed; may be NULL */
-	int err_code;        /* set when kind == RPC_INVALID */
+	json_t *id;         /* borrowed; NULL for notifications */
+	const char *method; /* borrowed; NULL for responses */
+	json_t *params;     /* borrowed; may be NULL */
+	int err_code;       /* set when kind == RPC_INVALID */
 	char err_msg[160];
 };
 
@@ -37,7 +37,7 @@ void rpc_classify(json_t *msg, struct rpc_msg *out);
 /* 1 for a string or integer id (never null, float, bool, array, object). */
 int rpc_id_valid(const json_t *id);
 
-json_t *rpc_result(json_t *id, json_t *result);   /* steals result */
+json_t *rpc_result(json_t *id, json_t *result); /* steals result */
 json_t *rpc_error(json_t *id, int code, const char *message, json_t *data);
 json_t *rpc_notification(const char *method, json_t *params); /* steals */
 

@@ -7,8 +7,7 @@
 #include <openssl/evp.h>
 #include <openssl/rand.h>
 
-static const char b64url[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 static const char hexdig[] = "0123456789abcdef";
 
 int

@@ -6,10 +6,10 @@
 #include <stddef.h>
 
 #define KEY_PREFIX "aas_sk_"
-#define KEY_RANDOM_BYTES 32                      /* 256 bits */
-#define KEY_TEXT_LEN (7 + 43)                    /* prefix + base64url(32) */
+#define KEY_RANDOM_BYTES 32   /* 256 bits */
+#define KEY_TEXT_LEN (7 + 43) /* prefix + base64url(32) */
 #define KEY_HASH_HEX_LEN 64
-#define KEY_DISPLAY_PREFIX_LEN 12                /* "aas_sk_" + 5 chars */
+#define KEY_DISPLAY_PREFIX_LEN 12 /* "aas_sk_" + 5 chars */
 
 /* Fills `out` (at least nbytes*2+1) with hex of `nbytes` CSPRNG bytes. */
 int key_random_hex(char *out, size_t outsz, size_t nbytes);

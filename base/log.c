@@ -52,8 +52,8 @@ log_emit(enum log_level level, const char *fmt, va_list ap)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
-	r = snprintf(line + n, sizeof(line) - n, ".%03ldZ %s ",
-	    ts.tv_nsec / 1000000, level_names[level]);
+	r = snprintf(line + n, sizeof(line) - n, ".%03ldZ %s ", ts.tv_nsec / 1000000,
+	    level_names[level]);
 	if (r > 0)
 		n += (size_t)r;
 	r = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
@@ -67,13 +67,13 @@ log_emit(enum log_level level, const char *fmt, va_list ap)
 		return;
 }
 
-#define LOG_FN(name, level)                        \
-	void name(const char *fmt, ...)            \
-	{                                          \
-		va_list ap;                        \
-		va_start(ap, fmt);                 \
-		log_emit(level, fmt, ap);          \
-		va_end(ap);                        \
+#define LOG_FN(name, level)               \
+	void name(const char *fmt, ...)   \
+	{                                 \
+		va_list ap;               \
+		va_start(ap, fmt);        \
+		log_emit(level, fmt, ap); \
+		va_end(ap);               \
 	}
 
 LOG_FN(log_error, LOG_LEVEL_ERROR)

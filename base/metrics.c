@@ -26,20 +26,20 @@ struct hist {
 	counter sum_us;
 };
 
-static const int statuses[] = { 200, 201, 202, 204, 301, 302, 304, 400, 401, 402, 403,
-	404, 405, 406, 408, 409, 410, 413, 414, 415, 422, 429, 500, 501, 502, 503, 504 };
+static const int statuses[] = { 200, 201, 202, 204, 301, 302, 304, 400, 401, 402, 403, 404, 405,
+	406, 408, 409, 410, 413, 414, 415, 422, 429, 500, 501, 502, 503, 504 };
 #define N_STATUS (sizeof(statuses) / sizeof(statuses[0]))
 
 static const char *const methods[] = { "initialize", "ping", "tools/list", "tools/call",
 	"notifications/initialized", "notifications/cancelled", "other" };
 #define N_METHODS (sizeof(methods) / sizeof(methods[0]))
 
-static const char *const agent_kinds[METRICS_AGENT_N] = { "timeout", "unavailable",
-	"bad_reply", "error_reply" };
+static const char *const agent_kinds[METRICS_AGENT_N] = { "timeout", "unavailable", "bad_reply",
+	"error_reply" };
 
 /* Tool calls range from milliseconds (file reads) to minutes (commands). */
-static const double tool_bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5,
-	5, 10, 30, 60, 120, 300 };
+static const double tool_bounds[] = { 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+	60, 120, 300 };
 #define N_TOOL_BOUNDS (sizeof(tool_bounds) / sizeof(tool_bounds[0]))
 /* Boots take under a second with KVM and several seconds under TCG. */
 static const double boot_bounds[] = { 0.25, 0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 60, 120 };
@@ -60,7 +60,7 @@ static counter http_reqs[METRICS_MAX_ROUTES + 1][N_STATUS + 1];
 static counter mcp_msgs[N_METHODS];
 static counter tool_calls[METRICS_MAX_TOOLS + 1][N_KINDS];
 static struct hist tool_hist[METRICS_MAX_TOOLS + 1];
-static counter boots[2];              /* failed, ok */
+static counter boots[2]; /* failed, ok */
 static struct hist boot_hist;
 static counter agent_errors[METRICS_AGENT_N];
 static counter charged, refunded;
@@ -261,8 +261,8 @@ family(struct buf *b, const char *name, const char *type, const char *help)
 }
 
 static void
-render_hist(struct buf *b, const char *name, const char *label, const char *value,
-    struct hist *h, const double *bounds, size_t nb)
+render_hist(struct buf *b, const char *name, const char *label, const char *value, struct hist *h,
+    const double *bounds, size_t nb)
 {
 	unsigned long long cum = 0;
 
@@ -384,8 +384,8 @@ render_vms(struct buf *b)
 	buf_printf(b, "aas_sandbox_boots_total{result=\"failed\"} %llu\n", get(&boots[0]));
 	family(b, "aas_sandbox_boot_duration_seconds", "histogram",
 	    "Time from the start of a VM's creation to its guest agent's first answer.");
-	render_hist(b, "aas_sandbox_boot_duration_seconds", NULL, NULL, &boot_hist,
-	    boot_bounds, N_BOOT_BOUNDS);
+	render_hist(b, "aas_sandbox_boot_duration_seconds", NULL, NULL, &boot_hist, boot_bounds,
+	    N_BOOT_BOUNDS);
 	family(b, "aas_guest_agent_errors_total", "counter",
 	    "Guest agent commands that failed, by kind (boot-time pings excluded).");
 	for (int k = 0; k < METRICS_AGENT_N; k++) {
@@ -416,13 +416,15 @@ render_gauges(struct buf *b, const struct metrics_gauges *g)
 		family(b, "aas_sandboxes", "gauge",
 		    "Live sandboxes of the whole service (warm-pool VMs included), by state.");
 		for (int i = 0; i < 3; i++)
-			buf_printf(b, "aas_sandboxes{state=\"%s\"} %lld\n", states[i], g->sandboxes[i]);
+			buf_printf(b, "aas_sandboxes{state=\"%s\"} %lld\n", states[i],
+			    g->sandboxes[i]);
 	}
 	if (g && g->have_pool) {
 		family(b, "aas_warm_pool_ready", "gauge",
 		    "Pre-booted VMs waiting to be claimed, by size.");
 		for (int i = 0; i < 3; i++)
-			buf_printf(b, "aas_warm_pool_ready{size=\"%s\"} %lld\n", sizes[i], g->pool_ready[i]);
+			buf_printf(b, "aas_warm_pool_ready{size=\"%s\"} %lld\n", sizes[i],
+			    g->pool_ready[i]);
 		family(b, "aas_warm_pool_target", "gauge",
 		    "Pre-booted VMs the pool is configured to keep (AAS_WARM_POOL), by size.");
 		for (int i = 0; i < 3; i++)

@@ -58,9 +58,9 @@ struct metrics_gauges {
 	int have_database;
 	int database_up;
 	int have_sandboxes;
-	long long sandboxes[3];        /* creating, running, destroying */
+	long long sandboxes[3]; /* creating, running, destroying */
 	int have_pool;
-	long long pool_ready[3];       /* small, medium, large */
+	long long pool_ready[3]; /* small, medium, large */
 	long long pool_target[3];
 };
 

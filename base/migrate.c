@@ -39,14 +39,15 @@ migrate_tx(PGconn *c, void *arg, struct err *e)
 	struct migrate_ctx *m = arg;
 	PGresult *r;
 
-	if (db_conn_exec(c, "SELECT pg_advisory_xact_lock(x'" MIGRATE_LOCK_KEY "'::bigint)",
-	    0, NULL, NULL, e) < 0)
+	if (db_conn_exec(c, "SELECT pg_advisory_xact_lock(x'" MIGRATE_LOCK_KEY "'::bigint)", 0,
+		NULL, NULL, e) < 0)
 		return -1;
 	if (db_conn_exec(c,
-	    "CREATE TABLE IF NOT EXISTS schema_migrations ("
-	    " version integer PRIMARY KEY,"
-	    " name text NOT NULL,"
-	    " applied_at timestamptz NOT NULL DEFAULT now())", 0, NULL, NULL, e) < 0)
+		"CREATE TABLE IF NOT EXISTS schema_migrations ("
+		" version integer PRIMARY KEY,"
+		" name text NOT NULL,"
+		" applied_at timestamptz NOT NULL DEFAULT now())",
+		0, NULL, NULL, e) < 0)
 		return -1;
 
 	for (size_t i = 0; i < m->n; i++) {
@@ -62,16 +63,15 @@ migrate_tx(PGconn *c, void *arg, struct err *e)
 		}
 		snprintf(vbuf, sizeof(vbuf), "%d", v);
 		params[0] = vbuf;
-		if (db_conn_exec(c, "SELECT 1 FROM schema_migrations WHERE version = $1",
-		    1, params, &done, e) < 0)
+		if (db_conn_exec(c, "SELECT 1 FROM schema_migrations WHERE version = $1", 1, params,
+			&done, e) < 0)
 			return -1;
 		if (done > 0)
 			continue;
 		/* Migration files are fixed text from the repository; they take
 		 * no parameters, so the simple-query protocol runs them whole. */
 		r = PQexec(c, m->files[i].data);
-		if (PQresultStatus(r) != PGRES_COMMAND_OK &&
-		    PQresultStatus(r) != PGRES_TUPLES_OK) {
+		if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
 			log_error("migrate: %s failed: %s", m->files[i].name,
 			    PQresultErrorMessage(r));
 			err_set(e, ERR_INTERNAL, "migration %s failed", m->files[i].name);
@@ -81,7 +81,7 @@ migrate_tx(PGconn *c, void *arg, struct err *e)
 		PQclear(r);
 		params[1] = m->files[i].name;
 		if (db_conn_exec(c, "INSERT INTO schema_migrations(version, name) VALUES ($1, $2)",
-		    2, params, NULL, e) < 0)
+			2, params, NULL, e) < 0)
 			return -1;
 		log_info("migrate: applied %s", m->files[i].name);
 		m->applied++;
@@ -90,8 +90,8 @@ migrate_tx(PGconn *c, void *arg, struct err *e)
 }
 
 int
-migrate_apply(struct db *db, const struct embed_file *files, size_t n,
-    int *n_applied, struct err *e)
+migrate_apply(struct db *db, const struct embed_file *files, size_t n, int *n_applied,
+    struct err *e)
 {
 	struct migrate_ctx m = { files, n, 0 };
 

@@ -58,7 +58,8 @@ ntf_main(void *p)
 			c = listen_connect(n);
 			if (c == NULL) {
 				if (!warned++)
-					log_warn("notify: cannot listen; caches stay off until the database is back");
+					log_warn(
+					    "notify: cannot listen; caches stay off until the database is back");
 				usleep(NTF_RETRY_MS * 1000);
 				continue;
 			}
@@ -86,8 +87,7 @@ ntf_main(void *p)
 }
 
 struct ntf *
-ntf_new(const char *url, const char *channel, const struct ntf_handlers *h,
-    struct err *e)
+ntf_new(const char *url, const char *channel, const struct ntf_handlers *h, struct err *e)
 {
 	struct ntf *n = calloc(1, sizeof(*n));
 

@@ -8,16 +8,16 @@
 #include "base/err.h"
 
 struct ntf_handlers {
-	void (*ready)(void *ctx);                 /* listening (again) */
-	void (*lost)(void *ctx);                  /* notices may be missed */
+	void (*ready)(void *ctx); /* listening (again) */
+	void (*lost)(void *ctx);  /* notices may be missed */
 	void (*message)(const char *payload, void *ctx);
 	void *ctx;
 };
 
 struct ntf;
 
-struct ntf *ntf_new(const char *url, const char *channel,
-    const struct ntf_handlers *h, struct err *e);
+struct ntf *ntf_new(const char *url, const char *channel, const struct ntf_handlers *h,
+    struct err *e);
 void ntf_free(struct ntf *n);
 
 #endif

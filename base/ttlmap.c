@@ -37,7 +37,7 @@ now_s(void)
 static uint32_t
 bucket_of(const char *key)
 {
-	uint32_t h = 2166136261u;   /* FNV-1a */
+	uint32_t h = 2166136261u; /* FNV-1a */
 
 	for (const unsigned char *p = (const unsigned char *)key; *p; p++)
 		h = (h ^ *p) * 16777619u;

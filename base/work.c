@@ -102,8 +102,7 @@ work_submit(struct work_pool *pool, void (*fn)(void *), void *arg)
 
 	pthread_mutex_lock(&pool->lock);
 	if (!pool->stopping && pool->count < pool->cap) {
-		pool->ring[(pool->head + pool->count) % pool->cap] =
-		    (struct work_item){ fn, arg };
+		pool->ring[(pool->head + pool->count) % pool->cap] = (struct work_item){ fn, arg };
 		pool->count++;
 		pthread_cond_signal(&pool->ready);
 		rc = 0;

@@ -38,7 +38,8 @@ boot(const char *uri, const char *img, const char *work, const char *user, int n
 	char kernel[1024], initrd[1024], base[1024], disk[1024], console[1024], cmd[8192];
 
 	err_clear(&e);
-	if (pw == NULL || vm_events_start(NULL, &e) < 0 || (h = vm_host_open(uri, user, &e)) == NULL) {
+	if (pw == NULL || vm_events_start(NULL, &e) < 0 ||
+	    (h = vm_host_open(uri, user, &e)) == NULL) {
 		fprintf(stderr, "vm_raw: %s\n", e.msg[0] ? e.msg : "no such user");
 		return 1;
 	}
@@ -49,17 +50,25 @@ boot(const char *uri, const char *img, const char *work, const char *user, int n
 	chown(work, pw->pw_uid, pw->pw_gid);
 	for (int i = 0; i < n; i++) {
 		struct vm_spec s = {
-			.name = "aas-rawbench", .accel = VM_ACCEL_TCG, .vcpus = 1,
-			.memory_mib = 512, .kernel = kernel, .initrd = initrd,
-			.cmdline = ORCH_CMDLINE, .disk = disk, .console_log = console,
+			.name = "aas-rawbench",
+			.accel = VM_ACCEL_TCG,
+			.vcpus = 1,
+			.memory_mib = 512,
+			.kernel = kernel,
+			.initrd = initrd,
+			.cmdline = ORCH_CMDLINE,
+			.disk = disk,
+			.console_log = console,
 			.agent_socket = "/run/aas-vm/aas-rawbench.agent",
 		};
 		double t0 = now_ms();
 
 		snprintf(disk, sizeof(disk), "%s/disk.qcow2", work);
 		snprintf(console, sizeof(console), "%s/console.log", work);
-		snprintf(cmd, sizeof(cmd), "qemu-img create -q -f qcow2 -F qcow2 -b '%s' '%s'"
-		    " && : > '%s' && chown %s '%s' '%s'", base, disk, console, user, disk, console);
+		snprintf(cmd, sizeof(cmd),
+		    "qemu-img create -q -f qcow2 -F qcow2 -b '%s' '%s'"
+		    " && : > '%s' && chown %s '%s' '%s'",
+		    base, disk, console, user, disk, console);
 		if (system(cmd) != 0 || vm_start(h, &s, &e) < 0) {
 			fprintf(stderr, "vm_raw: %s\n", e.msg[0] ? e.msg : "overlay failed");
 			return 1;
@@ -94,7 +103,9 @@ exec_loop(const char *uri, const char *dom, int n, const char *path, char **args
 		usleep(50000);
 	}
 	for (int i = 0; i < n; i++) {
-		struct agent_exec x = { .path = path, .argv = (const char *const *)args, .capture = 1 };
+		struct agent_exec x = { .path = path,
+			.argv = (const char *const *)args,
+			.capture = 1 };
 		struct agent_exec_status st;
 		double t0 = now_ms();
 
@@ -128,7 +139,8 @@ main(int argc, char **argv)
 		return boot(argv[2], argv[3], argv[4], argv[5], count_arg(argv[6]));
 	if (argc >= 6 && strcmp(argv[1], "exec") == 0 && count_arg(argv[4]) > 0)
 		return exec_loop(argv[2], argv[3], count_arg(argv[4]), argv[5], argv + 6);
-	fprintf(stderr, "usage: vm_raw boot URI IMAGE_DIR WORK_DIR QEMU_USER N\n"
+	fprintf(stderr,
+	    "usage: vm_raw boot URI IMAGE_DIR WORK_DIR QEMU_USER N\n"
 	    "       vm_raw exec URI DOMAIN N PATH [ARG...]\n");
 	return 2;
 }

@@ -40,8 +40,10 @@ parse_object(const struct br_resp *r, struct err *e)
 
 	if (!json_is_object(j)) {
 		json_decref(j);
-		err_set(e, ERR_INTERNAL, "the aas API answered HTTP %ld with something other "
-		    "than a JSON object", r->status);
+		err_set(e, ERR_INTERNAL,
+		    "the aas API answered HTTP %ld with something other "
+		    "than a JSON object",
+		    r->status);
 		return NULL;
 	}
 	return j;
@@ -60,8 +62,8 @@ send_json(struct br_call *c, const struct br_req *q, struct err *e)
 }
 
 json_t *
-br_api_json(struct br_call *c, const char *method, const struct br_url *u,
-    const json_t *body, long timeout_s, struct err *e)
+br_api_json(struct br_call *c, const char *method, const struct br_url *u, const json_t *body,
+    long timeout_s, struct err *e)
 {
 	struct br_req q = { method, NULL, NULL, 0, "application/json", timeout_s, c->cancel };
 	char *text = NULL;
@@ -88,7 +90,7 @@ br_api_put_bytes(struct br_call *c, const struct br_url *u, const void *data, si
     long timeout_s, struct err *e)
 {
 	struct br_req q = { "PUT", NULL, data ? data : "", len, "application/octet-stream",
-	    timeout_s, c->cancel };
+		timeout_s, c->cancel };
 
 	if ((q.url = br_url_str(u, e)) == NULL)
 		return NULL;
@@ -96,8 +98,8 @@ br_api_put_bytes(struct br_call *c, const struct br_url *u, const void *data, si
 }
 
 int
-br_api_get_bytes(struct br_call *c, const struct br_url *u, long timeout_s,
-    struct br_resp *r, struct err *e)
+br_api_get_bytes(struct br_call *c, const struct br_url *u, long timeout_s, struct br_resp *r,
+    struct err *e)
 {
 	struct br_req q = { "GET", NULL, NULL, 0, NULL, timeout_s, c->cancel };
 

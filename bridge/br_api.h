@@ -17,7 +17,7 @@
 struct br_call {
 	struct br_http *http;
 	const struct br_config *cfg;
-	const atomic_int *cancel;          /* set by notifications/cancelled */
+	const atomic_int *cancel; /* set by notifications/cancelled */
 	/* Progress sink; NULL when the client asked for none. */
 	void (*progress)(void *sink, double done, double total, const char *message);
 	void *sink;
@@ -35,10 +35,10 @@ struct br_url *br_api_url(const struct br_call *c, ...) __attribute__((sentinel)
 json_t *br_api_json(struct br_call *c, const char *method, const struct br_url *u,
     const json_t *body, long timeout_s, struct err *e);
 /* PUT of raw bytes; returns the JSON object answered. */
-json_t *br_api_put_bytes(struct br_call *c, const struct br_url *u, const void *data,
-    size_t len, long timeout_s, struct err *e);
+json_t *br_api_put_bytes(struct br_call *c, const struct br_url *u, const void *data, size_t len,
+    long timeout_s, struct err *e);
 /* GET of raw bytes into r (cleared by the caller with br_resp_clear). */
-int br_api_get_bytes(struct br_call *c, const struct br_url *u, long timeout_s,
-    struct br_resp *r, struct err *e);
+int br_api_get_bytes(struct br_call *c, const struct br_url *u, long timeout_s, struct br_resp *r,
+    struct err *e);
 
 #endif

@@ -6,7 +6,7 @@
 #include "base/embed.h"
 #include "base/jsonschema.h"
 
-static json_t *catalogue;   /* {"tools": [...]}, $refs resolved */
+static json_t *catalogue; /* {"tools": [...]}, $refs resolved */
 
 static json_t *
 load(const struct embed_file *f, const char *what, struct err *e)

@@ -9,8 +9,7 @@
 #include "bridge/br_url.h"
 
 static int
-long_var(br_getenv_fn get, const char *name, long def, long min, long max, long *out,
-    struct err *e)
+long_var(br_getenv_fn get, const char *name, long def, long min, long max, long *out, struct err *e)
 {
 	const char *s = get(name);
 	char *end;
@@ -54,13 +53,16 @@ br_config_load(struct br_config *c, br_getenv_fn get, struct err *e)
 
 	memset(c, 0, sizeof(*c));
 	if (key == NULL || *key == '\0') {
-		err_set(e, ERR_UNAUTHORIZED, "AAS_API_KEY is not set: put your aas API key "
+		err_set(e, ERR_UNAUTHORIZED,
+		    "AAS_API_KEY is not set: put your aas API key "
 		    "(aas_sk_...) in the environment of aas-mcp");
 		return -1;
 	}
 	if (!key_ok(key)) {
-		err_set(e, ERR_INVALID, "AAS_API_KEY is malformed (printable characters only, "
-		    "at most %zu)", sizeof(c->api_key) - 1);
+		err_set(e, ERR_INVALID,
+		    "AAS_API_KEY is malformed (printable characters only, "
+		    "at most %zu)",
+		    sizeof(c->api_key) - 1);
 		return -1;
 	}
 	snprintf(c->api_key, sizeof(c->api_key), "%s", key);

@@ -7,12 +7,12 @@
 #define BR_DEFAULT_BASE_URL "http://127.0.0.1:8080"
 
 struct br_config {
-	char api_key[256];          /* never logged */
-	char base_url[1024];        /* "<origin>/v1" */
-	int base_had_v1;            /* AAS_BASE_URL already ended in /v1 */
+	char api_key[256];   /* never logged */
+	char base_url[1024]; /* "<origin>/v1" */
+	int base_had_v1;     /* AAS_BASE_URL already ended in /v1 */
 	long connect_timeout_s;
-	long request_timeout_s;     /* calls with no size of their own */
-	long create_timeout_s;      /* create_sandbox and destroy_sandbox */
+	long request_timeout_s; /* calls with no size of their own */
+	long create_timeout_s;  /* create_sandbox and destroy_sandbox */
 	long long max_response_bytes;
 };
 

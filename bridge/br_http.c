@@ -120,7 +120,7 @@ on_body(char *p, size_t size, size_t nmemb, void *ud)
 
 	if ((long long)(r->len + n) > s->max) {
 		s->too_big = 1;
-		return 0;   /* curl stops with CURLE_WRITE_ERROR */
+		return 0; /* curl stops with CURLE_WRITE_ERROR */
 	}
 	if (r->len + n + 1 > s->cap) {
 		size_t cap = s->cap ? s->cap : 16384;
@@ -190,16 +190,30 @@ enum err_kind
 br_http_status_kind(long status)
 {
 	switch (status) {
-	case 400: case 405: case 422: return ERR_INVALID;
-	case 401: return ERR_UNAUTHORIZED;
-	case 402: return ERR_PAYMENT;
-	case 403: return ERR_FORBIDDEN;
-	case 404: return ERR_NOT_FOUND;
-	case 409: return ERR_CONFLICT;
-	case 413: case 429: return ERR_LIMIT;
-	case 502: case 503: return ERR_UNAVAILABLE;
-	case 504: return ERR_TIMEOUT;
-	default: return ERR_INTERNAL;
+	case 400:
+	case 405:
+	case 422:
+		return ERR_INVALID;
+	case 401:
+		return ERR_UNAUTHORIZED;
+	case 402:
+		return ERR_PAYMENT;
+	case 403:
+		return ERR_FORBIDDEN;
+	case 404:
+		return ERR_NOT_FOUND;
+	case 409:
+		return ERR_CONFLICT;
+	case 413:
+	case 429:
+		return ERR_LIMIT;
+	case 502:
+	case 503:
+		return ERR_UNAVAILABLE;
+	case 504:
+		return ERR_TIMEOUT;
+	default:
+		return ERR_INTERNAL;
 	}
 }
 
@@ -222,8 +236,8 @@ api_error(const struct br_resp *r, struct err *e)
 }
 
 static void
-transport_error(const struct br_http *h, const struct br_req *q, CURLcode rc,
-    const char *detail, const struct sink *s, struct err *e)
+transport_error(const struct br_http *h, const struct br_req *q, CURLcode rc, const char *detail,
+    const struct sink *s, struct err *e)
 {
 	const char *d = *detail ? detail : curl_easy_strerror(rc);
 
@@ -243,13 +257,17 @@ transport_error(const struct br_http *h, const struct br_req *q, CURLcode rc,
 	case CURLE_RECV_ERROR:
 	case CURLE_SEND_ERROR:
 	case CURLE_GOT_NOTHING:
-		err_set(e, ERR_UNAVAILABLE, "cannot reach the aas API at %s: %s. Check AAS_BASE_URL "
-		    "and that the service is running", h->base, d);
+		err_set(e, ERR_UNAVAILABLE,
+		    "cannot reach the aas API at %s: %s. Check AAS_BASE_URL "
+		    "and that the service is running",
+		    h->base, d);
 		break;
 	case CURLE_WRITE_ERROR:
 		if (s->too_big) {
-			err_set(e, ERR_LIMIT, "the aas API's answer is larger than %lld bytes "
-			    "(AAS_MAX_RESPONSE_MIB)", s->max);
+			err_set(e, ERR_LIMIT,
+			    "the aas API's answer is larger than %lld bytes "
+			    "(AAS_MAX_RESPONSE_MIB)",
+			    s->max);
 			break;
 		}
 		/* fall through */
@@ -296,7 +314,7 @@ br_http_do(struct br_http *h, const struct br_req *q, struct br_resp *r, struct 
 	snprintf(ctype, sizeof(ctype), "Content-Type: %s",
 	    q->content_type ? q->content_type : "application/json");
 	if (add_header(&hdrs, h->auth) < 0 || add_header(&hdrs, "Accept: application/json") < 0 ||
-	    add_header(&hdrs, "Expect:") < 0 ||   /* no 100-continue round trip */
+	    add_header(&hdrs, "Expect:") < 0 || /* no 100-continue round trip */
 	    (has_body && add_header(&hdrs, ctype) < 0)) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		goto out;

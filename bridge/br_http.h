@@ -13,21 +13,21 @@
 struct br_http;
 
 struct br_req {
-	const char *method;        /* GET, POST, PUT, DELETE */
+	const char *method; /* GET, POST, PUT, DELETE */
 	const char *url;
-	const void *body;          /* NULL: none */
+	const void *body; /* NULL: none */
 	size_t body_len;
-	const char *content_type;  /* of body */
-	long timeout_s;            /* whole request, connect included */
-	const atomic_int *cancel;  /* aborts the transfer when it becomes 1 */
+	const char *content_type; /* of body */
+	long timeout_s;           /* whole request, connect included */
+	const atomic_int *cancel; /* aborts the transfer when it becomes 1 */
 };
 
 struct br_resp {
 	long status;
-	char *body;                /* NUL-terminated; len bytes */
+	char *body; /* NUL-terminated; len bytes */
 	size_t len;
-	long long file_size;       /* X-AAS-File-Size, -1 when absent */
-	long long content_offset;  /* X-AAS-Content-Offset, -1 when absent */
+	long long file_size;      /* X-AAS-File-Size, -1 when absent */
+	long long content_offset; /* X-AAS-Content-Offset, -1 when absent */
 };
 
 /* Call once, before any thread starts (it initialises libcurl). */
@@ -41,8 +41,7 @@ void br_resp_clear(struct br_resp *r);
  * answer first). Otherwise -1 and e says why: the API's
  * own error (kind from the status, its message and field), an unreachable
  * service, a timeout, a cancelled call or an answer over the size limit. */
-int br_http_do(struct br_http *h, const struct br_req *q, struct br_resp *r,
-    struct err *e);
+int br_http_do(struct br_http *h, const struct br_req *q, struct br_resp *r, struct err *e);
 
 /* The error kind for an HTTP status of the API. */
 enum err_kind br_http_status_kind(long status);

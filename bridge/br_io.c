@@ -13,9 +13,9 @@ struct br_in {
 	int fd;
 	size_t max;
 	char *buf;
-	size_t cap, start, end;   /* unread bytes are buf[start..end) */
-	size_t scanned;           /* bytes after start known to hold no newline */
-	int skipping;             /* inside an overlong line */
+	size_t cap, start, end; /* unread bytes are buf[start..end) */
+	size_t scanned;         /* bytes after start known to hold no newline */
+	int skipping;           /* inside an overlong line */
 	int eof;
 };
 
@@ -192,7 +192,7 @@ br_out_send(struct br_out *out, const json_t *msg)
 	n = strlen(text);
 	pthread_mutex_lock(&out->lock);
 	if (!out->broken) {
-		text[n] = '\n';   /* replaces the NUL; the length is known */
+		text[n] = '\n'; /* replaces the NUL; the length is known */
 		rc = write_all(out->fd, text, n + 1);
 		if (rc < 0)
 			out->broken = 1;

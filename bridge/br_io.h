@@ -11,10 +11,10 @@
 struct br_in;
 
 enum br_in_status {
-	BR_IN_LINE,       /* *line holds one line without its newline */
-	BR_IN_TOO_LONG,   /* a line longer than the limit was skipped */
+	BR_IN_LINE,     /* *line holds one line without its newline */
+	BR_IN_TOO_LONG, /* a line longer than the limit was skipped */
 	BR_IN_EOF,
-	BR_IN_INTR,       /* a signal interrupted the read */
+	BR_IN_INTR, /* a signal interrupted the read */
 	BR_IN_ERROR,
 };
 

@@ -46,7 +46,7 @@ mkdirs(const char *path)
 		errno = ENAMETOOLONG;
 		return -1;
 	}
-	for (char *p = buf + 1; ; p++) {
+	for (char *p = buf + 1;; p++) {
 		if (*p == '/' || *p == '\0') {
 			char c = *p;
 			*p = '\0';
@@ -67,7 +67,8 @@ br_local_root(const char *path, int create, char *out, size_t n, struct err *e)
 	char *real;
 
 	if (path[0] != '/') {
-		err_set_field(e, "local_path", "local_path: must be an absolute path, got '%s'", path);
+		err_set_field(e, "local_path", "local_path: must be an absolute path, got '%s'",
+		    path);
 		return -1;
 	}
 	if (create && stat(path, &st) < 0 && errno == ENOENT && mkdirs(path) < 0) {
@@ -107,12 +108,15 @@ struct scan {
 };
 
 static int
-add_entry(struct scan *s, const char *rel, char type, const struct stat *st,
-    const char *source, struct err *e)
+add_entry(struct scan *s, const char *rel, char type, const struct stat *st, const char *source,
+    struct err *e)
 {
 	struct br_entry en = {
-		.rel = (char *)rel, .type = type, .size = (long long)st->st_size,
-		.mtime = (long long)st->st_mtim.tv_sec, .mode = (unsigned)(st->st_mode & 07777),
+		.rel = (char *)rel,
+		.type = type,
+		.size = (long long)st->st_size,
+		.mtime = (long long)st->st_mtim.tv_sec,
+		.mode = (unsigned)(st->st_mode & 07777),
 		.source = (char *)source,
 	};
 
@@ -134,7 +138,8 @@ scan_link(struct scan *s, const char *full, const char *rel, struct err *e)
 		return 0;
 	}
 	if (!br_path_within(s->root, real)) {
-		err_set_at(e, ERR_FORBIDDEN, "local_path", "local_path: %s is a symbolic link to "
+		err_set_at(e, ERR_FORBIDDEN, "local_path",
+		    "local_path: %s is a symbolic link to "
 		    "%s, outside %s; refusing to follow it (remove the link or exclude it)",
 		    rel, real, s->root);
 		rc = -1;
@@ -185,7 +190,7 @@ scan_dir(struct scan *s, const char *rel, int depth, struct err *e)
 		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 			continue;
 		if (snprintf(child, sizeof(child), "%s%s%s", rel, *rel ? "/" : "", name) >=
-		    (int)sizeof(child) ||
+			(int)sizeof(child) ||
 		    br_path_join(s->root, child, child_full, sizeof(child_full)) < 0) {
 			err_set_field(e, "local_path", "local_path: a path is too long under %s",
 			    s->root);
@@ -197,14 +202,15 @@ scan_dir(struct scan *s, const char *rel, int depth, struct err *e)
 			br_warn(s->warnings, "%s: %s, left out", child, strerror(errno));
 			continue;
 		}
-		if (S_ISDIR(st.st_mode))
-			r = add_entry(s, child, 'd', &st, NULL, e) < 0 ? -1 :
-			    scan_dir(s, child, depth + 1, e);
-		else if (S_ISREG(st.st_mode))
+		if (S_ISDIR(st.st_mode)) {
+			r = add_entry(s, child, 'd', &st, NULL, e);
+			if (r == 0)
+				r = scan_dir(s, child, depth + 1, e);
+		} else if (S_ISREG(st.st_mode))
 			r = add_entry(s, child, 'f', &st, NULL, e);
 		else if (S_ISLNK(st.st_mode))
 			r = s->follow ? scan_link(s, child_full, child, e) :
-			    add_entry(s, child, 'l', &st, NULL, e);
+					add_entry(s, child, 'l', &st, NULL, e);
 		else if (s->follow)
 			br_warn(s->warnings, "%s: not a regular file, left out", child);
 		else
@@ -224,8 +230,8 @@ out:
 }
 
 int
-br_local_scan(const char *root, const struct br_excl *x, int follow_links,
-    struct br_tree *t, json_t *warnings, struct err *e)
+br_local_scan(const char *root, const struct br_excl *x, int follow_links, struct br_tree *t,
+    json_t *warnings, struct err *e)
 {
 	struct scan s = { root, x, follow_links, t, warnings };
 
@@ -233,8 +239,8 @@ br_local_scan(const char *root, const struct br_excl *x, int follow_links,
 }
 
 int
-br_local_read(const char *root, const struct br_entry *en, size_t max,
-    unsigned char **data, size_t *len, struct err *e)
+br_local_read(const char *root, const struct br_entry *en, size_t max, unsigned char **data,
+    size_t *len, struct err *e)
 {
 	char full[PATH_MAX];
 	const char *path = en->source;
@@ -278,8 +284,10 @@ br_local_read(const char *root, const struct br_entry *en, size_t max,
 			have += (size_t)r;
 	}
 	if (have > (size_t)st.st_size) {
-		err_set_at(e, ERR_CONFLICT, "local_path", "local_path: %s changed while it was "
-		    "read", en->rel);
+		err_set_at(e, ERR_CONFLICT, "local_path",
+		    "local_path: %s changed while it was "
+		    "read",
+		    en->rel);
 		goto out;
 	}
 	*data = buf;
@@ -311,8 +319,7 @@ struct br_lfile {
  * last component goes to `last`. -1 with errno ENOENT when a directory is
  * missing and not to be made (e left alone then). */
 static int
-open_parent(const char *root, const char *rel, int create, char *last, size_t lastn,
-    struct err *e)
+open_parent(const char *root, const char *rel, int create, char *last, size_t lastn, struct err *e)
 {
 	const char *p = rel;
 	int dfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC), err = 0;
@@ -346,8 +353,10 @@ open_parent(const char *root, const char *rel, int create, char *last, size_t la
 		err = errno;
 		if (nfd < 0) {
 			if (err == ELOOP || err == ENOTDIR)
-				err_set_at(e, ERR_FORBIDDEN, "local_path", "local_path: %.*s is a "
-				    "symbolic link or a file; refusing to write through it", plen, rel);
+				err_set_at(e, ERR_FORBIDDEN, "local_path",
+				    "local_path: %.*s is a "
+				    "symbolic link or a file; refusing to write through it",
+				    plen, rel);
 			else if (err != ENOENT || create)
 				err_set_field(e, "local_path", "local_path: cannot open %.*s: %s",
 				    plen, rel, strerror(err));

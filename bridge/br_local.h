@@ -22,16 +22,16 @@ int br_local_root(const char *path, int create, char *out, size_t n, struct err 
  * not a file or directory are left out with a warning; a link leading
  * outside root is an error. Without follow_links links are entered as
  * 'l' and never followed. */
-int br_local_scan(const char *root, const struct br_excl *x, int follow_links,
-    struct br_tree *t, json_t *warnings, struct err *e);
+int br_local_scan(const char *root, const struct br_excl *x, int follow_links, struct br_tree *t,
+    json_t *warnings, struct err *e);
 
 /* Appends a warning to the array, up to BR_MAX_WARNINGS of them. */
 #define BR_MAX_WARNINGS 50
 void br_warn(json_t *warnings, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The whole content of a scanned file, at most max bytes. */
-int br_local_read(const char *root, const struct br_entry *en, size_t max,
-    unsigned char **data, size_t *len, struct err *e);
+int br_local_read(const char *root, const struct br_entry *en, size_t max, unsigned char **data,
+    size_t *len, struct err *e);
 
 /* A file being written beside its final name and renamed over it when
  * complete; parents are made below root without following links. */

@@ -11,7 +11,7 @@
 struct br_excl {
 	size_t n;
 	char *pat[BR_EXCL_MAX];
-	int anchored[BR_EXCL_MAX];   /* the pattern holds '/' */
+	int anchored[BR_EXCL_MAX]; /* the pattern holds '/' */
 };
 
 static const char *const default_excludes[] = { ".git", "node_modules", "__pycache__" };
@@ -60,7 +60,8 @@ br_excl_new(const json_t *patterns, struct err *e)
 		return NULL;
 	}
 	if (patterns == NULL) {
-		for (i = 0; i < sizeof(default_excludes) / sizeof(default_excludes[0]) && rc == 0; i++)
+		for (i = 0; i < sizeof(default_excludes) / sizeof(default_excludes[0]) && rc == 0;
+		     i++)
 			rc = excl_add(x, default_excludes[i], e);
 	} else {
 		json_array_foreach(patterns, i, it) {
@@ -141,7 +142,7 @@ br_path_rel_ok(const char *rel)
 			break;
 		p = slash + 1;
 		if (*p == '\0')
-			return 0;   /* trailing slash */
+			return 0; /* trailing slash */
 	}
 	return 1;
 }
@@ -165,7 +166,7 @@ int
 br_path_join(const char *dir, const char *rel, char *out, size_t n)
 {
 	int r = strcmp(dir, "/") == 0 ? snprintf(out, n, "/%s", rel) :
-	    snprintf(out, n, "%s/%s", dir, rel);
+					snprintf(out, n, "%s/%s", dir, rel);
 
 	return r < 0 || (size_t)r >= n ? -1 : 0;
 }
@@ -184,7 +185,7 @@ br_path_sandbox_dir(const char *p, char *out, size_t n, struct err *e)
 			return -1;
 		}
 		if (len > 0 && !(len == 1 && p[0] == '.')) {
-			int need_slash = k > 1;   /* not after the root's own '/' */
+			int need_slash = k > 1; /* not after the root's own '/' */
 			if (k + (size_t)need_slash + len + 1 > n) {
 				k = n;
 				break;

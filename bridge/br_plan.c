@@ -14,8 +14,7 @@ br_plan_file(const struct br_entry *src, const struct br_entry *dst)
 }
 
 int
-br_plan_extra(const struct br_tree *src, const struct br_entry *dst,
-    const struct br_excl *x)
+br_plan_extra(const struct br_tree *src, const struct br_entry *dst, const struct br_excl *x)
 {
 	const struct br_entry *s;
 

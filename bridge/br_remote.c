@@ -5,10 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LIST_DEPTH 10        /* list_files' deepest */
-#define LIST_LIMIT 5000      /* list_files' most entries */
+#define LIST_DEPTH 10   /* list_files' deepest */
+#define LIST_LIMIT 5000 /* list_files' most entries */
 #define SCAN_MAX_LEVELS 64
-#define BATCH_MAX 60000      /* under run_command's 65536-character command */
+#define BATCH_MAX 60000 /* under run_command's 65536-character command */
 #define BATCH_TIMEOUT_S 120
 
 /* ---- listing ---- */
@@ -56,12 +56,11 @@ struct rscan {
 	struct br_tree *t;
 };
 
-static int scan_dir(struct rscan *s, const char *dir, const char *prefix, int level,
-    struct err *e);
+static int scan_dir(struct rscan *s, const char *dir, const char *prefix, int level, struct err *e);
 
 static int
-scan_entry(struct rscan *s, const char *dir, const char *prefix, const json_t *it,
-    int depth, int level, struct err *e)
+scan_entry(struct rscan *s, const char *dir, const char *prefix, const json_t *it, int depth,
+    int level, struct err *e)
 {
 	const char *path = json_string_value(json_object_get(it, "path"));
 	const char *mode = json_string_value(json_object_get(it, "mode"));
@@ -70,9 +69,10 @@ scan_entry(struct rscan *s, const char *dir, const char *prefix, const json_t *i
 	char rel[8192];
 
 	if (below == NULL) {
-		err_set_at(e, ERR_FORBIDDEN, "sandbox_path", "sandbox_path: the listing of %s "
-		    "names '%s', which is not a clean path below it; refusing it", dir,
-		    path ? path : "(none)");
+		err_set_at(e, ERR_FORBIDDEN, "sandbox_path",
+		    "sandbox_path: the listing of %s "
+		    "names '%s', which is not a clean path below it; refusing it",
+		    dir, path ? path : "(none)");
 		return -1;
 	}
 	if (snprintf(rel, sizeof(rel), "%s%s%s", prefix, *prefix ? "/" : "", below) >=
@@ -96,7 +96,7 @@ scan_entry(struct rscan *s, const char *dir, const char *prefix, const json_t *i
 			en.mode = (unsigned)m & 07777;
 	}
 	if (br_time_parse(json_string_value(json_object_get(it, "mtime")), &en.mtime) < 0)
-		en.mtime = -1;   /* unknown: never equal, so the file is sent */
+		en.mtime = -1; /* unknown: never equal, so the file is sent */
 	if (br_tree_add(s->t, &en, e) < 0)
 		return -1;
 	/* The listing stopped at this depth; what is below needs its own. */
@@ -126,8 +126,10 @@ scan_dir(struct rscan *s, const char *dir, const char *prefix, int level, struct
 		if ((j = list(s->c, s->sbx, dir, depth, e)) == NULL)
 			return -1;
 		if (json_is_true(json_object_get(j, "truncated"))) {
-			err_set_at(e, ERR_LIMIT, "sandbox_path", "sandbox_path: %s holds more than "
-			    "%d entries, more than one listing gives", dir, LIST_LIMIT);
+			err_set_at(e, ERR_LIMIT, "sandbox_path",
+			    "sandbox_path: %s holds more than "
+			    "%d entries, more than one listing gives",
+			    dir, LIST_LIMIT);
 			json_decref(j);
 			return -1;
 		}
@@ -141,8 +143,8 @@ scan_dir(struct rscan *s, const char *dir, const char *prefix, int level, struct
 }
 
 int
-br_remote_scan(struct br_call *c, const char *sbx, const char *root,
-    const struct br_excl *x, struct br_tree *t, int *missing, struct err *e)
+br_remote_scan(struct br_call *c, const char *sbx, const char *root, const struct br_excl *x,
+    struct br_tree *t, int *missing, struct err *e)
 {
 	struct rscan s = { c, sbx, x, t };
 	struct err first;
@@ -163,8 +165,8 @@ br_remote_scan(struct br_call *c, const char *sbx, const char *root,
 /* ---- bytes ---- */
 
 int
-br_remote_put(struct br_call *c, const char *sbx, const char *path, const void *data,
-    size_t len, unsigned mode, struct err *e)
+br_remote_put(struct br_call *c, const char *sbx, const char *path, const void *data, size_t len,
+    unsigned mode, struct err *e)
 {
 	struct br_url *u = br_api_url(c, "sandboxes", sbx, "files", "content", NULL);
 	char m[16];
@@ -181,8 +183,8 @@ br_remote_put(struct br_call *c, const char *sbx, const char *path, const void *
 }
 
 int
-br_remote_get(struct br_call *c, const char *sbx, const char *path, long long offset,
-    size_t length, struct br_resp *r, struct err *e)
+br_remote_get(struct br_call *c, const char *sbx, const char *path, long long offset, size_t length,
+    struct br_resp *r, struct err *e)
 {
 	struct br_url *u = br_api_url(c, "sandboxes", sbx, "files", "content", NULL);
 	char off[32], len[32];
@@ -239,7 +241,7 @@ count_marks(const char *out)
 {
 	long n = 0;
 
-	for (const char *p = out; p && *p; ) {
+	for (const char *p = out; p && *p;) {
 		const char *nl = strchr(p, '\n');
 		size_t len = nl ? (size_t)(nl - p) : strlen(p);
 		n += len == 1 && p[0] == '+';
@@ -259,8 +261,8 @@ br_batch_flush(struct br_batch *b, struct err *e)
 	if (b->len == 0)
 		return 0;
 	u = br_api_url(b->c, "sandboxes", b->sbx, "commands", NULL);
-	body = json_pack("{s:s#, s:i}", "command", b->buf, (int)b->len,
-	    "timeout_seconds", BATCH_TIMEOUT_S);
+	body = json_pack("{s:s#, s:i}", "command", b->buf, (int)b->len, "timeout_seconds",
+	    BATCH_TIMEOUT_S);
 	res = body ? br_api_json(b->c, "POST", u, body, BATCH_TIMEOUT_S + 40, e) : NULL;
 	if (body == NULL)
 		err_set(e, ERR_INTERNAL, "out of memory");
@@ -307,7 +309,7 @@ br_batch_add(struct br_batch *b, const char *verb, const char *path, const char 
 		err_set_field(e, "sandbox_path", "sandbox_path: a path is too long");
 		return -1;
 	}
-	b->len += (size_t)snprintf(b->buf + b->len, sizeof(b->buf) - b->len, "%s %s%s\n",
-	    verb, quoted, tail);
+	b->len += (size_t)snprintf(b->buf + b->len, sizeof(b->buf) - b->len, "%s %s%s\n", verb,
+	    quoted, tail);
 	return 0;
 }

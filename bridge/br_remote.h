@@ -20,8 +20,8 @@
  * relative to it, leaving excluded names out. An entry the listing puts
  * outside root, or with a "..", is an error. With `missing`, a root that
  * does not exist is no error: *missing is set and t stays empty. */
-int br_remote_scan(struct br_call *c, const char *sbx, const char *root,
-    const struct br_excl *x, struct br_tree *t, int *missing, struct err *e);
+int br_remote_scan(struct br_call *c, const char *sbx, const char *root, const struct br_excl *x,
+    struct br_tree *t, int *missing, struct err *e);
 
 /* Writes a whole file (parents made). */
 int br_remote_put(struct br_call *c, const char *sbx, const char *path, const void *data,

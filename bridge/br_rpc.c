@@ -18,8 +18,8 @@
 #include "base/mcp_version.h"
 
 #define BR_WORKERS 4
-#define BR_MAX_CALLS 32                 /* running or queued */
-#define BR_MAX_LINE (24u << 20)         /* write_file's base64 and then some */
+#define BR_MAX_CALLS 32         /* running or queued */
+#define BR_MAX_LINE (24u << 20) /* write_file's base64 and then some */
 
 /* As the server (mcp.c): newest first. */
 
@@ -35,9 +35,9 @@ static const char instructions[] =
 /* One tools/call, from the queue to its answer. */
 struct call {
 	int used;
-	json_t *id;                 /* request id */
+	json_t *id; /* request id */
 	json_t *params;
-	json_t *token;              /* progressToken, or NULL */
+	json_t *token; /* progressToken, or NULL */
 	double last_progress;
 	atomic_int cancelled;
 };
@@ -52,9 +52,9 @@ struct br_rpc {
 	pthread_mutex_t lock;
 	pthread_cond_t wake;
 	struct call calls[BR_MAX_CALLS];
-	int queue[BR_MAX_CALLS];    /* indexes into calls, FIFO */
+	int queue[BR_MAX_CALLS]; /* indexes into calls, FIFO */
 	int q_head, q_len;
-	int closing;                /* no more work will come */
+	int closing; /* no more work will come */
 	atomic_int stop;
 };
 
@@ -80,7 +80,7 @@ progress_out(void *p, double done, double total, const char *message)
 	json_t *params;
 
 	if (ps->call->token == NULL || done <= ps->call->last_progress)
-		return;   /* progress must increase */
+		return; /* progress must increase */
 	ps->call->last_progress = done;
 	params = json_pack("{s:O, s:f}", "progressToken", ps->call->token, "progress", done);
 	if (params == NULL)
@@ -101,16 +101,22 @@ run_call(struct br_rpc *r, struct call *call)
 	struct progress_sink ps = { r, call };
 	struct br_call c = { r->http, r->cfg, &call->cancelled, progress_out, &ps };
 	struct timespec t0, t1;
+	const char *outcome;
 	json_t *res;
 
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	res = br_tools_call(&c, name, json_object_get(call->params, "arguments"));
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	log_info("tool %s: %s in %ld ms", name,
-	    res == NULL ? "failed" : json_is_true(json_object_get(res, "isError")) ? "error" : "ok",
+	if (res == NULL)
+		outcome = "failed";
+	else if (json_is_true(json_object_get(res, "isError")))
+		outcome = "error";
+	else
+		outcome = "ok";
+	log_info("tool %s: %s in %ld ms", name, outcome,
 	    (long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
 	if (atomic_load(&call->cancelled)) {
-		json_decref(res);   /* a cancelled request gets no answer */
+		json_decref(res); /* a cancelled request gets no answer */
 		return;
 	}
 	if (res == NULL)
@@ -170,7 +176,7 @@ enqueue(struct br_rpc *r, json_t *id, json_t *params, json_t *token)
 		call->used = 1;
 		call->id = json_incref(id);
 		call->params = json_incref(params);
-		call->token = token;   /* held by params */
+		call->token = token; /* held by params */
 		call->last_progress = 0;
 		atomic_store(&call->cancelled, 0);
 		r->queue[(r->q_head + r->q_len) % BR_MAX_CALLS] = slot;
@@ -206,12 +212,15 @@ do_initialize(struct rpc_msg *msg)
 		    NULL);
 	if (mcp_version_supported(asked))
 		version = asked;
+	/* One member of the result a line. */
+	/* clang-format off */
 	return rpc_result(msg->id, json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}",
 	    "protocolVersion", version,
 	    "capabilities", "tools", "listChanged", 0,
 	    "serverInfo", "name", "aas-mcp", "title", "aas (Sandbox as a Service) bridge",
 	    "version", AAS_VERSION,
 	    "instructions", instructions));
+	/* clang-format on */
 }
 
 static json_t *
@@ -234,8 +243,10 @@ do_tools_call(struct br_rpc *r, struct rpc_msg *msg)
 	if (token != NULL && !json_is_string(token) && !json_is_integer(token))
 		token = NULL;
 	if (enqueue(r, msg->id, msg->params, token) < 0) {
-		snprintf(text, sizeof(text), "too many tool calls in progress (%d); retry when "
-		    "one has finished", BR_MAX_CALLS);
+		snprintf(text, sizeof(text),
+		    "too many tool calls in progress (%d); retry when "
+		    "one has finished",
+		    BR_MAX_CALLS);
 		return rpc_error(msg->id, RPC_SERVER_ERROR, text, NULL);
 	}
 	return NULL;
@@ -251,14 +262,14 @@ handle(struct br_rpc *r, json_t *raw)
 	if (msg.kind == RPC_INVALID)
 		return rpc_error(msg.id, msg.err_code, msg.err_msg, NULL);
 	if (msg.kind == RPC_RESPONSE)
-		return NULL;   /* the bridge sends no requests */
+		return NULL; /* the bridge sends no requests */
 	if (msg.kind == RPC_NOTIFICATION) {
 		if (strcmp(msg.method, "notifications/cancelled") == 0) {
 			json_t *rid = json_object_get(msg.params, "requestId");
 			if (rpc_id_valid(rid))
 				cancel_matching(r, rid);
 		}
-		return NULL;   /* initialized and the others need nothing */
+		return NULL; /* initialized and the others need nothing */
 	}
 	if (strcmp(msg.method, "initialize") == 0)
 		return do_initialize(&msg);
@@ -292,8 +303,9 @@ handle_line(struct br_rpc *r, const char *line, size_t len)
 		return;
 	}
 	if (json_is_array(raw))
-		send_msg(r, rpc_error(NULL, RPC_INVALID_REQUEST,
-		    "Invalid Request: batches are not supported on stdio", NULL));
+		send_msg(r,
+		    rpc_error(NULL, RPC_INVALID_REQUEST,
+			"Invalid Request: batches are not supported on stdio", NULL));
 	else
 		send_msg(r, handle(r, raw));
 	json_decref(raw);
@@ -302,8 +314,7 @@ handle_line(struct br_rpc *r, const char *line, size_t len)
 /* ---- life cycle ---- */
 
 struct br_rpc *
-br_rpc_new(const struct br_config *cfg, struct br_http *http, int in_fd, int out_fd,
-    struct err *e)
+br_rpc_new(const struct br_config *cfg, struct br_http *http, int in_fd, int out_fd, struct err *e)
 {
 	struct br_rpc *r = calloc(1, sizeof(*r));
 

@@ -11,8 +11,8 @@
 
 struct br_rpc;
 
-struct br_rpc *br_rpc_new(const struct br_config *cfg, struct br_http *http, int in_fd,
-    int out_fd, struct err *e);
+struct br_rpc *br_rpc_new(const struct br_config *cfg, struct br_http *http, int in_fd, int out_fd,
+    struct err *e);
 void br_rpc_free(struct br_rpc *r);
 
 /* Serves until stdin ends (calls in progress finish) or until

@@ -17,14 +17,14 @@
 #include "bridge/br_tree.h"
 
 #define SYNC_MAX_ENTRIES 200000
-#define SYNC_LIST_CAP 200     /* names shown in sent/deleted */
+#define SYNC_LIST_CAP 200 /* names shown in sent/deleted */
 
 struct sync {
 	struct br_call *c;
 	const char *sbx;
 	int delete_extras;
-	char root[PATH_MAX];        /* local, real */
-	char sdir[4200];            /* sandbox, absolute */
+	char root[PATH_MAX]; /* local, real */
+	char sdir[4200];     /* sandbox, absolute */
 	struct br_excl *x;
 	struct br_tree *local, *remote;
 	struct br_batch *batch;
@@ -57,8 +57,7 @@ sync_free(struct sync *s)
 }
 
 static int
-sync_init(struct sync *s, struct br_call *c, const json_t *args, int to_sandbox,
-    struct err *e)
+sync_init(struct sync *s, struct br_call *c, const json_t *args, int to_sandbox, struct err *e)
 {
 	const char *local = json_string_value(json_object_get(args, "local_path"));
 	const char *sp = json_string_value(json_object_get(args, "sandbox_path"));
@@ -93,15 +92,14 @@ report(struct sync *s, const char *direction)
 
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	r = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:O, s:O, s:b, s:O, s:I}",
-	    "sandbox_id", s->sbx, "direction", direction, "local_path", s->root,
-	    "sandbox_path", s->sdir,
-	    "files_sent", (json_int_t)s->files_sent, "files_skipped", (json_int_t)s->files_skipped,
-	    "files_deleted", (json_int_t)s->files_deleted,
-	    "dirs_deleted", (json_int_t)s->dirs_deleted, "bytes_sent", (json_int_t)s->bytes,
-	    "sent", s->sent, "deleted", s->deleted, "lists_truncated", s->lists_truncated,
-	    "warnings", s->warnings,
-	    "duration_ms", (json_int_t)((t1.tv_sec - s->t0.tv_sec) * 1000 +
-	    (t1.tv_nsec - s->t0.tv_nsec) / 1000000));
+	    "sandbox_id", s->sbx, "direction", direction, "local_path", s->root, "sandbox_path",
+	    s->sdir, "files_sent", (json_int_t)s->files_sent, "files_skipped",
+	    (json_int_t)s->files_skipped, "files_deleted", (json_int_t)s->files_deleted,
+	    "dirs_deleted", (json_int_t)s->dirs_deleted, "bytes_sent", (json_int_t)s->bytes, "sent",
+	    s->sent, "deleted", s->deleted, "lists_truncated", s->lists_truncated, "warnings",
+	    s->warnings, "duration_ms",
+	    (json_int_t)((t1.tv_sec - s->t0.tv_sec) * 1000 +
+		(t1.tv_nsec - s->t0.tv_nsec) / 1000000));
 	return r;
 }
 
@@ -127,8 +125,7 @@ count_files(const struct br_tree *t)
 /* The destination entry a source file meets, once delete_extras has
  * removed what is of the wrong kind. */
 static const struct br_entry *
-dest_of(const struct sync *s, const struct br_tree *src, const struct br_tree *dst,
-    const char *rel)
+dest_of(const struct sync *s, const struct br_tree *src, const struct br_tree *dst, const char *rel)
 {
 	const struct br_entry *d = br_tree_find(dst, rel);
 
@@ -168,7 +165,7 @@ delete_remote_extras(struct sync *s, struct err *e)
 		s->files_deleted++;
 		note(s, s->deleted, d->rel);
 	}
-	for (size_t i = n; i-- > 0; ) {
+	for (size_t i = n; i-- > 0;) {
 		const struct br_entry *d = br_tree_at(s->remote, i);
 		if (d->type != 'd' || !br_plan_extra(s->local, d, s->x))
 			continue;
@@ -192,8 +189,10 @@ send_file(struct sync *s, const struct br_entry *en, const char *path, struct er
 	int rc = -1;
 
 	if (en->size > (long long)BR_REMOTE_MAX_PUT) {
-		br_warn(s->warnings, "%s: %lld bytes, larger than the %u bytes one upload "
-		    "carries; not sent", en->rel, en->size, BR_REMOTE_MAX_PUT);
+		br_warn(s->warnings,
+		    "%s: %lld bytes, larger than the %u bytes one upload "
+		    "carries; not sent",
+		    en->rel, en->size, BR_REMOTE_MAX_PUT);
 		return 0;
 	}
 	if (br_local_read(s->root, en, BR_REMOTE_MAX_PUT, &data, &len, e) < 0)
@@ -226,7 +225,8 @@ push(struct sync *s, int missing, struct err *e)
 		const struct br_entry *en = br_tree_at(s->local, i);
 		const struct br_entry *d = dest_of(s, s->local, s->remote, en->rel);
 
-		if (stop_if_cancelled(s, e) < 0 || remote_path(s, en->rel, path, sizeof(path), e) < 0)
+		if (stop_if_cancelled(s, e) < 0 ||
+		    remote_path(s, en->rel, path, sizeof(path), e) < 0)
 			return -1;
 		if (en->type == 'd') {
 			/* Empty directories too; parents of files come with them. */
@@ -240,7 +240,8 @@ push(struct sync *s, int missing, struct err *e)
 			s->files_skipped++;
 			break;
 		case BR_CONFLICT:
-			err_set_at(e, ERR_CONFLICT, "sandbox_path", "sandbox_path: %s is a directory "
+			err_set_at(e, ERR_CONFLICT, "sandbox_path",
+			    "sandbox_path: %s is a directory "
 			    "in the sandbox and a file here (delete_extras: true replaces it)",
 			    en->rel);
 			return -1;
@@ -283,7 +284,7 @@ out:
 static int
 delete_local_extras(struct sync *s, struct err *e)
 {
-	for (size_t i = br_tree_count(s->local); i-- > 0; ) {
+	for (size_t i = br_tree_count(s->local); i-- > 0;) {
 		const struct br_entry *d = br_tree_at(s->local, i);
 		int r;
 
@@ -334,8 +335,7 @@ fetch_file(struct sync *s, const struct br_entry *en, struct err *e)
 		br_lfile_abort(f);
 		return -1;
 	}
-	if (br_lfile_commit(f, en->mode, en->mtime >= 0 ? en->mtime : (long long)time(NULL),
-	    e) < 0)
+	if (br_lfile_commit(f, en->mode, en->mtime >= 0 ? en->mtime : (long long)time(NULL), e) < 0)
 		return -1;
 	s->files_sent++;
 	s->bytes += off;
@@ -356,7 +356,8 @@ pull(struct sync *s, struct err *e)
 		if (stop_if_cancelled(s, e) < 0)
 			return -1;
 		if (en->type == 'd') {
-			if ((d == NULL || d->type != 'd') && br_local_mkdirs(s->root, en->rel, e) < 0)
+			if ((d == NULL || d->type != 'd') &&
+			    br_local_mkdirs(s->root, en->rel, e) < 0)
 				return -1;
 			continue;
 		}
@@ -370,7 +371,8 @@ pull(struct sync *s, struct err *e)
 			s->files_skipped++;
 			break;
 		case BR_CONFLICT:
-			err_set_at(e, ERR_CONFLICT, "local_path", "local_path: %s is a directory "
+			err_set_at(e, ERR_CONFLICT, "local_path",
+			    "local_path: %s is a directory "
 			    "here and a file in the sandbox (delete_extras: true replaces it)",
 			    en->rel);
 			return -1;

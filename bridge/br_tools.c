@@ -16,7 +16,7 @@
 #include "base/jsonschema.h"
 #include "base/utf8.h"
 
-#define HOST_GRACE_S 10      /* the server answers this long after a command's timeout */
+#define HOST_GRACE_S 10 /* the server answers this long after a command's timeout */
 #define MARGIN_S 30
 
 enum timeout_class { T_NORMAL, T_CREATE, T_COMMAND };
@@ -26,13 +26,13 @@ typedef json_t *(*tool_fn)(struct br_call *c, const json_t *args, struct err *e)
 struct route {
 	const char *name;
 	const char *method;
-	const char *collection;     /* first path segment under /v1 */
-	int with_id;                /* then the sandbox_id */
-	const char *sub;            /* then this segment, or NULL */
-	const char *query[4];       /* arguments sent as query parameters */
-	int body;                   /* arguments (minus sandbox_id) as JSON body */
+	const char *collection; /* first path segment under /v1 */
+	int with_id;            /* then the sandbox_id */
+	const char *sub;        /* then this segment, or NULL */
+	const char *query[4];   /* arguments sent as query parameters */
+	int body;               /* arguments (minus sandbox_id) as JSON body */
 	enum timeout_class tc;
-	tool_fn special;            /* handled here instead */
+	tool_fn special; /* handled here instead */
 };
 
 static json_t *read_file(struct br_call *c, const json_t *args, struct err *e);
@@ -58,7 +58,7 @@ static const struct route routes[] = {
 };
 
 #define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
-#define N_FORWARDED 12      /* the server's tools come first */
+#define N_FORWARDED 12 /* the server's tools come first */
 
 int
 br_tools_init(struct err *e)
@@ -151,8 +151,10 @@ forward(struct br_call *c, const struct route *r, const json_t *args, struct err
 	/* A server without the route is older than the tool, not missing
 	 * the sandbox. */
 	if (out == NULL && fe.kind == ERR_NOT_FOUND && strcmp(fe.msg, "no such endpoint") == 0)
-		err_set(e, ERR_UNAVAILABLE, "%s is not available on this server yet (its REST API "
-		    "has no route for it)", r->name);
+		err_set(e, ERR_UNAVAILABLE,
+		    "%s is not available on this server yet (its REST API "
+		    "has no route for it)",
+		    r->name);
 	else if (out == NULL)
 		*e = fe;
 	return out;
@@ -207,10 +209,10 @@ read_file(struct br_call *c, const json_t *args, struct err *e)
 	/* Without the size header, a short page is the end. */
 	total = r.file_size >= 0 ? r.file_size : offset + (long long)r.len;
 	out = json_pack("{s:s, s:s, s:I, s:I, s:I, s:b, s:s, s:o}", "sandbox_id", sandbox_id(args),
-	    "path", path, "offset", (json_int_t)offset, "length", (json_int_t)r.len,
-	    "total_size", (json_int_t)total,
-	    "eof", r.file_size >= 0 ? offset + (long long)r.len >= total : r.len < length,
-	    "encoding", base64 ? "base64" : "text", "content", content);
+	    "path", path, "offset", (json_int_t)offset, "length", (json_int_t)r.len, "total_size",
+	    (json_int_t)total, "eof",
+	    r.file_size >= 0 ? offset + (long long)r.len >= total : r.len < length, "encoding",
+	    base64 ? "base64" : "text", "content", content);
 out:
 	br_resp_clear(&r);
 	return out;

@@ -40,8 +40,10 @@ br_tree_add(struct br_tree *t, const struct br_entry *en, struct err *e)
 	struct br_entry *slot;
 
 	if (t->n >= t->max) {
-		err_set(e, ERR_LIMIT, "more than %zu entries to compare; sync a smaller "
-		    "directory or exclude more", t->max);
+		err_set(e, ERR_LIMIT,
+		    "more than %zu entries to compare; sync a smaller "
+		    "directory or exclude more",
+		    t->max);
 		return -1;
 	}
 	if (t->n == t->cap) {
@@ -112,7 +114,7 @@ br_time_parse(const char *iso, long long *out)
 	memset(&tm, 0, sizeof(tm));
 	if (iso == NULL || (end = strptime(iso, "%Y-%m-%dT%H:%M:%S", &tm)) == NULL)
 		return -1;
-	if (*end == '.') {   /* fractional seconds, should they appear */
+	if (*end == '.') { /* fractional seconds, should they appear */
 		end++;
 		while (*end >= '0' && *end <= '9')
 			end++;

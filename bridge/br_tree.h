@@ -8,12 +8,12 @@
 #include "base/err.h"
 
 struct br_entry {
-	char *rel;          /* "a/b.txt" */
-	char type;          /* 'f' file, 'd' directory, 'l' symlink, 'o' other */
+	char *rel; /* "a/b.txt" */
+	char type; /* 'f' file, 'd' directory, 'l' symlink, 'o' other */
 	long long size;
-	long long mtime;    /* seconds since the epoch */
-	unsigned mode;      /* permission bits */
-	char *source;       /* local file to read instead (a link's target), or NULL */
+	long long mtime; /* seconds since the epoch */
+	unsigned mode;   /* permission bits */
+	char *source;    /* local file to read instead (a link's target), or NULL */
 };
 
 struct br_tree;

@@ -47,14 +47,16 @@ br_url_base(const char *origin, char *out, size_t n, int *had_v1, struct err *e)
 		return -1;
 	}
 	if (strpbrk(origin, "?#@ \t\r\n") != NULL) {
-		err_set(e, ERR_INVALID, "AAS_BASE_URL must be an origin such as "
+		err_set(e, ERR_INVALID,
+		    "AAS_BASE_URL must be an origin such as "
 		    "http://127.0.0.1:8080 (no user, query or fragment)");
 		return -1;
 	}
 	if (path != NULL) {
 		size_t plen = len - (size_t)(path - origin);
 		if (plen != 3 || strncmp(path, "/v1", 3) != 0) {
-			err_set(e, ERR_INVALID, "AAS_BASE_URL must be an origin such as "
+			err_set(e, ERR_INVALID,
+			    "AAS_BASE_URL must be an origin such as "
 			    "http://127.0.0.1:8080, without a path (/v1 is added)");
 			return -1;
 		}
@@ -113,8 +115,8 @@ put_escaped(struct br_url *u, const char *s)
 
 	for (; *s && !u->overflow; s++) {
 		unsigned char c = (unsigned char)*s;
-		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		    (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' || c == '~') {
+		if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+		    c == '-' || c == '.' || c == '_' || c == '~') {
 			char one[2] = { (char)c, '\0' };
 			put_raw(u, one);
 		} else {
@@ -130,7 +132,7 @@ br_url_seg(struct br_url *u, const char *seg)
 	if (u == NULL)
 		return;
 	if (u->has_query) {
-		u->overflow = 1;   /* a path after the query is a bug */
+		u->overflow = 1; /* a path after the query is a bug */
 		return;
 	}
 	put_raw(u, "/");

@@ -33,10 +33,12 @@ env(const char *name)
 static void
 usage(FILE *f)
 {
-	fprintf(f, "usage: aas-mcp   (an MCP server on stdin/stdout)\n"
+	fprintf(f,
+	    "usage: aas-mcp   (an MCP server on stdin/stdout)\n"
 	    "environment: AAS_API_KEY (required), AAS_BASE_URL (default %s),\n"
 	    "  AAS_CONNECT_TIMEOUT_S, AAS_REQUEST_TIMEOUT_S, AAS_CREATE_TIMEOUT_S,\n"
-	    "  AAS_MAX_RESPONSE_MIB, AAS_LOG_LEVEL\n", BR_DEFAULT_BASE_URL);
+	    "  AAS_MAX_RESPONSE_MIB, AAS_LOG_LEVEL\n",
+	    BR_DEFAULT_BASE_URL);
 }
 
 /* SIGINT and SIGTERM cancel the calls in progress and end the loop; only
@@ -92,7 +94,8 @@ main(int argc, char **argv)
 	}
 	if (cfg.base_had_v1)
 		log_warn("AAS_BASE_URL should be the origin only (such as %s); it ends in /v1, "
-		    "so it is used as the API base as it is", BR_DEFAULT_BASE_URL);
+			 "so it is used as the API base as it is",
+		    BR_DEFAULT_BASE_URL);
 	if (br_tools_init(&e) < 0 || (http = br_http_new(&cfg, &e)) == NULL) {
 		log_error("aas-mcp: %s", e.msg);
 		goto out;
@@ -106,12 +109,11 @@ main(int argc, char **argv)
 	}
 	log_info("aas-mcp %s: MCP on stdio, API at %s", AAS_VERSION, cfg.base_url);
 	rc = br_rpc_run(running) < 0 ? 1 : 0;
-out:
-	{
-		struct br_rpc *r = running;
-		running = NULL;
-		br_rpc_free(r);
-	}
+out : {
+	struct br_rpc *r = running;
+	running = NULL;
+	br_rpc_free(r);
+}
 	br_http_free(http);
 	br_tools_cleanup();
 	explicit_bzero(cfg.api_key, sizeof(cfg.api_key));

@@ -65,8 +65,8 @@ print_json(json_t *v)
 static int
 fail(const struct err *e)
 {
-	json_t *v = json_pack("{s:{s:s, s:s}}", "error", "code", err_kind_name(e->kind),
-	    "message", e->msg);
+	json_t *v = json_pack("{s:{s:s, s:s}}", "error", "code", err_kind_name(e->kind), "message",
+	    e->msg);
 	char *s = json_dumps(v, JSON_INDENT(2));
 
 	fprintf(stderr, "%s\n", s ? s : e->msg);
@@ -78,9 +78,9 @@ fail(const struct err *e)
 static json_t *
 key_json(const char *account_id, const struct acct_new_key *k)
 {
-	return json_pack("{s:s, s:s, s:s, s:s, s:s}", "account_id", account_id,
-	    "key_id", k->key_id, "api_key", k->key, "prefix", k->prefix,
-	    "note", "The key is shown only now; store it safely.");
+	return json_pack("{s:s, s:s, s:s, s:s, s:s}", "account_id", account_id, "key_id", k->key_id,
+	    "api_key", k->key, "prefix", k->prefix, "note",
+	    "The key is shown only now; store it safely.");
 }
 
 static int
@@ -148,8 +148,8 @@ cmd_dev_key(struct app *app, const char *email, const char *file, struct err *e)
 		OPENSSL_cleanse(key, sizeof(key));
 		if (dev_top_up(app, account_id, e) < 0)
 			return fail(e);
-		return print_json(json_pack("{s:s, s:s, s:b}", "account_id", account_id,
-		    "key_file", file, "reused", 1));
+		return print_json(json_pack("{s:s, s:s, s:b}", "account_id", account_id, "key_file",
+		    file, "reused", 1));
 	}
 	err_clear(e);
 	if (acct_find_by_email(app->db, email, account_id, e) == 0) {
@@ -167,8 +167,8 @@ cmd_dev_key(struct app *app, const char *email, const char *file, struct err *e)
 		return fail(e);
 	}
 	OPENSSL_cleanse(&nk, sizeof(nk));
-	return print_json(json_pack("{s:s, s:s, s:b}", "account_id", account_id,
-	    "key_file", file, "reused", 0));
+	return print_json(json_pack("{s:s, s:s, s:b}", "account_id", account_id, "key_file", file,
+	    "reused", 0));
 }
 
 static int
@@ -239,8 +239,8 @@ run(struct app *app, int argc, char **argv, struct err *e)
 		}
 		if (bill_grant(app->db, acct, n, reason, &balance, e) < 0)
 			return fail(e);
-		return print_json(json_pack("{s:s, s:I, s:I}", "account_id", acct,
-		    "granted", (json_int_t)n, "balance", (json_int_t)balance));
+		return print_json(json_pack("{s:s, s:I, s:I}", "account_id", acct, "granted",
+		    (json_int_t)n, "balance", (json_int_t)balance));
 	}
 	if (strcmp(what, "ledger") == 0) {
 		const char *acct = opt(argc, argv, "--account");

@@ -40,22 +40,23 @@ health_work(struct http_req *req, void *ctx)
 
 	err_clear(&e);
 	if (db_ping(app->db, &e) < 0) {
-		http_reply_json(req, 503, json_pack("{s:s, s:s, s:s}", "status", "unavailable",
-		    "database", "down", "error", e.msg));
+		http_reply_json(req, 503,
+		    json_pack("{s:s, s:s, s:s}", "status", "unavailable", "database", "down",
+			"error", e.msg));
 		return;
 	}
-	json_t *out = json_pack("{s:s, s:s, s:s}", "status", "ok", "database", "ok",
-	    "version", AAS_VERSION);
+	json_t *out = json_pack("{s:s, s:s, s:s}", "status", "ok", "database", "ok", "version",
+	    AAS_VERSION);
 	if (app->sbx) {
 		struct orch *o = sbx_orch(app->sbx);
 		const char *accel = orch_accel(o);
 		struct err ve;
 		err_clear(&ve);
 		int ok = orch_wait_ready(o, 0, &ve) == 0;
-		json_object_set_new(out, "vm", json_pack("{s:s, s:o, s:s}",
-		    "status", ok ? "ok" : "unavailable",
-		    "accelerator", accel ? json_string(accel) : json_null(),
-		    "note", ok ? orch_accel_reason(o) : ve.msg));
+		json_object_set_new(out, "vm",
+		    json_pack("{s:s, s:o, s:s}", "status", ok ? "ok" : "unavailable", "accelerator",
+			accel ? json_string(accel) : json_null(), "note",
+			ok ? orch_accel_reason(o) : ve.msg));
 	}
 	http_reply_json(req, 200, out);
 }
@@ -172,11 +173,13 @@ main(int argc, char **argv)
 		config_print_table(print_config_row, NULL);
 		return 0;
 	}
-	if (argc > 1 && (strcmp(argv[1], "--netguard-rules") == 0 ||
-	    strcmp(argv[1], "--netguard-install") == 0))
+	if (argc > 1 &&
+	    (strcmp(argv[1], "--netguard-rules") == 0 ||
+		strcmp(argv[1], "--netguard-install") == 0))
 		return netguard_main(argv[1]);
 	if (argc > 1) {
-		fprintf(stderr, "usage: aasd [--config-table | --netguard-rules | --netguard-install]\n"
+		fprintf(stderr,
+		    "usage: aasd [--config-table | --netguard-rules | --netguard-install]\n"
 		    "Configuration comes from AAS_* environment variables; see docs/configuration.md.\n");
 		return 2;
 	}
@@ -219,10 +222,15 @@ main(int argc, char **argv)
 		goto out;
 	}
 	const struct http_route fixed[] = {
-		{ .path = "/v1/mcp", .handler = mcp_handle, .ctx = mcp, .error_fmt = mcp_error_fmt },
+		{ .path = "/v1/mcp",
+		    .handler = mcp_handle,
+		    .ctx = mcp,
+		    .error_fmt = mcp_error_fmt },
 		{ .path = "/healthz", .handler = health, .ctx = app },
 		{ .path = "/metrics", .handler = metrics_http_handle, .ctx = metrics },
-		{ .path = "/.well-known/mcp/server-card.json", .handler = card_handle, .ctx = card },
+		{ .path = "/.well-known/mcp/server-card.json",
+		    .handler = card_handle,
+		    .ctx = card },
 		{ .path = "/.well-known/oauth-protected-resource", .handler = no_oauth },
 		{ .path = "/.well-known/oauth-protected-resource/v1/mcp", .handler = no_oauth },
 		{ .path = "/.well-known/oauth-authorization-server", .handler = no_oauth },
@@ -256,8 +264,8 @@ main(int argc, char **argv)
 		log_error("start: %s", e.msg);
 		goto out;
 	}
-	log_info("aasd %s listening on %s:%d (public %s)", AAS_VERSION,
-	    cfg.listen_host, cfg.listen_port, cfg.public_url);
+	log_info("aasd %s listening on %s:%d (public %s)", AAS_VERSION, cfg.listen_host,
+	    cfg.listen_port, cfg.public_url);
 	sigwait(&sigs, &sig);
 	log_info("aasd: signal %d, stopping", sig);
 	rc = 0;

@@ -20,8 +20,8 @@ trim(const char *s, size_t *len)
 }
 
 enum auth_found
-auth_extract(const char *authorization, const char *x_api_key,
-    const char **key, size_t *keylen, const char **why)
+auth_extract(const char *authorization, const char *x_api_key, const char **key, size_t *keylen,
+    const char **why)
 {
 	const char *bearer = NULL, *xkey = NULL;
 	size_t blen = 0, xlen = 0;
@@ -37,8 +37,7 @@ auth_extract(const char *authorization, const char *x_api_key,
 			*why = "the Authorization header has no key after 'Bearer'";
 			return AUTH_MALFORMED;
 		}
-		if (n < 7 || strncasecmp(a, "bearer", 6) != 0 ||
-		    (a[6] != ' ' && a[6] != '\t')) {
+		if (n < 7 || strncasecmp(a, "bearer", 6) != 0 || (a[6] != ' ' && a[6] != '\t')) {
 			*why = "the Authorization header must be 'Bearer <key>'";
 			return AUTH_MALFORMED;
 		}

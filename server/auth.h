@@ -6,16 +6,16 @@
 #include <stddef.h>
 
 enum auth_found {
-	AUTH_NO_KEY,      /* neither header */
-	AUTH_KEY,         /* a key to check */
-	AUTH_MALFORMED,   /* a header is there but holds no usable key */
+	AUTH_NO_KEY,    /* neither header */
+	AUTH_KEY,       /* a key to check */
+	AUTH_MALFORMED, /* a header is there but holds no usable key */
 };
 
 /* Picks the key out of the two header values (either may be NULL). The
  * scheme is case-insensitive and surrounding blanks are ignored. When both
  * headers carry keys they must agree. On AUTH_MALFORMED, `why` says what
  * was wrong (without echoing the value). */
-enum auth_found auth_extract(const char *authorization, const char *x_api_key,
-    const char **key, size_t *keylen, const char **why);
+enum auth_found auth_extract(const char *authorization, const char *x_api_key, const char **key,
+    size_t *keylen, const char **why);
 
 #endif

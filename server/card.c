@@ -25,8 +25,8 @@ struct card {
 static json_t *
 tools_json(void)
 {
-	static const char *const fields[] = { "title", "description", "inputSchema",
-		"outputSchema", "annotations" };
+	static const char *const fields[] = { "title", "description", "inputSchema", "outputSchema",
+		"annotations" };
 	json_t *arr = json_array();
 
 	for (size_t i = 0; arr && i < tools_count(); i++) {
@@ -52,6 +52,8 @@ config_schema(const struct config *cfg)
 
 	snprintf(desc, sizeof(desc), "Your aas API key (aas_sk_...).%s%s",
 	    cfg->dashboard_url[0] ? " Get one at " : "", cfg->dashboard_url);
+	/* The layout shows the nesting of the object. */
+	/* clang-format off */
 	return json_pack("{s:s, s:[s], s:{s:{s:s, s:s, s:s, s:{s:s}}}}",
 	    "type", "object",
 	    "required", "apiKey",
@@ -61,6 +63,7 @@ config_schema(const struct config *cfg)
 	        "title", "API key",
 	        "description", desc,
 	        "x-from", "header", "x-api-key");
+	/* clang-format on */
 }
 
 json_t *
@@ -72,6 +75,8 @@ card_build(const struct config *cfg)
 	if (tools == NULL)
 		return NULL;
 	snprintf(url, sizeof(url), "%s/v1/mcp", cfg->public_url);
+	/* The layout shows the nesting of the object. */
+	/* clang-format off */
 	return json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:s,"
 	    " s:{s:s, s:s, s:s}, s:{s:{s:b}}, s:{s:b, s:[s], s:[s, s]},"
 	    " s:o, s:o, s:[], s:[]}",
@@ -98,6 +103,7 @@ card_build(const struct config *cfg)
 	    "tools", tools,
 	    "resources",
 	    "prompts");
+	/* clang-format on */
 }
 
 struct card *

@@ -40,8 +40,8 @@ struct http_req {
 	char method[16];
 	char path[HTTP_MAX_PATH + 1];
 	int path_too_long;
-	char *query;               /* raw, NULL when the URI has none; never logged */
-	struct px *px;             /* set when the preview proxy took the request */
+	char *query;   /* raw, NULL when the URI has none; never logged */
+	struct px *px; /* set when the preview proxy took the request */
 	struct http_span args[HTTP_MAX_PATH_ARGS];
 	size_t n_args;
 	long long max_body;
@@ -83,7 +83,7 @@ struct http_server {
 	struct work_pool *work;
 	const struct http_route *routes;
 	size_t n_routes;
-	int *route_metric;       /* metrics label index of each route */
+	int *route_metric; /* metrics label index of each route */
 	pthread_t ticker;
 	int ticker_started;
 	pthread_mutex_t stop_lock;
@@ -137,8 +137,7 @@ http_path_arg(const struct http_req *req, size_t i, char *out, size_t n)
 }
 
 int
-http_path_match(const char *pattern, const char *path, struct http_span *caps,
-    size_t max_caps)
+http_path_match(const char *pattern, const char *path, struct http_span *caps, size_t max_caps)
 {
 	const char *p = pattern, *s = path;
 	size_t n = 0;
@@ -202,8 +201,8 @@ reset_reply(struct http_req *req)
 }
 
 void
-http_reply_raw(struct http_req *req, int status, const char *content_type,
-    const char *body, size_t len)
+http_reply_raw(struct http_req *req, int status, const char *content_type, const char *body,
+    size_t len)
 {
 	reset_reply(req);
 	req->status = status;
@@ -245,11 +244,10 @@ default_error_fmt(int status, const char *code, const char *message)
 }
 
 void
-http_reply_error(struct http_req *req, int status, const char *code,
-    const char *message)
+http_reply_error(struct http_req *req, int status, const char *code, const char *message)
 {
-	http_error_fmt fmt = req->route && req->route->error_fmt ?
-	    req->route->error_fmt : default_error_fmt;
+	http_error_fmt fmt = req->route && req->route->error_fmt ? req->route->error_fmt :
+								   default_error_fmt;
 
 	http_reply_json(req, status, fmt(status, code, message));
 }
@@ -261,10 +259,8 @@ http_add_header(struct http_req *req, const char *name, const char *value)
 		log_warn("http: too many response headers, dropping %s", name);
 		return;
 	}
-	snprintf(req->headers[req->n_headers].name, sizeof(req->headers[0].name),
-	    "%s", name);
-	snprintf(req->headers[req->n_headers].value, sizeof(req->headers[0].value),
-	    "%s", value);
+	snprintf(req->headers[req->n_headers].name, sizeof(req->headers[0].name), "%s", name);
+	snprintf(req->headers[req->n_headers].value, sizeof(req->headers[0].value), "%s", value);
 	req->n_headers++;
 }
 
@@ -278,8 +274,8 @@ http_reply_sse(struct http_req *req, int status)
 	reset_reply(req);
 	req->status = status;
 	snprintf(req->content_type, sizeof(req->content_type), "text/event-stream");
-	req->sse = s;          /* the request's reference, handed to MHD */
-	sse_ref(s);            /* the caller's */
+	req->sse = s; /* the request's reference, handed to MHD */
+	sse_ref(s);   /* the caller's */
 	return s;
 }
 
@@ -380,15 +376,16 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	ms = (double)(now.tv_sec - req->start.tv_sec) * 1e3 +
 	    (double)(now.tv_nsec - req->start.tv_nsec) / 1e6;
-	log_info("http id=%s method=%s path=%s status=%d dur_ms=%.2f%s%s%s",
-	    req->request_id, req->method[0] ? req->method : "-", req->path,
-	    req->status, ms, req->detail, req->px ? " preview=1" : "",
+	log_info("http id=%s method=%s path=%s status=%d dur_ms=%.2f%s%s%s", req->request_id,
+	    req->method[0] ? req->method : "-", req->path, req->status, ms, req->detail,
+	    req->px ? " preview=1" : "",
 	    toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " aborted=1");
 	if (req->px)
 		proxy_end(req->px);
 	/* The route's pattern, never the raw path: no ids in labels. */
 	metrics_http_request(req->route ? req->srv->route_metric[req->route - req->srv->routes] :
-	    METRICS_ROUTE_UNMATCHED, req->status);
+					  METRICS_ROUTE_UNMATCHED,
+	    req->status);
 	reset_reply(req);
 	free(req->query);
 	free(req->body);
@@ -397,11 +394,10 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 }
 
 static enum MHD_Result
-find_key_arg(void *cls, enum MHD_ValueKind kind, const char *key,
-    const char *value)
+find_key_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
-	static const char *const names[] = { "apikey", "api_key", "key", "token",
-	    "access_token", "x-api-key" };
+	static const char *const names[] = { "apikey", "api_key", "key", "token", "access_token",
+		"x-api-key" };
 	int *found = cls;
 
 	(void)kind;
@@ -471,8 +467,7 @@ dispatch(struct http_req *req)
 		http_reply_error(req, 414, "uri_too_long", "URI too long");
 		return;
 	}
-	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, find_key_arg,
-	    &key_in_url);
+	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, find_key_arg, &key_in_url);
 	if (key_in_url) {
 		http_reply_error(req, 400, "key_in_url",
 		    "API keys go in a header (Authorization: Bearer <key> or x-api-key: <key>), "
@@ -481,8 +476,7 @@ dispatch(struct http_req *req)
 	}
 	if (req->too_large) {
 		char msg[128];
-		snprintf(msg, sizeof(msg), "request body larger than %lld bytes",
-		    req->max_body);
+		snprintf(msg, sizeof(msg), "request body larger than %lld bytes", req->max_body);
 		http_reply_error(req, 413, "payload_too_large", msg);
 		return;
 	}
@@ -494,9 +488,8 @@ dispatch(struct http_req *req)
 }
 
 static enum MHD_Result
-on_request(void *cls, struct MHD_Connection *conn, const char *url,
-    const char *method, const char *version, const char *upload_data,
-    size_t *upload_data_size, void **con_cls)
+on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+    const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
 	struct http_server *srv = cls;
 	struct http_req *req = *con_cls;
@@ -520,13 +513,14 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url,
 			if (req->px)
 				return MHD_YES;
 			static const char busy[] = "preview proxy busy; retry shortly\n";
-			http_reply_raw(req, 503, "text/plain; charset=utf-8", busy, sizeof(busy) - 1);
+			http_reply_raw(req, 503, "text/plain; charset=utf-8", busy,
+			    sizeof(busy) - 1);
 			return queue_reply(req);
 		}
 		/* Known before the body, which is limited per route. */
 		req->route = find_route(srv, req);
-		req->max_body = req->route && req->route->max_body > 0 ?
-		    req->route->max_body : srv->cfg->max_body_bytes;
+		req->max_body = req->route && req->route->max_body > 0 ? req->route->max_body :
+									 srv->cfg->max_body_bytes;
 		if (cl != NULL) {
 			char *end;
 			unsigned long long n = strtoull(cl, &end, 10);
@@ -629,8 +623,8 @@ ticker_main(void *p)
 }
 
 static int
-resolve_listen(const struct config *cfg, struct sockaddr_storage *ss,
-    socklen_t *sslen, struct err *e)
+resolve_listen(const struct config *cfg, struct sockaddr_storage *ss, socklen_t *sslen,
+    struct err *e)
 {
 	struct addrinfo hints = { 0 }, *res = NULL;
 	int rc;
@@ -655,9 +649,8 @@ resolve_listen(const struct config *cfg, struct sockaddr_storage *ss,
 }
 
 struct http_server *
-http_new(const struct config *cfg, struct work_pool *work,
-    const struct http_route *routes, size_t n_routes, const struct http_intercept *icpt,
-    struct err *e)
+http_new(const struct config *cfg, struct work_pool *work, const struct http_route *routes,
+    size_t n_routes, const struct http_intercept *icpt, struct err *e)
 {
 	struct http_server *srv = calloc(1, sizeof(*srv));
 	struct sockaddr_storage ss;
@@ -690,6 +683,8 @@ http_new(const struct config *cfg, struct work_pool *work,
 		goto fail;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
+	/* One option and its values a line. */
+	/* clang-format off */
 	srv->daemon = MHD_start_daemon(flags, (uint16_t)cfg->listen_port, NULL, NULL,
 	    on_request, srv,
 	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
@@ -701,6 +696,7 @@ http_new(const struct config *cfg, struct work_pool *work,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
 	    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
 	    MHD_OPTION_END);
+	/* clang-format on */
 	if (srv->daemon == NULL) {
 		err_set_field(e, "AAS_LISTEN", "AAS_LISTEN: cannot listen on %s:%d (in use?)",
 		    cfg->listen_host, cfg->listen_port);

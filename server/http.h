@@ -21,8 +21,7 @@ struct http_req;
 typedef void (*http_handler)(struct http_req *req, void *ctx);
 /* Formats an error body for a route (JSON-RPC shape for MCP, REST shape
  * elsewhere). Returns a new reference. */
-typedef json_t *(*http_error_fmt)(int status, const char *code,
-    const char *message);
+typedef json_t *(*http_error_fmt)(int status, const char *code, const char *message);
 
 /* A route's path is matched exactly, except that a segment written
  * "{name}" matches any one non-empty segment (http_path_arg reads it).
@@ -55,8 +54,7 @@ struct http_span {
 /* Matches a path against a route path. Returns the number of "{name}"
  * segments captured (in order), or -1 when it does not match. Exposed for
  * unit tests. */
-int http_path_match(const char *pattern, const char *path,
-    struct http_span *caps, size_t max_caps);
+int http_path_match(const char *pattern, const char *path, struct http_span *caps, size_t max_caps);
 
 struct http_server *http_new(const struct config *cfg, struct work_pool *work,
     const struct http_route *routes, size_t n_routes, const struct http_intercept *icpt,
@@ -81,10 +79,9 @@ void http_log_detail(struct http_req *req, const char *key, const char *value);
 
 /* Replies. Each replaces any earlier reply of the same request. */
 void http_reply_json(struct http_req *req, int status, json_t *body); /* steals */
-void http_reply_raw(struct http_req *req, int status, const char *content_type,
-    const char *body, size_t len);
-void http_reply_error(struct http_req *req, int status, const char *code,
-    const char *message);
+void http_reply_raw(struct http_req *req, int status, const char *content_type, const char *body,
+    size_t len);
+void http_reply_error(struct http_req *req, int status, const char *code, const char *message);
 void http_add_header(struct http_req *req, const char *name, const char *value);
 /* Starts an SSE reply; returns the stream with a reference for the caller
  * (sse_unref when done producing). NULL on allocation failure. */
@@ -95,8 +92,7 @@ struct sse *http_reply_sse(struct http_req *req, int status);
  * earlier through http_send_now() (after which fn must not touch req). */
 typedef void (*http_deferred_fn)(struct http_req *req, void *arg);
 /* `drop` (may be NULL) frees arg when the work cannot be queued (503). */
-void http_defer(struct http_req *req, http_deferred_fn fn, void *arg,
-    void (*drop)(void *arg));
+void http_defer(struct http_req *req, http_deferred_fn fn, void *arg, void (*drop)(void *arg));
 void http_send_now(struct http_req *req);
 
 #endif

@@ -119,8 +119,8 @@ mcp_accepts(const char *accept, const char *type)
 			goto next;
 		if ((len == strlen(type) && strncasecmp(p, type, len) == 0) ||
 		    (len == 3 && strncmp(p, "*/*", 3) == 0) ||
-		    (len == major + 2 && strncasecmp(p, type, major) == 0 &&
-		     p[major] == '/' && p[major + 1] == '*'))
+		    (len == major + 2 && strncasecmp(p, type, major) == 0 && p[major] == '/' &&
+			p[major + 1] == '*'))
 			return 1;
 next:
 		if (comma == NULL)
@@ -165,14 +165,13 @@ authenticate(struct http_req *req, struct mcp *m, char *account_id, int *has_acc
 	enum auth_found found;
 
 	*has_account = 0;
-	found = auth_extract(http_header(req, "Authorization"),
-	    http_header(req, "x-api-key"), &key, &keylen, &why);
+	found = auth_extract(http_header(req, "Authorization"), http_header(req, "x-api-key"), &key,
+	    &keylen, &why);
 	if (found == AUTH_NO_KEY)
 		return 0;
 	err_clear(&e);
 	if (found == AUTH_KEY &&
-	    acct_resolve_key_cached(m->app->db, m->app->keys, key, keylen,
-	    account_id, &e) == 0) {
+	    acct_resolve_key_cached(m->app->db, m->app->keys, key, keylen, account_id, &e) == 0) {
 		*has_account = 1;
 		return 0;
 	}
@@ -188,17 +187,17 @@ authenticate(struct http_req *req, struct mcp *m, char *account_id, int *has_acc
 }
 
 static int
-load_session(struct http_req *req, struct mcp *m, struct mcp_job *job,
-    struct call_env *env, int has_account)
+load_session(struct http_req *req, struct mcp *m, struct mcp_job *job, struct call_env *env,
+    int has_account)
 {
 	struct err e;
 
 	err_clear(&e);
 	if (sess_lookup_cached(m->app->db, m->app->sessions, job->session,
-	    m->app->cfg.session_idle_s, &env->sess, &e) < 0 ||
+		m->app->cfg.session_idle_s, &env->sess, &e) < 0 ||
 	    /* A session opened with one account's key is not another's. */
 	    (has_account && env->sess.account_id[0] &&
-	     strcmp(env->sess.account_id, env->account_id) != 0)) {
+		strcmp(env->sess.account_id, env->account_id) != 0)) {
 		if (e.kind == ERR_UNAVAILABLE || e.kind == ERR_TIMEOUT || e.kind == ERR_INTERNAL)
 			http_reply_error(req, 503, "unavailable", e.msg);
 		else
@@ -213,8 +212,7 @@ load_session(struct http_req *req, struct mcp *m, struct mcp_job *job,
 /* Replies {"jsonrpc":"2.0","id":<id>,"result":<result>} from a result
  * already serialised. */
 static int
-reply_spliced(struct http_req *req, json_t *id_value, const char *result,
-    size_t result_len)
+reply_spliced(struct http_req *req, json_t *id_value, const char *result, size_t result_len)
 {
 	char *id = json_dumps(id_value, JSON_COMPACT | JSON_ENCODE_ANY);
 	size_t n;
@@ -228,8 +226,8 @@ reply_spliced(struct http_req *req, json_t *id_value, const char *result,
 		free(id);
 		return 0;
 	}
-	n = (size_t)snprintf(out, n, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%.*s}",
-	    id, (int)result_len, result);
+	n = (size_t)snprintf(out, n, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%.*s}", id,
+	    (int)result_len, result);
 	http_reply_raw(req, 200, "application/json", out, n);
 	free(out);
 	free(id);
@@ -300,8 +298,7 @@ reply_post(struct http_req *req, struct mcp_job *job, struct call_env *env)
 			    "JSON-RPC batches are not supported in this protocol version");
 			return;
 		}
-		if (json_array_size(job->body) == 0 ||
-		    json_array_size(job->body) > MCP_MAX_BATCH) {
+		if (json_array_size(job->body) == 0 || json_array_size(job->body) > MCP_MAX_BATCH) {
 			http_reply_error(req, 400, "invalid_request",
 			    "a batch must hold 1 to 64 messages");
 			return;
@@ -401,8 +398,7 @@ close_get_streams(struct mcp *m, const char *session)
 	pthread_mutex_unlock(&m->lock);
 }
 
-static void
-job_free(struct mcp_job *job);
+static void job_free(struct mcp_job *job);
 
 static void
 job_drop(void *arg)
@@ -469,8 +465,10 @@ check_protocol_header(struct http_req *req)
 
 	if (v == NULL || mcp_version_supported(v))
 		return 0;
-	snprintf(msg, sizeof(msg), "Bad Request: unsupported MCP-Protocol-Version; "
-	    "supported: %s, %s, %s", mcp_version_at(0), mcp_version_at(1), mcp_version_at(2));
+	snprintf(msg, sizeof(msg),
+	    "Bad Request: unsupported MCP-Protocol-Version; "
+	    "supported: %s, %s, %s",
+	    mcp_version_at(0), mcp_version_at(1), mcp_version_at(2));
 	http_reply_error(req, 400, "bad_request", msg);
 	return -1;
 }
@@ -522,8 +520,7 @@ cheap_message(json_t *body)
 	if (strcmp(method, "ping") == 0 || strcmp(method, "tools/list") == 0)
 		return 1;
 	tool = json_string_value(json_object_get(params, "name"));
-	return strcmp(method, "tools/call") == 0 && tool != NULL &&
-	    tools_is_anonymous(tool) &&
+	return strcmp(method, "tools/call") == 0 && tool != NULL && tools_is_anonymous(tool) &&
 	    json_object_get(json_object_get(params, "_meta"), "progressToken") == NULL;
 }
 
@@ -538,8 +535,8 @@ can_run_inline(struct http_req *req, struct mcp *m, struct mcp_job *job)
 	if (!job->has_session || !cheap_message(job->body) ||
 	    !sess_cache_peek(m->app->sessions, job->session, &si))
 		return 0;
-	switch (auth_extract(http_header(req, "Authorization"),
-	    http_header(req, "x-api-key"), &key, &keylen, &why)) {
+	switch (auth_extract(http_header(req, "Authorization"), http_header(req, "x-api-key"), &key,
+	    &keylen, &why)) {
 	case AUTH_NO_KEY:
 	case AUTH_MALFORMED:
 		return 1;

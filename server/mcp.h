@@ -10,7 +10,6 @@
 #include "service/app.h"
 #include "server/http.h"
 
-
 struct mcp;
 
 struct mcp *mcp_new(struct app *app, struct err *e);

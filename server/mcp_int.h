@@ -41,7 +41,7 @@ struct mcp {
 /* Work handed from the HTTP thread to a worker. */
 struct mcp_job {
 	struct mcp *m;
-	json_t *body;                 /* parsed message or batch */
+	json_t *body; /* parsed message or batch */
 	char session[SESS_ID_LEN + 1];
 	int has_session;
 	enum { JOB_POST, JOB_GET, JOB_DELETE } kind;
@@ -50,8 +50,8 @@ struct mcp_job {
 /* One request's context while its messages are handled. */
 struct call_env {
 	struct mcp *m;
-	struct http_req *req;         /* NULL once the reply was sent */
-	const char *account_id;       /* NULL: anonymous */
+	struct http_req *req;   /* NULL once the reply was sent */
+	const char *account_id; /* NULL: anonymous */
 	struct sess_info sess;
 	const char *session_id;
 	int in_batch;
@@ -60,7 +60,6 @@ struct call_env {
 /* Handles one JSON-RPC message. Returns the response (NULL for
  * notifications and when the reply went out as a stream). `new_session`
  * receives the id minted by initialize (NULL where none may be made). */
-json_t *mcp_handle_message(struct call_env *env, json_t *raw, char *new_session,
-    int *streamed);
+json_t *mcp_handle_message(struct call_env *env, json_t *raw, char *new_session, int *streamed);
 
 #endif

@@ -106,7 +106,7 @@ progress_to_sse(void *p, double progress, double total, const char *message)
 	char *text;
 
 	if (ps->token == NULL || progress <= ps->last)
-		return;   /* progress must increase */
+		return; /* progress must increase */
 	ps->last = progress;
 	params = json_pack("{s:O, s:f}", "progressToken", ps->token, "progress", progress);
 	if (params == NULL)
@@ -125,11 +125,8 @@ progress_to_sse(void *p, double progress, double total, const char *message)
 
 /* ---- method handlers (worker thread) ---- */
 
-
-
 static json_t *
-do_initialize(struct call_env *env, struct rpc_msg *msg, char *new_session,
-    struct err *e)
+do_initialize(struct call_env *env, struct rpc_msg *msg, char *new_session, struct err *e)
 {
 	json_t *params = msg->params;
 	const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
@@ -142,10 +139,11 @@ do_initialize(struct call_env *env, struct rpc_msg *msg, char *new_session,
 	}
 	version = mcp_version_supported(asked) ? asked : mcp_version_at(0);
 	if (sess_create(env->m->app->db, version, env->account_id,
-	    json_string_value(json_object_get(client, "name")),
-	    json_string_value(json_object_get(client, "version")),
-	    new_session, e) < 0)
+		json_string_value(json_object_get(client, "name")),
+		json_string_value(json_object_get(client, "version")), new_session, e) < 0)
 		return NULL;
+	/* One member of the result a line. */
+	/* clang-format off */
 	return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s, s:s}, s:s}",
 	    "protocolVersion", version,
 	    "capabilities", "tools", "listChanged", 0,
@@ -153,6 +151,7 @@ do_initialize(struct call_env *env, struct rpc_msg *msg, char *new_session,
 	    "version", AAS_VERSION,
 	    "description", "Disposable Linux VMs with their own kernel, for agents.",
 	    "instructions", instructions);
+	/* clang-format on */
 }
 
 /* A JSON-RPC error object for a failed request. */
@@ -186,8 +185,7 @@ call_ctx_init(struct call_ctx *cx, struct call_env *env)
 }
 
 static json_t *
-tools_call_params(struct rpc_msg *msg, const struct tool **tool, json_t **args,
-    json_t **token)
+tools_call_params(struct rpc_msg *msg, const struct tool **tool, json_t **args, json_t **token)
 {
 	const char *name = json_string_value(json_object_get(msg->params, "name"));
 	json_t *meta;
@@ -198,17 +196,16 @@ tools_call_params(struct rpc_msg *msg, const struct tool **tool, json_t **args,
 	if (*token && !json_is_string(*token) && !json_is_integer(*token))
 		*token = NULL;
 	if (!json_is_object(msg->params) || name == NULL)
-		return rpc_error(msg->id, RPC_INVALID_PARAMS,
-		    "tools/call needs params.name", NULL);
+		return rpc_error(msg->id, RPC_INVALID_PARAMS, "tools/call needs params.name", NULL);
 	if ((*tool = tools_find(name)) == NULL) {
 		char text[200];
-		metrics_tool_call(NULL, ERR_INVALID);   /* tool="other" */
+		metrics_tool_call(NULL, ERR_INVALID); /* tool="other" */
 		snprintf(text, sizeof(text), "Unknown tool: %.120s", name);
 		return rpc_error(msg->id, RPC_INVALID_PARAMS, text, NULL);
 	}
 	if (*args != NULL && !json_is_object(*args))
-		return rpc_error(msg->id, RPC_INVALID_PARAMS,
-		    "params.arguments must be an object", NULL);
+		return rpc_error(msg->id, RPC_INVALID_PARAMS, "params.arguments must be an object",
+		    NULL);
 	return NULL;
 }
 
@@ -293,8 +290,7 @@ do_tools_call(struct call_env *env, struct rpc_msg *msg, int *streamed)
 }
 
 json_t *
-mcp_handle_message(struct call_env *env, json_t *raw, char *new_session,
-    int *streamed)
+mcp_handle_message(struct call_env *env, json_t *raw, char *new_session, int *streamed)
 {
 	struct rpc_msg msg;
 	struct err e;
@@ -304,7 +300,7 @@ mcp_handle_message(struct call_env *env, json_t *raw, char *new_session,
 	if (msg.kind == RPC_INVALID)
 		return rpc_error(msg.id, msg.err_code, msg.err_msg, NULL);
 	if (msg.kind == RPC_RESPONSE)
-		return NULL;   /* we send no requests; nothing to match */
+		return NULL; /* we send no requests; nothing to match */
 	if (env->req)
 		http_log_detail(env->req, "rpc", msg.method);
 	metrics_mcp_message(msg.method);

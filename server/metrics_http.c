@@ -19,9 +19,9 @@
 struct metrics_http {
 	struct app *app;
 	pthread_mutex_t lock;
-	double read_at;                /* 0: never */
+	double read_at; /* 0: never */
 	int db_up;
-	int sandboxes_ok;              /* the counts below were read whole */
+	int sandboxes_ok; /* the counts below were read whole */
 	long long sandboxes[3];
 };
 

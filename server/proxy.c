@@ -25,19 +25,29 @@
 #include "base/clock.h"
 #include "base/log.h"
 
-#define PX_BUF (256 * 1024)          /* each direction's buffer */
-#define PX_IO (32 * 1024)            /* one read or write */
-#define PX_HEAD_MAX (64 * 1024)      /* request or response head */
+#define PX_BUF (256 * 1024)     /* each direction's buffer */
+#define PX_IO (32 * 1024)       /* one read or write */
+#define PX_HEAD_MAX (64 * 1024) /* request or response head */
 #define PX_MAX_HEADERS 128
-#define PX_SLICE_MS 250              /* how often waits look at flags */
+#define PX_SLICE_MS 250 /* how often waits look at flags */
 #define PX_CONNECT_TIMEOUT_MS 5000
 #define PX_QUERY_MAX 8192
 #define PX_STACK (256 * 1024)
 
 enum park { PARK_NONE, PARK_UPLOAD, PARK_HEAD, PARK_BODY };
 enum framing { FRAME_NONE, FRAME_LENGTH, FRAME_CHUNKED, FRAME_EOF };
-enum chunk_state { CH_SIZE, CH_EXT, CH_SIZE_LF, CH_DATA, CH_DATA_CR, CH_DATA_LF,
-	CH_TRAILER, CH_TRAILER_LF, CH_TRAILER_LINE, CH_DONE };
+enum chunk_state {
+	CH_SIZE,
+	CH_EXT,
+	CH_SIZE_LF,
+	CH_DATA,
+	CH_DATA_CR,
+	CH_DATA_LF,
+	CH_TRAILER,
+	CH_TRAILER_LF,
+	CH_TRAILER_LINE,
+	CH_DONE
+};
 
 struct ring {
 	char *buf;
@@ -48,10 +58,10 @@ struct proxy {
 	struct proxy_config cfg;
 	char scheme[8];
 	pthread_mutex_t lock;
-	pthread_cond_t idle;         /* signalled when a thread ends */
+	pthread_cond_t idle; /* signalled when a thread ends */
 	size_t active;
 	atomic_int stopping;
-	struct px *all;              /* every live request, for shutdown */
+	struct px *all; /* every live request, for shutdown */
 };
 
 struct px {
@@ -60,12 +70,12 @@ struct px {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int refs;
-	struct MHD_Connection *conn;  /* NULL once the request ended */
+	struct MHD_Connection *conn; /* NULL once the request ended */
 	enum park parked;
 
 	/* The request, captured when its headers arrived. */
 	char method[16];
-	char *head;                   /* request head for the upstream */
+	char *head; /* request head for the upstream */
 	size_t head_len;
 	char *host, *token, *cookie, *query;
 	int req_body, req_chunked, want_upgrade;
@@ -235,8 +245,11 @@ html_escape(const char *in, char *out, size_t n)
 	size_t j = 0;
 
 	for (const char *p = in; *p && j + 6 < n; p++) {
-		const char *rep = *p == '<' ? "&lt;" : *p == '>' ? "&gt;" : *p == '&' ? "&amp;" :
-		    *p == '"' ? "&quot;" : NULL;
+		const char *rep = *p == '<' ? "&lt;" :
+		    *p == '>'               ? "&gt;" :
+		    *p == '&'               ? "&amp;" :
+		    *p == '"'               ? "&quot;" :
+					      NULL;
 		if (rep) {
 			memcpy(out + j, rep, strlen(rep));
 			j += strlen(rep);
@@ -251,14 +264,22 @@ static const char *
 reason(int status)
 {
 	switch (status) {
-	case 401: return "Private preview";
-	case 403: return "Not allowed";
-	case 404: return "No such preview";
-	case 431: return "Request headers too large";
-	case 502: return "Nothing answering yet";
-	case 503: return "Busy";
-	case 504: return "The sandbox did not answer in time";
-	default: return "Preview error";
+	case 401:
+		return "Private preview";
+	case 403:
+		return "Not allowed";
+	case 404:
+		return "No such preview";
+	case 431:
+		return "Request headers too large";
+	case 502:
+		return "Nothing answering yet";
+	case 503:
+		return "Busy";
+	case 504:
+		return "The sandbox did not answer in time";
+	default:
+		return "Preview error";
 	}
 }
 
@@ -271,7 +292,8 @@ px_fail(struct px *x, int status, const char *message)
 
 	html_escape(message, msg, sizeof(msg));
 	if (page)
-		snprintf(page, 2048, "<!doctype html>\n<html><head><meta charset=\"utf-8\">"
+		snprintf(page, 2048,
+		    "<!doctype html>\n<html><head><meta charset=\"utf-8\">"
 		    "<title>%d %s</title></head>\n<body style=\"font-family:sans-serif;"
 		    "max-width:40em;margin:4em auto;line-height:1.5\">\n<h1>%s</h1>\n<p>%s</p>\n"
 		    "<p style=\"color:#777\">aas sandbox preview</p>\n</body></html>\n",
@@ -444,8 +466,8 @@ parse_head(struct px *x)
 		return -1;
 	/* Three digits, then the reason phrase or nothing. */
 	status = strtol(p + 9, &digits_end, 10);
-	if (digits_end != p + 12 || (*digits_end != ' ' && *digits_end != '\0') ||
-	    status < 100 || status > 599)
+	if (digits_end != p + 12 || (*digits_end != ' ' && *digits_end != '\0') || status < 100 ||
+	    status > 599)
 		return -1;
 	x->status = (int)status;
 	p = line_end ? line_end + 2 : end;
@@ -510,7 +532,7 @@ read_head(struct px *x)
 		if (r == -2)
 			return idle_expired(x) ? 504 : 499;
 		if (r < 0 || (r == 0 && x->rhead_len == 0))
-			return 502;   /* closed without a word: nothing listens */
+			return 502; /* closed without a word: nothing listens */
 		if (r == 0)
 			return 502;
 		x->rhead_len += (size_t)r;
@@ -588,8 +610,10 @@ feed(struct px *x, struct dechunk *d, const char *buf, size_t n)
 
 		switch (d->st) {
 		case CH_SIZE: {
-			int v = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ?
-			    ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+			int v = ch >= '0' && ch <= '9' ? ch - '0' :
+			    ch >= 'a' && ch <= 'f'     ? ch - 'a' + 10 :
+			    ch >= 'A' && ch <= 'F'     ? ch - 'A' + 10 :
+							 -1;
 			if (v >= 0) {
 				if (++d->digits > 15)
 					return -1;
@@ -634,7 +658,7 @@ feed(struct px *x, struct dechunk *d, const char *buf, size_t n)
 			d->digits = 0;
 			d->left = 0;
 			break;
-		case CH_TRAILER:   /* at the start of a trailer line */
+		case CH_TRAILER: /* at the start of a trailer line */
 			d->st = ch == '\r' ? CH_TRAILER_LF : CH_TRAILER_LINE;
 			break;
 		case CH_TRAILER_LINE:
@@ -766,24 +790,29 @@ px_main(void *arg)
 	}
 	x->ufd = connect_upstream(route.upstream_port);
 	if (x->ufd < 0) {
-		px_fail(x, 502, "The sandbox's port could not be reached. If the sandbox was"
+		px_fail(x, 502,
+		    "The sandbox's port could not be reached. If the sandbox was"
 		    " just destroyed, this preview is gone.");
 		goto out;
 	}
 	x->last_io = clock_ms();
 	if (send_all(x, x->ufd, x->head, x->head_len) < 0 || pump_request(x) < 0) {
 		if (!x->client_gone)
-			px_fail(x, 502, "Nothing is answering on this port inside the sandbox yet."
+			px_fail(x, 502,
+			    "Nothing is answering on this port inside the sandbox yet."
 			    " Start a server listening on 0.0.0.0 (for example with run_command"
 			    " and background: true), then reload.");
 		goto out;
 	}
 	st = read_head(x);
 	if (st != 0) {
-		px_fail(x, st == 499 ? 502 : st, st == 504 ? "The server in the sandbox did not"
-		    " answer in time." : "Nothing is answering on this port inside the sandbox"
-		    " yet. Start a server listening on 0.0.0.0 (for example with run_command"
-		    " and background: true), then reload.");
+		px_fail(x, st == 499 ? 502 : st,
+		    st == 504 ?
+			"The server in the sandbox did not"
+			" answer in time." :
+			"Nothing is answering on this port inside the sandbox"
+			" yet. Start a server listening on 0.0.0.0 (for example with run_command"
+			" and background: true), then reload.");
 		goto out;
 	}
 	pthread_mutex_lock(&x->lock);
@@ -863,10 +892,10 @@ px_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls, const char *e
 static int
 hop_by_hop(const char *name)
 {
-	static const char *const names[] = { "connection", "keep-alive", "proxy-connection",
-	    "te", "trailer", "transfer-encoding", "upgrade", "content-length", "expect",
-	    "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-aas-preview-token",
-	    "host" };
+	static const char *const names[] = { "connection", "keep-alive", "proxy-connection", "te",
+		"trailer", "transfer-encoding", "upgrade", "content-length", "expect",
+		"x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-aas-preview-token",
+		"host" };
 
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (strcasecmp(name, names[i]) == 0)
@@ -879,12 +908,15 @@ queue_answer(struct px *x, int *status)
 {
 	struct MHD_Response *r;
 	enum MHD_Result rc;
+	uint64_t size;
 
 	if (x->page) {
-		r = MHD_create_response_from_buffer(strlen(x->page), x->page, MHD_RESPMEM_MUST_COPY);
+		r = MHD_create_response_from_buffer(strlen(x->page), x->page,
+		    MHD_RESPMEM_MUST_COPY);
 		if (r == NULL)
 			return MHD_NO;
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
+		    "text/html; charset=utf-8");
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 		if (x->status == 401)
 			MHD_add_response_header(r, "WWW-Authenticate", "x-aas-preview-token");
@@ -897,11 +929,12 @@ queue_answer(struct px *x, int *status)
 				MHD_add_response_header(r, x->hname[i], x->hval[i]);
 	} else {
 		pthread_mutex_lock(&x->lock);
-		x->refs++;     /* the response's */
+		x->refs++; /* the response's */
 		pthread_mutex_unlock(&x->lock);
-		r = MHD_create_response_from_callback(x->framing == FRAME_LENGTH ||
-		    x->framing == FRAME_NONE ? (uint64_t)(x->length > 0 ? x->length : 0) :
-		    MHD_SIZE_UNKNOWN, PX_IO, px_reader, x, px_reader_free);
+		size = x->framing == FRAME_LENGTH || x->framing == FRAME_NONE ?
+		    (uint64_t)(x->length > 0 ? x->length : 0) :
+		    MHD_SIZE_UNKNOWN;
+		r = MHD_create_response_from_callback(size, PX_IO, px_reader, x, px_reader_free);
 		if (r == NULL) {
 			px_unref(x);
 			return MHD_NO;
@@ -919,15 +952,14 @@ queue_answer(struct px *x, int *status)
 }
 
 enum MHD_Result
-proxy_on_request(struct px *x, const char *upload_data, size_t *upload_data_size,
-    int *status)
+proxy_on_request(struct px *x, const char *upload_data, size_t *upload_data_size, int *status)
 {
 	if (stopping(x))
 		return MHD_NO;
 	pthread_mutex_lock(&x->lock);
 	if (*upload_data_size > 0) {
 		if (x->head_ready || !x->req_body) {
-			*upload_data_size = 0;     /* answered already: drop the rest */
+			*upload_data_size = 0; /* answered already: drop the rest */
 		} else {
 			size_t n = ring_put(&x->in, upload_data, *upload_data_size);
 			if (n > 0)
@@ -1046,11 +1078,14 @@ build_head(struct px *x, struct MHD_Connection *conn, const char *path, const ch
 	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	if (ci && ci->client_addr) {
 		if (ci->client_addr->sa_family == AF_INET)
-			inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)
-			    ci->client_addr)->sin_addr, ip, sizeof(ip));
+			inet_ntop(AF_INET,
+			    &((const struct sockaddr_in *)(const void *)ci->client_addr)->sin_addr,
+			    ip, sizeof(ip));
 		else if (ci->client_addr->sa_family == AF_INET6)
-			inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)
-			    ci->client_addr)->sin6_addr, ip, sizeof(ip));
+			inet_ntop(AF_INET6,
+			    &((const struct sockaddr_in6 *)(const void *)ci->client_addr)
+				 ->sin6_addr,
+			    ip, sizeof(ip));
 	}
 	head_add(&h, "X-Forwarded-For: ", h.xff ? h.xff : "", h.xff ? ", " : "", ip);
 	head_add(&h, "\r\nX-Forwarded-Host: ", x->host, "\r\nX-Forwarded-Proto: ", x->p->scheme);
@@ -1099,8 +1134,8 @@ px_link(struct proxy *p, struct px *x, int no_thread)
 }
 
 struct px *
-proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char *method,
-    const char *path, const char *query)
+proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char *method, const char *path,
+    const char *query)
 {
 	struct px *x = NULL;
 	pthread_attr_t attr;
@@ -1126,7 +1161,7 @@ proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char *method,
 	x->ufd = -1;
 	x->csock = MHD_INVALID_SOCKET;
 	x->length = -1;
-	x->refs = 2;                   /* the HTTP request's and the thread's */
+	x->refs = 2; /* the HTTP request's and the thread's */
 	x->last_io = clock_ms();
 	pthread_mutex_init(&x->lock, NULL);
 	pthread_cond_init(&x->cond, NULL);

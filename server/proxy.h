@@ -28,9 +28,9 @@ typedef void (*proxy_resolve_fn)(void *ctx, const struct preview_ask *ask,
 typedef void (*proxy_query_fn)(const char *query, char *out, size_t n);
 
 struct proxy_config {
-	int max_conns;            /* proxied requests at once */
-	int idle_timeout_s;       /* a direction idle this long ends it */
-	const char *scheme;       /* for X-Forwarded-Proto */
+	int max_conns;      /* proxied requests at once */
+	int idle_timeout_s; /* a direction idle this long ends it */
+	const char *scheme; /* for X-Forwarded-Proto */
 	proxy_resolve_fn resolve;
 	proxy_query_fn rewrite_query;
 	void *ctx;
@@ -50,8 +50,8 @@ struct px *proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char 
     const char *path, const char *query);
 /* Called like a libmicrohttpd access handler for every later call of the
  * request; `status` receives the status answered (for the access log). */
-enum MHD_Result proxy_on_request(struct px *x, const char *upload_data,
-    size_t *upload_data_size, int *status);
+enum MHD_Result proxy_on_request(struct px *x, const char *upload_data, size_t *upload_data_size,
+    int *status);
 /* The request is over (sent, failed, or the client went away). */
 void proxy_end(struct px *x);
 

@@ -13,14 +13,14 @@ struct sse {
 	atomic_int refs;
 	pthread_mutex_t lock;
 	char *buf;
-	size_t len, cap, off;          /* unsent data is buf[off..len) */
-	int finished;                  /* no more data will come */
-	int failed;                    /* end with an error */
-	int closed;                    /* MHD freed the response */
-	int suspended;                 /* connection parked by the reader */
+	size_t len, cap, off; /* unsent data is buf[off..len) */
+	int finished;         /* no more data will come */
+	int failed;           /* end with an error */
+	int closed;           /* MHD freed the response */
+	int suspended;        /* connection parked by the reader */
 	struct MHD_Connection *conn;
 	time_t last_write;
-	struct sse *next, *prev;       /* registry of open streams */
+	struct sse *next, *prev; /* registry of open streams */
 };
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -82,7 +82,8 @@ append(struct sse *s, const char *const *parts, const size_t *lens, int n)
 		s->off = s->len = 0;
 	if (s->len - s->off + total > SSE_MAX_BUFFER) {
 		log_warn("sse: %zu bytes pending and %zu more would exceed the stream's"
-		    " limit; ending it", s->len - s->off, total);
+			 " limit; ending it",
+		    s->len - s->off, total);
 		s->failed = 1;
 		resume = take_resume(s);
 		goto out;
@@ -231,8 +232,8 @@ sse_response(struct sse *s, struct MHD_Connection *conn)
 	struct MHD_Response *r;
 
 	sse_ref(s);
-	r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384,
-	    sse_reader, s, sse_response_free);
+	r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, s,
+	    sse_response_free);
 	if (r == NULL) {
 		sse_unref(s);
 		return NULL;
@@ -265,8 +266,7 @@ sse_keepalive_all(int idle_s)
 		pthread_mutex_lock(&registry_lock);
 		for (struct sse *s = registry; s; s = s->next) {
 			pthread_mutex_lock(&s->lock);
-			int idle = !s->finished && !s->failed &&
-			    now - s->last_write >= idle_s;
+			int idle = !s->finished && !s->failed && now - s->last_write >= idle_s;
 			pthread_mutex_unlock(&s->lock);
 			if (idle) {
 				due = s;

@@ -49,8 +49,8 @@ count_error(const char *execute, enum metrics_agent_error kind)
 }
 
 json_t *
-agent_call(struct vm_host *h, const char *domain, const char *execute,
-    json_t *args, int timeout_s, struct err *e)
+agent_call(struct vm_host *h, const char *domain, const char *execute, json_t *args, int timeout_s,
+    struct err *e)
 {
 	virConnectPtr c = vm_host_conn(h);
 	virDomainPtr d = NULL;
@@ -64,7 +64,7 @@ agent_call(struct vm_host *h, const char *domain, const char *execute,
 		return NULL;
 	}
 	req = args ? json_pack("{s:s, s:o}", "execute", execute, "arguments", args) :
-	    json_pack("{s:s}", "execute", execute);
+		     json_pack("{s:s}", "execute", execute);
 	text = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	if (text == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
@@ -103,8 +103,8 @@ agent_call(struct vm_host *h, const char *domain, const char *execute,
 	}
 	ret = json_object_get(reply, "return");
 	if (ret == NULL) {
-		const char *desc = json_string_value(json_object_get(
-		    json_object_get(reply, "error"), "desc"));
+		const char *desc =
+		    json_string_value(json_object_get(json_object_get(reply, "error"), "desc"));
 		err_set(e, ERR_UNAVAILABLE, "guest agent: %s", desc ? desc : "error");
 		count_error(execute, METRICS_AGENT_ERROR_REPLY);
 		goto out;
@@ -143,8 +143,8 @@ str_array(const char *const *v)
 }
 
 int
-agent_exec_start(struct vm_host *h, const char *domain,
-    const struct agent_exec *x, long *pid, struct err *e)
+agent_exec_start(struct vm_host *h, const char *domain, const struct agent_exec *x, long *pid,
+    struct err *e)
 {
 	json_t *args, *r;
 	char *b64 = NULL;
@@ -206,8 +206,8 @@ decode_into(json_t *field, char **out, size_t *len, struct err *e)
 }
 
 int
-agent_exec_status(struct vm_host *h, const char *domain, long pid,
-    struct agent_exec_status *st, struct err *e)
+agent_exec_status(struct vm_host *h, const char *domain, long pid, struct agent_exec_status *st,
+    struct err *e)
 {
 	json_t *r = agent_call(h, domain, "guest-exec-status",
 	    json_pack("{s:I}", "pid", (json_int_t)pid), 10, e);
@@ -236,10 +236,9 @@ agent_exec_status(struct vm_host *h, const char *domain, long pid,
 	return 0;
 }
 
-
 int
-agent_run(struct vm_host *h, const char *domain, const struct agent_exec *x,
-    int deadline_ms, struct agent_exec_status *st, struct err *e)
+agent_run(struct vm_host *h, const char *domain, const struct agent_exec *x, int deadline_ms,
+    struct agent_exec_status *st, struct err *e)
 {
 	long pid;
 	long long end = clock_ms() + deadline_ms;
@@ -254,7 +253,8 @@ agent_run(struct vm_host *h, const char *domain, const struct agent_exec *x,
 		if (st->exited)
 			return 0;
 		if (clock_ms() > end) {
-			err_set(e, ERR_TIMEOUT, "guest command did not finish in %d ms", deadline_ms);
+			err_set(e, ERR_TIMEOUT, "guest command did not finish in %d ms",
+			    deadline_ms);
 			return -1;
 		}
 		/* Short commands finish in tens of ms; back off to 50 ms. */
@@ -291,8 +291,8 @@ file_close(struct vm_host *h, const char *domain, long long handle)
 }
 
 int
-agent_file_write(struct vm_host *h, const char *domain, const char *path,
-    const unsigned char *data, size_t len, struct err *e)
+agent_file_write(struct vm_host *h, const char *domain, const char *path, const unsigned char *data,
+    size_t len, struct err *e)
 {
 	long long handle;
 	size_t off = 0;
@@ -329,9 +329,8 @@ agent_file_write(struct vm_host *h, const char *domain, const char *path,
 }
 
 int
-agent_file_read(struct vm_host *h, const char *domain, const char *path,
-    long long offset, size_t max, unsigned char **data, size_t *len, int *eof,
-    struct err *e)
+agent_file_read(struct vm_host *h, const char *domain, const char *path, long long offset,
+    size_t max, unsigned char **data, size_t *len, int *eof, struct err *e)
 {
 	long long handle;
 	unsigned char *buf = NULL;
@@ -345,8 +344,9 @@ agent_file_read(struct vm_host *h, const char *domain, const char *path,
 		return -1;
 	if (offset > 0) {
 		json_t *r = agent_call(h, domain, "guest-file-seek",
-		    json_pack("{s:I, s:I, s:i}", "handle", (json_int_t)handle,
-		    "offset", (json_int_t)offset, "whence", 0), 10, e);
+		    json_pack("{s:I, s:I, s:i}", "handle", (json_int_t)handle, "offset",
+			(json_int_t)offset, "whence", 0),
+		    10, e);
 		if (r == NULL)
 			goto out;
 		json_decref(r);
@@ -360,7 +360,8 @@ agent_file_read(struct vm_host *h, const char *domain, const char *path,
 		size_t want = max - have < AGENT_MAX_READ ? max - have : AGENT_MAX_READ;
 		json_t *r = agent_call(h, domain, "guest-file-read",
 		    json_pack("{s:I, s:I}", "handle", (json_int_t)handle, "count",
-		    (json_int_t)want), 30, e);
+			(json_int_t)want),
+		    30, e);
 		json_t *text;
 		struct err de;
 		size_t n = 0;
@@ -371,8 +372,9 @@ agent_file_read(struct vm_host *h, const char *domain, const char *path,
 		/* Straight into place; a reply longer than asked for is refused. */
 		text = json_object_get(r, "buf-b64");
 		err_clear(&de);
-		bad = !json_is_string(text) || b64_decode(json_string_value(text),
-		    json_string_length(text), buf + have, want, &n, &de) < 0;
+		bad = !json_is_string(text) ||
+		    b64_decode(json_string_value(text), json_string_length(text), buf + have, want,
+			&n, &de) < 0;
 		at_eof = json_is_true(json_object_get(r, "eof"));
 		json_decref(r);
 		if (bad) {

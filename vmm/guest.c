@@ -27,12 +27,11 @@ static const char *const base_env[] = {
 	NULL,
 };
 
-
 int
 guest_abs_path(const char *path, char *out, size_t n)
 {
 	int r = path[0] == '/' ? snprintf(out, n, "%s", path) :
-	    snprintf(out, n, "%s/%s", GUEST_HOME, path);
+				 snprintf(out, n, "%s/%s", GUEST_HOME, path);
 
 	return r < 0 || (size_t)r >= n ? -1 : 0;
 }
@@ -75,8 +74,8 @@ helper_number(const char *s, const char *stop, long long *out)
 }
 
 int
-guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r,
-    long *pid, struct err *e)
+guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r, long *pid,
+    struct err *e)
 {
 	const char *env[GUEST_ENV_MAX + 8];
 	char *owned[GUEST_ENV_MAX];
@@ -115,7 +114,7 @@ guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r,
 		.env = env,
 		.input = (const unsigned char *)r->stdin_data,
 		.input_len = r->stdin_len,
-		.capture = 1,    /* only the helper's own line: the log sizes */
+		.capture = 1, /* only the helper's own line: the log sizes */
 	};
 	rc = agent_exec_start(h, dom, &x, pid, e);
 	for (size_t i = 0; i < no; i++)
@@ -177,12 +176,12 @@ guest_read_log(struct vm_host *h, const char *dom, const char *path, size_t max,
 	handle = json_integer_value(r);
 	json_decref(r);
 	r = agent_call(h, dom, "guest-file-seek",
-	    json_pack("{s:I, s:I, s:i}", "handle", (json_int_t)handle, "offset", 0,
-	    "whence", 2), 10, e);
+	    json_pack("{s:I, s:I, s:i}", "handle", (json_int_t)handle, "offset", 0, "whence", 2),
+	    10, e);
 	size = r ? json_integer_value(json_object_get(r, "position")) : -1;
 	json_decref(r);
-	r = agent_call(h, dom, "guest-file-close",
-	    json_pack("{s:I}", "handle", (json_int_t)handle), 10, e);
+	r = agent_call(h, dom, "guest-file-close", json_pack("{s:I}", "handle", (json_int_t)handle),
+	    10, e);
 	json_decref(r);
 	if (size < 0)
 		return -1;
@@ -192,8 +191,8 @@ have_size:
 		*data = calloc(1, 1);
 		return *data ? 0 : -1;
 	}
-	if (agent_file_read(h, dom, path, 0, (size_t)size < max ? (size_t)size : max,
-	    &buf, len, &eof, e) < 0)
+	if (agent_file_read(h, dom, path, 0, (size_t)size < max ? (size_t)size : max, &buf, len,
+		&eof, e) < 0)
 		return -1;
 	*data = (char *)buf;
 	return 0;
@@ -205,16 +204,18 @@ helper_call(struct vm_host *h, const char *dom, const char *const *argv,
     struct agent_exec_status *st, struct err *e)
 {
 	struct agent_exec x = {
-		.path = GUEST_HELPER, .argv = argv, .env = base_env, .capture = 1,
+		.path = GUEST_HELPER,
+		.argv = argv,
+		.env = base_env,
+		.capture = 1,
 	};
 
 	return agent_run(h, dom, &x, GUEST_SHORT_OP_MS, st, e);
 }
 
 int
-guest_put_file(struct vm_host *h, const char *dom, const char *path,
-    const unsigned char *data, size_t len, unsigned mode, int make_parents,
-    struct err *e)
+guest_put_file(struct vm_host *h, const char *dom, const char *path, const unsigned char *data,
+    size_t len, unsigned mode, int make_parents, struct err *e)
 {
 	char stage[128], rnd[33], modes[8];
 	struct agent_exec_status st;
@@ -241,9 +242,8 @@ guest_put_file(struct vm_host *h, const char *dom, const char *path,
 }
 
 int
-guest_get_file(struct vm_host *h, const char *dom, const char *path,
-    long long offset, size_t length, unsigned char **data, size_t *len,
-    long long *total, struct err *e)
+guest_get_file(struct vm_host *h, const char *dom, const char *path, long long offset,
+    size_t length, unsigned char **data, size_t *len, long long *total, struct err *e)
 {
 	char off[24], cnt[24];
 	struct agent_exec_status st;
@@ -277,11 +277,16 @@ static const char *
 type_name(char t)
 {
 	switch (t) {
-	case 'f': return "file";
-	case 'd': return "directory";
-	case 'l': return "symlink";
-	case 'o': return "other";
-	default: return "unknown";
+	case 'f':
+		return "file";
+	case 'd':
+		return "directory";
+	case 'l':
+		return "symlink";
+	case 'o':
+		return "other";
+	default:
+		return "unknown";
 	}
 }
 
@@ -315,8 +320,8 @@ utf8_string(const char *s)
 }
 
 json_t *
-guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth,
-    int limit, int *truncated, struct err *e)
+guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth, int limit,
+    int *truncated, struct err *e)
 {
 	char d[16], l[16];
 	struct agent_exec_status st;
@@ -353,9 +358,9 @@ guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth
 		char when[32];
 		gmtime_r(&mt, &tm);
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-		json_array_append_new(arr, json_pack("{s:o, s:s, s:I, s:s, s:s}",
-		    "path", utf8_string(f[4]), "type", type_name(f[0][0]),
-		    "size", (json_int_t)size, "mode", f[2], "mtime", when));
+		json_array_append_new(arr,
+		    json_pack("{s:o, s:s, s:I, s:s, s:s}", "path", utf8_string(f[4]), "type",
+			type_name(f[0][0]), "size", (json_int_t)size, "mode", f[2], "mtime", when));
 	}
 	agent_exec_status_clear(&st);
 	if (arr == NULL)

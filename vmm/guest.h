@@ -16,33 +16,33 @@
 #define GUEST_HOME "/home/sandbox"
 #define GUEST_CMD_DIR "/var/lib/aas/cmd"
 #define GUEST_STAGE_DIR "/var/lib/aas/stage"
-#define GUEST_MAX_FILE (8u << 20)          /* write_file / read page limit */
+#define GUEST_MAX_FILE (8u << 20) /* write_file / read page limit */
 #define GUEST_MAX_STDIN (1u << 20)
 
 struct guest_run {
-	const char *cmd_id;        /* names the log files */
+	const char *cmd_id; /* names the log files */
 	const char *command;
-	const char *cwd;           /* NULL: GUEST_HOME */
-	const json_t *env;         /* object of strings, or NULL */
-	const char *stdin_data;    /* NULL: /dev/null */
+	const char *cwd;        /* NULL: GUEST_HOME */
+	const json_t *env;      /* object of strings, or NULL */
+	const char *stdin_data; /* NULL: /dev/null */
 	size_t stdin_len;
-	int timeout_s;             /* inside the guest; 0 = none */
+	int timeout_s; /* inside the guest; 0 = none */
 };
 
 /* Log paths of a command (inside the guest). */
 void guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size_t en);
 
 /* Starts a command; returns the guest pid of its supervisor. */
-int guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r,
-    long *pid, struct err *e);
+int guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r, long *pid,
+    struct err *e);
 
 /* Polls until the command ends, `deadline_ms` (monotonic) passes or
  * *cancel is set. Returns 1 when it ended (exit_code set; 124 = timed out
  * inside the guest; sizes of its logs, -1 when unknown), 0 when it is
  * still running, -1 on error. */
-int guest_run_wait(struct vm_host *h, const char *dom, long pid,
-    long long deadline_ms, const atomic_int *cancel, int *exit_code,
-    long long *out_size, long long *err_size, struct err *e);
+int guest_run_wait(struct vm_host *h, const char *dom, long pid, long long deadline_ms,
+    const atomic_int *cancel, int *exit_code, long long *out_size, long long *err_size,
+    struct err *e);
 
 /* Reads up to `max` bytes of a log file from the start; `total` is the
  * whole size. `known_size` (-1 when unknown) saves asking for it. */
@@ -50,18 +50,16 @@ int guest_read_log(struct vm_host *h, const char *dom, const char *path, size_t 
     long long known_size, char **data, size_t *len, long long *total, struct err *e);
 
 /* Writes a file as the sandbox user (never through a shell). */
-int guest_put_file(struct vm_host *h, const char *dom, const char *path,
-    const unsigned char *data, size_t len, unsigned mode, int make_parents,
-    struct err *e);
+int guest_put_file(struct vm_host *h, const char *dom, const char *path, const unsigned char *data,
+    size_t len, unsigned mode, int make_parents, struct err *e);
 
 /* Reads [offset, offset+length) of a file as the sandbox user. */
-int guest_get_file(struct vm_host *h, const char *dom, const char *path,
-    long long offset, size_t length, unsigned char **data, size_t *len,
-    long long *total, struct err *e);
+int guest_get_file(struct vm_host *h, const char *dom, const char *path, long long offset,
+    size_t length, unsigned char **data, size_t *len, long long *total, struct err *e);
 
 /* Lists a tree as the sandbox user: array of {path,type,size,mode,mtime}. */
-json_t *guest_list_files(struct vm_host *h, const char *dom, const char *path,
-    int depth, int limit, int *truncated, struct err *e);
+json_t *guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth, int limit,
+    int *truncated, struct err *e);
 
 /* Sends SIGTERM to a command's supervisor, which forwards it to the
  * command's whole process group. */

@@ -37,7 +37,8 @@ netguard_ruleset(uid_t uid, char *out, size_t n)
 	    "\t\tmeta skuid %u ip daddr 169.254.0.0/16 counter reject\n"
 	    "\t\tmeta skuid %u ip6 daddr fe80::/10 counter reject\n"
 	    "\t}\n"
-	    "}\n", (unsigned)uid, (unsigned)uid, (unsigned)uid, (unsigned)uid);
+	    "}\n",
+	    (unsigned)uid, (unsigned)uid, (unsigned)uid, (unsigned)uid);
 	return r < 0 || (size_t)r >= n ? -1 : 0;
 }
 
@@ -107,7 +108,8 @@ run_nft(char *const argv[], const char *input, char *out, size_t outn, struct er
 			if (r == 0)
 				break;
 			if (r > 0 && used + 1 < outn) {
-				size_t k = (size_t)r < outn - 1 - used ? (size_t)r : outn - 1 - used;
+				size_t k = (size_t)r < outn - 1 - used ? (size_t)r :
+									 outn - 1 - used;
 				memcpy(out + used, buf, k);
 				used += k;
 				out[used] = '\0';

@@ -47,7 +47,7 @@ struct orch {
 
 	pthread_mutex_t lock;
 	pthread_cond_t ready_cond;
-	int ready;                 /* 1 ok, -1 failed, 0 still starting */
+	int ready; /* 1 ok, -1 failed, 0 still starting */
 	struct err ready_err;
 	enum vm_accel accel;
 	char accel_reason[640];
@@ -90,7 +90,6 @@ orch_disk_path(struct orch *o, const char *id, char *out, size_t n)
 	snprintf(out, n, "%s/%s/disk.qcow2", o->vms_dir, id);
 }
 
-
 /* Runs a program and waits; stdout/stderr go to /dev/null. */
 static int
 run_quiet(char *const argv[], struct err *e)
@@ -128,8 +127,8 @@ file_ok(const char *path)
 /* Per-VM directory with the overlay and the console log, owned by the
  * QEMU user (libvirt is told not to relabel files). */
 static int
-make_vm_files(struct orch *o, const char *id, char *disk, size_t dn,
-    char *console, size_t cn, struct err *e)
+make_vm_files(struct orch *o, const char *id, char *disk, size_t dn, char *console, size_t cn,
+    struct err *e)
 {
 	char dir[ORCH_PATH_MAX + 64];
 	int fd;
@@ -141,15 +140,14 @@ make_vm_files(struct orch *o, const char *id, char *disk, size_t dn,
 	}
 	snprintf(disk, dn, "%s/disk.qcow2", dir);
 	snprintf(console, cn, "%s/console.log", dir);
-	char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2",
-		"-b", o->base, disk, NULL };
+	char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", o->base,
+		disk, NULL };
 	if (run_quiet(argv, e) < 0)
 		return -1;
 	fd = open(console, O_WRONLY | O_CREAT | O_TRUNC, 0640);
 	if (fd >= 0)
 		close(fd);
-	if (chown(dir, o->qemu_uid, o->qemu_gid) < 0 ||
-	    chown(disk, o->qemu_uid, o->qemu_gid) < 0 ||
+	if (chown(dir, o->qemu_uid, o->qemu_gid) < 0 || chown(disk, o->qemu_uid, o->qemu_gid) < 0 ||
 	    chown(console, o->qemu_uid, o->qemu_gid) < 0) {
 		err_set(e, ERR_INTERNAL, "cannot hand VM files to %s: %s", o->qemu_user,
 		    strerror(errno));
@@ -182,15 +180,18 @@ static const char *
 cmdline_for(enum vm_net net)
 {
 	switch (net) {
-	case VM_NET_NAT: return ORCH_CMDLINE " aas.net=nat";
-	case VM_NET_ISOLATED: return ORCH_CMDLINE " aas.net=isolated";
-	default: return ORCH_CMDLINE;
+	case VM_NET_NAT:
+		return ORCH_CMDLINE " aas.net=nat";
+	case VM_NET_ISOLATED:
+		return ORCH_CMDLINE " aas.net=isolated";
+	default:
+		return ORCH_CMDLINE;
 	}
 }
 
 static void
-fill_spec(struct orch *o, struct vm_spec *s, const char *name, enum vm_accel accel,
-    int vcpus, int mem, const char *disk, const char *console, char *agent, size_t an)
+fill_spec(struct orch *o, struct vm_spec *s, const char *name, enum vm_accel accel, int vcpus,
+    int mem, const char *disk, const char *console, char *agent, size_t an)
 {
 	agent_socket_path(name, agent, an);
 	memset(s, 0, sizeof(*s));
@@ -220,7 +221,8 @@ wait_agent(struct vm_host *h, const char *name, long long deadline, struct err *
 			return -1;
 		}
 		if (clock_ms() > deadline) {
-			err_set(e, ERR_TIMEOUT, "the guest agent did not answer in time (%s)", pe.msg);
+			err_set(e, ERR_TIMEOUT, "the guest agent did not answer in time (%s)",
+			    pe.msg);
 			return -1;
 		}
 		usleep(50 * 1000);
@@ -228,9 +230,8 @@ wait_agent(struct vm_host *h, const char *name, long long deadline, struct err *
 }
 
 static int
-boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel,
-    enum vm_net net, int vcpus, int mem, int timeout_ms, orch_progress_fn fn, void *ctx,
-    struct err *e)
+boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel, enum vm_net net,
+    int vcpus, int mem, int timeout_ms, orch_progress_fn fn, void *ctx, struct err *e)
 {
 	char disk[ORCH_PATH_MAX + 96], console[ORCH_PATH_MAX + 96], name[128], agent[160];
 	struct vm_spec spec;
@@ -332,7 +333,7 @@ starter_main(void *p)
 		char id[48];
 		snprintf(id, sizeof(id), "kvmprobe-%d", (int)getpid());
 		if (boot_with(o, o->hosts[0], id, VM_ACCEL_KVM, VM_NET_NONE, 1, 256,
-		    o->kvm_probe_timeout_s * 1000, NULL, NULL, &e) == 0) {
+			o->kvm_probe_timeout_s * 1000, NULL, NULL, &e) == 0) {
 			o->accel = VM_ACCEL_KVM;
 			orch_destroy(o, vm_host_uri(o->hosts[0]), id, &e);
 		} else {
@@ -575,8 +576,8 @@ orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int 
 	for (size_t i = 0; i < o->n_hosts; i++)
 		if (o->hosts[i] == h)
 			atomic_fetch_add(&o->started[i], 1);
-	return boot_with(o, h, id, o->accel, net, vcpus, memory_mib,
-	    o->boot_timeout_s * 1000, fn, ctx, e);
+	return boot_with(o, h, id, o->accel, net, vcpus, memory_mib, o->boot_timeout_s * 1000, fn,
+	    ctx, e);
 }
 
 /* A loopback port free right now (the kernel's choice), or a random one
@@ -607,8 +608,8 @@ pick_loopback_port(void)
 }
 
 int
-orch_forward_add(struct orch *o, const char *uri, const char *id, int guest_port,
-    int *host_port, struct err *e)
+orch_forward_add(struct orch *o, const char *uri, const char *id, int guest_port, int *host_port,
+    struct err *e)
 {
 	struct vm_host *h = host_or_err(o, uri, e);
 	char name[128], cmd[128], reply[256];
@@ -621,8 +622,8 @@ orch_forward_add(struct orch *o, const char *uri, const char *id, int guest_port
 
 		if (hp <= 0)
 			continue;
-		snprintf(cmd, sizeof(cmd), "hostfwd_add %s tcp:127.0.0.1:%d-:%d", VM_NETDEV_ID,
-		    hp, guest_port);
+		snprintf(cmd, sizeof(cmd), "hostfwd_add %s tcp:127.0.0.1:%d-:%d", VM_NETDEV_ID, hp,
+		    guest_port);
 		if (vm_monitor_hmp(h, name, cmd, reply, sizeof(reply), e) < 0)
 			return -1;
 		/* QEMU answers nothing on success, a sentence on failure. */
@@ -642,8 +643,7 @@ orch_forward_add(struct orch *o, const char *uri, const char *id, int guest_port
 }
 
 int
-orch_forward_remove(struct orch *o, const char *uri, const char *id, int host_port,
-    struct err *e)
+orch_forward_remove(struct orch *o, const char *uri, const char *id, int host_port, struct err *e)
 {
 	struct vm_host *h = host_or_err(o, uri, e);
 	char name[128], cmd[128], reply[256];
@@ -736,8 +736,7 @@ orch_vm_exists(struct orch *o, const char *uri, const char *id, struct err *e)
 }
 
 int
-orch_vm_stats(struct orch *o, const char *uri, const char *id, struct vm_stats *out,
-    struct err *e)
+orch_vm_stats(struct orch *o, const char *uri, const char *id, struct vm_stats *out, struct err *e)
 {
 	struct vm_host *h = orch_host_by_uri(o, uri);
 	char domain[64];

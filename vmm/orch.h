@@ -39,8 +39,7 @@ struct orch_config {
 
 struct orch;
 
-typedef void (*orch_progress_fn)(void *ctx, double progress, double total,
-    const char *message);
+typedef void (*orch_progress_fn)(void *ctx, double progress, double total, const char *message);
 
 /* Opens every host and starts choosing the accelerator in the background
  * (a probe boot under ORCH_VIRT_AUTO takes seconds). */

@@ -110,7 +110,8 @@ prepare_embed_root(const char *uri, const char *qemu_user, struct err *e)
 	if (strncmp(uri, "qemu:///embed", 13) != 0)
 		return 0;
 	if (root == NULL || root[5] != '/') {
-		err_set(e, ERR_INVALID, "AAS_LIBVIRT_URI: qemu:///embed needs root=<absolute path>");
+		err_set(e, ERR_INVALID,
+		    "AAS_LIBVIRT_URI: qemu:///embed needs root=<absolute path>");
 		return -1;
 	}
 	root += 5;
@@ -133,12 +134,14 @@ prepare_embed_root(const char *uri, const char *qemu_user, struct err *e)
 		err_set(e, ERR_INTERNAL, "cannot write %s: %s", path, strerror(errno));
 		return -1;
 	}
-	fprintf(f, "# written by aasd at start; edits are overwritten\n"
+	fprintf(f,
+	    "# written by aasd at start; edits are overwritten\n"
 	    "stdio_handler = \"file\"\n"
 	    "user = \"%s\"\n"
 	    "group = \"%s\"\n"
 	    "dynamic_ownership = 0\n"
-	    "remember_owner = 0\n", qemu_user, qemu_user);
+	    "remember_owner = 0\n",
+	    qemu_user, qemu_user);
 	if (fclose(f) != 0) {
 		err_set(e, ERR_INTERNAL, "cannot write %s", path);
 		return -1;
@@ -236,8 +239,8 @@ out:
 }
 
 int
-vm_monitor_hmp(struct vm_host *h, const char *name, const char *cmd, char *reply,
-    size_t rn, struct err *e)
+vm_monitor_hmp(struct vm_host *h, const char *name, const char *cmd, char *reply, size_t rn,
+    struct err *e)
 {
 	virConnectPtr c = vm_host_conn(h);
 	virDomainPtr d = NULL;
@@ -253,8 +256,7 @@ vm_monitor_hmp(struct vm_host *h, const char *name, const char *cmd, char *reply
 		err_set(e, ERR_NOT_FOUND, "VM %s is not running", name);
 		goto out;
 	}
-	if (virDomainQemuMonitorCommand(d, cmd, &answer,
-	    VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP) < 0) {
+	if (virDomainQemuMonitorCommand(d, cmd, &answer, VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP) < 0) {
 		err_set(e, ERR_UNAVAILABLE, "monitor of %s: %s", name, last_error());
 		goto out;
 	}
@@ -285,7 +287,8 @@ vm_destroy(struct vm_host *h, const char *name, struct err *e)
 			virErrorPtr ve = virGetLastError();
 			/* Gone in between: that is what we wanted. */
 			if (ve == NULL || ve->code != VIR_ERR_NO_DOMAIN) {
-				err_set(e, ERR_UNAVAILABLE, "cannot destroy %s: %s", name, last_error());
+				err_set(e, ERR_UNAVAILABLE, "cannot destroy %s: %s", name,
+				    last_error());
 				rc = -1;
 			}
 		}
@@ -323,8 +326,7 @@ vm_names_free(char **names, size_t n)
 }
 
 int
-vm_list(struct vm_host *h, const char *prefix, char ***names, size_t *n,
-    struct err *e)
+vm_list(struct vm_host *h, const char *prefix, char ***names, size_t *n, struct err *e)
 {
 	virConnectPtr c = vm_host_conn(h);
 	virDomainPtr *doms = NULL;

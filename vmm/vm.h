@@ -16,9 +16,9 @@ struct vm_host;
 struct vm_stats {
 	int running;
 	unsigned long long cpu_time_ns;
-	unsigned long memory_kib;      /* guest memory in use */
+	unsigned long memory_kib; /* guest memory in use */
 	unsigned long max_memory_kib;
-	unsigned long long rss_kib;    /* QEMU's resident memory on the host */
+	unsigned long long rss_kib; /* QEMU's resident memory on the host */
 };
 
 /* Starts libvirt's default event loop in its own thread; once per
@@ -45,14 +45,12 @@ int vm_destroy(struct vm_host *h, const char *name, struct err *e);
 int vm_exists(struct vm_host *h, const char *name, struct err *e);
 /* Names of running domains starting with `prefix` (malloc'd array of
  * malloc'd strings; free with vm_names_free). */
-int vm_list(struct vm_host *h, const char *prefix, char ***names, size_t *n,
-    struct err *e);
+int vm_list(struct vm_host *h, const char *prefix, char ***names, size_t *n, struct err *e);
 void vm_names_free(char **names, size_t n);
 /* One human-monitor command (e.g. hostfwd_add); QEMU's answer, empty on
  * success for most commands, is copied to reply (truncated to rn). */
-int vm_monitor_hmp(struct vm_host *h, const char *name, const char *cmd, char *reply,
-    size_t rn, struct err *e);
-int vm_stats(struct vm_host *h, const char *name, struct vm_stats *out,
+int vm_monitor_hmp(struct vm_host *h, const char *name, const char *cmd, char *reply, size_t rn,
     struct err *e);
+int vm_stats(struct vm_host *h, const char *name, struct vm_stats *out, struct err *e);
 
 #endif

@@ -28,9 +28,12 @@ const char *
 vm_net_name(enum vm_net n)
 {
 	switch (n) {
-	case VM_NET_NAT: return "nat";
-	case VM_NET_ISOLATED: return "isolated";
-	default: return "none";
+	case VM_NET_NAT:
+		return "nat";
+	case VM_NET_ISOLATED:
+		return "isolated";
+	default:
+		return "none";
 	}
 }
 
@@ -45,14 +48,24 @@ xml_escape(const char *in, char *out, size_t n)
 		char one[2] = { *p, '\0' };
 
 		switch (*p) {
-		case '&': rep = "&amp;"; break;
-		case '<': rep = "&lt;"; break;
-		case '>': rep = "&gt;"; break;
-		case '"': rep = "&quot;"; break;
-		case '\'': rep = "&apos;"; break;
+		case '&':
+			rep = "&amp;";
+			break;
+		case '<':
+			rep = "&lt;";
+			break;
+		case '>':
+			rep = "&gt;";
+			break;
+		case '"':
+			rep = "&quot;";
+			break;
+		case '\'':
+			rep = "&apos;";
+			break;
 		default:
 			if ((unsigned char)*p < 0x20)
-				return -1;  /* no control characters in paths or names */
+				return -1; /* no control characters in paths or names */
 			rep = one;
 		}
 		size_t l = strlen(rep);
@@ -75,8 +88,7 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	char *xml = NULL;
 	int n;
 
-	if (s->vcpus < 1 || s->vcpus > 64 || s->memory_mib < 64 ||
-	    s->memory_mib > 1024 * 1024) {
+	if (s->vcpus < 1 || s->vcpus > 64 || s->memory_mib < 64 || s->memory_mib > 1024 * 1024) {
 		err_set(e, ERR_INVALID, "vm: bad size (%d vCPU, %d MiB)", s->vcpus, s->memory_mib);
 		return NULL;
 	}
@@ -86,7 +98,8 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    xml_escape(s->cmdline, cmdline, sizeof(cmdline)) < 0 ||
 	    xml_escape(s->disk, disk, sizeof(disk)) < 0 ||
 	    xml_escape(s->console_log, console, sizeof(console)) < 0 ||
-	    xml_escape(s->agent_socket, agent, sizeof(agent)) < 0 || strlen(s->agent_socket) > 100) {
+	    xml_escape(s->agent_socket, agent, sizeof(agent)) < 0 ||
+	    strlen(s->agent_socket) > 100) {
 		err_set(e, ERR_INVALID, "vm: a name or path is too long or has control characters");
 		return NULL;
 	}
@@ -152,10 +165,10 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    "  </devices>\n"
 	    "%s"
 	    "</domain>\n",
-	    s->accel == VM_ACCEL_KVM ? "kvm" : "qemu", name, s->memory_mib, s->vcpus,
-	    kernel, initrd, cmdline, tcg,
-	    s->accel == VM_ACCEL_KVM ? "  <cpu mode='host-passthrough'/>\n" : "",
-	    disk, agent, console, net);
+	    s->accel == VM_ACCEL_KVM ? "kvm" : "qemu", name, s->memory_mib, s->vcpus, kernel,
+	    initrd, cmdline, tcg,
+	    s->accel == VM_ACCEL_KVM ? "  <cpu mode='host-passthrough'/>\n" : "", disk, agent,
+	    console, net);
 	if (n < 0 || n >= VM_XML_MAX) {
 		free(xml);
 		err_set(e, ERR_INTERNAL, "vm: domain XML too long");

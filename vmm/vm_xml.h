@@ -14,20 +14,19 @@ enum vm_net { VM_NET_NONE, VM_NET_NAT, VM_NET_ISOLATED };
 /* QEMU id of the user-mode netdev; forwards are added to it by name. */
 #define VM_NETDEV_ID "aasnet"
 
-
 struct vm_spec {
-	const char *name;          /* domain name, e.g. "aas-sbx-..." */
+	const char *name; /* domain name, e.g. "aas-sbx-..." */
 	enum vm_accel accel;
 	int vcpus;
 	int memory_mib;
-	const char *kernel;        /* absolute paths */
+	const char *kernel; /* absolute paths */
 	const char *initrd;
 	const char *cmdline;
-	const char *disk;          /* per-sandbox qcow2 overlay */
-	const char *console_log;   /* serial console written here */
-	const char *agent_socket;  /* guest agent channel; a short path (unix
+	const char *disk;         /* per-sandbox qcow2 overlay */
+	const char *console_log;  /* serial console written here */
+	const char *agent_socket; /* guest agent channel; a short path (unix
 	                            * sockets allow ~107 bytes) */
-	int tb_cache_mib;          /* TCG translation cache; 0 = QEMU default */
+	int tb_cache_mib;         /* TCG translation cache; 0 = QEMU default */
 	enum vm_net net;
 };
 

@@ -31,8 +31,8 @@ extract(const char *authorization, const char *x_api_key)
 }
 
 static void
-expect_key(const char *authorization, const char *x_api_key,
-    const char *base, size_t off, size_t len)
+expect_key(const char *authorization, const char *x_api_key, const char *base, size_t off,
+    size_t len)
 {
 	struct got g = extract(authorization, x_api_key);
 
@@ -46,15 +46,14 @@ expect_key(const char *authorization, const char *x_api_key,
 }
 
 static void
-expect_malformed(const char *authorization, const char *x_api_key,
-    const char *why)
+expect_malformed(const char *authorization, const char *x_api_key, const char *why)
 {
 	struct got g = extract(authorization, x_api_key);
 
 	if (g.rc != AUTH_MALFORMED)
 		fail_msg("[%s] [%s]: rc %d, want AUTH_MALFORMED",
-		    authorization ? authorization : "NULL",
-		    x_api_key ? x_api_key : "NULL", (int)g.rc);
+		    authorization ? authorization : "NULL", x_api_key ? x_api_key : "NULL",
+		    (int)g.rc);
 	assert_null(g.key);
 	assert_int_equal(g.len, 0);
 	assert_non_null(g.why);
@@ -114,25 +113,32 @@ static void
 test_both_disagree(void **state)
 {
 	(void)state;
-	expect_malformed("Bearer KEY1", "KEY2",
-	    "Authorization and x-api-key carry different keys");
+	expect_malformed("Bearer KEY1", "KEY2", "Authorization and x-api-key carry different keys");
 	/* A prefix of the other is still different. */
-	expect_malformed("Bearer KEY", "KEY1",
-	    "Authorization and x-api-key carry different keys");
-	expect_malformed("Bearer KEY1", "KEY",
-	    "Authorization and x-api-key carry different keys");
+	expect_malformed("Bearer KEY", "KEY1", "Authorization and x-api-key carry different keys");
+	expect_malformed("Bearer KEY1", "KEY", "Authorization and x-api-key carry different keys");
 	/* Keys are case-sensitive even though the scheme is not. */
-	expect_malformed("Bearer key", "KEY",
-	    "Authorization and x-api-key carry different keys");
+	expect_malformed("Bearer key", "KEY", "Authorization and x-api-key carry different keys");
 }
 
 static void
 test_bad_authorization(void **state)
 {
 	static const char *const bad[] = {
-		"Basic abc", "Basic dXNlcjpwYXNz", "Token KEY", "BearerKEY",
-		"Bearer", "bearer", "Bearer ", "Bearer \t ", "", "   ", "KEY",
-		"Bear KEY", "Bearer-KEY", "Bearer:KEY",
+		"Basic abc",
+		"Basic dXNlcjpwYXNz",
+		"Token KEY",
+		"BearerKEY",
+		"Bearer",
+		"bearer",
+		"Bearer ",
+		"Bearer \t ",
+		"",
+		"   ",
+		"KEY",
+		"Bear KEY",
+		"Bearer-KEY",
+		"Bearer:KEY",
 	};
 
 	(void)state;
@@ -152,11 +158,9 @@ test_bad_authorization(void **state)
 	g = extract("Bearer secret1", "secret2");
 	assert_int_equal(g.rc, AUTH_MALFORMED);
 	assert_null(strstr(g.why, "secret"));
-	expect_malformed("Basic abc", NULL,
-	    "the Authorization header must be 'Bearer <key>'");
+	expect_malformed("Basic abc", NULL, "the Authorization header must be 'Bearer <key>'");
 	/* A bad Authorization is refused even when x-api-key is fine. */
-	expect_malformed("Basic abc", "KEY",
-	    "the Authorization header must be 'Bearer <key>'");
+	expect_malformed("Basic abc", "KEY", "the Authorization header must be 'Bearer <key>'");
 }
 
 static void

@@ -17,7 +17,7 @@
 #include "bridge/br_io.h"
 #include "bridge/br_local.h"
 
-static char base[256];      /* mkdtemp: holds root/ and outside/ */
+static char base[256]; /* mkdtemp: holds root/ and outside/ */
 static char root[300];
 
 static void
@@ -109,7 +109,7 @@ test_scan_plain(void **state)
 	err_clear(&e);
 	t = scan(1, w, &e);
 	assert_non_null(t);
-	assert_int_equal(br_tree_count(t), 3);       /* src, src/a.c, top.txt; not .git */
+	assert_int_equal(br_tree_count(t), 3); /* src, src/a.c, top.txt; not .git */
 	assert_int_equal(br_tree_find(t, "src")->type, 'd');
 	assert_int_equal(br_tree_find(t, "src/a.c")->size, 7);
 	assert_null(br_tree_find(t, ".git/HEAD"));
@@ -127,9 +127,9 @@ test_scan_links(void **state)
 	const struct br_entry *en;
 
 	(void)state;
-	link_("src/a.c", "root/alias.c");           /* inside: sent as the file */
-	link_("no-such-file", "root/dangling");     /* warned about */
-	link_("src", "root/srcdir");                /* a directory: warned about */
+	link_("src/a.c", "root/alias.c");       /* inside: sent as the file */
+	link_("no-such-file", "root/dangling"); /* warned about */
+	link_("src", "root/srcdir");            /* a directory: warned about */
 	err_clear(&e);
 	t = scan(1, w, &e);
 	assert_non_null(t);
@@ -220,7 +220,7 @@ test_atomic_write(void **state)
 	assert_non_null(f);
 	assert_int_equal(br_lfile_write(f, "hello", 5, &e), 0);
 	snprintf(p, sizeof(p), "%s/new/deeper/out.txt", root);
-	assert_int_equal(stat(p, &st), -1);          /* not there before the commit */
+	assert_int_equal(stat(p, &st), -1); /* not there before the commit */
 	assert_int_equal(br_lfile_commit(f, 0750, 1600000000, &e), 0);
 	assert_int_equal(stat(p, &st), 0);
 	assert_int_equal(st.st_mtime, 1600000000);
@@ -233,7 +233,8 @@ test_atomic_write(void **state)
 	br_lfile_abort(NULL);
 	snprintf(p, sizeof(p), "%s/new/aborted.txt", root);
 	assert_int_equal(stat(p, &st), -1);
-	assert_int_equal(system("test -z \"$(ls -A /tmp/test_bridge_local.*/root/new | grep aas-sync)\""), 0);
+	assert_int_equal(
+	    system("test -z \"$(ls -A /tmp/test_bridge_local.*/root/new | grep aas-sync)\""), 0);
 }
 
 static void
@@ -272,12 +273,12 @@ test_remove(void **state)
 
 	(void)state;
 	err_clear(&e);
-	assert_int_equal(br_local_remove(root, "src/leak", 0, &e), 1);  /* the link only */
+	assert_int_equal(br_local_remove(root, "src/leak", 0, &e), 1); /* the link only */
 	assert_int_equal(br_local_remove(root, "src/up", 0, &e), 1);
 	read_back("outside/secret", "s");
-	assert_int_equal(br_local_remove(root, "src", 1, &e), 0);      /* not empty */
+	assert_int_equal(br_local_remove(root, "src", 1, &e), 0); /* not empty */
 	assert_int_equal(br_local_remove(root, "src/a.c", 0, &e), 1);
-	assert_int_equal(br_local_remove(root, "src/a.c", 0, &e), 0);  /* already gone */
+	assert_int_equal(br_local_remove(root, "src/a.c", 0, &e), 0); /* already gone */
 	assert_int_equal(br_local_remove(root, "src", 1, &e), 1);
 	assert_int_equal(br_local_remove(root, "exit/secret", 0, &e), -1);
 	read_back("outside/secret", "s");
@@ -289,7 +290,10 @@ static void
 test_lines(void **state)
 {
 	int fds[2];
-	const char data[] = "{\"a\":1}\r\n\n" "0123456789abcdef\n" "ok\n" "tail";
+	const char data[] = "{\"a\":1}\r\n\n"
+			    "0123456789abcdef\n"
+			    "ok\n"
+			    "tail";
 	struct br_in *in;
 	char *line;
 	size_t len;
@@ -330,7 +334,7 @@ test_long_line_across_reads(void **state)
 	assert_int_equal(pipe(fds), 0);
 	if (fork() == 0) {
 		close(fds[0]);
-		for (size_t off = 0; off < big + 4; ) {
+		for (size_t off = 0; off < big + 4;) {
 			ssize_t w = write(fds[1], buf + off, big + 4 - off);
 			if (w <= 0)
 				_exit(1);

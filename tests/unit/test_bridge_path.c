@@ -56,10 +56,10 @@ test_given_excludes_replace_defaults(void **state)
 	assert_true(br_excl_match(x, "src/deep/b.o"));
 	assert_true(br_excl_match(x, "build"));
 	assert_true(br_excl_match(x, "build/out/x"));
-	assert_false(br_excl_match(x, "src/build/x"));   /* anchored at the root */
+	assert_false(br_excl_match(x, "src/build/x")); /* anchored at the root */
 	assert_true(br_excl_match(x, "docs/a.tmp"));
-	assert_false(br_excl_match(x, "docs/sub/a.tmp"));  /* '*' does not cross '/' */
-	assert_false(br_excl_match(x, ".git/config"));      /* defaults replaced */
+	assert_false(br_excl_match(x, "docs/sub/a.tmp")); /* '*' does not cross '/' */
+	assert_false(br_excl_match(x, ".git/config"));    /* defaults replaced */
 	assert_false(br_excl_match(none, ".git"));
 	br_excl_free(x);
 	br_excl_free(none);

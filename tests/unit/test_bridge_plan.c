@@ -16,8 +16,11 @@
 static struct br_entry
 ent(const char *rel, char type, long long size, long long mtime)
 {
-	struct br_entry e = { .rel = (char *)rel, .type = type, .size = size, .mtime = mtime,
-	    .mode = 0644 };
+	struct br_entry e = { .rel = (char *)rel,
+		.type = type,
+		.size = size,
+		.mtime = mtime,
+		.mode = 0644 };
 	return e;
 }
 
@@ -36,9 +39,9 @@ test_plan_file(void **state)
 	assert_int_equal(br_plan_file(&src, NULL), BR_SEND);
 	assert_int_equal(br_plan_file(&src, &same), BR_SKIP);
 	assert_int_equal(br_plan_file(&src, &bigger), BR_SEND);
-	assert_int_equal(br_plan_file(&src, &newer), BR_SEND);   /* older or newer alike */
+	assert_int_equal(br_plan_file(&src, &newer), BR_SEND); /* older or newer alike */
 	assert_int_equal(br_plan_file(&src, &unknown), BR_SEND);
-	assert_int_equal(br_plan_file(&src, &link), BR_SEND);    /* a link is replaced */
+	assert_int_equal(br_plan_file(&src, &link), BR_SEND); /* a link is replaced */
 	assert_int_equal(br_plan_file(&src, &dir), BR_CONFLICT);
 }
 
@@ -59,12 +62,19 @@ static void
 test_extras(void **state)
 {
 	const struct br_entry s[] = {
-		ent("src", 'd', 0, 1), ent("src/a.c", 'f', 1, 1), ent("was_dir", 'f', 1, 1),
+		ent("src", 'd', 0, 1),
+		ent("src/a.c", 'f', 1, 1),
+		ent("was_dir", 'f', 1, 1),
 	};
 	const struct br_entry d[] = {
-		ent("src", 'd', 0, 1), ent("src/a.c", 'f', 1, 1), ent("src/old.c", 'f', 1, 1),
-		ent("gone", 'd', 0, 1), ent("gone/x", 'f', 1, 1), ent("was_dir", 'd', 0, 1),
-		ent(".git", 'd', 0, 1), ent("keep/node_modules", 'd', 0, 1),
+		ent("src", 'd', 0, 1),
+		ent("src/a.c", 'f', 1, 1),
+		ent("src/old.c", 'f', 1, 1),
+		ent("gone", 'd', 0, 1),
+		ent("gone/x", 'f', 1, 1),
+		ent("was_dir", 'd', 0, 1),
+		ent(".git", 'd', 0, 1),
+		ent("keep/node_modules", 'd', 0, 1),
 	};
 	struct br_tree *src = tree(s, sizeof(s) / sizeof(s[0]));
 	struct br_tree *dst = tree(d, sizeof(d) / sizeof(d[0]));
@@ -79,8 +89,8 @@ test_extras(void **state)
 	assert_true(br_plan_extra(src, br_tree_find(dst, "src/old.c"), x));
 	assert_true(br_plan_extra(src, br_tree_find(dst, "gone"), x));
 	assert_true(br_plan_extra(src, br_tree_find(dst, "gone/x"), x));
-	assert_true(br_plan_extra(src, br_tree_find(dst, "was_dir"), x));   /* kind changed */
-	assert_false(br_plan_extra(src, br_tree_find(dst, ".git"), x));     /* excluded stays */
+	assert_true(br_plan_extra(src, br_tree_find(dst, "was_dir"), x)); /* kind changed */
+	assert_false(br_plan_extra(src, br_tree_find(dst, ".git"), x));   /* excluded stays */
 	assert_false(br_plan_extra(src, br_tree_find(dst, "keep/node_modules"), x));
 	br_excl_free(x);
 	br_tree_free(src);
@@ -92,7 +102,7 @@ test_tree_sorted_and_bounded(void **state)
 {
 	struct br_tree *t = br_tree_new(3);
 	struct br_entry a = ent("b/c", 'f', 1, 1), b = ent("a.txt", 'f', 1, 1),
-	    c = ent("b", 'd', 0, 1), d = ent("z", 'f', 1, 1);
+			c = ent("b", 'd', 0, 1), d = ent("z", 'f', 1, 1);
 	struct err e;
 
 	(void)state;
@@ -106,7 +116,7 @@ test_tree_sorted_and_bounded(void **state)
 	assert_int_equal(br_tree_count(t), 3);
 	assert_string_equal(br_tree_at(t, 0)->rel, "a.txt");
 	assert_string_equal(br_tree_at(t, 1)->rel, "b");
-	assert_string_equal(br_tree_at(t, 2)->rel, "b/c");   /* a child after its parent */
+	assert_string_equal(br_tree_at(t, 2)->rel, "b/c"); /* a child after its parent */
 	assert_null(br_tree_at(t, 3));
 	assert_non_null(br_tree_find(t, "b/c"));
 	assert_null(br_tree_find(t, "b/d"));

@@ -102,7 +102,8 @@ test_build_escapes(void **state)
 	br_url_query(u, "path", "/home/sandbox/x y+z&w=1/é");
 	br_url_query(u, "depth", "3");
 	br_url_query(u, "skip", NULL);
-	assert_string_equal(br_url_str(u, &e), "http://h/v1/sandboxes/sbx-0123456789abcdef/files/"
+	assert_string_equal(br_url_str(u, &e),
+	    "http://h/v1/sandboxes/sbx-0123456789abcdef/files/"
 	    "a%2Fb%20%3F%23?path=%2Fhome%2Fsandbox%2Fx%20y%2Bz%26w%3D1%2F%C3%A9&depth=3");
 	br_url_free(u);
 }
@@ -111,7 +112,8 @@ static void
 test_build_query_json(void **state)
 {
 	struct br_url *u = br_url_new("http://h/v1");
-	json_t *n = json_integer(42), *t = json_true(), *s = json_string("run ning"), *o = json_object();
+	json_t *n = json_integer(42), *t = json_true(), *s = json_string("run ning"),
+	       *o = json_object();
 	struct err e;
 
 	(void)state;
@@ -142,7 +144,7 @@ test_build_overflow_is_sticky(void **state)
 	memset(big, '/', BR_URL_MAX - 1);
 	big[BR_URL_MAX - 1] = '\0';
 	err_clear(&e);
-	br_url_query(u, "path", big);   /* each '/' takes three bytes */
+	br_url_query(u, "path", big); /* each '/' takes three bytes */
 	br_url_query(u, "x", "1");
 	assert_null(br_url_str(u, &e));
 	assert_int_equal(e.kind, ERR_INVALID);
@@ -202,9 +204,9 @@ test_config_bad_values(void **state)
 {
 	static const char *const newline_key[] = { "AAS_API_KEY", "aas_sk_a\r\nX-Evil: 1", NULL };
 	static const char *const bad_timeout[] = { "AAS_API_KEY", "k", "AAS_CONNECT_TIMEOUT_S",
-	    "10s", NULL };
+		"10s", NULL };
 	static const char *const zero[] = { "AAS_API_KEY", "k", "AAS_REQUEST_TIMEOUT_S", "0",
-	    NULL };
+		NULL };
 	struct br_config c;
 	struct err e;
 
@@ -212,7 +214,7 @@ test_config_bad_values(void **state)
 	env_table = newline_key;
 	err_clear(&e);
 	assert_int_equal(br_config_load(&c, table_get, &e), -1);
-	assert_null(strstr(e.msg, "aas_sk_a"));   /* the key is never shown */
+	assert_null(strstr(e.msg, "aas_sk_a")); /* the key is never shown */
 	env_table = bad_timeout;
 	err_clear(&e);
 	assert_int_equal(br_config_load(&c, table_get, &e), -1);

@@ -36,13 +36,16 @@ test_card_describes_transport_and_tools(void **state)
 	card = card_build(&cfg);
 	assert_non_null(card);
 	assert_string_equal(json_string_value(json_object_get(json_object_get(card, "serverInfo"),
-	    "name")), "aas");
+				"name")),
+	    "aas");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(card, "transport"),
-	    "url")), "https://api.example.com/v1/mcp");
+				"url")),
+	    "https://api.example.com/v1/mcp");
 	tools = json_object_get(card, "tools");
 	assert_int_equal(json_array_size(tools), 12);
 	json_array_foreach(tools, i, t) {
-		assert_string_equal(json_string_value(json_object_get(t, "name")), tools_name_at(i));
+		assert_string_equal(json_string_value(json_object_get(t, "name")),
+		    tools_name_at(i));
 		assert_true(json_equal(json_object_get(t, "inputSchema"),
 		    tools_field_at(i, "inputSchema")));
 		assert_non_null(json_object_get(t, "description"));
@@ -63,9 +66,11 @@ test_config_schema_sends_the_key_as_x_api_key(void **state)
 	key = json_object_get(json_object_get(schema, "properties"), "apiKey");
 	assert_string_equal(json_string_value(json_object_get(key, "type")), "string");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(key, "x-from"),
-	    "header")), "x-api-key");
+				"header")),
+	    "x-api-key");
 	assert_string_equal(json_string_value(json_array_get(json_object_get(schema, "required"),
-	    0)), "apiKey");
+				0)),
+	    "apiKey");
 	assert_non_null(strstr(json_string_value(json_object_get(key, "description")),
 	    "https://dash.example.com/keys"));
 	/* Smithery's limit for a config schema. */

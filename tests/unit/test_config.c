@@ -14,7 +14,6 @@
 #include "base/config.h"
 #include "base/log.h"
 
-
 /* ---- the fake environment ---- */
 
 #define MAX_VARS 32
@@ -248,9 +247,22 @@ static void
 test_bad_listen(void **state)
 {
 	static const char *const bad[] = {
-		"127.0.0.1", "localhost", "127.0.0.1:", ":8080", "127.0.0.1:0",
-		"127.0.0.1:70000", "127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:80x",
-		"127.0.0.1: 80", "127.0.0.1:80 ", "[::1]", "[::1]:", "[]:80", "[::1:80", "",
+		"127.0.0.1",
+		"localhost",
+		"127.0.0.1:",
+		":8080",
+		"127.0.0.1:0",
+		"127.0.0.1:70000",
+		"127.0.0.1:65536",
+		"127.0.0.1:-1",
+		"127.0.0.1:80x",
+		"127.0.0.1: 80",
+		"127.0.0.1:80 ",
+		"[::1]",
+		"[::1]:",
+		"[]:80",
+		"[::1:80",
+		"",
 		"a-very-long-host-name-that-does-not-fit-in-sixty-four-bytes.example.com:80",
 	};
 
@@ -263,8 +275,8 @@ test_bad_listen(void **state)
 static void
 test_bad_ints(void **state)
 {
-	static const char *const bad[] = { "abc", "0", "1000", "65", "-1", " 5", "5 ",
-		"\t5", "", "5.0", "0x10", "1e1", "99999999999999999999999" };
+	static const char *const bad[] = { "abc", "0", "1000", "65", "-1", " 5", "5 ", "\t5", "",
+		"5.0", "0x10", "1e1", "99999999999999999999999" };
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -305,9 +317,8 @@ test_bad_log_level(void **state)
 static void
 test_bad_public_url(void **state)
 {
-	static const char *const bad[] = { "ftp://x", "x", "aas.example.com",
-		"http//x", "http://a b", "https://x\t", "javascript:alert(1)",
-		"HTTP//x" };
+	static const char *const bad[] = { "ftp://x", "x", "aas.example.com", "http//x",
+		"http://a b", "https://x\t", "javascript:alert(1)", "HTTP//x" };
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -384,17 +395,33 @@ static void
 test_origin_default_list(void **state)
 {
 	static const char *const allowed[] = {
-		"http://localhost", "http://localhost:3000", "https://localhost:8443",
-		"http://127.0.0.1", "http://127.0.0.1:8080", "http://[::1]:8080",
-		"http://[::1]", "http://LOCALHOST:3000",
+		"http://localhost",
+		"http://localhost:3000",
+		"https://localhost:8443",
+		"http://127.0.0.1",
+		"http://127.0.0.1:8080",
+		"http://[::1]:8080",
+		"http://[::1]",
+		"http://LOCALHOST:3000",
 	};
 	static const char *const refused[] = {
-		"http://evil.example", "http://localhost.evil.com", "http://localhost:80x",
-		"http://localhost:", "http://127.0.0.1.evil.com", "http://127.0.0.10",
-		"http://[::1].evil", "http://127.0.0.100", "http://localhost99",
-		"ftp://localhost", "localhost:3000", "null",
-		"http://localhost/", "http://localhost:3000/path", "http://evil.example#localhost",
-		"http://localhost@evil.example", "https://aas.example.com",
+		"http://evil.example",
+		"http://localhost.evil.com",
+		"http://localhost:80x",
+		"http://localhost:",
+		"http://127.0.0.1.evil.com",
+		"http://127.0.0.10",
+		"http://[::1].evil",
+		"http://127.0.0.100",
+		"http://localhost99",
+		"ftp://localhost",
+		"localhost:3000",
+		"null",
+		"http://localhost/",
+		"http://localhost:3000/path",
+		"http://evil.example#localhost",
+		"http://localhost@evil.example",
+		"https://aas.example.com",
 	};
 	struct config cfg;
 

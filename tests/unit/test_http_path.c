@@ -39,8 +39,9 @@ test_captures(void **state)
 	struct http_span caps[HTTP_MAX_PATH_ARGS];
 
 	(void)state;
-	assert_int_equal(http_path_match("/v1/sandboxes/{sandbox_id}/commands/{command_id}",
-	    path, caps, HTTP_MAX_PATH_ARGS), 2);
+	assert_int_equal(http_path_match("/v1/sandboxes/{sandbox_id}/commands/{command_id}", path,
+			     caps, HTTP_MAX_PATH_ARGS),
+	    2);
 	assert_int_equal(caps[0].off, strlen("/v1/sandboxes/"));
 	assert_int_equal(caps[0].len, strlen("sbx-abc"));
 	assert_int_equal(caps[1].off, strlen("/v1/sandboxes/sbx-abc/commands/"));
@@ -61,9 +62,10 @@ test_segment_rules(void **state)
 	assert_int_equal(match("/v1/sandboxes/{id}/files", "/v1/sandboxes//files"), -1);
 	assert_int_equal(match("/v1/sandboxes/{id}/files", "/v1/sandboxes/a/files/content"), -1);
 	assert_int_equal(match("/v1/sandboxes/{id}/files/content",
-	    "/v1/sandboxes/a/files/contents"), -1);
-	assert_int_equal(match("/v1/sandboxes/{id}/commands/{c}",
-	    "/v1/sandboxes/a/files/content"), -1);
+			     "/v1/sandboxes/a/files/contents"),
+	    -1);
+	assert_int_equal(match("/v1/sandboxes/{id}/commands/{c}", "/v1/sandboxes/a/files/content"),
+	    -1);
 	/* Near misses of literal parts. */
 	assert_int_equal(match("/v1/sandboxes/{id}", "/v1/sandbox/a"), -1);
 	assert_int_equal(match("/v1/sandboxes/{id}", "/v2/sandboxes/a"), -1);

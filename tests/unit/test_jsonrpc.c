@@ -11,7 +11,6 @@
 
 #include "base/jsonrpc.h"
 
-
 static json_t *
 load(const char *text)
 {
@@ -92,8 +91,15 @@ static void
 test_parse_malformed(void **state)
 {
 	static const char *const bad[] = {
-		"{", "{\"a\":}", "{\"a\" 1}", "[1,2", "{'a':1}", "{\"a\":1,}",
-		"nul", "   ", "{\"a\":tru}",
+		"{",
+		"{\"a\":}",
+		"{\"a\" 1}",
+		"[1,2",
+		"{'a':1}",
+		"{\"a\":1,}",
+		"nul",
+		"   ",
+		"{\"a\":tru}",
 	};
 	char msg[200];
 
@@ -113,12 +119,12 @@ static void
 test_parse_invalid_utf8(void **state)
 {
 	static const char *const bad[] = {
-		"{\"a\":\"\xff\"}",          /* never valid */
-		"{\"a\":\"\xc0\xaf\"}",      /* overlong '/' */
-		"{\"a\":\"\xe2\x82\"}",      /* truncated sequence */
-		"{\"a\":\"\xed\xa0\x80\"}",  /* encoded surrogate */
-		"{\"\xff\":1}",              /* in a key */
-		"{\"a\":\"\\ud800\"}",       /* lone surrogate escape */
+		"{\"a\":\"\xff\"}",         /* never valid */
+		"{\"a\":\"\xc0\xaf\"}",     /* overlong '/' */
+		"{\"a\":\"\xe2\x82\"}",     /* truncated sequence */
+		"{\"a\":\"\xed\xa0\x80\"}", /* encoded surrogate */
+		"{\"\xff\":1}",             /* in a key */
+		"{\"a\":\"\\ud800\"}",      /* lone surrogate escape */
 	};
 	char msg[200];
 
@@ -240,7 +246,8 @@ test_classify_request(void **state)
 
 	(void)state;
 	classify_text("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/list\","
-	    "\"params\":{\"cursor\":\"c\"}}", &m, &r);
+		      "\"params\":{\"cursor\":\"c\"}}",
+	    &m, &r);
 	assert_int_equal(r.kind, RPC_REQUEST);
 	assert_ptr_equal(r.id, json_object_get(m, "id"));
 	assert_int_equal(json_integer_value(r.id), 7);
@@ -252,7 +259,8 @@ test_classify_request(void **state)
 
 	/* String id, array params. */
 	classify_text("{\"jsonrpc\":\"2.0\",\"id\":\"abc\",\"method\":\"m\","
-	    "\"params\":[1,2]}", &m, &r);
+		      "\"params\":[1,2]}",
+	    &m, &r);
 	assert_int_equal(r.kind, RPC_REQUEST);
 	assert_string_equal(json_string_value(r.id), "abc");
 	assert_true(json_is_array(r.params));
@@ -283,8 +291,7 @@ test_classify_notification(void **state)
 	struct rpc_msg r;
 
 	(void)state;
-	classify_text("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}",
-	    &m, &r);
+	classify_text("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}", &m, &r);
 	assert_int_equal(r.kind, RPC_NOTIFICATION);
 	assert_null(r.id);
 	assert_string_equal(r.method, "notifications/initialized");
@@ -292,7 +299,8 @@ test_classify_notification(void **state)
 	json_decref(m);
 
 	classify_text("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
-	    "\"params\":{\"requestId\":3}}", &m, &r);
+		      "\"params\":{\"requestId\":3}}",
+	    &m, &r);
 	assert_int_equal(r.kind, RPC_NOTIFICATION);
 	assert_null(r.id);
 	assert_int_equal(json_integer_value(json_object_get(r.params, "requestId")), 3);
@@ -313,7 +321,8 @@ test_classify_response(void **state)
 	json_decref(m);
 
 	classify_text("{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"error\":"
-	    "{\"code\":-1,\"message\":\"no\"}}", &m, &r);
+		      "{\"code\":-1,\"message\":\"no\"}}",
+	    &m, &r);
 	assert_int_equal(r.kind, RPC_RESPONSE);
 	assert_string_equal(json_string_value(r.id), "x");
 	assert_null(r.method);
@@ -358,8 +367,8 @@ test_classify_version_with_nul(void **state)
 static void
 test_classify_not_object(void **state)
 {
-	static const char *const bad[] = { "[]", "[{\"jsonrpc\":\"2.0\"}]", "1",
-		"\"s\"", "null", "true" };
+	static const char *const bad[] = { "[]", "[{\"jsonrpc\":\"2.0\"}]", "1", "\"s\"", "null",
+		"true" };
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -375,8 +384,8 @@ test_classify_not_object(void **state)
 static void
 test_classify_bad_ids(void **state)
 {
-	static const char *const ids[] = { "null", "1.5", "1.0", "true", "false",
-		"{}", "{\"a\":1}", "[]", "[1]" };
+	static const char *const ids[] = { "null", "1.5", "1.0", "true", "false", "{}", "{\"a\":1}",
+		"[]", "[1]" };
 	char text[200];
 
 	(void)state;
@@ -384,8 +393,8 @@ test_classify_bad_ids(void **state)
 		json_t *m;
 		struct rpc_msg r;
 
-		snprintf(text, sizeof(text),
-		    "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"m\"}", ids[i]);
+		snprintf(text, sizeof(text), "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"m\"}",
+		    ids[i]);
 		classify_text(text, &m, &r);
 		if (r.kind != RPC_INVALID)
 			fail_msg("id %s accepted", ids[i]);
@@ -397,8 +406,8 @@ test_classify_bad_ids(void **state)
 		json_decref(m);
 
 		/* Same for responses. */
-		snprintf(text, sizeof(text),
-		    "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}", ids[i]);
+		snprintf(text, sizeof(text), "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}",
+		    ids[i]);
 		classify_text(text, &m, &r);
 		assert_int_equal(r.kind, RPC_INVALID);
 		assert_null(r.id);
@@ -421,10 +430,8 @@ test_classify_bad_method(void **state)
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
-		expect_invalid(bad[i],
-		    "Invalid Request: \"method\" must be a non-empty string");
-	expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":1}",
-	    "Invalid Request: missing \"method\"");
+		expect_invalid(bad[i], "Invalid Request: \"method\" must be a non-empty string");
+	expect_invalid("{\"jsonrpc\":\"2.0\",\"id\":1}", "Invalid Request: missing \"method\"");
 	expect_invalid("{\"jsonrpc\":\"2.0\"}", "Invalid Request: missing \"method\"");
 }
 
@@ -438,12 +445,10 @@ test_classify_bad_params(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		snprintf(text, sizeof(text),
 		    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"m\",\"params\":%s}", bad[i]);
-		expect_invalid(text,
-		    "Invalid Request: \"params\" must be an object or an array");
-		snprintf(text, sizeof(text),
-		    "{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":%s}", bad[i]);
-		expect_invalid(text,
-		    "Invalid Request: \"params\" must be an object or an array");
+		expect_invalid(text, "Invalid Request: \"params\" must be an object or an array");
+		snprintf(text, sizeof(text), "{\"jsonrpc\":\"2.0\",\"method\":\"m\",\"params\":%s}",
+		    bad[i]);
+		expect_invalid(text, "Invalid Request: \"params\" must be an object or an array");
 	}
 }
 
@@ -451,9 +456,9 @@ static void
 test_classify_invalid_keeps_usable_id(void **state)
 {
 	static const char *const cases[] = {
-		"{\"id\":42,\"method\":\"m\"}",                                   /* no jsonrpc */
+		"{\"id\":42,\"method\":\"m\"}", /* no jsonrpc */
 		"{\"jsonrpc\":\"1.0\",\"id\":42,\"method\":\"m\"}",
-		"{\"jsonrpc\":\"2.0\",\"id\":42}",                                /* no method */
+		"{\"jsonrpc\":\"2.0\",\"id\":42}", /* no method */
 		"{\"jsonrpc\":\"2.0\",\"id\":42,\"method\":\"\"}",
 		"{\"jsonrpc\":\"2.0\",\"id\":42,\"method\":\"m\",\"params\":3}",
 	};
@@ -557,7 +562,8 @@ test_error_shape(void **state)
 
 	(void)state;
 	r = rpc_error(id, RPC_METHOD_NOT_FOUND, "Method not found", NULL);
-	assert_json(r, "{\"jsonrpc\":\"2.0\",\"id\":\"q1\",\"error\":"
+	assert_json(r,
+	    "{\"jsonrpc\":\"2.0\",\"id\":\"q1\",\"error\":"
 	    "{\"code\":-32601,\"message\":\"Method not found\"}}");
 	assert_null(json_object_get(json_object_get(r, "error"), "data"));
 	assert_null(json_object_get(r, "result"));
@@ -565,9 +571,9 @@ test_error_shape(void **state)
 	assert_int_equal(id->refcount, 1);
 	json_decref(id);
 
-	r = rpc_error(NULL, RPC_PARSE_ERROR, "Parse error: x",
-	    json_pack("{s:s}", "detail", "d"));
-	assert_json(r, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":"
+	r = rpc_error(NULL, RPC_PARSE_ERROR, "Parse error: x", json_pack("{s:s}", "detail", "d"));
+	assert_json(r,
+	    "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":"
 	    "{\"code\":-32700,\"message\":\"Parse error: x\",\"data\":{\"detail\":\"d\"}}}");
 	json_decref(r);
 
@@ -587,13 +593,15 @@ test_notification_shape(void **state)
 	(void)state;
 	r = rpc_notification("notifications/progress",
 	    json_pack("{s:s, s:i}", "progressToken", "t", "progress", 3));
-	assert_json(r, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+	assert_json(r,
+	    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
 	    "\"params\":{\"progressToken\":\"t\",\"progress\":3}}");
 	assert_null(json_object_get(r, "id"));
 	json_decref(r);
 
 	r = rpc_notification("notifications/tools/list_changed", NULL);
-	assert_json(r, "{\"jsonrpc\":\"2.0\",\"method\":"
+	assert_json(r,
+	    "{\"jsonrpc\":\"2.0\",\"method\":"
 	    "\"notifications/tools/list_changed\",\"params\":{}}");
 	json_decref(r);
 }

@@ -10,8 +10,7 @@
 
 #include "base/keys.h"
 
-static const char b64url[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 static void
 test_generate_format(void **state)
@@ -79,8 +78,8 @@ test_well_formed(void **state)
 	assert_true(key_well_formed(hand, strlen(hand)));
 
 	/* Wrong prefix. */
-	static const char *const prefixes[] = { "aas_pk_", "AAS_SK_", "aas-sk_",
-		"aas_sk-", "sk_aas_", "xas_sk_" };
+	static const char *const prefixes[] = { "aas_pk_", "AAS_SK_", "aas-sk_", "aas_sk-",
+		"sk_aas_", "xas_sk_" };
 	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
 		memcpy(buf, good, sizeof(good));
 		memcpy(buf, prefixes[i], 7);
@@ -98,16 +97,15 @@ test_well_formed(void **state)
 	assert_false(key_well_formed("", 0));
 
 	/* Wrong alphabet at the start, middle and end of the random part. */
-	static const char badch[] = { '+', '/', '=', '.', ' ', '~', '\t', '\x80',
-		'\xff', '\0' };
+	static const char badch[] = { '+', '/', '=', '.', ' ', '~', '\t', '\x80', '\xff', '\0' };
 	static const size_t pos[] = { 7, 25, KEY_TEXT_LEN - 1 };
 	for (size_t c = 0; c < sizeof(badch); c++) {
 		for (size_t p = 0; p < sizeof(pos) / sizeof(pos[0]); p++) {
 			memcpy(buf, good, sizeof(good));
 			buf[pos[p]] = badch[c];
 			if (key_well_formed(buf, KEY_TEXT_LEN))
-				fail_msg("char 0x%02x at %zu accepted",
-				    (unsigned char)badch[c], pos[p]);
+				fail_msg("char 0x%02x at %zu accepted", (unsigned char)badch[c],
+				    pos[p]);
 		}
 	}
 }
@@ -128,8 +126,8 @@ test_hash_vectors(void **state)
 	key_hash_hex("abcdef", 3, out, sizeof(out));
 	assert_string_equal(out,
 	    "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-	key_hash_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56,
-	    out, sizeof(out));
+	key_hash_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq", 56, out,
+	    sizeof(out));
 	assert_string_equal(out,
 	    "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
 	/* Bytes after a NUL are hashed too when keylen says so. */

@@ -25,8 +25,7 @@ static void
 no(const char *accept, const char *type)
 {
 	if (mcp_accepts(accept, type))
-		fail_msg("Accept [%s] should not accept %s", accept ? accept : "(null)",
-		    type);
+		fail_msg("Accept [%s] should not accept %s", accept ? accept : "(null)", type);
 }
 
 static void

@@ -72,20 +72,25 @@ test_http_routes_and_statuses(void **state)
 	mcp = metrics_route_label("/v1/mcp");
 	health = metrics_route_label("/healthz");
 	assert_int_not_equal(mcp, health);
-	assert_int_equal(metrics_route_label("/v1/mcp"), mcp);   /* idempotent */
+	assert_int_equal(metrics_route_label("/v1/mcp"), mcp); /* idempotent */
 	metrics_http_request(mcp, 200);
 	metrics_http_request(mcp, 200);
 	metrics_http_request(mcp, 404);
 	metrics_http_request(health, 503);
 	metrics_http_request(METRICS_ROUTE_UNMATCHED, 404);
-	metrics_http_request(mcp, 299);                         /* not in the list */
-	metrics_http_request(-5, 200);                          /* bad index */
+	metrics_http_request(mcp, 299); /* not in the list */
+	metrics_http_request(-5, 200);  /* bad index */
 	text = render(NULL);
-	assert_true(value_of(text, "aas_http_requests_total{route=\"/v1/mcp\",status=\"200\"}") == 2);
-	assert_true(value_of(text, "aas_http_requests_total{route=\"/v1/mcp\",status=\"404\"}") == 1);
-	assert_true(value_of(text, "aas_http_requests_total{route=\"/healthz\",status=\"503\"}") == 1);
-	assert_true(value_of(text, "aas_http_requests_total{route=\"unmatched\",status=\"404\"}") == 1);
-	assert_true(value_of(text, "aas_http_requests_total{route=\"/v1/mcp\",status=\"other\"}") == 1);
+	assert_true(value_of(text, "aas_http_requests_total{route=\"/v1/mcp\",status=\"200\"}") ==
+	    2);
+	assert_true(value_of(text, "aas_http_requests_total{route=\"/v1/mcp\",status=\"404\"}") ==
+	    1);
+	assert_true(value_of(text, "aas_http_requests_total{route=\"/healthz\",status=\"503\"}") ==
+	    1);
+	assert_true(value_of(text, "aas_http_requests_total{route=\"unmatched\",status=\"404\"}") ==
+	    1);
+	assert_true(value_of(text, "aas_http_requests_total{route=\"/v1/mcp\",status=\"other\"}") ==
+	    1);
 	assert_true(value_of(text, "aas_http_requests_total{route=\"other\",status=\"200\"}") == 1);
 	free(text);
 }
@@ -101,7 +106,7 @@ test_route_table_is_bounded(void **state)
 		snprintf(name, sizeof(name), "/r%d", i);
 		last = metrics_route_label(name);
 	}
-	assert_int_equal(last, METRICS_MAX_ROUTES);   /* the "other" slot */
+	assert_int_equal(last, METRICS_MAX_ROUTES); /* the "other" slot */
 	metrics_http_request(last, 200);
 	char *text = render(NULL);
 	assert_true(value_of(text, "aas_http_requests_total{route=\"other\",status=\"200\"}") == 1);
@@ -124,23 +129,29 @@ test_tools_by_name_and_result(void **state)
 	metrics_tool_call(NULL, ERR_INVALID);
 	metrics_tool_duration("run_command", 0.003);
 	metrics_tool_duration("run_command", 0.2);
-	metrics_tool_duration("run_command", 1000);            /* above every bucket */
+	metrics_tool_duration("run_command", 1000); /* above every bucket */
 	text = render(NULL);
 	assert_true(value_of(text, "aas_tool_calls_total{tool=\"get_usage\",result=\"ok\"}") == 1);
 	assert_true(value_of(text,
-	    "aas_tool_calls_total{tool=\"get_usage\",result=\"unauthorized\"}") == 2);
-	assert_true(value_of(text, "aas_tool_calls_total{tool=\"run_command\",result=\"timeout\"}") == 1);
+			"aas_tool_calls_total{tool=\"get_usage\",result=\"unauthorized\"}") == 2);
 	assert_true(value_of(text,
-	    "aas_tool_calls_total{tool=\"other\",result=\"invalid_argument\"}") == 2);
+			"aas_tool_calls_total{tool=\"run_command\",result=\"timeout\"}") == 1);
 	assert_true(value_of(text,
-	    "aas_tool_call_duration_seconds_bucket{tool=\"run_command\",le=\"0.005\"}") == 1);
+			"aas_tool_calls_total{tool=\"other\",result=\"invalid_argument\"}") == 2);
+	assert_true(
+	    value_of(text,
+		"aas_tool_call_duration_seconds_bucket{tool=\"run_command\",le=\"0.005\"}") == 1);
+	assert_true(
+	    value_of(text,
+		"aas_tool_call_duration_seconds_bucket{tool=\"run_command\",le=\"0.25\"}") == 2);
 	assert_true(value_of(text,
-	    "aas_tool_call_duration_seconds_bucket{tool=\"run_command\",le=\"0.25\"}") == 2);
-	assert_true(value_of(text,
-	    "aas_tool_call_duration_seconds_bucket{tool=\"run_command\",le=\"300\"}") == 2);
-	assert_true(value_of(text,
-	    "aas_tool_call_duration_seconds_bucket{tool=\"run_command\",le=\"+Inf\"}") == 3);
-	assert_true(value_of(text, "aas_tool_call_duration_seconds_count{tool=\"run_command\"}") == 3);
+			"aas_tool_call_duration_seconds_bucket{tool=\"run_command\",le=\"300\"}") ==
+	    2);
+	assert_true(
+	    value_of(text,
+		"aas_tool_call_duration_seconds_bucket{tool=\"run_command\",le=\"+Inf\"}") == 3);
+	assert_true(value_of(text, "aas_tool_call_duration_seconds_count{tool=\"run_command\"}") ==
+	    3);
 	double sum = value_of(text, "aas_tool_call_duration_seconds_sum{tool=\"run_command\"}");
 	assert_true(sum > 1000.2 && sum < 1000.21);
 	/* A tool never called has no histogram series. */
@@ -152,8 +163,12 @@ test_tools_by_name_and_result(void **state)
 static void
 test_boots_agent_credits_and_gauges(void **state)
 {
-	struct metrics_gauges g = { .have_database = 1, .database_up = 1, .have_sandboxes = 1,
-		.sandboxes = { 1, 4, 0 }, .have_pool = 1, .pool_ready = { 2, 0, 0 },
+	struct metrics_gauges g = { .have_database = 1,
+		.database_up = 1,
+		.have_sandboxes = 1,
+		.sandboxes = { 1, 4, 0 },
+		.have_pool = 1,
+		.pool_ready = { 2, 0, 0 },
 		.pool_target = { 2, 1, 0 } };
 	char *text;
 
@@ -162,9 +177,9 @@ test_boots_agent_credits_and_gauges(void **state)
 	metrics_boot(1, 0.4);
 	metrics_boot(0, 0);
 	metrics_agent_error(METRICS_AGENT_TIMEOUT);
-	metrics_agent_error(METRICS_AGENT_N);                   /* out of range: ignored */
+	metrics_agent_error(METRICS_AGENT_N); /* out of range: ignored */
 	metrics_credits_charged(15000);
-	metrics_credits_charged(-3);                            /* never negative */
+	metrics_credits_charged(-3); /* never negative */
 	metrics_credits_refunded(14000);
 	metrics_mcp_message("tools/list");
 	metrics_mcp_message("tools/list");
@@ -235,8 +250,9 @@ test_exposition_structure(void **state)
 			size_t fl = strlen(families[i]);
 			if (strcmp(name, families[i]) == 0 ||
 			    (strncmp(name, families[i], fl) == 0 &&
-			     (strcmp(name + fl, "_bucket") == 0 || strcmp(name + fl, "_sum") == 0 ||
-			      strcmp(name + fl, "_count") == 0)))
+				(strcmp(name + fl, "_bucket") == 0 ||
+				    strcmp(name + fl, "_sum") == 0 ||
+				    strcmp(name + fl, "_count") == 0)))
 				found = 1;
 		}
 		if (!found)
@@ -290,7 +306,8 @@ test_concurrent_increments_are_exact(void **state)
 	for (int i = 0; i < 4; i++)
 		pthread_join(th[i], NULL);
 	text = render(NULL);
-	assert_true(value_of(text, "aas_http_requests_total{route=\"/v1/mcp\",status=\"200\"}") == 400000);
+	assert_true(value_of(text, "aas_http_requests_total{route=\"/v1/mcp\",status=\"200\"}") ==
+	    400000);
 	assert_true(value_of(text, "aas_tool_calls_total{tool=\"t\",result=\"ok\"}") == 400000);
 	assert_true(value_of(text, "aas_tool_call_duration_seconds_count{tool=\"t\"}") == 400000);
 	double sum = value_of(text, "aas_tool_call_duration_seconds_sum{tool=\"t\"}");

@@ -20,31 +20,38 @@ test_host_names(void **state)
 
 	(void)state;
 	assert_int_equal(preview_under_domain("8000-sbx-abc.localhost:8080", "localhost:8080",
-	    label, sizeof(label)), 1);
+			     label, sizeof(label)),
+	    1);
 	assert_string_equal(label, "8000-sbx-abc");
 	assert_int_equal(preview_parse_label(label, &port, id, sizeof(id)), 0);
 	assert_int_equal(port, 8000);
 	assert_string_equal(id, "sbx-abc");
 	/* Case folds; the API host itself and other hosts are not previews. */
 	assert_int_equal(preview_under_domain("8000-SBX-ABC.LocalHost:8080", "localhost:8080",
-	    label, sizeof(label)), 1);
+			     label, sizeof(label)),
+	    1);
 	assert_string_equal(label, "8000-sbx-abc");
 	assert_int_equal(preview_under_domain("localhost:8080", "localhost:8080", label,
-	    sizeof(label)), 0);
+			     sizeof(label)),
+	    0);
 	assert_int_equal(preview_under_domain("127.0.0.1:8080", "localhost:8080", label,
-	    sizeof(label)), 0);
+			     sizeof(label)),
+	    0);
 	assert_int_equal(preview_under_domain("xlocalhost:8080", "localhost:8080", label,
-	    sizeof(label)), 0);
+			     sizeof(label)),
+	    0);
 	assert_int_equal(preview_under_domain("8000-a.localhost:9090", "localhost:8080", label,
-	    sizeof(label)), 0);
+			     sizeof(label)),
+	    0);
 	assert_int_equal(preview_under_domain(NULL, "localhost:8080", label, sizeof(label)), 0);
 	/* Deeper names are under the domain but name no port. */
-	assert_int_equal(preview_under_domain("a.8000-x.localhost:8080", "localhost:8080",
-	    label, sizeof(label)), 1);
+	assert_int_equal(preview_under_domain("a.8000-x.localhost:8080", "localhost:8080", label,
+			     sizeof(label)),
+	    1);
 	assert_string_equal(label, "");
 	/* Labels that are not <port>-<id>. */
-	const char *bad[] = { "", "sbx-abc", "0-sbx", "08000-sbx", "65536-sbx", "80a-sbx",
-	    "8000-", "8000-sbx_abc", "123456-sbx", "8000-sbx.x" };
+	const char *bad[] = { "", "sbx-abc", "0-sbx", "08000-sbx", "65536-sbx", "80a-sbx", "8000-",
+		"8000-sbx_abc", "123456-sbx", "8000-sbx.x" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		if (preview_parse_label(bad[i], &port, id, sizeof(id)) == 0)
 			fail_msg("accepted label '%s'", bad[i]);
@@ -60,7 +67,8 @@ test_urls_and_signatures(void **state)
 
 	(void)state;
 	assert_int_equal(preview_url("https", "preview.example.com", "sbx-a", 3000, url,
-	    sizeof(url)), 0);
+			     sizeof(url)),
+	    0);
 	assert_string_equal(url, "https://3000-sbx-a.preview.example.com/");
 	assert_int_equal(preview_url("http", "d", "sbx-a", 3000, url, 10), -1);
 	assert_int_equal(preview_sign(hash, "sbx-a", 3000, 2000000000LL, sig, sizeof(sig)), 0);
@@ -87,8 +95,8 @@ test_query_and_cookie(void **state)
 	char v[80], q[128];
 
 	(void)state;
-	assert_true(preview_query_get("a=1&aas_preview_exp=123&aas_preview_sig=ff", "aas_preview_exp",
-	    v, sizeof(v)));
+	assert_true(preview_query_get("a=1&aas_preview_exp=123&aas_preview_sig=ff",
+	    "aas_preview_exp", v, sizeof(v)));
 	assert_string_equal(v, "123");
 	assert_false(preview_query_get("xaas_preview_exp=1", "aas_preview_exp", v, sizeof(v)));
 	assert_false(preview_query_get(NULL, "a", v, sizeof(v)));
@@ -109,7 +117,8 @@ test_ruleset(void **state)
 	(void)state;
 	assert_int_equal(netguard_ruleset(999, rules, sizeof(rules)), 0);
 	assert_non_null(strstr(rules, "delete table inet aas_guard"));
-	assert_non_null(strstr(rules, "meta skuid 999 fib daddr type { local, broadcast, multicast }"
+	assert_non_null(strstr(rules,
+	    "meta skuid 999 fib daddr type { local, broadcast, multicast }"
 	    " ct state new meta l4proto tcp counter reject with tcp reset"));
 	assert_non_null(strstr(rules, "169.254.0.0/16"));
 	assert_int_equal(netguard_ruleset(999, rules, 64), -1);

@@ -14,12 +14,12 @@ test_minutes_used_rounds_up(void **state)
 	(void)state;
 	assert_int_equal(bill_minutes_used(0, 60), 0);
 	assert_int_equal(bill_minutes_used(-5, 60), 0);
-	assert_int_equal(bill_minutes_used(1, 60), 1);          /* 1 ms starts a minute */
+	assert_int_equal(bill_minutes_used(1, 60), 1); /* 1 ms starts a minute */
 	assert_int_equal(bill_minutes_used(59999, 60), 1);
-	assert_int_equal(bill_minutes_used(60000, 60), 1);      /* exactly one minute */
+	assert_int_equal(bill_minutes_used(60000, 60), 1); /* exactly one minute */
 	assert_int_equal(bill_minutes_used(60001, 60), 2);
 	assert_int_equal(bill_minutes_used(3600000, 60), 60);
-	assert_int_equal(bill_minutes_used(2999, 3), 1);        /* short test minutes */
+	assert_int_equal(bill_minutes_used(2999, 3), 1); /* short test minutes */
 	assert_int_equal(bill_minutes_used(3001, 3), 2);
 	assert_int_equal(bill_minutes_used(1000, 0), 0);
 }
@@ -41,9 +41,9 @@ static void
 test_cost_and_prices_per_size(void **state)
 {
 	(void)state;
-	assert_int_equal(bill_cost(30, 500), 15000);     /* small, default price */
-	assert_int_equal(bill_cost(30, 2000), 60000);    /* medium */
-	assert_int_equal(bill_cost(30, 8000), 240000);   /* large */
+	assert_int_equal(bill_cost(30, 500), 15000);   /* small, default price */
+	assert_int_equal(bill_cost(30, 2000), 60000);  /* medium */
+	assert_int_equal(bill_cost(30, 8000), 240000); /* large */
 	assert_int_equal(bill_cost(0, 8000), 0);
 	assert_int_equal(bill_cost(7, 0), 0);
 	assert_int_equal(bill_cost(-1, 500), -1);

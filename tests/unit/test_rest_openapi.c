@@ -73,8 +73,9 @@ test_builds(void **state)
 	(void)state;
 	assert_non_null(doc);
 	assert_string_equal(json_string_value(json_object_get(doc, "openapi")), "3.1.0");
-	assert_string_equal(json_string_value(json_object_get(json_array_get(
-	    json_object_get(doc, "servers"), 0), "url")), "http://aas.test");
+	assert_string_equal(json_string_value(json_object_get(
+				json_array_get(json_object_get(doc, "servers"), 0), "url")),
+	    "http://aas.test");
 }
 
 static void
@@ -108,8 +109,8 @@ test_bodies_are_tool_arguments(void **state)
 				fail_msg("%s %s: a body that is not read", op->method, op->path);
 			continue;
 		}
-		const json_t *schema = deref(json_object_get(json_object_get(json_object_get(
-		    rb, "content"), "application/json"), "schema"));
+		const json_t *schema = deref(json_object_get(
+		    json_object_get(json_object_get(rb, "content"), "application/json"), "schema"));
 		json_t *want = expected_body(op->tool);
 		if (!json_equal(schema, want))
 			fail_msg("%s %s: body schema is not %s's arguments", op->method, op->path,
@@ -157,9 +158,10 @@ test_query_parameters_are_tool_properties(void **state)
 				continue;
 			n++;
 			if (!in_list(op->query, name))
-				fail_msg("%s %s: query %s is not accepted", op->method, op->path, name);
-			const json_t *want = json_object_get(json_object_get(
-			    tools_input_schema(op->tool), "properties"), name);
+				fail_msg("%s %s: query %s is not accepted", op->method, op->path,
+				    name);
+			const json_t *want = json_object_get(
+			    json_object_get(tools_input_schema(op->tool), "properties"), name);
 			if (!json_equal(deref(json_object_get(pp, "schema")), want))
 				fail_msg("%s %s: query %s differs from the tool's", op->method,
 				    op->path, name);
@@ -190,11 +192,13 @@ test_path_parameters(void **state)
 				const json_t *pp = deref(p);
 				const char *name = json_string_value(json_object_get(pp, "name"));
 				if (strlen(name) == len && strncmp(name, b + 1, len) == 0 &&
-				    strcmp(json_string_value(json_object_get(pp, "in")), "path") == 0)
+				    strcmp(json_string_value(json_object_get(pp, "in")), "path") ==
+					0)
 					found = 1;
 			}
 			if (!found)
-				fail_msg("%s: path parameter %.*s undescribed", op->path, (int)len, b + 1);
+				fail_msg("%s: path parameter %.*s undescribed", op->path, (int)len,
+				    b + 1);
 		}
 	}
 }
@@ -207,7 +211,10 @@ test_results_are_tool_outputs(void **state)
 		char key[96];
 		snprintf(key, sizeof(key), "%s_result", tools_name_at(i));
 		assert_true(json_equal(json_object_get(json_object_get(json_object_get(doc,
-		    "components"), "schemas"), key), tools_output_schema(tools_name_at(i))));
+									   "components"),
+							   "schemas"),
+					   key),
+		    tools_output_schema(tools_name_at(i))));
 	}
 }
 

@@ -107,7 +107,7 @@ test_parse_refusals(void **state)
 	parse_fails("a=%", "a");
 	parse_fails("a=x%00y", "a");
 	parse_fails("%00=1", "query");
-	parse_fails("a=%C3", "a");         /* cut UTF-8 */
+	parse_fails("a=%C3", "a"); /* cut UTF-8 */
 	parse_fails("a=%FF", "a");
 	for (int i = 0; i < REST_QUERY_MAX_PARAMS + 1; i++) {
 		size_t n = strlen(many);
@@ -151,12 +151,9 @@ static const char *const allowed[] = { "limit", "cursor", "flag", "state", NULL 
 static json_t *
 schema(void)
 {
-	return json_pack("{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:[ss]}}}",
-	    "type", "object", "properties",
-	    "limit", "type", "integer",
-	    "cursor", "type", "string",
-	    "flag", "type", "boolean",
-	    "state", "type", "null", "string");
+	return json_pack("{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:[ss]}}}", "type", "object",
+	    "properties", "limit", "type", "integer", "cursor", "type", "string", "flag", "type",
+	    "boolean", "state", "type", "null", "string");
 }
 
 static json_t *

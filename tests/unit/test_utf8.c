@@ -29,21 +29,25 @@ test_valid_passes(void **state)
 	(void)state;
 	check("", 0, "", 0);
 	check("plain", 5, "plain", 0);
-	check("h\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80", 15, "h\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80", 0);
+	check("h\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80", 15,
+	    "h\xC3\xA9llo \xE2\x82\xAC \xF0\x9F\x98\x80", 0);
 }
 
 static void
 test_invalid_replaced(void **state)
 {
 	(void)state;
+	/* "\xFF" "b": a hex escape would otherwise take the b in. */
+	/* clang-format off */
 	check("a\xFF" "b", 3, "a\xEF\xBF\xBD" "b", 1);
-	check("a\0b", 3, "a\xEF\xBF\xBD" "b", 1);                 /* NUL */
-	check("\xC3", 1, "\xEF\xBF\xBD", 1);                      /* cut short */
-	check("\xC0\xAF", 2, "\xEF\xBF\xBD\xEF\xBF\xBD", 2);      /* overlong */
+	check("a\0b", 3, "a\xEF\xBF\xBD" "b", 1);                            /* NUL */
+	check("\xC3", 1, "\xEF\xBF\xBD", 1);                                 /* cut short */
+	check("\xC0\xAF", 2, "\xEF\xBF\xBD\xEF\xBF\xBD", 2);                 /* overlong */
 	check("\xED\xA0\x80", 3, "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 3); /* surrogate */
 	check("\xF4\x90\x80\x80", 4,
-	    "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 4);   /* > U+10FFFF */
-	check("ok\xE2\x82", 4, "ok\xEF\xBF\xBD\xEF\xBF\xBD", 2);    /* truncated at end */
+	    "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD", 4);          /* > U+10FFFF */
+	check("ok\xE2\x82", 4, "ok\xEF\xBF\xBD\xEF\xBF\xBD", 2);             /* truncated at end */
+	/* clang-format on */
 }
 
 int

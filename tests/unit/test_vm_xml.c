@@ -16,10 +16,16 @@ static struct vm_spec
 spec(void)
 {
 	struct vm_spec s = {
-		.name = "aas-sbx-0123456789abcdef", .accel = VM_ACCEL_TCG, .vcpus = 1,
-		.memory_mib = 512, .kernel = "/v/vmlinuz", .initrd = "/v/initrd.img",
-		.cmdline = "console=ttyS0 root=/dev/vda rw", .disk = "/v/vms/x/disk.qcow2",
-		.console_log = "/v/vms/x/console.log", .agent_socket = "/run/aas-vm/x.agent",
+		.name = "aas-sbx-0123456789abcdef",
+		.accel = VM_ACCEL_TCG,
+		.vcpus = 1,
+		.memory_mib = 512,
+		.kernel = "/v/vmlinuz",
+		.initrd = "/v/initrd.img",
+		.cmdline = "console=ttyS0 root=/dev/vda rw",
+		.disk = "/v/vms/x/disk.qcow2",
+		.console_log = "/v/vms/x/console.log",
+		.agent_socket = "/run/aas-vm/x.agent",
 	};
 	return s;
 }
@@ -120,7 +126,7 @@ test_network_devices(void **state)
 	err_clear(&e);
 	xml = vm_xml_build(&s, &e);
 	assert_non_null(xml);
-	assert_null(strstr(xml, "-netdev"));   /* none: no device at all */
+	assert_null(strstr(xml, "-netdev")); /* none: no device at all */
 	free(xml);
 	s.net = VM_NET_NAT;
 	xml = vm_xml_build(&s, &e);

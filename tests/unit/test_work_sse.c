@@ -19,7 +19,6 @@
 #include "server/sse.h"
 #include "base/work.h"
 
-
 #define DEADLINE_S 10
 
 /* ---- a completion counter with a deadline ---- */
@@ -394,7 +393,7 @@ test_sse_lifecycle(void **state)
 	/* Finished: nothing more is accepted. */
 	assert_int_equal(sse_send_message(s, msg, strlen(msg)), -1);
 	assert_int_equal(sse_send_comment(s, "late"), -1);
-	sse_finish(s);                  /* twice is harmless */
+	sse_finish(s); /* twice is harmless */
 	assert_int_equal(sse_closed(s), 0);
 	sse_unref(s);
 	sse_unref(NULL);
