@@ -5,6 +5,7 @@
 #   make test       install packages, set up, run every test
 #   make asan       the same tests against an AddressSanitizer/UBSan build
 #   make bench      benchmarks (ratios against baselines run alongside)
+#   make lint       layers, banned calls and format of every C file
 #   make clean
 
 B       ?= build
@@ -67,7 +68,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 
 MIGRATIONS := $(sort $(wildcard schema/[0-9]*.sql))
 
-.PHONY: all run test unit e2e asan bench clean image install
+.PHONY: all run test unit e2e asan bench clean image install lint
 all: $(B)/aasd $(B)/aasctl $(B)/aas-mcp
 
 $(B)/%.o: %.c
@@ -189,6 +190,18 @@ bench:
 	sh deploy/install-deps.sh
 	$(MAKE) all $(B)/bench_vm_raw image
 	B=$(B) sh bench/run.sh
+
+# Every check on every project folder (tools/lint/), then the checks' own
+# tests; all run, and any failure fails the target. make test runs them
+# too, on the paths in tools/lint/format-paths and banned-paths.
+lint:
+	@rc=0; \
+	for c in tools/lint/layers.sh tools/lint/banned.sh tools/lint/format.sh \
+	    tests/lint/checkers.sh; do \
+		echo "  LINT    $$c"; \
+		sh $$c || rc=1; \
+	done; \
+	exit $$rc
 
 # The guest image, cached under var/images by a hash of vmm/image/.
 image:

@@ -1,0 +1,186 @@
+#!/bin/sh
+# checkers.sh - tests of the lint checks (tools/lint/): on a small tree with
+# one fault of each kind every checker fails and names the file and line;
+# on a clean tree every checker passes. Ends with "N passed, N failed".
+set -u
+LINT=$(cd "$(dirname "$0")/../../tools/lint" && pwd)
+T=$(mktemp -d "${TMPDIR:-/tmp}/aas-lint-test.XXXXXX") || exit 2
+trap 'rm -rf "$T"' EXIT
+trap 'exit 130' INT TERM
+
+passed=0
+failed=0
+
+# check NAME TREE EXPECT COMMAND...: runs COMMAND in TREE; EXPECT is "pass"
+# (exit 0, no output) or "fail" (exit 1). On failure every further line
+# of stdin ("file:line") must start a line of the output, and no other
+# line may name a file.
+check() {
+	name=$1 tree=$2 expect=$3
+	shift 3
+	out=$(cd "$T/$tree" && "$@" 2>&1)
+	rc=$?
+	want=$(cat)
+	problem=""
+	if [ "$expect" = pass ]; then
+		[ $rc -eq 0 ] || problem="exit $rc, expected 0"
+		[ -z "$out" ] || problem="${problem:+$problem; }unexpected output"
+	else
+		[ $rc -eq 1 ] || problem="exit $rc, expected 1"
+		for w in $want; do
+			printf '%s\n' "$out" | grep -q "^$w: " || problem="${problem:+$problem; }$w not named"
+		done
+		# Nothing else is reported: every "file:line:" is an expected one.
+		for got in $(printf '%s\n' "$out" | sed -n 's/^\([^ :]*:[0-9]*\): .*/\1/p' | sort -u); do
+			case " $(echo $want) " in
+			*" $got "*) ;;
+			*) problem="${problem:+$problem; }$got reported, not expected" ;;
+			esac
+		done
+	fi
+	if [ -z "$problem" ]; then
+		passed=$((passed + 1))
+		printf 'ok    %s\n' "$name"
+	else
+		failed=$((failed + 1))
+		printf 'FAIL  %s: %s\n' "$name" "$problem"
+		printf '%s\n' "$out" | sed 's/^/      /'
+	fi
+}
+
+# put FILE: writes stdin to $T/FILE.
+put() {
+	mkdir -p "$(dirname "$T/$1")"
+	cat >"$T/$1"
+}
+
+# ---- a tree with one fault of each kind ----
+
+put bad/vmm/x.c <<'EOF'
+/* x.c - the hypervisor layer reaching up. */
+#include <stdio.h>
+#include "service/sandbox.h"
+EOF
+put bad/base/y.c <<'EOF'
+/* y.c - the base layer reaching up. */
+#include "server/http.h"
+EOF
+put bad/bridge/z.c <<'EOF'
+/* z.c - an include that does not name its folder. */
+#include "bridge/br_io.h"
+#include "z.h"
+EOF
+put bad/base/calls.c <<'EOF'
+/* calls.c - banned calls. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int
+calls(char *dst, const char *s)
+{
+	long n;
+
+	strcpy(dst, s);
+	sprintf(dst, "%s", s);
+	n = atoi(s);
+	n += strtol(s, NULL, 10);
+	n += (long)strtoull(s + strlen("so long that the end pointer goes on the next line of it"),
+	    NULL, 16);
+	return (int)n;
+}
+EOF
+put bad/bench/fmt.c <<'EOF'
+/* fmt.c - one line out of the house format. */
+int
+fmt(int a)
+{
+	return a;
+}
+
+int  fmt2(int b) { return b; }
+EOF
+
+check "layers: an include from above, from below a layer, without a folder" bad fail \
+    sh "$LINT/layers.sh" <<'EOF'
+vmm/x.c:3
+base/y.c:2
+bridge/z.c:3
+EOF
+check "banned: strcpy, sprintf, atoi, strtol and strtoull with NULL" bad fail \
+    sh "$LINT/banned.sh" <<'EOF'
+base/calls.c:11
+base/calls.c:12
+base/calls.c:13
+base/calls.c:14
+base/calls.c:15
+EOF
+check "format: a line out of the house format" bad fail sh "$LINT/format.sh" <<'EOF'
+bench/fmt.c:8
+EOF
+check "banned: only the paths given" bad pass sh "$LINT/banned.sh" vmm bench </dev/null
+check "banned: a path left out with !" bad pass sh "$LINT/banned.sh" base '!base/calls.c' </dev/null
+check "format: only the paths given" bad pass sh "$LINT/format.sh" base vmm </dev/null
+printf 'base\n!base/calls.c # not this one\n' >"$T/bad/list"
+check "banned: paths from a list" bad pass sh "$LINT/banned.sh" -l list </dev/null
+
+# ---- a clean tree ----
+
+put good/base/y.c <<'EOF'
+/* y.c - look-alikes of banned calls, in code, comments and strings. */
+#include "base/y.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+/* strcpy(a, b) and atoi(s) are named here, in a comment. */
+int
+calls(char *dst, size_t n, const char *s, FILE *f)
+{
+	char *end;
+	long long v = strtoll(s, &end, 10); // not atoi(s)
+	unsigned long long u = strtoull(s, &end, 0);
+	double d = strtod(s, &end);
+
+	snprintf(dst, n, "sprintf(%s) strtol(x, NULL, 10)", s);
+	my_strcpy_like(dst, s);
+	if (fgets(dst, (int)n, f) == NULL || *end != '\0')
+		return -1;
+	return dst[0] == '"' ? (int)(v + (long long)u) : (int)d;
+}
+EOF
+put good/base/y.h <<'EOF'
+/* y.h - a header of the base layer. */
+#include "base/err.h"
+
+void my_strcpy_like(char *dst, const char *s);
+EOF
+put good/vmm/x.c <<'EOF'
+/* x.c - the hypervisor layer on the base layer. */
+#include "vmm/x.h"
+#include "base/err.h"
+EOF
+put good/vmm/image/init.c <<'EOF'
+/* init.c - a guest program, in the vmm layer. */
+#include "vmm/guest.h"
+EOF
+put good/server/s.c <<'EOF'
+/* s.c - the top layer includes from every layer below. */
+#include "server/http.h"
+#include "service/sandbox.h"
+#include "billing/price.h"
+#include "vmm/vm.h"
+#include "base/log.h"
+EOF
+put good/tests/unit/test_t.c <<'EOF'
+/* test_t.c - tests sit outside the layers. */
+#include "server/http.h"
+#include "bridge/br_io.h"
+EOF
+
+check "layers: a clean tree" good pass sh "$LINT/layers.sh" </dev/null
+check "banned: a clean tree" good pass sh "$LINT/banned.sh" </dev/null
+check "format: a clean tree" good pass sh "$LINT/format.sh" </dev/null
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
