@@ -1,8 +1,9 @@
 #!/bin/sh
-# Runs every test: cmocka unit tests, then end-to-end tests against the
-# real daemon and a private PostgreSQL. Ends with "N passed, N failed".
+# Runs every test: the lint checks (one test each), cmocka unit tests, then
+# end-to-end tests against the real daemon and a private PostgreSQL. Ends
+# with "N passed, N failed".
 # AAS_E2E="tests/e2e/a.test.mjs ..." runs only those end-to-end files;
-# AAS_SKIP_UNIT=1 / AAS_SKIP_E2E=1 leave a part out.
+# AAS_SKIP_LINT=1 / AAS_SKIP_UNIT=1 / AAS_SKIP_E2E=1 leave a part out.
 set -u
 
 B=${B:-build}
@@ -13,6 +14,30 @@ mkdir -p "$LOG"
 
 passed=0
 failed=0
+
+# --- lint ---
+# Banned calls and format are checked on the paths listed in
+# tools/lint/banned-paths and format-paths (make lint checks everything).
+lint() { # NAME COMMAND...
+	name=$1
+	shift
+	out=$LOG/lint-$name.txt
+	if "$@" >"$out" 2>&1; then
+		passed=$((passed + 1))
+		printf 'lint %-28s %3s passed, %s failed\n' "$name" 1 0
+	else
+		failed=$((failed + 1))
+		printf 'lint %-28s %3s passed, %s failed\n' "$name" 0 1
+		sed 's/^/    /' "$out" | head -n 60
+		[ "$(wc -l <"$out")" -le 60 ] || echo "    ... (all of it in $out)"
+	fi
+}
+if [ "${AAS_SKIP_LINT:-0}" != 1 ]; then
+	lint layers sh tools/lint/layers.sh
+	lint banned sh tools/lint/banned.sh -l tools/lint/banned-paths
+	lint format sh tools/lint/format.sh -l tools/lint/format-paths
+	lint checkers sh tests/lint/checkers.sh
+fi
 
 # PostgreSQL before the unit tests: the sandbox service's tests use it,
 # each run on a fresh database of their own (the e2e part keeps "aas").
