@@ -87,6 +87,7 @@ calls(char *dst, const char *s)
 	n += strtol(s, NULL, 10);
 	n += (long)strtoull(s + strlen("so long that the end pointer goes on the next line of it"),
 	    NULL, 16);
+	n += (long)strtod(s, (char **)NULL);
 	return (int)n;
 }
 EOF
@@ -107,13 +108,14 @@ vmm/x.c:3
 base/y.c:2
 bridge/z.c:3
 EOF
-check "banned: strcpy, sprintf, atoi, strtol and strtoull with NULL" bad fail \
+check "banned: strcpy, sprintf, atoi, and strtol, strtoull, strtod with NULL" bad fail \
     sh "$LINT/banned.sh" <<'EOF'
 base/calls.c:11
 base/calls.c:12
 base/calls.c:13
 base/calls.c:14
 base/calls.c:15
+base/calls.c:17
 EOF
 check "format: a line out of the house format" bad fail sh "$LINT/format.sh" <<'EOF'
 bench/fmt.c:8

@@ -148,7 +148,8 @@ function check(f,    l, s, off, name, at, a) {
 				report(l, name "() is banned")
 			else if (name in strto) {
 				a = second_arg(args_from(l, at))
-				if (a == "NULL" || a == "0" || a == "(void*)0" || a == "((void*)0)")
+				sub(/^\((char|void)\*+\)/, "", a) # a cast: (char **)NULL
+				if (a == "NULL" || a == "0" || a == "((void*)0)")
 					report(l, name "() with a NULL end pointer leaves the number unchecked")
 			}
 			off += RSTART + length(name) - 1
