@@ -31,8 +31,10 @@ check() {
 			printf '%s\n' "$out" | grep -q "^$w: " || problem="${problem:+$problem; }$w not named"
 		done
 		# Nothing else is reported: every "file:line:" is an expected one.
+		# shellcheck disable=SC2086 # the lines of $want as words
+		wanted=" $(printf '%s ' $want)"
 		for got in $(printf '%s\n' "$out" | sed -n 's/^\([^ :]*:[0-9]*\): .*/\1/p' | sort -u); do
-			case " $(echo $want) " in
+			case $wanted in
 			*" $got "*) ;;
 			*) problem="${problem:+$problem; }$got reported, not expected" ;;
 			esac

@@ -30,12 +30,13 @@ fi
 files=$(lint_files "$@") || exit 2
 [ -n "$files" ] || exit 0
 
-# shellcheck disable=SC2086 # one word per file
 if [ $inplace = 1 ]; then
+	# shellcheck disable=SC2086 # one word per file
 	exec "$CF" --style="file:$STYLE" -i $files
 fi
 
 # clang-format writes "file:line:col: error: ...", the line, a caret line.
+# shellcheck disable=SC2086 # one word per file
 out=$("$CF" --style="file:$STYLE" --dry-run --Werror $files 2>&1)
 rc=$?
 [ $rc -eq 0 ] && exit 0
