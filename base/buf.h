@@ -11,8 +11,8 @@ struct buf {
 	char *data;
 	size_t len;
 	size_t cap;
-	size_t max;       /* most bytes it may hold */
-	int failed;       /* an append failed: the buffer is empty and stays so */
+	size_t max; /* most bytes it may hold */
+	int failed; /* an append failed: the buffer is empty and stays so */
 };
 
 /* An empty buffer that may grow to `max` bytes. */

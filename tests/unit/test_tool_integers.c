@@ -19,21 +19,21 @@
 #include "base/jsonschema.h"
 #include "service/tools.h"
 
-#define TI_MAX_DEPTH 16        /* schema nesting this test follows */
-#define TI_MAX_PATH 256        /* as the validator's field paths */
+#define TI_MAX_DEPTH 16 /* schema nesting this test follows */
+#define TI_MAX_PATH 256 /* as the validator's field paths */
 
 /* One step from a value to its child: a property, or item 0 of an array. */
 struct step {
-	const char *key;           /* NULL: the array's first item */
-	const json_t *schema;      /* the child's schema */
+	const char *key;      /* NULL: the array's first item */
+	const json_t *schema; /* the child's schema */
 };
 
 struct walk {
 	const char *tool;
-	const json_t *root;        /* the tool's inputSchema */
+	const json_t *root; /* the tool's inputSchema */
 	struct step steps[TI_MAX_DEPTH];
 	size_t n;
-	size_t fields;             /* integer fields checked */
+	size_t fields; /* integer fields checked */
 };
 
 static json_t *minimal(const json_t *schema, int depth);
@@ -86,7 +86,13 @@ static json_t *
 minimal_string(const json_t *schema)
 {
 	static const char *const candidates[] = {
-		"sbx-0123456789abcdef", "a", "A", "0644", "644", "/tmp", "K",
+		"sbx-0123456789abcdef",
+		"a",
+		"A",
+		"0644",
+		"644",
+		"/tmp",
+		"K",
 	};
 	const json_t *def = json_object_get(schema, "default");
 	json_int_t min = json_integer_value(json_object_get(schema, "minLength"));
@@ -142,8 +148,8 @@ extra_key(const json_t *schema)
 		int fits = k != NULL && (names == NULL || conforms(names, k));
 
 		json_decref(k);
-		if (fits && json_object_get(json_object_get(schema, "properties"),
-		    candidates[i]) == NULL)
+		if (fits &&
+		    json_object_get(json_object_get(schema, "properties"), candidates[i]) == NULL)
 			return candidates[i];
 	}
 	return NULL;
@@ -255,7 +261,7 @@ put(const struct walk *w, json_t *root, json_t *v)
 		} else {
 			if (last)
 				return json_array_size(cur) == 0 ? json_array_append_new(cur, v) :
-				    json_array_set_new(cur, 0, v);
+								   json_array_set_new(cur, 0, v);
 			if (json_array_size(cur) == 0) {
 				json_t *it = minimal(s->schema, 0);
 				if (it == NULL || json_array_append_new(cur, it) < 0)
@@ -313,8 +319,9 @@ check_field(struct walk *w, const json_t *field_schema)
 		    strncmp(e.msg, msg, strlen(msg)) != 0 || strstr(e.msg, "integer") == NULL ||
 		    strstr(e.msg, want) == NULL)
 			fail_msg("%s: %s = %.1f: kind %s, field \"%s\", message \"%s\"; "
-			    "want invalid_argument, \"%s\", \"%s...integer...%s\"", w->tool,
-			    path, reals[i], err_kind_name(e.kind), e.field, e.msg, path, msg, want);
+				 "want invalid_argument, \"%s\", \"%s...integer...%s\"",
+			    w->tool, path, reals[i], err_kind_name(e.kind), e.field, e.msg, path,
+			    msg, want);
 		json_decref(args);
 	}
 	w->fields++;
@@ -394,13 +401,14 @@ test_minimal_instances(void **state)
 		{ "{\"type\":[\"integer\",\"null\"],\"minimum\":1}", "1" },
 		{ "{\"type\":\"string\",\"enum\":[\"b\",\"a\"]}", "\"b\"" },
 		{ "{\"type\":\"string\",\"pattern\":\"^sbx-[a-z0-9]{16}$\"}",
-		  "\"sbx-0123456789abcdef\"" },
+		    "\"sbx-0123456789abcdef\"" },
 		{ "{\"type\":\"string\",\"minLength\":3,\"pattern\":\"^a+$\"}", "\"aaa\"" },
 		{ "{\"type\":\"string\",\"default\":\"zz\"}", "\"zz\"" },
 		{ "{\"type\":\"boolean\",\"default\":true}", "true" },
 		{ "{\"type\":\"array\",\"minItems\":2,\"items\":{\"type\":\"integer\"}}", "[0,0]" },
 		{ "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"minimum\":3},"
-		  "\"b\":{\"type\":\"string\"}},\"required\":[\"a\"]}", "{\"a\":3}" },
+		  "\"b\":{\"type\":\"string\"}},\"required\":[\"a\"]}",
+		    "{\"a\":3}" },
 	};
 
 	(void)state;
@@ -425,15 +433,17 @@ test_minimal_instances(void **state)
 static void
 test_walk_nested(void **state)
 {
-	json_t *s = json_loads("{\"type\":\"object\",\"properties\":{"
-	    "\"top\":{\"type\":\"integer\",\"minimum\":1},"
-	    "\"box\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},"
-	    "\"required\":[\"n\"]},"
-	    "\"list\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":"
-	    "{\"port\":{\"type\":[\"integer\",\"null\"],\"maximum\":9}}}},"
-	    "\"env\":{\"type\":\"object\",\"propertyNames\":{\"pattern\":\"^[A-Z]+$\"},"
-	    "\"additionalProperties\":{\"type\":\"integer\"}}},"
-	    "\"required\":[\"top\"],\"additionalProperties\":false}", 0, NULL);
+	json_t *s =
+	    json_loads("{\"type\":\"object\",\"properties\":{"
+		       "\"top\":{\"type\":\"integer\",\"minimum\":1},"
+		       "\"box\":{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},"
+		       "\"required\":[\"n\"]},"
+		       "\"list\":{\"type\":\"array\",\"items\":{\"type\":\"object\",\"properties\":"
+		       "{\"port\":{\"type\":[\"integer\",\"null\"],\"maximum\":9}}}},"
+		       "\"env\":{\"type\":\"object\",\"propertyNames\":{\"pattern\":\"^[A-Z]+$\"},"
+		       "\"additionalProperties\":{\"type\":\"integer\"}}},"
+		       "\"required\":[\"top\"],\"additionalProperties\":false}",
+		0, NULL);
 	struct walk w = { .tool = "nested", .root = s };
 	json_t *args;
 	char path[TI_MAX_PATH];
@@ -443,8 +453,8 @@ test_walk_nested(void **state)
 	walk(&w, s);
 	assert_int_equal(w.fields, 4);
 	/* The path names of the steps. */
-	w.steps[0] = (struct step){ "list", json_object_get(json_object_get(s, "properties"),
-	    "list") };
+	w.steps[0] = (struct step){ "list",
+		json_object_get(json_object_get(s, "properties"), "list") };
 	w.steps[1] = (struct step){ NULL, json_object_get(w.steps[0].schema, "items") };
 	w.steps[2] = (struct step){ "port", NULL };
 	w.n = 3;
