@@ -4,8 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-static const char alphabet[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 char *
 b64_encode(const void *in, size_t len)
@@ -78,8 +77,8 @@ b64_decode(const char *in, size_t len, unsigned char *out, size_t cap, size_t *o
 			int v = value_of(in[i + j]);
 
 			if (v < 0) {
-				err_set(e, ERR_INVALID, "not valid base64: bad character at offset %zu",
-				    i + j);
+				err_set(e, ERR_INVALID,
+				    "not valid base64: bad character at offset %zu", i + j);
 				return -1;
 			}
 			w |= (uint32_t)v << (18 - 6 * j);
@@ -88,7 +87,8 @@ b64_decode(const char *in, size_t len, unsigned char *out, size_t cap, size_t *o
 		 * under the padding must be zero, or two texts would decode
 		 * to the same bytes. */
 		if (take < 4 && (w & ((1u << (8 * (4 - take))) - 1)) != 0) {
-			err_set(e, ERR_INVALID, "not valid base64: nonzero bits before the padding");
+			err_set(e, ERR_INVALID,
+			    "not valid base64: nonzero bits before the padding");
 			return -1;
 		}
 		out[k++] = (unsigned char)(w >> 16);

@@ -394,7 +394,8 @@ guest_run_poll(struct vm_host *h, const char *dom, long pid, int *exit_code, str
 	if (agent_exec_status(h, dom, pid, &st, &local) < 0) {
 		/* The agent forgot the process (it restarted): say so plainly. */
 		if (strstr(local.msg, "Invalid parameter") || strstr(local.msg, "PID"))
-			err_set(e, ERR_NOT_FOUND, "the guest agent no longer knows process %ld", pid);
+			err_set(e, ERR_NOT_FOUND, "the guest agent no longer knows process %ld",
+			    pid);
 		else
 			err_set(e, local.kind, "%s", local.msg);
 		return -1;

@@ -69,8 +69,7 @@ int guest_kill(struct vm_host *h, const char *dom, long pid, struct err *e);
  * code (128 + signal when killed) once it ended, 0 while it runs, -1 with
  * ERR_NOT_FOUND when the guest agent no longer knows it (it restarted),
  * or -1 with another error. */
-int guest_run_poll(struct vm_host *h, const char *dom, long pid, int *exit_code,
-    struct err *e);
+int guest_run_poll(struct vm_host *h, const char *dom, long pid, int *exit_code, struct err *e);
 
 /* Makes a user path absolute (relative paths are under GUEST_HOME).
  * -1 when the result would not fit. */

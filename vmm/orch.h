@@ -21,20 +21,20 @@
 
 /* How the accelerator is chosen. */
 enum orch_virt {
-	ORCH_VIRT_AUTO,   /* KVM when a probe guest boots with it, else TCG */
+	ORCH_VIRT_AUTO, /* KVM when a probe guest boots with it, else TCG */
 	ORCH_VIRT_KVM,
 	ORCH_VIRT_TCG,
 };
 
 /* What the orchestrator needs; orch_new copies it. */
 struct orch_config {
-	const char *libvirt_uri;   /* comma-separated libvirt URIs, one per host */
+	const char *libvirt_uri; /* comma-separated libvirt URIs, one per host */
 	enum orch_virt virt;
-	const char *image_dir;     /* vmlinuz, initrd.img, base.qcow2 */
-	const char *state_dir;     /* vms/ (overlays, consoles) and log/ go here */
-	const char *qemu_user;     /* QEMU runs as this user; it owns the VM files */
-	int boot_timeout_s;        /* start to first guest-agent answer */
-	int kvm_probe_timeout_s;   /* the same for the KVM probe guest (auto) */
+	const char *image_dir;   /* vmlinuz, initrd.img, base.qcow2 */
+	const char *state_dir;   /* vms/ (overlays, consoles) and log/ go here */
+	const char *qemu_user;   /* QEMU runs as this user; it owns the VM files */
+	int boot_timeout_s;      /* start to first guest-agent answer */
+	int kvm_probe_timeout_s; /* the same for the KVM probe guest (auto) */
 };
 
 struct orch;

@@ -86,6 +86,8 @@ test_bad_characters(void **state)
 	unsigned char out[16];
 	size_t n;
 	struct err e;
+	/* One case a line: each comment belongs to its own case. */
+	/* clang-format off */
 	static const char *const bad[] = {
 		"Zm9-",          /* base64url letters are not this alphabet */
 		"Zm9_",
@@ -93,6 +95,7 @@ test_bad_characters(void **state)
 		"Zm\x80v",
 		"Z\0g=",         /* NUL inside (strlen stops: length 1) */
 	};
+	/* clang-format on */
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -108,6 +111,8 @@ test_bad_padding(void **state)
 {
 	unsigned char out[16];
 	size_t n;
+	/* One case a line: each comment belongs to its own case. */
+	/* clang-format off */
 	static const char *const bad[] = {
 		"Zg=",           /* not a multiple of 4 */
 		"Zg",            /* padding left out */
@@ -120,6 +125,7 @@ test_bad_padding(void **state)
 		"Zh==",          /* nonzero bits under "==" */
 		"Zm9=",          /* nonzero bits under "=" */
 	};
+	/* clang-format on */
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -134,7 +140,13 @@ test_whitespace_refused(void **state)
 	unsigned char out[16];
 	size_t n;
 	static const char *const bad[] = {
-		"Zm9v\n", "Zm9v\r\n", " Zm9", "Zm 9", "Zm9v\nYmFy", "Zm9v\tYmF", "Zm9v    ",
+		"Zm9v\n",
+		"Zm9v\r\n",
+		" Zm9",
+		"Zm 9",
+		"Zm9v\nYmFy",
+		"Zm9v\tYmF",
+		"Zm9v    ",
 	};
 
 	(void)state;
