@@ -24,27 +24,27 @@
 
 #define FAKE_QEMU_UID 64055
 #define FAKE_PID_BASE 1000
-#define FAKE_POLL_US 5000             /* guest_run_wait's poll period */
+#define FAKE_POLL_US 5000 /* guest_run_wait's poll period */
 #define FAKE_KILL_SIGNAL 15
-#define FAKE_TIMEOUT_EXIT 124         /* the guest helper's "timed out" */
-#define FAKE_MAX_OUTPUT (16u << 20)   /* bytes one fake command may print */
+#define FAKE_TIMEOUT_EXIT 124       /* the guest helper's "timed out" */
+#define FAKE_MAX_OUTPUT (16u << 20) /* bytes one fake command may print */
 #define FAKE_MAX_SLEEP_S 86400
 
 /* ---- state ---- */
 
 struct fake_file {
 	char path[FAKE_PATH_MAX];
-	unsigned char *data;          /* malloc'd; never NULL once set */
+	unsigned char *data; /* malloc'd; never NULL once set */
 	size_t len;
 	unsigned mode;
 };
 
 struct fake_cmd {
 	long pid;
-	long long end_ms;             /* monotonic time it ends at */
+	long long end_ms; /* monotonic time it ends at */
 	int exit_code;
-	int signal;                   /* set when it was killed */
-	int reported;                 /* its end was reported: the agent forgot it */
+	int signal;   /* set when it was killed */
+	int reported; /* its end was reported: the agent forgot it */
 	char out_path[256];
 	char err_path[256];
 };
@@ -56,7 +56,7 @@ struct fake_fwd {
 
 struct fake_vm {
 	char id[FAKE_ID_MAX];
-	size_t host;                  /* index into fk.hosts */
+	size_t host; /* index into fk.hosts */
 	int live;
 	int vcpus;
 	int memory_mib;
@@ -90,8 +90,11 @@ static struct {
 	int ready;
 	fake_forward_fn on_forward;
 	void *on_forward_ctx;
-} fk = { .lock = PTHREAD_MUTEX_INITIALIZER, .next_pid = FAKE_PID_BASE,
-	.next_port = FAKE_FIRST_HOST_PORT, .netguard_ok = 1, .ready = 1 };
+} fk = { .lock = PTHREAD_MUTEX_INITIALIZER,
+	.next_pid = FAKE_PID_BASE,
+	.next_port = FAKE_FIRST_HOST_PORT,
+	.netguard_ok = 1,
+	.ready = 1 };
 
 /* What orch_new hands out: the fake has one orchestrator at a time. */
 static int fake_orch_token;
@@ -327,7 +330,7 @@ cmd_find(struct fake_vm *vm, long pid, struct err *e)
 struct fake_outcome {
 	int exit_code;
 	long long duration_ms;
-	unsigned char *out;           /* malloc'd or NULL */
+	unsigned char *out; /* malloc'd or NULL */
 	size_t out_len;
 	unsigned char *err;
 	size_t err_len;
@@ -381,8 +384,7 @@ typedef int (*fake_cmd_fn)(struct fake_vm *vm, const struct guest_run *r, const 
     struct fake_outcome *oc);
 
 static int
-cmd_true(struct fake_vm *vm, const struct guest_run *r, const char *arg,
-    struct fake_outcome *oc)
+cmd_true(struct fake_vm *vm, const struct guest_run *r, const char *arg, struct fake_outcome *oc)
 {
 	(void)vm, (void)r, (void)arg;
 	oc->exit_code = 0;
@@ -390,8 +392,7 @@ cmd_true(struct fake_vm *vm, const struct guest_run *r, const char *arg,
 }
 
 static int
-cmd_false(struct fake_vm *vm, const struct guest_run *r, const char *arg,
-    struct fake_outcome *oc)
+cmd_false(struct fake_vm *vm, const struct guest_run *r, const char *arg, struct fake_outcome *oc)
 {
 	(void)vm, (void)r, (void)arg;
 	oc->exit_code = 1;
@@ -399,8 +400,7 @@ cmd_false(struct fake_vm *vm, const struct guest_run *r, const char *arg,
 }
 
 static int
-cmd_exit(struct fake_vm *vm, const struct guest_run *r, const char *arg,
-    struct fake_outcome *oc)
+cmd_exit(struct fake_vm *vm, const struct guest_run *r, const char *arg, struct fake_outcome *oc)
 {
 	long long code;
 
@@ -413,8 +413,7 @@ cmd_exit(struct fake_vm *vm, const struct guest_run *r, const char *arg,
 
 /* "echo X" to stdout, "echo X >&2" to stderr. */
 static int
-cmd_echo(struct fake_vm *vm, const struct guest_run *r, const char *arg,
-    struct fake_outcome *oc)
+cmd_echo(struct fake_vm *vm, const struct guest_run *r, const char *arg, struct fake_outcome *oc)
 {
 	static const char to_err[] = " >&2";
 	size_t n = strlen(arg), k = strlen(to_err);
@@ -432,8 +431,7 @@ cmd_echo(struct fake_vm *vm, const struct guest_run *r, const char *arg,
 }
 
 static int
-cmd_sleep(struct fake_vm *vm, const struct guest_run *r, const char *arg,
-    struct fake_outcome *oc)
+cmd_sleep(struct fake_vm *vm, const struct guest_run *r, const char *arg, struct fake_outcome *oc)
 {
 	long long s;
 
@@ -446,8 +444,7 @@ cmd_sleep(struct fake_vm *vm, const struct guest_run *r, const char *arg,
 
 /* "yes | head -c N": N bytes of "y\n". */
 static int
-cmd_yes(struct fake_vm *vm, const struct guest_run *r, const char *arg,
-    struct fake_outcome *oc)
+cmd_yes(struct fake_vm *vm, const struct guest_run *r, const char *arg, struct fake_outcome *oc)
 {
 	long long n;
 
@@ -493,8 +490,7 @@ cmd_cat_file(struct fake_vm *vm, const struct guest_run *r, const char *arg,
 }
 
 static int
-cmd_pwd(struct fake_vm *vm, const struct guest_run *r, const char *arg,
-    struct fake_outcome *oc)
+cmd_pwd(struct fake_vm *vm, const struct guest_run *r, const char *arg, struct fake_outcome *oc)
 {
 	(void)vm, (void)arg;
 	return set_text(&oc->out, &oc->out_len, r->cwd ? r->cwd : GUEST_HOME, "\n");
@@ -543,7 +539,7 @@ interpret(struct fake_vm *vm, const struct guest_run *r, struct fake_outcome *oc
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
 		size_t n = strlen(commands[i].text);
 		int hit = commands[i].exact ? strcmp(cmd, commands[i].text) == 0 :
-		    strncmp(cmd, commands[i].text, n) == 0;
+					      strncmp(cmd, commands[i].text, n) == 0;
 
 		if (!hit)
 			continue;
@@ -570,8 +566,8 @@ timeout:
 /* ---- guest ---- */
 
 int
-__wrap_guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r,
-    long *pid, struct err *e)
+__wrap_guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r, long *pid,
+    struct err *e)
 {
 	struct fake_outcome oc;
 	struct fake_vm *vm;
@@ -622,8 +618,7 @@ file_len(struct fake_vm *vm, const char *path)
 /* Reports a command's end once, as the guest agent does. 1 ended, 0
  * still running, -1 gone or unknown. */
 static int
-cmd_poll(struct vm_host *h, const char *dom, long pid, struct fake_cmd *out,
-    struct err *e)
+cmd_poll(struct vm_host *h, const char *dom, long pid, struct fake_cmd *out, struct err *e)
 {
 	struct fake_vm *vm;
 	struct fake_cmd *c;
@@ -745,9 +740,8 @@ out:
 }
 
 int
-__wrap_guest_get_file(struct vm_host *h, const char *dom, const char *path,
-    long long offset, size_t length, unsigned char **data, size_t *len, long long *total,
-    struct err *e)
+__wrap_guest_get_file(struct vm_host *h, const char *dom, const char *path, long long offset,
+    size_t length, unsigned char **data, size_t *len, long long *total, struct err *e)
 {
 	struct fake_vm *vm;
 	struct fake_file *f;
@@ -782,8 +776,8 @@ out:
 
 /* Files only (directories are implied by them), at most `depth` levels. */
 json_t *
-__wrap_guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth,
-    int limit, int *truncated, struct err *e)
+__wrap_guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth, int limit,
+    int *truncated, struct err *e)
 {
 	struct fake_vm *vm;
 	json_t *arr = NULL;
@@ -815,9 +809,9 @@ __wrap_guest_list_files(struct vm_host *h, const char *dom, const char *path, in
 			break;
 		}
 		snprintf(mode, sizeof(mode), "%04o", f->mode);
-		json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:s, s:s}", "path", f->path,
-		    "type", "file", "size", (json_int_t)f->len, "mode", mode,
-		    "mtime", "1970-01-01T00:00:00Z"));
+		json_array_append_new(arr,
+		    json_pack("{s:s, s:s, s:I, s:s, s:s}", "path", f->path, "type", "file", "size",
+			(json_int_t)f->len, "mode", mode, "mtime", "1970-01-01T00:00:00Z"));
 	}
 	if (arr == NULL)
 		err_set(e, ERR_INTERNAL, "out of memory");
@@ -839,8 +833,7 @@ __wrap_guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size
 }
 
 int
-__wrap_guest_run_poll(struct vm_host *h, const char *dom, long pid, int *exit_code,
-    struct err *e)
+__wrap_guest_run_poll(struct vm_host *h, const char *dom, long pid, int *exit_code, struct err *e)
 {
 	struct fake_cmd c;
 	int rc = cmd_poll(h, dom, pid, &c, e);
@@ -895,12 +888,13 @@ __wrap_orch_new(const struct orch_config *cfg, struct err *e)
 
 		if (fk.nhosts >= FAKE_MAX_HOSTS || len >= sizeof(fk.hosts[0].uri)) {
 			unlock();
-			err_set(e, ERR_INVALID, "fake: at most %d hosts of %zu bytes", FAKE_MAX_HOSTS,
-			    sizeof(fk.hosts[0].uri) - 1);
+			err_set(e, ERR_INVALID, "fake: at most %d hosts of %zu bytes",
+			    FAKE_MAX_HOSTS, sizeof(fk.hosts[0].uri) - 1);
 			return NULL;
 		}
 		if (len > 0)
-			snprintf(fk.hosts[fk.nhosts++].uri, sizeof(fk.hosts[0].uri), "%.*s", (int)len, p);
+			snprintf(fk.hosts[fk.nhosts++].uri, sizeof(fk.hosts[0].uri), "%.*s",
+			    (int)len, p);
 		p += len;
 		if (*p == ',')
 			p++;
@@ -1025,8 +1019,8 @@ vm_new(const char *id, size_t host)
 }
 
 int
-__wrap_orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net,
-    int vcpus, int memory_mib, orch_progress_fn fn, void *ctx, struct err *e)
+__wrap_orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int vcpus,
+    int memory_mib, orch_progress_fn fn, void *ctx, struct err *e)
 {
 	static const char *const steps[] = { "creating the disk", "starting the VM",
 		"waiting for the guest agent", "guest agent answered" };
@@ -1141,7 +1135,7 @@ __wrap_orch_destroy(struct orch *o, const char *uri, const char *id, struct err 
 	if ((vm = vm_find(id)) != NULL) {
 		vm->live = 0;
 		vm->destroys++;
-		vm->nfwds = 0;     /* forwards go with the QEMU process */
+		vm->nfwds = 0; /* forwards go with the QEMU process */
 	}
 	unlock();
 	return 0;

@@ -19,11 +19,11 @@
 #include "vmm/vm_xml.h"
 
 #define FAKE_MAX_HOSTS 4
-#define FAKE_MAX_VMS 32           /* per test, destroyed ones included */
-#define FAKE_MAX_FILES 128        /* per VM, command logs included */
-#define FAKE_MAX_CMDS 64          /* per VM */
-#define FAKE_MAX_FWDS 16          /* per VM */
-#define FAKE_PATH_MAX 512         /* a guest path the fake keeps */
+#define FAKE_MAX_VMS 32    /* per test, destroyed ones included */
+#define FAKE_MAX_FILES 128 /* per VM, command logs included */
+#define FAKE_MAX_CMDS 64   /* per VM */
+#define FAKE_MAX_FWDS 16   /* per VM */
+#define FAKE_PATH_MAX 512  /* a guest path the fake keeps */
 #define FAKE_ID_MAX 64
 #define FAKE_FIRST_HOST_PORT 41000
 
@@ -31,11 +31,11 @@
 struct fake_counts {
 	int boots;
 	int boot_failures;
-	int destroys;             /* orch_destroy calls, for any id */
+	int destroys; /* orch_destroy calls, for any id */
 	int forward_adds;
 	int forward_removes;
-	int lists;                /* orch_list calls */
-	int kills;                /* commands stopped through agent_run */
+	int lists; /* orch_list calls */
+	int kills; /* commands stopped through agent_run */
 	int netguard_checks;
 };
 
@@ -47,7 +47,7 @@ struct fake_vm_info {
 	enum vm_net net;
 	int boots;
 	int destroys;
-	int forwards;             /* forwards in place */
+	int forwards; /* forwards in place */
 	char host[512];
 };
 
@@ -84,7 +84,6 @@ int fake_vm_forward(const char *id, int guest_port);
 long long fake_file_get(const char *id, const char *path, unsigned char *out, size_t n,
     unsigned *mode);
 /* Puts a file straight into a VM (no service involved). */
-int fake_file_put(const char *id, const char *path, const void *data, size_t len,
-    unsigned mode);
+int fake_file_put(const char *id, const char *path, const void *data, size_t len, unsigned mode);
 
 #endif

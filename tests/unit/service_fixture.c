@@ -23,9 +23,9 @@
 #include "service/sandbox.h"
 #include "tests/unit/fake_vmm.h"
 
-#define SFX_ENV_MAX 24              /* variables a test's configuration sets */
+#define SFX_ENV_MAX 24 /* variables a test's configuration sets */
 #define SFX_ENV_VALUE_MAX CONFIG_STR_MAX
-#define SFX_LISTEN_WAIT_MS 10000    /* for the notification listener to start */
+#define SFX_LISTEN_WAIT_MS 10000 /* for the notification listener to start */
 
 static struct {
 	const char *name;
@@ -33,7 +33,7 @@ static struct {
 } env[SFX_ENV_MAX];
 static size_t env_n;
 
-static char run_id[9];              /* names this run's hosts and accounts */
+static char run_id[9]; /* names this run's hosts and accounts */
 static int test_no;
 
 /* The configuration's environment: only what the fixture set, so the
@@ -47,8 +47,7 @@ fixture_getenv(const char *name)
 	return NULL;
 }
 
-static void
-env_set(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void env_set(const char *name, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static void
 env_set(const char *name, const char *fmt, ...)
@@ -154,7 +153,7 @@ sfx_open(void **state, const struct sfx_opts *o)
 	*state = NULL;
 	if (url == NULL || *url == '\0') {
 		print_error("AAS_TEST_DATABASE_URL is not set: the sandbox service tests need"
-		    " PostgreSQL (tests/run.sh starts one and sets it)\n");
+			    " PostgreSQL (tests/run.sh starts one and sets it)\n");
 		return -1;
 	}
 	s = calloc(1, sizeof(*s));
@@ -297,8 +296,7 @@ sfx_ok(struct sfx *s, const char *account, const char *tool, json_t *args)
 }
 
 struct err
-sfx_fails(struct sfx *s, const char *account, const char *tool, json_t *args,
-    enum err_kind kind)
+sfx_fails(struct sfx *s, const char *account, const char *tool, json_t *args, enum err_kind kind)
 {
 	struct err e;
 	json_t *out = sfx_call(s, account, tool, args, &e);

@@ -19,28 +19,28 @@
 #include "service/app.h"
 #include "service/tools.h"
 
-#define SFX_FREE_CREDIT 200000LL   /* micro-USD each test account starts with */
-#define SFX_PRICE_SMALL 500LL      /* AAS_PRICE_SMALL in the tests */
+#define SFX_FREE_CREDIT 200000LL /* micro-USD each test account starts with */
+#define SFX_PRICE_SMALL 500LL    /* AAS_PRICE_SMALL in the tests */
 #define SFX_PRICE_MEDIUM 2000LL
 #define SFX_PRICE_LARGE 8000LL
 #define SFX_MAX_LIFETIME_MIN 30
-#define SFX_MAX_OUTPUT 1048576LL   /* AAS_MAX_OUTPUT_BYTES; not below run_command's default */
+#define SFX_MAX_OUTPUT 1048576LL /* AAS_MAX_OUTPUT_BYTES; not below run_command's default */
 #define SFX_PREVIEW_DOMAIN "preview.test"
-#define SFX_MAX_PROGRESS 16        /* progress messages kept per test */
+#define SFX_MAX_PROGRESS 16 /* progress messages kept per test */
 
 /* How a test wants its service. Zero values take the defaults. */
 struct sfx_opts {
-	int minute_s;              /* AAS_BILLING_MINUTE_S; 0: 60 */
-	const char *net;           /* AAS_NET; NULL: "on" (the fake rule is in place) */
-	long long max_output;      /* AAS_MAX_OUTPUT_BYTES; 0: SFX_MAX_OUTPUT */
+	int minute_s;         /* AAS_BILLING_MINUTE_S; 0: 60 */
+	const char *net;      /* AAS_NET; NULL: "on" (the fake rule is in place) */
+	long long max_output; /* AAS_MAX_OUTPUT_BYTES; 0: SFX_MAX_OUTPUT */
 };
 
 struct sfx {
 	struct app *app;
-	char host[128];            /* this test's AAS_LIBVIRT_URI */
-	char account[ACCT_ID_LEN + 1];  /* the caller */
-	char other[ACCT_ID_LEN + 1];    /* another account */
-	atomic_int cancel;         /* the caller's notifications/cancelled */
+	char host[128];                /* this test's AAS_LIBVIRT_URI */
+	char account[ACCT_ID_LEN + 1]; /* the caller */
+	char other[ACCT_ID_LEN + 1];   /* another account */
+	atomic_int cancel;             /* the caller's notifications/cancelled */
 	int progress_n;
 	char progress[SFX_MAX_PROGRESS][128];
 };
@@ -48,9 +48,9 @@ struct sfx {
 /* cmocka set-ups and the tear-down; the tear-down fails the test when an
  * account's balance is not the sum of its ledger. */
 int sfx_setup(void **state);
-int sfx_setup_short_minute(void **state);   /* AAS_BILLING_MINUTE_S=1 */
-int sfx_setup_net_off(void **state);        /* AAS_NET=off */
-int sfx_setup_small_output(void **state);   /* AAS_MAX_OUTPUT_BYTES=1024 */
+int sfx_setup_short_minute(void **state); /* AAS_BILLING_MINUTE_S=1 */
+int sfx_setup_net_off(void **state);      /* AAS_NET=off */
+int sfx_setup_small_output(void **state); /* AAS_MAX_OUTPUT_BYTES=1024 */
 int sfx_teardown(void **state);
 int sfx_open(void **state, const struct sfx_opts *o);
 
@@ -60,8 +60,7 @@ int sfx_group_teardown(void **state);
 
 /* Calls a tool as `account` through tools_invoke; takes `args` (may be
  * NULL). The result object, or NULL with `e` filled. */
-json_t *sfx_call(struct sfx *s, const char *account, const char *tool, json_t *args,
-    struct err *e);
+json_t *sfx_call(struct sfx *s, const char *account, const char *tool, json_t *args, struct err *e);
 /* The same for calls that must succeed: the test fails otherwise. */
 json_t *sfx_ok(struct sfx *s, const char *account, const char *tool, json_t *args);
 /* A call that must fail with `kind`; returns the error. */

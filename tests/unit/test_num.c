@@ -30,15 +30,15 @@ test_accepts_plain_decimals(void **state)
 static void
 test_refuses_everything_else(void **state)
 {
-	static const char *const bad[] = { "", "-", "+5", " 5", "5 ", "\t5", "5\n", "0x10",
-		"1e3", "1.0", "60.0", "--1", "- 1", "abc", "9223372036854775808",
-		"-9223372036854775809", "99999999999999999999999" };
+	static const char *const bad[] = { "", "-", "+5", " 5", "5 ", "\t5", "5\n", "0x10", "1e3",
+		"1.0", "60.0", "--1", "- 1", "abc", "9223372036854775808", "-9223372036854775809",
+		"99999999999999999999999" };
 	long long v = 42;
 
 	(void)state;
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		assert_int_equal(num_parse_ll(bad[i], &v), -1);
-		assert_int_equal(v, 42);   /* untouched on failure */
+		assert_int_equal(v, 42); /* untouched on failure */
 	}
 	assert_int_equal(num_parse_ll(NULL, &v), -1);
 }

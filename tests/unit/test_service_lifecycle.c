@@ -22,24 +22,25 @@
 #include "tests/unit/service_fixture.h"
 
 #define ID_MAX 32
-#define EXPIRY_WAIT_MS 20000       /* the reaper's slack over a 2 s lifetime */
+#define EXPIRY_WAIT_MS 20000 /* the reaper's slack over a 2 s lifetime */
 #define POLL_MS 100
 
-#define EXPIRES_MS "SELECT (extract(epoch FROM expires_at) * 1000)::bigint" \
+#define EXPIRES_MS                                               \
+	"SELECT (extract(epoch FROM expires_at) * 1000)::bigint" \
 	" FROM sandboxes WHERE id = $1"
 
 static json_t *
 extend(struct sfx *s, const char *id, int minutes)
 {
-	return sfx_ok(s, s->account, "extend_sandbox", json_pack("{s:s, s:i}", "sandbox_id", id,
-	    "minutes", minutes));
+	return sfx_ok(s, s->account, "extend_sandbox",
+	    json_pack("{s:s, s:i}", "sandbox_id", id, "minutes", minutes));
 }
 
 static struct err
 extend_fails(struct sfx *s, const char *id, int minutes, enum err_kind kind)
 {
-	return sfx_fails(s, s->account, "extend_sandbox", json_pack("{s:s, s:i}", "sandbox_id",
-	    id, "minutes", minutes), kind);
+	return sfx_fails(s, s->account, "extend_sandbox",
+	    json_pack("{s:s, s:i}", "sandbox_id", id, "minutes", minutes), kind);
 }
 
 static json_t *
@@ -72,8 +73,11 @@ test_extend_charges_and_moves_expiry(void **state)
 	assert_int_equal(sfx_ll(s, "SELECT paid_minutes FROM sandboxes WHERE id = $1", id), 15);
 	assert_int_equal(sfx_ll(s, "SELECT charged FROM sandboxes WHERE id = $1", id),
 	    15 * SFX_PRICE_SMALL);
-	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM ledger WHERE sandbox_id = $1"
-	    " AND kind = 'charge'", id), 2);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT count(*) FROM ledger WHERE sandbox_id = $1"
+			     " AND kind = 'charge'",
+			     id),
+	    2);
 
 	/* 15 + 16 is past the 30-minute maximum: refused, nothing moves. */
 	e = extend_fails(s, id, SFX_MAX_LIFETIME_MIN - 15 + 1, ERR_LIMIT);
@@ -107,8 +111,8 @@ test_extend_refused_without_credit(void **state)
 	json_t *r;
 
 	/* A large sandbox for 20 minutes leaves 40000 of 200000. */
-	r = sfx_ok(s, s->account, "create_sandbox", json_pack("{s:s, s:i}", "size", "large",
-	    "timeout_minutes", 20));
+	r = sfx_ok(s, s->account, "create_sandbox",
+	    json_pack("{s:s, s:i}", "size", "large", "timeout_minutes", 20));
 	snprintf(id, sizeof(id), "%s", sfx_str(r, "sandbox_id"));
 	json_decref(r);
 	balance = sfx_balance(s, s->account);
@@ -143,10 +147,16 @@ test_destroy_refunds_unused_minutes_once(void **state)
 	assert_int_equal(sfx_int(r, "balance"), after);
 	json_decref(r);
 	assert_int_equal(sfx_balance(s, s->account), after);
-	assert_int_equal(sfx_ll(s, "SELECT amount FROM ledger WHERE sandbox_id = $1"
-	    " AND kind = 'refund'", id), 9 * SFX_PRICE_SMALL);
-	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM sandboxes WHERE id = $1"
-	    " AND settled_at IS NOT NULL", id), 1);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT amount FROM ledger WHERE sandbox_id = $1"
+			     " AND kind = 'refund'",
+			     id),
+	    9 * SFX_PRICE_SMALL);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT count(*) FROM sandboxes WHERE id = $1"
+			     " AND settled_at IS NOT NULL",
+			     id),
+	    1);
 	assert_int_equal(sfx_ll(s, "SELECT refunded FROM sandboxes WHERE id = $1", id),
 	    9 * SFX_PRICE_SMALL);
 	assert_int_equal(sfx_ll(s, "SELECT minutes_used FROM sandboxes WHERE id = $1", id), 1);
@@ -161,8 +171,11 @@ test_destroy_refunds_unused_minutes_once(void **state)
 	assert_int_equal(sfx_int(r, "balance"), after);
 	json_decref(r);
 	assert_int_equal(sfx_balance(s, s->account), after);
-	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM ledger WHERE sandbox_id = $1"
-	    " AND kind = 'refund'", id), 1);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT count(*) FROM ledger WHERE sandbox_id = $1"
+			     " AND kind = 'refund'",
+			     id),
+	    1);
 	assert_int_equal(fake_vm_info(id, &vm), 0);
 	assert_int_equal(vm.destroys, 1);
 
@@ -173,8 +186,8 @@ test_destroy_refunds_unused_minutes_once(void **state)
 	json_decref(u);
 
 	/* A destroyed sandbox runs nothing. */
-	sfx_fails(s, s->account, "run_command", json_pack("{s:s, s:s}", "sandbox_id", id,
-	    "command", "true"), ERR_CONFLICT);
+	sfx_fails(s, s->account, "run_command",
+	    json_pack("{s:s, s:s}", "sandbox_id", id, "command", "true"), ERR_CONFLICT);
 }
 
 /* ---- failures ---- */
@@ -213,8 +226,8 @@ test_lost_vm_fails_and_settles_on_reconcile(void **state)
 	sfx_create(s, 10, id);
 	assert_int_equal(fake_vm_lose(id), 0);
 	/* Until reconcile looks, the row says running but the guest is gone. */
-	sfx_fails(s, s->account, "run_command", json_pack("{s:s, s:s}", "sandbox_id", id,
-	    "command", "true"), ERR_UNAVAILABLE);
+	sfx_fails(s, s->account, "run_command",
+	    json_pack("{s:s, s:s}", "sandbox_id", id, "command", "true"), ERR_UNAVAILABLE);
 
 	err_clear(&e);
 	assert_int_equal(sbx_reconcile(s->app->sbx, &e), 0);
@@ -238,8 +251,11 @@ test_lost_vm_fails_and_settles_on_reconcile(void **state)
 	assert_string_equal(sfx_str(r, "state"), "failed");
 	assert_int_equal(sfx_int(r, "refunded"), 10 * SFX_PRICE_SMALL);
 	json_decref(r);
-	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM ledger WHERE sandbox_id = $1"
-	    " AND kind = 'refund'", id), 1);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT count(*) FROM ledger WHERE sandbox_id = $1"
+			     " AND kind = 'refund'",
+			     id),
+	    1);
 	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT);
 }
 
@@ -288,14 +304,19 @@ test_expiry_destroys_and_settles(void **state)
 		usleep(POLL_MS * 1000);
 	}
 	assert_string_equal(st, "destroyed");
-	assert_true(sfx_ll(s, "SELECT (extract(epoch FROM destroyed_at - ready_at) * 1000)::bigint"
-	    " FROM sandboxes WHERE id = $1", id) >= 2000);
+	assert_true(sfx_ll(s,
+			"SELECT (extract(epoch FROM destroyed_at - ready_at) * 1000)::bigint"
+			" FROM sandboxes WHERE id = $1",
+			id) >= 2000);
 	assert_int_equal(fake_vm_info(id, &vm), 0);
 	assert_false(vm.live);
 	assert_int_equal(vm.destroys, 1);
 	/* Settled: it used what it paid for, so nothing comes back. */
-	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM sandboxes WHERE id = $1"
-	    " AND settled_at IS NOT NULL", id), 1);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT count(*) FROM sandboxes WHERE id = $1"
+			     " AND settled_at IS NOT NULL",
+			     id),
+	    1);
 	assert_int_equal(sfx_ll(s, "SELECT minutes_used FROM sandboxes WHERE id = $1", id), 2);
 	assert_int_equal(sfx_ll(s, "SELECT refunded FROM sandboxes WHERE id = $1", id), 0);
 	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT - 2 * SFX_PRICE_SMALL);

@@ -32,8 +32,9 @@ test_create_charges_minutes_times_price(void **state)
 	char id[ID_MAX];
 	json_t *r, *u;
 
-	r = sfx_ok(s, s->account, "create_sandbox", json_pack("{s:s, s:i, s:s, s:{s:s}}",
-	    "size", "small", "timeout_minutes", 10, "name", "first", "metadata", "team", "qa"));
+	r = sfx_ok(s, s->account, "create_sandbox",
+	    json_pack("{s:s, s:i, s:s, s:{s:s}}", "size", "small", "timeout_minutes", 10, "name",
+		"first", "metadata", "team", "qa"));
 	snprintf(id, sizeof(id), "%s", sfx_str(r, "sandbox_id"));
 	assert_string_equal(sfx_str(r, "state"), "running");
 	assert_string_equal(sfx_str(r, "size"), "small");
@@ -41,15 +42,19 @@ test_create_charges_minutes_times_price(void **state)
 	assert_string_equal(sfx_str(r, "accelerator"), "kvm");
 	assert_string_equal(sfx_str(r, "network"), "nat");
 	assert_string_equal(json_string_value(json_object_get(json_object_get(r, "metadata"),
-	    "team")), "qa");
+				"team")),
+	    "qa");
 	assert_int_equal(sfx_int(r, "vcpus"), 1);
 	assert_int_equal(sfx_int(r, "memory_mib"), 512);
 	json_decref(r);
 
 	/* 10 minutes at 500 micro-USD, taken once, in the ledger and the balance. */
 	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT - 10 * SFX_PRICE_SMALL);
-	assert_int_equal(sfx_ll(s, "SELECT sum(amount) FROM ledger WHERE sandbox_id = $1"
-	    " AND kind = 'charge'", id), -10 * SFX_PRICE_SMALL);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT sum(amount) FROM ledger WHERE sandbox_id = $1"
+			     " AND kind = 'charge'",
+			     id),
+	    -10 * SFX_PRICE_SMALL);
 	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM ledger WHERE sandbox_id = $1", id), 1);
 	u = sfx_ok(s, s->account, "get_usage", NULL);
 	assert_int_equal(sfx_int(u, "balance"), SFX_FREE_CREDIT - 10 * SFX_PRICE_SMALL);
@@ -62,10 +67,16 @@ test_create_charges_minutes_times_price(void **state)
 	assert_int_equal(sfx_ll(s, "SELECT paid_minutes FROM sandboxes WHERE id = $1", id), 10);
 	assert_int_equal(sfx_ll(s, "SELECT price_per_minute FROM sandboxes WHERE id = $1", id),
 	    SFX_PRICE_SMALL);
-	assert_int_equal(sfx_ll(s, "SELECT extract(epoch FROM expires_at - ready_at)::bigint"
-	    " FROM sandboxes WHERE id = $1", id), 600);
-	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM sandboxes WHERE id = $1"
-	    " AND state = 'running' AND settled_at IS NULL", id), 1);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT extract(epoch FROM expires_at - ready_at)::bigint"
+			     " FROM sandboxes WHERE id = $1",
+			     id),
+	    600);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT count(*) FROM sandboxes WHERE id = $1"
+			     " AND state = 'running' AND settled_at IS NULL",
+			     id),
+	    1);
 
 	/* The VM: one boot of the size asked for, with a network device. */
 	assert_int_equal(fake_vm_info(id, &vm), 0);
@@ -80,11 +91,12 @@ test_create_charges_minutes_times_price(void **state)
 	assert_string_equal(s->progress[s->progress_n - 1], "guest agent answered");
 
 	/* A medium one costs its own price. */
-	r = sfx_ok(s, s->account, "create_sandbox", json_pack("{s:s, s:i, s:b}", "size", "medium",
-	    "timeout_minutes", 3, "internet", 0));
+	r = sfx_ok(s, s->account, "create_sandbox",
+	    json_pack("{s:s, s:i, s:b}", "size", "medium", "timeout_minutes", 3, "internet", 0));
 	assert_string_equal(sfx_str(r, "network"), "isolated");
 	assert_int_equal(sfx_ll(s, "SELECT charged FROM sandboxes WHERE id = $1",
-	    sfx_str(r, "sandbox_id")), 3 * SFX_PRICE_MEDIUM);
+			     sfx_str(r, "sandbox_id")),
+	    3 * SFX_PRICE_MEDIUM);
 	json_decref(r);
 	assert_int_equal(sfx_balance(s, s->account),
 	    SFX_FREE_CREDIT - 10 * SFX_PRICE_SMALL - 3 * SFX_PRICE_MEDIUM);
@@ -98,15 +110,19 @@ test_create_refused_without_credit(void **state)
 
 	/* 30 minutes of a large sandbox is more than an account starts with. */
 	assert_true(30 * SFX_PRICE_LARGE > SFX_FREE_CREDIT);
-	e = sfx_fails(s, s->account, "create_sandbox", json_pack("{s:s, s:i}", "size", "large",
-	    "timeout_minutes", 30), ERR_PAYMENT);
+	e = sfx_fails(s, s->account, "create_sandbox",
+	    json_pack("{s:s, s:i}", "size", "large", "timeout_minutes", 30), ERR_PAYMENT);
 	assert_non_null(strstr(e.msg, "not enough credit"));
 	/* Nothing written: no row, no charge, no VM. */
 	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT);
 	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM sandboxes WHERE account_id = $1",
-	    s->account), 0);
-	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM ledger WHERE account_id = $1"
-	    " AND kind <> 'grant'", s->account), 0);
+			     s->account),
+	    0);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT count(*) FROM ledger WHERE account_id = $1"
+			     " AND kind <> 'grant'",
+			     s->account),
+	    0);
 	assert_int_equal(fake_vmm_counts().boots, 0);
 }
 
@@ -116,8 +132,8 @@ test_create_refused_past_max_lifetime(void **state)
 	struct sfx *s = *state;
 	struct err e;
 
-	e = sfx_fails(s, s->account, "create_sandbox", json_pack("{s:i}", "timeout_minutes",
-	    SFX_MAX_LIFETIME_MIN + 1), ERR_INVALID);
+	e = sfx_fails(s, s->account, "create_sandbox",
+	    json_pack("{s:i}", "timeout_minutes", SFX_MAX_LIFETIME_MIN + 1), ERR_INVALID);
 	assert_string_equal(e.field, "timeout_minutes");
 	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT);
 	assert_int_equal(fake_vmm_counts().boots, 0);
@@ -132,7 +148,8 @@ test_create_refused_while_hypervisor_not_ready(void **state)
 	sfx_fails(s, s->account, "create_sandbox", NULL, ERR_UNAVAILABLE);
 	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT);
 	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM sandboxes WHERE account_id = $1",
-	    s->account), 0);
+			     s->account),
+	    0);
 }
 
 /* ---- run_command ---- */
@@ -163,7 +180,8 @@ test_run_exit_codes_and_output(void **state)
 		{ "exit 3", 3, "", "" },
 		{ "echo hello", 0, "hello\n", "" },
 		{ "echo oops >&2", 0, "", "oops\n" },
-		{ "no-such-program", 127, "", "bash: line 1: no-such-program: command not found\n" },
+		{ "no-such-program", 127, "",
+		    "bash: line 1: no-such-program: command not found\n" },
 	};
 	struct sfx *s = *state;
 	char id[ID_MAX], st[16];
@@ -184,7 +202,8 @@ test_run_exit_codes_and_output(void **state)
 		    sizeof(st));
 		assert_string_equal(st, "exited");
 		assert_int_equal(sfx_ll(s, "SELECT exit_code FROM sandbox_commands WHERE id = $1",
-		    cmd_id), cases[i].exit_code);
+				     cmd_id),
+		    cases[i].exit_code);
 		json_decref(r);
 	}
 }
@@ -263,16 +282,18 @@ test_run_output_truncated(void **state)
 	json_decref(r);
 
 	/* At the service's own cap (AAS_MAX_OUTPUT_BYTES). */
-	r = run(s, id, "yes | head -c 2000000", json_pack("{s:I}", "max_output_bytes",
-	    (json_int_t)SFX_MAX_OUTPUT));
+	r = run(s, id, "yes | head -c 2000000",
+	    json_pack("{s:I}", "max_output_bytes", (json_int_t)SFX_MAX_OUTPUT));
 	assert_int_equal(strlen(sfx_str(r, "stdout")), SFX_MAX_OUTPUT);
 	assert_int_equal(sfx_int(r, "stdout_bytes"), 2000000);
 	assert_true(json_is_true(json_object_get(r, "stdout_truncated")));
 	json_decref(r);
 
 	/* Beyond that cap the call is refused, naming the field. */
-	e = sfx_fails(s, s->account, "run_command", json_pack("{s:s, s:s, s:I}", "sandbox_id", id,
-	    "command", "true", "max_output_bytes", (json_int_t)SFX_MAX_OUTPUT + 1), ERR_INVALID);
+	e = sfx_fails(s, s->account, "run_command",
+	    json_pack("{s:s, s:s, s:I}", "sandbox_id", id, "command", "true", "max_output_bytes",
+		(json_int_t)SFX_MAX_OUTPUT + 1),
+	    ERR_INVALID);
 	assert_string_equal(e.field, "max_output_bytes");
 }
 
@@ -303,13 +324,18 @@ test_run_cancelled(void **state)
 	sfx_create(s, 10, id);
 	/* The client cancelled: the command is stopped in the guest. */
 	atomic_store(&s->cancel, 1);
-	e = sfx_fails(s, s->account, "run_command", json_pack("{s:s, s:s, s:i}", "sandbox_id", id,
-	    "command", "sleep 30", "timeout_seconds", 60), ERR_CONFLICT);
+	e = sfx_fails(s, s->account, "run_command",
+	    json_pack("{s:s, s:s, s:i}", "sandbox_id", id, "command", "sleep 30", "timeout_seconds",
+		60),
+	    ERR_CONFLICT);
 	atomic_store(&s->cancel, 0);
 	assert_non_null(strstr(e.msg, "cancelled"));
 	assert_int_equal(fake_vmm_counts().kills, 1);
-	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM sandbox_commands WHERE sandbox_id = $1"
-	    " AND state = 'failed'", id), 1);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT count(*) FROM sandbox_commands WHERE sandbox_id = $1"
+			     " AND state = 'failed'",
+			     id),
+	    1);
 }
 
 static void
@@ -355,7 +381,7 @@ static void
 test_write_then_read_text(void **state)
 {
 	static const struct {
-		long long offset, length;   /* length 0: the default */
+		long long offset, length; /* length 0: the default */
 		const char *content;
 		int eof;
 	} pages[] = {
@@ -373,15 +399,17 @@ test_write_then_read_text(void **state)
 	json_t *r;
 
 	sfx_create(s, 10, id);
-	r = sfx_ok(s, s->account, "write_file", json_pack("{s:s, s:s, s:s}", "sandbox_id", id,
-	    "path", "notes/a.txt", "content", "hello world\n"));
+	r = sfx_ok(s, s->account, "write_file",
+	    json_pack("{s:s, s:s, s:s}", "sandbox_id", id, "path", "notes/a.txt", "content",
+		"hello world\n"));
 	assert_string_equal(sfx_str(r, "path"), "/home/sandbox/notes/a.txt");
 	assert_int_equal(sfx_int(r, "bytes_written"), 12);
 	assert_string_equal(sfx_str(r, "mode"), "0644");
 	json_decref(r);
 	/* The bytes are in the guest, with the mode. */
 	assert_int_equal(fake_file_get(id, "/home/sandbox/notes/a.txt", bytes, sizeof(bytes),
-	    &mode), 12);
+			     &mode),
+	    12);
 	assert_memory_equal(bytes, "hello world\n", 12);
 	assert_int_equal(mode, 0644);
 
@@ -403,12 +431,14 @@ test_write_then_read_text(void **state)
 	r = run(s, id, "cat notes/a.txt", NULL);
 	assert_string_equal(sfx_str(r, "stdout"), "hello world\n");
 	json_decref(r);
-	r = sfx_ok(s, s->account, "write_file", json_pack("{s:s, s:s, s:s, s:s}", "sandbox_id", id,
-	    "path", "/home/sandbox/notes/a.txt", "content", "#!/bin/sh\n", "mode", "0755"));
+	r = sfx_ok(s, s->account, "write_file",
+	    json_pack("{s:s, s:s, s:s, s:s}", "sandbox_id", id, "path", "/home/sandbox/notes/a.txt",
+		"content", "#!/bin/sh\n", "mode", "0755"));
 	assert_string_equal(sfx_str(r, "mode"), "0755");
 	json_decref(r);
 	assert_int_equal(fake_file_get(id, "/home/sandbox/notes/a.txt", bytes, sizeof(bytes),
-	    &mode), 10);
+			     &mode),
+	    10);
 	assert_int_equal(mode, 0755);
 }
 
@@ -423,8 +453,9 @@ test_write_then_read_base64(void **state)
 	json_t *r;
 
 	sfx_create(s, 10, id);
-	r = sfx_ok(s, s->account, "write_file", json_pack("{s:s, s:s, s:s}", "sandbox_id", id,
-	    "path", "/tmp/blob.bin", "content_base64", blob_b64));
+	r = sfx_ok(s, s->account, "write_file",
+	    json_pack("{s:s, s:s, s:s}", "sandbox_id", id, "path", "/tmp/blob.bin",
+		"content_base64", blob_b64));
 	assert_int_equal(sfx_int(r, "bytes_written"), sizeof(blob));
 	json_decref(r);
 	assert_int_equal(fake_file_get(id, "/tmp/blob.bin", bytes, sizeof(bytes), NULL),
@@ -438,8 +469,8 @@ test_write_then_read_base64(void **state)
 	assert_true(json_is_true(json_object_get(r, "eof")));
 	json_decref(r);
 	/* A page of it: bytes 1..3. */
-	r = read_file(s, id, "/tmp/blob.bin", json_pack("{s:s, s:i, s:i}", "encoding", "base64",
-	    "offset", 1, "length", 3));
+	r = read_file(s, id, "/tmp/blob.bin",
+	    json_pack("{s:s, s:i, s:i}", "encoding", "base64", "offset", 1, "length", 3));
 	assert_string_equal(sfx_str(r, "content"), "/xBh");
 	assert_false(json_is_true(json_object_get(r, "eof")));
 	json_decref(r);
@@ -457,18 +488,24 @@ test_file_errors(void **state)
 	struct err e;
 
 	sfx_create(s, 10, id);
-	e = sfx_fails(s, s->account, "read_file", json_pack("{s:s, s:s}", "sandbox_id", id,
-	    "path", "missing.txt"), ERR_NOT_FOUND);
+	e = sfx_fails(s, s->account, "read_file",
+	    json_pack("{s:s, s:s}", "sandbox_id", id, "path", "missing.txt"), ERR_NOT_FOUND);
 	assert_non_null(strstr(e.msg, "/home/sandbox/missing.txt"));
 	/* Without make_parents a missing directory is an error. */
-	sfx_fails(s, s->account, "write_file", json_pack("{s:s, s:s, s:s, s:b}", "sandbox_id", id,
-	    "path", "no/such/dir/f.txt", "content", "x", "make_parents", 0), ERR_INVALID);
+	sfx_fails(s, s->account, "write_file",
+	    json_pack("{s:s, s:s, s:s, s:b}", "sandbox_id", id, "path", "no/such/dir/f.txt",
+		"content", "x", "make_parents", 0),
+	    ERR_INVALID);
 	assert_int_equal(fake_file_get(id, "/home/sandbox/no/such/dir/f.txt", NULL, 0, NULL), -1);
-	e = sfx_fails(s, s->account, "write_file", json_pack("{s:s, s:s, s:s, s:s}", "sandbox_id",
-	    id, "path", "f.txt", "content", "x", "content_base64", "eA=="), ERR_INVALID);
+	e = sfx_fails(s, s->account, "write_file",
+	    json_pack("{s:s, s:s, s:s, s:s}", "sandbox_id", id, "path", "f.txt", "content", "x",
+		"content_base64", "eA=="),
+	    ERR_INVALID);
 	assert_string_equal(e.field, "content");
-	e = sfx_fails(s, s->account, "write_file", json_pack("{s:s, s:s, s:s}", "sandbox_id", id,
-	    "path", "f.txt", "content_base64", "not base64!"), ERR_INVALID);
+	e = sfx_fails(s, s->account, "write_file",
+	    json_pack("{s:s, s:s, s:s}", "sandbox_id", id, "path", "f.txt", "content_base64",
+		"not base64!"),
+	    ERR_INVALID);
 	assert_string_equal(e.field, "content_base64");
 }
 
@@ -483,14 +520,15 @@ test_list_files(void **state)
 	assert_int_equal(fake_file_put(id, "/home/sandbox/a.txt", "a", 1, 0644), 0);
 	assert_int_equal(fake_file_put(id, "/home/sandbox/src/b.c", "bb", 2, 0600), 0);
 	assert_int_equal(fake_file_put(id, "/home/sandbox/src/deep/c.h", "ccc", 3, 0644), 0);
-	r = sfx_ok(s, s->account, "list_files", json_pack("{s:s, s:i}", "sandbox_id", id,
-	    "depth", 2));
+	r = sfx_ok(s, s->account, "list_files",
+	    json_pack("{s:s, s:i}", "sandbox_id", id, "depth", 2));
 	assert_string_equal(sfx_str(r, "path"), "/home/sandbox");
 	assert_int_equal(json_array_size(json_object_get(r, "entries")), 2);
 	assert_false(json_is_true(json_object_get(r, "truncated")));
 	json_decref(r);
-	r = sfx_ok(s, s->account, "list_files", json_pack("{s:s, s:s, s:i, s:i}", "sandbox_id", id,
-	    "path", "src", "depth", 5, "limit", 1));
+	r = sfx_ok(s, s->account, "list_files",
+	    json_pack("{s:s, s:s, s:i, s:i}", "sandbox_id", id, "path", "src", "depth", 5, "limit",
+		1));
 	assert_string_equal(sfx_str(r, "path"), "/home/sandbox/src");
 	assert_int_equal(json_array_size(json_object_get(r, "entries")), 1);
 	assert_true(json_is_true(json_object_get(r, "truncated")));
@@ -511,8 +549,8 @@ test_expose_port(void **state)
 	int hp;
 
 	sfx_create(s, 10, id);
-	r = sfx_ok(s, s->account, "expose_port", json_pack("{s:s, s:i}", "sandbox_id", id,
-	    "port", 8080));
+	r = sfx_ok(s, s->account, "expose_port",
+	    json_pack("{s:s, s:i}", "sandbox_id", id, "port", 8080));
 	snprintf(url, sizeof(url), "http://8080-%s." SFX_PREVIEW_DOMAIN "/", id);
 	assert_string_equal(sfx_str(r, "url"), url);
 	assert_true(json_is_true(json_object_get(r, "public")));
@@ -528,14 +566,14 @@ test_expose_port(void **state)
 	assert_int_equal(route.upstream_port, hp);
 
 	/* The same port twice is refused, and no second forward is made. */
-	e = sfx_fails(s, s->account, "expose_port", json_pack("{s:s, s:i}", "sandbox_id", id,
-	    "port", 8080), ERR_CONFLICT);
+	e = sfx_fails(s, s->account, "expose_port",
+	    json_pack("{s:s, s:i}", "sandbox_id", id, "port", 8080), ERR_CONFLICT);
 	assert_string_equal(e.field, "port");
 	assert_int_equal(fake_vmm_counts().forward_adds, 1);
 
 	/* A private port: a token shown once and a signed URL; no token, no entry. */
-	r = sfx_ok(s, s->account, "expose_port", json_pack("{s:s, s:i, s:b}", "sandbox_id", id,
-	    "port", 3000, "public", 0));
+	r = sfx_ok(s, s->account, "expose_port",
+	    json_pack("{s:s, s:i, s:b}", "sandbox_id", id, "port", 3000, "public", 0));
 	snprintf(url, sizeof(url), "http://3000-%s." SFX_PREVIEW_DOMAIN "/", id);
 	assert_string_equal(sfx_str(r, "url"), url);
 	assert_int_equal(strncmp(sfx_str(r, "token"), "aas_pt_", 7), 0);
@@ -565,9 +603,13 @@ expose_same_port(void *ctx, const char *id, int guest_port)
 	char param[64];
 
 	snprintf(param, sizeof(param), "%s:%d", id, guest_port);
-	assert_int_equal(sfx_ll(ctx, "WITH i AS (INSERT INTO sandbox_ports(sandbox_id, port,"
-	    " public, host_port) VALUES (split_part($1, ':', 1), split_part($1, ':', 2)::int,"
-	    " true, 1) RETURNING 1) SELECT count(*) FROM i", param), 1);
+	assert_int_equal(
+	    sfx_ll(ctx,
+		"WITH i AS (INSERT INTO sandbox_ports(sandbox_id, port,"
+		" public, host_port) VALUES (split_part($1, ':', 1), split_part($1, ':', 2)::int,"
+		" true, 1) RETURNING 1) SELECT count(*) FROM i",
+		param),
+	    1);
 }
 
 static void
@@ -579,8 +621,8 @@ test_expose_port_lost_race_removes_forward(void **state)
 
 	sfx_create(s, 10, id);
 	fake_vmm_on_forward(expose_same_port, s);
-	e = sfx_fails(s, s->account, "expose_port", json_pack("{s:s, s:i}", "sandbox_id", id,
-	    "port", 8080), ERR_CONFLICT);
+	e = sfx_fails(s, s->account, "expose_port",
+	    json_pack("{s:s, s:i}", "sandbox_id", id, "port", 8080), ERR_CONFLICT);
 	fake_vmm_on_forward(NULL, NULL);
 	assert_string_equal(e.field, "port");
 	/* The forward made for the losing request is taken away again. */
@@ -614,8 +656,8 @@ test_net_off(void **state)
 	assert_int_equal(vm.net, VM_NET_NONE);
 	/* The rule was never even looked at. */
 	assert_int_equal(fake_vmm_counts().netguard_checks, 0);
-	e = sfx_fails(s, s->account, "expose_port", json_pack("{s:s, s:i}", "sandbox_id", id,
-	    "port", 8080), ERR_CONFLICT);
+	e = sfx_fails(s, s->account, "expose_port",
+	    json_pack("{s:s, s:i}", "sandbox_id", id, "port", 8080), ERR_CONFLICT);
 	assert_non_null(strstr(e.msg, "no network device"));
 	assert_int_equal(fake_vmm_counts().forward_adds, 0);
 }
@@ -630,20 +672,19 @@ test_other_account_sees_not_found(void **state)
 	json_t *r;
 
 	sfx_create(s, 10, id);
-	sfx_fails(s, s->other, "get_sandbox", json_pack("{s:s}", "sandbox_id", id),
+	sfx_fails(s, s->other, "get_sandbox", json_pack("{s:s}", "sandbox_id", id), ERR_NOT_FOUND);
+	sfx_fails(s, s->other, "run_command",
+	    json_pack("{s:s, s:s}", "sandbox_id", id, "command", "true"), ERR_NOT_FOUND);
+	sfx_fails(s, s->other, "write_file",
+	    json_pack("{s:s, s:s, s:s}", "sandbox_id", id, "path", "x", "content", "x"),
 	    ERR_NOT_FOUND);
-	sfx_fails(s, s->other, "run_command", json_pack("{s:s, s:s}", "sandbox_id", id,
-	    "command", "true"), ERR_NOT_FOUND);
-	sfx_fails(s, s->other, "write_file", json_pack("{s:s, s:s, s:s}", "sandbox_id", id,
-	    "path", "x", "content", "x"), ERR_NOT_FOUND);
-	sfx_fails(s, s->other, "read_file", json_pack("{s:s, s:s}", "sandbox_id", id,
-	    "path", "x"), ERR_NOT_FOUND);
-	sfx_fails(s, s->other, "list_files", json_pack("{s:s}", "sandbox_id", id),
+	sfx_fails(s, s->other, "read_file", json_pack("{s:s, s:s}", "sandbox_id", id, "path", "x"),
 	    ERR_NOT_FOUND);
-	sfx_fails(s, s->other, "expose_port", json_pack("{s:s, s:i}", "sandbox_id", id,
-	    "port", 80), ERR_NOT_FOUND);
-	sfx_fails(s, s->other, "extend_sandbox", json_pack("{s:s, s:i}", "sandbox_id", id,
-	    "minutes", 1), ERR_NOT_FOUND);
+	sfx_fails(s, s->other, "list_files", json_pack("{s:s}", "sandbox_id", id), ERR_NOT_FOUND);
+	sfx_fails(s, s->other, "expose_port", json_pack("{s:s, s:i}", "sandbox_id", id, "port", 80),
+	    ERR_NOT_FOUND);
+	sfx_fails(s, s->other, "extend_sandbox",
+	    json_pack("{s:s, s:i}", "sandbox_id", id, "minutes", 1), ERR_NOT_FOUND);
 	sfx_fails(s, s->other, "destroy_sandbox", json_pack("{s:s}", "sandbox_id", id),
 	    ERR_NOT_FOUND);
 	r = sfx_ok(s, s->other, "list_sandboxes", NULL);
@@ -655,7 +696,8 @@ test_other_account_sees_not_found(void **state)
 	assert_string_equal(st, "running");
 	assert_true(fake_vm_info(id, &(struct fake_vm_info){ 0 }) == 0);
 	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM sandbox_commands WHERE sandbox_id = $1",
-	    id), 0);
+			     id),
+	    0);
 	assert_int_equal(fake_vmm_counts().forward_adds, 0);
 	assert_int_equal(sfx_balance(s, s->other), SFX_FREE_CREDIT);
 	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT - 10 * SFX_PRICE_SMALL);
