@@ -41,10 +41,8 @@ db_connect_raw(const char *url)
 {
 	/* Bounded connect and statement times: a request never waits on a
 	 * stuck database for longer than these. */
-	const char *keys[] = { "dbname", "connect_timeout", "options",
-	    "application_name", NULL };
-	const char *vals[] = { url, "3", "-c statement_timeout=15000",
-	    "aasd", NULL };
+	const char *keys[] = { "dbname", "connect_timeout", "options", "application_name", NULL };
+	const char *vals[] = { url, "3", "-c statement_timeout=15000", "aasd", NULL };
 
 	PGconn *c = PQconnectdbParams(keys, vals, 1);
 
@@ -179,8 +177,7 @@ map_result_error(PGconn *c, PGresult *r, struct err *e)
 }
 
 PGresult *
-db_conn_query(PGconn *c, const char *sql, int nparams,
-    const char *const *params, struct err *e)
+db_conn_query(PGconn *c, const char *sql, int nparams, const char *const *params, struct err *e)
 {
 	PGresult *r = PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0);
 	ExecStatusType st = r ? PQresultStatus(r) : PGRES_FATAL_ERROR;
@@ -193,8 +190,7 @@ db_conn_query(PGconn *c, const char *sql, int nparams,
 }
 
 PGresult *
-db_query(struct db *db, const char *sql, int nparams,
-    const char *const *params, struct err *e)
+db_query(struct db *db, const char *sql, int nparams, const char *const *params, struct err *e)
 {
 	PGresult *r = NULL;
 
@@ -308,8 +304,8 @@ db_affected(PGresult *r)
 }
 
 int
-db_conn_exec(PGconn *c, const char *sql, int nparams, const char *const *params,
-    long *affected, struct err *e)
+db_conn_exec(PGconn *c, const char *sql, int nparams, const char *const *params, long *affected,
+    struct err *e)
 {
 	PGresult *r = db_conn_query(c, sql, nparams, params, e);
 
@@ -322,8 +318,8 @@ db_conn_exec(PGconn *c, const char *sql, int nparams, const char *const *params,
 }
 
 int
-db_exec(struct db *db, const char *sql, int nparams, const char *const *params,
-    long *affected, struct err *e)
+db_exec(struct db *db, const char *sql, int nparams, const char *const *params, long *affected,
+    struct err *e)
 {
 	PGresult *r = db_query(db, sql, nparams, params, e);
 
@@ -355,8 +351,7 @@ db_get_text(const PGresult *r, int row, int col)
 }
 
 int
-db_get_ll_or(const PGresult *r, int row, int col, long long def, long long *out,
-    struct err *e)
+db_get_ll_or(const PGresult *r, int row, int col, long long def, long long *out, struct err *e)
 {
 	if (!field_ok(r, row, col, e))
 		return -1;

@@ -20,8 +20,8 @@ void db_free(struct db *db);
 
 /* One statement in autocommit. Returns a result with tuples or command
  * status (caller PQclear()s it), or NULL with `e` set. */
-PGresult *db_query(struct db *db, const char *sql, int nparams,
-    const char *const *params, struct err *e);
+PGresult *db_query(struct db *db, const char *sql, int nparams, const char *const *params,
+    struct err *e);
 
 #define DB_TX_RETRIES 5 /* runs again after a deadlock or serialization failure */
 
@@ -34,8 +34,8 @@ typedef int (*db_tx_fn)(PGconn *c, void *arg, struct err *e);
 int db_tx(struct db *db, db_tx_fn fn, void *arg, struct err *e);
 
 /* A statement on a connection handed to a db_tx_fn. */
-PGresult *db_conn_query(PGconn *c, const char *sql, int nparams,
-    const char *const *params, struct err *e);
+PGresult *db_conn_query(PGconn *c, const char *sql, int nparams, const char *const *params,
+    struct err *e);
 
 /* Rows touched by an INSERT/UPDATE/DELETE result. */
 long db_affected(PGresult *r);
@@ -43,18 +43,17 @@ long db_affected(PGresult *r);
 /* Runs a statement whose rows are not needed (autocommit, or on a
  * transaction's connection): 0 with the number of rows it touched in
  * *affected (may be NULL), or -1 with `e` set. */
-int db_exec(struct db *db, const char *sql, int nparams, const char *const *params,
-    long *affected, struct err *e);
-int db_conn_exec(PGconn *c, const char *sql, int nparams, const char *const *params,
-    long *affected, struct err *e);
+int db_exec(struct db *db, const char *sql, int nparams, const char *const *params, long *affected,
+    struct err *e);
+int db_conn_exec(PGconn *c, const char *sql, int nparams, const char *const *params, long *affected,
+    struct err *e);
 
 /* Typed reads of one field of a result. Each checks that the row and
  * column exist and, for numbers, that the whole text is a number in range;
  * -1 with ERR_INTERNAL otherwise (a schema/code mismatch, never the
  * client's fault). A NULL field reads as `def` (the *_or forms) or fails. */
 int db_get_ll(const PGresult *r, int row, int col, long long *out, struct err *e);
-int db_get_ll_or(const PGresult *r, int row, int col, long long def, long long *out,
-    struct err *e);
+int db_get_ll_or(const PGresult *r, int row, int col, long long def, long long *out, struct err *e);
 int db_get_int(const PGresult *r, int row, int col, int *out, struct err *e);
 int db_get_int_or(const PGresult *r, int row, int col, int def, int *out, struct err *e);
 /* "t" / "f" of a boolean column. */

@@ -10,21 +10,28 @@
 
 #define JSV_MAX_DEPTH 32
 
-static int validate(const json_t *schema, const json_t *v, const char *path,
-    int depth, struct err *e);
+static int validate(const json_t *schema, const json_t *v, const char *path, int depth,
+    struct err *e);
 
 static const char *
 type_name(const json_t *v)
 {
 	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "object";
-	case JSON_ARRAY: return "array";
-	case JSON_STRING: return "string";
-	case JSON_INTEGER: return "integer";
-	case JSON_REAL: return "number";
+	case JSON_OBJECT:
+		return "object";
+	case JSON_ARRAY:
+		return "array";
+	case JSON_STRING:
+		return "string";
+	case JSON_INTEGER:
+		return "integer";
+	case JSON_REAL:
+		return "number";
 	case JSON_TRUE:
-	case JSON_FALSE: return "boolean";
-	case JSON_NULL: return "null";
+	case JSON_FALSE:
+		return "boolean";
+	case JSON_NULL:
+		return "null";
 	}
 	return "unknown";
 }
@@ -47,13 +54,20 @@ is_integral(const json_t *v)
 static int
 type_matches(const char *t, const json_t *v)
 {
-	if (strcmp(t, "object") == 0) return json_is_object(v);
-	if (strcmp(t, "array") == 0) return json_is_array(v);
-	if (strcmp(t, "string") == 0) return json_is_string(v);
-	if (strcmp(t, "integer") == 0) return json_is_integer(v);
-	if (strcmp(t, "number") == 0) return json_is_number(v);
-	if (strcmp(t, "boolean") == 0) return json_is_boolean(v);
-	if (strcmp(t, "null") == 0) return json_is_null(v);
+	if (strcmp(t, "object") == 0)
+		return json_is_object(v);
+	if (strcmp(t, "array") == 0)
+		return json_is_array(v);
+	if (strcmp(t, "string") == 0)
+		return json_is_string(v);
+	if (strcmp(t, "integer") == 0)
+		return json_is_integer(v);
+	if (strcmp(t, "number") == 0)
+		return json_is_number(v);
+	if (strcmp(t, "boolean") == 0)
+		return json_is_boolean(v);
+	if (strcmp(t, "null") == 0)
+		return json_is_null(v);
 	return 0;
 }
 
@@ -232,7 +246,7 @@ check_enum(const json_t *schema, const json_t *v, const char *path, struct err *
 		if (json_equal(it, v))
 			return 0;
 		txt = json_is_string(it) ? strdup(json_string_value(it)) :
-		    json_dumps(it, JSON_COMPACT | JSON_ENCODE_ANY);
+					   json_dumps(it, JSON_COMPACT | JSON_ENCODE_ANY);
 		if (txt) {
 			if (i > 0)
 				append(list, sizeof(list), ", ");
@@ -250,8 +264,7 @@ child_path(char *out, size_t n, const char *path, const char *key)
 }
 
 static int
-check_object(const json_t *schema, const json_t *v, const char *path, int depth,
-    struct err *e)
+check_object(const json_t *schema, const json_t *v, const char *path, int depth, struct err *e)
 {
 	const json_t *props = json_object_get(schema, "properties");
 	const json_t *addl = json_object_get(schema, "additionalProperties");
@@ -307,8 +320,7 @@ check_object(const json_t *schema, const json_t *v, const char *path, int depth,
 }
 
 static int
-check_array(const json_t *schema, const json_t *v, const char *path, int depth,
-    struct err *e)
+check_array(const json_t *schema, const json_t *v, const char *path, int depth, struct err *e)
 {
 	const json_t *items = json_object_get(schema, "items");
 	const json_t *k, *it;
@@ -336,8 +348,7 @@ check_array(const json_t *schema, const json_t *v, const char *path, int depth,
 }
 
 static int
-validate(const json_t *schema, const json_t *v, const char *path, int depth,
-    struct err *e)
+validate(const json_t *schema, const json_t *v, const char *path, int depth, struct err *e)
 {
 	if (depth > JSV_MAX_DEPTH)
 		return fail(e, path, "is nested too deeply");
@@ -396,8 +407,7 @@ check_no_nul(const json_t *v, const char *path, int depth, struct err *e)
 }
 
 int
-jsv_validate(const json_t *schema, const json_t *value, const char *path,
-    struct err *e)
+jsv_validate(const json_t *schema, const json_t *value, const char *path, struct err *e)
 {
 	if (path == NULL)
 		path = "";

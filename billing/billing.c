@@ -10,8 +10,8 @@
 #include "billing/price.h"
 
 int
-bill_charge_create(PGconn *c, const char *account, const char *id, const char *size,
-    int minutes, int64_t price, struct err *e)
+bill_charge_create(PGconn *c, const char *account, const char *id, const char *size, int minutes,
+    int64_t price, struct err *e)
 {
 	int64_t balance, cost = bill_cost(minutes, price), after;
 	char reason[160], key[64];
@@ -24,24 +24,25 @@ bill_charge_create(PGconn *c, const char *account, const char *id, const char *s
 	if (bill_lock_balance(c, account, &balance, e) < 0)
 		return -1;
 	if (balance < cost) {
-		err_set(e, ERR_PAYMENT, "not enough credit: your balance is %" PRId64 " micro-USD;"
+		err_set(e, ERR_PAYMENT,
+		    "not enough credit: your balance is %" PRId64 " micro-USD;"
 		    " a %s sandbox costs %" PRId64 " per minute, so %d minutes cost %" PRId64
 		    " and your balance buys %" PRId64 " minutes. Ask for fewer timeout_minutes"
-		    " or destroy sandboxes you no longer need.", balance, size, price, minutes,
-		    cost, bill_affordable_minutes(balance, price));
+		    " or destroy sandboxes you no longer need.",
+		    balance, size, price, minutes, cost, bill_affordable_minutes(balance, price));
 		return -1;
 	}
 	snprintf(reason, sizeof(reason), "%s sandbox %s, %d minutes", size, id, minutes);
 	snprintf(key, sizeof(key), "charge:create:%s", id);
-	if (bill_post(c, account, id, "charge", -cost, minutes, reason, key, &after,
-	    &posted, e) < 0)
+	if (bill_post(c, account, id, "charge", -cost, minutes, reason, key, &after, &posted, e) <
+	    0)
 		return -1;
 	return 0;
 }
 
 int
-bill_charge_extend(PGconn *c, const char *account, const char *id, int minutes,
-    int64_t price, int64_t *charged, int64_t *balance, struct err *e)
+bill_charge_extend(PGconn *c, const char *account, const char *id, int minutes, int64_t price,
+    int64_t *charged, int64_t *balance, struct err *e)
 {
 	char key[64], reason[160], rnd[17];
 	int64_t before, cost = bill_cost(minutes, price);
@@ -50,7 +51,8 @@ bill_charge_extend(PGconn *c, const char *account, const char *id, int minutes,
 	if (bill_lock_balance(c, account, &before, e) < 0)
 		return -1;
 	if (cost < 0 || before < cost) {
-		err_set(e, ERR_PAYMENT, "not enough credit: your balance is %" PRId64 " micro-USD;"
+		err_set(e, ERR_PAYMENT,
+		    "not enough credit: your balance is %" PRId64 " micro-USD;"
 		    " %d more minutes cost %" PRId64 " and your balance buys %" PRId64 " minutes",
 		    before, minutes, cost, bill_affordable_minutes(before, price));
 		return -1;
@@ -62,8 +64,8 @@ bill_charge_extend(PGconn *c, const char *account, const char *id, int minutes,
 	}
 	snprintf(key, sizeof(key), "charge:extend:%s:%s", id, rnd);
 	snprintf(reason, sizeof(reason), "extend sandbox %s by %d minutes", id, minutes);
-	if (bill_post(c, account, id, "charge", -cost, minutes, reason, key, balance,
-	    &posted, e) < 0)
+	if (bill_post(c, account, id, "charge", -cost, minutes, reason, key, balance, &posted, e) <
+	    0)
 		return -1;
 	*charged = cost;
 	return 0;
@@ -99,7 +101,7 @@ bill_refund_tx(PGconn *c, const char *account, const char *id, const struct bill
 		    u->paid_minutes - (int)used, u->paid_minutes, id,
 		    u->full_refund ? " (it did not run)" : "");
 		if (bill_post(c, account, id, "refund", refund, u->paid_minutes - (int)used, reason,
-		    key, NULL, &posted, e) < 0)
+			key, NULL, &posted, e) < 0)
 			return -1;
 		out->refund_posted = posted ? refund : 0;
 	}

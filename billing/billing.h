@@ -15,8 +15,8 @@
  * minutes x price for sandbox `id` to the ledger. With too little credit:
  * ERR_PAYMENT stating balance, price and what the balance buys; nothing
  * is written. The caller records the price on the sandbox's row. */
-int bill_charge_create(PGconn *c, const char *account, const char *id,
-    const char *size, int minutes, int64_t price, struct err *e);
+int bill_charge_create(PGconn *c, const char *account, const char *id, const char *size,
+    int minutes, int64_t price, struct err *e);
 
 /* Inside the extend transaction, once the caller has locked the account
  * and then the sandbox row and allowed `minutes` more: charges minutes x
@@ -24,8 +24,8 @@ int bill_charge_create(PGconn *c, const char *account, const char *id,
  * them to the row. *charged is the cost and *balance the balance after it. With
  * too little credit: ERR_PAYMENT stating balance, cost and what the
  * balance buys; nothing is written. */
-int bill_charge_extend(PGconn *c, const char *account, const char *id, int minutes,
-    int64_t price, int64_t *charged, int64_t *balance, struct err *e);
+int bill_charge_extend(PGconn *c, const char *account, const char *id, int minutes, int64_t price,
+    int64_t *charged, int64_t *balance, struct err *e);
 
 struct bill_settlement {
 	int minutes_used;
@@ -39,9 +39,9 @@ struct bill_settlement {
 /* What a sandbox paid for and how long it ran: what a refund needs. */
 struct bill_use {
 	int paid_minutes;
-	int64_t price;             /* per minute, recorded at create */
-	int64_t ran_ms;            /* from ready to its end (or now) */
-	int full_refund;           /* it never ran, or the service lost it */
+	int64_t price;   /* per minute, recorded at create */
+	int64_t ran_ms;  /* from ready to its end (or now) */
+	int full_refund; /* it never ran, or the service lost it */
 };
 
 /* Inside the caller's transaction (account row locked first, then the

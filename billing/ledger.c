@@ -12,8 +12,8 @@ int
 bill_lock_balance(PGconn *c, const char *account, int64_t *balance, struct err *e)
 {
 	const char *p[1] = { account };
-	PGresult *r = db_conn_query(c, "SELECT balance FROM accounts WHERE id = $1 FOR UPDATE",
-	    1, p, e);
+	PGresult *r = db_conn_query(c, "SELECT balance FROM accounts WHERE id = $1 FOR UPDATE", 1,
+	    p, e);
 	long long v;
 	int rc = -1;
 
@@ -30,9 +30,9 @@ bill_lock_balance(PGconn *c, const char *account, int64_t *balance, struct err *
 }
 
 int
-bill_post(PGconn *c, const char *account, const char *sandbox, const char *kind,
-    int64_t amount, int minutes, const char *reason, const char *key,
-    int64_t *balance_after, int *posted, struct err *e)
+bill_post(PGconn *c, const char *account, const char *sandbox, const char *kind, int64_t amount,
+    int minutes, const char *reason, const char *key, int64_t *balance_after, int *posted,
+    struct err *e)
 {
 	char amt[24], mins[16];
 	const char *p[7];
@@ -56,9 +56,11 @@ bill_post(PGconn *c, const char *account, const char *sandbox, const char *kind,
 	p[4] = minutes >= 0 ? mins : NULL;
 	p[5] = reason;
 	p[6] = key;
-	if (db_conn_exec(c, "INSERT INTO ledger(account_id, sandbox_id, kind, amount, minutes,"
-	    " reason, idempotency_key) VALUES ($1, $2, $3, $4::bigint, $5::int, $6, $7)"
-	    " ON CONFLICT (idempotency_key) DO NOTHING", 7, p, &inserted, e) < 0)
+	if (db_conn_exec(c,
+		"INSERT INTO ledger(account_id, sandbox_id, kind, amount, minutes,"
+		" reason, idempotency_key) VALUES ($1, $2, $3, $4::bigint, $5::int, $6, $7)"
+		" ON CONFLICT (idempotency_key) DO NOTHING",
+		7, p, &inserted, e) < 0)
 		return -1;
 	*posted = inserted == 1;
 	if (*posted) {
@@ -66,8 +68,10 @@ bill_post(PGconn *c, const char *account, const char *sandbox, const char *kind,
 		PGresult *r;
 		long long v;
 		int rc;
-		r = db_conn_query(c, "UPDATE accounts SET balance = balance + $2::bigint"
-		    " WHERE id = $1 RETURNING balance", 2, q, e);
+		r = db_conn_query(c,
+		    "UPDATE accounts SET balance = balance + $2::bigint"
+		    " WHERE id = $1 RETURNING balance",
+		    2, q, e);
 		if (r == NULL)
 			return -1;
 		rc = db_get_ll(r, 0, 0, &v, e);
@@ -99,8 +103,8 @@ grant_fn(PGconn *c, void *arg, struct err *e)
 		err_set(e, ERR_INTERNAL, "random generator failed");
 		return -1;
 	}
-	return bill_post(c, g->account, NULL, "grant", g->amount, -1, g->reason, key,
-	    &g->balance, &posted, e);
+	return bill_post(c, g->account, NULL, "grant", g->amount, -1, g->reason, key, &g->balance,
+	    &posted, e);
 }
 
 int
@@ -171,7 +175,8 @@ bill_entries(struct db *db, const char *account, int limit, int64_t before_id,
 	*count = 0;
 	snprintf(lim, sizeof(lim), "%d", limit + 1);
 	snprintf(before, sizeof(before), "%" PRId64, before_id > 0 ? before_id : INT64_MAX);
-	r = db_query(db, "SELECT id, kind, amount, minutes, reason, sandbox_id,"
+	r = db_query(db,
+	    "SELECT id, kind, amount, minutes, reason, sandbox_id,"
 	    " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 	    " FROM ledger WHERE account_id = $1 AND id < $2::bigint ORDER BY id DESC LIMIT $3::int",
 	    3, p, e);

@@ -18,9 +18,9 @@ int bill_lock_balance(PGconn *c, const char *account, int64_t *balance, struct e
 /* Posts `amount` (signed: grants and refunds positive, charges negative).
  * A key already used posts nothing and succeeds (*posted = 0). A charge
  * beyond the balance fails with ERR_PAYMENT and changes nothing. */
-int bill_post(PGconn *c, const char *account, const char *sandbox, const char *kind,
-    int64_t amount, int minutes, const char *reason, const char *key,
-    int64_t *balance_after, int *posted, struct err *e);
+int bill_post(PGconn *c, const char *account, const char *sandbox, const char *kind, int64_t amount,
+    int minutes, const char *reason, const char *key, int64_t *balance_after, int *posted,
+    struct err *e);
 
 /* A grant in its own transaction (aasctl credit grant). */
 int bill_grant(struct db *db, const char *account, int64_t amount, const char *reason,
@@ -28,12 +28,12 @@ int bill_grant(struct db *db, const char *account, int64_t amount, const char *r
 
 struct bill_entry {
 	long long id;
-	char kind[16];             /* grant, charge, refund, adjustment */
-	long long amount;          /* micro-USD, negative for charges */
+	char kind[16];    /* grant, charge, refund, adjustment */
+	long long amount; /* micro-USD, negative for charges */
 	int has_minutes;
 	long long minutes;
-	char *reason;              /* malloc'd */
-	char sandbox_id[24];       /* "" when none */
+	char *reason;        /* malloc'd */
+	char sandbox_id[24]; /* "" when none */
 	char created_at[40];
 };
 

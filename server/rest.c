@@ -21,18 +21,16 @@ struct rest_job {
 /* ---- replies ---- */
 
 static void
-reply_error(struct http_req *req, int status, const char *code, const char *msg,
-    const char *field)
+reply_error(struct http_req *req, int status, const char *code, const char *msg, const char *field)
 {
 	size_t n;
 	char *clean = utf8_sanitize(msg, strlen(msg), &n, NULL);
-	json_t *body = json_pack("{s:{s:s, s:s}}", "error", "code", code,
-	    "message", clean ? clean : "error");
+	json_t *body = json_pack("{s:{s:s, s:s}}", "error", "code", code, "message",
+	    clean ? clean : "error");
 
 	free(clean);
 	if (body && field && *field)
-		json_object_set_new(json_object_get(body, "error"), "field",
-		    json_string(field));
+		json_object_set_new(json_object_get(body, "error"), "field", json_string(field));
 	http_reply_json(req, status, body);
 }
 
@@ -65,8 +63,7 @@ reply_err(struct rest_call *c, const struct err *e)
 		reply_error(c->req, 404, err_kind_name(ERR_NOT_FOUND), msg, e->field);
 		return;
 	}
-	reply_error(c->req, err_http_status(e->kind), err_kind_name(e->kind), e->msg,
-	    e->field);
+	reply_error(c->req, err_http_status(e->kind), err_kind_name(e->kind), e->msg, e->field);
 }
 
 /* ---- key ---- */
@@ -82,11 +79,12 @@ authenticate(struct rest_call *c, char *account_id)
 	char msg[CONFIG_STR_MAX + 300];
 	enum auth_found found;
 
-	found = auth_extract(http_header(c->req, "Authorization"),
-	    http_header(c->req, "x-api-key"), &key, &keylen, &why);
+	found = auth_extract(http_header(c->req, "Authorization"), http_header(c->req, "x-api-key"),
+	    &key, &keylen, &why);
 	err_clear(&e);
-	if (found == AUTH_KEY && acct_resolve_key_cached(c->r->app->db, c->r->app->keys,
-	    key, keylen, account_id, &e) == 0) {
+	if (found == AUTH_KEY &&
+	    acct_resolve_key_cached(c->r->app->db, c->r->app->keys, key, keylen, account_id, &e) ==
+		0) {
 		c->cx.account_id = account_id;
 		return 0;
 	}
@@ -95,16 +93,20 @@ authenticate(struct rest_call *c, char *account_id)
 		return -1;
 	}
 	if (found == AUTH_NO_KEY)
-		snprintf(msg, sizeof(msg), "this endpoint needs an API key. Send it on every "
+		snprintf(msg, sizeof(msg),
+		    "this endpoint needs an API key. Send it on every "
 		    "request in the header 'Authorization: Bearer <key>' or 'x-api-key: <key>' "
-		    "(never in the URL). %s%s%s", *dash ? "Get a key at " :
-		    "Keys are issued by the operator of this service (aasctl key create).",
+		    "(never in the URL). %s%s%s",
+		    *dash ? "Get a key at " :
+			    "Keys are issued by the operator of this service (aasctl key create).",
 		    dash, *dash ? "." : "");
 	else
-		snprintf(msg, sizeof(msg), "%s", found == AUTH_MALFORMED ? why :
-		    "invalid or revoked API key");
-	http_add_header(c->req, "WWW-Authenticate", found == AUTH_NO_KEY ? "Bearer" :
-	    "Bearer error=\"invalid_token\", error_description=\"the API key is invalid or revoked\"");
+		snprintf(msg, sizeof(msg), "%s",
+		    found == AUTH_MALFORMED ? why : "invalid or revoked API key");
+	http_add_header(c->req, "WWW-Authenticate",
+	    found == AUTH_NO_KEY ?
+		"Bearer" :
+		"Bearer error=\"invalid_token\", error_description=\"the API key is invalid or revoked\"");
 	reply_error(c->req, 401, err_kind_name(ERR_UNAUTHORIZED), msg, NULL);
 	return -1;
 }
@@ -150,8 +152,8 @@ body_args(struct rest_call *c, json_t *args, struct err *e)
 		return 0;
 	obj = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (obj == NULL) {
-		err_set_field(e, "body", "body: not valid JSON: %s (line %d, column %d)",
-		    jerr.text, jerr.line, jerr.column);
+		err_set_field(e, "body", "body: not valid JSON: %s (line %d, column %d)", jerr.text,
+		    jerr.line, jerr.column);
 		return -1;
 	}
 	if (!json_is_object(obj)) {
@@ -160,7 +162,8 @@ body_args(struct rest_call *c, json_t *args, struct err *e)
 	}
 	json_object_foreach(obj, key, val) {
 		if (path_param(c->op, key) >= 0 || json_object_get(args, key)) {
-			err_set_field(e, key, "%.60s: given in the path; leave it out of the body", key);
+			err_set_field(e, key, "%.60s: given in the path; leave it out of the body",
+			    key);
 			goto out;
 		}
 	}
@@ -297,14 +300,17 @@ add_routes(struct rest *r, struct err *e)
 				rp = &r->paths[j];
 		if (rp == NULL) {
 			if (r->n_paths >= REST_MAX_PATHS) {
-				err_set(e, ERR_INTERNAL, "rest: more than %d paths", REST_MAX_PATHS);
+				err_set(e, ERR_INTERNAL, "rest: more than %d paths",
+				    REST_MAX_PATHS);
 				return -1;
 			}
 			rp = &r->paths[r->n_paths];
 			rp->r = r;
 			rp->path = op->path;
 			r->routes[r->n_paths] = (struct http_route){
-				.path = op->path, .handler = handle, .ctx = rp,
+				.path = op->path,
+				.handler = handle,
+				.ctx = rp,
 			};
 			r->n_paths++;
 		}

@@ -7,7 +7,7 @@
 #include "service/tools.h"
 
 #define REST_MAX_PATHS 24
-#define REST_MAX_PATH_ARG 128    /* longest {name} segment we look up */
+#define REST_MAX_PATH_ARG 128 /* longest {name} segment we look up */
 #define REST_MAX_OPS 32
 
 enum rest_flags {
@@ -28,12 +28,12 @@ typedef json_t *(*rest_op_fn)(struct rest_call *c, json_t *args, struct err *e);
 
 struct rest_op {
 	const char *method;
-	const char *path;          /* route pattern, e.g. /v1/sandboxes/{sandbox_id} */
+	const char *path; /* route pattern, e.g. /v1/sandboxes/{sandbox_id} */
 	rest_op_fn fn;
-	const char *tool;          /* the tool it runs, whose schema types the query; or NULL */
-	const char *const *query;  /* query parameters accepted, NULL-terminated; NULL: none */
+	const char *tool;         /* the tool it runs, whose schema types the query; or NULL */
+	const char *const *query; /* query parameters accepted, NULL-terminated; NULL: none */
 	unsigned flags;
-	int status;                /* on success */
+	int status; /* on success */
 };
 
 /* The operation table (rest_ops.c); the OpenAPI document must list
@@ -44,12 +44,12 @@ extern const size_t rest_ops_count;
 struct rest_path {
 	struct rest *r;
 	const char *path;
-	char allow[64];            /* the Allow header for a 405 */
+	char allow[64]; /* the Allow header for a 405 */
 };
 
 struct rest {
 	struct app *app;
-	char *openapi;             /* the served document */
+	char *openapi; /* the served document */
 	size_t openapi_len;
 	struct rest_path paths[REST_MAX_PATHS];
 	/* The tool of each operation (rest_ops order), found once at start. */
@@ -62,11 +62,11 @@ struct rest_call {
 	struct rest *r;
 	struct http_req *req;
 	const struct rest_op *op;
-	const struct tool *tool;   /* op's tool, or NULL */
+	const struct tool *tool; /* op's tool, or NULL */
 	struct call_ctx cx;
-	int status;                /* overrides op->status when set */
+	int status; /* overrides op->status when set */
 	int replied;
-	int running;               /* the arguments were built; the op runs */
+	int running; /* the arguments were built; the op runs */
 };
 
 /* The generic operation: runs c->op->tool with `args`. */

@@ -12,7 +12,14 @@
 #define REF_MAX_DEPTH 64
 
 static const char *const http_methods[] = {
-	"get", "put", "post", "delete", "patch", "head", "options", "trace",
+	"get",
+	"put",
+	"post",
+	"delete",
+	"patch",
+	"head",
+	"options",
+	"trace",
 };
 
 /* inputSchema without sandbox_id, which the REST API takes from the path. */
@@ -87,7 +94,8 @@ resolve_pointer(const json_t *doc, const char *ref)
 			char *end;
 			long idx = strtol(tok, &end, 10);
 			node = (*tok && *end == '\0' && idx >= 0) ?
-			    json_array_get(node, (size_t)idx) : NULL;
+			    json_array_get(node, (size_t)idx) :
+			    NULL;
 		} else {
 			node = json_object_get(node, tok);
 		}
@@ -116,8 +124,9 @@ check_refs(const json_t *doc, const json_t *node, int depth, struct err *e)
 		return 0;
 	}
 	json_object_foreach((json_t *)node, key, val) {
-		if (strcmp(key, "$ref") == 0 && (!json_is_string(val) ||
-		    resolve_pointer(doc, json_string_value(val)) == NULL)) {
+		if (strcmp(key, "$ref") == 0 &&
+		    (!json_is_string(val) ||
+			resolve_pointer(doc, json_string_value(val)) == NULL)) {
 			err_set(e, ERR_INTERNAL, "openapi.json: $ref %s does not resolve",
 			    json_is_string(val) ? json_string_value(val) : "(not a string)");
 			return -1;
@@ -168,7 +177,8 @@ check_paths(const json_t *doc, struct err *e)
 			if (!is_method(method))
 				continue;
 			if (find_op(path, method) == NULL) {
-				err_set(e, ERR_INTERNAL, "openapi.json: %s %s is not a route", method, path);
+				err_set(e, ERR_INTERNAL, "openapi.json: %s %s is not a route",
+				    method, path);
 				return -1;
 			}
 			n++;
@@ -217,8 +227,9 @@ rest_openapi_build(const char *public_url, struct err *e)
 		err_set(e, ERR_INTERNAL, "openapi.json: components.schemas missing");
 		goto fail;
 	}
-	if (json_object_set_new(doc, "servers", json_pack("[{s:s, s:s}]", "url", public_url,
-	    "description", "this service")) < 0 || add_tool_schemas(schemas, e) < 0)
+	if (json_object_set_new(doc, "servers",
+		json_pack("[{s:s, s:s}]", "url", public_url, "description", "this service")) < 0 ||
+	    add_tool_schemas(schemas, e) < 0)
 		goto fail;
 	if (check_refs(doc, doc, 0, e) < 0 || check_paths(doc, e) < 0)
 		goto fail;

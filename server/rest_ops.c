@@ -74,8 +74,9 @@ op_command_status(struct rest_call *c, json_t *args, struct err *e)
 	struct sbx *s = rest_sbx(c, e);
 
 	return s ? sbx_command_status(s, c->cx.account_id,
-	    json_string_value(json_object_get(args, "sandbox_id")),
-	    json_string_value(json_object_get(args, "command_id")), e) : NULL;
+		       json_string_value(json_object_get(args, "sandbox_id")),
+		       json_string_value(json_object_get(args, "command_id")), e) :
+		   NULL;
 }
 
 static json_t *
@@ -84,7 +85,8 @@ op_list_ports(struct rest_call *c, json_t *args, struct err *e)
 	struct sbx *s = rest_sbx(c, e);
 
 	return s ? sbx_list_ports(s, c->cx.account_id,
-	    json_string_value(json_object_get(args, "sandbox_id")), e) : NULL;
+		       json_string_value(json_object_get(args, "sandbox_id")), e) :
+		   NULL;
 }
 
 /* The request body is the file's bytes, handed to the service as they are. */

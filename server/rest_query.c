@@ -78,7 +78,8 @@ rest_query_parse(const char *qs, struct err *e)
 			if (dn == 0)
 				err_set_field(e, "query", "query string: a parameter has no name");
 			else
-				err_set_field(e, "query", "query string: a parameter name is badly encoded");
+				err_set_field(e, "query",
+				    "query string: a parameter name is badly encoded");
 			goto fail;
 		}
 		if (++count > REST_QUERY_MAX_PARAMS) {
@@ -136,8 +137,9 @@ allowed_name(const char *const *allowed, const char *name)
 static const char *
 prop_type(const json_t *schema, const char *name)
 {
-	const json_t *t = json_object_get(json_object_get(json_object_get(schema,
-	    "properties"), name), "type");
+	const json_t *t = json_object_get(json_object_get(json_object_get(schema, "properties"),
+					      name),
+	    "type");
 	size_t i;
 	const json_t *it;
 
@@ -151,8 +153,8 @@ prop_type(const json_t *schema, const char *name)
 }
 
 json_t *
-rest_query_args(const json_t *query, const char *const *allowed,
-    const json_t *schema, struct err *e)
+rest_query_args(const json_t *query, const char *const *allowed, const json_t *schema,
+    struct err *e)
 {
 	json_t *out = json_object();
 	const char *name;

@@ -23,7 +23,7 @@ int rest_query_int(const char *s, long long *out);
  * `allowed` (NULL-terminated; NULL allows none) are accepted; each value
  * takes the type of its property in the tool's inputSchema `schema`:
  * integer (strictly), boolean ("true" / "false") or string. */
-json_t *rest_query_args(const json_t *query, const char *const *allowed,
-    const json_t *schema, struct err *e);
+json_t *rest_query_args(const json_t *query, const char *const *allowed, const json_t *schema,
+    struct err *e);
 
 #endif

@@ -31,8 +31,8 @@ acct_id_valid(const char *s)
 }
 
 static int
-insert_key(PGconn *c, const char *account_id, const char *name,
-    struct acct_new_key *key, struct err *e)
+insert_key(PGconn *c, const char *account_id, const char *name, struct acct_new_key *key,
+    struct err *e)
 {
 	char hash[KEY_HASH_HEX_LEN + 1];
 	const char *params[4];
@@ -50,8 +50,10 @@ insert_key(PGconn *c, const char *account_id, const char *name,
 	params[1] = hash;
 	params[2] = key->prefix;
 	params[3] = name ? name : "";
-	r = db_conn_query(c, "INSERT INTO api_keys(account_id, key_hash, prefix, name)"
-	    " VALUES ($1, $2, $3, $4) RETURNING id", 4, params, e);
+	r = db_conn_query(c,
+	    "INSERT INTO api_keys(account_id, key_hash, prefix, name)"
+	    " VALUES ($1, $2, $3, $4) RETURNING id",
+	    4, params, e);
 	OPENSSL_cleanse(hash, sizeof(hash));
 	if (r == NULL)
 		return -1;
@@ -76,8 +78,7 @@ create_tx(PGconn *c, void *arg, struct err *e)
 	PGresult *r;
 	int rc;
 
-	r = db_conn_query(c, "INSERT INTO accounts(email) VALUES ($1) RETURNING id",
-	    1, params, e);
+	r = db_conn_query(c, "INSERT INTO accounts(email) VALUES ($1) RETURNING id", 1, params, e);
 	if (r == NULL) {
 		if (e->kind == ERR_CONFLICT)
 			snprintf(e->msg, sizeof(e->msg), "an account with that e-mail exists");
@@ -92,7 +93,7 @@ create_tx(PGconn *c, void *arg, struct err *e)
 		int posted;
 		snprintf(key, sizeof(key), "grant:signup:%s", cx->account_id);
 		if (bill_post(c, cx->account_id, NULL, "grant", cx->free_credit, -1,
-		    "free credit for new accounts", key, NULL, &posted, e) < 0)
+			"free credit for new accounts", key, NULL, &posted, e) < 0)
 			return -1;
 	}
 	return insert_key(c, cx->account_id, cx->key_name, cx->key, e);
@@ -126,12 +127,11 @@ acct_create(struct db *db, const char *email, long long free_credit,
 }
 
 int
-acct_find_by_email(struct db *db, const char *email,
-    char account_id[ACCT_ID_LEN + 1], struct err *e)
+acct_find_by_email(struct db *db, const char *email, char account_id[ACCT_ID_LEN + 1],
+    struct err *e)
 {
 	const char *params[1] = { email };
-	PGresult *r = db_query(db, "SELECT id FROM accounts WHERE email = $1",
-	    1, params, e);
+	PGresult *r = db_query(db, "SELECT id FROM accounts WHERE email = $1", 1, params, e);
 	int rc = -1;
 
 	if (r == NULL)
@@ -191,8 +191,8 @@ keycreate_tx(PGconn *c, void *arg, struct err *e)
 	const char *params[1] = { kc->account_id };
 	long found;
 
-	if (db_conn_exec(c, "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", 1, params,
-	    &found, e) < 0)
+	if (db_conn_exec(c, "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", 1, params, &found,
+		e) < 0)
 		return -1;
 	if (found != 1) {
 		err_set(e, ERR_NOT_FOUND, "account not found");
@@ -202,8 +202,8 @@ keycreate_tx(PGconn *c, void *arg, struct err *e)
 }
 
 int
-acct_key_create(struct db *db, const char *account_id, const char *name,
-    struct acct_new_key *key, struct err *e)
+acct_key_create(struct db *db, const char *account_id, const char *name, struct acct_new_key *key,
+    struct err *e)
 {
 	struct keycreate_ctx kc = { account_id, name, key };
 
@@ -234,7 +234,8 @@ acct_key_list(struct db *db, const char *account_id, struct err *e)
 	    " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS created_at,"
 	    " to_char(last_used_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS last_used_at,"
 	    " to_char(revoked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"') AS revoked_at"
-	    " FROM api_keys WHERE account_id = $1 ORDER BY created_at", 1, params, e);
+	    " FROM api_keys WHERE account_id = $1 ORDER BY created_at",
+	    1, params, e);
 	if (r == NULL)
 		return NULL;
 	out = rows_to_json(r);
@@ -252,9 +253,11 @@ acct_key_revoke(struct db *db, const char *key_id, struct err *e)
 		err_set_field(e, "key", "key: not a key id");
 		return -1;
 	}
-	if (db_exec(db, "WITH u AS (UPDATE api_keys SET revoked_at = now()"
-	    " WHERE id = $1 AND revoked_at IS NULL RETURNING key_hash)"
-	    " SELECT pg_notify('aas_invalidate', 'k:' || key_hash) FROM u", 1, params, &n, e) < 0)
+	if (db_exec(db,
+		"WITH u AS (UPDATE api_keys SET revoked_at = now()"
+		" WHERE id = $1 AND revoked_at IS NULL RETURNING key_hash)"
+		" SELECT pg_notify('aas_invalidate', 'k:' || key_hash) FROM u",
+		1, params, &n, e) < 0)
 		return -1;
 	if (n != 1) {
 		err_set(e, ERR_NOT_FOUND, "no live key with that id");
@@ -264,8 +267,8 @@ acct_key_revoke(struct db *db, const char *key_id, struct err *e)
 }
 
 int
-acct_resolve_key(struct db *db, const char *key, size_t keylen,
-    char account_id[ACCT_ID_LEN + 1], struct err *e)
+acct_resolve_key(struct db *db, const char *key, size_t keylen, char account_id[ACCT_ID_LEN + 1],
+    struct err *e)
 {
 	char hash[KEY_HASH_HEX_LEN + 1];
 	const char *params[1] = { hash };
@@ -285,7 +288,8 @@ acct_resolve_key(struct db *db, const char *key, size_t keylen,
 	    "  WHERE k.key_hash = $1 AND k.revoked_at IS NULL AND a.disabled_at IS NULL),"
 	    " u AS (UPDATE api_keys SET last_used_at = now() WHERE id IN (SELECT id FROM k)"
 	    "  AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds'))"
-	    " SELECT account_id, key_hash FROM k", 1, params, e);
+	    " SELECT account_id, key_hash FROM k",
+	    1, params, e);
 	if (r == NULL) {
 		OPENSSL_cleanse(hash, sizeof(hash));
 		return -1;
@@ -318,8 +322,8 @@ acct_key_cache_peek(struct ttl_map *cache, const char *key, size_t keylen,
 }
 
 int
-acct_resolve_key_cached(struct db *db, struct ttl_map *cache, const char *key,
-    size_t keylen, char account_id[ACCT_ID_LEN + 1], struct err *e)
+acct_resolve_key_cached(struct db *db, struct ttl_map *cache, const char *key, size_t keylen,
+    char account_id[ACCT_ID_LEN + 1], struct err *e)
 {
 	char hash[KEY_HASH_HEX_LEN + 1];
 

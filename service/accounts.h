@@ -12,7 +12,7 @@
 
 struct acct_new_key {
 	char key_id[ACCT_ID_LEN + 1];
-	char key[KEY_TEXT_LEN + 1];   /* shown once, never stored */
+	char key[KEY_TEXT_LEN + 1]; /* shown once, never stored */
 	char prefix[KEY_DISPLAY_PREFIX_LEN + 1];
 };
 
@@ -21,8 +21,8 @@ struct acct_new_key {
 int acct_create(struct db *db, const char *email, long long free_credit,
     char account_id[ACCT_ID_LEN + 1], struct acct_new_key *key, struct err *e);
 /* Looks an account up by e-mail; ERR_NOT_FOUND when there is none. */
-int acct_find_by_email(struct db *db, const char *email,
-    char account_id[ACCT_ID_LEN + 1], struct err *e);
+int acct_find_by_email(struct db *db, const char *email, char account_id[ACCT_ID_LEN + 1],
+    struct err *e);
 json_t *acct_list(struct db *db, struct err *e);
 
 int acct_key_create(struct db *db, const char *account_id, const char *name,
@@ -40,9 +40,8 @@ int acct_resolve_key(struct db *db, const char *key, size_t keylen,
 
 /* acct_resolve_key through a cache keyed by the key's hash (cache may be
  * NULL); revoked keys leave it through database notifications. */
-int acct_resolve_key_cached(struct db *db, struct ttl_map *cache,
-    const char *key, size_t keylen, char account_id[ACCT_ID_LEN + 1],
-    struct err *e);
+int acct_resolve_key_cached(struct db *db, struct ttl_map *cache, const char *key, size_t keylen,
+    char account_id[ACCT_ID_LEN + 1], struct err *e);
 /* 1 when the cache resolves the key (no database access). */
 int acct_key_cache_peek(struct ttl_map *cache, const char *key, size_t keylen,
     char account_id[ACCT_ID_LEN + 1]);

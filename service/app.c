@@ -76,8 +76,7 @@ app_new(const struct config *cfg, unsigned flags, struct err *e)
 	app->db = db_new(cfg->database_url, cfg->db_pool_size, e);
 	if (app->db == NULL)
 		goto fail;
-	if (migrate_apply(app->db, embed_migrations, embed_migrations_count,
-	    &applied, e) < 0)
+	if (migrate_apply(app->db, embed_migrations, embed_migrations_count, &applied, e) < 0)
 		goto fail;
 	if (applied > 0)
 		log_info("database schema: %d migration(s) applied", applied);

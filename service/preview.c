@@ -21,13 +21,12 @@ preview_under_domain(const char *host, const char *domain, char *label, size_t n
 		return 0;
 	hl = strlen(host);
 	dl = strlen(domain);
-	if (hl < dl + 2 || host[hl - dl - 1] != '.' ||
-	    strcasecmp(host + hl - dl, domain) != 0)
+	if (hl < dl + 2 || host[hl - dl - 1] != '.' || strcasecmp(host + hl - dl, domain) != 0)
 		return 0;
 	/* Exactly one label in front: a.b.<domain> is not a preview host. */
 	dot = memchr(host, '.', hl - dl - 1);
 	if (dot != NULL || hl - dl - 1 >= n) {
-		label[0] = '\0';  /* under the domain, but names no port */
+		label[0] = '\0'; /* under the domain, but names no port */
 		return 1;
 	}
 	memcpy(label, host, hl - dl - 1);
@@ -65,16 +64,14 @@ preview_parse_label(const char *label, int *port, char *id, size_t n)
 }
 
 int
-preview_url(const char *scheme, const char *domain, const char *id, int port,
-    char *out, size_t n)
+preview_url(const char *scheme, const char *domain, const char *id, int port, char *out, size_t n)
 {
 	int r = snprintf(out, n, "%s://%d-%s.%s/", scheme, port, id, domain);
 	return r < 0 || (size_t)r >= n ? -1 : 0;
 }
 
 int
-preview_sign(const char *token_hash, const char *id, int port, long long exp,
-    char *out, size_t n)
+preview_sign(const char *token_hash, const char *id, int port, long long exp, char *out, size_t n)
 {
 	unsigned char mac[EVP_MAX_MD_SIZE];
 	unsigned int mlen = 0;
@@ -83,8 +80,9 @@ preview_sign(const char *token_hash, const char *id, int port, long long exp,
 
 	if (ml < 0 || (size_t)ml >= sizeof(msg) || n < PREVIEW_SIG_HEX + 1)
 		return -1;
-	if (HMAC(EVP_sha256(), token_hash, (int)strlen(token_hash),
-	    (const unsigned char *)msg, (size_t)ml, mac, &mlen) == NULL || mlen != 32)
+	if (HMAC(EVP_sha256(), token_hash, (int)strlen(token_hash), (const unsigned char *)msg,
+		(size_t)ml, mac, &mlen) == NULL ||
+	    mlen != 32)
 		return -1;
 	for (unsigned i = 0; i < mlen; i++)
 		snprintf(out + 2 * i, 3, "%02x", mac[i]);

@@ -25,11 +25,11 @@
 int preview_under_domain(const char *host, const char *domain, char *label, size_t n);
 /* Splits a label "<port>-<sandbox_id>"; -1 when it is not one. */
 int preview_parse_label(const char *label, int *port, char *id, size_t n);
-int preview_url(const char *scheme, const char *domain, const char *id, int port,
-    char *out, size_t n);
+int preview_url(const char *scheme, const char *domain, const char *id, int port, char *out,
+    size_t n);
 /* Hex HMAC-SHA256(token_hash, "<id>:<port>:<exp>") into out (65 bytes). */
-int preview_sign(const char *token_hash, const char *id, int port, long long exp,
-    char *out, size_t n);
+int preview_sign(const char *token_hash, const char *id, int port, long long exp, char *out,
+    size_t n);
 /* 1 when sig is the signature for exp and exp is not past `now`. */
 int preview_sig_valid(const char *token_hash, const char *id, int port, const char *exp,
     const char *sig, time_t now);
@@ -43,18 +43,18 @@ int preview_cookie_get(const char *header, const char *name, char *out, size_t n
 
 /* What the preview resolver decides for one proxied request. */
 struct preview_route {
-	int status;               /* 0: proxy to upstream_port; else answer it */
-	char message[256];        /* shown on the error page */
-	int upstream_port;        /* on 127.0.0.1 */
-	char set_cookie[320];     /* added to the proxied response when set */
+	int status;           /* 0: proxy to upstream_port; else answer it */
+	char message[256];    /* shown on the error page */
+	int upstream_port;    /* on 127.0.0.1 */
+	char set_cookie[320]; /* added to the proxied response when set */
 };
 
 /* The parts of a request the resolver may look at. */
 struct preview_ask {
-	const char *host;         /* Host header */
-	const char *token;        /* x-aas-preview-token, or NULL */
-	const char *cookie;       /* Cookie header, or NULL */
-	const char *query;        /* raw query string, or NULL */
+	const char *host;   /* Host header */
+	const char *token;  /* x-aas-preview-token, or NULL */
+	const char *cookie; /* Cookie header, or NULL */
+	const char *query;  /* raw query string, or NULL */
 };
 
 #endif

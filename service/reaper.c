@@ -13,11 +13,11 @@
 
 #define REAP_BATCH 50
 #define REAP_MAX_SLEEP_MS 30000
-#define REAP_RETRY_MS 1000      /* after database trouble: try again soon */
+#define REAP_RETRY_MS 1000 /* after database trouble: try again soon */
 
 struct reaper {
 	struct db *db;
-	char hosts[4096];           /* PostgreSQL array literal */
+	char hosts[4096]; /* PostgreSQL array literal */
 	char instance[64];
 	reap_destroy_fn destroy;
 	void *ctx;
@@ -81,7 +81,8 @@ reap_due(struct reaper *r)
 	for (size_t i = 0; i < n; i++) {
 		log_info("reaper: sandbox %s expired", due[i].id);
 		if (r->destroy(r->ctx, due[i].id, due[i].host) < 0)
-			log_warn("reaper: sandbox %s: destroy failed; reconcile retries it", due[i].id);
+			log_warn("reaper: sandbox %s: destroy failed; reconcile retries it",
+			    due[i].id);
 	}
 	free(due);
 	return (int)n;
@@ -133,8 +134,8 @@ reap_main(void *arg)
 }
 
 struct reaper *
-reap_new(struct db *db, const char *hosts, const char *instance, reap_destroy_fn destroy,
-    void *ctx, struct err *e)
+reap_new(struct db *db, const char *hosts, const char *instance, reap_destroy_fn destroy, void *ctx,
+    struct err *e)
 {
 	struct reaper *r = calloc(1, sizeof(*r));
 

@@ -34,7 +34,8 @@ orch_open(const struct config *cfg, struct err *e)
 	const struct orch_config oc = {
 		.libvirt_uri = cfg->libvirt_uri,
 		.virt = cfg->virt == CONFIG_VIRT_KVM ? ORCH_VIRT_KVM :
-		    cfg->virt == CONFIG_VIRT_TCG ? ORCH_VIRT_TCG : ORCH_VIRT_AUTO,
+		    cfg->virt == CONFIG_VIRT_TCG     ? ORCH_VIRT_TCG :
+						       ORCH_VIRT_AUTO,
 		.image_dir = cfg->image_dir,
 		.state_dir = cfg->state_dir,
 		.qemu_user = cfg->qemu_user,
@@ -131,8 +132,8 @@ sbx_orch(struct sbx *s)
 }
 
 struct vm_host *
-sbx_running(struct sbx *s, const char *account, const char *id, struct store_row *row,
-    char *domain, size_t dn, struct err *e)
+sbx_running(struct sbx *s, const char *account, const char *id, struct store_row *row, char *domain,
+    size_t dn, struct err *e)
 {
 	struct vm_host *h;
 
@@ -167,8 +168,8 @@ struct create_tx {
 static int
 charge(PGconn *c, struct create_tx *t, struct err *e)
 {
-	if (bill_charge_create(c, t->n.account, t->id, t->n.size, t->n.timeout_min, t->price,
-	    e) < 0)
+	if (bill_charge_create(c, t->n.account, t->id, t->n.size, t->n.timeout_min, t->price, e) <
+	    0)
 		return -1;
 	return store_set_paid(c, t->id, t->price, t->n.timeout_min,
 	    bill_cost(t->n.timeout_min, t->price), e);
@@ -187,8 +188,10 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 	if (store_lock_account_live(c, t->n.account, &live, e) < 0)
 		return -1;
 	if (live >= cfg->max_live_sandboxes) {
-		err_set(e, ERR_LIMIT, "you already have %lld live sandboxes (the limit is %d);"
-		    " destroy one first", live, cfg->max_live_sandboxes);
+		err_set(e, ERR_LIMIT,
+		    "you already have %lld live sandboxes (the limit is %d);"
+		    " destroy one first",
+		    live, cfg->max_live_sandboxes);
 		return -1;
 	}
 	claimed = store_claim_warm(c, &t->n, t->id, t->host, e);
@@ -231,8 +234,8 @@ sbx_create(struct sbx *s, const char *account, const struct sbx_create_req *req,
 	t.n.minute_s = cfg->minute_s;
 	t.n.timeout_min = req->timeout_min > 0 ? req->timeout_min : cfg->default_timeout_min;
 	if (t.n.timeout_min > cfg->max_lifetime_min) {
-		err_set_field(e, "timeout_minutes", "timeout_minutes: at most %d (the maximum lifetime)",
-		    cfg->max_lifetime_min);
+		err_set_field(e, "timeout_minutes",
+		    "timeout_minutes: at most %d (the maximum lifetime)", cfg->max_lifetime_min);
 		return NULL;
 	}
 	if (size == NULL) {
@@ -281,10 +284,10 @@ sbx_get(struct sbx *s, const char *account, const char *id, struct err *e)
 	err_clear(&ignore);
 	if (strcmp(row.state, "running") == 0 &&
 	    orch_vm_stats(s->orch, row.host, id, &st, &ignore) == 0)
-		json_object_set_new(out, "usage", json_pack("{s:I, s:I, s:I}",
-		    "cpu_time_ms", (json_int_t)(st.cpu_time_ns / 1000000),
-		    "memory_kib", (json_int_t)st.memory_kib,
-		    "host_rss_kib", (json_int_t)st.rss_kib));
+		json_object_set_new(out, "usage",
+		    json_pack("{s:I, s:I, s:I}", "cpu_time_ms",
+			(json_int_t)(st.cpu_time_ns / 1000000), "memory_kib",
+			(json_int_t)st.memory_kib, "host_rss_kib", (json_int_t)st.rss_kib));
 	cmds = store_cmd_recent_json(s->app->db, id, e);
 	json_object_set_new(out, "commands", cmds ? cmds : json_array());
 	json_t *ports = sbx_ports_json(s, id, e);
@@ -306,8 +309,8 @@ sbx_get(struct sbx *s, const char *account, const char *id, struct err *e)
 json_t *
 sbx_list(struct sbx *s, const char *account, const struct sbx_list_req *req, struct err *e)
 {
-	if (req->cursor && (strlen(req->cursor) != SBX_ID_LEN ||
-	    strncmp(req->cursor, "sbx-", 4) != 0)) {
+	if (req->cursor &&
+	    (strlen(req->cursor) != SBX_ID_LEN || strncmp(req->cursor, "sbx-", 4) != 0)) {
 		err_set_field(e, "cursor", "cursor: not a cursor from list_sandboxes");
 		return NULL;
 	}
@@ -333,8 +336,10 @@ sbx_destroy(struct sbx *s, const char *account, const char *id, struct err *e)
 	}
 	json_t *out = store_sandbox_json(s->app->db, account, id, e);
 	struct bill_settlement st;
-	if (out && settle_sandbox(s->app->db, s->app->cfg.minute_s, id,
-	    strcmp(row.state, "failed") == 0 || strcmp(row.state, "creating") == 0, &st, e) == 0) {
+	if (out &&
+	    settle_sandbox(s->app->db, s->app->cfg.minute_s, id,
+		strcmp(row.state, "failed") == 0 || strcmp(row.state, "creating") == 0, &st,
+		e) == 0) {
 		json_object_set_new(out, "minutes_used", json_integer(st.minutes_used));
 		json_object_set_new(out, "charged", json_integer(st.charged));
 		json_object_set_new(out, "refunded", json_integer(st.refunded));

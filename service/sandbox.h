@@ -34,31 +34,31 @@ struct orch *sbx_orch(struct sbx *s);
  * for the call. Results that carry bytes are typed too; the others are
  * the tool's result object (outputSchema), built here from the row. */
 
-#define SBX_PATH_MAX 4200           /* an absolute path inside the guest */
+#define SBX_PATH_MAX 4200 /* an absolute path inside the guest */
 
 struct sbx_create_req {
-	const char *size;           /* NULL: small */
-	int timeout_min;            /* 0: AAS_DEFAULT_TIMEOUT_MIN */
-	const char *name;           /* NULL: none */
-	const char *metadata;       /* a JSON object as text, or NULL: {} */
+	const char *size;     /* NULL: small */
+	int timeout_min;      /* 0: AAS_DEFAULT_TIMEOUT_MIN */
+	const char *name;     /* NULL: none */
+	const char *metadata; /* a JSON object as text, or NULL: {} */
 	int internet;
 };
 
 struct sbx_list_req {
-	const char *state;          /* NULL: any; "live": creating or running */
-	const char *cursor;         /* NULL: from the newest */
+	const char *state;  /* NULL: any; "live": creating or running */
+	const char *cursor; /* NULL: from the newest */
 	int limit;
 };
 
 struct sbx_run_req {
 	const char *sandbox_id;
 	const char *command;
-	const char *cwd;            /* NULL: the sandbox user's home */
-	const json_t *env;          /* object of strings (schema-checked), or NULL */
-	const char *stdin_data;     /* NULL: /dev/null */
+	const char *cwd;        /* NULL: the sandbox user's home */
+	const json_t *env;      /* object of strings (schema-checked), or NULL */
+	const char *stdin_data; /* NULL: /dev/null */
 	size_t stdin_len;
-	int timeout_s;              /* inside the guest; 0: none (background only) */
-	long long max_output;       /* bytes kept per stream */
+	int timeout_s;        /* inside the guest; 0: none (background only) */
+	long long max_output; /* bytes kept per stream */
 	int background;
 };
 
@@ -66,12 +66,12 @@ struct sbx_run_res {
 	char command_id[24];
 	char stdout_path[256];
 	char stderr_path[256];
-	const char *state;          /* running, exited, timed_out */
-	int ended;                  /* the guest reported the end */
-	int exit_code;              /* when ended */
+	const char *state; /* running, exited, timed_out */
+	int ended;         /* the guest reported the end */
+	int exit_code;     /* when ended */
 	int timed_out;
 	int background;
-	char *out, *err;            /* kept output (malloc'd), not NUL-terminated */
+	char *out, *err; /* kept output (malloc'd), not NUL-terminated */
 	size_t out_len, err_len;
 	long long out_total, err_total;
 	long long duration_ms;
@@ -79,7 +79,7 @@ struct sbx_run_res {
 
 struct sbx_write_req {
 	const char *sandbox_id;
-	const char *path;           /* relative paths are under the home */
+	const char *path; /* relative paths are under the home */
 	const unsigned char *data;
 	size_t len;
 	unsigned mode;
@@ -101,15 +101,15 @@ struct sbx_read_req {
 
 struct sbx_read_res {
 	char path[SBX_PATH_MAX];
-	unsigned char *data;        /* malloc'd */
+	unsigned char *data; /* malloc'd */
 	size_t len;
 	long long offset;
-	long long total;            /* the file's whole size */
+	long long total; /* the file's whole size */
 };
 
 struct sbx_files_req {
 	const char *sandbox_id;
-	const char *path;           /* NULL: the home */
+	const char *path; /* NULL: the home */
 	int depth;
 	int limit;
 };
@@ -123,10 +123,8 @@ struct sbx_expose_req {
 json_t *sbx_create(struct sbx *s, const char *account, const struct sbx_create_req *req,
     const struct sbx_progress *pg, struct err *e);
 json_t *sbx_get(struct sbx *s, const char *account, const char *sandbox_id, struct err *e);
-json_t *sbx_list(struct sbx *s, const char *account, const struct sbx_list_req *req,
-    struct err *e);
-json_t *sbx_destroy(struct sbx *s, const char *account, const char *sandbox_id,
-    struct err *e);
+json_t *sbx_list(struct sbx *s, const char *account, const struct sbx_list_req *req, struct err *e);
+json_t *sbx_destroy(struct sbx *s, const char *account, const char *sandbox_id, struct err *e);
 /* 0 with `res` filled (sbx_run_res_clear it), -1 with `e`. */
 int sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
     const struct sbx_progress *pg, struct sbx_run_res *res, struct err *e);
@@ -143,8 +141,7 @@ json_t *sbx_list_files(struct sbx *s, const char *account, const struct sbx_file
 json_t *sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req *req,
     struct err *e);
 /* {sandbox_id, ports: [...]} of one sandbox of the account. */
-json_t *sbx_list_ports(struct sbx *s, const char *account, const char *sandbox_id,
-    struct err *e);
+json_t *sbx_list_ports(struct sbx *s, const char *account, const char *sandbox_id, struct err *e);
 
 /* Decides where a preview request goes (the proxy's resolver): the
  * forward of an exposed port of a running sandbox, after the private

@@ -36,8 +36,8 @@ struct sbx {
 struct vm_host *sbx_running(struct sbx *s, const char *account, const char *id,
     struct store_row *row, char *domain, size_t dn, struct err *e);
 /* Boots the VM of a 'creating' row and moves it to running (or failed). */
-int sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size,
-    enum vm_net net, const struct sbx_progress *pg, struct err *e);
+int sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size, enum vm_net net,
+    const struct sbx_progress *pg, struct err *e);
 
 /* ---- networking (sandbox_net.c) ---- */
 /* Checks (and under AAS_NET=auto/on installs) the isolation rule. -1 only
@@ -58,8 +58,8 @@ json_t *sbx_ports_json(struct sbx *s, const char *id, struct err *e);
 /* Forgets a sandbox's ports (its forwards went with its VM). */
 void sbx_ports_drop(struct sbx *s, const char *id);
 /* Destroys a sandbox's VM and marks the row destroyed (or failed). */
-int sbx_finish_destroy(struct sbx *s, const char *id, const char *host,
-    const char *final_state, const char *reason, struct err *e);
+int sbx_finish_destroy(struct sbx *s, const char *id, const char *host, const char *final_state,
+    const char *reason, struct err *e);
 void *sbx_maint_main(void *arg);
 /* Background commands still marked running: asks the guest once each. */
 void sbx_refresh_commands(struct sbx *s, const char *id, const char *host);

@@ -12,8 +12,7 @@
 #include "base/log.h"
 #include "base/utf8.h"
 
-#define SBX_HOST_GRACE_S 10     /* host deadline beyond the guest's timeout */
-
+#define SBX_HOST_GRACE_S 10 /* host deadline beyond the guest's timeout */
 
 static void
 record_end(struct sbx *s, const char *cmd_id, const char *state, int code)
@@ -64,8 +63,8 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 
 	memset(res, 0, sizeof(*res));
 	if (req->max_output < 0 || req->max_output > s->app->cfg.max_output_bytes) {
-		err_set_field(e, "max_output_bytes", "max_output_bytes: at most %lld on this service",
-		    s->app->cfg.max_output_bytes);
+		err_set_field(e, "max_output_bytes",
+		    "max_output_bytes: at most %lld on this service", s->app->cfg.max_output_bytes);
 		return -1;
 	}
 	if ((h = sbx_running(s, account, id, &row, domain, sizeof(domain), e)) == NULL)
@@ -86,7 +85,7 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 	run.stdin_len = req->stdin_data ? req->stdin_len : 0;
 	run.timeout_s = timeout_s;
 	if (store_cmd_insert(s->app->db, res->command_id, id, req->command, req->background,
-	    res->stdout_path, res->stderr_path, e) < 0)
+		res->stdout_path, res->stderr_path, e) < 0)
 		return -1;
 	if (guest_run_start(h, domain, &run, &pid, e) < 0) {
 		record_end(s, res->command_id, "failed", -1);
@@ -121,9 +120,9 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 		return -1;
 	}
 	if (guest_read_log(h, domain, res->stdout_path, (size_t)req->max_output, out_size,
-	    &res->out, &res->out_len, &res->out_total, e) < 0 ||
+		&res->out, &res->out_len, &res->out_total, e) < 0 ||
 	    guest_read_log(h, domain, res->stderr_path, (size_t)req->max_output, err_size,
-	    &res->err, &res->err_len, &res->err_total, e) < 0) {
+		&res->err, &res->err_len, &res->err_total, e) < 0) {
 		record_end(s, res->command_id, ended ? "exited" : "timed_out", code);
 		sbx_run_res_clear(res);
 		return -1;
@@ -170,8 +169,8 @@ sbx_write_file(struct sbx *s, const char *account, const struct sbx_write_req *r
 	}
 	if ((h = sbx_running(s, account, req->sandbox_id, &row, domain, sizeof(domain), e)) == NULL)
 		return -1;
-	if (guest_put_file(h, domain, res->path, req->data, req->len, req->mode,
-	    req->make_parents, e) < 0)
+	if (guest_put_file(h, domain, res->path, req->data, req->len, req->mode, req->make_parents,
+		e) < 0)
 		return -1;
 	res->bytes = req->len;
 	res->mode = req->mode;
@@ -206,15 +205,14 @@ sbx_read_file(struct sbx *s, const char *account, const struct sbx_read_req *req
 	if ((h = sbx_running(s, account, req->sandbox_id, &row, domain, sizeof(domain), e)) == NULL)
 		return -1;
 	if (guest_get_file(h, domain, res->path, req->offset, req->length, &res->data, &res->len,
-	    &res->total, e) < 0)
+		&res->total, e) < 0)
 		return -1;
 	res->offset = req->offset;
 	return 0;
 }
 
 json_t *
-sbx_list_files(struct sbx *s, const char *account, const struct sbx_files_req *req,
-    struct err *e)
+sbx_list_files(struct sbx *s, const char *account, const struct sbx_files_req *req, struct err *e)
 {
 	char path[SBX_PATH_MAX], domain[64];
 	struct store_row row;
@@ -256,7 +254,8 @@ log_size(struct vm_host *h, const char *domain, const char *path)
 	struct err e;
 
 	err_clear(&e);
-	if (h == NULL || path == NULL || guest_read_log(h, domain, path, 0, -1, &data, &len, &total, &e) < 0)
+	if (h == NULL || path == NULL ||
+	    guest_read_log(h, domain, path, 0, -1, &data, &len, &total, &e) < 0)
 		total = -1;
 	free(data);
 	return total >= 0 ? json_integer(total) : json_null();
@@ -291,9 +290,9 @@ sbx_command_status(struct sbx *s, const char *account, const char *id, const cha
 	if (out == NULL)
 		return NULL;
 	json_object_set_new(out, "sandbox_id", json_string(id));
-	json_object_set_new(out, "stdout_bytes", log_size(h, domain,
-	    json_string_value(json_object_get(out, "stdout_path"))));
-	json_object_set_new(out, "stderr_bytes", log_size(h, domain,
-	    json_string_value(json_object_get(out, "stderr_path"))));
+	json_object_set_new(out, "stdout_bytes",
+	    log_size(h, domain, json_string_value(json_object_get(out, "stdout_path"))));
+	json_object_set_new(out, "stderr_bytes",
+	    log_size(h, domain, json_string_value(json_object_get(out, "stderr_path"))));
 	return out;
 }

@@ -59,8 +59,8 @@ boot_progress(void *ctx, double progress, double total, const char *message)
 }
 
 int
-sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size,
-    enum vm_net net, const struct sbx_progress *pg, struct err *e)
+sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size, enum vm_net net,
+    const struct sbx_progress *pg, struct err *e)
 {
 	const struct cat_size *sz = cat_find(size);
 	const char *accel;
@@ -79,8 +79,8 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size,
 		return -1;
 	}
 	t0 = metrics_now();
-	if (orch_boot(s->orch, host, id, net, sz->vcpus, sz->memory_mib, boot_progress,
-	    (void *)pg, e) < 0) {
+	if (orch_boot(s->orch, host, id, net, sz->vcpus, sz->memory_mib, boot_progress, (void *)pg,
+		e) < 0) {
 		metrics_boot(0, 0);
 		log_warn("sandbox %s: boot failed: %s", id, e->msg);
 		mark_failed(s, id, e->msg);
@@ -89,7 +89,7 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size,
 	metrics_boot(1, metrics_now() - t0);
 	accel = orch_accel(s->orch);
 	if (store_mark_running(s->app->db, id, accel ? accel : "tcg", s->app->cfg.minute_s, &won,
-	    e) < 0)
+		e) < 0)
 		won = 0;
 	if (!won) {
 		/* Destroyed while booting (or the database failed us): no VM
@@ -106,8 +106,8 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size,
 }
 
 int
-sbx_finish_destroy(struct sbx *s, const char *id, const char *host,
-    const char *final_state, const char *reason, struct err *e)
+sbx_finish_destroy(struct sbx *s, const char *id, const char *host, const char *final_state,
+    const char *reason, struct err *e)
 {
 	if (orch_destroy(s->orch, host, id, e) < 0) {
 		/* The row stays 'destroying'; reconcile finishes it later. */
@@ -122,7 +122,7 @@ sbx_finish_destroy(struct sbx *s, const char *id, const char *host,
 	/* Billing stops here: unused whole minutes go back. */
 	struct bill_settlement st;
 	if (settle_sandbox(s->app->db, s->app->cfg.minute_s, id, strcmp(final_state, "failed") == 0,
-	    &st, e) < 0)
+		&st, e) < 0)
 		return -1;
 	return 0;
 }
@@ -198,7 +198,7 @@ reconcile_domains(struct sbx *s, const char *host, char **ids, size_t n)
 			continue;
 		}
 		if (store_is_live(s->app->db, ids[i], &live, &e) < 0)
-			continue;   /* database trouble: decide nothing */
+			continue; /* database trouble: decide nothing */
 		if (!live) {
 			log_warn("reconcile: VM %s has no live sandbox row; destroying it", ids[i]);
 			orch_destroy(s->orch, host, ids[i], &e);
@@ -227,7 +227,8 @@ reconcile_rows(struct sbx *s, const char *host, char **ids, size_t n)
 			/* Listed before the row was read: check again. */
 			if (orch_vm_exists(s->orch, host, id, &e) == 0) {
 				log_warn("reconcile: sandbox %s lost its VM", id);
-				mark_failed(s, id, "the VM stopped unexpectedly (crash, power-off"
+				mark_failed(s, id,
+				    "the VM stopped unexpectedly (crash, power-off"
 				    " from inside, or host restart)");
 				orch_destroy(s->orch, host, id, &e);
 			}
@@ -277,13 +278,13 @@ refill_pool(struct sbx *s)
 		/* Warm VMs with another network device than new ones get (the
 		 * isolation rule came or went) are surplus. */
 		if (store_pool_counts(s->app->db, sz->name, host, vm_net_name(net), &have, &stale,
-		    &e) < 0)
+			&e) < 0)
 			return;
 		if (have > want || stale > 0) {
 			/* The pool was made smaller: drop the newest surplus VM. */
 			char surplus[SBX_ID_LEN + 1];
 			if (store_pool_take_surplus(s->app->db, sz->name, host, s->instance,
-			    vm_net_name(net), surplus, &e) == 1) {
+				vm_net_name(net), surplus, &e) == 1) {
 				log_info("warm pool: %s VM %s no longer needed", sz->name, surplus);
 				sbx_finish_destroy(s, surplus, host, "destroyed", NULL, &e);
 				return;
@@ -295,13 +296,18 @@ refill_pool(struct sbx *s)
 		if (key_random_base36(id + 4, 16) < 0)
 			return;
 		orch_domain_name(id, domain, sizeof(domain));
-		struct store_new n = { .size = sz->name, .host = host, .domain = domain,
-			.owner = s->instance, .timeout_min = 1, .net = vm_net_name(net) };
+		struct store_new n = { .size = sz->name,
+			.host = host,
+			.domain = domain,
+			.owner = s->instance,
+			.timeout_min = 1,
+			.net = vm_net_name(net) };
 		if (store_insert_pool(s->app->db, id, &n, &e) < 0)
 			return;
 		if (sbx_boot_row(s, id, host, sz->name, net, NULL, &e) == 0)
-			log_info("warm pool: %s VM %s ready (%lld/%d)", sz->name, id, have + 1, want);
-		return;   /* one per round, so the loop keeps its other duties */
+			log_info("warm pool: %s VM %s ready (%lld/%d)", sz->name, id, have + 1,
+			    want);
+		return; /* one per round, so the loop keeps its other duties */
 	}
 }
 
@@ -328,14 +334,11 @@ update_capacity(struct sbx *s)
 	err_clear(&e);
 	if (store_capacity(s->app->db, &live, warm, &e) < 0)
 		return;
-	c = json_pack("{s:o, s:s, s:I, s:I, s:{s:I, s:I, s:I}}",
-	    "accelerator", accel ? json_string(accel) : json_null(),
-	    "accelerator_note", orch_accel_reason(s->orch),
-	    "hosts", (json_int_t)orch_host_count(s->orch),
-	    "live_sandboxes", (json_int_t)live,
-	    "warm_pool_ready",
-	    "small", (json_int_t)warm[0], "medium", (json_int_t)warm[1],
-	    "large", (json_int_t)warm[2]);
+	c = json_pack("{s:o, s:s, s:I, s:I, s:{s:I, s:I, s:I}}", "accelerator",
+	    accel ? json_string(accel) : json_null(), "accelerator_note",
+	    orch_accel_reason(s->orch), "hosts", (json_int_t)orch_host_count(s->orch),
+	    "live_sandboxes", (json_int_t)live, "warm_pool_ready", "small", (json_int_t)warm[0],
+	    "medium", (json_int_t)warm[1], "large", (json_int_t)warm[2]);
 	if (c == NULL)
 		return;
 	pthread_mutex_lock(&s->cap_lock);

@@ -99,7 +99,8 @@ sbx_net_for(struct sbx *s, int internet, enum vm_net *net, struct err *e)
 	if (internet) {
 		err_set_at(e, ERR_UNAVAILABLE, "internet",
 		    "internet: sandbox networking is unavailable on this server (%s);"
-		    " create with internet: false for a sandbox without a network", why);
+		    " create with internet: false for a sandbox without a network",
+		    why);
 		return -1;
 	}
 	*net = VM_NET_NONE;
@@ -147,9 +148,9 @@ sbx_ports_json(struct sbx *s, const char *id, struct err *e)
 
 		if (port_url(s, id, ports[i].port, url, sizeof(url)) < 0)
 			continue;
-		json_array_append_new(arr, json_pack("{s:i, s:s, s:b, s:s}",
-		    "port", ports[i].port, "url", url, "public", ports[i].public,
-		    "created_at", ports[i].created_at));
+		json_array_append_new(arr,
+		    json_pack("{s:i, s:s, s:b, s:s}", "port", ports[i].port, "url", url, "public",
+			ports[i].public, "created_at", ports[i].created_at));
 	}
 	free(ports);
 	if (arr == NULL)
@@ -180,8 +181,7 @@ sbx_ports_drop(struct sbx *s, const char *id)
 }
 
 json_t *
-sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req *req,
-    struct err *e)
+sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req *req, struct err *e)
 {
 	const char *id = req->sandbox_id;
 	int port = req->port;
@@ -197,9 +197,13 @@ sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req 
 	if (strcmp(row.net, "none") == 0) {
 		char why[300];
 		sbx_net_available(s, why, sizeof(why));
-		err_set(e, ERR_CONFLICT, "sandbox %s has no network device, so no port can be"
-		    " exposed (%s)", id, why[0] ? why : "it was created while networking was"
-		    " unavailable");
+		err_set(e, ERR_CONFLICT,
+		    "sandbox %s has no network device, so no port can be"
+		    " exposed (%s)",
+		    id,
+		    why[0] ? why :
+			     "it was created while networking was"
+			     " unavailable");
 		return NULL;
 	}
 	if (port_url(s, id, port, url, sizeof(url)) < 0) {
@@ -229,8 +233,10 @@ sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req 
 		err_clear(&ignore);
 		orch_forward_remove(s->orch, row.host, id, host_port, &ignore);
 		if (e->kind == ERR_NONE)
-			err_set_at(e, ERR_CONFLICT, "port", "port: %d is already exposed at %s"
-			    " (or the sandbox stopped)", port, url);
+			err_set_at(e, ERR_CONFLICT, "port",
+			    "port: %d is already exposed at %s"
+			    " (or the sandbox stopped)",
+			    port, url);
 		return NULL;
 	}
 	log_info("sandbox %s: port %d exposed (%s) via 127.0.0.1:%d", id, port,
@@ -301,12 +307,13 @@ preview_allowed(const char *hash, const char *id, int port, const struct preview
 		if (preview_sig_valid(hash, id, port, exp, sig, now) &&
 		    num_parse_ll(exp, &exp_at) == 0) {
 			snprintf(out->set_cookie, sizeof(out->set_cookie),
-			    "%s=%s.%s; Path=/; Max-Age=%lld; HttpOnly; SameSite=Lax", PREVIEW_COOKIE,
-			    exp, sig, exp_at - (long long)now);
+			    "%s=%s.%s; Path=/; Max-Age=%lld; HttpOnly; SameSite=Lax",
+			    PREVIEW_COOKIE, exp, sig, exp_at - (long long)now);
 			return 0;
 		}
 	}
-	if (ask->cookie && preview_cookie_get(ask->cookie, PREVIEW_COOKIE, cookie, sizeof(cookie))) {
+	if (ask->cookie &&
+	    preview_cookie_get(ask->cookie, PREVIEW_COOKIE, cookie, sizeof(cookie))) {
 		char *dot = strchr(cookie, '.');
 		offered = 1;
 		if (dot) {
@@ -328,30 +335,36 @@ sbx_preview_route(struct sbx *s, const struct preview_ask *ask, struct preview_r
 
 	if (!preview_under_domain(ask->host, s->app->cfg.preview_domain, label, sizeof(label)) ||
 	    preview_parse_label(label, &port, id, sizeof(id)) < 0) {
-		route_fail(out, 404, "There is no preview at this address. Preview addresses look"
+		route_fail(out, 404,
+		    "There is no preview at this address. Preview addresses look"
 		    " like <port>-<sandbox_id>.<domain>; expose_port gives them.");
 		return;
 	}
 	err_clear(&e);
 	if (store_preview_lookup(s->app->db, id, port, &pv, &found, &e) < 0) {
-		route_fail(out, 503, "The preview service cannot reach its database; retry shortly.");
+		route_fail(out, 503,
+		    "The preview service cannot reach its database; retry shortly.");
 		return;
 	}
 	if (!found) {
-		route_fail(out, 404, "This preview does not exist: the port is not exposed, or"
+		route_fail(out, 404,
+		    "This preview does not exist: the port is not exposed, or"
 		    " the sandbox was destroyed.");
 		return;
 	}
 	out->upstream_port = pv.host_port;
 	if (!host_is_local(pv.host)) {
-		route_fail(out, 502, "This sandbox runs on a remote hypervisor host; previews of"
+		route_fail(out, 502,
+		    "This sandbox runs on a remote hypervisor host; previews of"
 		    " remote sandboxes are not served by this instance.");
 		return;
 	}
 	if (!pv.public && (st = preview_allowed(pv.token_hash, id, port, ask, out)) != 0) {
-		route_fail(out, st, st == 401 ? "This preview is private. Send the token from"
-		    " expose_port in the x-aas-preview-token header, or open its signed URL." :
-		    "The preview token or signed URL is wrong or has expired.");
+		route_fail(out, st,
+		    st == 401 ?
+			"This preview is private. Send the token from"
+			" expose_port in the x-aas-preview-token header, or open its signed URL." :
+			"The preview token or signed URL is wrong or has expired.");
 		return;
 	}
 }

@@ -19,9 +19,8 @@ sess_id_valid(const char *id)
 }
 
 int
-sess_create(struct db *db, const char *protocol_version,
-    const char *account_id, const char *client_name, const char *client_version,
-    char id[SESS_ID_LEN + 1], struct err *e)
+sess_create(struct db *db, const char *protocol_version, const char *account_id,
+    const char *client_name, const char *client_version, char id[SESS_ID_LEN + 1], struct err *e)
 {
 	char name[201], version[101];
 	const char *params[5];
@@ -38,13 +37,14 @@ sess_create(struct db *db, const char *protocol_version,
 	params[2] = account_id && *account_id ? account_id : NULL;
 	params[3] = name;
 	params[4] = version;
-	return db_exec(db, "INSERT INTO mcp_sessions(id, protocol_version, account_id,"
-	    " client_name, client_version) VALUES ($1, $2, $3, $4, $5)", 5, params, NULL, e);
+	return db_exec(db,
+	    "INSERT INTO mcp_sessions(id, protocol_version, account_id,"
+	    " client_name, client_version) VALUES ($1, $2, $3, $4, $5)",
+	    5, params, NULL, e);
 }
 
 int
-sess_lookup(struct db *db, const char *id, int idle_s, struct sess_info *out,
-    struct err *e)
+sess_lookup(struct db *db, const char *id, int idle_s, struct sess_info *out, struct err *e)
 {
 	char idle[16];
 	const char *params[2] = { id, idle };
@@ -70,8 +70,9 @@ sess_lookup(struct db *db, const char *id, int idle_s, struct sess_info *out,
 		return -1;
 	if (PQntuples(r) != 1)
 		err_set(e, ERR_NOT_FOUND, "session not found");
-	else if (db_get_str(r, 0, 0, out->protocol_version, sizeof(out->protocol_version),
-	    e) == 0 && db_get_str(r, 0, 1, out->account_id, sizeof(out->account_id), e) == 0)
+	else if (db_get_str(r, 0, 0, out->protocol_version, sizeof(out->protocol_version), e) ==
+		0 &&
+	    db_get_str(r, 0, 1, out->account_id, sizeof(out->account_id), e) == 0)
 		rc = 0;
 	PQclear(r);
 	return rc;
@@ -87,9 +88,11 @@ sess_end(struct db *db, const char *id, struct err *e)
 		err_set(e, ERR_NOT_FOUND, "session not found");
 		return -1;
 	}
-	if (db_exec(db, "WITH u AS (UPDATE mcp_sessions SET ended_at = now()"
-	    " WHERE id = $1 AND ended_at IS NULL RETURNING id)"
-	    " SELECT pg_notify('aas_invalidate', 's:' || id) FROM u", 1, params, &n, e) < 0)
+	if (db_exec(db,
+		"WITH u AS (UPDATE mcp_sessions SET ended_at = now()"
+		" WHERE id = $1 AND ended_at IS NULL RETURNING id)"
+		" SELECT pg_notify('aas_invalidate', 's:' || id) FROM u",
+		1, params, &n, e) < 0)
 		return -1;
 	if (n != 1) {
 		err_set(e, ERR_NOT_FOUND, "session not found");
@@ -117,13 +120,13 @@ sess_cache_peek(struct ttl_map *cache, const char *id, struct sess_info *out)
 {
 	char val[TTL_VAL_MAX + 1];
 
-	return cache != NULL && sess_id_valid(id) &&
-	    ttl_get(cache, id, val, sizeof(val)) && parse_cached(val, out);
+	return cache != NULL && sess_id_valid(id) && ttl_get(cache, id, val, sizeof(val)) &&
+	    parse_cached(val, out);
 }
 
 int
-sess_lookup_cached(struct db *db, struct ttl_map *cache, const char *id,
-    int idle_s, struct sess_info *out, struct err *e)
+sess_lookup_cached(struct db *db, struct ttl_map *cache, const char *id, int idle_s,
+    struct sess_info *out, struct err *e)
 {
 	char val[TTL_VAL_MAX + 1];
 

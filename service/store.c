@@ -8,10 +8,9 @@
 
 #include "service/catalog.h"
 
-#define SANDBOX_COLUMNS \
-	"id, coalesce(name, ''), state, size, accelerator, " \
-	STORE_TS("created_at") ", " STORE_TS("ready_at") ", " STORE_TS("expires_at") ", " \
-	STORE_TS("destroyed_at") ", failure_reason, metadata::text, host_uri, net"
+#define SANDBOX_COLUMNS                                                                            \
+	"id, coalesce(name, ''), state, size, accelerator, " STORE_TS("created_at") ", " STORE_TS( \
+	    "ready_at") ", " STORE_TS("expires_at") ", " STORE_TS("destroyed_at") ", failure_reason, metadata::text, host_uri, net"
 
 void
 store_not_found(const char *id, struct err *e)
@@ -41,8 +40,8 @@ store_int_or_null(const PGresult *r, int row, int col)
 }
 
 int
-store_rows(struct db *db, const char *sql, int nparams, const char *const *params,
-    size_t size, store_row_fn read, void **out, size_t *n, struct err *e)
+store_rows(struct db *db, const char *sql, int nparams, const char *const *params, size_t size,
+    store_row_fn read, void **out, size_t *n, struct err *e)
 {
 	PGresult *r = db_query(db, sql, nparams, params, e);
 	unsigned char *v = NULL;
@@ -76,8 +75,7 @@ out:
 /* ---- reading sandboxes ---- */
 
 int
-store_load(struct db *db, const char *account, const char *id, struct store_row *row,
-    struct err *e)
+store_load(struct db *db, const char *account, const char *id, struct store_row *row, struct err *e)
 {
 	const char *p[2] = { id, account };
 	PGresult *r;
@@ -87,9 +85,10 @@ store_load(struct db *db, const char *account, const char *id, struct store_row 
 		store_not_found(id, e);
 		return -1;
 	}
-	r = db_query(db, account ?
-	    "SELECT id, state, size, host_uri, net FROM sandboxes WHERE id = $1 AND account_id = $2" :
-	    "SELECT id, state, size, host_uri, net FROM sandboxes WHERE id = $1",
+	r = db_query(db,
+	    account ?
+		"SELECT id, state, size, host_uri, net FROM sandboxes WHERE id = $1 AND account_id = $2" :
+		"SELECT id, state, size, host_uri, net FROM sandboxes WHERE id = $1",
 	    account ? 2 : 1, p, e);
 	if (r == NULL)
 		return -1;
@@ -117,19 +116,12 @@ sandbox_json(const PGresult *r, int i)
 	json_t *meta = json_loads(PQgetvalue(r, i, 10), 0, NULL);
 
 	return json_pack("{s:s, s:o, s:s, s:s, s:i, s:i, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:s}",
-	    "sandbox_id", PQgetvalue(r, i, 0),
-	    "name", store_text_or_null(r, i, 1),
-	    "state", PQgetvalue(r, i, 2),
-	    "size", PQgetvalue(r, i, 3),
-	    "vcpus", sz ? sz->vcpus : 0,
-	    "memory_mib", sz ? sz->memory_mib : 0,
-	    "accelerator", store_text_or_null(r, i, 4),
-	    "created_at", PQgetvalue(r, i, 5),
-	    "ready_at", store_text_or_null(r, i, 6),
-	    "expires_at", store_text_or_null(r, i, 7),
-	    "destroyed_at", store_text_or_null(r, i, 8),
-	    "failure_reason", store_text_or_null(r, i, 9),
-	    "metadata", meta ? meta : json_object(),
+	    "sandbox_id", PQgetvalue(r, i, 0), "name", store_text_or_null(r, i, 1), "state",
+	    PQgetvalue(r, i, 2), "size", PQgetvalue(r, i, 3), "vcpus", sz ? sz->vcpus : 0,
+	    "memory_mib", sz ? sz->memory_mib : 0, "accelerator", store_text_or_null(r, i, 4),
+	    "created_at", PQgetvalue(r, i, 5), "ready_at", store_text_or_null(r, i, 6),
+	    "expires_at", store_text_or_null(r, i, 7), "destroyed_at", store_text_or_null(r, i, 8),
+	    "failure_reason", store_text_or_null(r, i, 9), "metadata", meta ? meta : json_object(),
 	    "network", PQgetvalue(r, i, 12));
 }
 
@@ -137,8 +129,8 @@ json_t *
 store_sandbox_json(struct db *db, const char *account, const char *id, struct err *e)
 {
 	const char *p[2] = { id, account };
-	PGresult *r = db_query(db, "SELECT " SANDBOX_COLUMNS
-	    " FROM sandboxes WHERE id = $1 AND account_id = $2", 2, p, e);
+	PGresult *r = db_query(db,
+	    "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = $1 AND account_id = $2", 2, p, e);
 	json_t *out = NULL;
 
 	if (r == NULL)
@@ -166,19 +158,21 @@ store_list_json(struct db *db, const char *account, const char *state, const cha
 	p[1] = state ? state : "";
 	p[2] = cursor ? cursor : "";
 	p[3] = limbuf;
-	r = db_query(db, "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE account_id = $1"
+	r = db_query(db,
+	    "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE account_id = $1"
 	    " AND ($2 = '' OR state = $2 OR ($2 = 'live' AND state IN ('creating', 'running')))"
 	    " AND ($3 = '' OR (created_at, id) < (SELECT created_at, id FROM sandboxes"
 	    "  WHERE id = $3 AND account_id = $1))"
-	    " ORDER BY created_at DESC, id DESC LIMIT $4::int", 4, p, e);
+	    " ORDER BY created_at DESC, id DESC LIMIT $4::int",
+	    4, p, e);
 	if (r == NULL)
 		return NULL;
 	n = PQntuples(r);
 	arr = json_array();
 	for (int i = 0; arr && i < n && i < limit; i++)
 		json_array_append_new(arr, sandbox_json(r, i));
-	out = json_pack("{s:o, s:o}", "sandboxes", arr,
-	    "next_cursor", n > limit ? json_string(PQgetvalue(r, limit - 1, 0)) : json_null());
+	out = json_pack("{s:o, s:o}", "sandboxes", arr, "next_cursor",
+	    n > limit ? json_string(PQgetvalue(r, limit - 1, 0)) : json_null());
 	PQclear(r);
 	if (out == NULL)
 		err_set(e, ERR_INTERNAL, "out of memory");
@@ -189,8 +183,10 @@ int
 store_is_live(struct db *db, const char *id, int *live, struct err *e)
 {
 	const char *p[1] = { id };
-	PGresult *r = db_query(db, "SELECT 1 FROM sandboxes WHERE id = $1"
-	    " AND state IN ('creating', 'running', 'destroying')", 1, p, e);
+	PGresult *r = db_query(db,
+	    "SELECT 1 FROM sandboxes WHERE id = $1"
+	    " AND state IN ('creating', 'running', 'destroying')",
+	    1, p, e);
 
 	if (r == NULL)
 		return -1;
@@ -213,8 +209,10 @@ store_lock_account_live(PGconn *c, const char *account, long long *live, struct 
 	if (r == NULL)
 		return -1;
 	PQclear(r);
-	r = db_conn_query(c, "SELECT count(*) FROM sandboxes WHERE account_id = $1"
-	    " AND state IN ('creating', 'running')", 1, p, e);
+	r = db_conn_query(c,
+	    "SELECT count(*) FROM sandboxes WHERE account_id = $1"
+	    " AND state IN ('creating', 'running')",
+	    1, p, e);
 	if (r == NULL)
 		return -1;
 	rc = db_get_ll(r, 0, 0, live, e);
@@ -233,12 +231,14 @@ store_claim_warm(PGconn *c, const struct store_new *n, char *id, char *host, str
 	snprintf(tmo, sizeof(tmo), "%d", n->timeout_min);
 	snprintf(minute, sizeof(minute), "%d", n->minute_s);
 	/* A warm VM no account has touched, claimed in one statement. */
-	r = db_conn_query(c, "UPDATE sandboxes SET account_id = $1, in_pool = false,"
+	r = db_conn_query(c,
+	    "UPDATE sandboxes SET account_id = $1, in_pool = false,"
 	    " name = $4, metadata = $5::jsonb, timeout_minutes = $3::int, claimed_at = now(),"
 	    " ready_at = now(), expires_at = now() + make_interval(secs => $3::int * $6::int)"
 	    " WHERE id = (SELECT id FROM sandboxes WHERE in_pool AND state = 'running'"
 	    "  AND size = $2 AND net = $7 ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
-	    " RETURNING id, host_uri", 7, p, e);
+	    " RETURNING id, host_uri",
+	    7, p, e);
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) == 0)
@@ -257,8 +257,7 @@ static const char insert_sql[] =
     " $9::int, $10)";
 
 static void
-insert_params(const char *id, const struct store_new *n, char *tmo, size_t tn,
-    const char **p)
+insert_params(const char *id, const struct store_new *n, char *tmo, size_t tn, const char **p)
 {
 	snprintf(tmo, tn, "%d", n->timeout_min);
 	p[0] = id;
@@ -290,7 +289,7 @@ store_insert_pool(struct db *db, const char *id, const struct store_new *n, stru
 	const char *p[10];
 
 	insert_params(id, n, tmo, sizeof(tmo), p);
-	p[1] = NULL;          /* no account: in_pool */
+	p[1] = NULL; /* no account: in_pool */
 	p[2] = NULL;
 	p[3] = "{}";
 	return db_exec(db, insert_sql, 10, p, NULL, e);
@@ -308,11 +307,13 @@ store_mark_running(struct db *db, const char *id, const char *accel, int minute_
 
 	snprintf(minute, sizeof(minute), "%d", minute_s);
 	/* Expiry counts from readiness; warm VMs get theirs when claimed. */
-	if (db_exec(db, "UPDATE sandboxes SET state = 'running', ready_at = now(),"
-	    " accelerator = $2, owner = NULL,"
-	    " expires_at = CASE WHEN in_pool THEN NULL"
-	    "  ELSE now() + make_interval(secs => timeout_minutes * $3::int) END"
-	    " WHERE id = $1 AND state = 'creating'", 3, p, &n, e) < 0)
+	if (db_exec(db,
+		"UPDATE sandboxes SET state = 'running', ready_at = now(),"
+		" accelerator = $2, owner = NULL,"
+		" expires_at = CASE WHEN in_pool THEN NULL"
+		"  ELSE now() + make_interval(secs => timeout_minutes * $3::int) END"
+		" WHERE id = $1 AND state = 'creating'",
+		3, p, &n, e) < 0)
 		return -1;
 	*won = n == 1;
 	return 0;
@@ -324,10 +325,12 @@ store_mark_destroying(struct db *db, const char *id, const char *account, const 
 {
 	const char *p[3] = { id, account, owner };
 
-	return db_exec(db, "UPDATE sandboxes SET state = 'destroying',"
+	return db_exec(db,
+	    "UPDATE sandboxes SET state = 'destroying',"
 	    " destroying_at = coalesce(destroying_at, now()), owner = $3"
 	    " WHERE id = $1 AND account_id = $2"
-	    " AND state IN ('creating', 'running', 'destroying')", 3, p, NULL, e);
+	    " AND state IN ('creating', 'running', 'destroying')",
+	    3, p, NULL, e);
 }
 
 int
@@ -336,11 +339,13 @@ store_mark_ended(struct db *db, const char *id, const char *state, const char *r
 {
 	const char *p[3] = { id, state, reason };
 
-	return db_exec(db, "UPDATE sandboxes SET state = $2, owner = NULL, in_pool = false,"
+	return db_exec(db,
+	    "UPDATE sandboxes SET state = $2, owner = NULL, in_pool = false,"
 	    " destroyed_at = CASE WHEN $2 = 'destroyed' THEN now() END,"
 	    " failed_at = CASE WHEN $2 = 'failed' THEN now() END,"
 	    " failure_reason = coalesce($3, failure_reason)"
-	    " WHERE id = $1 AND state IN ('creating', 'running', 'destroying')", 3, p, NULL, e);
+	    " WHERE id = $1 AND state IN ('creating', 'running', 'destroying')",
+	    3, p, NULL, e);
 }
 
 int

@@ -40,8 +40,8 @@ int store_load(struct db *db, const char *account, const char *id, struct store_
 json_t *store_sandbox_json(struct db *db, const char *account, const char *id, struct err *e);
 /* list_sandboxes: {sandboxes, next_cursor}, newest first. `state` NULL for
  * any, "live" for creating or running; `cursor` NULL for the first page. */
-json_t *store_list_json(struct db *db, const char *account, const char *state,
-    const char *cursor, int limit, struct err *e);
+json_t *store_list_json(struct db *db, const char *account, const char *state, const char *cursor,
+    int limit, struct err *e);
 /* 1 when `id` has a live row (creating, running or destroying). */
 int store_is_live(struct db *db, const char *id, int *live, struct err *e);
 
@@ -52,13 +52,13 @@ int store_is_live(struct db *db, const char *id, int *live, struct err *e);
 int store_lock_account_live(PGconn *c, const char *account, long long *live, struct err *e);
 
 struct store_new {
-	const char *account;      /* NULL: a warm-pool VM */
+	const char *account; /* NULL: a warm-pool VM */
 	const char *name;
-	const char *metadata;     /* JSON object text */
+	const char *metadata; /* JSON object text */
 	const char *size;
 	const char *host;
 	const char *domain;
-	const char *owner;        /* this instance */
+	const char *owner; /* this instance */
 	int timeout_min;
 	const char *net;
 	int minute_s;
@@ -66,22 +66,19 @@ struct store_new {
 
 /* Claims a warm VM of n->size and n->net for n->account: 1 and its id and
  * host when one was free, 0 when none. */
-int store_claim_warm(PGconn *c, const struct store_new *n, char *id, char *host,
-    struct err *e);
+int store_claim_warm(PGconn *c, const struct store_new *n, char *id, char *host, struct err *e);
 /* The row of a new VM, 'creating', before the VM exists. */
-int store_insert_creating(PGconn *c, const char *id, const struct store_new *n,
-    struct err *e);
-int store_insert_pool(struct db *db, const char *id, const struct store_new *n,
-    struct err *e);
+int store_insert_creating(PGconn *c, const char *id, const struct store_new *n, struct err *e);
+int store_insert_pool(struct db *db, const char *id, const struct store_new *n, struct err *e);
 
 /* ---- state changes ---- */
 
 /* creating -> running; *won is 0 when the row was no longer creating. */
-int store_mark_running(struct db *db, const char *id, const char *accel, int minute_s,
-    int *won, struct err *e);
+int store_mark_running(struct db *db, const char *id, const char *accel, int minute_s, int *won,
+    struct err *e);
 /* A live sandbox of `account` moves to destroying, owned by `owner`. */
-int store_mark_destroying(struct db *db, const char *id, const char *account,
-    const char *owner, struct err *e);
+int store_mark_destroying(struct db *db, const char *id, const char *account, const char *owner,
+    struct err *e);
 /* A live row ends: `state` destroyed or failed, with a reason or NULL. */
 int store_mark_ended(struct db *db, const char *id, const char *state, const char *reason,
     struct err *e);
@@ -90,29 +87,27 @@ int store_expiry_changed(struct db *db, struct err *e);
 
 /* ---- commands ---- */
 
-int store_cmd_insert(struct db *db, const char *cmd_id, const char *sandbox_id,
-    const char *command, int background, const char *out_path, const char *err_path,
-    struct err *e);
+int store_cmd_insert(struct db *db, const char *cmd_id, const char *sandbox_id, const char *command,
+    int background, const char *out_path, const char *err_path, struct err *e);
 int store_cmd_set_pid(struct db *db, const char *cmd_id, long pid, struct err *e);
 /* The command ended (`state` exited, timed_out or failed) with `code`;
  * `state` running records nothing but keeps it running. With
  * `only_running`, a command already ended is left as it is. */
-int store_cmd_end(struct db *db, const char *cmd_id, const char *state, int code,
-    int only_running, struct err *e);
+int store_cmd_end(struct db *db, const char *cmd_id, const char *state, int code, int only_running,
+    struct err *e);
 
 struct store_cmd_pid {
 	char id[24];
 	long pid;
 };
 /* Background commands of a sandbox still marked running (malloc'd). */
-int store_cmd_running(struct db *db, const char *sandbox_id, struct store_cmd_pid **cmds,
-    size_t *n, struct err *e);
+int store_cmd_running(struct db *db, const char *sandbox_id, struct store_cmd_pid **cmds, size_t *n,
+    struct err *e);
 /* The most recent commands of a sandbox as a JSON array. */
 json_t *store_cmd_recent_json(struct db *db, const char *sandbox_id, struct err *e);
 /* One command as its status object (without log sizes). ERR_NOT_FOUND
  * naming command_id when the sandbox has no such command. */
-json_t *store_cmd_json(struct db *db, const char *sandbox_id, const char *cmd_id,
-    struct err *e);
+json_t *store_cmd_json(struct db *db, const char *sandbox_id, const char *cmd_id, struct err *e);
 
 /* ---- exposed ports ---- */
 
@@ -123,11 +118,10 @@ struct store_port {
 };
 int store_ports(struct db *db, const char *sandbox_id, struct store_port **ports, size_t *n,
     struct err *e);
-int store_port_exists(struct db *db, const char *sandbox_id, int port, int *exists,
-    struct err *e);
+int store_port_exists(struct db *db, const char *sandbox_id, int port, int *exists, struct err *e);
 /* *inserted is 0 when the port was taken meanwhile or the sandbox stopped. */
-int store_port_insert(struct db *db, const char *sandbox_id, int port, int public,
-    int host_port, const char *token_hash, int *inserted, struct err *e);
+int store_port_insert(struct db *db, const char *sandbox_id, int port, int public, int host_port,
+    const char *token_hash, int *inserted, struct err *e);
 int store_ports_drop(struct db *db, const char *sandbox_id, struct err *e);
 
 /* Where a preview request goes: the exposed port of a running sandbox. */
@@ -138,23 +132,23 @@ struct store_preview {
 	char host[STORE_HOST_MAX];
 };
 /* 1 and `out` when the port is exposed on a running sandbox, else 0. */
-int store_preview_lookup(struct db *db, const char *sandbox_id, int port,
-    struct store_preview *out, int *found, struct err *e);
+int store_preview_lookup(struct db *db, const char *sandbox_id, int port, struct store_preview *out,
+    int *found, struct err *e);
 
 /* ---- money on a sandbox row (inside the caller's transaction, after
  * the account row was locked) ---- */
 
 struct store_paid {
-	char account[40];          /* "" for a warm VM */
+	char account[40]; /* "" for a warm VM */
 	char state[16];
 	int paid_minutes;
 	long long price;
 	long long charged;
 	long long refunded;
-	int minutes_used;          /* when settled */
+	int minutes_used; /* when settled */
 	int settled;
-	long long ran_ms;          /* from ready to its end, or to now */
-	long long life_ms;         /* from ready to expiry */
+	long long ran_ms;  /* from ready to its end, or to now */
+	long long life_ms; /* from ready to expiry */
 };
 
 /* The account a sandbox belongs to ("" for a warm VM), unlocked: what
@@ -199,7 +193,7 @@ int store_count_live(struct db *db, long long counts[3], struct err *e);
 struct store_host_row {
 	char id[STORE_ID_LEN + 1];
 	char state[16];
-	int owner_dead;           /* no instance has claimed it for dead_s */
+	int owner_dead; /* no instance has claimed it for dead_s */
 };
 /* Live rows on `host` (malloc'd). */
 int store_host_rows(struct db *db, const char *host, int dead_s, struct store_host_row **rows,
@@ -209,8 +203,8 @@ int store_host_rows(struct db *db, const char *host, int dead_s, struct store_ho
 int store_pool_counts(struct db *db, const char *size, const char *host, const char *net,
     long long *have, long long *stale, struct err *e);
 /* Takes the newest surplus warm VM for destruction: 1 and its id, or 0. */
-int store_pool_take_surplus(struct db *db, const char *size, const char *host,
-    const char *owner, const char *net, char *id, struct err *e);
+int store_pool_take_surplus(struct db *db, const char *size, const char *host, const char *owner,
+    const char *net, char *id, struct err *e);
 /* Live sandboxes of accounts, and warm VMs per size (small, medium, large). */
 int store_capacity(struct db *db, long long *live, long long warm[3], struct err *e);
 int store_heartbeat(struct db *db, const char *instance, const char *uris, struct err *e);

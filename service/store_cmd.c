@@ -5,24 +5,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define COMMAND_COLUMNS \
-	"id, command, background, state, exit_code, stdout_path, stderr_path, " \
-	STORE_TS("started_at") ", " STORE_TS("ended_at")
+#define COMMAND_COLUMNS                                                                   \
+	"id, command, background, state, exit_code, stdout_path, stderr_path, " STORE_TS( \
+	    "started_at") ", " STORE_TS("ended_at")
 
 #define COMMAND_TEXT_MAX 200 /* characters of a command shown in lists */
 
-
 int
-store_cmd_insert(struct db *db, const char *cmd_id, const char *sandbox_id,
-    const char *command, int background, const char *out_path, const char *err_path,
-    struct err *e)
+store_cmd_insert(struct db *db, const char *cmd_id, const char *sandbox_id, const char *command,
+    int background, const char *out_path, const char *err_path, struct err *e)
 {
 	const char *p[6] = { cmd_id, sandbox_id, command, background ? "t" : "f", out_path,
 		err_path };
 
-	return db_exec(db, "INSERT INTO sandbox_commands(id, sandbox_id, command,"
+	return db_exec(db,
+	    "INSERT INTO sandbox_commands(id, sandbox_id, command,"
 	    " background, state, stdout_path, stderr_path)"
-	    " VALUES ($1, $2, $3, $4::boolean, 'running', $5, $6)", 6, p, NULL, e);
+	    " VALUES ($1, $2, $3, $4::boolean, 'running', $5, $6)",
+	    6, p, NULL, e);
 }
 
 int
@@ -32,25 +32,29 @@ store_cmd_set_pid(struct db *db, const char *cmd_id, long pid, struct err *e)
 	const char *p[2] = { cmd_id, pids };
 
 	snprintf(pids, sizeof(pids), "%ld", pid);
-	return db_exec(db, "UPDATE sandbox_commands SET guest_pid = $2::bigint WHERE id = $1",
-	    2, p, NULL, e);
+	return db_exec(db, "UPDATE sandbox_commands SET guest_pid = $2::bigint WHERE id = $1", 2, p,
+	    NULL, e);
 }
 
 int
-store_cmd_end(struct db *db, const char *cmd_id, const char *state, int code,
-    int only_running, struct err *e)
+store_cmd_end(struct db *db, const char *cmd_id, const char *state, int code, int only_running,
+    struct err *e)
 {
 	char codes[16];
 	const char *p[3] = { cmd_id, state, codes };
 
 	snprintf(codes, sizeof(codes), "%d", code);
 	if (only_running)
-		return db_exec(db, "UPDATE sandbox_commands SET state = $2, ended_at = now(),"
+		return db_exec(db,
+		    "UPDATE sandbox_commands SET state = $2, ended_at = now(),"
 		    " exit_code = CASE WHEN $2 = 'failed' THEN NULL ELSE $3::int END"
-		    " WHERE id = $1 AND state = 'running'", 3, p, NULL, e);
-	return db_exec(db, "UPDATE sandbox_commands SET state = $2, ended_at = now(),"
+		    " WHERE id = $1 AND state = 'running'",
+		    3, p, NULL, e);
+	return db_exec(db,
+	    "UPDATE sandbox_commands SET state = $2, ended_at = now(),"
 	    " exit_code = CASE WHEN $2 = 'running' THEN NULL ELSE $3::int END"
-	    " WHERE id = $1", 3, p, NULL, e);
+	    " WHERE id = $1",
+	    3, p, NULL, e);
 }
 
 static int
@@ -68,14 +72,15 @@ cmd_pid_row(const PGresult *r, int i, void *elem, struct err *e)
 }
 
 int
-store_cmd_running(struct db *db, const char *sandbox_id, struct store_cmd_pid **cmds,
-    size_t *n, struct err *e)
+store_cmd_running(struct db *db, const char *sandbox_id, struct store_cmd_pid **cmds, size_t *n,
+    struct err *e)
 {
 	const char *p[1] = { sandbox_id };
 
-	return store_rows(db, "SELECT id, guest_pid FROM sandbox_commands"
-	    " WHERE sandbox_id = $1 AND state = 'running' AND guest_pid IS NOT NULL", 1, p,
-	    sizeof(**cmds), cmd_pid_row, (void **)cmds, n, e);
+	return store_rows(db,
+	    "SELECT id, guest_pid FROM sandbox_commands"
+	    " WHERE sandbox_id = $1 AND state = 'running' AND guest_pid IS NOT NULL",
+	    1, p, sizeof(**cmds), cmd_pid_row, (void **)cmds, n, e);
 }
 
 /* One row of COMMAND_COLUMNS; the command text cut to `cut` characters. */
@@ -86,16 +91,12 @@ command_json(const PGresult *r, int i, size_t cut)
 	size_t len = strlen(cmd);
 	json_t *cmdj = json_stringn(cmd, len > cut ? cut : len);
 
-	return json_pack("{s:s, s:o, s:b, s:s, s:o, s:s, s:s, s:s, s:o}",
-	    "command_id", PQgetvalue(r, i, 0),
-	    "command", cmdj ? cmdj : json_string("?"),
-	    "background", strcmp(PQgetvalue(r, i, 2), "t") == 0,
-	    "state", PQgetvalue(r, i, 3),
-	    "exit_code", store_int_or_null(r, i, 4),
-	    "stdout_path", PQgetvalue(r, i, 5),
-	    "stderr_path", PQgetvalue(r, i, 6),
-	    "started_at", PQgetvalue(r, i, 7),
-	    "ended_at", store_text_or_null(r, i, 8));
+	return json_pack("{s:s, s:o, s:b, s:s, s:o, s:s, s:s, s:s, s:o}", "command_id",
+	    PQgetvalue(r, i, 0), "command", cmdj ? cmdj : json_string("?"), "background",
+	    strcmp(PQgetvalue(r, i, 2), "t") == 0, "state", PQgetvalue(r, i, 3), "exit_code",
+	    store_int_or_null(r, i, 4), "stdout_path", PQgetvalue(r, i, 5), "stderr_path",
+	    PQgetvalue(r, i, 6), "started_at", PQgetvalue(r, i, 7), "ended_at",
+	    store_text_or_null(r, i, 8));
 }
 
 json_t *
@@ -107,8 +108,10 @@ store_cmd_recent_json(struct db *db, const char *sandbox_id, struct err *e)
 	json_t *arr;
 
 	snprintf(lim, sizeof(lim), "%d", STORE_RECENT_COMMANDS);
-	r = db_query(db, "SELECT " COMMAND_COLUMNS " FROM sandbox_commands"
-	    " WHERE sandbox_id = $1 ORDER BY started_at DESC LIMIT $2::int", 2, p, e);
+	r = db_query(db,
+	    "SELECT " COMMAND_COLUMNS " FROM sandbox_commands"
+	    " WHERE sandbox_id = $1 ORDER BY started_at DESC LIMIT $2::int",
+	    2, p, e);
 	if (r == NULL)
 		return NULL;
 	arr = json_array();
@@ -124,8 +127,10 @@ json_t *
 store_cmd_json(struct db *db, const char *sandbox_id, const char *cmd_id, struct err *e)
 {
 	const char *p[2] = { cmd_id, sandbox_id };
-	PGresult *r = db_query(db, "SELECT " COMMAND_COLUMNS " FROM sandbox_commands"
-	    " WHERE id = $1 AND sandbox_id = $2", 2, p, e);
+	PGresult *r = db_query(db,
+	    "SELECT " COMMAND_COLUMNS " FROM sandbox_commands"
+	    " WHERE id = $1 AND sandbox_id = $2",
+	    2, p, e);
 	json_t *out = NULL;
 
 	if (r == NULL)

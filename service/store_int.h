@@ -4,8 +4,7 @@
 
 #include "service/store.h"
 
-#define STORE_TS(col) \
-	"to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+#define STORE_TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
 /* ERR_NOT_FOUND naming sandbox_id. */
 void store_not_found(const char *id, struct err *e);
@@ -19,7 +18,7 @@ typedef int (*store_row_fn)(const PGresult *r, int row, void *elem, struct err *
 
 /* Runs a query and reads its rows into a malloc'd array of `size`-byte
  * elements (*out, *n; NULL and 0 for no rows). */
-int store_rows(struct db *db, const char *sql, int nparams, const char *const *params,
-    size_t size, store_row_fn read, void **out, size_t *n, struct err *e);
+int store_rows(struct db *db, const char *sql, int nparams, const char *const *params, size_t size,
+    store_row_fn read, void **out, size_t *n, struct err *e);
 
 #endif

@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static int
 due_row(const PGresult *r, int i, void *elem, struct err *e)
 {
@@ -17,7 +16,9 @@ due_row(const PGresult *r, int i, void *elem, struct err *e)
 	/* A row that cannot be read is left to reconcile. */
 	err_clear(&bad);
 	return db_get_str(r, i, 0, d->id, sizeof(d->id), &bad) < 0 ||
-	    db_get_str(r, i, 1, d->host, sizeof(d->host), &bad) < 0 ? 1 : 0;
+		db_get_str(r, i, 1, d->host, sizeof(d->host), &bad) < 0 ?
+	    1 :
+	    0;
 }
 
 int
@@ -28,25 +29,28 @@ store_claim_due(struct db *db, const char *hosts, const char *owner, int max,
 	const char *p[3] = { hosts, owner, maxs };
 
 	snprintf(maxs, sizeof(maxs), "%d", max);
-	return store_rows(db, "UPDATE sandboxes SET state = 'destroying',"
+	return store_rows(db,
+	    "UPDATE sandboxes SET state = 'destroying',"
 	    " destroying_at = now(), owner = $2"
 	    " WHERE id IN (SELECT id FROM sandboxes WHERE state = 'running' AND NOT in_pool"
 	    "  AND expires_at <= now() AND host_uri = ANY($1::text[])"
 	    "  ORDER BY expires_at LIMIT $3::int FOR UPDATE SKIP LOCKED)"
-	    " RETURNING id, host_uri", 3, p, sizeof(**due), due_row, (void **)due, n, e);
+	    " RETURNING id, host_uri",
+	    3, p, sizeof(**due), due_row, (void **)due, n, e);
 }
 
 int
-store_next_expiry_ms(struct db *db, const char *hosts, long long none, long long *ms,
-    struct err *e)
+store_next_expiry_ms(struct db *db, const char *hosts, long long none, long long *ms, struct err *e)
 {
 	const char *p[1] = { hosts };
 	PGresult *r;
 	int rc;
 
-	r = db_query(db, "SELECT ceil(extract(epoch FROM (min(expires_at) - now())) * 1000)"
+	r = db_query(db,
+	    "SELECT ceil(extract(epoch FROM (min(expires_at) - now())) * 1000)"
 	    "::bigint FROM sandboxes WHERE state = 'running' AND NOT in_pool"
-	    " AND host_uri = ANY($1::text[])", 1, p, e);
+	    " AND host_uri = ANY($1::text[])",
+	    1, p, e);
 	if (r == NULL)
 		return -1;
 	/* NULL: nothing runs there. */
@@ -65,8 +69,10 @@ store_count_live(struct db *db, long long counts[3], struct err *e)
 	memset(counts, 0, 3 * sizeof(counts[0]));
 	/* The partial index on live states keeps this cheap however many
 	 * destroyed rows the table holds. */
-	r = db_query(db, "SELECT state, count(*) FROM sandboxes"
-	    " WHERE state IN ('creating', 'running', 'destroying') GROUP BY state", 0, NULL, e);
+	r = db_query(db,
+	    "SELECT state, count(*) FROM sandboxes"
+	    " WHERE state IN ('creating', 'running', 'destroying') GROUP BY state",
+	    0, NULL, e);
 	if (r == NULL)
 		return -1;
 	for (int i = 0; rc == 0 && i < PQntuples(r); i++) {
@@ -87,8 +93,10 @@ host_row(const PGresult *r, int i, void *elem, struct err *e)
 	struct store_host_row *h = elem;
 
 	return db_get_str(r, i, 0, h->id, sizeof(h->id), e) < 0 ||
-	    db_get_str(r, i, 1, h->state, sizeof(h->state), e) < 0 ||
-	    db_get_bool(r, i, 2, &h->owner_dead, e) < 0 ? -1 : 0;
+		db_get_str(r, i, 1, h->state, sizeof(h->state), e) < 0 ||
+		db_get_bool(r, i, 2, &h->owner_dead, e) < 0 ?
+	    -1 :
+	    0;
 }
 
 int
@@ -99,7 +107,8 @@ store_host_rows(struct db *db, const char *host, int dead_s, struct store_host_r
 	const char *p[2] = { host, dead };
 
 	snprintf(dead, sizeof(dead), "%d", dead_s);
-	return store_rows(db, "SELECT s.id, s.state,"
+	return store_rows(db,
+	    "SELECT s.id, s.state,"
 	    " (s.owner IS NULL OR i.heartbeat_at IS NULL"
 	    "  OR i.heartbeat_at < now() - make_interval(secs => $2::int))"
 	    " FROM sandboxes s LEFT JOIN aasd_instances i ON i.id = s.owner"
@@ -115,10 +124,12 @@ store_pool_counts(struct db *db, const char *size, const char *host, const char 
 	PGresult *r;
 	int rc = -1;
 
-	r = db_query(db, "SELECT count(*) FILTER (WHERE net = $3),"
+	r = db_query(db,
+	    "SELECT count(*) FILTER (WHERE net = $3),"
 	    " count(*) FILTER (WHERE net <> $3 AND state = 'running') FROM sandboxes"
 	    " WHERE in_pool AND state IN ('creating', 'running') AND size = $1"
-	    " AND host_uri = $2", 3, p, e);
+	    " AND host_uri = $2",
+	    3, p, e);
 	if (r == NULL)
 		return -1;
 	if (db_get_ll(r, 0, 0, have, e) == 0 && db_get_ll(r, 0, 1, stale, e) == 0)
@@ -135,11 +146,13 @@ store_pool_take_surplus(struct db *db, const char *size, const char *host, const
 	PGresult *r;
 	int rc = -1;
 
-	r = db_query(db, "UPDATE sandboxes SET state = 'destroying',"
+	r = db_query(db,
+	    "UPDATE sandboxes SET state = 'destroying',"
 	    " destroying_at = now(), owner = $3 WHERE id = (SELECT id FROM sandboxes"
 	    "  WHERE in_pool AND state = 'running' AND size = $1 AND host_uri = $2"
 	    "  ORDER BY (net = $4), created_at DESC LIMIT 1 FOR UPDATE SKIP LOCKED)"
-	    " RETURNING id", 4, p, e);
+	    " RETURNING id",
+	    4, p, e);
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) == 0)
@@ -156,12 +169,14 @@ store_capacity(struct db *db, long long *live, long long warm[3], struct err *e)
 	PGresult *r;
 	int rc = -1;
 
-	r = db_query(db, "SELECT"
+	r = db_query(db,
+	    "SELECT"
 	    " count(*) FILTER (WHERE NOT in_pool AND state IN ('creating', 'running')),"
 	    " count(*) FILTER (WHERE in_pool AND state = 'running' AND size = 'small'),"
 	    " count(*) FILTER (WHERE in_pool AND state = 'running' AND size = 'medium'),"
 	    " count(*) FILTER (WHERE in_pool AND state = 'running' AND size = 'large')"
-	    " FROM sandboxes WHERE state IN ('creating', 'running')", 0, NULL, e);
+	    " FROM sandboxes WHERE state IN ('creating', 'running')",
+	    0, NULL, e);
 	if (r == NULL)
 		return -1;
 	if (db_get_ll(r, 0, 0, live, e) == 0 && db_get_ll(r, 0, 1, &warm[0], e) == 0 &&
@@ -176,6 +191,8 @@ store_heartbeat(struct db *db, const char *instance, const char *uris, struct er
 {
 	const char *p[2] = { instance, uris };
 
-	return db_exec(db, "INSERT INTO aasd_instances(id, host_uris) VALUES ($1, $2)"
-	    " ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()", 2, p, NULL, e);
+	return db_exec(db,
+	    "INSERT INTO aasd_instances(id, host_uris) VALUES ($1, $2)"
+	    " ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()",
+	    2, p, NULL, e);
 }

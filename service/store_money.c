@@ -6,13 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 int
 store_account_of(PGconn *c, const char *id, char *account, size_t n, struct err *e)
 {
 	const char *p[1] = { id };
-	PGresult *r = db_conn_query(c, "SELECT coalesce(account_id::text, '') FROM sandboxes"
-	    " WHERE id = $1", 1, p, e);
+	PGresult *r = db_conn_query(c,
+	    "SELECT coalesce(account_id::text, '') FROM sandboxes"
+	    " WHERE id = $1",
+	    1, p, e);
 	int rc = -1;
 
 	if (r == NULL)
@@ -34,13 +35,15 @@ store_lock_paid(PGconn *c, const char *id, const char *account, struct store_pai
 	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
-	r = db_conn_query(c, "SELECT coalesce(account_id::text, ''), state, paid_minutes,"
+	r = db_conn_query(c,
+	    "SELECT coalesce(account_id::text, ''), state, paid_minutes,"
 	    " price_per_minute, charged, refunded, minutes_used, settled_at IS NOT NULL,"
 	    " coalesce(trunc(extract(epoch FROM (coalesce(destroyed_at, failed_at, now())"
 	    "  - ready_at)) * 1000), 0)::bigint,"
 	    " coalesce(trunc(extract(epoch FROM (expires_at - ready_at)) * 1000), 0)::bigint"
 	    " FROM sandboxes WHERE id = $1 AND ($2::uuid IS NULL OR account_id = $2::uuid)"
-	    " FOR UPDATE", 2, p, e);
+	    " FOR UPDATE",
+	    2, p, e);
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) != 1) {
@@ -50,12 +53,10 @@ store_lock_paid(PGconn *c, const char *id, const char *account, struct store_pai
 	if (db_get_str(r, 0, 0, out->account, sizeof(out->account), e) < 0 ||
 	    db_get_str(r, 0, 1, out->state, sizeof(out->state), e) < 0 ||
 	    db_get_int(r, 0, 2, &out->paid_minutes, e) < 0 ||
-	    db_get_ll(r, 0, 3, &out->price, e) < 0 ||
-	    db_get_ll(r, 0, 4, &out->charged, e) < 0 ||
+	    db_get_ll(r, 0, 3, &out->price, e) < 0 || db_get_ll(r, 0, 4, &out->charged, e) < 0 ||
 	    db_get_ll_or(r, 0, 5, 0, &out->refunded, e) < 0 ||
 	    db_get_int_or(r, 0, 6, 0, &out->minutes_used, e) < 0 ||
-	    db_get_bool(r, 0, 7, &out->settled, e) < 0 ||
-	    db_get_ll(r, 0, 8, &out->ran_ms, e) < 0 ||
+	    db_get_bool(r, 0, 7, &out->settled, e) < 0 || db_get_ll(r, 0, 8, &out->ran_ms, e) < 0 ||
 	    db_get_ll(r, 0, 9, &out->life_ms, e) < 0)
 		goto out;
 	rc = 0;
@@ -74,13 +75,15 @@ store_set_paid(PGconn *c, const char *id, long long price, int minutes, long lon
 	snprintf(pr, sizeof(pr), "%lld", price);
 	snprintf(mins, sizeof(mins), "%d", minutes);
 	snprintf(costs, sizeof(costs), "%lld", cost);
-	return db_conn_exec(c, "UPDATE sandboxes SET price_per_minute = $2::bigint,"
-	    " paid_minutes = $3::int, charged = $4::bigint WHERE id = $1", 4, p, NULL, e);
+	return db_conn_exec(c,
+	    "UPDATE sandboxes SET price_per_minute = $2::bigint,"
+	    " paid_minutes = $3::int, charged = $4::bigint WHERE id = $1",
+	    4, p, NULL, e);
 }
 
 int
-store_add_paid(PGconn *c, const char *id, int minutes, long long cost, int minute_s,
-    char *expires, size_t n, struct err *e)
+store_add_paid(PGconn *c, const char *id, int minutes, long long cost, int minute_s, char *expires,
+    size_t n, struct err *e)
 {
 	char mins[16], costs[24], sec[16];
 	const char *p[4] = { id, mins, costs, sec };
@@ -90,10 +93,12 @@ store_add_paid(PGconn *c, const char *id, int minutes, long long cost, int minut
 	snprintf(mins, sizeof(mins), "%d", minutes);
 	snprintf(costs, sizeof(costs), "%lld", cost);
 	snprintf(sec, sizeof(sec), "%d", minute_s);
-	r = db_conn_query(c, "UPDATE sandboxes SET paid_minutes = paid_minutes + $2::int,"
+	r = db_conn_query(c,
+	    "UPDATE sandboxes SET paid_minutes = paid_minutes + $2::int,"
 	    " charged = charged + $3::bigint,"
 	    " expires_at = expires_at + make_interval(secs => $2::int * $4::int)"
-	    " WHERE id = $1 RETURNING " STORE_TS("expires_at"), 4, p, e);
+	    " WHERE id = $1 RETURNING " STORE_TS("expires_at"),
+	    4, p, e);
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) != 1)
@@ -112,8 +117,10 @@ store_mark_settled(PGconn *c, const char *id, int used, long long refund, struct
 
 	snprintf(used_s, sizeof(used_s), "%d", used);
 	snprintf(refund_s, sizeof(refund_s), "%lld", refund);
-	return db_conn_exec(c, "UPDATE sandboxes SET minutes_used = $2::int,"
-	    " refunded = $3::bigint, settled_at = now() WHERE id = $1", 3, p, NULL, e);
+	return db_conn_exec(c,
+	    "UPDATE sandboxes SET minutes_used = $2::int,"
+	    " refunded = $3::bigint, settled_at = now() WHERE id = $1",
+	    3, p, NULL, e);
 }
 
 int
@@ -133,19 +140,17 @@ usage_row_json(const PGresult *r, int i, struct err *e)
 	int paid;
 	json_t *o;
 
-	if (db_get_int(r, i, 3, &paid, e) < 0 ||
-	    (has_used && db_get_ll(r, i, 4, &used, e) < 0) ||
+	if (db_get_int(r, i, 3, &paid, e) < 0 || (has_used && db_get_ll(r, i, 4, &used, e) < 0) ||
 	    db_get_ll(r, i, 5, &charged, e) < 0 || db_get_ll(r, i, 6, &refunded, e) < 0)
 		return NULL;
 	if (id == NULL || size == NULL || state == NULL || created == NULL) {
 		err_set(e, ERR_INTERNAL, "database answer: sandbox row %d lacks a field", i);
 		return NULL;
 	}
-	o = json_pack("{s:s, s:s, s:s, s:i, s:o, s:I, s:I, s:I, s:s}",
-	    "sandbox_id", id, "size", size, "state", state, "minutes_paid", paid,
-	    "minutes_used", has_used ? json_integer(used) : json_null(),
-	    "charged", (json_int_t)charged, "refunded", (json_int_t)refunded,
-	    "cost", (json_int_t)(charged - refunded), "created_at", created);
+	o = json_pack("{s:s, s:s, s:s, s:i, s:o, s:I, s:I, s:I, s:s}", "sandbox_id", id, "size",
+	    size, "state", state, "minutes_paid", paid, "minutes_used",
+	    has_used ? json_integer(used) : json_null(), "charged", (json_int_t)charged, "refunded",
+	    (json_int_t)refunded, "cost", (json_int_t)(charged - refunded), "created_at", created);
 	if (o == NULL)
 		err_set(e, ERR_INTERNAL, "out of memory");
 	return o;
@@ -161,9 +166,11 @@ store_usage_json(struct db *db, const char *account, int limit, struct err *e)
 	int ok = 0;
 
 	snprintf(lims, sizeof(lims), "%d", limit);
-	r = db_query(db, "SELECT id, size, state, paid_minutes, minutes_used, charged, refunded, "
-	    STORE_TS("created_at") " FROM sandboxes WHERE account_id = $1"
-	    " ORDER BY created_at DESC LIMIT $2::int", 2, p, e);
+	r = db_query(db,
+	    "SELECT id, size, state, paid_minutes, minutes_used, charged, refunded, " STORE_TS(
+		"created_at") " FROM sandboxes WHERE account_id = $1"
+			      " ORDER BY created_at DESC LIMIT $2::int",
+	    2, p, e);
 	if (r == NULL)
 		return NULL;
 	arr = json_array();

@@ -5,14 +5,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static int
 port_row(const PGresult *r, int i, void *elem, struct err *e)
 {
 	struct store_port *p = elem;
 
 	return db_get_int(r, i, 0, &p->port, e) < 0 || db_get_bool(r, i, 1, &p->public, e) < 0 ||
-	    db_get_str(r, i, 2, p->created_at, sizeof(p->created_at), e) < 0 ? -1 : 0;
+		db_get_str(r, i, 2, p->created_at, sizeof(p->created_at), e) < 0 ?
+	    -1 :
+	    0;
 }
 
 int
@@ -21,22 +22,22 @@ store_ports(struct db *db, const char *sandbox_id, struct store_port **ports, si
 {
 	const char *p[1] = { sandbox_id };
 
-	return store_rows(db, "SELECT port, public, " STORE_TS("created_at")
-	    " FROM sandbox_ports WHERE sandbox_id = $1 ORDER BY port", 1, p, sizeof(**ports),
-	    port_row, (void **)ports, n, e);
+	return store_rows(db,
+	    "SELECT port, public, " STORE_TS(
+		"created_at") " FROM sandbox_ports WHERE sandbox_id = $1 ORDER BY port",
+	    1, p, sizeof(**ports), port_row, (void **)ports, n, e);
 }
 
 int
-store_port_exists(struct db *db, const char *sandbox_id, int port, int *exists,
-    struct err *e)
+store_port_exists(struct db *db, const char *sandbox_id, int port, int *exists, struct err *e)
 {
 	char port_text[16];
 	const char *p[2] = { sandbox_id, port_text };
 	PGresult *r;
 
 	snprintf(port_text, sizeof(port_text), "%d", port);
-	r = db_query(db, "SELECT 1 FROM sandbox_ports WHERE sandbox_id = $1 AND port = $2::int",
-	    2, p, e);
+	r = db_query(db, "SELECT 1 FROM sandbox_ports WHERE sandbox_id = $1 AND port = $2::int", 2,
+	    p, e);
 	if (r == NULL)
 		return -1;
 	*exists = PQntuples(r) > 0;
@@ -55,10 +56,12 @@ store_port_insert(struct db *db, const char *sandbox_id, int port, int public, i
 
 	snprintf(port_text, sizeof(port_text), "%d", port);
 	snprintf(hp_text, sizeof(hp_text), "%d", host_port);
-	if (db_exec(db, "INSERT INTO sandbox_ports(sandbox_id, port, public, host_port,"
-	    " token_hash) SELECT $1, $2::int, $3::boolean, $4::int, nullif($5, '')"
-	    " WHERE EXISTS (SELECT 1 FROM sandboxes WHERE id = $1 AND state = 'running')"
-	    " ON CONFLICT DO NOTHING", 5, p, &n, e) < 0)
+	if (db_exec(db,
+		"INSERT INTO sandbox_ports(sandbox_id, port, public, host_port,"
+		" token_hash) SELECT $1, $2::int, $3::boolean, $4::int, nullif($5, '')"
+		" WHERE EXISTS (SELECT 1 FROM sandboxes WHERE id = $1 AND state = 'running')"
+		" ON CONFLICT DO NOTHING",
+		5, p, &n, e) < 0)
 		return -1;
 	*inserted = n == 1;
 	return 0;
@@ -83,9 +86,11 @@ store_preview_lookup(struct db *db, const char *sandbox_id, int port, struct sto
 
 	*found = 0;
 	snprintf(port_text, sizeof(port_text), "%d", port);
-	r = db_query(db, "SELECT p.host_port, p.public, coalesce(p.token_hash, ''),"
+	r = db_query(db,
+	    "SELECT p.host_port, p.public, coalesce(p.token_hash, ''),"
 	    " b.host_uri FROM sandbox_ports p JOIN sandboxes b ON b.id = p.sandbox_id"
-	    " WHERE p.sandbox_id = $1 AND p.port = $2::int AND b.state = 'running'", 2, p, e);
+	    " WHERE p.sandbox_id = $1 AND p.port = $2::int AND b.state = 'running'",
+	    2, p, e);
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) != 1) {

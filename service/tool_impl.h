@@ -40,8 +40,8 @@ extern const struct tool_impl tool_info_impl;
 /* Typed readers of validated arguments: each refuses a value of the wrong
  * JSON type or out of range with an ERR_INVALID naming the field, so a
  * handler never reads a real as an integer. */
-int tool_arg_int(const json_t *args, const char *name, long long def, long long min,
-    long long max, long long *out, struct err *e);
+int tool_arg_int(const json_t *args, const char *name, long long def, long long min, long long max,
+    long long *out, struct err *e);
 int tool_arg_bool(const json_t *args, const char *name, int def, int *out, struct err *e);
 /* NULL when absent; -1 when present and not a string. */
 int tool_arg_str(const json_t *args, const char *name, const char **out, struct err *e);

@@ -28,11 +28,10 @@ tool_lines(void)
 	json_t *arr = json_array();
 
 	for (size_t i = 0; arr && i < tools_count(); i++) {
-		json_array_append_new(arr, json_pack("{s:s, s:s, s:o, s:b}",
-		    "name", tools_name_at(i),
-		    "title", tools_title_at(i),
-		    "summary", first_sentence(tools_description_at(i)),
-		    "requires_key", !tools_is_anonymous(tools_name_at(i))));
+		json_array_append_new(arr,
+		    json_pack("{s:s, s:s, s:o, s:b}", "name", tools_name_at(i), "title",
+			tools_title_at(i), "summary", first_sentence(tools_description_at(i)),
+			"requires_key", !tools_is_anonymous(tools_name_at(i))));
 	}
 	return arr;
 }
@@ -44,10 +43,10 @@ sizes_json(const struct config *cfg)
 
 	for (size_t i = 0; arr && i < cat_count(); i++) {
 		const struct cat_size *s = cat_at(i);
-		json_array_append_new(arr, json_pack("{s:s, s:i, s:i, s:i, s:I}",
-		    "name", s->name, "vcpus", s->vcpus, "memory_mib", s->memory_mib,
-		    "disk_gib", s->disk_gib,
-		    "price_per_minute", (json_int_t)cat_price(cfg, s)));
+		json_array_append_new(arr,
+		    json_pack("{s:s, s:i, s:i, s:i, s:I}", "name", s->name, "vcpus", s->vcpus,
+			"memory_mib", s->memory_mib, "disk_gib", s->disk_gib, "price_per_minute",
+			(json_int_t)cat_price(cfg, s)));
 	}
 	return arr;
 }
@@ -74,48 +73,38 @@ info_run(struct call_ctx *cx, void *req, struct err *e)
 	snprintf(mcp_url, sizeof(mcp_url), "%s/v1/mcp", cfg->public_url);
 	snprintf(rest_url, sizeof(rest_url), "%s/v1", cfg->public_url);
 	snprintf(openapi_url, sizeof(openapi_url), "%s/v1/openapi.json", cfg->public_url);
-	out = json_pack(
-	    "{s:s, s:s, s:s, s:o, s:o,"
-	    " s:{s:[ss], s:s, s:s, s:s},"
-	    " s:{s:s, s:s, s:s, s:s*},"
-	    " s:o,"
-	    " s:{s:i, s:i, s:i, s:I, s:i, s:i},"
-	    " s:{s:s, s:s, s:I, s:s}}",
-	    "name", "aas",
-	    "version", AAS_VERSION,
-	    "description", "Sandbox as a Service: a disposable Linux VM with its own kernel for each sandbox.",
-	    "protocol_versions", versions_json(),
-	    "tools", tool_lines(),
-	    "auth",
-	      "headers", "Authorization: Bearer <key>", "x-api-key: <key>",
-	      "key_format", "aas_sk_...",
-	      "anonymous", "initialize, ping, tools/list and get_service_info work without a key; every other tool needs one.",
-	      "get_a_key", *cfg->dashboard_url ? cfg->dashboard_url :
-	        "Ask the operator of this service for a key (aasctl account create / aasctl key create).",
-	    "endpoints",
-	      "mcp", mcp_url,
-	      "rest", rest_url,
-	      "openapi", openapi_url,
-	      "dashboard", *cfg->dashboard_url ? cfg->dashboard_url : NULL,
-	    "sizes", sizes_json(cfg),
-	    "limits",
-	      "max_live_sandboxes", cfg->max_live_sandboxes,
-	      "max_lifetime_minutes", cfg->max_lifetime_min,
-	      "default_timeout_minutes", cfg->default_timeout_min,
-	      "max_request_bytes", (json_int_t)cfg->max_body_bytes,
-	      "default_output_bytes_per_stream", 262144,
-	      "max_output_bytes_per_stream", 4194304,
-	    "pricing",
-	      "currency", "USD",
-	      "unit", "micro-USD (1,000,000 = 1 USD); every started minute is billed",
-	      "free_credit_new_account", (json_int_t)cfg->free_credit,
-	      "billing", "Minutes are charged up front at create/extend; destroy_sandbox refunds unused whole minutes.");
+	out = json_pack("{s:s, s:s, s:s, s:o, s:o,"
+			" s:{s:[ss], s:s, s:s, s:s},"
+			" s:{s:s, s:s, s:s, s:s*},"
+			" s:o,"
+			" s:{s:i, s:i, s:i, s:I, s:i, s:i},"
+			" s:{s:s, s:s, s:I, s:s}}",
+	    "name", "aas", "version", AAS_VERSION, "description",
+	    "Sandbox as a Service: a disposable Linux VM with its own kernel for each sandbox.",
+	    "protocol_versions", versions_json(), "tools", tool_lines(), "auth", "headers",
+	    "Authorization: Bearer <key>", "x-api-key: <key>", "key_format", "aas_sk_...",
+	    "anonymous",
+	    "initialize, ping, tools/list and get_service_info work without a key; every other tool needs one.",
+	    "get_a_key",
+	    *cfg->dashboard_url ?
+		cfg->dashboard_url :
+		"Ask the operator of this service for a key (aasctl account create / aasctl key create).",
+	    "endpoints", "mcp", mcp_url, "rest", rest_url, "openapi", openapi_url, "dashboard",
+	    *cfg->dashboard_url ? cfg->dashboard_url : NULL, "sizes", sizes_json(cfg), "limits",
+	    "max_live_sandboxes", cfg->max_live_sandboxes, "max_lifetime_minutes",
+	    cfg->max_lifetime_min, "default_timeout_minutes", cfg->default_timeout_min,
+	    "max_request_bytes", (json_int_t)cfg->max_body_bytes, "default_output_bytes_per_stream",
+	    262144, "max_output_bytes_per_stream", 4194304, "pricing", "currency", "USD", "unit",
+	    "micro-USD (1,000,000 = 1 USD); every started minute is billed",
+	    "free_credit_new_account", (json_int_t)cfg->free_credit, "billing",
+	    "Minutes are charged up front at create/extend; destroy_sandbox refunds unused whole minutes.");
 	if (out == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
-	json_object_set_new(out, "capacity", cx->app->sbx ? sbx_capacity(cx->app->sbx) :
-	    json_pack("{s:s}", "note", "this server runs without a VM layer"));
+	json_object_set_new(out, "capacity",
+	    cx->app->sbx ? sbx_capacity(cx->app->sbx) :
+			   json_pack("{s:s}", "note", "this server runs without a VM layer"));
 	return out;
 }
 
@@ -168,5 +157,11 @@ info_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err 
 }
 
 const struct tool_impl tool_info_impl = {
-	"get_service_info", info_parse, info_run, NULL, tool_info_result_json, 1, 0,
+	"get_service_info",
+	info_parse,
+	info_run,
+	NULL,
+	tool_info_result_json,
+	1,
+	0,
 };

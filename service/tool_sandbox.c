@@ -24,8 +24,8 @@
 /* ---- typed readers of validated arguments ---- */
 
 int
-tool_arg_int(const json_t *args, const char *name, long long def, long long min,
-    long long max, long long *out, struct err *e)
+tool_arg_int(const json_t *args, const char *name, long long def, long long min, long long max,
+    long long *out, struct err *e)
 {
 	const json_t *v = json_object_get(args, name);
 
@@ -79,8 +79,7 @@ tool_arg_str(const json_t *args, const char *name, const char **out, struct err 
 }
 
 static int
-arg_int(const json_t *args, const char *name, int def, int min, int max, int *out,
-    struct err *e)
+arg_int(const json_t *args, const char *name, int def, int min, int max, int *out, struct err *e)
 {
 	long long v;
 
@@ -133,7 +132,7 @@ text_of(const char *data, size_t len)
 
 struct create_args {
 	struct sbx_create_req rq;
-	char *metadata;            /* owned JSON text */
+	char *metadata; /* owned JSON text */
 };
 
 static int
@@ -144,7 +143,7 @@ create_parse(const struct call_ctx *cx, const json_t *args, void *req, struct er
 
 	if (tool_arg_str(args, "size", &a->rq.size, e) < 0 ||
 	    arg_int(args, "timeout_minutes", cx->app->cfg.default_timeout_min, 1, 100000,
-	    &a->rq.timeout_min, e) < 0 ||
+		&a->rq.timeout_min, e) < 0 ||
 	    tool_arg_str(args, "name", &a->rq.name, e) < 0 ||
 	    tool_arg_bool(args, "internet", 1, &a->rq.internet, e) < 0)
 		return -1;
@@ -199,9 +198,9 @@ run_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err *
 	    tool_arg_str(args, "stdin", &r->stdin_data, e) < 0 ||
 	    tool_arg_bool(args, "background", 0, &r->background, e) < 0 ||
 	    arg_int(args, "timeout_seconds", r->background ? 0 : RUN_DEFAULT_TIMEOUT_S, 1, 86400,
-	    &r->timeout_s, e) < 0 ||
+		&r->timeout_s, e) < 0 ||
 	    tool_arg_int(args, "max_output_bytes", run_default_output(cx), 1, 1LL << 40, &max_out,
-	    e) < 0)
+		e) < 0)
 		return -1;
 	if (env != NULL && !json_is_object(env)) {
 		err_set_field(e, "env", "env: must be an object of strings");
@@ -219,24 +218,24 @@ run_result(const char *id, const struct sbx_run_res *res)
 	json_t *out;
 
 	if (res->background)
-		return json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:I}",
-		    "sandbox_id", id, "command_id", res->command_id, "state", "running",
-		    "stdout_path", res->stdout_path, "stderr_path", res->stderr_path,
-		    "background", 1, "duration_ms", (json_int_t)res->duration_ms);
+		return json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:I}", "sandbox_id", id,
+		    "command_id", res->command_id, "state", "running", "stdout_path",
+		    res->stdout_path, "stderr_path", res->stderr_path, "background", 1,
+		    "duration_ms", (json_int_t)res->duration_ms);
 	out = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:b, s:b, s:I, s:I, s:s, s:s,"
-	    " s:b, s:I, s:b}",
-	    "sandbox_id", id, "command_id", res->command_id, "state", res->state,
-	    "exit_code", res->ended ? json_integer(res->exit_code) : json_null(),
-	    "stdout", text_of(res->out, res->out_len), "stderr", text_of(res->err, res->err_len),
-	    "stdout_truncated", res->out_total > (long long)res->out_len,
-	    "stderr_truncated", res->err_total > (long long)res->err_len,
-	    "stdout_bytes", (json_int_t)res->out_total, "stderr_bytes", (json_int_t)res->err_total,
-	    "stdout_path", res->stdout_path, "stderr_path", res->stderr_path,
-	    "timed_out", res->timed_out, "duration_ms", (json_int_t)res->duration_ms,
-	    "background", 0);
+			" s:b, s:I, s:b}",
+	    "sandbox_id", id, "command_id", res->command_id, "state", res->state, "exit_code",
+	    res->ended ? json_integer(res->exit_code) : json_null(), "stdout",
+	    text_of(res->out, res->out_len), "stderr", text_of(res->err, res->err_len),
+	    "stdout_truncated", res->out_total > (long long)res->out_len, "stderr_truncated",
+	    res->err_total > (long long)res->err_len, "stdout_bytes", (json_int_t)res->out_total,
+	    "stderr_bytes", (json_int_t)res->err_total, "stdout_path", res->stdout_path,
+	    "stderr_path", res->stderr_path, "timed_out", res->timed_out, "duration_ms",
+	    (json_int_t)res->duration_ms, "background", 0);
 	if (out && !res->ended)
-		json_object_set_new(out, "note", json_string(
-		    "the guest did not report the end in time; the command may still be running"));
+		json_object_set_new(out, "note",
+		    json_string(
+			"the guest did not report the end in time; the command may still be running"));
 	return out;
 }
 
@@ -262,7 +261,7 @@ run_run(struct call_ctx *cx, void *req, struct err *e)
 
 struct write_args {
 	struct sbx_write_req rq;
-	unsigned char *owned;      /* decoded content_base64 */
+	unsigned char *owned; /* decoded content_base64 */
 	int has_content;
 };
 
@@ -318,7 +317,8 @@ write_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err
 		a->has_content = 1;
 	} else if (b64) {
 		size_t len = 0, n = json_is_string(b64) ? json_string_length(b64) : 0;
-		size_t cap = B64_DECODED_MAX(n) < GUEST_MAX_FILE ? B64_DECODED_MAX(n) : GUEST_MAX_FILE;
+		size_t cap = B64_DECODED_MAX(n) < GUEST_MAX_FILE ? B64_DECODED_MAX(n) :
+								   GUEST_MAX_FILE;
 		struct err bad;
 
 		err_clear(&bad);
@@ -329,7 +329,8 @@ write_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err
 				err_set_field(e, "content_base64",
 				    "content_base64: at most %u bytes per write", GUEST_MAX_FILE);
 			else
-				err_set_field(e, "content_base64", "content_base64: not valid base64");
+				err_set_field(e, "content_base64",
+				    "content_base64: not valid base64");
 			return -1;
 		}
 		a->rq.data = a->owned;
@@ -420,12 +421,11 @@ read_run(struct call_ctx *cx, void *req, struct err *e)
 		content = text_of((const char *)res.data, res.len);
 	}
 	if (content != NULL)
-		out = json_pack("{s:s, s:s, s:I, s:I, s:I, s:b, s:s, s:o}",
-		    "sandbox_id", a->rq.sandbox_id, "path", res.path,
-		    "offset", (json_int_t)res.offset, "length", (json_int_t)res.len,
-		    "total_size", (json_int_t)res.total,
-		    "eof", res.offset + (long long)res.len >= res.total,
-		    "encoding", a->base64 ? "base64" : "text", "content", content);
+		out = json_pack("{s:s, s:s, s:I, s:I, s:I, s:b, s:s, s:o}", "sandbox_id",
+		    a->rq.sandbox_id, "path", res.path, "offset", (json_int_t)res.offset, "length",
+		    (json_int_t)res.len, "total_size", (json_int_t)res.total, "eof",
+		    res.offset + (long long)res.len >= res.total, "encoding",
+		    a->base64 ? "base64" : "text", "content", content);
 	sbx_read_res_clear(&res);
 	if (out == NULL)
 		err_set(e, ERR_INTERNAL, "out of memory");
@@ -441,9 +441,11 @@ files_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err
 
 	(void)cx;
 	return arg_need(args, "sandbox_id", &r->sandbox_id, e) < 0 ||
-	    tool_arg_str(args, "path", &r->path, e) < 0 ||
-	    arg_int(args, "depth", 2, 1, 10, &r->depth, e) < 0 ||
-	    arg_int(args, "limit", 500, 1, 5000, &r->limit, e) < 0 ? -1 : 0;
+		tool_arg_str(args, "path", &r->path, e) < 0 ||
+		arg_int(args, "depth", 2, 1, 10, &r->depth, e) < 0 ||
+		arg_int(args, "limit", 500, 1, 5000, &r->limit, e) < 0 ?
+	    -1 :
+	    0;
 }
 
 static json_t *
@@ -461,8 +463,10 @@ expose_parse(const struct call_ctx *cx, const json_t *args, void *req, struct er
 
 	(void)cx;
 	return arg_need(args, "sandbox_id", &r->sandbox_id, e) < 0 ||
-	    arg_int(args, "port", 0, 1, 65535, &r->port, e) < 0 ||
-	    tool_arg_bool(args, "public", 1, &r->public, e) < 0 ? -1 : 0;
+		arg_int(args, "port", 0, 1, 65535, &r->port, e) < 0 ||
+		tool_arg_bool(args, "public", 1, &r->public, e) < 0 ?
+	    -1 :
+	    0;
 }
 
 static json_t *
@@ -509,8 +513,10 @@ list_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err 
 
 	(void)cx;
 	return tool_arg_str(args, "state", &r->state, e) < 0 ||
-	    tool_arg_str(args, "cursor", &r->cursor, e) < 0 ||
-	    arg_int(args, "limit", 20, 1, 100, &r->limit, e) < 0 ? -1 : 0;
+		tool_arg_str(args, "cursor", &r->cursor, e) < 0 ||
+		arg_int(args, "limit", 20, 1, 100, &r->limit, e) < 0 ?
+	    -1 :
+	    0;
 }
 
 static json_t *
@@ -530,7 +536,9 @@ extend_parse(const struct call_ctx *cx, const json_t *args, void *req, struct er
 
 	(void)cx;
 	return arg_need(args, "sandbox_id", &r->sandbox_id, e) < 0 ||
-	    arg_int(args, "minutes", 0, 1, 100000, &r->minutes, e) < 0 ? -1 : 0;
+		arg_int(args, "minutes", 0, 1, 100000, &r->minutes, e) < 0 ?
+	    -1 :
+	    0;
 }
 
 static json_t *
@@ -546,7 +554,9 @@ usage_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err
 
 	(void)cx;
 	return tool_arg_str(args, "cursor", &r->cursor, e) < 0 ||
-	    arg_int(args, "limit", 20, 1, 100, &r->limit, e) < 0 ? -1 : 0;
+		arg_int(args, "limit", 20, 1, 100, &r->limit, e) < 0 ?
+	    -1 :
+	    0;
 }
 
 static json_t *
@@ -573,8 +583,7 @@ const struct tool_impl tool_sandbox_impls[] = {
 	{ "destroy_sandbox", id_parse, destroy_run, NULL, NULL, 0, 1 },
 	{ "get_usage", usage_parse, usage_run, NULL, NULL, 0, 0 },
 };
-const size_t tool_sandbox_impls_count = sizeof(tool_sandbox_impls) /
-    sizeof(tool_sandbox_impls[0]);
+const size_t tool_sandbox_impls_count = sizeof(tool_sandbox_impls) / sizeof(tool_sandbox_impls[0]);
 
 /* ---- raw file bytes for the REST routes ---- */
 
@@ -637,14 +646,16 @@ read_append(struct sbx *s, const char *account, struct sbx_read_req *rq, struct 
 	rc = buf_append(acc, page.data, page.len);
 	sbx_read_res_clear(&page);
 	if (rc < 0)
-		err_set_field(e, "length", "length: more than %zu bytes in one response; page with"
-		    " offset and length (at most %u)", acc->max, READ_MAX_LENGTH);
+		err_set_field(e, "length",
+		    "length: more than %zu bytes in one response; page with"
+		    " offset and length (at most %u)",
+		    acc->max, READ_MAX_LENGTH);
 	return rc;
 }
 
 int
-tools_read_file_raw(struct call_ctx *cx, const struct tool *t, const json_t *args,
-    size_t whole_max, struct sbx_read_res *res, struct err *e)
+tools_read_file_raw(struct call_ctx *cx, const struct tool *t, const json_t *args, size_t whole_max,
+    struct sbx_read_res *res, struct err *e)
 {
 	struct tool_call *c;
 	int whole = json_object_get(args, "length") == NULL;
@@ -678,7 +689,8 @@ tools_read_file_raw(struct call_ctx *cx, const struct tool *t, const json_t *arg
 		if (read_append(s, cx->account_id, &a->rq, &acc, res, &eof, e) < 0)
 			goto out;
 		if (res->total - res->offset > (long long)whole_max) {
-			err_set_field(e, "length", "length: the file has %lld bytes after offset %lld,"
+			err_set_field(e, "length",
+			    "length: the file has %lld bytes after offset %lld,"
 			    " more than %zu in one response; page with offset and length (at most %u)",
 			    res->total - res->offset, res->offset, whole_max, READ_MAX_LENGTH);
 			goto out;

@@ -15,21 +15,21 @@
 /* A catalogue entry: the published definition and its implementation. */
 struct tool {
 	const struct tool_impl *impl;
-	size_t index;              /* in the catalogue */
+	size_t index; /* in the catalogue */
 };
 
 /* A call whose key rule and arguments were checked: the typed request. */
 struct tool_call {
 	const struct tool *tool;
-	json_t *args;              /* kept: the request borrows its strings */
-	int prepared;              /* parse ran: release applies */
+	json_t *args; /* kept: the request borrows its strings */
+	int prepared; /* parse ran: release applies */
 	_Alignas(max_align_t) unsigned char req[TOOL_MAX_REQ];
 };
 
 #define N_TOOLS 12
 static struct tool catalogue_tools[N_TOOLS];
 
-static json_t *catalogue;       /* {"tools": [...]} with $refs resolved */
+static json_t *catalogue; /* {"tools": [...]} with $refs resolved */
 static char *list_json;
 static size_t list_json_len;
 
@@ -43,8 +43,7 @@ find_impl(const char *name)
 }
 
 void
-call_progress(struct call_ctx *cx, double progress, double total,
-    const char *message)
+call_progress(struct call_ctx *cx, double progress, double total, const char *message)
 {
 	if (cx->progress)
 		cx->progress(cx->progress_sink, progress, total, message);
@@ -79,11 +78,11 @@ tools_init(struct err *e)
 		goto out;
 	}
 	for (size_t i = 0; i < N_TOOLS; i++) {
-		const char *name = json_string_value(json_object_get(
-		    json_array_get(resolved, i), "name"));
+		const char *name = json_string_value(json_object_get(json_array_get(resolved, i),
+		    "name"));
 		if (name == NULL || (catalogue_tools[i].impl = find_impl(name)) == NULL) {
-			err_set(e, ERR_INTERNAL, "tools.json: tool %zu (%s) has no implementation", i,
-			    name ? name : "?");
+			err_set(e, ERR_INTERNAL, "tools.json: tool %zu (%s) has no implementation",
+			    i, name ? name : "?");
 			goto out;
 		}
 		catalogue_tools[i].index = i;
@@ -229,8 +228,7 @@ tools_output_schema(const char *name)
 static json_t *
 text_result(const char *text, int is_error)
 {
-	json_t *res = json_pack("{s:[{s:s, s:s}]}", "content", "type", "text",
-	    "text", text);
+	json_t *res = json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text", text);
 
 	if (res && is_error)
 		json_object_set_new(res, "isError", json_true());
@@ -242,8 +240,7 @@ tools_error_result(const struct err *e)
 {
 	char text[700];
 
-	snprintf(text, sizeof(text), "Error (%s): %s", err_kind_name(e->kind),
-	    e->msg);
+	snprintf(text, sizeof(text), "Error (%s): %s", err_kind_name(e->kind), e->msg);
 	return text_result(text, 1);
 }
 
@@ -272,8 +269,9 @@ no_key_error(const struct call_ctx *cx, const char *name, struct err *e)
 	    "'Authorization: Bearer <key>' or 'x-api-key: <key>' (never in the URL). "
 	    "%s%s%s",
 	    name,
-	    *dash ? "Get a key at " : "Keys are issued by the operator of this service "
-	    "(aasctl key create).",
+	    *dash ? "Get a key at " :
+		    "Keys are issued by the operator of this service "
+		    "(aasctl key create).",
 	    dash, *dash ? "." : "");
 }
 
@@ -288,8 +286,7 @@ tools_count_call(const struct call_ctx *cx, const char *name, double t0, enum er
 }
 
 struct tool_call *
-tools_prepare(const struct call_ctx *cx, const struct tool *t, const json_t *args,
-    struct err *e)
+tools_prepare(const struct call_ctx *cx, const struct tool *t, const json_t *args, struct err *e)
 {
 	struct tool_call *c = NULL;
 
@@ -377,8 +374,7 @@ tools_run(struct call_ctx *cx, const struct tool *t, const json_t *args, struct 
 }
 
 json_t *
-tools_invoke(struct call_ctx *cx, const char *name, const json_t *args,
-    struct err *e)
+tools_invoke(struct call_ctx *cx, const char *name, const json_t *args, struct err *e)
 {
 	const struct tool *t = tools_find(name);
 

@@ -14,18 +14,16 @@
 /* What a tool handler may use while it runs. */
 struct call_ctx {
 	struct app *app;
-	const char *account_id;      /* NULL when the caller sent no key */
-	const char *request_id;      /* for log lines */
+	const char *account_id; /* NULL when the caller sent no key */
+	const char *request_id; /* for log lines */
 	/* Progress sink; a no-op when the client asked for none. */
-	void (*progress)(void *sink, double progress, double total,
-	    const char *message);
+	void (*progress)(void *sink, double progress, double total, const char *message);
 	void *progress_sink;
 	const atomic_int *cancelled; /* set by notifications/cancelled */
 	int internal;                /* the service's own call: not counted in metrics */
 };
 
-void call_progress(struct call_ctx *cx, double progress, double total,
-    const char *message);
+void call_progress(struct call_ctx *cx, double progress, double total, const char *message);
 int call_cancelled(const struct call_ctx *cx);
 
 /* Loads and checks the embedded catalogue; once, at start. */
@@ -34,7 +32,7 @@ void tools_cleanup(void);
 
 /* The tools/list result, serialised once. */
 const char *tools_list_json(size_t *len);
-json_t *tools_list_result(void);             /* new reference */
+json_t *tools_list_result(void); /* new reference */
 size_t tools_count(void);
 const char *tools_name_at(size_t i);
 const char *tools_title_at(size_t i);
@@ -66,8 +64,8 @@ const json_t *tools_output_schema(const char *name);
  * (ERR_UNAUTHORIZED without a key, ERR_INVALID naming the field) and
  * counts the refusal; args NULL means {}. */
 struct tool_call;
-struct tool_call *tools_prepare(const struct call_ctx *cx, const struct tool *t,
-    const json_t *args, struct err *e);
+struct tool_call *tools_prepare(const struct call_ctx *cx, const struct tool *t, const json_t *args,
+    struct err *e);
 const struct tool *tool_call_tool(const struct tool_call *c);
 /* Runs it: the result object (structuredContent) or NULL with `e`. */
 json_t *tool_call_run(struct call_ctx *cx, struct tool_call *c, struct err *e);
@@ -78,20 +76,17 @@ void tool_call_free(struct tool_call *c);
 void *tool_call_req(struct tool_call *c);
 /* Counts a call in the metrics (not the service's own, cx->internal);
  * t0 from metrics_now(), or 0 for a call refused before it ran. */
-void tools_count_call(const struct call_ctx *cx, const char *name, double t0,
-    enum err_kind kind);
+void tools_count_call(const struct call_ctx *cx, const char *name, double t0, enum err_kind kind);
 
 /* A tool found beforehand, in one step: tools_prepare, tool_call_run,
  * counted. Clears `e` first. */
-json_t *tools_run(struct call_ctx *cx, const struct tool *t, const json_t *args,
-    struct err *e);
+json_t *tools_run(struct call_ctx *cx, const struct tool *t, const json_t *args, struct err *e);
 
 /* Runs a tool for any front end in one step: tools_find, tools_prepare,
  * tool_call_run. Returns the result object, or NULL with `e` filled:
  * ERR_NOT_FOUND for an unknown tool, or as tools_prepare and the tool.
  * Clears `e` first. */
-json_t *tools_invoke(struct call_ctx *cx, const char *name, const json_t *args,
-    struct err *e);
+json_t *tools_invoke(struct call_ctx *cx, const char *name, const json_t *args, struct err *e);
 
 /* A CallToolResult for an error, naming the field when there is one. */
 json_t *tools_error_result(const struct err *e);

@@ -12,8 +12,7 @@
 #include "billing/ledger.h"
 #include "service/store.h"
 
-#define USAGE_TS(col) \
-	"to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+#define USAGE_TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 #define USAGE_TS_MAX 40     /* "YYYY-MM-DDTHH:MM:SS.mmmZ" with room to spare */
 #define USAGE_MAX_LIMIT 100 /* entries per list, as the tool's schema says */
 
@@ -34,7 +33,8 @@ usage_totals(struct db *db, const char *account, struct usage_totals *t, struct 
 	PGresult *r;
 	int rc = -1;
 
-	r = db_query(db, "SELECT a.balance,"
+	r = db_query(db,
+	    "SELECT a.balance,"
 	    " coalesce(sum(l.amount) FILTER (WHERE l.kind = 'grant'), 0),"
 	    " coalesce(-sum(l.amount) FILTER (WHERE l.kind IN ('charge', 'refund')), 0),"
 	    " coalesce(-sum(l.amount) FILTER (WHERE l.kind IN ('charge', 'refund')"
@@ -42,7 +42,8 @@ usage_totals(struct db *db, const char *account, struct usage_totals *t, struct 
 	    " coalesce(-sum(l.amount) FILTER (WHERE l.kind IN ('charge', 'refund')"
 	    "  AND l.created_at >= date_trunc('month', now())), 0)"
 	    " FROM accounts a LEFT JOIN ledger l ON l.account_id = a.id"
-	    " WHERE a.id = $1 GROUP BY a.balance", 1, p, e);
+	    " WHERE a.id = $1 GROUP BY a.balance",
+	    1, p, e);
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) != 1) {
@@ -71,12 +72,12 @@ usage_ledger_json(struct db *db, const char *account, int limit, int64_t before_
 		return NULL;
 	arr = json_array();
 	for (size_t i = 0; arr && i < n; i++) {
-		json_t *o = json_pack("{s:I, s:s, s:I, s:o, s:s, s:o, s:s}",
-		    "id", (json_int_t)v[i].id, "kind", v[i].kind, "amount", (json_int_t)v[i].amount,
+		json_t *o = json_pack("{s:I, s:s, s:I, s:o, s:s, s:o, s:s}", "id",
+		    (json_int_t)v[i].id, "kind", v[i].kind, "amount", (json_int_t)v[i].amount,
 		    "minutes", v[i].has_minutes ? json_integer(v[i].minutes) : json_null(),
-		    "reason", v[i].reason,
-		    "sandbox_id", v[i].sandbox_id[0] ? json_string(v[i].sandbox_id) : json_null(),
-		    "created_at", v[i].created_at);
+		    "reason", v[i].reason, "sandbox_id",
+		    v[i].sandbox_id[0] ? json_string(v[i].sandbox_id) : json_null(), "created_at",
+		    v[i].created_at);
 		/* json_array_append_new frees the entry when it fails. */
 		if (o == NULL || json_array_append_new(arr, o) < 0) {
 			json_decref(arr);
@@ -90,8 +91,7 @@ usage_ledger_json(struct db *db, const char *account, int limit, int64_t before_
 }
 
 json_t *
-usage_get(struct app *app, const char *account, const struct usage_req *req,
-    struct err *e)
+usage_get(struct app *app, const char *account, const struct usage_req *req, struct err *e)
 {
 	struct usage_totals t;
 	long long before = 0, free_left;
@@ -124,11 +124,10 @@ usage_get(struct app *app, const char *account, const struct usage_req *req,
 		free_left = 0;
 	snprintf(nextbuf, sizeof(nextbuf), "%" PRId64, next);
 	/* json_pack takes both arrays, also when it fails. */
-	out = json_pack("{s:I, s:I, s:I, s:I, s:s, s:s, s:o, s:o, s:o}",
-	    "balance", (json_int_t)t.balance, "free_credit_remaining", (json_int_t)free_left,
-	    "spend_today", (json_int_t)t.today, "spend_month", (json_int_t)t.month,
-	    "currency", "USD", "unit", "micro-USD (1,000,000 = 1 USD)",
-	    "sandboxes", sandboxes, "ledger", ledger,
+	out = json_pack("{s:I, s:I, s:I, s:I, s:s, s:s, s:o, s:o, s:o}", "balance",
+	    (json_int_t)t.balance, "free_credit_remaining", (json_int_t)free_left, "spend_today",
+	    (json_int_t)t.today, "spend_month", (json_int_t)t.month, "currency", "USD", "unit",
+	    "micro-USD (1,000,000 = 1 USD)", "sandboxes", sandboxes, "ledger", ledger,
 	    "next_cursor", next > 0 ? json_string(nextbuf) : json_null());
 	sandboxes = ledger = NULL;
 	if (out == NULL)
@@ -175,16 +174,18 @@ extend_fn(PGconn *c, void *arg, struct err *e)
 	life_ms = paid.life_ms;
 	lifetime_min = (double)life_ms / (t->minute_s * 1000.0);
 	if (lifetime_min + t->minutes > t->max_lifetime_min + 0.001) {
-		err_set(e, ERR_LIMIT, "a sandbox lives at most %d minutes; this one already has %d,"
-		    " so it can be extended by at most %d", t->max_lifetime_min,
-		    (int)(lifetime_min + 0.5), t->max_lifetime_min - (int)(lifetime_min + 0.5));
+		err_set(e, ERR_LIMIT,
+		    "a sandbox lives at most %d minutes; this one already has %d,"
+		    " so it can be extended by at most %d",
+		    t->max_lifetime_min, (int)(lifetime_min + 0.5),
+		    t->max_lifetime_min - (int)(lifetime_min + 0.5));
 		return -1;
 	}
-	if (bill_charge_extend(c, t->account, t->id, t->minutes, price, &t->charged,
-	    &t->balance, e) < 0)
+	if (bill_charge_extend(c, t->account, t->id, t->minutes, price, &t->charged, &t->balance,
+		e) < 0)
 		return -1;
 	if (store_add_paid(c, t->id, t->minutes, t->charged, t->minute_s, t->expires,
-	    sizeof(t->expires), e) < 0)
+		sizeof(t->expires), e) < 0)
 		return -1;
 	/* The reaper sleeps until the next expiry; tell it this one moved. */
 	if (store_expiry_changed_tx(c, e) < 0)
@@ -217,9 +218,9 @@ usage_extend(struct app *app, const char *account, const struct usage_extend_req
 		return NULL;
 	/* After the commit: a rolled-back extend charged nothing. */
 	metrics_credits_charged(t.charged);
-	out = json_pack("{s:s, s:s, s:I, s:I, s:i}", "sandbox_id", req->sandbox_id,
-	    "expires_at", t.expires, "charged", (json_int_t)t.charged,
-	    "balance", (json_int_t)t.balance, "minutes_added", req->minutes);
+	out = json_pack("{s:s, s:s, s:I, s:I, s:i}", "sandbox_id", req->sandbox_id, "expires_at",
+	    t.expires, "charged", (json_int_t)t.charged, "balance", (json_int_t)t.balance,
+	    "minutes_added", req->minutes);
 	if (out == NULL)
 		err_set(e, ERR_INTERNAL, "out of memory");
 	return out;

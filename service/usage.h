@@ -13,24 +13,23 @@
 
 /* get_usage. */
 struct usage_req {
-	int limit;                 /* recent entries per list, 1..100 */
-	const char *cursor;        /* from a previous answer's next_cursor, or NULL */
+	int limit;          /* recent entries per list, 1..100 */
+	const char *cursor; /* from a previous answer's next_cursor, or NULL */
 };
 
 /* extend_sandbox. */
 struct usage_extend_req {
 	const char *sandbox_id;
-	int minutes;               /* > 0, checked by the schema */
+	int minutes; /* > 0, checked by the schema */
 };
 
 /* Ledger entries as JSON, newest first, paged by id (get_usage, aasctl). */
 json_t *usage_ledger_json(struct db *db, const char *account, int limit, int64_t before_id,
     int64_t *next_before, struct err *e);
-json_t *usage_get(struct app *app, const char *account, const struct usage_req *req,
-    struct err *e);
+json_t *usage_get(struct app *app, const char *account, const struct usage_req *req, struct err *e);
 /* Charges `minutes` more and moves expires_at, in one transaction;
  * refused past the maximum lifetime or for a sandbox that is not running. */
-json_t *usage_extend(struct app *app, const char *account,
-    const struct usage_extend_req *req, struct err *e);
+json_t *usage_extend(struct app *app, const char *account, const struct usage_extend_req *req,
+    struct err *e);
 
 #endif

@@ -28,14 +28,15 @@ one_row(const char *const *vals, int n)
 	for (int i = 0; i < n; i++) {
 		snprintf(names[i], sizeof(names[i]), "c%d", i);
 		cols[i].name = names[i];
-		cols[i].typid = 25;        /* text */
+		cols[i].typid = 25; /* text */
 		cols[i].typlen = -1;
 		cols[i].atttypmod = -1;
 	}
 	assert_int_equal(PQsetResultAttrs(r, n, cols), 1);
 	for (int i = 0; i < n; i++)
 		assert_int_equal(PQsetvalue(r, 0, i, (char *)vals[i],
-		    vals[i] ? (int)strlen(vals[i]) : -1), 1);
+				     vals[i] ? (int)strlen(vals[i]) : -1),
+		    1);
 	return r;
 }
 
@@ -51,7 +52,10 @@ one_field(const char *text)
 static void
 test_ll_in_range(void **state)
 {
-	static const struct { const char *text; long long want; } cases[] = {
+	static const struct {
+		const char *text;
+		long long want;
+	} cases[] = {
 		{ "0", 0 },
 		{ "42", 42 },
 		{ "-7", -7 },
@@ -79,7 +83,11 @@ test_ll_in_range(void **state)
 static void
 test_int_in_and_out_of_range(void **state)
 {
-	static const struct { const char *text; int ok; int want; } cases[] = {
+	static const struct {
+		const char *text;
+		int ok;
+		int want;
+	} cases[] = {
 		{ "2147483647", 1, INT32_MAX },
 		{ "-2147483648", 1, INT32_MIN },
 		{ "1440", 1, 1440 },
@@ -110,8 +118,16 @@ static void
 test_non_numeric_text_is_refused(void **state)
 {
 	static const char *const texts[] = {
-		"", "abc", "12x", "1.5", "1e3", "0x10", "-", "9223372036854775808",
-		"-9223372036854775809", "99999999999999999999",
+		"",
+		"abc",
+		"12x",
+		"1.5",
+		"1e3",
+		"0x10",
+		"-",
+		"9223372036854775808",
+		"-9223372036854775809",
+		"99999999999999999999",
 	};
 
 	(void)state;
@@ -170,7 +186,11 @@ test_null_with_and_without_default(void **state)
 static void
 test_booleans(void **state)
 {
-	static const struct { const char *text; int ok; int want; } cases[] = {
+	static const struct {
+		const char *text;
+		int ok;
+		int want;
+	} cases[] = {
 		{ "t", 1, 1 },
 		{ "f", 1, 0 },
 		{ NULL, 0, 0 },
@@ -234,8 +254,14 @@ test_strings_fit_or_fail(void **state)
 static void
 test_missing_row_or_column(void **state)
 {
-	static const struct { int row, col; } where[] = {
-		{ 1, 0 }, { 0, 2 }, { -1, 0 }, { 0, -1 }, { 5, 5 },
+	static const struct {
+		int row, col;
+	} where[] = {
+		{ 1, 0 },
+		{ 0, 2 },
+		{ -1, 0 },
+		{ 0, -1 },
+		{ 5, 5 },
 	};
 	const char *vals[2] = { "1", "t" };
 	PGresult *r = one_row(vals, 2);

@@ -14,7 +14,6 @@
 #include "base/jsonschema.h"
 #include "service/tools.h"
 
-
 static json_t *
 load(const char *text)
 {
@@ -60,8 +59,8 @@ bad_s(const json_t *schema, const char *value, const char *field, const char *ms
 	if (run_at(schema, value, "", &e) != -1)
 		fail_msg("accepted %s", value);
 	if (e.kind != ERR_INVALID)
-		fail_msg("%s: kind %s, want invalid_argument (%s)", value,
-		    err_kind_name(e.kind), e.msg);
+		fail_msg("%s: kind %s, want invalid_argument (%s)", value, err_kind_name(e.kind),
+		    e.msg);
 	if (strcmp(e.field, field) != 0)
 		fail_msg("%s: field \"%s\", want \"%s\" (%s)", value, e.field, field, e.msg);
 	if (msg[0] == '~') {
@@ -100,27 +99,20 @@ test_type_simple(void **state)
 {
 	(void)state;
 	ok("{\"type\":\"string\"}", "\"x\"");
-	bad("{\"type\":\"string\"}", "5", "arguments",
-	    "arguments: must be string, not integer");
-	bad("{\"type\":\"string\"}", "null", "arguments",
-	    "arguments: must be string, not null");
+	bad("{\"type\":\"string\"}", "5", "arguments", "arguments: must be string, not integer");
+	bad("{\"type\":\"string\"}", "null", "arguments", "arguments: must be string, not null");
 	ok("{\"type\":\"boolean\"}", "false");
-	bad("{\"type\":\"boolean\"}", "0", "arguments",
-	    "arguments: must be boolean, not integer");
+	bad("{\"type\":\"boolean\"}", "0", "arguments", "arguments: must be boolean, not integer");
 	ok("{\"type\":\"null\"}", "null");
 	ok("{\"type\":\"array\"}", "[]");
-	bad("{\"type\":\"array\"}", "{}", "arguments",
-	    "arguments: must be array, not object");
+	bad("{\"type\":\"array\"}", "{}", "arguments", "arguments: must be array, not object");
 	ok("{\"type\":\"object\"}", "{}");
-	bad("{\"type\":\"object\"}", "[]", "arguments",
-	    "arguments: must be object, not array");
+	bad("{\"type\":\"object\"}", "[]", "arguments", "arguments: must be object, not array");
 	ok("{\"type\":\"number\"}", "5");
 	ok("{\"type\":\"number\"}", "5.5");
-	bad("{\"type\":\"number\"}", "\"5\"", "arguments",
-	    "arguments: must be number, not string");
+	bad("{\"type\":\"number\"}", "\"5\"", "arguments", "arguments: must be number, not string");
 	/* Unknown type names match nothing. */
-	bad("{\"type\":\"decimal\"}", "5", "arguments",
-	    "arguments: must be decimal, not integer");
+	bad("{\"type\":\"decimal\"}", "5", "arguments", "arguments: must be decimal, not integer");
 	/* No type: anything goes. */
 	ok("{}", "[1,{\"a\":null}]");
 }
@@ -208,29 +200,27 @@ test_type_array_of_types(void **state)
 static void
 test_required(void **state)
 {
-	static const char s[] =
-	    "{\"type\":\"object\",\"required\":[\"sandbox_id\",\"command\"]}";
+	static const char s[] = "{\"type\":\"object\",\"required\":[\"sandbox_id\",\"command\"]}";
 
 	(void)state;
 	ok(s, "{\"sandbox_id\":\"x\",\"command\":\"y\"}");
 	/* null is present. */
 	ok(s, "{\"sandbox_id\":null,\"command\":null}");
-	bad(s, "{\"command\":\"y\"}", "sandbox_id",
-	    "sandbox_id: required field is missing");
+	bad(s, "{\"command\":\"y\"}", "sandbox_id", "sandbox_id: required field is missing");
 	bad(s, "{\"sandbox_id\":\"x\"}", "command", "command: required field is missing");
 	/* The first missing one in `required` order is named. */
 	bad(s, "{}", "sandbox_id", "sandbox_id: required field is missing");
 	/* Nested. */
 	bad("{\"type\":\"object\",\"properties\":{\"env\":{\"type\":\"object\","
-	    "\"required\":[\"FOO\"]}}}", "{\"env\":{\"BAR\":\"1\"}}", "env.FOO",
-	    "env.FOO: required field is missing");
+	    "\"required\":[\"FOO\"]}}}",
+	    "{\"env\":{\"BAR\":\"1\"}}", "env.FOO", "env.FOO: required field is missing");
 }
 
 static void
 test_additional_properties_false(void **state)
 {
 	static const char s[] = "{\"type\":\"object\",\"properties\":{\"a\":{},"
-	    "\"b\":{\"type\":\"integer\"}},\"additionalProperties\":false}";
+				"\"b\":{\"type\":\"integer\"}},\"additionalProperties\":false}";
 
 	(void)state;
 	ok(s, "{}");
@@ -249,7 +239,8 @@ test_additional_properties_false(void **state)
 static void
 test_additional_properties_schema(void **state)
 {
-	static const char s[] = "{\"type\":\"object\",\"properties\":{\"n\":"
+	static const char s[] =
+	    "{\"type\":\"object\",\"properties\":{\"n\":"
 	    "{\"type\":\"integer\"}},\"additionalProperties\":{\"type\":\"string\"}}";
 
 	(void)state;
@@ -263,7 +254,7 @@ static void
 test_property_names(void **state)
 {
 	static const char s[] = "{\"type\":\"object\",\"propertyNames\":"
-	    "{\"pattern\":\"^[A-Z_]+$\",\"maxLength\":4}}";
+				"{\"pattern\":\"^[A-Z_]+$\",\"maxLength\":4}}";
 
 	(void)state;
 	ok(s, "{\"FOO\":1,\"A_B\":2}");
@@ -348,10 +339,10 @@ test_string_length_code_points(void **state)
 	bad(s, "\"\"", "arguments", "arguments: must be at least 1 characters long");
 	bad(s, "\"abcd\"", "arguments", "arguments: must be at most 3 characters long");
 	/* Code points, not bytes. */
-	ok("{\"maxLength\":1}", "\"\xc3\xa9\"");                 /* é, 2 bytes */
+	ok("{\"maxLength\":1}", "\"\xc3\xa9\""); /* é, 2 bytes */
 	ok("{\"maxLength\":1}", "\"\\u00e9\"");
-	ok("{\"maxLength\":1}", "\"\xf0\x9f\x98\x80\"");         /* emoji, 4 bytes */
-	ok(s, "\"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\"");       /* 3 CJK, 9 bytes */
+	ok("{\"maxLength\":1}", "\"\xf0\x9f\x98\x80\"");   /* emoji, 4 bytes */
+	ok(s, "\"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\""); /* 3 CJK, 9 bytes */
 	bad("{\"maxLength\":1}", "\"\xc3\xa9\xc3\xa9\"", "arguments",
 	    "arguments: must be at most 1 characters long");
 	bad("{\"minLength\":2}", "\"\xc3\xa9\"", "arguments",
@@ -395,7 +386,7 @@ static void
 test_items(void **state)
 {
 	static const char s[] = "{\"type\":\"array\",\"minItems\":1,\"maxItems\":3,"
-	    "\"items\":{\"type\":\"integer\"}}";
+				"\"items\":{\"type\":\"integer\"}}";
 
 	(void)state;
 	ok(s, "[1]");
@@ -406,8 +397,8 @@ test_items(void **state)
 	bad(s, "[\"x\",2,\"y\"]", "arguments[0]", "arguments[0]: must be integer, not string");
 	/* Inside an object, the index follows the property name. */
 	bad("{\"type\":\"object\",\"properties\":{\"items\":{\"type\":\"array\","
-	    "\"items\":{\"type\":\"string\"}}}}", "{\"items\":[\"a\",\"b\",3]}",
-	    "items[2]", "items[2]: must be string, not integer");
+	    "\"items\":{\"type\":\"string\"}}}}",
+	    "{\"items\":[\"a\",\"b\",3]}", "items[2]", "items[2]: must be string, not integer");
 }
 
 static void
@@ -433,17 +424,17 @@ test_nested_paths(void **state)
 	    "{\"properties\":{\"x\":{\"type\":\"string\"}}}}}}}}",
 	    "{\"a\":{\"list\":[{\"x\":\"ok\"},{\"x\":1}]}}", "a.list[1].x",
 	    "a.list[1].x: must be string, not integer");
-	bad("{\"properties\":{\"m\":{\"maxProperties\":1}}}", "{\"m\":{\"a\":1,\"b\":2}}",
-	    "m", "m: must have at most 1 entries");
-	bad("{\"properties\":{\"m\":{\"additionalProperties\":false}}}",
-	    "{\"m\":{\"zz\":1}}", "m.zz", "m.zz: unknown field");
+	bad("{\"properties\":{\"m\":{\"maxProperties\":1}}}", "{\"m\":{\"a\":1,\"b\":2}}", "m",
+	    "m: must have at most 1 entries");
+	bad("{\"properties\":{\"m\":{\"additionalProperties\":false}}}", "{\"m\":{\"zz\":1}}",
+	    "m.zz", "m.zz: unknown field");
 }
 
 static void
 test_explicit_base_path(void **state)
 {
 	json_t *s = load("{\"type\":\"object\",\"properties\":{\"size\":"
-	    "{\"type\":\"string\"}},\"required\":[\"name\"]}");
+			 "{\"type\":\"string\"}},\"required\":[\"name\"]}");
 	struct err e;
 
 	(void)state;
@@ -478,8 +469,8 @@ test_nul_refused(void **state)
 	bad("{\"items\":{\"type\":\"string\"}}", "[\"ok\",\"\\u0000\"]", "arguments[1]",
 	    "arguments[1]: must not contain a NUL character");
 	/* Even where the schema would otherwise accept any length. */
-	bad("{\"type\":\"string\",\"maxLength\":100,\"pattern\":\"^a\"}",
-	    "\"a\\u0000\"", "arguments", "~NUL");
+	bad("{\"type\":\"string\",\"maxLength\":100,\"pattern\":\"^a\"}", "\"a\\u0000\"",
+	    "arguments", "~NUL");
 }
 
 /* The header promises NUL strings are "always refused"; strings below a
@@ -621,7 +612,8 @@ test_tools_create_sandbox(void **state)
 
 	(void)state;
 	ok_s(s, "{}");
-	ok_s(s, "{\"size\":\"medium\",\"timeout_minutes\":60,\"name\":\"my-box.1\","
+	ok_s(s,
+	    "{\"size\":\"medium\",\"timeout_minutes\":60,\"name\":\"my-box.1\","
 	    "\"metadata\":{\"k\":\"v\"}}");
 	bad_s(s, "{\"timeout_minutes\":30.0}", "timeout_minutes", "timeout_minutes: " REAL);
 	bad_s(s, "{\"timeout_minutes\":3e1}", "timeout_minutes", "timeout_minutes: " REAL);
@@ -635,11 +627,13 @@ test_tools_create_sandbox(void **state)
 	bad_s(s, "{\"name\":\"\"}", "name", "name: must be at least 1 characters long");
 	bad_s(s, "{\"name\":\"-bad\"}", "name", "~name: does not match the pattern");
 	bad_s(s, "{\"name\":\"has space\"}", "name", "~name: does not match the pattern");
-	bad_s(s, "{\"metadata\":{\"k\":1}}", "metadata.k", "metadata.k: must be string, not integer");
-	bad_s(s, "{\"metadata\":{\"a\":\"1\",\"b\":\"1\",\"c\":\"1\",\"d\":\"1\",\"e\":\"1\","
+	bad_s(s, "{\"metadata\":{\"k\":1}}", "metadata.k",
+	    "metadata.k: must be string, not integer");
+	bad_s(s,
+	    "{\"metadata\":{\"a\":\"1\",\"b\":\"1\",\"c\":\"1\",\"d\":\"1\",\"e\":\"1\","
 	    "\"f\":\"1\",\"g\":\"1\",\"h\":\"1\",\"i\":\"1\",\"j\":\"1\",\"k\":\"1\",\"l\":\"1\","
-	    "\"m\":\"1\",\"n\":\"1\",\"o\":\"1\",\"p\":\"1\",\"q\":\"1\"}}", "metadata",
-	    "metadata: must have at most 16 entries");
+	    "\"m\":\"1\",\"n\":\"1\",\"o\":\"1\",\"p\":\"1\",\"q\":\"1\"}}",
+	    "metadata", "metadata: must have at most 16 entries");
 	bad_s(s, "{\"bogus\":1}", "bogus", "bogus: unknown field");
 	bad_s(s, "[]", "arguments", "arguments: must be object, not array");
 }
@@ -651,7 +645,8 @@ test_tools_run_command(void **state)
 
 	(void)state;
 	ok_s(s, "{" SBX ",\"command\":\"echo hi\"}");
-	ok_s(s, "{" SBX ",\"command\":\"env\",\"cwd\":\"/tmp\",\"env\":{\"FOO\":\"bar\","
+	ok_s(s,
+	    "{" SBX ",\"command\":\"env\",\"cwd\":\"/tmp\",\"env\":{\"FOO\":\"bar\","
 	    "\"_x1\":\"\"},\"stdin\":\"in\",\"timeout_seconds\":60,\"max_output_bytes\":1024,"
 	    "\"background\":false}");
 	ok_s(s, "{" SBX ",\"command\":\"x\",\"timeout_seconds\":1}");
@@ -688,21 +683,28 @@ static void
 test_tools_sandbox_id_shape(void **state)
 {
 	static const char *const wrong[] = {
-		"sbx-123", "sbx-0123456789ABCDEF", "sbx-0123456789abcdef0",
-		"sbx-0123456789abcde", "xbx-0123456789abcdef", " sbx-0123456789abcdef",
-		"sbx-0123456789abcdef ", "sbx-0123456789abcdef\\n", "sbx_0123456789abcdef",
-		"sbx-0123456789abcde-", "", "SBX-0123456789abcdef",
+		"sbx-123",
+		"sbx-0123456789ABCDEF",
+		"sbx-0123456789abcdef0",
+		"sbx-0123456789abcde",
+		"xbx-0123456789abcdef",
+		" sbx-0123456789abcdef",
+		"sbx-0123456789abcdef ",
+		"sbx-0123456789abcdef\\n",
+		"sbx_0123456789abcdef",
+		"sbx-0123456789abcde-",
+		"",
+		"SBX-0123456789abcdef",
 	};
 	static const char *const tools_with_id[] = { "run_command", "get_sandbox",
-		"destroy_sandbox", "extend_sandbox", "read_file", "write_file",
-		"list_files", "expose_port" };
+		"destroy_sandbox", "extend_sandbox", "read_file", "write_file", "list_files",
+		"expose_port" };
 	char value[200];
 
 	(void)state;
 	for (size_t t = 0; t < sizeof(tools_with_id) / sizeof(tools_with_id[0]); t++) {
 		const json_t *s = input_schema(tools_with_id[t]);
-		const json_t *p = json_object_get(json_object_get(s, "properties"),
-		    "sandbox_id");
+		const json_t *p = json_object_get(json_object_get(s, "properties"), "sandbox_id");
 		/* Each tool names the id through the same resolved schema. */
 		assert_string_equal(json_string_value(json_object_get(p, "pattern")),
 		    "^sbx-[a-z0-9]{16}$");
@@ -714,7 +716,8 @@ test_tools_sandbox_id_shape(void **state)
 			json_t *v = load(value);
 			err_clear(&e);
 			assert_int_equal(jsv_validate(p, json_object_get(v, "sandbox_id"),
-			    "sandbox_id", &e), -1);
+					     "sandbox_id", &e),
+			    -1);
 			assert_int_equal(e.kind, ERR_INVALID);
 			assert_string_equal(e.field, "sandbox_id");
 			assert_string_equal(e.msg,
@@ -736,17 +739,17 @@ test_tools_other_schemas(void **state)
 	(void)state;
 	ok_s(input_schema("write_file"), "{" SBX ",\"path\":\"a.txt\",\"mode\":\"0755\"}");
 	ok_s(input_schema("write_file"), "{" SBX ",\"path\":\"a.txt\",\"mode\":\"644\"}");
-	bad_s(input_schema("write_file"), "{" SBX ",\"path\":\"a\",\"mode\":\"0855\"}",
-	    "mode", "~mode: does not match the pattern");
-	bad_s(input_schema("write_file"), "{" SBX ",\"path\":\"a\",\"mode\":\"07555\"}",
-	    "mode", "~mode: does not match the pattern");
+	bad_s(input_schema("write_file"), "{" SBX ",\"path\":\"a\",\"mode\":\"0855\"}", "mode",
+	    "~mode: does not match the pattern");
+	bad_s(input_schema("write_file"), "{" SBX ",\"path\":\"a\",\"mode\":\"07555\"}", "mode",
+	    "~mode: does not match the pattern");
 	bad_s(input_schema("write_file"), "{" SBX ",\"path\":\"\"}", "path",
 	    "path: must be at least 1 characters long");
 	bad_s(input_schema("write_file"), "{" SBX "}", "path", "path: required field is missing");
 	bad_s(input_schema("read_file"), "{" SBX ",\"path\":\"f\",\"encoding\":\"hex\"}",
 	    "encoding", "encoding: must be one of: text, base64");
-	bad_s(input_schema("read_file"), "{" SBX ",\"path\":\"f\",\"offset\":-1}",
-	    "offset", "offset: must be at least 0");
+	bad_s(input_schema("read_file"), "{" SBX ",\"path\":\"f\",\"offset\":-1}", "offset",
+	    "offset: must be at least 0");
 	bad_s(input_schema("expose_port"), "{" SBX ",\"port\":0}", "port",
 	    "port: must be at least 1");
 	bad_s(input_schema("expose_port"), "{" SBX ",\"port\":65536}", "port",
@@ -761,8 +764,8 @@ test_tools_other_schemas(void **state)
 	bad_s(input_schema("extend_sandbox"), "{" SBX ",\"minutes\":60.0}", "minutes",
 	    "minutes: " REAL);
 	bad_s(input_schema("get_usage"), "{\"limit\":1.0}", "limit", "limit: " REAL);
-	bad_s(input_schema("read_file"), "{" SBX ",\"path\":\"f\",\"offset\":0.0}",
-	    "offset", "offset: " REAL);
+	bad_s(input_schema("read_file"), "{" SBX ",\"path\":\"f\",\"offset\":0.0}", "offset",
+	    "offset: " REAL);
 	ok_s(input_schema("get_usage"), "{}");
 	ok_s(input_schema("get_service_info"), "{}");
 	bad_s(input_schema("get_service_info"), "{\"x\":1}", "x", "x: unknown field");
@@ -841,7 +844,8 @@ test_tools_self_contained(void **state)
 	}
 	/* A $ref with siblings: the definition plus the sibling. */
 	const json_t *path = json_object_get(json_object_get(input_schema("list_files"),
-	    "properties"), "path");
+						 "properties"),
+	    "path");
 	assert_string_equal(json_string_value(json_object_get(path, "type")), "string");
 	assert_int_equal(json_integer_value(json_object_get(path, "minLength")), 1);
 	assert_string_equal(json_string_value(json_object_get(path, "default")), "/home/sandbox");

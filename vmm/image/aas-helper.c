@@ -40,16 +40,22 @@ die(int code, const char *what, const char *detail)
 }
 
 static long long
-number(const char *s, long long min, long long max)
+number_base(const char *s, int base, long long min, long long max)
 {
 	char *end;
 	long long v;
 
 	errno = 0;
-	v = strtoll(s, &end, 10);
+	v = strtoll(s, &end, base);
 	if (errno != 0 || *end != '\0' || end == s || v < min || v > max)
 		die(2, "bad number", s);
 	return v;
+}
+
+static long long
+number(const char *s, long long min, long long max)
+{
+	return number_base(s, 10, min, max);
 }
 
 /* Root becomes the sandbox user for good: groups, gid, uid. Leaving root
@@ -63,7 +69,7 @@ become_sandbox(void)
 		die(2, "unexpected user", NULL);
 	if (getuid() == 0 &&
 	    (setgroups(1, &g) < 0 || setresgid(g, g, g) < 0 ||
-	     setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID) < 0))
+		setresuid(SANDBOX_UID, SANDBOX_UID, SANDBOX_UID) < 0))
 		die(2, "cannot drop privileges", strerror(errno));
 	umask(022);
 }
@@ -244,7 +250,7 @@ static int
 cmd_put(char **a)
 {
 	const char *stage = a[0], *dst = a[1];
-	mode_t mode = (mode_t)strtol(a[2], NULL, 8) & 07777;
+	mode_t mode = (mode_t)number_base(a[2], 8, 0, 07777);
 	int parents = (int)number(a[3], 0, 1);
 	char buf[65536];
 	long long total = 0;
@@ -329,7 +335,7 @@ list_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 	int n;
 
 	if (ftw->level == 0)
-		return 0;   /* the root itself is not an entry */
+		return 0; /* the root itself is not an entry */
 	if (ftw->level > list_depth)
 		return FTW_SKIP_SUBTREE;
 	if (list_count >= list_limit || list_bytes + (long long)plen + 64 > list_maxbytes) {
@@ -338,15 +344,21 @@ list_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 	}
 	switch (flag) {
 	case FTW_D:
-	case FTW_DNR: type = 'd'; break;
+	case FTW_DNR:
+		type = 'd';
+		break;
 	case FTW_SL:
-	case FTW_SLN: type = 'l'; break;
-	case FTW_F: type = S_ISREG(sb->st_mode) ? 'f' : 'o'; break;
-	default: type = '?';
+	case FTW_SLN:
+		type = 'l';
+		break;
+	case FTW_F:
+		type = S_ISREG(sb->st_mode) ? 'f' : 'o';
+		break;
+	default:
+		type = '?';
 	}
-	n = snprintf(line, sizeof(line), "%c%c%lld%c%04o%c%lld%c", type, 0,
-	    (long long)sb->st_size, 0, (unsigned)(sb->st_mode & 07777), 0,
-	    (long long)sb->st_mtime, 0);
+	n = snprintf(line, sizeof(line), "%c%c%lld%c%04o%c%lld%c", type, 0, (long long)sb->st_size,
+	    0, (unsigned)(sb->st_mode & 07777), 0, (long long)sb->st_mtime, 0);
 	fwrite(line, 1, (size_t)n, stdout);
 	fwrite(path, 1, plen + 1, stdout);
 	list_count++;

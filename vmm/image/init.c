@@ -38,12 +38,13 @@
 #define PORT_WAIT_MS 10000 /* how long to wait for the agent port */
 #define BACKOFF_MIN_MS 250
 #define BACKOFF_MAX_MS 5000
-#define STABLE_MS 10000 /* an agent that ran this long resets the backoff */
+#define STABLE_MS 10000    /* an agent that ran this long resets the backoff */
 #define STOP_GRACE_MS 1000 /* SIGTERM to everything, then SIGKILL */
 
 static int console_fd = -1;
 
-static void say(const char *fmt, ...)
+static void
+say(const char *fmt, ...)
 {
 	char buf[256];
 	struct timespec ts;
@@ -51,7 +52,8 @@ static void say(const char *fmt, ...)
 	int n;
 
 	clock_gettime(CLOCK_BOOTTIME, &ts);
-	n = snprintf(buf, sizeof(buf), "aas-init: [%ld.%02ld] ", (long)ts.tv_sec, ts.tv_nsec / 10000000);
+	n = snprintf(buf, sizeof(buf), "aas-init: [%ld.%02ld] ", (long)ts.tv_sec,
+	    ts.tv_nsec / 10000000);
 	va_start(ap, fmt);
 	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
 	va_end(ap);
@@ -63,7 +65,8 @@ static void say(const char *fmt, ...)
 	}
 }
 
-static long long now_ms(void)
+static long long
+now_ms(void)
 {
 	struct timespec ts;
 
@@ -71,7 +74,8 @@ static long long now_ms(void)
 	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static void sleep_ms(long ms)
+static void
+sleep_ms(long ms)
 {
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 
@@ -79,15 +83,16 @@ static void sleep_ms(long ms)
 		;
 }
 
-static void do_mount(const char *src, const char *dir, const char *type,
-    unsigned long flags, const char *data)
+static void
+do_mount(const char *src, const char *dir, const char *type, unsigned long flags, const char *data)
 {
 	mkdir(dir, 0755);
 	if (mount(src, dir, type, flags, data) < 0 && errno != EBUSY)
 		say("mount %s on %s failed: %s", type, dir, strerror(errno));
 }
 
-static void mount_all(void)
+static void
+mount_all(void)
 {
 	const unsigned long nsd = MS_NOSUID | MS_NODEV;
 
@@ -110,7 +115,8 @@ static void mount_all(void)
 	say("file systems mounted");
 }
 
-static void lo_up(void)
+static void
+lo_up(void)
 {
 	struct ifreq ifr;
 	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -141,7 +147,8 @@ static void lo_up(void)
 #define NET_GW "10.0.2.2"
 #define NET_DNS "10.0.2.3"
 
-static void set_sin(struct sockaddr *sa, const char *addr)
+static void
+set_sin(struct sockaddr *sa, const char *addr)
 {
 	struct sockaddr_in *sin = (struct sockaddr_in *)(void *)sa;
 
@@ -151,7 +158,8 @@ static void set_sin(struct sockaddr *sa, const char *addr)
 }
 
 /* "nat", "isolated" or "" from aas.net= on the kernel command line. */
-static void net_mode(char *out, size_t n)
+static void
+net_mode(char *out, size_t n)
 {
 	char buf[1024];
 	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
@@ -171,7 +179,8 @@ static void net_mode(char *out, size_t n)
 	snprintf(out, n, "%.*s", (int)strcspn(p, " \n"), p);
 }
 
-static void write_file(const char *path, const char *text)
+static void
+write_file(const char *path, const char *text)
 {
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 
@@ -182,7 +191,8 @@ static void write_file(const char *path, const char *text)
 	close(fd);
 }
 
-static void net_up(void)
+static void
+net_up(void)
 {
 	char mode[16];
 	struct ifreq ifr;
@@ -237,7 +247,8 @@ out:
  * (/sys/class/virtio-ports/vportXpY/name) to its /dev/vportXpY node.
  * Returns 1 once the agent's port is linked.
  */
-static int link_ports(void)
+static int
+link_ports(void)
 {
 	DIR *d = opendir("/sys/class/virtio-ports");
 	struct dirent *e;
@@ -277,13 +288,15 @@ static int link_ports(void)
 	return found;
 }
 
-static void wait_agent_port(void)
+static void
+wait_agent_port(void)
 {
 	long long deadline = now_ms() + PORT_WAIT_MS;
 
 	while (!link_ports()) {
 		if (now_ms() >= deadline) {
-			say("no %s after %d ms; starting the agent anyway", AGENT_PORT, PORT_WAIT_MS);
+			say("no %s after %d ms; starting the agent anyway", AGENT_PORT,
+			    PORT_WAIT_MS);
 			return;
 		}
 		sleep_ms(20);
@@ -291,7 +304,8 @@ static void wait_agent_port(void)
 	say("agent port %s present", AGENT_PORT);
 }
 
-static pid_t spawn_agent(const sigset_t *orig)
+static pid_t
+spawn_agent(const sigset_t *orig)
 {
 	pid_t pid = fork();
 
@@ -301,8 +315,8 @@ static pid_t spawn_agent(const sigset_t *orig)
 	}
 	if (pid == 0) {
 		char *argv[] = {
-			AGENT_BIN, "-m", "virtio-serial", "-p", AGENT_PORT,
-			"-t", "/run", NULL /* state dir; qemu-ga's default is /var/run */
+			AGENT_BIN, "-m", "virtio-serial", "-p", AGENT_PORT, "-t", "/run",
+			NULL /* state dir; qemu-ga's default is /var/run */
 		};
 		int fd = open("/dev/null", O_RDONLY);
 
@@ -324,7 +338,8 @@ static pid_t spawn_agent(const sigset_t *orig)
 	return pid;
 }
 
-static void power_off(int how)
+static void
+power_off(int how)
 {
 	long long deadline;
 
@@ -355,12 +370,14 @@ static void power_off(int how)
 		pause();
 }
 
-static void on_signal(int sig)
+static void
+on_signal(int sig)
 {
 	(void)sig; /* never runs: the signals stay blocked and are taken with sigtimedwait */
 }
 
-int main(void)
+int
+main(void)
 {
 	static const int sigs[] = { SIGCHLD, SIGTERM, SIGINT, SIGPWR, SIGUSR1, SIGUSR2, SIGHUP };
 	sigset_t set, orig;
@@ -412,7 +429,8 @@ int main(void)
 				say("agent started (pid %d)", (int)agent);
 			} else {
 				respawn_at = now + backoff;
-				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
+									 backoff * 2;
 			}
 		}
 		if (agent < 0) {
@@ -457,7 +475,8 @@ int main(void)
 					    WIFSIGNALED(st) ? WTERMSIG(st) : 0, backoff);
 				agent = -1;
 				respawn_at = now + backoff;
-				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : backoff * 2;
+				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
+									 backoff * 2;
 			}
 			break;
 		default:
