@@ -14,6 +14,7 @@
 #include "bridge/br_sync.h"
 #include "base/b64.h"
 #include "base/jsonschema.h"
+#include "base/tool_result.h"
 #include "base/utf8.h"
 
 #define HOST_GRACE_S 10 /* the server answers this long after a command's timeout */
@@ -290,40 +291,6 @@ write_file(struct br_call *c, const json_t *args, struct err *e)
 	return out;
 }
 
-/* ---- results, shaped like the server's ---- */
-
-static json_t *
-text_result(const char *text, int is_error)
-{
-	json_t *res = json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text", text);
-
-	if (res && is_error)
-		json_object_set_new(res, "isError", json_true());
-	return res;
-}
-
-static json_t *
-error_result(const struct err *e)
-{
-	char text[700];
-
-	snprintf(text, sizeof(text), "Error (%s): %s", err_kind_name(e->kind), e->msg);
-	return text_result(text, 1);
-}
-
-static json_t *
-structured_result(json_t *obj)
-{
-	char *text = json_dumps(obj, JSON_COMPACT);
-	json_t *res = text ? text_result(text, 0) : NULL;
-
-	free(text);
-	if (res)
-		json_object_set(res, "structuredContent", obj);
-	json_decref(obj);
-	return res;
-}
-
 json_t *
 br_tools_call(struct br_call *c, const char *name, const json_t *args)
 {
@@ -346,7 +313,7 @@ br_tools_call(struct br_call *c, const char *name, const json_t *args)
 	if (obj == NULL) {
 		if (e.kind == ERR_NONE)
 			err_set(&e, ERR_INTERNAL, "tool failed");
-		return error_result(&e);
+		return tool_result_error(&e);
 	}
-	return structured_result(obj);
+	return tool_result_structured(obj);
 }

@@ -9,6 +9,7 @@
 
 #include "base/log.h"
 #include "base/mcp_version.h"
+#include "base/tool_result.h"
 #include "base/metrics.h"
 #include "service/tools.h"
 
@@ -273,7 +274,7 @@ do_tools_call(struct call_env *env, struct rpc_msg *msg, int *streamed)
 	/* Refused calls are answered at once, unstreamed. */
 	err_clear(&e);
 	if ((call = tools_prepare(&cx, tool, args, &e)) == NULL)
-		return rpc_result(msg->id, tools_error_result(&e));
+		return rpc_result(msg->id, tool_result_error(&e));
 	if (!env->in_batch && env->req && (token != NULL || tool_is_long(tool))) {
 		*streamed = tools_call_streamed(env, msg, call, token);
 		if (*streamed) {

@@ -148,17 +148,30 @@ abs_path(const char *p, const char *field, char *out, size_t n, struct err *e)
 	return 0;
 }
 
+/* The absolute form of a file argument and the running VM it is in. */
+static struct vm_host *
+file_vm(struct sbx *s, const char *account, const char *id, const char *path, char *abs, size_t an,
+    char *domain, size_t dn, struct err *e)
+{
+	struct store_row row;
+
+	if (path == NULL) {
+		err_set_field(e, "path", "path: required");
+		return NULL;
+	}
+	if (abs_path(path, "path", abs, an, e) < 0)
+		return NULL;
+	return sbx_running(s, account, id, &row, domain, dn, e);
+}
+
 int
 sbx_write_file(struct sbx *s, const char *account, const struct sbx_write_req *req,
     struct sbx_write_res *res, struct err *e)
 {
 	char domain[64];
-	struct store_row row;
 	struct vm_host *h;
 
 	memset(res, 0, sizeof(*res));
-	if (req->path == NULL || abs_path(req->path, "path", res->path, sizeof(res->path), e) < 0)
-		return -1;
 	if (req->len > GUEST_MAX_FILE) {
 		err_set_field(e, "content", "content: at most %u bytes per write", GUEST_MAX_FILE);
 		return -1;
@@ -167,7 +180,8 @@ sbx_write_file(struct sbx *s, const char *account, const struct sbx_write_req *r
 		err_set_field(e, "mode", "mode: not a file mode");
 		return -1;
 	}
-	if ((h = sbx_running(s, account, req->sandbox_id, &row, domain, sizeof(domain), e)) == NULL)
+	if ((h = file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path),
+		 domain, sizeof(domain), e)) == NULL)
 		return -1;
 	if (guest_put_file(h, domain, res->path, req->data, req->len, req->mode, req->make_parents,
 		e) < 0)
@@ -192,17 +206,15 @@ sbx_read_file(struct sbx *s, const char *account, const struct sbx_read_req *req
     struct sbx_read_res *res, struct err *e)
 {
 	char domain[64];
-	struct store_row row;
 	struct vm_host *h;
 
 	memset(res, 0, sizeof(*res));
-	if (req->path == NULL || abs_path(req->path, "path", res->path, sizeof(res->path), e) < 0)
-		return -1;
 	if (req->offset < 0) {
 		err_set_field(e, "offset", "offset: must not be negative");
 		return -1;
 	}
-	if ((h = sbx_running(s, account, req->sandbox_id, &row, domain, sizeof(domain), e)) == NULL)
+	if ((h = file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path),
+		 domain, sizeof(domain), e)) == NULL)
 		return -1;
 	if (guest_get_file(h, domain, res->path, req->offset, req->length, &res->data, &res->len,
 		&res->total, e) < 0)

@@ -72,6 +72,21 @@ out:
 	return rc;
 }
 
+int
+store_only_str(PGresult *r, const char *id, char *out, size_t n, struct err *e)
+{
+	int rc = -1;
+
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) != 1)
+		store_not_found(id, e);
+	else
+		rc = db_get_str(r, 0, 0, out, n, e);
+	PQclear(r);
+	return rc;
+}
+
 /* ---- reading sandboxes ---- */
 
 int

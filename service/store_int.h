@@ -13,6 +13,11 @@ json_t *store_text_or_null(const PGresult *r, int row, int col);
 /* An integer column as JSON: null when NULL or unreadable. */
 json_t *store_int_or_null(const PGresult *r, int row, int col);
 
+/* The first column of the only row of `r` into out, and clears `r`;
+ * ERR_NOT_FOUND naming sandbox `id` when there is no row; -1 also when `r`
+ * is NULL (its error is already in `e`). */
+int store_only_str(PGresult *r, const char *id, char *out, size_t n, struct err *e);
+
 /* Reads one row into `elem`: 0 kept, 1 left out, -1 with `e` set. */
 typedef int (*store_row_fn)(const PGresult *r, int row, void *elem, struct err *e);
 

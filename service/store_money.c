@@ -10,20 +10,11 @@ int
 store_account_of(PGconn *c, const char *id, char *account, size_t n, struct err *e)
 {
 	const char *p[1] = { id };
-	PGresult *r = db_conn_query(c,
-	    "SELECT coalesce(account_id::text, '') FROM sandboxes"
-	    " WHERE id = $1",
-	    1, p, e);
-	int rc = -1;
 
-	if (r == NULL)
-		return -1;
-	if (PQntuples(r) != 1)
-		store_not_found(id, e);
-	else
-		rc = db_get_str(r, 0, 0, account, n, e);
-	PQclear(r);
-	return rc;
+	return store_only_str(
+	    db_conn_query(c, "SELECT coalesce(account_id::text, '') FROM sandboxes WHERE id = $1",
+		1, p, e),
+	    id, account, n, e);
 }
 
 int
@@ -88,7 +79,6 @@ store_add_paid(PGconn *c, const char *id, int minutes, long long cost, int minut
 	char mins[16], costs[24], sec[16];
 	const char *p[4] = { id, mins, costs, sec };
 	PGresult *r;
-	int rc = -1;
 
 	snprintf(mins, sizeof(mins), "%d", minutes);
 	snprintf(costs, sizeof(costs), "%lld", cost);
@@ -99,14 +89,7 @@ store_add_paid(PGconn *c, const char *id, int minutes, long long cost, int minut
 	    " expires_at = expires_at + make_interval(secs => $2::int * $4::int)"
 	    " WHERE id = $1 RETURNING " STORE_TS("expires_at"),
 	    4, p, e);
-	if (r == NULL)
-		return -1;
-	if (PQntuples(r) != 1)
-		store_not_found(id, e);
-	else
-		rc = db_get_str(r, 0, 0, expires, n, e);
-	PQclear(r);
-	return rc;
+	return store_only_str(r, id, expires, n, e);
 }
 
 int

@@ -10,6 +10,7 @@
 #include "base/jsonschema.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "base/tool_result.h"
 #include "service/tool_impl.h"
 
 /* A catalogue entry: the published definition and its implementation. */
@@ -225,40 +226,6 @@ tools_output_schema(const char *name)
 	return t ? json_object_get(tool_at(t->index), "outputSchema") : NULL;
 }
 
-static json_t *
-text_result(const char *text, int is_error)
-{
-	json_t *res = json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text", text);
-
-	if (res && is_error)
-		json_object_set_new(res, "isError", json_true());
-	return res;
-}
-
-json_t *
-tools_error_result(const struct err *e)
-{
-	char text[700];
-
-	snprintf(text, sizeof(text), "Error (%s): %s", err_kind_name(e->kind), e->msg);
-	return text_result(text, 1);
-}
-
-static json_t *
-structured_result(json_t *obj)
-{
-	char *text = json_dumps(obj, JSON_COMPACT);
-	json_t *res = NULL;
-
-	if (text != NULL)
-		res = text_result(text, 0);
-	free(text);
-	if (res)
-		json_object_set(res, "structuredContent", obj);
-	json_decref(obj);
-	return res;
-}
-
 static void
 no_key_error(const struct call_ctx *cx, const char *name, struct err *e)
 {
@@ -396,5 +363,5 @@ tools_call_prepared(struct call_ctx *cx, struct tool_call *c)
 	err_clear(&e);
 	obj = tool_call_run(cx, c, &e);
 	tools_count_call(cx, tool_name(c->tool), t0, obj ? ERR_NONE : e.kind);
-	return obj ? structured_result(obj) : tools_error_result(&e);
+	return obj ? tool_result_structured(obj) : tool_result_error(&e);
 }

@@ -88,7 +88,4 @@ json_t *tools_run(struct call_ctx *cx, const struct tool *t, const json_t *args,
  * Clears `e` first. */
 json_t *tools_invoke(struct call_ctx *cx, const char *name, const json_t *args, struct err *e);
 
-/* A CallToolResult for an error, naming the field when there is one. */
-json_t *tools_error_result(const struct err *e);
-
 #endif

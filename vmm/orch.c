@@ -721,32 +721,33 @@ orch_net_ensure(struct orch *o, struct err *e)
 	return netguard_ensure(orch_qemu_uid(o), e);
 }
 
+/* The host of sandbox `id` and its domain name, or NULL with `e` set. */
+static struct vm_host *
+domain_of(struct orch *o, const char *uri, const char *id, char *domain, size_t n, struct err *e)
+{
+	struct vm_host *h = host_or_err(o, uri, e);
+
+	if (h != NULL)
+		orch_domain_name(id, domain, n);
+	return h;
+}
+
 int
 orch_vm_exists(struct orch *o, const char *uri, const char *id, struct err *e)
 {
-	struct vm_host *h = orch_host_by_uri(o, uri);
 	char domain[64];
+	struct vm_host *h = domain_of(o, uri, id, domain, sizeof(domain), e);
 
-	if (h == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "host %s is not served by this instance", uri);
-		return -1;
-	}
-	orch_domain_name(id, domain, sizeof(domain));
-	return vm_exists(h, domain, e);
+	return h ? vm_exists(h, domain, e) : -1;
 }
 
 int
 orch_vm_stats(struct orch *o, const char *uri, const char *id, struct vm_stats *out, struct err *e)
 {
-	struct vm_host *h = orch_host_by_uri(o, uri);
 	char domain[64];
+	struct vm_host *h = domain_of(o, uri, id, domain, sizeof(domain), e);
 
-	if (h == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "host %s is not served by this instance", uri);
-		return -1;
-	}
-	orch_domain_name(id, domain, sizeof(domain));
-	return vm_stats(h, domain, out, e);
+	return h ? vm_stats(h, domain, out, e) : -1;
 }
 
 void
