@@ -45,5 +45,25 @@ int tool_arg_int(const json_t *args, const char *name, long long def, long long 
 int tool_arg_bool(const json_t *args, const char *name, int def, int *out, struct err *e);
 /* NULL when absent; -1 when present and not a string. */
 int tool_arg_str(const json_t *args, const char *name, const char **out, struct err *e);
+/* tool_arg_int into an int. */
+int tool_arg_int32(const json_t *args, const char *name, int def, int min, int max, int *out,
+    struct err *e);
+/* A string the schema requires: -1 naming the field when absent. */
+int tool_arg_need(const json_t *args, const char *name, const char **out, struct err *e);
+
+struct sbx;
+/* The sandbox service, or NULL with ERR_UNAVAILABLE (no VM layer). */
+struct sbx *tool_sbx(struct call_ctx *cx, struct err *e);
+/* A progress callback forwarding to the call's sink (ctx is the call). */
+void tool_progress(void *ctx, double progress, double total, const char *message);
+/* Bytes as JSON text: invalid UTF-8 becomes U+FFFD; "" when out of memory. */
+json_t *tool_text_of(const char *data, size_t len);
+
+/* write_file and read_file (tool_files.c). */
+int tool_write_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err *e);
+json_t *tool_write_run(struct call_ctx *cx, void *req, struct err *e);
+void tool_write_release(void *req);
+int tool_read_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err *e);
+json_t *tool_read_run(struct call_ctx *cx, void *req, struct err *e);
 
 #endif
