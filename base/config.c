@@ -73,6 +73,13 @@ static const struct cfg_entry cfg_table[] = {
 	    "An idle SSE stream gets a keep-alive comment this often, in seconds." },
 	{ "AAS_SESSION_IDLE_S", CFG_INT, "86400", 60, 2592000, F(session_idle_s),
 	    "An MCP session unused this long ends." },
+	{ "AAS_ANON_SESSION_IDLE_S", CFG_INT, "300", 120, 86400, F(anon_session_idle_s),
+	    "An MCP session opened without a key ends when unused this long, and is deleted." },
+	{ "AAS_MAX_ANON_SESSIONS", CFG_INT, "10000", 10, 10000000, F(max_anon_sessions),
+	    "MCP sessions opened without a key kept at once; a new one deletes the least "
+	    "recently used beyond this." },
+	{ "AAS_MAX_SESSIONS_PER_ACCOUNT", CFG_INT, "1000", 1, 1000000, F(max_sessions_per_account),
+	    "Open MCP sessions one account may have; initialize beyond it is refused." },
 	{ "AAS_FREE_CREDIT", CFG_LLONG, "200000", 0, 1000000000000LL, F(free_credit),
 	    "Credit granted to every new account, in micro-USD." },
 	{ "AAS_BILLING_MINUTE_S", CFG_INT, "60", 1, 60, F(minute_s),

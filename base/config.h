@@ -29,6 +29,9 @@ struct config {
 	int conn_timeout_s;
 	int sse_keepalive_s;
 	int session_idle_s;
+	int anon_session_idle_s;
+	int max_anon_sessions;
+	int max_sessions_per_account;
 	/* Money is integer micro-USD everywhere. */
 	long long free_credit;
 	int minute_s; /* length of a billed minute */

@@ -190,11 +190,13 @@ static int
 load_session(struct http_req *req, struct mcp *m, struct mcp_job *job, struct call_env *env,
     int has_account)
 {
+	struct sess_limits lim;
 	struct err e;
 
 	err_clear(&e);
-	if (sess_lookup_cached(m->app->db, m->app->sessions, job->session,
-		m->app->cfg.session_idle_s, &env->sess, &e) < 0 ||
+	sess_limits_from(&m->app->cfg, &lim);
+	if (sess_lookup_cached(m->app->db, m->app->sessions, &lim, job->session, &env->sess, &e) <
+		0 ||
 	    /* A session opened with one account's key is not another's. */
 	    (has_account && env->sess.account_id[0] &&
 		strcmp(env->sess.account_id, env->account_id) != 0)) {

@@ -132,6 +132,7 @@ do_initialize(struct call_env *env, struct rpc_msg *msg, char *new_session, stru
 	json_t *params = msg->params;
 	const char *asked = json_string_value(json_object_get(params, "protocolVersion"));
 	json_t *client = json_object_get(params, "clientInfo");
+	struct sess_limits lim;
 	const char *version;
 
 	if (!json_is_object(params) || asked == NULL) {
@@ -139,10 +140,14 @@ do_initialize(struct call_env *env, struct rpc_msg *msg, char *new_session, stru
 		return NULL;
 	}
 	version = mcp_version_supported(asked) ? asked : mcp_version_at(0);
-	if (sess_create(env->m->app->db, version, env->account_id,
+	sess_limits_from(&env->m->app->cfg, &lim);
+	if (sess_create(env->m->app->db, &lim, version, env->account_id,
 		json_string_value(json_object_get(client, "name")),
-		json_string_value(json_object_get(client, "version")), new_session, e) < 0)
+		json_string_value(json_object_get(client, "version")), new_session, e) < 0) {
+		/* No session was made: no Mcp-Session-Id goes out. */
+		new_session[0] = '\0';
 		return NULL;
+	}
 	/* One member of the result a line. */
 	/* clang-format off */
 	return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s, s:s}, s:s}",

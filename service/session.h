@@ -4,6 +4,7 @@
 #define AAS_SESSION_H
 
 #include "service/accounts.h"
+#include "base/config.h"
 #include "base/db.h"
 #include "base/ttlmap.h"
 
@@ -17,15 +18,32 @@ struct sess_info {
 /* 1 when `id` has the shape of a session id (so junk never hits the db). */
 int sess_id_valid(const char *id);
 
-int sess_create(struct db *db, const char *protocol_version, const char *account_id,
-    const char *client_name, const char *client_version, char id[SESS_ID_LEN + 1], struct err *e);
-/* ERR_NOT_FOUND when unknown, ended, or idle longer than idle_s. */
-int sess_lookup(struct db *db, const char *id, int idle_s, struct sess_info *out, struct err *e);
+/* How long sessions live and how many there may be (from configuration). */
+struct sess_limits {
+	int idle_s;          /* a session with a key */
+	int anon_idle_s;     /* one without */
+	int max_anon;        /* anonymous sessions kept at once */
+	int max_per_account; /* open sessions of one account */
+};
+
+/* The limits configuration sets. */
+void sess_limits_from(const struct config *cfg, struct sess_limits *out);
+
+/* A new session. An anonymous one deletes expired anonymous sessions and
+ * the least recently used beyond max_anon; one with a key is refused with
+ * ERR_LIMIT naming AAS_MAX_SESSIONS_PER_ACCOUNT when the account has
+ * max_per_account open already (ended and expired ones are deleted). */
+int sess_create(struct db *db, const struct sess_limits *lim, const char *protocol_version,
+    const char *account_id, const char *client_name, const char *client_version,
+    char id[SESS_ID_LEN + 1], struct err *e);
+/* ERR_NOT_FOUND when unknown, ended, or idle longer than its limit. */
+int sess_lookup(struct db *db, const struct sess_limits *lim, const char *id, struct sess_info *out,
+    struct err *e);
 /* sess_lookup through a cache of recent answers (cache may be NULL). A
  * cached answer is at most the cache's TTL old; ended sessions leave the
  * cache through database notifications. */
-int sess_lookup_cached(struct db *db, struct ttl_map *cache, const char *id, int idle_s,
-    struct sess_info *out, struct err *e);
+int sess_lookup_cached(struct db *db, struct ttl_map *cache, const struct sess_limits *lim,
+    const char *id, struct sess_info *out, struct err *e);
 /* 1 when the cache holds the session (no database access). */
 int sess_cache_peek(struct ttl_map *cache, const char *id, struct sess_info *out);
 

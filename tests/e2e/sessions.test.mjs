@@ -2,18 +2,30 @@
 // session the first one created; a database restart is survived.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { startAasd, newAccount, post, openSession, devdb, sleep, PROTOCOL } from './lib/harness.mjs';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { startAasd, newAccount, post, openSession, initializeBody, devdb, sleep, PROTOCOL,
+  DB_URL } from './lib/harness.mjs';
+
+const run = promisify(execFile);
+async function psql(sql) {
+  const { stdout } = await run('psql', [DB_URL, '-tAX', '-v', 'ON_ERROR_STOP=1', '-c', sql]);
+  return stdout.trim();
+}
 
 let a;
 let b;
+let bounded; // an aasd with small session limits
 
 before(async () => {
   a = await startAasd();
   b = await startAasd();
+  bounded = await startAasd({ AAS_MAX_ANON_SESSIONS: '10', AAS_MAX_SESSIONS_PER_ACCOUNT: '3' });
 });
 after(async () => {
   await a?.stop();
   await b?.stop();
+  await bounded?.stop();
 });
 
 const rpc = (method, id = 1) => ({ jsonrpc: '2.0', id, method });
@@ -71,4 +83,46 @@ test('PostgreSQL restarted while aasd runs: clean failures, then service again',
   assert.equal((await fetch(`${a.url}/healthz`)).status, 200);
   assert.ok(a.proc.exitCode === null, 'aasd is still running');
   await sleep(10);
+});
+
+test('a loop of anonymous initializes keeps at most AAS_MAX_ANON_SESSIONS rows, newest first', async () => {
+  const sids = [];
+  for (let i = 0; i < 40; i++) sids.push(await openSession(bounded.mcpUrl));
+  const rows = Number(await psql('SELECT count(*) FROM mcp_sessions WHERE account_id IS NULL'));
+  assert.ok(rows <= 10, `${rows} anonymous sessions kept`);
+  // Asked through another aasd, whose cache has never seen them: the
+  // oldest is gone, the newest is served.
+  const ping = (sid) => post(b.mcpUrl, rpc('ping'), { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': PROTOCOL });
+  assert.equal((await ping(sids[0])).status, 404);
+  assert.equal((await ping(sids[39])).status, 200);
+});
+
+test('an anonymous session idle longer than AAS_ANON_SESSION_IDLE_S ends; a keyed one does not', async () => {
+  const acct = await newAccount();
+  const anon = await openSession(a.mcpUrl);
+  const keyed = await openSession(a.mcpUrl, { 'x-api-key': acct.api_key });
+  await psql(`UPDATE mcp_sessions SET last_seen_at = now() - interval '10 minutes' WHERE id IN ('${anon}', '${keyed}')`);
+  const H = (sid) => ({ 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': PROTOCOL });
+  assert.equal((await post(b.mcpUrl, rpc('ping'), H(anon))).status, 404);
+  assert.equal((await post(b.mcpUrl, rpc('ping'), { ...H(keyed), 'x-api-key': acct.api_key })).status, 200);
+});
+
+test('an account beyond AAS_MAX_SESSIONS_PER_ACCOUNT is refused with a clear error, until one ends', async () => {
+  const acct = await newAccount();
+  const K = { 'x-api-key': acct.api_key };
+  const sids = [];
+  for (let i = 0; i < 3; i++) sids.push(await openSession(bounded.mcpUrl, K));
+  const r = await post(bounded.mcpUrl, initializeBody(), K);
+  assert.equal(r.json?.error?.code !== undefined, true, r.text);
+  assert.match(r.json.error.message, /AAS_MAX_SESSIONS_PER_ACCOUNT=3/);
+  assert.equal(r.headers.get('mcp-session-id'), null);
+  assert.equal(Number(await psql(`SELECT count(*) FROM mcp_sessions WHERE account_id = '${acct.account_id}'`)), 3);
+  // Another account is not affected.
+  const other = await newAccount();
+  await openSession(bounded.mcpUrl, { 'x-api-key': other.api_key });
+  // Ending one makes room.
+  const d = await fetch(bounded.mcpUrl, { method: 'DELETE',
+    headers: { 'Mcp-Session-Id': sids[0], 'MCP-Protocol-Version': PROTOCOL, ...K } });
+  assert.equal(d.status, 200);
+  await openSession(bounded.mcpUrl, K);
 });
