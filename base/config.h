@@ -24,6 +24,9 @@ struct config {
 	int log_level;
 	int http_threads;
 	int workers;
+	int max_calls_per_key;
+	int max_queued_per_key;
+	int queue_wait_s;
 	long long max_body_bytes;
 	int db_pool_size;
 	int conn_timeout_s;

@@ -32,9 +32,9 @@ struct work_pool {
 	pthread_mutex_t lock;
 	pthread_cond_t ready;
 	pthread_cond_t timer_wake;
-	struct work_key *keys;     /* every live key */
-	struct work_key *turn;     /* the key whose turn comes next */
-	size_t cap, count;         /* jobs waiting, in all keys */
+	struct work_key *keys; /* every live key */
+	struct work_key *turn; /* the key whose turn comes next */
+	size_t cap, count;     /* jobs waiting, in all keys */
 	struct work_limits lim;
 	int stopping;
 	int n_threads;
@@ -276,8 +276,8 @@ work_free(struct work_pool *pool)
 }
 
 int
-work_submit_key(struct work_pool *pool, const char *key, void (*fn)(void *),
-    void (*expire)(void *), void *arg)
+work_submit_key(struct work_pool *pool, const char *key, void (*fn)(void *), void (*expire)(void *),
+    void *arg)
 {
 	struct work_item *it = calloc(1, sizeof(*it));
 	struct work_key *k;
@@ -301,7 +301,8 @@ work_submit_key(struct work_pool *pool, const char *key, void (*fn)(void *),
 		why = "stopping";
 	else if (pool->count >= pool->cap)
 		why = "queue full";
-	else if (k && key[0] && pool->lim.per_key_queued > 0 && k->queued >= pool->lim.per_key_queued)
+	else if (k && key[0] && pool->lim.per_key_queued > 0 &&
+	    k->queued >= pool->lim.per_key_queued)
 		why = "this key's queue is full";
 	else if (k == NULL && (k = calloc(1, sizeof(*k))) != NULL) {
 		/* A new key, named and linked. */

@@ -16,9 +16,9 @@
 struct work_pool;
 
 struct work_limits {
-	size_t per_key_running;    /* jobs of one key running at once; 0: no limit */
-	size_t per_key_queued;     /* jobs of one key waiting; 0: no limit */
-	long long max_wait_ms;     /* a job not started this long expires; 0: never */
+	size_t per_key_running; /* jobs of one key running at once; 0: no limit */
+	size_t per_key_queued;  /* jobs of one key waiting; 0: no limit */
+	long long max_wait_ms;  /* a job not started this long expires; 0: never */
 };
 
 /* `threads` workers and at most `max_queue` waiting jobs in all. */

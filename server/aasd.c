@@ -217,6 +217,17 @@ main(int argc, char **argv)
 	if (mcp != NULL)
 		rest = rest_new(app, &e);
 	work = work_new(cfg.workers, WORK_QUEUE_MAX, &e);
+	if (work != NULL) {
+		struct work_limits lim = {
+			.per_key_running = (size_t)cfg.max_calls_per_key,
+			.per_key_queued = (size_t)cfg.max_queued_per_key,
+			.max_wait_ms = (long long)cfg.queue_wait_s * 1000,
+		};
+		if (work_set_limits(work, &lim, &e) < 0) {
+			work_free(work);
+			work = NULL;
+		}
+	}
 	if (mcp == NULL || card == NULL || metrics == NULL || rest == NULL || work == NULL) {
 		log_error("start: %s", e.msg);
 		goto out;

@@ -1,8 +1,11 @@
 /* auth.c - header parsing for API keys. */
 #include "server/auth.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
+
+#include "base/keys.h"
 
 static const char *
 trim(const char *s, size_t *len)
@@ -76,4 +79,19 @@ auth_extract(const char *authorization, const char *x_api_key, const char **key,
 		return AUTH_KEY;
 	}
 	return AUTH_NO_KEY;
+}
+
+void
+auth_work_key(const char *authorization, const char *x_api_key, char *out, size_t n)
+{
+	char hash[KEY_HASH_HEX_LEN + 1];
+	const char *key, *why;
+	size_t keylen;
+
+	if (auth_extract(authorization, x_api_key, &key, &keylen, &why) != AUTH_KEY) {
+		snprintf(out, n, "anon");
+		return;
+	}
+	key_hash_hex(key, keylen, hash, sizeof(hash));
+	snprintf(out, n, "k:%.32s", hash);
 }

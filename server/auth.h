@@ -18,4 +18,10 @@ enum auth_found {
 enum auth_found auth_extract(const char *authorization, const char *x_api_key, const char **key,
     size_t *keylen, const char **why);
 
+/* The key a request's work queues under (http_defer_as): "k:" and part
+ * of the hash of the API key it carries, or "anon" without one. Never the
+ * key itself. `out` holds at least AUTH_WORK_KEY_LEN + 1 bytes. */
+#define AUTH_WORK_KEY_LEN 34
+void auth_work_key(const char *authorization, const char *x_api_key, char *out, size_t n);
+
 #endif

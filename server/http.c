@@ -23,7 +23,7 @@
 #define HTTP_MAX_QUERY 16384
 #define HTTP_MAX_OUT_HEADERS 12
 #define HTTP_MAX_CONNECTIONS 4096
-#define HTTP_WORK_QUEUE_TIMEOUT_STATUS 503
+#define HTTP_BUSY_RETRY_S 1 /* Retry-After of a busy answer */
 
 enum req_state { REQ_NEW, REQ_DEFERRED, REQ_READY, REQ_QUEUED };
 
@@ -65,6 +65,7 @@ struct http_req {
 	void *arg;
 	void (*drop)(void *arg);
 	struct deferred *deferred;
+	char work_key[WORK_KEY_MAX + 1]; /* whose turn the work takes ("": internal) */
 };
 
 /* A job on the worker pool. It outlives the request when the reply went
@@ -74,6 +75,7 @@ struct deferred {
 	struct http_req *req;
 	http_deferred_fn fn;
 	void *arg;
+	void (*drop)(void *arg);
 	int sent;
 };
 
@@ -290,6 +292,33 @@ deferred_main(void *p)
 	if (!d->sent)
 		http_send_now(d->req);
 	free(d);
+}
+
+/* The job waited too long for a worker (its key had too much running):
+ * it never runs, and the client is told to retry. On the pool's timer. */
+static void
+deferred_expire(void *p)
+{
+	struct deferred *d = p;
+	struct http_req *req = d->req;
+	char after[16];
+
+	if (d->drop)
+		d->drop(d->arg);
+	snprintf(after, sizeof(after), "%d", HTTP_BUSY_RETRY_S);
+	http_add_header(req, "Retry-After", after);
+	http_reply_error(req, 429, "busy",
+	    "too many calls of this API key are in progress; retry shortly");
+	http_send_now(req);
+	free(d);
+}
+
+void
+http_defer_as(struct http_req *req, const char *key, http_deferred_fn fn, void *arg,
+    void (*drop)(void *arg))
+{
+	snprintf(req->work_key, sizeof(req->work_key), "%s", key ? key : "");
+	http_defer(req, fn, arg, drop);
 }
 
 void
@@ -573,17 +602,23 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 			d->req = req;
 			d->fn = req->fn;
 			d->arg = req->arg;
+			d->drop = req->drop;
 			req->deferred = d;
 			/* Park first, then hand off: the worker's resume can
 			 * never precede the suspend. */
 			MHD_suspend_connection(conn);
-			if (work_submit(srv->work, deferred_main, d) < 0) {
+			if (work_submit_key(srv->work, req->work_key, deferred_main,
+				deferred_expire, d) < 0) {
+				char after[16];
 				req->deferred = NULL;
 				free(d);
 				if (req->drop)
 					req->drop(req->arg);
-				http_reply_error(req, HTTP_WORK_QUEUE_TIMEOUT_STATUS, "busy",
-				    "server busy, retry shortly");
+				snprintf(after, sizeof(after), "%d", HTTP_BUSY_RETRY_S);
+				http_add_header(req, "Retry-After", after);
+				http_reply_error(req, 429, "busy",
+				    "too many calls are waiting (for this API key, or in all); "
+				    "retry shortly");
 				req->state = REQ_READY;
 				MHD_resume_connection(conn);
 			}

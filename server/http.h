@@ -93,6 +93,11 @@ struct sse *http_reply_sse(struct http_req *req, int status);
 typedef void (*http_deferred_fn)(struct http_req *req, void *arg);
 /* `drop` (may be NULL) frees arg when the work cannot be queued (503). */
 void http_defer(struct http_req *req, http_deferred_fn fn, void *arg, void (*drop)(void *arg));
+/* http_defer taking its turn under `key` (a credential: auth_work_key):
+ * the pool's per-key limits apply, and work that cannot start in time is
+ * answered 429 busy with Retry-After (drop frees arg). */
+void http_defer_as(struct http_req *req, const char *key, http_deferred_fn fn, void *arg,
+    void (*drop)(void *arg));
 void http_send_now(struct http_req *req);
 
 #endif

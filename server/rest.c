@@ -269,10 +269,16 @@ handle(struct http_req *req, void *ctx)
 	}
 	job->r = rp->r;
 	job->op = op;
-	if (op->flags & REST_ANON)
+	if (op->flags & REST_ANON) {
 		run_op(req, job);
-	else
-		http_defer(req, run_op, job, job_drop);
+	} else {
+		/* Work takes its turn under the caller's credential. */
+		char key[AUTH_WORK_KEY_LEN + 1];
+
+		auth_work_key(http_header(req, "Authorization"), http_header(req, "x-api-key"), key,
+		    sizeof(key));
+		http_defer_as(req, key, run_op, job, job_drop);
+	}
 }
 
 /* ---- set-up ---- */

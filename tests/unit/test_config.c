@@ -118,7 +118,10 @@ test_defaults(void **state)
 	assert_int_equal(cfg.n_allowed_origins, 0);
 	assert_int_equal(cfg.log_level, LOG_LEVEL_INFO);
 	assert_int_equal(cfg.http_threads, 2);
-	assert_int_equal(cfg.workers, 16);
+	assert_int_equal(cfg.workers, 64);
+	assert_int_equal(cfg.max_calls_per_key, 4);
+	assert_int_equal(cfg.max_queued_per_key, 32);
+	assert_int_equal(cfg.queue_wait_s, 10);
 	assert_int_equal(cfg.max_body_bytes, 16777216);
 	assert_int_equal(cfg.db_pool_size, 8);
 	assert_int_equal(cfg.conn_timeout_s, 120);
@@ -286,8 +289,8 @@ test_bad_ints(void **state)
 	    "AAS_MAX_BODY_BYTES: invalid value; expected an integer from 1024 to 268435456");
 	expect_bad("AAS_MAX_BODY_BYTES", "268435457", NULL);
 	expect_bad("AAS_MAX_BODY_BYTES", " 2048", NULL);
-	expect_bad("AAS_WORKERS", "257",
-	    "AAS_WORKERS: invalid value; expected an integer from 1 to 256");
+	expect_bad("AAS_WORKERS", "1025",
+	    "AAS_WORKERS: invalid value; expected an integer from 1 to 1024");
 	expect_bad("AAS_CONN_TIMEOUT_S", "4", NULL);
 	expect_bad("AAS_FREE_CREDIT", "-1", NULL);
 	expect_bad("AAS_PRICE_SMALL", "100000001", NULL);

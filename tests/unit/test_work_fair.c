@@ -19,7 +19,7 @@ struct gate {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int open;
-	int inside;                /* jobs waiting at the gate now */
+	int inside; /* jobs waiting at the gate now */
 };
 
 static struct gate gate = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
@@ -165,7 +165,7 @@ test_per_key_running_limit(void **state)
 		assert_int_equal(work_submit_key(pool, "key-a", gated_fn, NULL, NULL), 0);
 	wait_until(gate_inside, 2);
 	usleep(50000);
-	assert_int_equal(gate_inside(), 2);       /* never more than 2 of a's */
+	assert_int_equal(gate_inside(), 2); /* never more than 2 of a's */
 	assert_int_equal(work_pending(pool), 2);
 	/* Two free threads: b runs at once, while a's stay at the gate. */
 	assert_int_equal(work_submit_key(pool, "key-b", record_fn, NULL, (void *)&b), 0);
@@ -229,7 +229,8 @@ test_waiting_job_expires(void **state)
 	assert_int_equal(work_submit_key(pool, "key-a", gated_fn, NULL, NULL), 0);
 	wait_until(gate_inside, 1);
 	for (int i = 0; i < 3; i++)
-		assert_int_equal(work_submit_key(pool, "key-a", record_fn, expire_fn, (void *)&a), 0);
+		assert_int_equal(work_submit_key(pool, "key-a", record_fn, expire_fn, (void *)&a),
+		    0);
 	for (int i = 0; i < 100; i++) {
 		pthread_mutex_lock(&order_lock);
 		expired = expired_n;

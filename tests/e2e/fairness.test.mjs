@@ -1,0 +1,104 @@
+// One tenant cannot starve another: calls queue per API key, keys take
+// turns, a key runs only AAS_MAX_CALLS_PER_KEY calls at once and queues only
+// AAS_MAX_QUEUED_PER_KEY more, and a call that cannot start in time is
+// answered 429 busy with Retry-After instead of waiting behind hour-long
+// commands. Account A fills its share with long commands; account B's
+// calls are answered while A's still run.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { startAasd, newAccount, vmEnv, post, initializeBody, PROTOCOL } from './lib/harness.mjs';
+
+const RUNNING = 2;   // AAS_MAX_CALLS_PER_KEY
+const QUEUED = 2;    // AAS_MAX_QUEUED_PER_KEY
+const WAIT_S = 3;    // AAS_QUEUE_WAIT_S
+const SLEEP_S = 20;  // how long A's commands run
+
+let aasd;
+let a;
+let b;
+let sbx;
+
+async function rest(method, p, key, body) {
+  const r = await fetch(`${aasd.url}${p}`, {
+    method,
+    headers: { 'x-api-key': key, ...(body ? { 'Content-Type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await r.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* not JSON */ }
+  return { status: r.status, headers: r.headers, json, text, at: Date.now() };
+}
+
+before(async () => {
+  aasd = await startAasd(vmEnv('fair', {
+    AAS_WORKERS: '8',
+    AAS_MAX_CALLS_PER_KEY: String(RUNNING),
+    AAS_MAX_QUEUED_PER_KEY: String(QUEUED),
+    AAS_QUEUE_WAIT_S: String(WAIT_S),
+  }));
+  a = await newAccount();
+  b = await newAccount();
+  const r = await rest('POST', '/v1/sandboxes', a.api_key, { size: 'small', timeout_minutes: 10 });
+  assert.equal(r.status, 201, r.text);
+  sbx = r.json.sandbox_id;
+});
+
+after(async () => {
+  if (sbx) await rest('DELETE', `/v1/sandboxes/${sbx}`, a.api_key).catch(() => {});
+  await aasd?.stop();
+});
+
+test('a key over its share waits its turn or gets 429 busy; another key is served meanwhile', async () => {
+  const started = Date.now();
+  // RUNNING run, QUEUED wait (and expire), the rest are refused at once.
+  const total = RUNNING + QUEUED + 2;
+  const long = [];
+  for (let i = 0; i < total; i++) {
+    long.push(rest('POST', `/v1/sandboxes/${sbx}/commands`, a.api_key,
+      { command: `sleep ${SLEEP_S}`, timeout_seconds: SLEEP_S + 30 }));
+  }
+  // B's calls go through while A's share is full.
+  await new Promise((r) => setTimeout(r, 1000));
+  const usage = await rest('GET', '/v1/usage', b.api_key);
+  assert.equal(usage.status, 200, usage.text);
+  const list = await rest('GET', '/v1/sandboxes', b.api_key);
+  assert.equal(list.status, 200, list.text);
+  const results = await Promise.all(long);
+  // B was answered before any of A's long commands ended.
+  const firstDone = Math.min(...results.filter((r) => r.status === 200).map((r) => r.at));
+  assert.ok(list.at < firstDone, 'B waited for A');
+  const ok = results.filter((r) => r.status === 200);
+  const busy = results.filter((r) => r.status === 429);
+  assert.equal(ok.length, RUNNING, results.map((r) => `${r.status} ${r.text.slice(0, 80)}`).join('\n'));
+  assert.equal(busy.length, total - RUNNING);
+  for (const r of busy) {
+    assert.equal(r.json.error.code, 'busy');
+    assert.equal(r.headers.get('retry-after'), '1');
+  }
+  for (const r of ok) assert.equal(r.json.exit_code, 0);
+  // The queued ones were refused after waiting about AAS_QUEUE_WAIT_S, the
+  // rest at once: none of them waited for a long command to end.
+  for (const r of busy) assert.ok(r.at - started < SLEEP_S * 1000, 'a busy answer came late');
+  // Once A's share is free again, A is served normally.
+  const again = await rest('POST', `/v1/sandboxes/${sbx}/commands`, a.api_key, { command: 'true' });
+  assert.equal(again.status, 200, again.text);
+});
+
+test('on /v1/mcp a busy call is HTTP 429 with a JSON-RPC error', async () => {
+  const K = { 'x-api-key': a.api_key };
+  const init = await post(aasd.mcpUrl, initializeBody(), K);
+  const sid = init.headers.get('mcp-session-id');
+  const H = { ...K, 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': PROTOCOL };
+  const call = (id) => post(aasd.mcpUrl, { jsonrpc: '2.0', id, method: 'tools/call',
+    params: { name: 'run_command', arguments: { sandbox_id: sbx, command: 'sleep 8' } } }, H);
+  const all = await Promise.all([1, 2, 3, 4, 5, 6].map(call));
+  const busy = all.filter((r) => r.status === 429);
+  assert.ok(busy.length >= 1, all.map((r) => r.status).join(','));
+  for (const r of busy) {
+    assert.equal(r.json.jsonrpc, '2.0');
+    assert.equal(r.json.error.code, -32000);
+    assert.match(r.json.error.message, /retry/);
+    assert.equal(r.headers.get('retry-after'), '1');
+  }
+});
