@@ -34,6 +34,7 @@ struct sfx_opts {
 	const char *net;      /* AAS_NET; NULL: "on" (the fake rule is in place) */
 	long long max_output; /* AAS_MAX_OUTPUT_BYTES; 0: SFX_MAX_OUTPUT */
 	int max_live;         /* AAS_MAX_LIVE_SANDBOXES; 0: the default */
+	int db_pool;          /* AAS_DB_POOL; 0: 4 */
 	const char *warm;     /* AAS_WARM_POOL; NULL: none */
 };
 
