@@ -24,7 +24,7 @@ reap_destroy(void *ctx, const char *id, const char *host)
 	struct err e;
 
 	err_clear(&e);
-	return sbx_finish_destroy(ctx, id, host, "destroyed", NULL, &e);
+	return sbx_finish_destroy(ctx, id, host, STORE_END_EXPIRED, &e);
 }
 
 /* The VM layer, given the part of the daemon's configuration it reads. */
@@ -331,15 +331,12 @@ sbx_destroy(struct sbx *s, const char *account, const char *id, struct err *e)
 	if (strcmp(row.state, "destroyed") != 0 && strcmp(row.state, "failed") != 0) {
 		if (store_mark_destroying(s->app->db, id, account, s->instance, e) < 0)
 			return NULL;
-		if (sbx_finish_destroy(s, id, row.host, "destroyed", NULL, e) < 0)
+		if (sbx_finish_destroy(s, id, row.host, STORE_END_DESTROYED, e) < 0)
 			return NULL;
 	}
 	json_t *out = store_sandbox_json(s->app->db, account, id, e);
 	struct bill_settlement st;
-	if (out &&
-	    settle_sandbox(s->app->db, s->app->cfg.minute_s, id,
-		strcmp(row.state, "failed") == 0 || strcmp(row.state, "creating") == 0, &st,
-		e) == 0) {
+	if (out && settle_sandbox(s->app->db, s->app->cfg.minute_s, id, 0, &st, e) == 0) {
 		json_object_set_new(out, "minutes_used", json_integer(st.minutes_used));
 		json_object_set_new(out, "charged", json_integer(st.charged));
 		json_object_set_new(out, "refunded", json_integer(st.refunded));

@@ -57,9 +57,10 @@ enum vm_net sbx_net_parse(const char *name);
 json_t *sbx_ports_json(struct sbx *s, const char *id, struct err *e);
 /* Forgets a sandbox's ports (its forwards went with its VM). */
 void sbx_ports_drop(struct sbx *s, const char *id);
-/* Destroys a sandbox's VM and marks the row destroyed (or failed). */
-int sbx_finish_destroy(struct sbx *s, const char *id, const char *host, const char *final_state,
-    const char *reason, struct err *e);
+/* Destroys a sandbox's VM, marks the row destroyed for `end` (unless it
+ * already has an end reason) and settles it. */
+int sbx_finish_destroy(struct sbx *s, const char *id, const char *host, enum store_end end,
+    struct err *e);
 void *sbx_maint_main(void *arg);
 /* Background commands still marked running: asks the guest once each. */
 void sbx_refresh_commands(struct sbx *s, const char *id, const char *host);

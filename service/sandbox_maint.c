@@ -33,19 +33,21 @@ sbx_expiry_changed(struct sbx *s)
 		log_warn("cannot wake the expiry reapers: %s", e.msg);
 }
 
-/* A sandbox that failed to boot, or that the service lost, is refunded in
- * full; the settlement happens once whoever gets here first. */
+/* A sandbox that failed to boot, or whose VM stopped, ends as failed for
+ * `end` and is settled once, whoever gets here first: in full when it
+ * never became ready, else up to now, when the end was seen. */
 static void
-mark_failed(struct sbx *s, const char *id, const char *reason)
+mark_failed(struct sbx *s, const char *id, enum store_end end, const char *reason)
 {
+	int never_ready = end == STORE_END_BOOT_FAILED || end == STORE_END_HOST_LOST;
 	struct bill_settlement st;
 	struct err e;
 
 	err_clear(&e);
-	if (store_mark_ended(s->app->db, id, "failed", reason, &e) < 0)
+	if (store_mark_ended(s->app->db, id, "failed", end, reason, &e) < 0)
 		log_error("sandbox %s: cannot record failure: %s", id, e.msg);
 	err_clear(&e);
-	if (settle_sandbox(s->app->db, s->app->cfg.minute_s, id, 1, &st, &e) < 0)
+	if (settle_sandbox(s->app->db, s->app->cfg.minute_s, id, never_ready, &st, &e) < 0)
 		log_error("sandbox %s: settlement failed: %s", id, e.msg);
 }
 
@@ -69,13 +71,13 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size, 
 
 	if (sz == NULL) {
 		err_set(e, ERR_INTERNAL, "unknown size %s", size);
-		mark_failed(s, id, e->msg);
+		mark_failed(s, id, STORE_END_BOOT_FAILED, e->msg);
 		return -1;
 	}
 	/* The rule may have gone since the create was accepted. */
 	if (net != VM_NET_NONE && !sbx_net_available(s, NULL, 0)) {
 		err_set(e, ERR_UNAVAILABLE, "sandbox networking became unavailable");
-		mark_failed(s, id, e->msg);
+		mark_failed(s, id, STORE_END_BOOT_FAILED, e->msg);
 		return -1;
 	}
 	t0 = metrics_now();
@@ -83,7 +85,7 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size, 
 		e) < 0) {
 		metrics_boot(0, 0);
 		log_warn("sandbox %s: boot failed: %s", id, e->msg);
-		mark_failed(s, id, e->msg);
+		mark_failed(s, id, STORE_END_BOOT_FAILED, e->msg);
 		return -1;
 	}
 	metrics_boot(1, metrics_now() - t0);
@@ -96,7 +98,7 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size, 
 		 * may outlive its row's intent. */
 		struct err ignore;
 		err_clear(&ignore);
-		sbx_finish_destroy(s, id, host, "destroyed", NULL, &ignore);
+		sbx_finish_destroy(s, id, host, STORE_END_DESTROYED, &ignore);
 		err_set(e, ERR_CONFLICT, "sandbox %s was destroyed while it was starting", id);
 		return -1;
 	}
@@ -106,23 +108,23 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size, 
 }
 
 int
-sbx_finish_destroy(struct sbx *s, const char *id, const char *host, const char *final_state,
-    const char *reason, struct err *e)
+sbx_finish_destroy(struct sbx *s, const char *id, const char *host, enum store_end end,
+    struct err *e)
 {
 	if (orch_destroy(s->orch, host, id, e) < 0) {
 		/* The row stays 'destroying'; reconcile finishes it later. */
 		log_warn("sandbox %s: destroy failed: %s", id, e->msg);
 		return -1;
 	}
-	if (store_mark_ended(s->app->db, id, final_state, reason, e) < 0)
+	if (store_mark_ended(s->app->db, id, "destroyed", end, NULL, e) < 0)
 		return -1;
-	log_info("sandbox %s: %s", id, final_state);
+	log_info("sandbox %s: destroyed (%s)", id, store_end_name(end));
 	/* Its forwards went with the VM. */
 	sbx_ports_drop(s, id);
-	/* Billing stops here: unused whole minutes go back. */
+	/* Billing stops here: unused whole minutes go back (all of them when
+	 * it never became ready: it ran for no time). */
 	struct bill_settlement st;
-	if (settle_sandbox(s->app->db, s->app->cfg.minute_s, id, strcmp(final_state, "failed") == 0,
-		&st, e) < 0)
+	if (settle_sandbox(s->app->db, s->app->cfg.minute_s, id, 0, &st, e) < 0)
 		return -1;
 	return 0;
 }
@@ -206,6 +208,32 @@ reconcile_domains(struct sbx *s, const char *host, char **ids, size_t n)
 	}
 }
 
+/* Lines the guest kernel prints when it stops for lack of memory (with
+ * panic_on_oom, or with no process left to kill). The guest's own OOM
+ * killer ending one process leaves the VM running: nothing ends then. */
+static const char *const oom_marks[] = {
+	"not syncing: Out of memory",
+	"Out of memory and no killable processes",
+	"System is deadlocked on memory",
+};
+
+#define SBX_CONSOLE_SCAN 4096 /* bytes of console read to tell why a VM stopped */
+
+/* Why a running VM stopped on its own: out_of_memory when its console
+ * says so, else guest_shutdown (a crash or a power-off from inside). */
+static enum store_end
+lost_vm_end(struct sbx *s, const char *id)
+{
+	char *tail = orch_console_tail(s->orch, id, SBX_CONSOLE_SCAN);
+	enum store_end end = STORE_END_GUEST_SHUTDOWN;
+
+	for (size_t i = 0; tail && i < sizeof(oom_marks) / sizeof(oom_marks[0]); i++)
+		if (strstr(tail, oom_marks[i]) != NULL)
+			end = STORE_END_OUT_OF_MEMORY;
+	free(tail);
+	return end;
+}
+
 static void
 reconcile_rows(struct sbx *s, const char *host, char **ids, size_t n)
 {
@@ -226,18 +254,25 @@ reconcile_rows(struct sbx *s, const char *host, char **ids, size_t n)
 		if (strcmp(state, "running") == 0 && !in_list(ids, n, id)) {
 			/* Listed before the row was read: check again. */
 			if (orch_vm_exists(s->orch, host, id, &e) == 0) {
-				log_warn("reconcile: sandbox %s lost its VM", id);
-				mark_failed(s, id,
-				    "the VM stopped unexpectedly (crash, power-off"
-				    " from inside, or host restart)");
+				enum store_end end = lost_vm_end(s, id);
+				log_warn("reconcile: sandbox %s lost its VM (%s)", id,
+				    store_end_name(end));
+				mark_failed(s, id, end,
+				    end == STORE_END_OUT_OF_MEMORY ?
+					"the guest ran out of memory and its kernel stopped" :
+					"the VM stopped unexpectedly (crash, power-off"
+					" from inside, or host restart)");
 				orch_destroy(s->orch, host, id, &e);
 			}
 		} else if (strcmp(state, "creating") == 0 && rows[i].owner_dead) {
 			log_warn("reconcile: sandbox %s was left half-created; failing it", id);
 			orch_destroy(s->orch, host, id, &e);
-			mark_failed(s, id, "the service stopped while the sandbox was starting");
+			mark_failed(s, id, STORE_END_HOST_LOST,
+			    "the service stopped while the sandbox was starting");
 		} else if (strcmp(state, "destroying") == 0 && rows[i].owner_dead) {
-			sbx_finish_destroy(s, id, host, "destroyed", NULL, &e);
+			/* Whoever claimed it recorded why; a row without a
+			 * reason was a destroy. */
+			sbx_finish_destroy(s, id, host, STORE_END_DESTROYED, &e);
 		}
 	}
 	free(rows);
@@ -286,7 +321,7 @@ refill_pool(struct sbx *s)
 			if (store_pool_take_surplus(s->app->db, sz->name, host, s->instance,
 				vm_net_name(net), surplus, &e) == 1) {
 				log_info("warm pool: %s VM %s no longer needed", sz->name, surplus);
-				sbx_finish_destroy(s, surplus, host, "destroyed", NULL, &e);
+				sbx_finish_destroy(s, surplus, host, STORE_END_POOL_SURPLUS, &e);
 				return;
 			}
 			continue;

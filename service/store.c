@@ -10,7 +10,7 @@
 
 #define SANDBOX_COLUMNS                                                                            \
 	"id, coalesce(name, ''), state, size, accelerator, " STORE_TS("created_at") ", " STORE_TS( \
-	    "ready_at") ", " STORE_TS("expires_at") ", " STORE_TS("destroyed_at") ", failure_reason, metadata::text, host_uri, net"
+	    "ready_at") ", " STORE_TS("expires_at") ", " STORE_TS("destroyed_at") ", failure_reason, metadata::text, host_uri, net, end_reason"
 
 void
 store_not_found(const char *id, struct err *e)
@@ -130,14 +130,16 @@ sandbox_json(const PGresult *r, int i)
 	const struct cat_size *sz = cat_find(PQgetvalue(r, i, 3));
 	json_t *meta = json_loads(PQgetvalue(r, i, 10), 0, NULL);
 
-	return json_pack("{s:s, s:o, s:s, s:s, s:i, s:i, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:s}",
+	return json_pack(
+	    "{s:s, s:o, s:s, s:s, s:i, s:i, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:s}",
 	    "sandbox_id", PQgetvalue(r, i, 0), "name", store_text_or_null(r, i, 1), "state",
 	    PQgetvalue(r, i, 2), "size", PQgetvalue(r, i, 3), "vcpus", sz ? sz->vcpus : 0,
 	    "memory_mib", sz ? sz->memory_mib : 0, "accelerator", store_text_or_null(r, i, 4),
 	    "created_at", PQgetvalue(r, i, 5), "ready_at", store_text_or_null(r, i, 6),
 	    "expires_at", store_text_or_null(r, i, 7), "destroyed_at", store_text_or_null(r, i, 8),
-	    "failure_reason", store_text_or_null(r, i, 9), "metadata", meta ? meta : json_object(),
-	    "network", PQgetvalue(r, i, 12));
+	    "failure_reason", store_text_or_null(r, i, 9), "end_reason",
+	    store_text_or_null(r, i, 13), "metadata", meta ? meta : json_object(), "network",
+	    PQgetvalue(r, i, 12));
 }
 
 json_t *
@@ -312,6 +314,28 @@ store_insert_pool(struct db *db, const char *id, const struct store_new *n, stru
 
 /* ---- state changes ---- */
 
+const char *
+store_end_name(enum store_end end)
+{
+	switch (end) {
+	case STORE_END_DESTROYED:
+		return "destroyed";
+	case STORE_END_EXPIRED:
+		return "expired";
+	case STORE_END_GUEST_SHUTDOWN:
+		return "guest_shutdown";
+	case STORE_END_OUT_OF_MEMORY:
+		return "out_of_memory";
+	case STORE_END_BOOT_FAILED:
+		return "boot_failed";
+	case STORE_END_HOST_LOST:
+		return "host_lost";
+	case STORE_END_POOL_SURPLUS:
+		return "pool_surplus";
+	}
+	return "destroyed";
+}
+
 int
 store_mark_running(struct db *db, const char *id, const char *accel, int minute_s, int *won,
     struct err *e)
@@ -342,25 +366,27 @@ store_mark_destroying(struct db *db, const char *id, const char *account, const 
 
 	return db_exec(db,
 	    "UPDATE sandboxes SET state = 'destroying',"
-	    " destroying_at = coalesce(destroying_at, now()), owner = $3"
+	    " destroying_at = coalesce(destroying_at, now()), owner = $3,"
+	    " end_reason = coalesce(end_reason, 'destroyed')"
 	    " WHERE id = $1 AND account_id = $2"
 	    " AND state IN ('creating', 'running', 'destroying')",
 	    3, p, NULL, e);
 }
 
 int
-store_mark_ended(struct db *db, const char *id, const char *state, const char *reason,
-    struct err *e)
+store_mark_ended(struct db *db, const char *id, const char *state, enum store_end end,
+    const char *reason, struct err *e)
 {
-	const char *p[3] = { id, state, reason };
+	const char *p[4] = { id, state, reason, store_end_name(end) };
 
 	return db_exec(db,
 	    "UPDATE sandboxes SET state = $2, owner = NULL, in_pool = false,"
 	    " destroyed_at = CASE WHEN $2 = 'destroyed' THEN now() END,"
 	    " failed_at = CASE WHEN $2 = 'failed' THEN now() END,"
-	    " failure_reason = coalesce($3, failure_reason)"
+	    " failure_reason = coalesce($3, failure_reason),"
+	    " end_reason = coalesce(end_reason, $4)"
 	    " WHERE id = $1 AND state IN ('creating', 'running', 'destroying')",
-	    3, p, NULL, e);
+	    4, p, NULL, e);
 }
 
 int

@@ -73,15 +73,33 @@ int store_insert_pool(struct db *db, const char *id, const struct store_new *n, 
 
 /* ---- state changes ---- */
 
+/* Why a sandbox ended (the end_reason column; schema/006_end_reason.sql
+ * holds the same list). */
+enum store_end {
+	STORE_END_DESTROYED,      /* its account destroyed it */
+	STORE_END_EXPIRED,        /* its paid time ran out */
+	STORE_END_GUEST_SHUTDOWN, /* the VM stopped from inside, or crashed */
+	STORE_END_OUT_OF_MEMORY,  /* the guest kernel gave up for lack of memory */
+	STORE_END_BOOT_FAILED,    /* the VM never became ready */
+	STORE_END_HOST_LOST,      /* the host or the service went away while it started */
+	STORE_END_POOL_SURPLUS,   /* a warm VM the pool no longer needed */
+};
+
+/* The column's value of `end`. */
+const char *store_end_name(enum store_end end);
+
 /* creating -> running; *won is 0 when the row was no longer creating. */
 int store_mark_running(struct db *db, const char *id, const char *accel, int minute_s, int *won,
     struct err *e);
-/* A live sandbox of `account` moves to destroying, owned by `owner`. */
+/* A live sandbox of `account` moves to destroying, owned by `owner`; its
+ * end reason becomes destroyed unless it already had one. */
 int store_mark_destroying(struct db *db, const char *id, const char *account, const char *owner,
     struct err *e);
-/* A live row ends: `state` destroyed or failed, with a reason or NULL. */
-int store_mark_ended(struct db *db, const char *id, const char *state, const char *reason,
-    struct err *e);
+/* A live row ends: `state` destroyed or failed, at now() (destroyed_at or
+ * failed_at), with a text reason or NULL. `end` is recorded unless the row
+ * already has an end reason (set when it was claimed for destroying). */
+int store_mark_ended(struct db *db, const char *id, const char *state, enum store_end end,
+    const char *reason, struct err *e);
 /* Every aasd's reaper sleeps until the nearest expiry; this wakes them. */
 int store_expiry_changed(struct db *db, struct err *e);
 

@@ -31,7 +31,7 @@ store_claim_due(struct db *db, const char *hosts, const char *owner, int max,
 	snprintf(maxs, sizeof(maxs), "%d", max);
 	return store_rows(db,
 	    "UPDATE sandboxes SET state = 'destroying',"
-	    " destroying_at = now(), owner = $2"
+	    " destroying_at = now(), owner = $2, end_reason = 'expired'"
 	    " WHERE id IN (SELECT id FROM sandboxes WHERE state = 'running' AND NOT in_pool"
 	    "  AND expires_at <= now() AND host_uri = ANY($1::text[])"
 	    "  ORDER BY expires_at LIMIT $3::int FOR UPDATE SKIP LOCKED)"
@@ -148,7 +148,8 @@ store_pool_take_surplus(struct db *db, const char *size, const char *host, const
 
 	r = db_query(db,
 	    "UPDATE sandboxes SET state = 'destroying',"
-	    " destroying_at = now(), owner = $3 WHERE id = (SELECT id FROM sandboxes"
+	    " destroying_at = now(), owner = $3, end_reason = 'pool_surplus'"
+	    " WHERE id = (SELECT id FROM sandboxes"
 	    "  WHERE in_pool AND state = 'running' AND size = $1 AND host_uri = $2"
 	    "  ORDER BY (net = $4), created_at DESC LIMIT 1 FOR UPDATE SKIP LOCKED)"
 	    " RETURNING id",

@@ -69,6 +69,7 @@ struct fake_vm {
 	size_t ncmds;
 	struct fake_fwd fwds[FAKE_MAX_FWDS];
 	size_t nfwds;
+	char console[FAKE_CONSOLE_MAX]; /* "": the default power-down line */
 };
 
 /* A host is its URI; the service holds a pointer to one as a vm_host. */
@@ -1251,12 +1252,18 @@ __wrap_orch_net_ensure(struct orch *o, struct err *e)
 char *
 __wrap_orch_console_tail(struct orch *o, const char *id, size_t max)
 {
-	char text[256];
+	char text[FAKE_CONSOLE_MAX + FAKE_ID_MAX + 32];
 	char *out;
 	size_t n;
 
+	struct fake_vm *vm;
+
 	(void)o;
 	snprintf(text, sizeof(text), "fake console of %s: reboot: Power down\n", id);
+	lock();
+	if ((vm = vm_find(id)) != NULL && vm->console[0] != '\0')
+		snprintf(text, sizeof(text), "fake console of %s: %s", id, vm->console);
+	unlock();
 	n = strlen(text) < max ? strlen(text) : max;
 	out = malloc(n + 1);
 	if (out) {
@@ -1307,6 +1314,21 @@ fake_vm_lose(const char *id)
 	if ((vm = vm_find(id)) != NULL && vm->live) {
 		vm->live = 0;
 		vm->nfwds = 0;
+		rc = 0;
+	}
+	unlock();
+	return rc;
+}
+
+int
+fake_vm_set_console(const char *id, const char *text)
+{
+	struct fake_vm *vm;
+	int rc = -1;
+
+	lock();
+	if ((vm = vm_find(id)) != NULL) {
+		snprintf(vm->console, sizeof(vm->console), "%s", text);
 		rc = 0;
 	}
 	unlock();

@@ -19,13 +19,14 @@
 #include "vmm/vm_xml.h"
 
 #define FAKE_MAX_HOSTS 4
-#define FAKE_MAX_VMS 32    /* per test, destroyed ones included */
+#define FAKE_MAX_VMS 256   /* per test, destroyed ones included */
 #define FAKE_MAX_FILES 128 /* per VM, command logs included */
 #define FAKE_MAX_CMDS 64   /* per VM */
 #define FAKE_MAX_FWDS 16   /* per VM */
 #define FAKE_PATH_MAX 512  /* a guest path the fake keeps */
 #define FAKE_ID_MAX 64
 #define FAKE_FIRST_HOST_PORT 41000
+#define FAKE_CONSOLE_MAX 256 /* bytes of a VM's console a test can set */
 
 /* What the fake was asked to do since the last reset. */
 struct fake_counts {
@@ -73,6 +74,9 @@ int fake_vm_info(const char *id, struct fake_vm_info *out);
 /* The VM stops without anyone asking (crash, power-off from inside):
  * orch_list no longer shows it and every guest call fails. */
 int fake_vm_lose(const char *id);
+/* What the VM's console ends with from now on (orch_console_tail), e.g.
+ * the guest kernel's last words; -1 for an unknown VM. */
+int fake_vm_set_console(const char *id, const char *text);
 /* A running domain of this service with no row behind it (left over by
  * an earlier run) on the first host. */
 int fake_vm_add_orphan(const char *id);

@@ -176,7 +176,11 @@ sfx_open(void **state, const struct sfx_opts *o)
 	env_set("AAS_MAX_LIFETIME_MIN", "%d", SFX_MAX_LIFETIME_MIN);
 	env_set("AAS_MAX_OUTPUT_BYTES", "%lld", o->max_output > 0 ? o->max_output : SFX_MAX_OUTPUT);
 	env_set("AAS_PREVIEW_DOMAIN", "%s", SFX_PREVIEW_DOMAIN);
-	env_set("AAS_DB_POOL", "4");
+	env_set("AAS_DB_POOL", "%d", o->db_pool > 0 ? o->db_pool : 4);
+	if (o->max_live > 0)
+		env_set("AAS_MAX_LIVE_SANDBOXES", "%d", o->max_live);
+	if (o->warm)
+		env_set("AAS_WARM_POOL", "%s", o->warm);
 	env_set("AAS_LOG_LEVEL", "%s", level ? level : "warn");
 	fake_vmm_reset();
 	if (config_load(&cfg, fixture_getenv, &e) < 0)
@@ -220,6 +224,14 @@ int
 sfx_setup_small_output(void **state)
 {
 	const struct sfx_opts o = { .max_output = 1024 };
+
+	return sfx_open(state, &o);
+}
+
+int
+sfx_setup_warm_pool(void **state)
+{
+	const struct sfx_opts o = { .warm = "small=1" };
 
 	return sfx_open(state, &o);
 }

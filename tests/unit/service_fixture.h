@@ -33,6 +33,9 @@ struct sfx_opts {
 	int minute_s;         /* AAS_BILLING_MINUTE_S; 0: 60 */
 	const char *net;      /* AAS_NET; NULL: "on" (the fake rule is in place) */
 	long long max_output; /* AAS_MAX_OUTPUT_BYTES; 0: SFX_MAX_OUTPUT */
+	int max_live;         /* AAS_MAX_LIVE_SANDBOXES; 0: the default */
+	int db_pool;          /* AAS_DB_POOL; 0: 4 */
+	const char *warm;     /* AAS_WARM_POOL; NULL: none */
 };
 
 struct sfx {
@@ -51,6 +54,7 @@ int sfx_setup(void **state);
 int sfx_setup_short_minute(void **state); /* AAS_BILLING_MINUTE_S=1 */
 int sfx_setup_net_off(void **state);      /* AAS_NET=off */
 int sfx_setup_small_output(void **state); /* AAS_MAX_OUTPUT_BYTES=1024 */
+int sfx_setup_warm_pool(void **state);    /* AAS_WARM_POOL=small=1 */
 int sfx_teardown(void **state);
 int sfx_open(void **state, const struct sfx_opts *o);
 

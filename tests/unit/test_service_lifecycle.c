@@ -2,7 +2,8 @@
  * tools_invoke and sbx_reconcile, against the real service, store,
  * settlement and reaper over PostgreSQL and a fake hypervisor
  * (fake_vmm.h): extend, destroy, a failed boot, a lost VM, a VM without a
- * row, and expiry with nobody asking. Needs AAS_TEST_DATABASE_URL; each
+ * row, expiry with nobody asking, a surplus warm VM, and the end reason
+ * each of them records. Needs AAS_TEST_DATABASE_URL; each
  * test ends with every account's balance equal to the sum of its ledger
  * (checked in the tear-down). */
 #include <setjmp.h>
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 
 #include "base/clock.h"
+#include "base/db.h"
 #include "base/err.h"
 #include "service/sandbox.h"
 #include "tests/unit/fake_vmm.h"
@@ -25,9 +27,26 @@
 #define EXPIRY_WAIT_MS 20000 /* the reaper's slack over a 2 s lifetime */
 #define POLL_MS 100
 
+#define LOST_AFTER_MS 2500 /* a lost VM ran this long: 3 billed minutes of 1 s */
+#define LATER_MS 1500      /* time after the loss that must not be billed */
+
+#define RAN_MS                                                             \
+	"SELECT (extract(epoch FROM failed_at - ready_at) * 1000)::bigint" \
+	" FROM sandboxes WHERE id = $1"
+
 #define EXPIRES_MS                                               \
 	"SELECT (extract(epoch FROM expires_at) * 1000)::bigint" \
 	" FROM sandboxes WHERE id = $1"
+
+/* The row's end_reason ("" for NULL). */
+static const char *
+end_reason(struct sfx *s, const char *id)
+{
+	static char v[32];
+
+	sfx_text(s, "SELECT end_reason FROM sandboxes WHERE id = $1", id, v, sizeof(v));
+	return v;
+}
 
 static json_t *
 extend(struct sfx *s, const char *id, int minutes)
@@ -141,6 +160,7 @@ test_destroy_refunds_unused_minutes_once(void **state)
 	/* Within its first minute: one minute used, nine given back. */
 	r = destroy(s, id);
 	assert_string_equal(sfx_str(r, "state"), "destroyed");
+	assert_string_equal(sfx_str(r, "end_reason"), "destroyed");
 	assert_int_equal(sfx_int(r, "minutes_used"), 1);
 	assert_int_equal(sfx_int(r, "charged"), 10 * SFX_PRICE_SMALL);
 	assert_int_equal(sfx_int(r, "refunded"), 9 * SFX_PRICE_SMALL);
@@ -206,6 +226,8 @@ test_boot_failure_refunds_in_full(void **state)
 	sfx_text(s, "SELECT id FROM sandboxes WHERE account_id = $1", s->account, id, sizeof(id));
 	sfx_state(s, id, st, sizeof(st));
 	assert_string_equal(st, "failed");
+	assert_string_equal(end_reason(s, id), "boot_failed");
+	assert_int_equal(sfx_ll(s, "SELECT minutes_used FROM sandboxes WHERE id = $1", id), 0);
 	assert_int_equal(sfx_ll(s, "SELECT refunded FROM sandboxes WHERE id = $1", id),
 	    10 * SFX_PRICE_SMALL);
 	assert_int_equal(sfx_ll(s, "SELECT sum(amount) FROM ledger WHERE sandbox_id = $1", id), 0);
@@ -215,15 +237,20 @@ test_boot_failure_refunds_in_full(void **state)
 	sfx_create(s, 10, id);
 }
 
+/* Billed minutes of one second (AAS_BILLING_MINUTE_S=1): a VM that stops
+ * on its own after N started minutes is charged N, up to when reconcile
+ * saw it gone, and later time adds nothing. */
 static void
-test_lost_vm_fails_and_settles_on_reconcile(void **state)
+test_lost_vm_is_billed_until_seen(void **state)
 {
 	struct sfx *s = *state;
 	char id[ID_MAX], st[16], reason[200];
+	long long ran_ms, used;
 	struct err e;
 	json_t *r;
 
-	sfx_create(s, 10, id);
+	sfx_create(s, SFX_MAX_LIFETIME_MIN, id);
+	usleep(LOST_AFTER_MS * 1000);
 	assert_int_equal(fake_vm_lose(id), 0);
 	/* Until reconcile looks, the row says running but the guest is gone. */
 	sfx_fails(s, s->account, "run_command",
@@ -236,27 +263,154 @@ test_lost_vm_fails_and_settles_on_reconcile(void **state)
 	sfx_text(s, "SELECT failure_reason FROM sandboxes WHERE id = $1", id, reason,
 	    sizeof(reason));
 	assert_non_null(strstr(reason, "stopped unexpectedly"));
-	/* The service lost it: every paid minute goes back. */
+	assert_string_equal(end_reason(s, id), "guest_shutdown");
+	/* Charged for every minute started between ready and the loss. */
+	ran_ms = sfx_ll(s, RAN_MS, id);
+	assert_true(ran_ms >= LOST_AFTER_MS);
+	used = (ran_ms + 999) / 1000;
+	assert_true(used >= LOST_AFTER_MS / 1000 + 1);
+	assert_true(used < SFX_MAX_LIFETIME_MIN);
+	assert_int_equal(sfx_ll(s, "SELECT minutes_used FROM sandboxes WHERE id = $1", id), used);
 	assert_int_equal(sfx_ll(s, "SELECT refunded FROM sandboxes WHERE id = $1", id),
-	    10 * SFX_PRICE_SMALL);
-	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT);
+	    (SFX_MAX_LIFETIME_MIN - used) * SFX_PRICE_SMALL);
+	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT - used * SFX_PRICE_SMALL);
 	r = sfx_ok(s, s->account, "get_sandbox", json_pack("{s:s}", "sandbox_id", id));
 	assert_string_equal(sfx_str(r, "state"), "failed");
+	assert_string_equal(sfx_str(r, "end_reason"), "guest_shutdown");
 	assert_non_null(strstr(sfx_str(r, "console_tail"), "fake console"));
 	json_decref(r);
 
-	/* Once: a second pass and a destroy add nothing. */
+	/* Once, and no later than the loss: time passing, a second pass and a
+	 * destroy add nothing. */
+	usleep(LATER_MS * 1000);
 	assert_int_equal(sbx_reconcile(s->app->sbx, &e), 0);
 	r = destroy(s, id);
 	assert_string_equal(sfx_str(r, "state"), "failed");
-	assert_int_equal(sfx_int(r, "refunded"), 10 * SFX_PRICE_SMALL);
+	assert_string_equal(sfx_str(r, "end_reason"), "guest_shutdown");
+	assert_int_equal(sfx_int(r, "minutes_used"), used);
+	assert_int_equal(sfx_int(r, "refunded"), (SFX_MAX_LIFETIME_MIN - used) * SFX_PRICE_SMALL);
 	json_decref(r);
 	assert_int_equal(sfx_ll(s,
 			     "SELECT count(*) FROM ledger WHERE sandbox_id = $1"
 			     " AND kind = 'refund'",
 			     id),
 	    1);
+	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT - used * SFX_PRICE_SMALL);
+}
+
+/* A guest whose kernel stopped for lack of memory says so on its console. */
+static void
+test_lost_vm_out_of_memory(void **state)
+{
+	struct sfx *s = *state;
+	char id[ID_MAX];
+	struct err e;
+	json_t *r;
+
+	sfx_create(s, 10, id);
+	assert_int_equal(fake_vm_set_console(id,
+			     "Kernel panic - not syncing: Out of memory and no killable"
+			     " processes...\n"),
+	    0);
+	assert_int_equal(fake_vm_lose(id), 0);
+	err_clear(&e);
+	assert_int_equal(sbx_reconcile(s->app->sbx, &e), 0);
+	assert_string_equal(end_reason(s, id), "out_of_memory");
+	r = sfx_ok(s, s->account, "list_sandboxes", NULL);
+	assert_string_equal(sfx_str(json_array_get(json_object_get(r, "sandboxes"), 0),
+				"end_reason"),
+	    "out_of_memory");
+	json_decref(r);
+	/* Within its first minute: that minute is charged. */
+	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT - SFX_PRICE_SMALL);
+}
+
+/* A row left 'creating' by an instance that stopped (no owner) is failed
+ * as host_lost and refunded in full: it never became ready. */
+static void
+test_half_created_is_host_lost(void **state)
+{
+	struct sfx *s = *state;
+	char id[ID_MAX], st[16];
+	struct err e;
+
+	sfx_create(s, 10, id);
+	assert_int_equal(sfx_ll(s,
+			     "UPDATE sandboxes SET state = 'creating', ready_at = NULL,"
+			     " expires_at = NULL, owner = NULL WHERE id = $1 RETURNING 1",
+			     id),
+	    1);
+	err_clear(&e);
+	assert_int_equal(sbx_reconcile(s->app->sbx, &e), 0);
+	sfx_state(s, id, st, sizeof(st));
+	assert_string_equal(st, "failed");
+	assert_string_equal(end_reason(s, id), "host_lost");
+	assert_true(sfx_ll(s,
+			"SELECT count(*) FROM sandboxes WHERE id = $1 AND failed_at IS NOT NULL",
+			id) == 1);
+	assert_int_equal(sfx_ll(s, "SELECT refunded FROM sandboxes WHERE id = $1", id),
+	    10 * SFX_PRICE_SMALL);
 	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT);
+}
+
+/* A warm VM the pool no longer wants (booted with another network device
+ * than new ones get) is destroyed as pool_surplus. */
+static void
+test_pool_surplus(void **state)
+{
+	struct sfx *s = *state;
+	char id[ID_MAX] = "", st[16] = "";
+	long long t0 = clock_ms();
+
+	while (clock_ms() - t0 < EXPIRY_WAIT_MS && id[0] == '\0') {
+		if (sfx_ll(s, "SELECT count(*) FROM sandboxes WHERE host_uri = $1 AND in_pool",
+			s->host) > 0)
+			sfx_text(s, "SELECT id FROM sandboxes WHERE host_uri = $1 AND in_pool",
+			    s->host, id, sizeof(id));
+		else
+			usleep(POLL_MS * 1000);
+	}
+	assert_true(id[0] != '\0');
+	assert_int_equal(sfx_ll(s,
+			     "UPDATE sandboxes SET net = CASE net WHEN 'nat' THEN 'none'"
+			     " ELSE 'nat' END WHERE id = $1 RETURNING 1",
+			     id),
+	    1);
+	t0 = clock_ms();
+	while (clock_ms() - t0 < EXPIRY_WAIT_MS) {
+		sfx_state(s, id, st, sizeof(st));
+		if (strcmp(st, "destroyed") == 0)
+			break;
+		usleep(POLL_MS * 1000);
+	}
+	assert_string_equal(st, "destroyed");
+	assert_string_equal(end_reason(s, id), "pool_surplus");
+}
+
+/* No sandbox ends without a reason: the database refuses it. */
+static void
+test_ended_row_needs_a_reason(void **state)
+{
+	struct sfx *s = *state;
+	const char *p[1];
+	char id[ID_MAX];
+	struct err e;
+	PGresult *r;
+
+	sfx_create(s, 10, id);
+	p[0] = id;
+	err_clear(&e);
+	r = db_query(s->app->db,
+	    "UPDATE sandboxes SET state = 'destroyed', destroyed_at = now() WHERE id = $1", 1, p,
+	    &e);
+	assert_null(r);
+	assert_int_equal(e.kind, ERR_INVALID);
+	err_clear(&e);
+	r = db_query(s->app->db, "UPDATE sandboxes SET end_reason = 'bored' WHERE id = $1", 1, p,
+	    &e);
+	assert_null(r);
+	assert_int_equal(e.kind, ERR_INVALID);
+	json_decref(destroy(s, id));
 }
 
 static void
@@ -304,6 +458,7 @@ test_expiry_destroys_and_settles(void **state)
 		usleep(POLL_MS * 1000);
 	}
 	assert_string_equal(st, "destroyed");
+	assert_string_equal(end_reason(s, id), "expired");
 	assert_true(sfx_ll(s,
 			"SELECT (extract(epoch FROM destroyed_at - ready_at) * 1000)::bigint"
 			" FROM sandboxes WHERE id = $1",
@@ -332,7 +487,13 @@ main(void)
 		T(test_extend_refused_without_credit),
 		T(test_destroy_refunds_unused_minutes_once),
 		T(test_boot_failure_refunds_in_full),
-		T(test_lost_vm_fails_and_settles_on_reconcile),
+		cmocka_unit_test_setup_teardown(test_lost_vm_is_billed_until_seen,
+		    sfx_setup_short_minute, sfx_teardown),
+		T(test_lost_vm_out_of_memory),
+		T(test_half_created_is_host_lost),
+		T(test_ended_row_needs_a_reason),
+		cmocka_unit_test_setup_teardown(test_pool_surplus, sfx_setup_warm_pool,
+		    sfx_teardown),
 		T(test_reconcile_destroys_vm_without_row),
 		cmocka_unit_test_setup_teardown(test_expiry_destroys_and_settles,
 		    sfx_setup_short_minute, sfx_teardown),
