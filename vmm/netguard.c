@@ -18,6 +18,7 @@
 
 #define NFT_TIMEOUT_MS 5000
 #define NFT_OUT_MAX (64 * 1024)
+#define NETGUARD_MARK "aas rules "
 
 extern char **environ;
 
@@ -83,29 +84,28 @@ split_allow(const char *allow, char *v4, char *v6, size_t n)
 	return 0;
 }
 
-/* What netguard_check looks for to know the rule carries this allow-list:
- * a comment naming a hash of it (FNV-1a). */
-static void
-allow_mark(const char *allow, char *out, size_t n)
+/* FNV-1a of `s`, for the mark below. */
+static unsigned long long
+text_hash(const char *s)
 {
 	unsigned long long h = 14695981039346656037ULL;
 
-	for (const char *p = allow ? allow : ""; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
-	snprintf(out, n, "aas egress %016llx", h);
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
 }
 
-int
-netguard_ruleset(uid_t uid, const char *allow, char *out, size_t n)
+/* The ruleset with `mark` as the comment of the private ranges' rule. */
+static int
+ruleset_marked(uid_t uid, const char *allow, const char *mark, char *out, size_t n)
 {
 	char v4[CONFIG_NET_ALLOW_MAX + 2 * CONFIG_MAX_NET_ALLOW];
-	char v6[sizeof(v4)], mark[64];
+	char v6[sizeof(v4)];
 	struct rules r = { out, n, 0, 0 };
 	unsigned u = (unsigned)uid;
 
 	if (n == 0 || split_allow(allow, v4, v6, sizeof(v4)) < 0)
 		return -1;
-	allow_mark(allow, mark, sizeof(mark));
 	/* TCP gets a reset so a guest's connection fails at once rather than
 	 * timing out. "table; delete table; table {...}" replaces any older
 	 * copy in one transaction, and works whether or not the table exists.
@@ -139,6 +139,36 @@ netguard_ruleset(uid_t uid, const char *allow, char *out, size_t n)
 	    "}\n",
 	    u, private_v4, mark, u, private_v4, u, private_v6, u, private_v6);
 	return r.full ? -1 : 0;
+}
+
+/* What netguard_check looks for to know the table holds this very
+ * ruleset: a comment naming a hash of its text (with the mark zeroed), so a
+ * rule for another allow-list, another user or an older aasd is outdated. */
+static int
+ruleset_mark(uid_t uid, const char *allow, char *mark, size_t n)
+{
+	char *text = malloc(NETGUARD_RULES_MAX);
+	int rc = -1;
+
+	if (text == NULL)
+		return -1;
+	if (ruleset_marked(uid, allow, NETGUARD_MARK "0000000000000000", text,
+		NETGUARD_RULES_MAX) == 0) {
+		snprintf(mark, n, NETGUARD_MARK "%016llx", text_hash(text));
+		rc = 0;
+	}
+	free(text);
+	return rc;
+}
+
+int
+netguard_ruleset(uid_t uid, const char *allow, char *out, size_t n)
+{
+	char mark[64];
+
+	if (ruleset_mark(uid, allow, mark, sizeof(mark)) < 0)
+		return -1;
+	return ruleset_marked(uid, allow, mark, out, n);
 }
 
 /* Runs nft with argv, feeding `input` (may be NULL) on stdin and keeping
@@ -291,10 +321,12 @@ netguard_check(uid_t uid, const char *allow, struct err *e)
 	}
 	/* nft prints the rule back in its own words; these are the parts that
 	 * make it a guard: the hook, the user, the local-address match and
-	 * the verdict; and the mark of the private ranges' rule, which names
-	 * the allow-list (a rule with another list, or none, is outdated). */
+	 * the verdict; and the mark of this very ruleset (ruleset_mark). */
 	snprintf(want, sizeof(want), "meta skuid %u fib daddr type { local,", (unsigned)uid);
-	allow_mark(allow, mark, sizeof(mark));
+	if (ruleset_mark(uid, allow, mark, sizeof(mark)) < 0) {
+		err_set(e, ERR_INTERNAL, "netguard: bad allow-list");
+		goto out;
+	}
 	if (strstr(out, "hook output") == NULL || strstr(out, want) == NULL ||
 	    strstr(out, "ct state new") == NULL || strstr(out, "reject with tcp reset") == NULL) {
 		err_set(e, ERR_UNAVAILABLE, "netguard: table inet %s lacks the rule for uid %u",
@@ -303,7 +335,7 @@ netguard_check(uid_t uid, const char *allow, struct err *e)
 	}
 	if (strstr(out, mark) == NULL) {
 		err_set(e, ERR_UNAVAILABLE,
-		    "netguard: table inet %s lacks the private-range rule for this allow-list",
+		    "netguard: table inet %s holds another ruleset (an older aasd or another AAS_NET_ALLOW)",
 		    NETGUARD_TABLE);
 		goto out;
 	}

@@ -44,7 +44,7 @@ test_ruleset_default(void **state)
 	at(rules,
 	    "meta skuid 999 ip daddr { 10.0.0.0/8, 100.64.0.0/10, 172.16.0.0/12, "
 	    "192.168.0.0/16 } ct state new meta l4proto tcp counter reject with tcp reset "
-	    "comment \"aas egress ");
+	    "comment \"aas rules ");
 	at(rules,
 	    UID_LINE("ip daddr { 10.0.0.0/8, 100.64.0.0/10, 172.16.0.0/12, 192.168.0.0/16 } "
 		     "ct state new counter reject"));
@@ -88,9 +88,14 @@ test_ruleset_allow(void **state)
 	assert_int_equal(netguard_ruleset(999, "10.99.20.0/24", rules, sizeof(rules)), 0);
 	at(rules, UID_LINE("ip daddr { 10.99.20.0/24 } ct state new counter accept"));
 	assert_null(strstr(rules, "ip6 daddr {"));
-	/* The mark differs with the list, so a rule for another list is outdated. */
+	/* The mark differs with the list and the user, so a table made for
+	 * another is outdated; the same input gives the same text. */
 	assert_int_equal(netguard_ruleset(999, "", plain, sizeof(plain)), 0);
 	assert_string_not_equal(strstr(rules, "comment"), strstr(plain, "comment"));
+	assert_int_equal(netguard_ruleset(998, "10.99.20.0/24", plain, sizeof(plain)), 0);
+	assert_string_not_equal(strstr(rules, "comment"), strstr(plain, "comment"));
+	assert_int_equal(netguard_ruleset(999, "10.99.20.0/24", plain, sizeof(plain)), 0);
+	assert_string_equal(rules, plain);
 	/* Whatever reaches it is checked again: nothing else gets into nft's program. */
 	assert_int_equal(netguard_ruleset(999, "10.0.0.0/8 } accept", rules, sizeof(rules)), -1);
 	assert_int_equal(netguard_ruleset(999, "10.0.0.0/8,,", rules, sizeof(rules)), -1);
