@@ -2,6 +2,7 @@
  * bounds and where it lands in struct config. */
 #include "base/config.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -26,7 +27,8 @@ enum cfg_kind {
 	CFG_VIRT,
 	CFG_POOL,
 	CFG_NET,
-	CFG_SCHEME
+	CFG_SCHEME,
+	CFG_CIDRS
 };
 
 struct cfg_entry {
@@ -124,6 +126,8 @@ static const struct cfg_entry cfg_table[] = {
 	    "Lifetime of a sandbox when create_sandbox names none, in minutes." },
 	{ "AAS_NET", CFG_NET, "auto", 0, 0, F(net),
 	    "Sandbox networking: auto (install and check the host isolation rule; no network device when that fails), on (refuse to start without it) or off (never a network device)." },
+	{ "AAS_NET_ALLOW", CFG_CIDRS, "", 0, 0, F(net_allow),
+	    "Comma-separated CIDRs (IPv4 or IPv6) sandboxes may reach although private: RFC 1918, 100.64.0.0/10 and fc00::/7 are refused by default (the host itself and link-local stay refused)." },
 	{ "AAS_PREVIEW_DOMAIN", CFG_STR, "", 0, 0, F(preview_domain),
 	    "Domain whose subdomains <port>-<sandbox_id>.<domain> reach exposed ports; empty means localhost:<listen port>." },
 	{ "AAS_PREVIEW_SCHEME", CFG_SCHEME, "http", 0, 0, F(preview_scheme),
@@ -259,6 +263,71 @@ set_pool(struct config *cfg, const char *v)
 	return 0;
 }
 
+int
+config_cidr_canon(const char *s, char *out, size_t n)
+{
+	unsigned char a[16];
+	char addr[INET6_ADDRSTRLEN + 1], text[INET6_ADDRSTRLEN];
+	const char *slash = strchr(s, '/');
+	size_t alen = slash ? (size_t)(slash - s) : strlen(s);
+	int fam, bits, r;
+	long long len;
+
+	if (alen == 0 || alen >= sizeof(addr))
+		return -1;
+	memcpy(addr, s, alen);
+	addr[alen] = '\0';
+	fam = strchr(addr, ':') ? AF_INET6 : AF_INET;
+	bits = fam == AF_INET6 ? 128 : 32;
+	if (inet_pton(fam, addr, a) != 1)
+		return -1;
+	len = bits;
+	if (slash != NULL && (num_parse_ll(slash + 1, &len) < 0 || len < 0 || len > bits))
+		return -1;
+	/* "10.1.2.3/8" is most likely a mistake: say so rather than guess. */
+	for (int i = (int)len; i < bits; i++)
+		if (a[i / 8] & (0x80 >> (i % 8)))
+			return -1;
+	if (inet_ntop(fam, a, text, sizeof(text)) == NULL)
+		return -1;
+	r = snprintf(out, n, "%s/%lld", text, len);
+	if (r < 0 || (size_t)r >= n)
+		return -1;
+	return fam == AF_INET6 ? 6 : 4;
+}
+
+/* AAS_NET_ALLOW: every range checked, kept in canonical form. */
+static int
+set_cidrs(char *field, size_t size, const char *v)
+{
+	const char *p = v;
+	size_t used = 0, count = 0;
+
+	field[0] = '\0';
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		char item[64], canon[64];
+		size_t b = 0, l = len;
+
+		while (b < l && isspace((unsigned char)p[b]))
+			b++;
+		while (l > b && isspace((unsigned char)p[l - 1]))
+			l--;
+		if (l - b >= sizeof(item) || l == b || ++count > CONFIG_MAX_NET_ALLOW)
+			return -1;
+		memcpy(item, p + b, l - b);
+		item[l - b] = '\0';
+		if (config_cidr_canon(item, canon, sizeof(canon)) < 0 ||
+		    used + strlen(canon) + 2 > size)
+			return -1;
+		used += (size_t)snprintf(field + used, size - used, "%s%s", used ? "," : "", canon);
+		p += len;
+		if (*p == ',' && *++p == '\0')
+			return -1;
+	}
+	return 0;
+}
+
 static int
 apply_entry(struct config *cfg, const struct cfg_entry *ent, const char *v)
 {
@@ -335,6 +404,8 @@ apply_entry(struct config *cfg, const struct cfg_entry *ent, const char *v)
 			return -1;
 		memcpy(field, v, strlen(v) + 1);
 		return 0;
+	case CFG_CIDRS:
+		return set_cidrs(field, ent->size, v);
 	}
 	return -1;
 }
@@ -371,6 +442,10 @@ expected_form(const struct cfg_entry *ent, char *buf, size_t n)
 		break;
 	case CFG_SCHEME:
 		snprintf(buf, n, "http or https");
+		break;
+	case CFG_CIDRS:
+		snprintf(buf, n, "comma-separated CIDRs such as 10.1.0.0/16,fd00::/8 (at most %d)",
+		    CONFIG_MAX_NET_ALLOW);
 		break;
 	default:
 		snprintf(buf, n, "a string shorter than %zu bytes", ent->size);

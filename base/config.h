@@ -9,6 +9,9 @@
 
 #define CONFIG_MAX_ORIGINS 16
 #define CONFIG_STR_MAX 512
+/* Ranges in AAS_NET_ALLOW, and the length of its canonical form. */
+#define CONFIG_MAX_NET_ALLOW 32
+#define CONFIG_NET_ALLOW_MAX (CONFIG_MAX_NET_ALLOW * 44)
 
 struct config {
 	char listen_host[64];
@@ -56,8 +59,9 @@ struct config {
 	int max_lifetime_min;
 	int default_timeout_min;
 	/* Networking and previews */
-	int net;                  /* enum config_net */
-	char preview_domain[256]; /* host[:port], lower case */
+	int net;                              /* enum config_net */
+	char net_allow[CONFIG_NET_ALLOW_MAX]; /* canonical CIDRs, comma-separated */
+	char preview_domain[256];             /* host[:port], lower case */
 	char preview_scheme[8];
 	int preview_signed_ttl_s;
 	int preview_max_conns;
@@ -75,6 +79,11 @@ int config_load(struct config *cfg, const char *(*getenv_fn)(const char *), stru
 /* Writes the documented table (name, default, meaning) to `fp`-like sink. */
 typedef void config_emit_fn(const char *name, const char *def, const char *help, void *ctx);
 void config_print_table(config_emit_fn *emit, void *ctx);
+
+/* Writes the canonical form of one CIDR ("10.1.0.0/16", "fd00::/8"; a bare
+ * address is /32 or /128) to `out`. Returns 4 or 6 (the family), or -1 for
+ * anything else: junk, a prefix length out of range, bits set past it. */
+int config_cidr_canon(const char *s, char *out, size_t n);
 
 /* Origin allow-list check. NULL or empty origin (non-browser) is allowed. */
 int config_origin_allowed(const struct config *cfg, const char *origin);

@@ -116,7 +116,7 @@ netguard_main(const char *what)
 	struct config cfg;
 	struct err e;
 	struct passwd *pw;
-	char rules[2048];
+	char rules[NETGUARD_RULES_MAX];
 
 	err_clear(&e);
 	if (config_load(&cfg, env_get, &e) < 0) {
@@ -129,12 +129,12 @@ netguard_main(const char *what)
 		return 1;
 	}
 	if (strcmp(what, "--netguard-rules") == 0) {
-		if (netguard_ruleset(pw->pw_uid, rules, sizeof(rules)) < 0)
+		if (netguard_ruleset(pw->pw_uid, cfg.net_allow, rules, sizeof(rules)) < 0)
 			return 1;
 		fputs(rules, stdout);
 		return 0;
 	}
-	if (netguard_ensure(pw->pw_uid, &e) < 0) {
+	if (netguard_ensure(pw->pw_uid, cfg.net_allow, &e) < 0) {
 		fprintf(stderr, "aasd: %s\n", e.msg);
 		return 1;
 	}

@@ -41,6 +41,7 @@ orch_open(const struct config *cfg, struct err *e)
 		.qemu_user = cfg->qemu_user,
 		.boot_timeout_s = cfg->boot_timeout_s,
 		.kvm_probe_timeout_s = cfg->kvm_probe_timeout_s,
+		.net_allow = cfg->net_allow,
 	};
 
 	return orch_new(&oc, e);

@@ -16,7 +16,7 @@ table $table
 delete table $table
 table $table {
 	chain output {
-		type filter hook output priority -20; policy accept;
+		type filter hook output priority 10; policy accept;
 		meta skuid $uid ip daddr != { 127.0.0.0/8, 10.99.0.0/16 } counter drop
 		meta skuid $uid ip6 daddr != ::1 counter drop
 	}

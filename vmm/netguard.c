@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,19 +14,105 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/config.h"
 
 #define NFT_TIMEOUT_MS 5000
 #define NFT_OUT_MAX (64 * 1024)
+#define NETGUARD_MARK "aas rules "
 
 extern char **environ;
 
-int
-netguard_ruleset(uid_t uid, char *out, size_t n)
+/* The ranges of the operator's own networks, refused unless allowed. */
+static const char *const private_v4 = "10.0.0.0/8, 100.64.0.0/10, 172.16.0.0/12, 192.168.0.0/16";
+static const char *const private_v6 = "fc00::/7";
+
+struct rules {
+	char *out;
+	size_t n, used;
+	int full;
+};
+
+static void put(struct rules *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void
+put(struct rules *r, const char *fmt, ...)
 {
+	va_list ap;
+	int k;
+
+	if (r->full)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(r->out + r->used, r->n - r->used, fmt, ap);
+	va_end(ap);
+	if (k < 0 || (size_t)k >= r->n - r->used)
+		r->full = 1;
+	else
+		r->used += (size_t)k;
+}
+
+/* Splits the allow-list into its IPv4 and IPv6 ranges, each checked again
+ * (the text goes into an nft program), as nft set elements. */
+static int
+split_allow(const char *allow, char *v4, char *v6, size_t n)
+{
+	const char *p = allow ? allow : "";
+	size_t u4 = 0, u6 = 0, count = 0;
+
+	v4[0] = v6[0] = '\0';
+	while (*p) {
+		size_t len = strcspn(p, ",");
+		char item[64], canon[64];
+		int fam, k;
+
+		if (len == 0 || len >= sizeof(item) || ++count > CONFIG_MAX_NET_ALLOW)
+			return -1;
+		memcpy(item, p, len);
+		item[len] = '\0';
+		fam = config_cidr_canon(item, canon, sizeof(canon));
+		if (fam < 0)
+			return -1;
+		k = fam == 4 ? snprintf(v4 + u4, n - u4, "%s%s", u4 ? ", " : "", canon) :
+			       snprintf(v6 + u6, n - u6, "%s%s", u6 ? ", " : "", canon);
+		if (k < 0 || (size_t)k >= n - (fam == 4 ? u4 : u6))
+			return -1;
+		*(fam == 4 ? &u4 : &u6) += (size_t)k;
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}
+
+/* FNV-1a of `s`, for the mark below. */
+static unsigned long long
+text_hash(const char *s)
+{
+	unsigned long long h = 14695981039346656037ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+	return h;
+}
+
+/* The ruleset with `mark` as the comment of the private ranges' rule. */
+static int
+ruleset_marked(uid_t uid, const char *allow, const char *mark, char *out, size_t n)
+{
+	char v4[CONFIG_NET_ALLOW_MAX + 2 * CONFIG_MAX_NET_ALLOW];
+	char v6[sizeof(v4)];
+	struct rules r = { out, n, 0, 0 };
+	unsigned u = (unsigned)uid;
+
+	if (n == 0 || split_allow(allow, v4, v6, sizeof(v4)) < 0)
+		return -1;
 	/* TCP gets a reset so a guest's connection fails at once rather than
-	 * timing out. "table; delete table; table {...}" replaces any older copy in one
-	 * transaction, and works whether or not the table exists. */
-	int r = snprintf(out, n,
+	 * timing out. "table; delete table; table {...}" replaces any older
+	 * copy in one transaction, and works whether or not the table exists.
+	 * The host itself and link-local addresses come first: no allow-list
+	 * opens them. Then the allowed ranges are accepted (this chain only:
+	 * other tables still see the packet), then private ranges refused. */
+	put(&r,
 	    "table inet " NETGUARD_TABLE "\n"
 	    "delete table inet " NETGUARD_TABLE "\n"
 	    "table inet " NETGUARD_TABLE " {\n"
@@ -35,11 +122,53 @@ netguard_ruleset(uid_t uid, char *out, size_t n)
 	    " meta l4proto tcp counter reject with tcp reset\n"
 	    "\t\tmeta skuid %u fib daddr type { local, broadcast, multicast } ct state new counter reject\n"
 	    "\t\tmeta skuid %u ip daddr 169.254.0.0/16 counter reject\n"
-	    "\t\tmeta skuid %u ip6 daddr fe80::/10 counter reject\n"
+	    "\t\tmeta skuid %u ip6 daddr fe80::/10 counter reject\n",
+	    u, u, u, u);
+	if (v4[0])
+		put(&r, "\t\tmeta skuid %u ip daddr { %s } ct state new counter accept\n", u, v4);
+	if (v6[0])
+		put(&r, "\t\tmeta skuid %u ip6 daddr { %s } ct state new counter accept\n", u, v6);
+	put(&r,
+	    "\t\tmeta skuid %u ip daddr { %s } ct state new meta l4proto tcp"
+	    " counter reject with tcp reset comment \"%s\"\n"
+	    "\t\tmeta skuid %u ip daddr { %s } ct state new counter reject\n"
+	    "\t\tmeta skuid %u ip6 daddr %s ct state new meta l4proto tcp"
+	    " counter reject with tcp reset\n"
+	    "\t\tmeta skuid %u ip6 daddr %s ct state new counter reject\n"
 	    "\t}\n"
 	    "}\n",
-	    (unsigned)uid, (unsigned)uid, (unsigned)uid, (unsigned)uid);
-	return r < 0 || (size_t)r >= n ? -1 : 0;
+	    u, private_v4, mark, u, private_v4, u, private_v6, u, private_v6);
+	return r.full ? -1 : 0;
+}
+
+/* What netguard_check looks for to know the table holds this very
+ * ruleset: a comment naming a hash of its text (with the mark zeroed), so a
+ * rule for another allow-list, another user or an older aasd is outdated. */
+static int
+ruleset_mark(uid_t uid, const char *allow, char *mark, size_t n)
+{
+	char *text = malloc(NETGUARD_RULES_MAX);
+	int rc = -1;
+
+	if (text == NULL)
+		return -1;
+	if (ruleset_marked(uid, allow, NETGUARD_MARK "0000000000000000", text,
+		NETGUARD_RULES_MAX) == 0) {
+		snprintf(mark, n, NETGUARD_MARK "%016llx", text_hash(text));
+		rc = 0;
+	}
+	free(text);
+	return rc;
+}
+
+int
+netguard_ruleset(uid_t uid, const char *allow, char *out, size_t n)
+{
+	char mark[64];
+
+	if (ruleset_mark(uid, allow, mark, sizeof(mark)) < 0)
+		return -1;
+	return ruleset_marked(uid, allow, mark, out, n);
 }
 
 /* Runs nft with argv, feeding `input` (may be NULL) on stdin and keeping
@@ -139,9 +268,9 @@ first_line(char *s)
 }
 
 int
-netguard_install(uid_t uid, struct err *e)
+netguard_install(uid_t uid, const char *allow, struct err *e)
 {
-	char rules[2048];
+	char rules[NETGUARD_RULES_MAX];
 	char *out = malloc(NFT_OUT_MAX);
 	char *const argv[] = { "nft", "-f", "-", NULL };
 	int rc = -1, st;
@@ -150,8 +279,8 @@ netguard_install(uid_t uid, struct err *e)
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return -1;
 	}
-	if (netguard_ruleset(uid, rules, sizeof(rules)) < 0) {
-		err_set(e, ERR_INTERNAL, "netguard: ruleset too long");
+	if (netguard_ruleset(uid, allow, rules, sizeof(rules)) < 0) {
+		err_set(e, ERR_INTERNAL, "netguard: bad allow-list or ruleset too long");
 		goto out;
 	}
 	st = run_nft(argv, rules, out, NFT_OUT_MAX, e);
@@ -170,11 +299,11 @@ out:
 }
 
 int
-netguard_check(uid_t uid, struct err *e)
+netguard_check(uid_t uid, const char *allow, struct err *e)
 {
 	char *const argv[] = { "nft", "list", "table", "inet", NETGUARD_TABLE, NULL };
 	char *out = malloc(NFT_OUT_MAX);
-	char want[128];
+	char want[128], mark[64];
 	int rc = -1, st;
 
 	if (out == NULL) {
@@ -192,12 +321,22 @@ netguard_check(uid_t uid, struct err *e)
 	}
 	/* nft prints the rule back in its own words; these are the parts that
 	 * make it a guard: the hook, the user, the local-address match and
-	 * the verdict. */
+	 * the verdict; and the mark of this very ruleset (ruleset_mark). */
 	snprintf(want, sizeof(want), "meta skuid %u fib daddr type { local,", (unsigned)uid);
+	if (ruleset_mark(uid, allow, mark, sizeof(mark)) < 0) {
+		err_set(e, ERR_INTERNAL, "netguard: bad allow-list");
+		goto out;
+	}
 	if (strstr(out, "hook output") == NULL || strstr(out, want) == NULL ||
 	    strstr(out, "ct state new") == NULL || strstr(out, "reject with tcp reset") == NULL) {
 		err_set(e, ERR_UNAVAILABLE, "netguard: table inet %s lacks the rule for uid %u",
 		    NETGUARD_TABLE, (unsigned)uid);
+		goto out;
+	}
+	if (strstr(out, mark) == NULL) {
+		err_set(e, ERR_UNAVAILABLE,
+		    "netguard: table inet %s holds another ruleset (an older aasd or another AAS_NET_ALLOW)",
+		    NETGUARD_TABLE);
 		goto out;
 	}
 	rc = 0;
@@ -207,14 +346,14 @@ out:
 }
 
 int
-netguard_ensure(uid_t uid, struct err *e)
+netguard_ensure(uid_t uid, const char *allow, struct err *e)
 {
 	struct err first;
 
 	err_clear(&first);
-	if (netguard_check(uid, &first) == 0)
+	if (netguard_check(uid, allow, &first) == 0)
 		return 0;
-	if (netguard_install(uid, e) < 0)
+	if (netguard_install(uid, allow, e) < 0)
 		return -1;
-	return netguard_check(uid, e);
+	return netguard_check(uid, allow, e);
 }

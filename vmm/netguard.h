@@ -5,8 +5,13 @@
  * user QEMU runs as (a user nothing else uses), stops a guest from opening
  * connections to anything on the host itself (loopback, the host's own
  * addresses: PostgreSQL, aasd, libvirt, other sandboxes' forwards) and to
- * link-local addresses (cloud metadata services). Replies on connections
- * the host opened to a forward are not new, so forwards keep working. */
+ * link-local addresses (cloud metadata services), nor to the private ranges
+ * of the operator's own networks (RFC 1918, 100.64.0.0/10, fc00::/7) except
+ * those the allow-list names. Replies on connections the host opened to a
+ * forward are not new, so forwards keep working.
+ *
+ * `allow` is AAS_NET_ALLOW in its canonical form (config_cidr_canon's
+ * ranges, comma-separated; NULL or "" for none). */
 #ifndef AAS_NETGUARD_H
 #define AAS_NETGUARD_H
 
@@ -18,14 +23,19 @@
 /* nftables table the rule lives in (family inet). */
 #define NETGUARD_TABLE "aas_guard"
 
-/* The ruleset text for `uid` (what netguard_install loads). */
-int netguard_ruleset(uid_t uid, char *out, size_t n);
+/* Room for the ruleset with the longest allow-list. */
+#define NETGUARD_RULES_MAX 8192
+
+/* The ruleset text for `uid` (what netguard_install loads); -1 when the
+ * allow-list is not canonical or the text does not fit in n. */
+int netguard_ruleset(uid_t uid, const char *allow, char *out, size_t n);
 /* Loads the ruleset, replacing an older copy of the table atomically.
  * Needs CAP_NET_ADMIN. */
-int netguard_install(uid_t uid, struct err *e);
-/* 0 when the rule for `uid` is in place, -1 (with the reason) when not. */
-int netguard_check(uid_t uid, struct err *e);
+int netguard_install(uid_t uid, const char *allow, struct err *e);
+/* 0 when the rule for `uid` and this allow-list is in place, -1 (with the
+ * reason) when not. */
+int netguard_check(uid_t uid, const char *allow, struct err *e);
 /* Checks, installs the rule when it is missing or outdated, checks again. */
-int netguard_ensure(uid_t uid, struct err *e);
+int netguard_ensure(uid_t uid, const char *allow, struct err *e);
 
 #endif

@@ -22,6 +22,7 @@
 #include "vmm/netguard.h"
 #include "base/keys.h"
 #include "base/clock.h"
+#include "base/config.h"
 #include "base/log.h"
 
 #define ORCH_MAX_HOSTS 16
@@ -36,6 +37,7 @@ struct orch {
 	enum orch_virt virt;
 	int boot_timeout_s;
 	int kvm_probe_timeout_s;
+	char net_allow[CONFIG_NET_ALLOW_MAX];
 
 	struct vm_host *hosts[ORCH_MAX_HOSTS];
 	atomic_int started[ORCH_MAX_HOSTS];
@@ -414,7 +416,9 @@ orch_new(const struct orch_config *cfg, struct err *e)
 	if (check_setting(cfg->libvirt_uri, ORCH_URI_LIST_MAX, "libvirt URI list", e) < 0 ||
 	    check_setting(cfg->qemu_user, ORCH_USER_MAX, "QEMU user", e) < 0 ||
 	    check_setting(cfg->image_dir, ORCH_PATH_MAX, "image directory", e) < 0 ||
-	    check_setting(cfg->state_dir, ORCH_PATH_MAX, "state directory", e) < 0)
+	    check_setting(cfg->state_dir, ORCH_PATH_MAX, "state directory", e) < 0 ||
+	    check_setting(cfg->net_allow ? cfg->net_allow : "", CONFIG_NET_ALLOW_MAX,
+		"network allow-list", e) < 0)
 		return NULL;
 	o = calloc(1, sizeof(*o));
 	if (o == NULL) {
@@ -426,6 +430,7 @@ orch_new(const struct orch_config *cfg, struct err *e)
 	o->virt = cfg->virt;
 	o->boot_timeout_s = cfg->boot_timeout_s;
 	o->kvm_probe_timeout_s = cfg->kvm_probe_timeout_s;
+	snprintf(o->net_allow, sizeof(o->net_allow), "%s", cfg->net_allow ? cfg->net_allow : "");
 	pthread_mutex_init(&o->lock, NULL);
 	pthread_cond_init(&o->ready_cond, NULL);
 	snprintf(o->vms_dir, sizeof(o->vms_dir), "%s/vms", cfg->state_dir);
@@ -718,7 +723,7 @@ orch_console_tail(struct orch *o, const char *id, size_t max)
 int
 orch_net_ensure(struct orch *o, struct err *e)
 {
-	return netguard_ensure(orch_qemu_uid(o), e);
+	return netguard_ensure(orch_qemu_uid(o), o->net_allow, e);
 }
 
 /* The host of sandbox `id` and its domain name, or NULL with `e` set. */

@@ -35,6 +35,7 @@ struct orch_config {
 	const char *qemu_user;   /* QEMU runs as this user; it owns the VM files */
 	int boot_timeout_s;      /* start to first guest-agent answer */
 	int kvm_probe_timeout_s; /* the same for the KVM probe guest (auto) */
+	const char *net_allow;   /* private ranges guests may reach (netguard.h) */
 };
 
 struct orch;

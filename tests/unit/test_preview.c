@@ -1,5 +1,4 @@
-/* test_preview.c - preview host names, signed URLs (server/preview.h) and
- * the isolation ruleset text (vmm/netguard.h). */
+/* test_preview.c - preview host names and signed URLs (service/preview.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,7 +8,6 @@
 
 #include <cmocka.h>
 
-#include "vmm/netguard.h"
 #include "service/preview.h"
 
 static void
@@ -109,21 +107,6 @@ test_query_and_cookie(void **state)
 	assert_false(preview_cookie_get("aas_previewx=1", "aas_preview", v, sizeof(v)));
 }
 
-static void
-test_ruleset(void **state)
-{
-	char rules[2048];
-
-	(void)state;
-	assert_int_equal(netguard_ruleset(999, rules, sizeof(rules)), 0);
-	assert_non_null(strstr(rules, "delete table inet aas_guard"));
-	assert_non_null(strstr(rules,
-	    "meta skuid 999 fib daddr type { local, broadcast, multicast }"
-	    " ct state new meta l4proto tcp counter reject with tcp reset"));
-	assert_non_null(strstr(rules, "169.254.0.0/16"));
-	assert_int_equal(netguard_ruleset(999, rules, 64), -1);
-}
-
 int
 main(void)
 {
@@ -131,7 +114,6 @@ main(void)
 		cmocka_unit_test(test_host_names),
 		cmocka_unit_test(test_urls_and_signatures),
 		cmocka_unit_test(test_query_and_cookie),
-		cmocka_unit_test(test_ruleset),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

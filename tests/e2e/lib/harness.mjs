@@ -40,6 +40,13 @@ function baseEnv(extra = {}) {
   };
 }
 
+// The private ranges sandboxes under test may reach: the lower half of
+// 10.99.0.0/16, where the namespaces standing in for the internet live
+// (tests/e2e/egress.test.mjs keeps the upper half for the operator's
+// network). The isolation rule is one table for the whole machine, so
+// every aasd under test asks for the same list.
+export const TEST_NET_ALLOW = '10.99.0.0/17';
+
 // Environment for an aasd with a VM layer: its own embedded libvirt root
 // (one process per root), TCG (KVM hangs on these machines), the image
 // built by `make image`.
@@ -49,6 +56,7 @@ export function vmEnv(rootName, extra = {}) {
     AAS_IMAGE_DIR: IMAGE_DIR,
     AAS_VIRT: 'tcg',
     AAS_RECONCILE_S: '2',
+    AAS_NET_ALLOW: TEST_NET_ALLOW,
     ...extra,
   };
 }
