@@ -62,14 +62,14 @@ static const struct cfg_entry cfg_table[] = {
 	    "error, warn, info or debug." },
 	{ "AAS_HTTP_THREADS", CFG_INT, "2", 1, 64, F(http_threads),
 	    "HTTP event-loop threads (epoll thread pool)." },
-	{ "AAS_WORKERS", CFG_INT, "64", 1, 1024, F(workers),
+	{ "AAS_WORKERS", CFG_INT, "128", 1, 1024, F(workers),
 	    "Threads for slow work (tool calls); HTTP threads never wait on it." },
-	{ "AAS_MAX_CALLS_PER_KEY", CFG_INT, "4", 1, 1024, F(max_calls_per_key),
+	{ "AAS_MAX_CALLS_PER_KEY", CFG_INT, "8", 1, 1024, F(max_calls_per_key),
 	    "Calls of one API key (or of all callers without one) running at once; more wait "
 	    "their turn, keys taking turns." },
 	{ "AAS_MAX_QUEUED_PER_KEY", CFG_INT, "32", 1, 4096, F(max_queued_per_key),
 	    "Calls of one API key waiting to run; beyond this they are answered 429 busy." },
-	{ "AAS_QUEUE_WAIT_S", CFG_INT, "10", 1, 600, F(queue_wait_s),
+	{ "AAS_QUEUE_WAIT_S", CFG_INT, "30", 1, 600, F(queue_wait_s),
 	    "A waiting call that cannot start within this many seconds is answered 429 busy "
 	    "with Retry-After." },
 	{ "AAS_MAX_BODY_BYTES", CFG_LLONG, "16777216", 1024, 268435456, F(max_body_bytes),

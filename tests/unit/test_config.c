@@ -118,10 +118,10 @@ test_defaults(void **state)
 	assert_int_equal(cfg.n_allowed_origins, 0);
 	assert_int_equal(cfg.log_level, LOG_LEVEL_INFO);
 	assert_int_equal(cfg.http_threads, 2);
-	assert_int_equal(cfg.workers, 64);
-	assert_int_equal(cfg.max_calls_per_key, 4);
+	assert_int_equal(cfg.workers, 128);
+	assert_int_equal(cfg.max_calls_per_key, 8);
 	assert_int_equal(cfg.max_queued_per_key, 32);
-	assert_int_equal(cfg.queue_wait_s, 10);
+	assert_int_equal(cfg.queue_wait_s, 30);
 	assert_int_equal(cfg.max_body_bytes, 16777216);
 	assert_int_equal(cfg.db_pool_size, 8);
 	assert_int_equal(cfg.conn_timeout_s, 120);
