@@ -1,6 +1,6 @@
 // Sandbox networking, isolation and preview URLs, with real VMs (TCG).
 // Traffic goes only to loopback and to a network namespace made here
-// (a /24 inside 10.99.0.0/16 that no host interface uses yet) that stands
+// (a /24 inside 10.99.0.0/17 that no host interface uses yet) that stands
 // in for the internet; tests/net-safety.sh drops anything else QEMU sends.
 // The namespace, the veth pair and the subnet are named after this
 // process, so two runs on one machine do not meet.
@@ -23,15 +23,21 @@ const VETH_HOST = `aasi${process.pid}a`;   // at most 15 characters: pids have a
 const VETH_NS = `aasi${process.pid}b`;
 const NS_PORT = 8080;
 
-// A /24 of 10.99.0.0/16 no interface on the host has an address in,
-// starting at one picked by the process id.
+// A /24 in the lower half of 10.99.0.0/16 (inside the VM tests'
+// AAS_NET_ALLOW, 10.99.0.0/17) that no host interface has an address in,
+// starting at one picked by the process id; the ones egress.test.mjs does
+// not use (it takes 10.99.20-119) come first.
 function freeSubnet() {
   const used = execFileSync('ip', ['-4', '-o', 'addr', 'show'], { encoding: 'utf8' });
-  for (let i = 0; i < 256; i++) {
-    const n = (process.pid + i) % 254 + 1;
+  const spare = [];
+  for (let n = 1; n < 128; n++) if (n < 20 || n >= 120) spare.push(n);
+  const rest = [];
+  for (let n = 20; n < 120; n++) rest.push(n);
+  const turn = (list) => list.map((_, i) => list[(process.pid + i) % list.length]);
+  for (const n of [...turn(spare), ...turn(rest)]) {
     if (!used.includes(` 10.99.${n}.`)) return n;
   }
-  throw new Error('no free /24 in 10.99.0.0/16');
+  throw new Error('no free /24 in 10.99.0.0/17');
 }
 const SUBNET = freeSubnet();
 const NS_HOST = `10.99.${SUBNET}.1`;
