@@ -538,7 +538,8 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		snprintf(req->method, sizeof(req->method), "%s", method);
 		/* Preview hosts first: their traffic never meets the routes. */
 		if (srv->has_icpt && host && srv->icpt.claims(srv->icpt.ctx, host)) {
-			req->px = proxy_begin(srv->icpt.proxy, conn, method, req->path, req->query);
+			req->px = proxy_begin(srv->icpt.proxy, conn, method, req->path, req->query,
+			    req->path_too_long);
 			if (req->px)
 				return MHD_YES;
 			static const char busy[] = "preview proxy busy; retry shortly\n";

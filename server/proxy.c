@@ -270,6 +270,8 @@ reason(int status)
 		return "Not allowed";
 	case 404:
 		return "No such preview";
+	case 414:
+		return "Address too long";
 	case 431:
 		return "Request headers too large";
 	case 502:
@@ -451,6 +453,27 @@ header_is(const char *name, const char *want)
 
 /* Splits the upstream head (in x->rhead, ending at rhead_used) into the
  * status and headers, and picks the body framing. */
+/* Drops any Domain attribute from an upstream's Set-Cookie value, in
+ * place: a sandbox's cookie stays on its own preview host and never
+ * reaches the others under the preview domain. */
+static int
+strip_domain(char *v)
+{
+	size_t n = strlen(v) + 1;
+	char *tmp = malloc(n);
+	int rc = -1;
+
+	if (tmp == NULL)
+		return -1;
+	if (preview_set_cookie_strip_domain(v, tmp, n) < 0)
+		goto out;
+	memcpy(v, tmp, strlen(tmp) + 1);
+	rc = 0;
+out:
+	free(tmp);
+	return rc;
+}
+
 static int
 parse_head(struct px *x)
 {
@@ -488,6 +511,8 @@ parse_head(struct px *x)
 		x->hval[x->n_hdr++] = v;
 		if (header_is(p, "transfer-encoding") && strcasestr(v, "chunked"))
 			chunked = 1;
+		if (header_is(p, "set-cookie") && strip_domain(v) < 0)
+			return -1;
 		if (header_is(p, "content-length")) {
 			char *e;
 			long long l = strtoll(v, &e, 10);
@@ -1008,6 +1033,7 @@ struct head_buf {
 	char *buf;
 	size_t len;
 	int overflow;
+	int chunked; /* the client chunked its body: its Content-Length stays here */
 	const char *xff;
 };
 
@@ -1042,7 +1068,7 @@ copy_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *val
 	}
 	if (strcasecmp(key, "x-forwarded-for") == 0)
 		h->xff = value;
-	if (hop_by_hop(key) && strcasecmp(key, "content-length") != 0)
+	if (hop_by_hop(key) && (strcasecmp(key, "content-length") != 0 || h->chunked))
 		return MHD_YES;
 	head_add(h, key, ": ", value, "\r\n");
 	return MHD_YES;
@@ -1057,7 +1083,7 @@ dup_or_null(const char *s)
 static int
 build_head(struct px *x, struct MHD_Connection *conn, const char *path, const char *query)
 {
-	struct head_buf h = { x, malloc(PX_HEAD_MAX), 0, 0, NULL };
+	struct head_buf h = { x, malloc(PX_HEAD_MAX), 0, 0, 0, NULL };
 	const union MHD_ConnectionInfo *ci;
 	const char *conn_hdr, *upgrade_hdr, *te, *cl;
 	char ip[INET6_ADDRSTRLEN] = "unknown", q[PX_QUERY_MAX];
@@ -1074,6 +1100,10 @@ build_head(struct px *x, struct MHD_Connection *conn, const char *path, const ch
 	head_add(&h, x->method, " ", path, q[0] ? "?" : "");
 	head_add(&h, q, " HTTP/1.1\r\n", "Host: ", x->host);
 	head_add(&h, "\r\n", NULL, NULL, NULL);
+	/* One framing to the upstream: a chunked body leaves chunked again,
+	 * so the client's Content-Length (if it sent both) is not passed on. */
+	te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
+	h.chunked = te && strcasestr(te, "chunked") != NULL;
 	MHD_get_connection_values(conn, MHD_HEADER_KIND, copy_header, &h);
 	ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	if (ci && ci->client_addr) {
@@ -1098,9 +1128,8 @@ build_head(struct px *x, struct MHD_Connection *conn, const char *path, const ch
 		head_add(&h, "Connection: Upgrade\r\nUpgrade: ", upgrade_hdr, "\r\n", NULL);
 	else
 		head_add(&h, "Connection: close\r\n", NULL, NULL, NULL);
-	te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
 	cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-	if (te && strcasestr(te, "chunked")) {
+	if (h.chunked) {
 		/* The body arrives de-chunked; it leaves chunked again. */
 		x->req_chunked = 1;
 		x->req_body = 1;
@@ -1135,7 +1164,7 @@ px_link(struct proxy *p, struct px *x, int no_thread)
 
 struct px *
 proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char *method, const char *path,
-    const char *query)
+    const char *query, int uri_too_long)
 {
 	struct px *x = NULL;
 	pthread_attr_t attr;
@@ -1175,7 +1204,14 @@ proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char *method, co
 	x->out.buf = malloc(PX_BUF);
 	if (x->host == NULL || x->in.buf == NULL || x->out.buf == NULL)
 		goto fail_x;
-	if ((query && strlen(query) >= PX_QUERY_MAX) || build_head(x, conn, path, query) < 0) {
+	if (uri_too_long || (query && strlen(query) >= PX_QUERY_MAX)) {
+		/* Never forwarded cut short: refused whole. */
+		x->refs = 1;
+		px_link(p, x, 1);
+		px_fail(x, 414, "The address (path or query) is too long for the preview proxy.");
+		return x;
+	}
+	if (build_head(x, conn, path, query) < 0) {
 		/* Answered at once, without an upstream. */
 		x->refs = 1;
 		px_link(p, x, 1);

@@ -45,9 +45,11 @@ size_t proxy_active(struct proxy *p);
 
 /* The HTTP front end hands over requests with these. proxy_begin runs when
  * the headers are in (before any body); it returns NULL when the cap is
- * reached or memory is short, after which the caller answers 503. */
+ * reached or memory is short, after which the caller answers 503.
+ * `uri_too_long`: the caller cut the path or dropped the query at its
+ * limit; the request is answered 414, never forwarded shortened. */
 struct px *proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char *method,
-    const char *path, const char *query);
+    const char *path, const char *query, int uri_too_long);
 /* Called like a libmicrohttpd access handler for every later call of the
  * request; `status` receives the status answered (for the access log). */
 enum MHD_Result proxy_on_request(struct px *x, const char *upload_data, size_t *upload_data_size,

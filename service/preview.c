@@ -112,28 +112,38 @@ preview_sig_valid(const char *token_hash, const char *id, int port, const char *
 }
 
 /* Finds name=value in a list of pairs separated by `sep` (spaces after a
- * separator are skipped, as in Cookie headers). 1 when found and it fits. */
+ * separator are skipped, as in Cookie headers), from *pos on; *pos moves
+ * past the pair found. 1 when found and it fits. */
 static int
-pair_get(const char *list, char sep, const char *name, char *out, size_t n)
+pair_next(const char *list, char sep, const char *name, const char **pos, char *out, size_t n)
 {
 	size_t nl = strlen(name);
 	const char seps[2] = { sep, '\0' };
 
-	for (const char *p = list; p && *p;) {
+	for (const char *p = *pos ? *pos : list; p && *p;) {
 		while (*p == ' ' || *p == sep)
 			p++;
 		size_t len = strcspn(p, seps);
 		if (len > nl && strncmp(p, name, nl) == 0 && p[nl] == '=') {
 			size_t vl = len - nl - 1;
-			if (vl >= n)
-				return 0;
-			memcpy(out, p + nl + 1, vl);
-			out[vl] = '\0';
-			return 1;
+			*pos = p + len;
+			if (vl < n) {
+				memcpy(out, p + nl + 1, vl);
+				out[vl] = '\0';
+				return 1;
+			}
 		}
 		p += len;
 	}
 	return 0;
+}
+
+static int
+pair_get(const char *list, char sep, const char *name, char *out, size_t n)
+{
+	const char *pos = NULL;
+
+	return pair_next(list, sep, name, &pos, out, n);
 }
 
 int
@@ -180,4 +190,76 @@ int
 preview_cookie_get(const char *header, const char *name, char *out, size_t n)
 {
 	return pair_get(header, ';', name, out, n);
+}
+
+int
+preview_cookie_next(const char *header, const char *name, const char **pos, char *out, size_t n)
+{
+	return pair_next(header, ';', name, pos, out, n);
+}
+
+const char *
+preview_cookie_name(const char *scheme)
+{
+	return scheme && strcmp(scheme, "https") == 0 ? PREVIEW_COOKIE_HOST : PREVIEW_COOKIE;
+}
+
+int
+preview_cookie_value(const char *scheme, const char *exp, const char *sig, long long max_age,
+    char *out, size_t n)
+{
+	int secure = scheme && strcmp(scheme, "https") == 0;
+	int r = snprintf(out, n, "%s=%s.%s; Path=/; Max-Age=%lld; HttpOnly; SameSite=Lax%s",
+	    preview_cookie_name(scheme), exp, sig, max_age, secure ? "; Secure" : "");
+
+	return r < 0 || (size_t)r >= n ? -1 : 0;
+}
+
+/* Whether the attribute at p (len bytes, spaces trimmed in front) is a
+ * Domain attribute, with or without a value. */
+static int
+is_domain_attr(const char *p, size_t len)
+{
+	size_t i = 6;
+
+	if (len < 6 || strncasecmp(p, "domain", 6) != 0)
+		return 0;
+	while (i < len && (p[i] == ' ' || p[i] == '\t'))
+		i++;
+	return i == len || p[i] == '=';
+}
+
+int
+preview_set_cookie_strip_domain(const char *in, char *out, size_t n)
+{
+	size_t j = 0, len;
+	int first = 1;
+
+	if (n == 0)
+		return -1;
+	out[0] = '\0';
+	for (const char *p = in; *p;) {
+		len = strcspn(p, ";");
+		const char *a = p;
+		size_t al = len;
+		while (al > 0 && (*a == ' ' || *a == '\t')) {
+			a++;
+			al--;
+		}
+		/* The first part is name=value; only attributes are dropped. */
+		if (first || !is_domain_attr(a, al)) {
+			if (j + len + 1 >= n)
+				return -1;
+			if (!first)
+				out[j++] = ';';
+			memcpy(out + j, p, len);
+			j += len;
+			out[j] = '\0';
+		}
+		first = 0;
+		p += len;
+		if (*p == ';')
+			p++;
+	}
+	return 0;
 }

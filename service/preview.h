@@ -14,7 +14,13 @@
 #include <time.h>
 
 #define PREVIEW_TOKEN_HEADER "x-aas-preview-token"
+/* The private-preview cookie. Under https its name carries the __Host-
+ * prefix, so the browser keeps it Secure, Path=/ and host-only: no other
+ * preview host (another sandbox's page, its scripts or its Set-Cookie)
+ * can set or shadow it. Plain-http previews (development) cannot use the
+ * prefix, which needs Secure, and use the bare name. */
 #define PREVIEW_COOKIE "aas_preview"
+#define PREVIEW_COOKIE_HOST "__Host-aas_preview"
 #define PREVIEW_Q_EXP "aas_preview_exp"
 #define PREVIEW_Q_SIG "aas_preview_sig"
 #define PREVIEW_ID_MAX 32
@@ -40,6 +46,19 @@ int preview_query_get(const char *query, const char *name, char *out, size_t n);
 void preview_query_strip(const char *query, char *out, size_t n);
 /* Finds a cookie's value in a Cookie header. 1 when found. */
 int preview_cookie_get(const char *header, const char *name, char *out, size_t n);
+/* Like preview_cookie_get, from *pos on (NULL: the start); *pos moves past
+ * the cookie found, so a caller can try every cookie of one name. */
+int preview_cookie_next(const char *header, const char *name, const char **pos, char *out,
+    size_t n);
+/* The cookie's name for a preview scheme ("https" or "http"). */
+const char *preview_cookie_name(const char *scheme);
+/* The Set-Cookie value a signed URL answers with (exp and sig as in the
+ * URL, max_age in seconds). -1 when it does not fit. */
+int preview_cookie_value(const char *scheme, const char *exp, const char *sig, long long max_age,
+    char *out, size_t n);
+/* An upstream's Set-Cookie value without any Domain attribute: the cookie
+ * stays on the one preview host that set it. -1 when it does not fit. */
+int preview_set_cookie_strip_domain(const char *in, char *out, size_t n);
 
 /* What the preview resolver decides for one proxied request. */
 struct preview_route {

@@ -286,10 +286,11 @@ host_is_local(const char *uri)
 /* 0 allowed, else the status to answer. A valid signed URL also sets a
  * cookie so the page's own requests (scripts, images) pass. */
 static int
-preview_allowed(const char *hash, const char *id, int port, const struct preview_ask *ask,
-    struct preview_route *out)
+preview_allowed(const char *scheme, const char *hash, const char *id, int port,
+    const struct preview_ask *ask, struct preview_route *out)
 {
 	char exp[24], sig[PREVIEW_SIG_HEX + 2], cookie[128];
+	const char *cname = preview_cookie_name(scheme), *pos = NULL;
 	time_t now = time(NULL);
 	int offered = 0;
 
@@ -306,14 +307,15 @@ preview_allowed(const char *hash, const char *id, int port, const struct preview
 		long long exp_at;
 		if (preview_sig_valid(hash, id, port, exp, sig, now) &&
 		    num_parse_ll(exp, &exp_at) == 0) {
-			snprintf(out->set_cookie, sizeof(out->set_cookie),
-			    "%s=%s.%s; Path=/; Max-Age=%lld; HttpOnly; SameSite=Lax",
-			    PREVIEW_COOKIE, exp, sig, exp_at - (long long)now);
+			if (preview_cookie_value(scheme, exp, sig, exp_at - (long long)now,
+				out->set_cookie, sizeof(out->set_cookie)) < 0)
+				out->set_cookie[0] = '\0';
 			return 0;
 		}
 	}
-	if (ask->cookie &&
-	    preview_cookie_get(ask->cookie, PREVIEW_COOKIE, cookie, sizeof(cookie))) {
+	/* Every cookie of the name is tried: another one cannot shadow it. */
+	while (ask->cookie &&
+	    preview_cookie_next(ask->cookie, cname, &pos, cookie, sizeof(cookie))) {
 		char *dot = strchr(cookie, '.');
 		offered = 1;
 		if (dot) {
@@ -359,7 +361,9 @@ sbx_preview_route(struct sbx *s, const struct preview_ask *ask, struct preview_r
 		    " remote sandboxes are not served by this instance.");
 		return;
 	}
-	if (!pv.public && (st = preview_allowed(pv.token_hash, id, port, ask, out)) != 0) {
+	if (!pv.public &&
+	    (st = preview_allowed(s->app->cfg.preview_scheme, pv.token_hash, id, port, ask, out)) !=
+		0) {
 		route_fail(out, st,
 		    st == 401 ?
 			"This preview is private. Send the token from"

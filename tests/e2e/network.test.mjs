@@ -1,11 +1,13 @@
 // Sandbox networking, isolation and preview URLs, with real VMs (TCG).
 // Traffic goes only to loopback and to a network namespace made here
-// (10.99.1.0/24) that stands in for the internet; tests/net-safety.sh
-// drops anything else QEMU sends.
+// (a /24 inside 10.99.0.0/17 that no host interface uses yet) that stands
+// in for the internet; tests/net-safety.sh drops anything else QEMU sends.
+// The namespace, the veth pair and the subnet are named after this
+// process, so two runs on one machine do not meet.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, createHmac } from 'node:crypto';
-import { execFile, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
 import net from 'node:net';
 import { readFileSync, rmSync, statSync } from 'node:fs';
@@ -16,10 +18,42 @@ import { startAasd, newAccount, vmEnv, STATE, sleep, DB_URL } from './lib/harnes
 import { wsEcho, WS_ECHO_SERVER } from './lib/ws.mjs';
 
 const run = promisify(execFile);
-const NS = 'aas-test-inet';
-const NS_HOST = '10.99.1.1';
-const NS_PEER = '10.99.1.2';
+const NS = `aas-test-inet-${process.pid}`;
+const VETH_HOST = `aasi${process.pid}a`;   // at most 15 characters: pids have at most 7 digits
+const VETH_NS = `aasi${process.pid}b`;
 const NS_PORT = 8080;
+
+// A /24 in the lower half of 10.99.0.0/16 (inside the VM tests'
+// AAS_NET_ALLOW, 10.99.0.0/17) that no host interface has an address in,
+// starting at one picked by the process id; the ones egress.test.mjs does
+// not use (it takes 10.99.20-119) come first.
+function freeSubnet() {
+  const used = execFileSync('ip', ['-4', '-o', 'addr', 'show'], { encoding: 'utf8' });
+  const spare = [];
+  for (let n = 1; n < 128; n++) if (n < 20 || n >= 120) spare.push(n);
+  const rest = [];
+  for (let n = 20; n < 120; n++) rest.push(n);
+  const turn = (list) => list.map((_, i) => list[(process.pid + i) % list.length]);
+  for (const n of [...turn(spare), ...turn(rest)]) {
+    if (!used.includes(` 10.99.${n}.`)) return n;
+  }
+  throw new Error('no free /24 in 10.99.0.0/17');
+}
+const SUBNET = freeSubnet();
+const NS_HOST = `10.99.${SUBNET}.1`;
+const NS_PEER = `10.99.${SUBNET}.2`;
+
+function removeNetns() {
+  for (const cmd of [['netns', 'del', NS], ['link', 'del', VETH_HOST]]) {
+    try {
+      execFileSync('ip', cmd, { stdio: 'ignore' });
+    } catch {
+      // already gone
+    }
+  }
+}
+// Also when the run dies between before() and after().
+process.on('exit', removeNetns);
 
 let aasd;
 let alice;
@@ -94,15 +128,14 @@ async function netns(...cmd) {
 
 before(async () => {
   // The stand-in internet: a namespace on a veth pair with a listener.
-  await run('ip', ['netns', 'del', NS]).catch(() => {});
-  await run('ip', ['link', 'del', 'aasv0']).catch(() => {});
+  removeNetns();   // a pid reused after a run that was killed
   await netns('netns', 'add', NS);
-  await netns('link', 'add', 'aasv0', 'type', 'veth', 'peer', 'name', 'aasv1');
-  await netns('link', 'set', 'aasv1', 'netns', NS);
-  await netns('addr', 'add', `${NS_HOST}/24`, 'dev', 'aasv0');
-  await netns('link', 'set', 'aasv0', 'up');
-  await netns('netns', 'exec', NS, 'ip', 'addr', 'add', `${NS_PEER}/24`, 'dev', 'aasv1');
-  await netns('netns', 'exec', NS, 'ip', 'link', 'set', 'aasv1', 'up');
+  await netns('link', 'add', VETH_HOST, 'type', 'veth', 'peer', 'name', VETH_NS);
+  await netns('link', 'set', VETH_NS, 'netns', NS);
+  await netns('addr', 'add', `${NS_HOST}/24`, 'dev', VETH_HOST);
+  await netns('link', 'set', VETH_HOST, 'up');
+  await netns('netns', 'exec', NS, 'ip', 'addr', 'add', `${NS_PEER}/24`, 'dev', VETH_NS);
+  await netns('netns', 'exec', NS, 'ip', 'link', 'set', VETH_NS, 'up');
   await netns('netns', 'exec', NS, 'ip', 'link', 'set', 'lo', 'up');
   nsServer = spawn('ip', ['netns', 'exec', NS, process.execPath, '-e',
     `require('http').createServer((q, s) => s.end('internet-ok')).listen(${NS_PORT}, '${NS_PEER}')`],
@@ -135,8 +168,7 @@ after(async () => {
   await aasd?.stop();
   nsServer?.kill();
   hostListener?.close();
-  await run('ip', ['netns', 'del', NS]).catch(() => {});
-  await run('ip', ['link', 'del', 'aasv0']).catch(() => {});
+  removeNetns();
 });
 
 test('the isolation rule is installed and matches the QEMU user', async () => {
@@ -203,7 +235,9 @@ class H(http.server.BaseHTTPRequestHandler):
             while left:
                 d = self.rfile.read(min(left, 65536)); h.update(d); left -= len(d)
         body = h.hexdigest().encode()
-        self.send_response(200); self.send_header('Content-Length', str(len(body))); self.end_headers()
+        seen = 'te=%s cl=%s' % (self.headers.get('Transfer-Encoding', '-'), self.headers.get('Content-Length', '-'))
+        self.send_response(200); self.send_header('X-Seen-Framing', seen)
+        self.send_header('Content-Length', str(len(body))); self.end_headers()
         self.wfile.write(body)
 http.server.HTTPServer(('0.0.0.0', 8100), H).serve_forever()
 `,
@@ -224,6 +258,14 @@ http.server.HTTPServer(('0.0.0.0', 8100), H).serve_forever()
   const chunked = await curl(sbx, 8100, '/', ['-H', 'Transfer-Encoding: chunked', '--data-binary', `@${file}`]);
   assert.equal(chunked.status, 200);
   assert.equal(chunked.body.toString(), want);
+  assert.match(chunked.head, /x-seen-framing: te=chunked cl=-\r?$/im);
+  // Both framings from the client: the upstream sees exactly one.
+  const both = await curl(sbx, 8100, '/', ['-H', 'Transfer-Encoding: chunked',
+    '-H', `Content-Length: ${data.length}`, '--data-binary', `@${file}`]);
+  assert.equal(both.status, 200, both.head);
+  assert.equal(both.body.toString(), want);
+  assert.match(both.head, /x-seen-framing: te=chunked cl=-\r?$/im);
+  assert.match(sized.head, new RegExp(`x-seen-framing: te=- cl=${data.length}\\r?$`, 'im'));
   rmSync(file);
 });
 
@@ -278,7 +320,14 @@ test('private previews need the token or a valid signed URL', async () => {
   assert.equal(signed.status, 200);
   const cookie = /set-cookie: (aas_preview=[^;]+)/i.exec(signed.head)?.[1];
   assert.ok(cookie, signed.head);
+  // Host-only (no Domain); plain-http previews use the unprefixed name, without Secure.
+  const line = /^set-cookie: aas_preview=.*$/im.exec(signed.head)[0];
+  assert.doesNotMatch(line, /domain=/i);
+  assert.match(line, /; Path=\/;.*HttpOnly/);
   assert.equal((await curl(sbx, 8001, '/blob.bin', ['-H', `Cookie: ${cookie}`])).status, 200);
+  // A cookie of the same name in front (set by another page) does not shadow it.
+  assert.equal((await curl(sbx, 8001, '/blob.bin', ['-H', `Cookie: aas_preview=1.junk; ${cookie}`])).status, 200);
+  assert.equal((await curl(sbx, 8001, '/blob.bin', ['-H', 'Cookie: aas_preview=1.junk'])).status, 403);
   // Tampered and expired signatures are refused.
   const tampered = u.search.replace(/aas_preview_sig=(.)/, (m, c) => `aas_preview_sig=${c === 'a' ? 'b' : 'a'}`);
   assert.equal((await curl(sbx, 8001, `/${tampered}`)).status, 403);
@@ -290,6 +339,41 @@ test('private previews need the token or a valid signed URL', async () => {
   const exp2 = exp + 600;
   const sig2 = createHmac('sha256', hash).update(`${sbx}:8001:${exp2}`).digest('hex');
   assert.equal((await curl(sbx, 8001, `/?aas_preview_exp=${exp2}&aas_preview_sig=${sig2}`)).status, 200);
+});
+
+test('an upstream cookie never leaves its preview host (Domain is stripped)', async () => {
+  await ok(a, 'write_file', {
+    sandbox_id: sbx,
+    path: '/home/sandbox/cookie.py',
+    content: `import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header('Set-Cookie', 'x=1; Domain=localhost; Path=/')
+        self.send_header('Set-Cookie', 'aas_preview=1.junk; Path=/;domain=.localhost ;HttpOnly')
+        self.send_header('Content-Length', '2'); self.end_headers(); self.wfile.write(b'ok')
+http.server.HTTPServer(('0.0.0.0', 8200), H).serve_forever()
+`,
+  });
+  await sh(sbx, 'exec python3 ~/cookie.py', { background: true });
+  await ok(a, 'expose_port', { sandbox_id: sbx, port: 8200 });
+  const r = await until(async () => { const x = await curl(sbx, 8200, '/'); return x.status === 200 && x; });
+  const cookies = r.head.split(/\r?\n/).filter((l) => /^set-cookie:/i.test(l));
+  assert.deepEqual(cookies.map((l) => l.replace(/^set-cookie: /i, '')),
+    ['x=1; Path=/', 'aas_preview=1.junk; Path=/;HttpOnly'], r.head);
+  assert.equal(r.body.toString(), 'ok');
+});
+
+test('a preview path or query over the limit is refused with 414, never cut short', async () => {
+  const long = await curl(sbx, 8000, `/${'a'.repeat(2000)}`);
+  assert.equal(long.status, 414, long.head);
+  assert.match(long.body.toString(), /too long/);
+  const longQuery = await curl(sbx, 8000, `/blob.bin?q=${'b'.repeat(20000)}`);
+  assert.equal(longQuery.status, 414, longQuery.head);
+  // Just under the limit still reaches the guest (python's own 404).
+  const under = await curl(sbx, 8000, `/${'a'.repeat(1000)}`);
+  assert.equal(under.status, 404);
+  assert.doesNotMatch(under.body.toString(), /aas sandbox preview/);
 });
 
 test('guests cannot reach host services or other sandboxes', async () => {

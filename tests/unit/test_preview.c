@@ -107,6 +107,60 @@ test_query_and_cookie(void **state)
 	assert_false(preview_cookie_get("aas_previewx=1", "aas_preview", v, sizeof(v)));
 }
 
+static void
+test_cookie_names_and_values(void **state)
+{
+	char v[256];
+	const char *pos = NULL;
+	const char *hdr = "aas_preview=1.bad; x=2; aas_preview=2.good; aas_preview=toolong_value";
+
+	(void)state;
+	assert_string_equal(preview_cookie_name("https"), "__Host-aas_preview");
+	assert_string_equal(preview_cookie_name("http"), "aas_preview");
+	/* Every cookie of the name in turn, so one cannot shadow another. */
+	assert_true(preview_cookie_next(hdr, "aas_preview", &pos, v, 8));
+	assert_string_equal(v, "1.bad");
+	assert_true(preview_cookie_next(hdr, "aas_preview", &pos, v, 8));
+	assert_string_equal(v, "2.good");
+	assert_false(preview_cookie_next(hdr, "aas_preview", &pos, v, 8));
+	pos = NULL;
+	assert_false(preview_cookie_next("aas_preview=1", "__Host-aas_preview", &pos, v, 8));
+
+	assert_int_equal(preview_cookie_value("https", "123", "ab", 60, v, sizeof(v)), 0);
+	assert_string_equal(v,
+	    "__Host-aas_preview=123.ab; Path=/; Max-Age=60; HttpOnly; SameSite=Lax; Secure");
+	assert_null(strstr(v, "Domain"));
+	assert_int_equal(preview_cookie_value("http", "123", "ab", 60, v, sizeof(v)), 0);
+	assert_string_equal(v, "aas_preview=123.ab; Path=/; Max-Age=60; HttpOnly; SameSite=Lax");
+	assert_int_equal(preview_cookie_value("https", "123", "ab", 60, v, 20), -1);
+}
+
+static void
+test_set_cookie_strip_domain(void **state)
+{
+	char v[256];
+
+	(void)state;
+	assert_int_equal(preview_set_cookie_strip_domain("x=1; Domain=preview.test; Path=/", v,
+			     sizeof(v)),
+	    0);
+	assert_string_equal(v, "x=1; Path=/");
+	assert_int_equal(preview_set_cookie_strip_domain("x=1;domain=.a.b;  DOMAIN = c ;HttpOnly",
+			     v, sizeof(v)),
+	    0);
+	assert_string_equal(v, "x=1;HttpOnly");
+	/* A bare Domain attribute goes too; other names and the value stay. */
+	assert_int_equal(preview_set_cookie_strip_domain("domain=1; Domain; Domains=x", v,
+			     sizeof(v)),
+	    0);
+	assert_string_equal(v, "domain=1; Domains=x");
+	assert_int_equal(preview_set_cookie_strip_domain("x=1", v, sizeof(v)), 0);
+	assert_string_equal(v, "x=1");
+	assert_int_equal(preview_set_cookie_strip_domain("", v, sizeof(v)), 0);
+	assert_string_equal(v, "");
+	assert_int_equal(preview_set_cookie_strip_domain("x=1; Path=/", v, 5), -1);
+}
+
 int
 main(void)
 {
@@ -114,6 +168,8 @@ main(void)
 		cmocka_unit_test(test_host_names),
 		cmocka_unit_test(test_urls_and_signatures),
 		cmocka_unit_test(test_query_and_cookie),
+		cmocka_unit_test(test_cookie_names_and_values),
+		cmocka_unit_test(test_set_cookie_strip_domain),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
