@@ -47,6 +47,9 @@ pxp_parse_head(char *head, size_t used, const char *method, int want_upgrade, st
 			return -1;
 		*colon = '\0';
 		v = colon + 1;
+		/* A name is one token; a bare CR or LF ends no line here. */
+		if (p[0] == '\0' || strpbrk(p, " \t\r\n") || strpbrk(v, "\r\n"))
+			return -1;
 		while (*v == ' ' || *v == '\t')
 			v++;
 		r->hname[r->n_hdr] = p;

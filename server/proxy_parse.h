@@ -24,7 +24,10 @@ struct pxp_resp {
 /* Splits the head in head[0..used) (ending with CRLF CRLF; the last four
  * bytes are overwritten) into the status and headers, and picks the body
  * framing for a request with `method` (want_upgrade: the client asked to
- * upgrade). 0, or -1 for a head the proxy refuses. */
+ * upgrade). 0, or -1 for a head the proxy refuses: no status line, a
+ * header line without a colon, an empty name or one holding blanks, a
+ * bare CR or LF in a name or value, a bad Content-Length, more than
+ * PXP_MAX_HEADERS headers, or a 101 nobody asked for. */
 int pxp_parse_head(char *head, size_t used, const char *method, int want_upgrade,
     struct pxp_resp *r);
 

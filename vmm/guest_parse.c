@@ -86,7 +86,8 @@ guest_parse_list(const char *out, size_t len)
 		time_t mt = (time_t)mtime;
 		struct tm tm;
 		char when[32];
-		gmtime_r(&mt, &tm);
+		if (gmtime_r(&mt, &tm) == NULL)
+			continue; /* a time no calendar holds: not the helper's */
 		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 		json_array_append_new(arr,
 		    json_pack("{s:o, s:s, s:I, s:s, s:s}", "path", utf8_string(f[4]), "type",
