@@ -15,17 +15,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* A broken invariant: report it and abort, which libFuzzer records as a
  * crash with the input. */
-#define FUZZ_CHECK(cond)                                                                       \
-	do {                                                                                   \
-		if (!(cond)) {                                                                 \
+#define FUZZ_CHECK(cond)                                                                         \
+	do {                                                                                     \
+		if (!(cond)) {                                                                   \
 			fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-			abort();                                                               \
-		}                                                                              \
+			abort();                                                                 \
+		}                                                                                \
 	} while (0)
 
 struct fuzz_fields {
 	char *buf;
-	char *f[FUZZ_MAX_FIELDS]; /* NUL-terminated; "" when the input ran out */
+	char *f[FUZZ_MAX_FIELDS];    /* NUL-terminated; "" when the input ran out */
 	size_t len[FUZZ_MAX_FIELDS]; /* bytes up to the separator (NULs included) */
 };
 

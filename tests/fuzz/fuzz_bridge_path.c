@@ -50,7 +50,7 @@ paths(const char *root, const char *path, const char *sbx, size_t n)
 static int
 entry(char *line, struct br_entry *en)
 {
-	char *c1, *c2;
+	char *c1, *c2, *end1, *end2;
 
 	if (line[0] == '\0')
 		return -1;
@@ -61,8 +61,10 @@ entry(char *line, struct br_entry *en)
 	*c1 = *c2 = '\0';
 	memset(en, 0, sizeof(*en));
 	en->type = line[0];
-	en->size = strtoll(line + 1, NULL, 10);
-	en->mtime = strtoll(c1 + 1, NULL, 10);
+	en->size = strtoll(line + 1, &end1, 10);
+	en->mtime = strtoll(c1 + 1, &end2, 10);
+	if (*end1 != '\0' || *end2 != '\0')
+		return -1;
 	en->mode = 0644;
 	en->rel = c2 + 1;
 	return 0;

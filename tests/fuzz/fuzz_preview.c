@@ -42,11 +42,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			    preview_query_get(ff.f[2], PREVIEW_Q_SIG, sig, sizeof(sig))) {
 				/* Neither a forged signature nor the real one past its
 				 * time passes; the real one in time does. */
-				int ok = preview_sig_valid(FUZZ_TOKEN_HASH, id, port, exp, sig, 1700000000);
-				char good[PREVIEW_SIG_HEX + 1];
-				if (ok && preview_sign(FUZZ_TOKEN_HASH, id, port, strtoll(exp, NULL, 10),
-					      good, sizeof(good)) == 0)
+				int ok = preview_sig_valid(FUZZ_TOKEN_HASH, id, port, exp, sig,
+				    1700000000);
+				char good[PREVIEW_SIG_HEX + 1], *end;
+				long long when = strtoll(exp, &end, 10);
+				if (ok) {
+					FUZZ_CHECK(*end == '\0' && when >= 1700000000);
+					FUZZ_CHECK(preview_sign(FUZZ_TOKEN_HASH, id, port, when,
+						       good, sizeof(good)) == 0);
 					FUZZ_CHECK(strcmp(good, sig) == 0);
+				}
 			}
 		}
 	}

@@ -111,9 +111,11 @@ request_headers(const uint8_t *data, size_t size)
 		v = pxp_header_check(line, value);
 		FUZZ_CHECK(v >= -1 && v <= 1);
 		if (v >= 0)
-			FUZZ_CHECK(strpbrk(line, "\r\n:") == NULL && strpbrk(value, "\r\n") == NULL);
+			FUZZ_CHECK(strpbrk(line, "\r\n:") == NULL &&
+			    strpbrk(value, "\r\n") == NULL);
 		if (v == 1)
-			FUZZ_CHECK(!pxp_hop_by_hop(line) || strcasecmp(line, "content-length") == 0);
+			FUZZ_CHECK(!pxp_hop_by_hop(line) ||
+			    strcasecmp(line, "content-length") == 0);
 	}
 	free(ff.buf);
 }
