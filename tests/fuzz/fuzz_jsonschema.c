@@ -65,9 +65,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		err_clear(&e);
 		c = tools_prepare(&cx, tools_find(name), args, &e);
 		/* Past the schema, a refusal is a clear one about the arguments. */
-		if (c == NULL) {
-			fprintf(stderr, "%s: prepare refuses: %s\n", name, e.msg);
-			FUZZ_CHECK(e.kind == ERR_INVALID && e.msg[0] != '\0');
+		if (c == NULL && (e.kind != ERR_INVALID || e.msg[0] == '\0')) {
+			fprintf(stderr, "%s: prepare refuses: %d %s\n", name, (int)e.kind, e.msg);
+			FUZZ_CHECK(!"a refusal that is not about the arguments");
 		}
 		tool_call_free(c);
 	} else {
