@@ -6,6 +6,7 @@
 #   make asan       the same tests against an AddressSanitizer/UBSan build
 #   make bench      benchmarks (ratios against baselines run alongside)
 #   make lint       layers, banned calls and format of every C file
+#   make fuzz       every libFuzzer harness for FUZZ_SECONDS each (clang)
 #   make clean
 
 B       ?= build
@@ -32,7 +33,8 @@ BASE_SRC := \
 	base/log.c base/err.c base/config.c base/keys.c base/db.c base/migrate.c \
 	base/jsonrpc.c base/jsonschema.c base/work.c base/ttlmap.c base/notify.c \
 	base/utf8.c base/metrics.c base/mcp_version.c base/buf.c base/num.c base/tool_result.c base/b64.c
-VMM_SRC := vmm/vm_xml.c vmm/vm.c vmm/agent.c vmm/orch.c vmm/guest.c vmm/netguard.c
+VMM_SRC := vmm/vm_xml.c vmm/vm.c vmm/agent.c vmm/agent_reply.c vmm/orch.c vmm/guest.c vmm/guest_parse.c \
+	vmm/netguard.c
 BILLING_SRC := billing/price.c billing/ledger.c billing/billing.c
 SERVICE_SRC := \
 	service/app.c service/accounts.c service/session.c service/catalog.c \
@@ -41,7 +43,7 @@ SERVICE_SRC := \
 	service/preview.c service/usage.c service/store.c service/store_cmd.c service/store_port.c service/store_money.c service/store_maint.c service/settle.c
 SERVER_SRC := \
 	server/auth.c server/http.c server/sse.c server/mcp.c server/mcp_rpc.c \
-	server/proxy.c server/metrics_http.c server/card.c \
+	server/proxy.c server/proxy_parse.c server/metrics_http.c server/card.c \
 	server/rest.c server/rest_ops.c server/rest_query.c server/rest_openapi.c
 GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c $(B)/gen/embed_openapi.c
 
@@ -66,9 +68,19 @@ PREFIX  ?= /usr/local
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 
+# libFuzzer harnesses (tests/fuzz/): make test builds them with a plain
+# main that replays their corpus; make fuzz builds them with clang and
+# libFuzzer under build/fuzz and runs each for FUZZ_SECONDS.
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=$(B)/tests/%)
+FUZZ_SECONDS ?= 60
+FUZZ_LIBFUZZER ?=
+FUZZ_MAIN := $(if $(FUZZ_LIBFUZZER),,$(B)/tests/fuzz/replay.o)
+.SECONDARY: $(B)/tests/fuzz/replay.o
+
 MIGRATIONS := $(sort $(wildcard schema/[0-9]*.sql))
 
-.PHONY: all run test unit e2e asan bench clean image install lint
+.PHONY: all run test unit e2e asan bench clean image install lint fuzz
 all: $(B)/aasd $(B)/aasctl $(B)/aas-mcp
 
 $(B)/%.o: %.c
@@ -155,6 +167,12 @@ $(B)/tests/test_service_%: tests/unit/test_service_%.c $(SVC_TEST_OBJ) $(B)/liba
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(SVC_WRAP) -o $@ $< $(SVC_TEST_OBJ) $(B)/libaas.a \
 	    $(LDLIBS) $(CMOCKA_LIBS)
 
+$(B)/tests/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_MAIN) $(B)/libbridge.a $(B)/libaas.a
+	@mkdir -p $(dir $@)
+	@echo "  CC+LD   $<"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(if $(FUZZ_LIBFUZZER),-fsanitize=fuzzer) -o $@ $< \
+	    $(FUZZ_MAIN) $(B)/libbridge.a $(B)/libaas.a $(LDLIBS)
+
 $(B)/tests/%: tests/unit/%.c $(B)/libaas.a
 	@mkdir -p $(dir $@)
 	@echo "  CC+LD   $<"
@@ -164,7 +182,7 @@ $(B)/bench_vm_raw: bench/vm_raw.c $(B)/libaas.a
 	@echo "  CC+LD   $<"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libaas.a $(LDLIBS)
 
-unit: $(UNIT_BIN)
+unit: $(UNIT_BIN) $(FUZZ_BIN)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin
@@ -202,6 +220,18 @@ lint:
 		sh $$c || rc=1; \
 	done; \
 	exit $$rc
+
+# Each harness from its corpus for FUZZ_SECONDS (new inputs go to
+# build/fuzz/corpus, crashes to build/fuzz/crash-*); fails on a crash.
+FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
+	-fno-omit-frame-pointer
+# clang's -Wformat=2 also flags vsnprintf wrappers that gcc accepts.
+FUZZ_WARN := -Wno-format-nonliteral
+fuzz:
+	@command -v clang >/dev/null || { echo "make fuzz needs clang (deploy/install-deps.sh)"; exit 1; }
+	$(MAKE) B=build/fuzz CC=clang OPT=-O1 SAN="$(FUZZ_SAN) $(FUZZ_WARN)" FUZZ_LIBFUZZER=1 \
+	    $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/tests/%)
+	sh tests/fuzz/run.sh build/fuzz $(FUZZ_SECONDS)
 
 # The guest image, cached under var/images by a hash of vmm/image/.
 image:

@@ -3,7 +3,7 @@
 # missing packages are installed, and apt's lists are refreshed only then.
 set -eu
 
-PKGS="build-essential pkg-config make gcc clang-format
+PKGS="build-essential pkg-config make gcc clang clang-format
 libmicrohttpd-dev libjansson-dev libpq-dev libssl-dev libcurl4-openssl-dev
 libvirt-dev libvirt-daemon-driver-qemu libcmocka-dev
 postgresql postgresql-client

@@ -24,30 +24,18 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "server/proxy_parse.h"
 
 #define PX_BUF (256 * 1024)     /* each direction's buffer */
 #define PX_IO (32 * 1024)       /* one read or write */
 #define PX_HEAD_MAX (64 * 1024) /* request or response head */
-#define PX_MAX_HEADERS 128
+#define PX_MAX_HEADERS PXP_MAX_HEADERS
 #define PX_SLICE_MS 250 /* how often waits look at flags */
 #define PX_CONNECT_TIMEOUT_MS 5000
 #define PX_QUERY_MAX 8192
 #define PX_STACK (256 * 1024)
 
 enum park { PARK_NONE, PARK_UPLOAD, PARK_HEAD, PARK_BODY };
-enum framing { FRAME_NONE, FRAME_LENGTH, FRAME_CHUNKED, FRAME_EOF };
-enum chunk_state {
-	CH_SIZE,
-	CH_EXT,
-	CH_SIZE_LF,
-	CH_DATA,
-	CH_DATA_CR,
-	CH_DATA_LF,
-	CH_TRAILER,
-	CH_TRAILER_LF,
-	CH_TRAILER_LINE,
-	CH_DONE
-};
 
 struct ring {
 	char *buf;
@@ -92,7 +80,7 @@ struct px {
 	size_t rhead_len, rhead_used; /* bytes read; bytes that are head */
 	const char *hname[PX_MAX_HEADERS], *hval[PX_MAX_HEADERS];
 	size_t n_hdr;
-	enum framing framing;
+	enum pxp_framing framing;
 	long long length;
 	int upgrade;
 	char set_cookie[320];
@@ -477,68 +465,23 @@ out:
 static int
 parse_head(struct px *x)
 {
-	char *p = x->rhead, *end = x->rhead + x->rhead_used - 4, *line_end, *digits_end;
-	long status;
-	int chunked = 0;
+	struct pxp_resp r;
 
-	*end = '\0';
-	line_end = strstr(p, "\r\n");
-	if (line_end)
-		*line_end = '\0';
-	if (strncmp(p, "HTTP/1.", 7) != 0 || strlen(p) < 12 || p[8] != ' ')
+	if (pxp_parse_head(x->rhead, x->rhead_used, x->method, x->want_upgrade, &r) < 0)
 		return -1;
-	/* Three digits, then the reason phrase or nothing. */
-	status = strtol(p + 9, &digits_end, 10);
-	if (digits_end != p + 12 || (*digits_end != ' ' && *digits_end != '\0') || status < 100 ||
-	    status > 599)
-		return -1;
-	x->status = (int)status;
-	p = line_end ? line_end + 2 : end;
-	while (p < end && *p) {
-		char *colon, *v;
-
-		line_end = strstr(p, "\r\n");
-		if (line_end)
-			*line_end = '\0';
-		colon = strchr(p, ':');
-		if (colon == NULL || x->n_hdr >= PX_MAX_HEADERS)
+	x->status = r.status;
+	x->n_hdr = r.n_hdr;
+	memcpy(x->hname, r.hname, r.n_hdr * sizeof(r.hname[0]));
+	memcpy(x->hval, r.hval, r.n_hdr * sizeof(r.hval[0]));
+	x->framing = r.framing;
+	x->length = r.length;
+	x->upgrade = r.upgrade;
+	/* A sandbox's cookies stay on its own preview host. The values point
+	 * into x->rhead, which the proxy owns. */
+	for (size_t i = 0; i < x->n_hdr; i++)
+		if (strcasecmp(x->hname[i], "set-cookie") == 0 &&
+		    strip_domain((char *)x->hval[i]) < 0)
 			return -1;
-		*colon = '\0';
-		v = colon + 1;
-		while (*v == ' ' || *v == '\t')
-			v++;
-		x->hname[x->n_hdr] = p;
-		x->hval[x->n_hdr++] = v;
-		if (header_is(p, "transfer-encoding") && strcasestr(v, "chunked"))
-			chunked = 1;
-		if (header_is(p, "set-cookie") && strip_domain(v) < 0)
-			return -1;
-		if (header_is(p, "content-length")) {
-			char *e;
-			long long l = strtoll(v, &e, 10);
-			if (*e != '\0' || l < 0)
-				return -1;
-			x->length = l;
-		}
-		p = line_end ? line_end + 2 : end;
-	}
-	if (x->status == 101) {
-		if (!x->want_upgrade)
-			return -1;
-		x->upgrade = 1;
-		x->framing = FRAME_NONE;
-	} else if (strcmp(x->method, "HEAD") == 0 || x->status < 200 || x->status == 204 ||
-	    x->status == 304) {
-		x->framing = FRAME_NONE;
-		x->length = x->status == 204 || x->status < 200 ? 0 : x->length;
-	} else if (chunked) {
-		x->framing = FRAME_CHUNKED;
-		x->length = -1;
-	} else if (x->length >= 0) {
-		x->framing = FRAME_LENGTH;
-	} else {
-		x->framing = FRAME_EOF;
-	}
 	return 0;
 }
 
@@ -610,111 +553,42 @@ put_out(struct px *x, const char *data, size_t n)
 	return 0;
 }
 
-struct dechunk {
-	enum chunk_state st;
-	unsigned long long left;
-	int digits;
-};
+static int
+put_out_cb(void *cls, const char *data, size_t n)
+{
+	return put_out(cls, data, n);
+}
 
 /* Feeds upstream bytes through the framing; 1 when the body is complete,
  * 0 for more, -1 on a malformed body or a client gone. */
 static int
-feed(struct px *x, struct dechunk *d, const char *buf, size_t n)
+feed(struct px *x, struct pxp_dechunk *d, const char *buf, size_t n)
 {
-	if (x->framing == FRAME_EOF)
+	if (x->framing == PXP_FRAME_EOF)
 		return put_out(x, buf, n) < 0 ? -1 : 0;
-	if (x->framing == FRAME_LENGTH) {
+	if (x->framing == PXP_FRAME_LENGTH) {
 		size_t k = (unsigned long long)n < d->left ? n : (size_t)d->left;
 		if (put_out(x, buf, k) < 0)
 			return -1;
 		d->left -= k;
 		return d->left == 0;
 	}
-	for (size_t i = 0; i < n; i++) {
-		char ch = buf[i];
-
-		switch (d->st) {
-		case CH_SIZE: {
-			int v = ch >= '0' && ch <= '9' ? ch - '0' :
-			    ch >= 'a' && ch <= 'f'     ? ch - 'a' + 10 :
-			    ch >= 'A' && ch <= 'F'     ? ch - 'A' + 10 :
-							 -1;
-			if (v >= 0) {
-				if (++d->digits > 15)
-					return -1;
-				d->left = d->left * 16 + (unsigned)v;
-			} else if (ch == ';' || ch == ' ' || ch == '\t') {
-				d->st = CH_EXT;
-			} else if (ch == '\r' && d->digits > 0) {
-				d->st = CH_SIZE_LF;
-			} else {
-				return -1;
-			}
-			break;
-		}
-		case CH_EXT:
-			if (ch == '\r')
-				d->st = CH_SIZE_LF;
-			break;
-		case CH_SIZE_LF:
-			if (ch != '\n')
-				return -1;
-			d->st = d->left == 0 ? CH_TRAILER : CH_DATA;
-			break;
-		case CH_DATA: {
-			size_t k = n - i < d->left ? n - i : (size_t)d->left;
-			if (put_out(x, buf + i, k) < 0)
-				return -1;
-			d->left -= k;
-			i += k - 1;
-			if (d->left == 0)
-				d->st = CH_DATA_CR;
-			break;
-		}
-		case CH_DATA_CR:
-			if (ch != '\r')
-				return -1;
-			d->st = CH_DATA_LF;
-			break;
-		case CH_DATA_LF:
-			if (ch != '\n')
-				return -1;
-			d->st = CH_SIZE;
-			d->digits = 0;
-			d->left = 0;
-			break;
-		case CH_TRAILER: /* at the start of a trailer line */
-			d->st = ch == '\r' ? CH_TRAILER_LF : CH_TRAILER_LINE;
-			break;
-		case CH_TRAILER_LINE:
-			if (ch == '\n')
-				d->st = CH_TRAILER;
-			break;
-		case CH_TRAILER_LF:
-			if (ch != '\n')
-				return -1;
-			d->st = CH_DONE;
-			return 1;
-		case CH_DONE:
-			return 1;
-		}
-	}
-	return d->st == CH_DONE;
+	return pxp_dechunk(d, buf, n, put_out_cb, x);
 }
 
 static void
 pump_response(struct px *x)
 {
-	struct dechunk d = { CH_SIZE, 0, 0 };
+	struct pxp_dechunk d = { PXP_CH_SIZE, 0, 0 };
 	char *buf = NULL;
 	int done = 0;
 	struct MHD_Connection *c;
 
-	if (x->framing == FRAME_NONE)
+	if (x->framing == PXP_FRAME_NONE)
 		goto finish;
-	if (x->framing == FRAME_LENGTH)
+	if (x->framing == PXP_FRAME_LENGTH)
 		d.left = (unsigned long long)x->length;
-	if (x->framing == FRAME_LENGTH && d.left == 0) {
+	if (x->framing == PXP_FRAME_LENGTH && d.left == 0) {
 		done = 1;
 		goto finish;
 	}
@@ -723,7 +597,7 @@ pump_response(struct px *x)
 	while (done == 0 && buf) {
 		ssize_t r = recv_some(x, x->ufd, buf, PX_IO);
 		if (r == 0) {
-			done = x->framing == FRAME_EOF ? 1 : -1;
+			done = x->framing == PXP_FRAME_EOF ? 1 : -1;
 			break;
 		}
 		if (r < 0) {
@@ -735,7 +609,7 @@ pump_response(struct px *x)
 finish:
 	free(buf);
 	pthread_mutex_lock(&x->lock);
-	if (x->framing == FRAME_NONE || done == 1)
+	if (x->framing == PXP_FRAME_NONE || done == 1)
 		x->out_done = 1;
 	else
 		x->out_err = 1;
@@ -914,20 +788,6 @@ px_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls, const char *e
 	pthread_mutex_unlock(&x->lock);
 }
 
-static int
-hop_by_hop(const char *name)
-{
-	static const char *const names[] = { "connection", "keep-alive", "proxy-connection", "te",
-		"trailer", "transfer-encoding", "upgrade", "content-length", "expect",
-		"x-forwarded-for", "x-forwarded-host", "x-forwarded-proto", "x-aas-preview-token",
-		"host" };
-
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-		if (strcasecmp(name, names[i]) == 0)
-			return 1;
-	return 0;
-}
-
 static enum MHD_Result
 queue_answer(struct px *x, int *status)
 {
@@ -956,7 +816,7 @@ queue_answer(struct px *x, int *status)
 		pthread_mutex_lock(&x->lock);
 		x->refs++; /* the response's */
 		pthread_mutex_unlock(&x->lock);
-		size = x->framing == FRAME_LENGTH || x->framing == FRAME_NONE ?
+		size = x->framing == PXP_FRAME_LENGTH || x->framing == PXP_FRAME_NONE ?
 		    (uint64_t)(x->length > 0 ? x->length : 0) :
 		    MHD_SIZE_UNKNOWN;
 		r = MHD_create_response_from_callback(size, PX_IO, px_reader, x, px_reader_free);
@@ -965,7 +825,7 @@ queue_answer(struct px *x, int *status)
 			return MHD_NO;
 		}
 		for (size_t i = 0; i < x->n_hdr; i++)
-			if (!hop_by_hop(x->hname[i]))
+			if (!pxp_hop_by_hop(x->hname[i]))
 				MHD_add_response_header(r, x->hname[i], x->hval[i]);
 		if (x->set_cookie[0])
 			MHD_add_response_header(r, MHD_HTTP_HEADER_SET_COOKIE, x->set_cookie);
@@ -1057,18 +917,21 @@ static enum MHD_Result
 copy_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
 {
 	struct head_buf *h = cls;
+	int forward;
 
 	(void)kind;
 	if (value == NULL)
 		value = "";
-	/* Header values never carry line breaks onward. */
-	if (strpbrk(key, "\r\n:") || strpbrk(value, "\r\n")) {
+	forward = pxp_header_check(key, value);
+	if (forward < 0) {
 		h->overflow = 1;
 		return MHD_NO;
 	}
 	if (strcasecmp(key, "x-forwarded-for") == 0)
 		h->xff = value;
-	if (hop_by_hop(key) && (strcasecmp(key, "content-length") != 0 || h->chunked))
+	/* A chunked body goes up re-chunked: its Content-Length stays behind,
+	 * so the upstream sees one framing. */
+	if (forward == 0 || (h->chunked && strcasecmp(key, "content-length") == 0))
 		return MHD_YES;
 	head_add(h, key, ": ", value, "\r\n");
 	return MHD_YES;

@@ -70,6 +70,24 @@ for t in "$B"/tests/test_*; do
 	[ "$f" -eq 0 ] || sed 's/^/    /' "$out" | tail -n 40
 done
 
+# --- fuzz corpus ---
+# Each libFuzzer harness (tests/fuzz/) replays its saved corpus, built with
+# the project's compiler and a plain main; one test per harness.
+for t in "$B"/tests/fuzz_*; do
+	[ "${AAS_SKIP_UNIT:-0}" != 1 ] || break
+	[ -f "$t" ] && [ -x "$t" ] || continue
+	name=$(basename "$t")
+	out=$LOG/$name.txt
+	if "$t" "tests/fuzz/corpus/${name#fuzz_}" >"$out" 2>&1; then
+		passed=$((passed + 1))
+		printf 'fuzz %-28s %3s passed, %s failed\n' "$name" 1 0
+	else
+		failed=$((failed + 1))
+		printf 'fuzz %-28s %3s passed, %s failed\n' "$name" 0 1
+		sed 's/^/    /' "$out" | tail -n 40
+	fi
+done
+
 # --- end to end ---
 if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 	if [ ! -d node_modules/@modelcontextprotocol/sdk ]; then

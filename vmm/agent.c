@@ -15,29 +15,7 @@
 #include "base/clock.h"
 #include "base/log.h"
 #include "base/metrics.h"
-
-/* `len` characters of base64 decoded into a malloc'd, NUL-terminated
- * buffer of at most `max` bytes; NULL with e set. */
-static unsigned char *
-decode_alloc(const char *text, size_t len, size_t max, size_t *out_len, struct err *e)
-{
-	size_t cap = B64_DECODED_MAX(len);
-	unsigned char *out;
-
-	if (cap > max)
-		cap = max;
-	out = malloc(cap + 1);
-	if (out == NULL) {
-		err_set(e, ERR_INTERNAL, "out of memory");
-		return NULL;
-	}
-	if (b64_decode(text, len, out, cap, out_len, e) < 0) {
-		free(out);
-		return NULL;
-	}
-	out[*out_len] = '\0';
-	return out;
-}
+#include "vmm/agent_reply.h"
 
 /* Pings while a guest boots fail until its agent starts: expected, not
  * counted. */
@@ -187,53 +165,20 @@ agent_exec_status_clear(struct agent_exec_status *st)
 	memset(st, 0, sizeof(*st));
 }
 
-/* Captured output, when the reply has it, decoded into *out. The reply
- * bounds it (libvirt refuses agent replies over 10 MiB); file pages are
- * read this way, so AGENT_MAX_CAPTURE is not the bound here. */
-static int
-decode_into(json_t *field, char **out, size_t *len, struct err *e)
-{
-	const char *b64 = json_string_value(field);
-	unsigned char *raw;
-
-	if (b64 == NULL)
-		return 0;
-	raw = decode_alloc(b64, json_string_length(field), SIZE_MAX, len, e);
-	if (raw == NULL)
-		return -1;
-	*out = (char *)raw;
-	return 0;
-}
-
 int
 agent_exec_status(struct vm_host *h, const char *domain, long pid, struct agent_exec_status *st,
     struct err *e)
 {
 	json_t *r = agent_call(h, domain, "guest-exec-status",
 	    json_pack("{s:I}", "pid", (json_int_t)pid), 10, e);
+	int rc;
 
 	memset(st, 0, sizeof(*st));
 	if (r == NULL)
 		return -1;
-	st->exited = json_is_true(json_object_get(r, "exited"));
-	if (st->exited) {
-		json_t *code = json_object_get(r, "exitcode");
-		json_t *sig = json_object_get(r, "signal");
-		st->exit_code = code ? (int)json_integer_value(code) : -1;
-		st->signal = sig ? (int)json_integer_value(sig) : 0;
-		struct err de;
-
-		err_clear(&de);
-		if (decode_into(json_object_get(r, "out-data"), &st->out, &st->out_len, &de) < 0 ||
-		    decode_into(json_object_get(r, "err-data"), &st->err, &st->err_len, &de) < 0) {
-			json_decref(r);
-			agent_exec_status_clear(st);
-			err_set(e, ERR_INTERNAL, "guest agent: captured output: %s", de.msg);
-			return -1;
-		}
-	}
+	rc = agent_reply_exec_status(r, st, e);
 	json_decref(r);
-	return 0;
+	return rc;
 }
 
 int
@@ -362,26 +307,15 @@ agent_file_read(struct vm_host *h, const char *domain, const char *path, long lo
 		    json_pack("{s:I, s:I}", "handle", (json_int_t)handle, "count",
 			(json_int_t)want),
 		    30, e);
-		json_t *text;
-		struct err de;
 		size_t n = 0;
 		int bad, at_eof;
 
 		if (r == NULL)
 			goto out;
-		/* Straight into place; a reply longer than asked for is refused. */
-		text = json_object_get(r, "buf-b64");
-		err_clear(&de);
-		bad = !json_is_string(text) ||
-		    b64_decode(json_string_value(text), json_string_length(text), buf + have, want,
-			&n, &de) < 0;
-		at_eof = json_is_true(json_object_get(r, "eof"));
+		bad = agent_reply_file_read(r, buf + have, want, &n, &at_eof, e) < 0;
 		json_decref(r);
-		if (bad) {
-			err_set(e, ERR_INTERNAL, "guest agent: bad read reply%s%s",
-			    de.msg[0] ? ": " : "", de.msg);
+		if (bad)
 			goto out;
-		}
 		have += n;
 		if (at_eof || n == 0) {
 			*eof = 1;

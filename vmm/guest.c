@@ -1,7 +1,6 @@
 /* guest.c - sandbox operations through aas-helper. */
 #include "vmm/guest.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +8,7 @@
 #include <unistd.h>
 
 #include "vmm/agent.h"
+#include "vmm/guest_parse.h"
 #include "base/keys.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -56,21 +56,6 @@ helper_error(const struct agent_exec_status *st, const char *what, enum err_kind
 	msg[n] = '\0';
 	msg[strcspn(msg, "\n")] = '\0';
 	err_set(e, kind, "%s: %s", what, msg[0] ? msg : "failed");
-}
-
-/* A decimal number the helper printed at `s`, up to the end of the text
- * or one of the characters in `stop`; -1 when there is none or it is out
- * of range (the guest is not trusted to print one). */
-static int
-helper_number(const char *s, const char *stop, long long *out)
-{
-	char *end;
-
-	errno = 0;
-	*out = strtoll(s, &end, 10);
-	if (end == s || errno == ERANGE || (*end != '\0' && strchr(stop, *end) == NULL))
-		return -1;
-	return 0;
 }
 
 int
@@ -262,7 +247,7 @@ guest_get_file(struct vm_host *h, const char *dom, const char *path, long long o
 		return -1;
 	}
 	sz = st.err ? strstr(st.err, "size=") : NULL;
-	if (sz == NULL || helper_number(sz + 5, "\n", total) < 0)
+	if (sz == NULL || guest_parse_number(sz + 5, "\n", total) < 0)
 		*total = 0;
 	*data = (unsigned char *)st.out;
 	*len = st.out_len;
@@ -273,52 +258,6 @@ guest_get_file(struct vm_host *h, const char *dom, const char *path, long long o
 	return *data ? 0 : -1;
 }
 
-static const char *
-type_name(char t)
-{
-	switch (t) {
-	case 'f':
-		return "file";
-	case 'd':
-		return "directory";
-	case 'l':
-		return "symlink";
-	case 'o':
-		return "other";
-	default:
-		return "unknown";
-	}
-}
-
-/* Names that are not UTF-8 are shown with U+FFFD in place of bad bytes. */
-static json_t *
-utf8_string(const char *s)
-{
-	json_t *j = json_string(s);
-	size_t n = strlen(s);
-	char *fixed;
-
-	if (j)
-		return j;
-	fixed = malloc(n * 3 + 1);
-	if (fixed == NULL)
-		return json_string("?");
-	size_t k = 0;
-	for (size_t i = 0; i < n; i++) {
-		unsigned char c = (unsigned char)s[i];
-		if (c < 0x80) {
-			fixed[k++] = (char)c;
-		} else {
-			memcpy(fixed + k, "\xEF\xBF\xBD", 3);
-			k += 3;
-		}
-	}
-	fixed[k] = '\0';
-	j = json_string(fixed);
-	free(fixed);
-	return j;
-}
-
 json_t *
 guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth, int limit,
     int *truncated, struct err *e)
@@ -326,7 +265,6 @@ guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth
 	char d[16], l[16];
 	struct agent_exec_status st;
 	json_t *arr;
-	size_t i = 0;
 
 	snprintf(d, sizeof(d), "%d", depth);
 	snprintf(l, sizeof(l), "%d", limit);
@@ -339,29 +277,7 @@ guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth
 		return NULL;
 	}
 	*truncated = st.err && strstr(st.err, "truncated=1") != NULL;
-	arr = json_array();
-	/* Records: type NUL size NUL mode NUL mtime NUL path NUL. */
-	while (arr && st.out && i < st.out_len) {
-		const char *f[5];
-		int k;
-		for (k = 0; k < 5 && i < st.out_len; k++) {
-			f[k] = st.out + i;
-			i += strlen(st.out + i) + 1;
-		}
-		if (k < 5)
-			break;
-		long long size, mtime;
-		if (helper_number(f[1], "", &size) < 0 || helper_number(f[3], "", &mtime) < 0)
-			continue; /* not a record the helper writes */
-		time_t mt = (time_t)mtime;
-		struct tm tm;
-		char when[32];
-		gmtime_r(&mt, &tm);
-		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-		json_array_append_new(arr,
-		    json_pack("{s:o, s:s, s:I, s:s, s:s}", "path", utf8_string(f[4]), "type",
-			type_name(f[0][0]), "size", (json_int_t)size, "mode", f[2], "mtime", when));
-	}
+	arr = guest_parse_list(st.out, st.out_len);
 	agent_exec_status_clear(&st);
 	if (arr == NULL)
 		err_set(e, ERR_INTERNAL, "out of memory");
