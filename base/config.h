@@ -56,6 +56,9 @@ struct config {
 	int reconcile_s;
 	long long max_output_bytes;
 	int max_live_sandboxes;
+	int max_ports_per_sandbox;
+	int max_background_per_sandbox;
+	int max_commands_kept;
 	int max_lifetime_min;
 	int default_timeout_min;
 	/* Networking and previews */

@@ -84,9 +84,30 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 	run.stdin_data = req->stdin_data;
 	run.stdin_len = req->stdin_data ? req->stdin_len : 0;
 	run.timeout_s = timeout_s;
+	if (req->background) {
+		long long n;
+		int cap = s->app->cfg.max_background_per_sandbox;
+
+		if (store_cmd_background_count(s->app->db, id, &n, e) < 0)
+			return -1;
+		if (n >= cap) {
+			err_set_at(e, ERR_LIMIT, "background",
+			    "background: sandbox %s has %lld background commands running, the most "
+			    "allowed (AAS_MAX_BACKGROUND_PER_SANDBOX=%d); wait for one to end",
+			    id, n, cap);
+			return -1;
+		}
+	}
 	if (store_cmd_insert(s->app->db, res->command_id, id, req->command, req->background,
 		res->stdout_path, res->stderr_path, e) < 0)
 		return -1;
+	{
+		struct err ignore;
+
+		/* The record of commands stays bounded; the logs stay in the guest. */
+		err_clear(&ignore);
+		(void)store_cmd_trim(s->app->db, id, s->app->cfg.max_commands_kept, &ignore);
+	}
 	if (guest_run_start(h, domain, &run, &pid, e) < 0) {
 		record_end(s, res->command_id, "failed", -1);
 		return -1;

@@ -216,6 +216,21 @@ sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req 
 		err_set_at(e, ERR_CONFLICT, "port", "port: %d is already exposed at %s", port, url);
 		return NULL;
 	}
+	{
+		long long n;
+		int cap = s->app->cfg.max_ports_per_sandbox;
+
+		/* Each exposed port is a listener on the host: bounded per sandbox. */
+		if (store_port_count(s->app->db, id, &n, e) < 0)
+			return NULL;
+		if (n >= cap) {
+			err_set_at(e, ERR_LIMIT, "port",
+			    "port: sandbox %s has %lld exposed ports, the most allowed "
+			    "(AAS_MAX_PORTS_PER_SANDBOX=%d)",
+			    id, n, cap);
+			return NULL;
+		}
+	}
 	if (!public) {
 		/* Shown once; only the hash is kept. */
 		memcpy(token, "aas_pt_", 7);

@@ -394,3 +394,18 @@ store_expiry_changed(struct db *db, struct err *e)
 {
 	return db_exec(db, "SELECT pg_notify('aas_invalidate', 'e:')", 0, NULL, NULL, e);
 }
+
+/* One count(*) with the sandbox as its parameter. */
+int
+store_count(struct db *db, const char *sql, const char *sandbox_id, long long *n, struct err *e)
+{
+	const char *p[1] = { sandbox_id };
+	PGresult *r = db_query(db, sql, 1, p, e);
+	int rc;
+
+	if (r == NULL)
+		return -1;
+	rc = db_get_ll(r, 0, 0, n, e);
+	PQclear(r);
+	return rc;
+}

@@ -107,6 +107,10 @@ int store_expiry_changed(struct db *db, struct err *e);
 
 int store_cmd_insert(struct db *db, const char *cmd_id, const char *sandbox_id, const char *command,
     int background, const char *out_path, const char *err_path, struct err *e);
+/* Running background commands of a sandbox. */
+int store_cmd_background_count(struct db *db, const char *sandbox_id, long long *n, struct err *e);
+/* Forgets all but the newest `keep` commands of a sandbox. */
+int store_cmd_trim(struct db *db, const char *sandbox_id, int keep, struct err *e);
 int store_cmd_set_pid(struct db *db, const char *cmd_id, long pid, struct err *e);
 /* The command ended (`state` exited, timed_out or failed) with `code`;
  * `state` running records nothing but keeps it running. With
@@ -136,6 +140,7 @@ struct store_port {
 };
 int store_ports(struct db *db, const char *sandbox_id, struct store_port **ports, size_t *n,
     struct err *e);
+int store_port_count(struct db *db, const char *sandbox_id, long long *n, struct err *e);
 int store_port_exists(struct db *db, const char *sandbox_id, int port, int *exists, struct err *e);
 /* *inserted is 0 when the port was taken meanwhile or the sandbox stopped. */
 int store_port_insert(struct db *db, const char *sandbox_id, int port, int public, int host_port,

@@ -143,3 +143,25 @@ store_cmd_json(struct db *db, const char *sandbox_id, const char *cmd_id, struct
 	PQclear(r);
 	return out;
 }
+
+int
+store_cmd_background_count(struct db *db, const char *sandbox_id, long long *n, struct err *e)
+{
+	return store_count(db,
+	    "SELECT count(*) FROM sandbox_commands WHERE sandbox_id = $1 AND background"
+	    " AND state = 'running'",
+	    sandbox_id, n, e);
+}
+
+int
+store_cmd_trim(struct db *db, const char *sandbox_id, int keep, struct err *e)
+{
+	char keeps[16];
+	const char *p[2] = { sandbox_id, keeps };
+
+	snprintf(keeps, sizeof(keeps), "%d", keep);
+	return db_exec(db,
+	    "DELETE FROM sandbox_commands WHERE sandbox_id = $1 AND id IN (SELECT id FROM"
+	    " sandbox_commands WHERE sandbox_id = $1 ORDER BY started_at DESC OFFSET $2::int)",
+	    2, p, NULL, e);
+}

@@ -18,6 +18,10 @@ json_t *store_int_or_null(const PGresult *r, int row, int col);
  * is NULL (its error is already in `e`). */
 int store_only_str(PGresult *r, const char *id, char *out, size_t n, struct err *e);
 
+/* One count(*) whose only parameter is the sandbox id. */
+int store_count(struct db *db, const char *sql, const char *sandbox_id, long long *n,
+    struct err *e);
+
 /* Reads one row into `elem`: 0 kept, 1 left out, -1 with `e` set. */
 typedef int (*store_row_fn)(const PGresult *r, int row, void *elem, struct err *e);
 

@@ -108,3 +108,10 @@ out:
 	PQclear(r);
 	return rc;
 }
+
+int
+store_port_count(struct db *db, const char *sandbox_id, long long *n, struct err *e)
+{
+	return store_count(db, "SELECT count(*) FROM sandbox_ports WHERE sandbox_id = $1",
+	    sandbox_id, n, e);
+}

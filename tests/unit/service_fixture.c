@@ -179,6 +179,12 @@ sfx_open(void **state, const struct sfx_opts *o)
 	env_set("AAS_DB_POOL", "%d", o->db_pool > 0 ? o->db_pool : 4);
 	if (o->max_live > 0)
 		env_set("AAS_MAX_LIVE_SANDBOXES", "%d", o->max_live);
+	if (o->max_ports > 0)
+		env_set("AAS_MAX_PORTS_PER_SANDBOX", "%d", o->max_ports);
+	if (o->max_background > 0)
+		env_set("AAS_MAX_BACKGROUND_PER_SANDBOX", "%d", o->max_background);
+	if (o->commands_kept > 0)
+		env_set("AAS_MAX_COMMANDS_KEPT", "%d", o->commands_kept);
 	if (o->warm)
 		env_set("AAS_WARM_POOL", "%s", o->warm);
 	env_set("AAS_LOG_LEVEL", "%s", level ? level : "warn");
@@ -216,6 +222,14 @@ int
 sfx_setup_short_minute(void **state)
 {
 	const struct sfx_opts o = { .minute_s = 1 };
+
+	return sfx_open(state, &o);
+}
+
+int
+sfx_setup_small_caps(void **state)
+{
+	const struct sfx_opts o = { .max_ports = 2, .max_background = 1, .commands_kept = 10 };
 
 	return sfx_open(state, &o);
 }

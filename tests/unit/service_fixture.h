@@ -36,6 +36,9 @@ struct sfx_opts {
 	int max_live;         /* AAS_MAX_LIVE_SANDBOXES; 0: the default */
 	int db_pool;          /* AAS_DB_POOL; 0: 4 */
 	const char *warm;     /* AAS_WARM_POOL; NULL: none */
+	int max_ports;        /* AAS_MAX_PORTS_PER_SANDBOX; 0: the default */
+	int max_background;   /* AAS_MAX_BACKGROUND_PER_SANDBOX; 0: the default */
+	int commands_kept;    /* AAS_MAX_COMMANDS_KEPT; 0: the default */
 };
 
 struct sfx {
@@ -57,6 +60,7 @@ int sfx_setup_small_output(void **state); /* AAS_MAX_OUTPUT_BYTES=1024 */
 int sfx_setup_warm_pool(void **state);    /* AAS_WARM_POOL=small=1 */
 int sfx_teardown(void **state);
 int sfx_open(void **state, const struct sfx_opts *o);
+int sfx_setup_small_caps(void **state); /* 2 ports, 1 background command, 10 kept */
 
 /* Group set-up and tear-down: the tool catalogue, once. */
 int sfx_group_setup(void **state);

@@ -363,6 +363,41 @@ test_run_background(void **state)
 	json_decref(r);
 }
 
+/* Per-sandbox bounds: exposed ports, running background commands and the
+ * record of commands, each refused or trimmed at its configured cap. */
+static void
+test_per_sandbox_caps(void **state)
+{
+	struct sfx *s = *state;
+	char id[ID_MAX];
+	struct err e;
+	json_t *r;
+
+	sfx_create(s, 10, id);
+	for (int port = 8000; port < 8002; port++)
+		json_decref(sfx_ok(s, s->account, "expose_port",
+		    json_pack("{s:s, s:i}", "sandbox_id", id, "port", port)));
+	e = sfx_fails(s, s->account, "expose_port",
+	    json_pack("{s:s, s:i}", "sandbox_id", id, "port", 8002), ERR_LIMIT);
+	assert_string_equal(e.field, "port");
+	assert_non_null(strstr(e.msg, "AAS_MAX_PORTS_PER_SANDBOX=2"));
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM sandbox_ports WHERE sandbox_id = $1", id),
+	    2);
+
+	r = run(s, id, "sleep 100", json_pack("{s:b}", "background", 1));
+	json_decref(r);
+	e = sfx_fails(s, s->account, "run_command",
+	    json_pack("{s:s, s:s, s:b}", "sandbox_id", id, "command", "sleep 100", "background", 1),
+	    ERR_LIMIT);
+	assert_non_null(strstr(e.msg, "AAS_MAX_BACKGROUND_PER_SANDBOX=1"));
+	/* Foreground commands still run, and the record keeps the newest 10. */
+	for (int i = 0; i < 15; i++)
+		json_decref(run(s, id, "true", NULL));
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM sandbox_commands WHERE sandbox_id = $1",
+			     id),
+	    10);
+}
+
 /* ---- files ---- */
 
 static json_t *
@@ -722,6 +757,8 @@ main(void)
 		T(test_run_output_truncated),
 		T(test_run_cancelled),
 		T(test_run_background),
+		cmocka_unit_test_setup_teardown(test_per_sandbox_caps, sfx_setup_small_caps,
+		    sfx_teardown),
 		T(test_write_then_read_text),
 		T(test_write_then_read_base64),
 		T(test_file_errors),
