@@ -95,3 +95,13 @@ auth_work_key(const char *authorization, const char *x_api_key, char *out, size_
 	key_hash_hex(key, keylen, hash, sizeof(hash));
 	snprintf(out, n, "k:%.32s", hash);
 }
+
+void
+auth_defer(struct http_req *req, http_deferred_fn fn, void *arg, void (*drop)(void *arg))
+{
+	char key[AUTH_WORK_KEY_LEN + 1];
+
+	auth_work_key(http_header(req, "Authorization"), http_header(req, "x-api-key"), key,
+	    sizeof(key));
+	http_defer_as(req, key, fn, arg, drop);
+}

@@ -5,6 +5,8 @@
 
 #include <stddef.h>
 
+#include "server/http.h"
+
 enum auth_found {
 	AUTH_NO_KEY,    /* neither header */
 	AUTH_KEY,       /* a key to check */
@@ -23,5 +25,9 @@ enum auth_found auth_extract(const char *authorization, const char *x_api_key, c
  * key itself. `out` holds at least AUTH_WORK_KEY_LEN + 1 bytes. */
 #define AUTH_WORK_KEY_LEN 34
 void auth_work_key(const char *authorization, const char *x_api_key, char *out, size_t n);
+
+/* http_defer_as under the request's credential (auth_work_key), so one
+ * key's slow calls never stall another key's for long. */
+void auth_defer(struct http_req *req, http_deferred_fn fn, void *arg, void (*drop)(void *arg));
 
 #endif

@@ -548,18 +548,6 @@ can_run_inline(struct http_req *req, struct mcp *m, struct mcp_job *job)
 	return 0;
 }
 
-/* Work takes its turn under the caller's credential, so one key's slow
- * calls never stall another key's for long. */
-static void
-defer_job(struct http_req *req, struct mcp_job *job)
-{
-	char key[AUTH_WORK_KEY_LEN + 1];
-
-	auth_work_key(http_header(req, "Authorization"), http_header(req, "x-api-key"), key,
-	    sizeof(key));
-	http_defer_as(req, key, mcp_process, job, job_drop);
-}
-
 static void
 handle_post(struct http_req *req, struct mcp *m)
 {
@@ -597,7 +585,7 @@ handle_post(struct http_req *req, struct mcp *m)
 	if (can_run_inline(req, m, job))
 		mcp_process(req, job);
 	else
-		defer_job(req, job);
+		auth_defer(req, mcp_process, job, job_drop);
 }
 
 void
@@ -625,14 +613,14 @@ mcp_handle(struct http_req *req, void *ctx)
 		if (check_protocol_header(req) < 0)
 			return;
 		if ((job = new_job(m, JOB_GET, req, 1)) != NULL)
-			defer_job(req, job);
+			auth_defer(req, mcp_process, job, job_drop);
 		return;
 	}
 	if (strcmp(method, "DELETE") == 0) {
 		if (check_protocol_header(req) < 0)
 			return;
 		if ((job = new_job(m, JOB_DELETE, req, 1)) != NULL)
-			defer_job(req, job);
+			auth_defer(req, mcp_process, job, job_drop);
 		return;
 	}
 	http_add_header(req, "Allow", "GET, POST, DELETE");

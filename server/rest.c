@@ -272,12 +272,7 @@ handle(struct http_req *req, void *ctx)
 	if (op->flags & REST_ANON) {
 		run_op(req, job);
 	} else {
-		/* Work takes its turn under the caller's credential. */
-		char key[AUTH_WORK_KEY_LEN + 1];
-
-		auth_work_key(http_header(req, "Authorization"), http_header(req, "x-api-key"), key,
-		    sizeof(key));
-		http_defer_as(req, key, run_op, job, job_drop);
+		auth_defer(req, run_op, job, job_drop);
 	}
 }
 

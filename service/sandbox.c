@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "billing/billing.h"
+#include "billing/ledger.h"
 #include "service/reaper.h"
 #include "service/catalog.h"
 #include "base/keys.h"
@@ -182,11 +183,13 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 	struct create_tx *t = arg;
 	const struct config *cfg = &t->s->app->cfg;
 	long long live;
+	int64_t balance;
 	int claimed;
 
-	/* One create at a time per account: the live count and the insert
-	 * cannot interleave with another create's. */
-	if (store_lock_account_live(c, t->n.account, &live, e) < 0)
+	/* The account row first, as on every money path: two creates of one
+	 * account never interleave their count and insert. */
+	if (bill_lock_balance(c, t->n.account, &balance, e) < 0 ||
+	    store_live_count(c, t->n.account, &live, e) < 0)
 		return -1;
 	if (live >= cfg->max_live_sandboxes) {
 		err_set(e, ERR_LIMIT,

@@ -215,17 +215,12 @@ store_is_live(struct db *db, const char *id, int *live, struct err *e)
 /* ---- creating ---- */
 
 int
-store_lock_account_live(PGconn *c, const char *account, long long *live, struct err *e)
+store_live_count(PGconn *c, const char *account, long long *live, struct err *e)
 {
 	const char *p[1] = { account };
 	PGresult *r;
 	int rc;
 
-	/* The account row first: the one lock order of every money path. */
-	r = db_conn_query(c, "SELECT id FROM accounts WHERE id = $1 FOR UPDATE", 1, p, e);
-	if (r == NULL)
-		return -1;
-	PQclear(r);
 	r = db_conn_query(c,
 	    "SELECT count(*) FROM sandboxes WHERE account_id = $1"
 	    " AND state IN ('creating', 'running')",

@@ -47,9 +47,9 @@ int store_is_live(struct db *db, const char *id, int *live, struct err *e);
 
 /* ---- creating ---- */
 
-/* Locks the account row and counts its live sandboxes (the first lock of
- * a create: two creates of one account never interleave). */
-int store_lock_account_live(PGconn *c, const char *account, long long *live, struct err *e);
+/* Live sandboxes of an account, counted inside the caller's transaction
+ * after it locked the account row. */
+int store_live_count(PGconn *c, const char *account, long long *live, struct err *e);
 
 struct store_new {
 	const char *account; /* NULL: a warm-pool VM */

@@ -185,12 +185,6 @@ tool_is_long(const struct tool *t)
 }
 
 int
-tool_is_anonymous(const struct tool *t)
-{
-	return t->impl->anonymous;
-}
-
-int
 tools_is_anonymous(const char *name)
 {
 	const struct tool *t = tools_find(name);
@@ -294,12 +288,6 @@ void *
 tool_call_req(struct tool_call *c)
 {
 	return c->req;
-}
-
-const struct tool *
-tool_call_tool(const struct tool_call *c)
-{
-	return c->tool;
 }
 
 void

@@ -47,8 +47,7 @@ const struct tool *tools_find(const char *name);
 const char *tool_name(const struct tool *t);
 /* The tool may run for long: a front end answers it as a stream. */
 int tool_is_long(const struct tool *t);
-/* The tool works without a key. */
-int tool_is_anonymous(const struct tool *t);
+/* The tool of that name works without a key. */
 int tools_is_anonymous(const char *name);
 /* A call without arguments may be answered from this cached text (the
  * whole CallToolResult, malloc'd); NULL when the tool keeps no cache. */
@@ -66,7 +65,6 @@ const json_t *tools_output_schema(const char *name);
 struct tool_call;
 struct tool_call *tools_prepare(const struct call_ctx *cx, const struct tool *t, const json_t *args,
     struct err *e);
-const struct tool *tool_call_tool(const struct tool_call *c);
 /* Runs it: the result object (structuredContent) or NULL with `e`. */
 json_t *tool_call_run(struct call_ctx *cx, struct tool_call *c, struct err *e);
 /* Runs it and returns the CallToolResult (isError for failures), counted. */
