@@ -23,6 +23,7 @@ struct ttl_map {
 	size_t count, max;
 	double ttl;
 	int enabled;
+	unsigned long long gen; /* moves on with every removal */
 };
 
 static double
@@ -58,9 +59,11 @@ ttl_new(size_t max_entries, double ttl_s)
 	return m;
 }
 
+/* Empties the map; a lookup in flight may no longer store its answer. */
 static void
 clear_locked(struct ttl_map *m)
 {
+	m->gen++;
 	for (size_t i = 0; i < TTL_BUCKETS; i++) {
 		while (m->buckets[i]) {
 			struct ttl_entry *e = m->buckets[i];
@@ -109,17 +112,13 @@ ttl_get(struct ttl_map *m, const char *key, char *val, size_t valsz)
 	return hit;
 }
 
-void
-ttl_put(struct ttl_map *m, const char *key, const char *val)
+/* Stores or refreshes an entry; the lock is held. 1 when stored. */
+static int
+put_locked(struct ttl_map *m, const char *key, const char *val)
 {
 	uint32_t b = bucket_of(key);
 	struct ttl_entry *e;
 
-	if (strlen(key) > TTL_KEY_MAX || strlen(val) > TTL_VAL_MAX)
-		return;
-	pthread_mutex_lock(&m->lock);
-	if (!m->enabled)
-		goto out;
 	for (e = m->buckets[b]; e; e = e->next)
 		if (strcmp(e->key, key) == 0)
 			break;
@@ -128,7 +127,7 @@ ttl_put(struct ttl_map *m, const char *key, const char *val)
 			clear_locked(m);
 		e = calloc(1, sizeof(*e));
 		if (e == NULL)
-			goto out;
+			return 0;
 		snprintf(e->key, sizeof(e->key), "%s", key);
 		e->next = m->buckets[b];
 		m->buckets[b] = e;
@@ -136,8 +135,43 @@ ttl_put(struct ttl_map *m, const char *key, const char *val)
 	}
 	snprintf(e->val, sizeof(e->val), "%s", val);
 	e->expires = now_s() + m->ttl;
-out:
+	return 1;
+}
+
+void
+ttl_put(struct ttl_map *m, const char *key, const char *val)
+{
+	if (strlen(key) > TTL_KEY_MAX || strlen(val) > TTL_VAL_MAX)
+		return;
+	pthread_mutex_lock(&m->lock);
+	if (m->enabled)
+		(void)put_locked(m, key, val);
 	pthread_mutex_unlock(&m->lock);
+}
+
+unsigned long long
+ttl_generation(struct ttl_map *m)
+{
+	unsigned long long g;
+
+	pthread_mutex_lock(&m->lock);
+	g = m->gen;
+	pthread_mutex_unlock(&m->lock);
+	return g;
+}
+
+int
+ttl_put_gen(struct ttl_map *m, const char *key, const char *val, unsigned long long gen)
+{
+	int stored = 0;
+
+	if (strlen(key) > TTL_KEY_MAX || strlen(val) > TTL_VAL_MAX)
+		return 0;
+	pthread_mutex_lock(&m->lock);
+	if (m->enabled && m->gen == gen)
+		stored = put_locked(m, key, val);
+	pthread_mutex_unlock(&m->lock);
+	return stored;
 }
 
 void
@@ -146,6 +180,7 @@ ttl_del(struct ttl_map *m, const char *key)
 	uint32_t b = bucket_of(key);
 
 	pthread_mutex_lock(&m->lock);
+	m->gen++;
 	for (struct ttl_entry **pp = &m->buckets[b]; *pp; pp = &(*pp)->next) {
 		if (strcmp((*pp)->key, key) == 0) {
 			struct ttl_entry *e = *pp;
@@ -153,6 +188,26 @@ ttl_del(struct ttl_map *m, const char *key)
 			free(e);
 			m->count--;
 			break;
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+}
+
+void
+ttl_del_matching(struct ttl_map *m, int (*match)(const char *val, void *ctx), void *ctx)
+{
+	pthread_mutex_lock(&m->lock);
+	m->gen++;
+	for (size_t i = 0; i < TTL_BUCKETS; i++) {
+		for (struct ttl_entry **pp = &m->buckets[i]; *pp;) {
+			struct ttl_entry *e = *pp;
+			if (match(e->val, ctx)) {
+				*pp = e->next;
+				free(e);
+				m->count--;
+			} else {
+				pp = &e->next;
+			}
 		}
 	}
 	pthread_mutex_unlock(&m->lock);

@@ -25,6 +25,9 @@ static const char usage[] =
     "  migrate                                   apply database migrations\n"
     "  account create --email E                  new account and its first API key\n"
     "  account list\n"
+    "  account disable --account ID              revoke its keys, end its sessions; every aasd\n"
+    "                                            stops its sandboxes (settled) within a second\n"
+    "  account enable --account ID               let it in again (its keys stay revoked)\n"
     "  key create --account ID [--name N]        new API key (shown once)\n"
     "  key list --account ID\n"
     "  key revoke --key KEY_ID\n"
@@ -203,6 +206,27 @@ run(struct app *app, int argc, char **argv, struct err *e)
 	if (strcmp(what, "account") == 0 && strcmp(sub, "list") == 0) {
 		v = acct_list(app->db, e);
 		return v ? print_json(v) : fail(e);
+	}
+	if (strcmp(what, "account") == 0 && strcmp(sub, "disable") == 0) {
+		const char *acct = opt(argc, argv, "--account");
+		struct acct_disabled d;
+		if (acct == NULL)
+			goto bad;
+		if (acct_disable(app->db, acct, &d, e) < 0)
+			return fail(e);
+		return print_json(json_pack("{s:s, s:b, s:b, s:I, s:I, s:I}", "account_id", acct,
+		    "disabled", 1, "already_disabled", d.already, "keys_revoked",
+		    (json_int_t)d.keys_revoked, "sessions_ended", (json_int_t)d.sessions_ended,
+		    "sandboxes_stopping", (json_int_t)d.sandboxes_live));
+	}
+	if (strcmp(what, "account") == 0 && strcmp(sub, "enable") == 0) {
+		const char *acct = opt(argc, argv, "--account");
+		if (acct == NULL)
+			goto bad;
+		if (acct_enable(app->db, acct, e) < 0)
+			return fail(e);
+		return print_json(json_pack("{s:s, s:b, s:s}", "account_id", acct, "disabled", 0,
+		    "note", "Its keys stay revoked; create a new one with key create."));
 	}
 	if (strcmp(what, "key") == 0 && strcmp(sub, "create") == 0) {
 		const char *acct = opt(argc, argv, "--account");

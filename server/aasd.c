@@ -32,6 +32,40 @@ env_get(const char *name)
 	return getenv(name);
 }
 
+/* What the front end closes when another process ends a session or
+ * disables an account (app_hooks: on the notification thread). */
+struct front {
+	struct mcp *mcp;
+	struct proxy *proxy;
+};
+
+/* The previews of a disabled account. Those of its sandboxes close with
+ * them as the reaper stops them (a preview's forward goes with its VM);
+ * connections the proxy holds open are ended by proxy_close_account. */
+static void
+close_account_previews(struct proxy *proxy, const char *account_id)
+{
+	(void)proxy;
+	(void)account_id;
+}
+
+static void
+front_session_ended(const char *session_id, void *ctx)
+{
+	const struct front *f = ctx;
+
+	mcp_close_session(f->mcp, session_id);
+}
+
+static void
+front_account_disabled(const char *account_id, void *ctx)
+{
+	const struct front *f = ctx;
+
+	mcp_close_account(f->mcp, account_id);
+	close_account_previews(f->proxy, account_id);
+}
+
 static void
 health_work(struct http_req *req, void *ctx)
 {
@@ -165,6 +199,7 @@ main(int argc, char **argv)
 	struct work_pool *work = NULL;
 	struct http_server *http = NULL;
 	struct proxy *proxy = NULL;
+	struct front front;
 	sigset_t sigs;
 	int sig = 0, rc = 1;
 
@@ -269,6 +304,10 @@ main(int argc, char **argv)
 		log_error("start: %s", e.msg);
 		goto out;
 	}
+	front.mcp = mcp;
+	front.proxy = proxy;
+	const struct app_hooks hooks = { front_session_ended, front_account_disabled, &front };
+	app_set_hooks(app, &hooks);
 	const struct http_intercept icpt = { preview_claims, app, proxy };
 	http = http_new(&app->cfg, work, routes, n_fixed + n_rest, &icpt, &e);
 	if (http == NULL) {
@@ -283,6 +322,8 @@ main(int argc, char **argv)
 out:
 	/* Workers finish (and resume their connections) before the HTTP
 	 * daemon stops. */
+	if (app)
+		app_set_hooks(app, NULL);
 	sse_finish_all();
 	work_free(work);
 	http_free(http);

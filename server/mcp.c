@@ -340,7 +340,7 @@ reply_post(struct http_req *req, struct mcp_job *job, struct call_env *env)
 }
 
 static void
-open_get_stream(struct http_req *req, struct mcp *m, const char *session)
+open_get_stream(struct http_req *req, struct mcp *m, const char *session, const char *account)
 {
 	struct get_stream *g = calloc(1, sizeof(*g));
 	struct sse *s;
@@ -373,6 +373,7 @@ open_get_stream(struct http_req *req, struct mcp *m, const char *session)
 	}
 	http_add_header(req, "Mcp-Session-Id", session);
 	snprintf(g->session, sizeof(g->session), "%s", session);
+	snprintf(g->account, sizeof(g->account), "%s", account);
 	g->sse = s;
 	pthread_mutex_lock(&m->lock);
 	g->next = m->streams;
@@ -381,12 +382,14 @@ open_get_stream(struct http_req *req, struct mcp *m, const char *session)
 	pthread_mutex_unlock(&m->lock);
 }
 
+/* Ends the streams whose session (or account) is `id`. */
 static void
-close_get_streams(struct mcp *m, const char *session)
+close_streams_where(struct mcp *m, const char *id, int by_account)
 {
 	pthread_mutex_lock(&m->lock);
 	for (struct get_stream **pp = &m->streams; *pp;) {
-		if (strcmp((*pp)->session, session) == 0) {
+		const char *v = by_account ? (*pp)->account : (*pp)->session;
+		if (strcmp(v, id) == 0) {
 			struct get_stream *g = *pp;
 			*pp = g->next;
 			sse_finish(g->sse);
@@ -398,6 +401,20 @@ close_get_streams(struct mcp *m, const char *session)
 		}
 	}
 	pthread_mutex_unlock(&m->lock);
+}
+
+void
+mcp_close_session(struct mcp *m, const char *session_id)
+{
+	if (*session_id)
+		close_streams_where(m, session_id, 0);
+}
+
+void
+mcp_close_account(struct mcp *m, const char *account_id)
+{
+	if (*account_id)
+		close_streams_where(m, account_id, 1);
 }
 
 static void job_free(struct mcp_job *job);
@@ -440,7 +457,8 @@ mcp_process(struct http_req *req, void *arg)
 		reply_post(req, job, &env);
 		break;
 	case JOB_GET:
-		open_get_stream(req, m, job->session);
+		open_get_stream(req, m, job->session,
+		    env.sess.account_id[0] ? env.sess.account_id : account_id);
 		break;
 	case JOB_DELETE:
 		err_clear(&e);
@@ -451,7 +469,7 @@ mcp_process(struct http_req *req, void *arg)
 		/* Here at once; other aasd processes hear of it by notification. */
 		if (m->app->sessions)
 			ttl_del(m->app->sessions, job->session);
-		close_get_streams(m, job->session);
+		mcp_close_session(m, job->session);
 		http_reply_raw(req, 200, "", "", 0);
 		break;
 	}

@@ -20,6 +20,11 @@ void mcp_handle(struct http_req *req, void *ctx);
 /* Error bodies on the MCP route are JSON-RPC errors with a null id. */
 json_t *mcp_error_fmt(int status, const char *code, const char *message);
 
+/* Ends the GET streams of a session, or of every session of an account
+ * (an end or a disable announced by another process). Never blocks. */
+void mcp_close_session(struct mcp *m, const char *session_id);
+void mcp_close_account(struct mcp *m, const char *account_id);
+
 /* Header predicates, exposed for unit tests. */
 int mcp_accepts(const char *accept, const char *type);
 int mcp_content_type_is_json(const char *content_type);

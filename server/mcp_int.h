@@ -25,6 +25,7 @@ struct inflight {
 /* A GET stream, ended when its session is deleted here. */
 struct get_stream {
 	char session[SESS_ID_LEN + 1];
+	char account[ACCT_ID_LEN + 1]; /* the session's account; "" when none */
 	struct sse *sse;
 	struct get_stream *next;
 };

@@ -9,6 +9,8 @@
 
 #include "billing/ledger.h"
 #include "base/log.h"
+#include "service/session.h"
+#include "service/store.h"
 
 int
 acct_id_valid(const char *s)
@@ -266,6 +268,99 @@ acct_key_revoke(struct db *db, const char *key_id, struct err *e)
 	return 0;
 }
 
+struct disable_ctx {
+	const char *account_id;
+	struct acct_disabled *out;
+};
+
+static int
+disable_tx(PGconn *c, void *arg, struct err *e)
+{
+	struct disable_ctx *dc = arg;
+	const char *params[1] = { dc->account_id };
+	PGresult *r;
+	int rc;
+
+	/* The account row first, as on every money path. */
+	r = db_conn_query(c,
+	    "SELECT disabled_at IS NOT NULL FROM accounts WHERE id = $1 FOR UPDATE", 1, params, e);
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) != 1) {
+		PQclear(r);
+		err_set(e, ERR_NOT_FOUND, "account not found");
+		return -1;
+	}
+	rc = db_get_bool(r, 0, 0, &dc->out->already, e);
+	PQclear(r);
+	if (rc < 0)
+		return -1;
+	/* Notifications go out in this order when the transaction commits:
+	 * keys, sessions, then the account (whose handler stops sandboxes). */
+	if (db_conn_exec(c,
+		"UPDATE accounts SET disabled_at = coalesce(disabled_at, now()) WHERE id = $1", 1,
+		params, NULL, e) < 0 ||
+	    db_conn_exec(c,
+		"WITH u AS (UPDATE api_keys SET revoked_at = now()"
+		" WHERE account_id = $1 AND revoked_at IS NULL RETURNING key_hash)"
+		" SELECT pg_notify('aas_invalidate', 'k:' || key_hash) FROM u",
+		1, params, &dc->out->keys_revoked, e) < 0 ||
+	    sess_end_account(c, dc->account_id, &dc->out->sessions_ended, e) < 0 ||
+	    store_live_count(c, dc->account_id, &dc->out->sandboxes_live, e) < 0)
+		return -1;
+	return db_conn_exec(c, "SELECT pg_notify('aas_invalidate', 'a:' || $1::text)", 1, params,
+	    NULL, e);
+}
+
+int
+acct_disable(struct db *db, const char *account_id, struct acct_disabled *out, struct err *e)
+{
+	struct disable_ctx dc = { account_id, out };
+
+	memset(out, 0, sizeof(*out));
+	if (!acct_id_valid(account_id)) {
+		err_set_field(e, "account", "account: not an account id");
+		return -1;
+	}
+	return db_tx(db, disable_tx, &dc, e);
+}
+
+int
+acct_enable(struct db *db, const char *account_id, struct err *e)
+{
+	const char *params[1] = { account_id };
+	long n;
+
+	if (!acct_id_valid(account_id)) {
+		err_set_field(e, "account", "account: not an account id");
+		return -1;
+	}
+	if (db_exec(db, "UPDATE accounts SET disabled_at = NULL WHERE id = $1", 1, params, &n, e) <
+	    0)
+		return -1;
+	if (n != 1) {
+		err_set(e, ERR_NOT_FOUND, "account not found");
+		return -1;
+	}
+	return 0;
+}
+
+int
+acct_check_enabled(PGconn *c, const char *account_id, struct err *e)
+{
+	const char *params[1] = { account_id };
+	long n;
+
+	if (db_conn_exec(c, "SELECT 1 FROM accounts WHERE id = $1 AND disabled_at IS NOT NULL", 1,
+		params, &n, e) < 0)
+		return -1;
+	if (n != 0) {
+		err_set(e, ERR_FORBIDDEN, "the account is disabled");
+		return -1;
+	}
+	return 0;
+}
+
 int
 acct_resolve_key(struct db *db, const char *key, size_t keylen, char account_id[ACCT_ID_LEN + 1],
     struct err *e)
@@ -326,14 +421,19 @@ acct_resolve_key_cached(struct db *db, struct ttl_map *cache, const char *key, s
     char account_id[ACCT_ID_LEN + 1], struct err *e)
 {
 	char hash[KEY_HASH_HEX_LEN + 1];
+	unsigned long long gen = 0;
 
 	if (acct_key_cache_peek(cache, key, keylen, account_id))
 		return 0;
+	/* Read before the database: a revocation announced while the query
+	 * runs moves the generation on, and the answer is then not kept. */
+	if (cache)
+		gen = ttl_generation(cache);
 	if (acct_resolve_key(db, key, keylen, account_id, e) < 0)
 		return -1;
 	if (cache) {
 		key_hash_hex(key, keylen, hash, sizeof(hash));
-		ttl_put(cache, hash, account_id);
+		(void)ttl_put_gen(cache, hash, account_id, gen);
 		OPENSSL_cleanse(hash, sizeof(hash));
 	}
 	return 0;

@@ -33,6 +33,29 @@ json_t *acct_key_list(struct db *db, const char *account_id, struct err *e);
  * "k:<key hash>" on channel aas_invalidate); ERR_NOT_FOUND if no live key has that id. */
 int acct_key_revoke(struct db *db, const char *key_id, struct err *e);
 
+/* What disabling an account did. */
+struct acct_disabled {
+	long keys_revoked;
+	long sessions_ended;
+	long long sandboxes_live; /* left for the reapers to stop */
+	int already;              /* it was disabled before */
+};
+
+/* Disables an account in one transaction, its row locked first: marks it
+ * disabled, revokes every live key ("k:<hash>"), ends every open MCP
+ * session ("s:<id>") and announces the account ("a:<id>") to every aasd,
+ * whose reaper then stops its running sandboxes (settled, end reason
+ * account_disabled) and whose front end closes its streams and previews.
+ * Disabling a disabled account does it all again (nothing is left to
+ * revoke). ERR_NOT_FOUND when there is no such account. */
+int acct_disable(struct db *db, const char *account_id, struct acct_disabled *out, struct err *e);
+/* Lets a disabled account in again. Its keys stay revoked: a new one is
+ * made with acct_key_create. ERR_NOT_FOUND when there is no such account. */
+int acct_enable(struct db *db, const char *account_id, struct err *e);
+/* Inside the caller's transaction, with the account row locked: fails
+ * with ERR_FORBIDDEN when the account is disabled. */
+int acct_check_enabled(PGconn *c, const char *account_id, struct err *e);
+
 /* Resolves a presented key to its account. ERR_UNAUTHORIZED when the key
  * is unknown, revoked or its account disabled. */
 int acct_resolve_key(struct db *db, const char *key, size_t keylen,

@@ -1,11 +1,13 @@
 /* app.c - service set-up shared by aasd and aasctl. */
 #include "service/app.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/embed.h"
 #include "base/log.h"
+#include "service/accounts.h"
 #include "service/reaper.h"
 #include <stdatomic.h>
 #include "base/migrate.h"
@@ -13,6 +15,9 @@
 #define APP_CACHE_ENTRIES 100000
 #define APP_CACHE_TTL_S 60.0
 
+/* Listening (again): whatever was announced while the listener was down
+ * is lost, so both caches start empty, and enabling moves their
+ * generation on so that no lookup begun before this stores its answer. */
 static void
 caches_on(void *ctx)
 {
@@ -31,17 +36,78 @@ caches_off(void *ctx)
 	ttl_set_enabled(app->keys, 0);
 }
 
+/* A cached key's value is its account id. */
+static int
+key_of_account(const char *val, void *account_id)
+{
+	return strcmp(val, account_id) == 0;
+}
+
+/* A cached session's value is "<protocol version>|<account id>". */
+static int
+session_of_account(const char *val, void *account_id)
+{
+	const char *bar = strchr(val, '|');
+
+	return bar != NULL && strcmp(bar + 1, account_id) == 0;
+}
+
+static void
+session_ended(struct app *app, const char *id)
+{
+	ttl_del(app->sessions, id);
+	pthread_mutex_lock(&app->hooks_lock);
+	if (app->hooks.session_ended)
+		app->hooks.session_ended(id, app->hooks.ctx);
+	pthread_mutex_unlock(&app->hooks_lock);
+}
+
+/* Its keys and sessions were revoked and ended in the same transaction
+ * (and announced one by one); dropping whatever the caches still hold of
+ * the account does not depend on those notices. The sandboxes are the
+ * reaper's work, never this thread's. */
+static void
+account_disabled(struct app *app, const char *account_id)
+{
+	char id[ACCT_ID_LEN + 1];
+
+	if (!acct_id_valid(account_id))
+		return;
+	snprintf(id, sizeof(id), "%s", account_id);
+	log_info("account %s disabled: dropping its keys and sessions, stopping its sandboxes", id);
+	ttl_del_matching(app->keys, key_of_account, id);
+	ttl_del_matching(app->sessions, session_of_account, id);
+	reap_poke(atomic_load(&app->reaper));
+	pthread_mutex_lock(&app->hooks_lock);
+	if (app->hooks.account_disabled)
+		app->hooks.account_disabled(id, app->hooks.ctx);
+	pthread_mutex_unlock(&app->hooks_lock);
+}
+
 static void
 invalidate(const char *payload, void *ctx)
 {
 	struct app *app = ctx;
 
 	if (strncmp(payload, "s:", 2) == 0)
-		ttl_del(app->sessions, payload + 2);
+		session_ended(app, payload + 2);
 	else if (strncmp(payload, "k:", 2) == 0)
 		ttl_del(app->keys, payload + 2);
 	else if (strncmp(payload, "e:", 2) == 0)
 		reap_poke(atomic_load(&app->reaper));
+	else if (strncmp(payload, "a:", 2) == 0)
+		account_disabled(app, payload + 2);
+}
+
+void
+app_set_hooks(struct app *app, const struct app_hooks *h)
+{
+	pthread_mutex_lock(&app->hooks_lock);
+	if (h)
+		app->hooks = *h;
+	else
+		memset(&app->hooks, 0, sizeof(app->hooks));
+	pthread_mutex_unlock(&app->hooks_lock);
 }
 
 static int
@@ -73,6 +139,7 @@ app_new(const struct config *cfg, unsigned flags, struct err *e)
 		return NULL;
 	}
 	app->cfg = *cfg;
+	pthread_mutex_init(&app->hooks_lock, NULL);
 	app->db = db_new(cfg->database_url, cfg->db_pool_size, e);
 	if (app->db == NULL)
 		goto fail;
@@ -97,5 +164,6 @@ app_free(struct app *app)
 	ttl_free(app->sessions);
 	ttl_free(app->keys);
 	db_free(app->db);
+	pthread_mutex_destroy(&app->hooks_lock);
 	free(app);
 }

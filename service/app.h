@@ -11,8 +11,20 @@
 
 #include "base/version.h"
 
+#include <pthread.h>
+
 struct sbx;
 struct reaper;
+
+/* What the front end does when another process announces a change: an
+ * ended session ("s:<id>") closes its GET streams, a disabled account
+ * ("a:<id>") its streams and previews. Called on the notification thread:
+ * they must not block (no database, no hypervisor). Any may be NULL. */
+struct app_hooks {
+	void (*session_ended)(const char *session_id, void *ctx);
+	void (*account_disabled)(const char *account_id, void *ctx);
+	void *ctx;
+};
 
 struct app {
 	struct config cfg;
@@ -24,8 +36,12 @@ struct app {
 	struct ntf *ntf;
 	/* The sandbox service; NULL when AAS_LIBVIRT_URI=none. */
 	struct sbx *sbx;
-	/* Its expiry reaper, woken by "e:" notifications (set once running). */
+	/* Its expiry reaper, woken by "e:" and "a:" notifications (set once
+	 * running). */
 	struct reaper *_Atomic reaper;
+	/* The front end's hooks (app_set_hooks), under hooks_lock. */
+	pthread_mutex_t hooks_lock;
+	struct app_hooks hooks;
 };
 
 enum app_flags {
@@ -35,5 +51,8 @@ enum app_flags {
 /* Opens the database pool and applies migrations. */
 struct app *app_new(const struct config *cfg, unsigned flags, struct err *e);
 void app_free(struct app *app);
+/* Installs the front end's hooks; NULL removes them. Once it returns, no
+ * call of the previous hooks is running (so their context may be freed). */
+void app_set_hooks(struct app *app, const struct app_hooks *h);
 
 #endif

@@ -65,7 +65,8 @@ array_literal(const char *list, char *out, size_t n)
 	return 0;
 }
 
-/* Claims due sandboxes and ends them; returns how many were claimed. */
+/* Claims due sandboxes (expired, or of a disabled account) and ends
+ * them; returns how many were claimed. */
 static int
 reap_due(struct reaper *r)
 {
@@ -79,7 +80,7 @@ reap_due(struct reaper *r)
 		return -1;
 	}
 	for (size_t i = 0; i < n; i++) {
-		log_info("reaper: sandbox %s expired", due[i].id);
+		log_info("reaper: sandbox %s: %s", due[i].id, due[i].end_reason);
 		if (r->destroy(r->ctx, due[i].id, due[i].host) < 0)
 			log_warn("reaper: sandbox %s: destroy failed; reconcile retries it",
 			    due[i].id);

@@ -1,8 +1,11 @@
 /* reaper.h - destroys sandboxes when they expire (reap_), whether or not
- * anyone asks. expires_at lives in PostgreSQL; due rows are claimed with
- * FOR UPDATE SKIP LOCKED, so with several aasd each sandbox is reaped
- * once. The thread sleeps until the nearest expiry and is woken early when
- * an expiry changes (a create, an extend: notification "e:"). */
+ * anyone asks, and those of disabled accounts. expires_at lives in
+ * PostgreSQL; due rows are claimed with FOR UPDATE SKIP LOCKED, so with
+ * several aasd each sandbox is reaped once. The thread sleeps until the
+ * nearest expiry and is woken early when an expiry changes (a create, an
+ * extend: notification "e:") or an account is disabled ("a:"). A claimed
+ * row keeps its end reason (expired or account_disabled) through the
+ * destroy. */
 #ifndef AAS_REAPER_H
 #define AAS_REAPER_H
 

@@ -8,6 +8,7 @@
 
 #include "billing/billing.h"
 #include "billing/ledger.h"
+#include "service/accounts.h"
 #include "service/reaper.h"
 #include "service/catalog.h"
 #include "base/keys.h"
@@ -18,7 +19,8 @@
 #include "base/utf8.h"
 #include "service/store.h"
 
-/* The reaper's action for an expired sandbox it claimed. */
+/* The reaper's action for a sandbox it claimed; the claim recorded why
+ * (expired, or its account was disabled), which the end keeps. */
 static int
 reap_destroy(void *ctx, const char *id, const char *host)
 {
@@ -189,6 +191,8 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 	/* The account row first, as on every money path: two creates of one
 	 * account never interleave their count and insert. */
 	if (bill_lock_balance(c, t->n.account, &balance, e) < 0 ||
+	    /* A create that passed the key check before a disable. */
+	    acct_check_enabled(c, t->n.account, e) < 0 ||
 	    store_live_count(c, t->n.account, &live, e) < 0)
 		return -1;
 	if (live >= cfg->max_live_sandboxes) {

@@ -189,6 +189,18 @@ sess_end(struct db *db, const char *id, struct err *e)
 	return 0;
 }
 
+int
+sess_end_account(PGconn *c, const char *account_id, long *n, struct err *e)
+{
+	const char *params[1] = { account_id };
+
+	return db_conn_exec(c,
+	    "WITH u AS (UPDATE mcp_sessions SET ended_at = now()"
+	    " WHERE account_id = $1 AND ended_at IS NULL RETURNING id)"
+	    " SELECT pg_notify('aas_invalidate', 's:' || id) FROM u",
+	    1, params, n, e);
+}
+
 static int
 parse_cached(const char *val, struct sess_info *out)
 {
@@ -217,14 +229,18 @@ sess_lookup_cached(struct db *db, struct ttl_map *cache, const struct sess_limit
     const char *id, struct sess_info *out, struct err *e)
 {
 	char val[TTL_VAL_MAX + 1];
+	unsigned long long gen = 0;
 
 	if (sess_cache_peek(cache, id, out))
 		return 0;
+	/* Before the database: an end announced meanwhile keeps the answer out. */
+	if (cache)
+		gen = ttl_generation(cache);
 	if (sess_lookup(db, lim, id, out, e) < 0)
 		return -1;
 	if (cache) {
 		snprintf(val, sizeof(val), "%s|%s", out->protocol_version, out->account_id);
-		ttl_put(cache, id, val);
+		(void)ttl_put_gen(cache, id, val, gen);
 	}
 	return 0;
 }

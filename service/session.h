@@ -51,4 +51,8 @@ int sess_cache_peek(struct ttl_map *cache, const char *id, struct sess_info *out
  * "s:<id>" on channel aas_invalidate); ERR_NOT_FOUND when unknown or already ended. */
 int sess_end(struct db *db, const char *id, struct err *e);
 
+/* Inside the caller's transaction: ends every open session of `account`
+ * and announces each ("s:<id>", sent at commit); *n is how many. */
+int sess_end_account(PGconn *c, const char *account_id, long *n, struct err *e);
+
 #endif

@@ -327,6 +327,8 @@ store_end_name(enum store_end end)
 		return "host_lost";
 	case STORE_END_POOL_SURPLUS:
 		return "pool_surplus";
+	case STORE_END_ACCOUNT_DISABLED:
+		return "account_disabled";
 	}
 	return "destroyed";
 }

@@ -76,13 +76,14 @@ int store_insert_pool(struct db *db, const char *id, const struct store_new *n, 
 /* Why a sandbox ended (the end_reason column; schema/006_end_reason.sql
  * holds the same list). */
 enum store_end {
-	STORE_END_DESTROYED,      /* its account destroyed it */
-	STORE_END_EXPIRED,        /* its paid time ran out */
-	STORE_END_GUEST_SHUTDOWN, /* the VM stopped from inside, or crashed */
-	STORE_END_OUT_OF_MEMORY,  /* the guest kernel gave up for lack of memory */
-	STORE_END_BOOT_FAILED,    /* the VM never became ready */
-	STORE_END_HOST_LOST,      /* the host or the service went away while it started */
-	STORE_END_POOL_SURPLUS,   /* a warm VM the pool no longer needed */
+	STORE_END_DESTROYED,        /* its account destroyed it */
+	STORE_END_EXPIRED,          /* its paid time ran out */
+	STORE_END_GUEST_SHUTDOWN,   /* the VM stopped from inside, or crashed */
+	STORE_END_OUT_OF_MEMORY,    /* the guest kernel gave up for lack of memory */
+	STORE_END_BOOT_FAILED,      /* the VM never became ready */
+	STORE_END_HOST_LOST,        /* the host or the service went away while it started */
+	STORE_END_POOL_SURPLUS,     /* a warm VM the pool no longer needed */
+	STORE_END_ACCOUNT_DISABLED, /* its account was disabled (aasctl account disable) */
 };
 
 /* The column's value of `end`. */
@@ -199,9 +200,11 @@ json_t *store_usage_json(struct db *db, const char *account, int limit, struct e
 struct store_due {
 	char id[STORE_ID_LEN + 1];
 	char host[STORE_HOST_MAX];
+	char end_reason[24]; /* expired or account_disabled */
 };
-/* Claims up to `max` expired sandboxes on `hosts` (a PostgreSQL text
- * array literal) for `owner`, moving them to destroying (malloc'd). */
+/* Claims up to `max` running sandboxes on `hosts` (a PostgreSQL text
+ * array literal) that expired or whose account is disabled, for `owner`,
+ * moving them to destroying with that end reason (malloc'd). */
 int store_claim_due(struct db *db, const char *hosts, const char *owner, int max,
     struct store_due **due, size_t *n, struct err *e);
 /* Milliseconds until the nearest expiry on `hosts`; `none` when nothing

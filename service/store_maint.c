@@ -16,7 +16,8 @@ due_row(const PGresult *r, int i, void *elem, struct err *e)
 	/* A row that cannot be read is left to reconcile. */
 	err_clear(&bad);
 	return db_get_str(r, i, 0, d->id, sizeof(d->id), &bad) < 0 ||
-		db_get_str(r, i, 1, d->host, sizeof(d->host), &bad) < 0 ?
+		db_get_str(r, i, 1, d->host, sizeof(d->host), &bad) < 0 ||
+		db_get_str(r, i, 2, d->end_reason, sizeof(d->end_reason), &bad) < 0 ?
 	    1 :
 	    0;
 }
@@ -31,11 +32,15 @@ store_claim_due(struct db *db, const char *hosts, const char *owner, int max,
 	snprintf(maxs, sizeof(maxs), "%d", max);
 	return store_rows(db,
 	    "UPDATE sandboxes SET state = 'destroying',"
-	    " destroying_at = now(), owner = $2, end_reason = 'expired'"
-	    " WHERE id IN (SELECT id FROM sandboxes WHERE state = 'running' AND NOT in_pool"
-	    "  AND expires_at <= now() AND host_uri = ANY($1::text[])"
-	    "  ORDER BY expires_at LIMIT $3::int FOR UPDATE SKIP LOCKED)"
-	    " RETURNING id, host_uri",
+	    " destroying_at = now(), owner = $2, end_reason = CASE WHEN EXISTS"
+	    "  (SELECT 1 FROM accounts a WHERE a.id = sandboxes.account_id"
+	    "   AND a.disabled_at IS NOT NULL) THEN 'account_disabled' ELSE 'expired' END"
+	    " WHERE id IN (SELECT s.id FROM sandboxes s"
+	    "  LEFT JOIN accounts a ON a.id = s.account_id AND a.disabled_at IS NOT NULL"
+	    "  WHERE s.state = 'running' AND NOT s.in_pool"
+	    "  AND (s.expires_at <= now() OR a.id IS NOT NULL) AND s.host_uri = ANY($1::text[])"
+	    "  ORDER BY s.expires_at LIMIT $3::int FOR UPDATE OF s SKIP LOCKED)"
+	    " RETURNING id, host_uri, end_reason",
 	    3, p, sizeof(**due), due_row, (void **)due, n, e);
 }
 
