@@ -20,6 +20,13 @@
  * next round). */
 #define VM_CONSOLE_BURST (256 * 1024)
 #define VM_CONSOLE_CHUNK (16 * 1024)
+/* After each read a console is not looked at for this long, so a guest
+ * writing a byte at a time costs aasd at most 1000/VM_CONSOLE_PAUSE_MS
+ * wake-ups a second; meanwhile its bytes wait in the pty (QEMU drops what
+ * does not fit). */
+#define VM_CONSOLE_PAUSE_MS 50
+#define VM_CONSOLE_EVENTS \
+	(VIR_STREAM_EVENT_READABLE | VIR_STREAM_EVENT_ERROR | VIR_STREAM_EVENT_HANGUP)
 
 /* A domain's serial console being copied into its bounded log. */
 struct vm_console {
@@ -29,6 +36,7 @@ struct vm_console {
 	struct conlog *log;
 	int ended;  /* the stream ended (the domain went); nothing more comes */
 	int warned; /* a write failure was logged */
+	int paused; /* not watched until the host's console timer fires */
 };
 
 struct vm_host {
@@ -40,7 +48,10 @@ struct vm_host {
 	pthread_mutex_t con_lock;
 	pthread_mutex_t attach_lock;
 	struct vm_console *consoles;
+	int con_timer; /* resumes paused consoles; -1: none (no pausing) */
 };
+
+static void console_resume(int timer, void *opaque);
 
 static pthread_t event_thread;
 static atomic_int events_running;
@@ -187,6 +198,7 @@ vm_host_open(const char *uri, const char *qemu_user, struct err *e)
 	pthread_mutex_init(&h->lock, NULL);
 	pthread_mutex_init(&h->con_lock, NULL);
 	pthread_mutex_init(&h->attach_lock, NULL);
+	h->con_timer = virEventAddTimeout(-1, console_resume, h, NULL);
 	h->conn = virConnectOpen(uri);
 	if (h->conn == NULL) {
 		err_set(e, ERR_UNAVAILABLE, "cannot open %s: %s", uri, last_error());
@@ -203,6 +215,8 @@ vm_host_close(struct vm_host *h)
 		return;
 	while (h->consoles)
 		vm_console_detach(h, h->consoles->name);
+	if (h->con_timer >= 0)
+		virEventRemoveTimeout(h->con_timer);
 	if (h->conn)
 		virConnectClose(h->conn);
 	pthread_mutex_destroy(&h->lock);
@@ -238,6 +252,22 @@ vm_host_conn(struct vm_host *h)
 }
 
 /* ---- serial consoles ---- */
+
+/* The host's console timer: watches every paused console again. */
+static void
+console_resume(int timer, void *opaque)
+{
+	struct vm_host *h = opaque;
+
+	pthread_mutex_lock(&h->con_lock);
+	for (struct vm_console *c = h->consoles; c; c = c->next)
+		if (c->paused && !c->ended) {
+			virStreamEventUpdateCallback(c->st, VM_CONSOLE_EVENTS);
+			c->paused = 0;
+		}
+	virEventUpdateTimeout(timer, -1);
+	pthread_mutex_unlock(&h->con_lock);
+}
 
 /* The entry of `name` (con_lock held), or NULL. */
 static struct vm_console *
@@ -285,6 +315,9 @@ console_event(virStreamPtr st, int events, void *opaque)
 	if (end) {
 		c->ended = 1;
 		virStreamEventRemoveCallback(st);
+	} else if (h->con_timer >= 0 && virStreamEventUpdateCallback(st, 0) == 0) {
+		c->paused = 1;
+		virEventUpdateTimeout(h->con_timer, VM_CONSOLE_PAUSE_MS);
 	}
 out:
 	pthread_mutex_unlock(&h->con_lock);
@@ -328,9 +361,7 @@ console_open(struct vm_host *h, virDomainPtr d, const char *name, const char *pa
 	c->next = h->consoles;
 	h->consoles = c;
 	pthread_mutex_unlock(&h->con_lock);
-	if (virStreamEventAddCallback(c->st,
-		VIR_STREAM_EVENT_READABLE | VIR_STREAM_EVENT_ERROR | VIR_STREAM_EVENT_HANGUP,
-		console_event, h, NULL) < 0) {
+	if (virStreamEventAddCallback(c->st, VM_CONSOLE_EVENTS, console_event, h, NULL) < 0) {
 		err_set(e, ERR_UNAVAILABLE, "console of %s: %s", name, last_error());
 		vm_console_detach(h, name);
 		return -1;
