@@ -53,8 +53,12 @@ function agentCommand(sock, cmd) {
       for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
         const line = buf.slice(0, nl).trim();
         buf = buf.slice(nl + 1);
-        if (!line) continue;
-        const msg = JSON.parse(line);
+        let msg;
+        try {
+          msg = JSON.parse(line);
+        } catch {
+          continue; // an empty line or a partial reply left by the previous client
+        }
         if (!synced) {
           if (msg.return === syncId) {
             synced = true;
