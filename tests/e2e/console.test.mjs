@@ -66,7 +66,7 @@ function agentCommand(sock, cmd) {
           }
         } else {
           clearTimeout(timer);
-          c.end();
+          c.destroy();
           if (msg.error) reject(new Error(JSON.stringify(msg.error)));
           else resolve(msg.return);
           return;
@@ -119,8 +119,14 @@ test('a guest flooding its console: bounded host storage, newest kept, service h
 
     aasd = await startAasd(env);
     c = await connect(aasd.mcpUrl, acct.api_key);
-    assert.equal((await call(c, 'run_command', { sandbox_id: id, command: 'echo hi' })).stdout,
-      'hi\n');
+    // The new aasd reaches the guest agent a moment after it starts.
+    for (let tries = 0; ; tries++) {
+      const r = await c.callTool({ name: 'run_command', arguments: { sandbox_id: id, command: 'echo hi' } },
+        undefined, { timeout: 300000 });
+      if (!r.isError && r.structuredContent.stdout === 'hi\n') break;
+      assert.ok(tries < 60, `the sandbox does not answer after the restart: ${r.content?.[0]?.text}`);
+      await sleep(1000);
+    }
     const t0 = Date.now();
     const cpu0 = cpuSeconds(aasd.proc.pid);
     await call(c, 'run_command', { sandbox_id: id, command: 'touch /tmp/aas-flood-go' });
