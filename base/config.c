@@ -112,6 +112,8 @@ static const struct cfg_entry cfg_table[] = {
 	    "Pre-booted VMs kept per size, e.g. small=2,medium=1; empty means none." },
 	{ "AAS_BOOT_TIMEOUT_S", CFG_INT, "120", 5, 3600, F(boot_timeout_s),
 	    "A VM whose guest agent has not answered this long after start has failed." },
+	{ "AAS_CONSOLE_MAX_BYTES", CFG_INT, "1048576", 4096, 67108864, F(console_max_bytes),
+	    "Newest serial console output kept per VM on the host (the guest writes it; older output is dropped)." },
 	{ "AAS_KVM_PROBE_TIMEOUT_S", CFG_INT, "15", 1, 600, F(kvm_probe_timeout_s),
 	    "With AAS_VIRT=auto, how long the KVM probe guest may take to answer." },
 	{ "AAS_RECONCILE_S", CFG_INT, "30", 0, 3600, F(reconcile_s),

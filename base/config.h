@@ -52,6 +52,7 @@ struct config {
 	int warm_pool[3]; /* small, medium, large */
 	char warm_pool_raw[128];
 	int boot_timeout_s;
+	int console_max_bytes;
 	int kvm_probe_timeout_s;
 	int reconcile_s;
 	long long max_output_bytes;

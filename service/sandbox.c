@@ -45,6 +45,7 @@ orch_open(const struct config *cfg, struct err *e)
 		.boot_timeout_s = cfg->boot_timeout_s,
 		.kvm_probe_timeout_s = cfg->kvm_probe_timeout_s,
 		.net_allow = cfg->net_allow,
+		.console_max_bytes = (size_t)cfg->console_max_bytes,
 	};
 
 	return orch_new(&oc, e);

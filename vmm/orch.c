@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "vmm/agent.h"
+#include "vmm/conlog.h"
 #include "vmm/netguard.h"
 #include "base/keys.h"
 #include "base/clock.h"
@@ -38,6 +39,7 @@ struct orch {
 	int boot_timeout_s;
 	int kvm_probe_timeout_s;
 	char net_allow[CONFIG_NET_ALLOW_MAX];
+	size_t console_max;
 
 	struct vm_host *hosts[ORCH_MAX_HOSTS];
 	atomic_int started[ORCH_MAX_HOSTS];
@@ -86,6 +88,12 @@ vm_dir(struct orch *o, const char *id, char *out, size_t n)
 	snprintf(out, n, "%s/%s", o->vms_dir, id);
 }
 
+static void
+console_path(struct orch *o, const char *id, char *out, size_t n)
+{
+	snprintf(out, n, "%s/%s/console.log", o->vms_dir, id);
+}
+
 void
 orch_disk_path(struct orch *o, const char *id, char *out, size_t n)
 {
@@ -126,14 +134,14 @@ file_ok(const char *path)
 	return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0;
 }
 
-/* Per-VM directory with the overlay and the console log, owned by the
- * QEMU user (libvirt is told not to relabel files). */
+/* Per-VM directory with the overlay, owned by the QEMU user (libvirt is
+ * told not to relabel files). The console log in it is aasd's, written by
+ * vm_start's console copy (QEMU never writes it). */
 static int
 make_vm_files(struct orch *o, const char *id, char *disk, size_t dn, char *console, size_t cn,
     struct err *e)
 {
 	char dir[ORCH_PATH_MAX + 64];
-	int fd;
 
 	vm_dir(o, id, dir, sizeof(dir));
 	if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
@@ -141,16 +149,14 @@ make_vm_files(struct orch *o, const char *id, char *disk, size_t dn, char *conso
 		return -1;
 	}
 	snprintf(disk, dn, "%s/disk.qcow2", dir);
-	snprintf(console, cn, "%s/console.log", dir);
+	console_path(o, id, console, cn);
+	/* A console left by an earlier VM of this id is not this one's. */
+	unlink(console);
 	char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", o->base,
 		disk, NULL };
 	if (run_quiet(argv, e) < 0)
 		return -1;
-	fd = open(console, O_WRONLY | O_CREAT | O_TRUNC, 0640);
-	if (fd >= 0)
-		close(fd);
-	if (chown(dir, o->qemu_uid, o->qemu_gid) < 0 || chown(disk, o->qemu_uid, o->qemu_gid) < 0 ||
-	    chown(console, o->qemu_uid, o->qemu_gid) < 0) {
+	if (chown(dir, o->qemu_uid, o->qemu_gid) < 0 || chown(disk, o->qemu_uid, o->qemu_gid) < 0) {
 		err_set(e, ERR_INTERNAL, "cannot hand VM files to %s: %s", o->qemu_user,
 		    strerror(errno));
 		return -1;
@@ -158,12 +164,15 @@ make_vm_files(struct orch *o, const char *id, char *disk, size_t dn, char *conso
 	return 0;
 }
 
+/* Stops the console copy of VM `id` on h and removes its files. */
 static void
-remove_vm_files(struct orch *o, const char *id)
+remove_vm_files(struct orch *o, struct vm_host *h, const char *id)
 {
-	char dir[ORCH_PATH_MAX + 64], path[ORCH_PATH_MAX + 96];
-	static const char *const files[] = { "disk.qcow2", "console.log" };
+	char dir[ORCH_PATH_MAX + 64], path[ORCH_PATH_MAX + 96], name[128];
+	static const char *const files[] = { "disk.qcow2", "console.log", "console.log.new" };
 
+	orch_domain_name(id, name, sizeof(name));
+	vm_console_detach(h, name);
 	vm_dir(o, id, dir, sizeof(dir));
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
@@ -206,6 +215,7 @@ fill_spec(struct orch *o, struct vm_spec *s, const char *name, enum vm_accel acc
 	s->cmdline = ORCH_CMDLINE;
 	s->disk = disk;
 	s->console_log = console;
+	s->console_max = o->console_max;
 	s->agent_socket = agent;
 }
 
@@ -261,7 +271,7 @@ boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel
 fail:
 	err_clear(&ignore);
 	vm_destroy(h, name, &ignore);
-	remove_vm_files(o, id);
+	remove_vm_files(o, h, id);
 	return -1;
 }
 
@@ -307,7 +317,7 @@ warm_up_libvirt(struct orch *o, struct vm_host *h)
 	if (c)
 		virConnectClose(c);
 	free(xml);
-	remove_vm_files(o, id);
+	remove_vm_files(o, h, id);
 }
 
 static void *
@@ -431,6 +441,9 @@ orch_new(const struct orch_config *cfg, struct err *e)
 	o->boot_timeout_s = cfg->boot_timeout_s;
 	o->kvm_probe_timeout_s = cfg->kvm_probe_timeout_s;
 	snprintf(o->net_allow, sizeof(o->net_allow), "%s", cfg->net_allow ? cfg->net_allow : "");
+	o->console_max = cfg->console_max_bytes;
+	if (o->console_max < CONLOG_MIN_BYTES || o->console_max > CONLOG_MAX_BYTES)
+		o->console_max = ORCH_CONSOLE_DEFAULT;
 	pthread_mutex_init(&o->lock, NULL);
 	pthread_cond_init(&o->ready_cond, NULL);
 	snprintf(o->vms_dir, sizeof(o->vms_dir), "%s/vms", cfg->state_dir);
@@ -671,7 +684,7 @@ orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e)
 	orch_domain_name(id, name, sizeof(name));
 	if (vm_destroy(h, name, e) < 0)
 		return -1;
-	remove_vm_files(o, id);
+	remove_vm_files(o, h, id);
 	return 0;
 }
 
@@ -686,8 +699,22 @@ orch_list(struct orch *o, const char *uri, char ***ids, size_t *n, struct err *e
 	if (vm_list(h, ORCH_DOMAIN_PREFIX, ids, n, e) < 0)
 		return -1;
 	/* Domain names to ids, in place. */
-	for (size_t i = 0; i < *n; i++)
+	for (size_t i = 0; i < *n; i++) {
+		char path[ORCH_PATH_MAX + 96], dir[ORCH_PATH_MAX + 64];
+		struct stat sb;
+		struct err ce;
+
+		/* A VM found again (this process did not start it, e.g. after
+		 * a restart) gets its console copied from now on. Only where
+		 * its directory still exists: a VM being removed gets none. */
+		vm_dir(o, (*ids)[i] + plen, dir, sizeof(dir));
+		console_path(o, (*ids)[i] + plen, path, sizeof(path));
+		err_clear(&ce);
+		if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+		    vm_console_attach(h, (*ids)[i], path, o->console_max, &ce) < 0)
+			log_debug("vm %s: %s", (*ids)[i], ce.msg);
 		memmove((*ids)[i], (*ids)[i] + plen, strlen((*ids)[i]) - plen + 1);
+	}
 	return 0;
 }
 
@@ -695,29 +722,9 @@ char *
 orch_console_tail(struct orch *o, const char *id, size_t max)
 {
 	char path[ORCH_PATH_MAX + 96];
-	char *buf;
-	ssize_t n;
-	int fd;
-	off_t size;
 
-	snprintf(path, sizeof(path), "%s/%s/console.log", o->vms_dir, id);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return NULL;
-	size = lseek(fd, 0, SEEK_END);
-	if (size > (off_t)max)
-		lseek(fd, size - (off_t)max, SEEK_SET);
-	else
-		lseek(fd, 0, SEEK_SET);
-	buf = malloc(max + 1);
-	n = buf ? read(fd, buf, max) : -1;
-	close(fd);
-	if (n < 0) {
-		free(buf);
-		return NULL;
-	}
-	buf[n] = '\0';
-	return buf;
+	console_path(o, id, path, sizeof(path));
+	return conlog_tail(path, max);
 }
 
 int

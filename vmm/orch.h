@@ -30,13 +30,17 @@ enum orch_virt {
 struct orch_config {
 	const char *libvirt_uri; /* comma-separated libvirt URIs, one per host */
 	enum orch_virt virt;
-	const char *image_dir;   /* vmlinuz, initrd.img, base.qcow2 */
-	const char *state_dir;   /* vms/ (overlays, consoles) and log/ go here */
-	const char *qemu_user;   /* QEMU runs as this user; it owns the VM files */
-	int boot_timeout_s;      /* start to first guest-agent answer */
-	int kvm_probe_timeout_s; /* the same for the KVM probe guest (auto) */
-	const char *net_allow;   /* private ranges guests may reach (netguard.h) */
+	const char *image_dir;    /* vmlinuz, initrd.img, base.qcow2 */
+	const char *state_dir;    /* vms/ (overlays, consoles) and log/ go here */
+	const char *qemu_user;    /* QEMU runs as this user; it owns the VM files */
+	int boot_timeout_s;       /* start to first guest-agent answer */
+	int kvm_probe_timeout_s;  /* the same for the KVM probe guest (auto) */
+	const char *net_allow;    /* private ranges guests may reach (netguard.h) */
+	size_t console_max_bytes; /* a VM's console kept on the host (conlog.h) */
 };
+
+/* Console bound when the configuration gives none in range. */
+#define ORCH_CONSOLE_DEFAULT (1u << 20)
 
 struct orch;
 
@@ -87,7 +91,9 @@ int orch_vm_stats(struct orch *o, const char *uri, const char *id, struct vm_sta
 /* Checks the host isolation rule for the QEMU user and installs it when it
  * is missing or outdated (netguard). */
 int orch_net_ensure(struct orch *o, struct err *e);
-/* Last `max` bytes of the VM's serial console (malloc'd) or NULL. */
+/* Last `max` bytes of the VM's serial console (malloc'd) or NULL. The
+ * console is kept in $state/vms/<id>/console.log, at most
+ * console_max_bytes of its newest output, until orch_destroy. */
 char *orch_console_tail(struct orch *o, const char *id, size_t max);
 /* Path of the VM's overlay disk (for tests and diagnostics). */
 void orch_disk_path(struct orch *o, const char *id, char *out, size_t n);

@@ -13,12 +13,45 @@
 #include <libvirt/virterror.h>
 
 #include "base/log.h"
+#include "vmm/conlog.h"
+
+/* Bytes read from one console per wake-up of the event loop, so that one
+ * flooding guest cannot keep it from the others (the rest is read on the
+ * next round). */
+#define VM_CONSOLE_BURST (256 * 1024)
+#define VM_CONSOLE_CHUNK (16 * 1024)
+/* After each read a console is not looked at for this long, so a guest
+ * writing a byte at a time costs aasd at most 1000/VM_CONSOLE_PAUSE_MS
+ * wake-ups a second; meanwhile its bytes wait in the pty (QEMU drops what
+ * does not fit). */
+#define VM_CONSOLE_PAUSE_MS 50
+#define VM_CONSOLE_EVENTS \
+	(VIR_STREAM_EVENT_READABLE | VIR_STREAM_EVENT_ERROR | VIR_STREAM_EVENT_HANGUP)
+
+/* A domain's serial console being copied into its bounded log. */
+struct vm_console {
+	struct vm_console *next;
+	char *name;
+	virStreamPtr st;
+	struct conlog *log;
+	int ended;  /* the stream ended (the domain went); nothing more comes */
+	int warned; /* a write failure was logged */
+	int paused; /* not watched until the host's console timer fires */
+};
 
 struct vm_host {
 	char *uri;
 	virConnectPtr conn;
 	pthread_mutex_t lock;
+	/* Consoles: con_lock guards the list and every entry's fields;
+	 * attach_lock makes find-or-open one step per host. */
+	pthread_mutex_t con_lock;
+	pthread_mutex_t attach_lock;
+	struct vm_console *consoles;
+	int con_timer; /* resumes paused consoles; -1: none (no pausing) */
 };
+
+static void console_resume(int timer, void *opaque);
 
 static pthread_t event_thread;
 static atomic_int events_running;
@@ -163,6 +196,9 @@ vm_host_open(const char *uri, const char *qemu_user, struct err *e)
 		return NULL;
 	}
 	pthread_mutex_init(&h->lock, NULL);
+	pthread_mutex_init(&h->con_lock, NULL);
+	pthread_mutex_init(&h->attach_lock, NULL);
+	h->con_timer = virEventAddTimeout(-1, console_resume, h, NULL);
 	h->conn = virConnectOpen(uri);
 	if (h->conn == NULL) {
 		err_set(e, ERR_UNAVAILABLE, "cannot open %s: %s", uri, last_error());
@@ -177,9 +213,15 @@ vm_host_close(struct vm_host *h)
 {
 	if (h == NULL)
 		return;
+	while (h->consoles)
+		vm_console_detach(h, h->consoles->name);
+	if (h->con_timer >= 0)
+		virEventRemoveTimeout(h->con_timer);
 	if (h->conn)
 		virConnectClose(h->conn);
 	pthread_mutex_destroy(&h->lock);
+	pthread_mutex_destroy(&h->con_lock);
+	pthread_mutex_destroy(&h->attach_lock);
 	free(h->uri);
 	free(h);
 }
@@ -209,6 +251,199 @@ vm_host_conn(struct vm_host *h)
 	return c;
 }
 
+/* ---- serial consoles ---- */
+
+/* The host's console timer: watches every paused console again. */
+static void
+console_resume(int timer, void *opaque)
+{
+	struct vm_host *h = opaque;
+
+	pthread_mutex_lock(&h->con_lock);
+	for (struct vm_console *c = h->consoles; c; c = c->next)
+		if (c->paused && !c->ended) {
+			virStreamEventUpdateCallback(c->st, VM_CONSOLE_EVENTS);
+			c->paused = 0;
+		}
+	virEventUpdateTimeout(timer, -1);
+	pthread_mutex_unlock(&h->con_lock);
+}
+
+/* The entry of `name` (con_lock held), or NULL. */
+static struct vm_console *
+console_find(struct vm_host *h, const char *name)
+{
+	for (struct vm_console *c = h->consoles; c; c = c->next)
+		if (strcmp(c->name, name) == 0)
+			return c;
+	return NULL;
+}
+
+/* Runs on libvirt's event thread when a console has bytes or ended. The
+ * entry is looked up by its stream under con_lock: one detached in the
+ * meantime is simply not found. */
+static void
+console_event(virStreamPtr st, int events, void *opaque)
+{
+	struct vm_host *h = opaque;
+	struct vm_console *c;
+	char buf[VM_CONSOLE_CHUNK];
+	int end = (events & (VIR_STREAM_EVENT_ERROR | VIR_STREAM_EVENT_HANGUP)) != 0;
+
+	pthread_mutex_lock(&h->con_lock);
+	for (c = h->consoles; c && c->st != st; c = c->next)
+		;
+	if (c == NULL || c->ended)
+		goto out;
+	for (size_t got = 0; got < VM_CONSOLE_BURST;) {
+		int r = virStreamRecv(st, buf, sizeof(buf));
+		struct err e;
+
+		if (r == -2)
+			break; /* drained */
+		if (r <= 0) {
+			end = 1;
+			break;
+		}
+		got += (size_t)r;
+		err_clear(&e);
+		if (conlog_append(c->log, buf, (size_t)r, &e) < 0 && !c->warned) {
+			log_warn("vm %s: %s (console output is dropped)", c->name, e.msg);
+			c->warned = 1;
+		}
+	}
+	if (end) {
+		c->ended = 1;
+		virStreamEventRemoveCallback(st);
+	} else if (h->con_timer >= 0 && virStreamEventUpdateCallback(st, 0) == 0) {
+		c->paused = 1;
+		virEventUpdateTimeout(h->con_timer, VM_CONSOLE_PAUSE_MS);
+	}
+out:
+	pthread_mutex_unlock(&h->con_lock);
+}
+
+static void
+console_free(struct vm_console *c)
+{
+	if (c == NULL)
+		return;
+	if (c->st) {
+		virStreamAbort(c->st);
+		virStreamFree(c->st);
+	}
+	conlog_close(c->log);
+	free(c->name);
+	free(c);
+}
+
+/* Opens domain d's console and starts copying it (attach_lock held). */
+static int
+console_open(struct vm_host *h, virDomainPtr d, const char *name, const char *path, size_t max,
+    struct err *e)
+{
+	struct vm_console *c = calloc(1, sizeof(*c));
+	virConnectPtr conn = virDomainGetConnect(d);
+
+	if (c == NULL || (c->name = strdup(name)) == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto fail;
+	}
+	c->st = virStreamNew(conn, VIR_STREAM_NONBLOCK);
+	if (c->st == NULL || virDomainOpenConsole(d, NULL, c->st, VIR_DOMAIN_CONSOLE_FORCE) < 0) {
+		err_set(e, ERR_UNAVAILABLE, "console of %s: %s", name, last_error());
+		goto fail;
+	}
+	c->log = conlog_open(path, max, e);
+	if (c->log == NULL)
+		goto fail;
+	pthread_mutex_lock(&h->con_lock);
+	c->next = h->consoles;
+	h->consoles = c;
+	pthread_mutex_unlock(&h->con_lock);
+	if (virStreamEventAddCallback(c->st, VM_CONSOLE_EVENTS, console_event, h, NULL) < 0) {
+		err_set(e, ERR_UNAVAILABLE, "console of %s: %s", name, last_error());
+		vm_console_detach(h, name);
+		return -1;
+	}
+	return 0;
+fail:
+	console_free(c);
+	return -1;
+}
+
+/* Attaches the console of domain d unless it is already being copied. */
+static int
+console_attach_domain(struct vm_host *h, virDomainPtr d, const char *name, const char *path,
+    size_t max, struct err *e)
+{
+	struct vm_console *c;
+	int rc = 0;
+
+	pthread_mutex_lock(&h->attach_lock);
+	pthread_mutex_lock(&h->con_lock);
+	c = console_find(h, name);
+	int live = c && !c->ended;
+	pthread_mutex_unlock(&h->con_lock);
+	if (!live) {
+		if (c)
+			vm_console_detach(h, name);
+		rc = console_open(h, d, name, path, max, e);
+	}
+	pthread_mutex_unlock(&h->attach_lock);
+	return rc;
+}
+
+int
+vm_console_attach(struct vm_host *h, const char *name, const char *path, size_t max, struct err *e)
+{
+	virConnectPtr c;
+	virDomainPtr d;
+	int rc;
+
+	pthread_mutex_lock(&h->con_lock);
+	struct vm_console *cur = console_find(h, name);
+	int live = cur && !cur->ended;
+	pthread_mutex_unlock(&h->con_lock);
+	if (live)
+		return 0;
+	c = vm_host_conn(h);
+	if (c == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+		return -1;
+	}
+	d = virDomainLookupByName(c, name);
+	if (d == NULL) {
+		err_set(e, ERR_NOT_FOUND, "VM %s is not running", name);
+		virConnectClose(c);
+		return -1;
+	}
+	rc = console_attach_domain(h, d, name, path, max, e);
+	virDomainFree(d);
+	virConnectClose(c);
+	return rc;
+}
+
+void
+vm_console_detach(struct vm_host *h, const char *name)
+{
+	struct vm_console **pp, *c = NULL;
+
+	pthread_mutex_lock(&h->con_lock);
+	for (pp = &h->consoles; *pp; pp = &(*pp)->next)
+		if (strcmp((*pp)->name, name) == 0) {
+			c = *pp;
+			*pp = c->next;
+			break;
+		}
+	pthread_mutex_unlock(&h->con_lock);
+	if (c == NULL)
+		return;
+	if (!c->ended)
+		virStreamEventRemoveCallback(c->st);
+	console_free(c);
+}
+
 int
 vm_start(struct vm_host *h, const struct vm_spec *spec, struct err *e)
 {
@@ -224,10 +459,30 @@ vm_start(struct vm_host *h, const struct vm_spec *spec, struct err *e)
 	xml = vm_xml_build(spec, e);
 	if (xml == NULL)
 		goto out;
-	d = virDomainCreateXML(c, xml, VIR_DOMAIN_NONE);
+	/* Paused until its console is being read, so that the first lines
+	 * (the ones a failed boot is explained by) are not lost. */
+	d = virDomainCreateXML(c, xml,
+	    spec->console_log ? VIR_DOMAIN_START_PAUSED : VIR_DOMAIN_NONE);
 	if (d == NULL) {
 		err_set(e, ERR_UNAVAILABLE, "cannot start VM %s: %s", spec->name, last_error());
 		goto out;
+	}
+	if (spec->console_log) {
+		struct err ce;
+
+		err_clear(&ce);
+		/* A VM whose console is not read still works: QEMU drops the
+		 * output of a pty nobody holds. */
+		if (console_attach_domain(h, d, spec->name, spec->console_log, spec->console_max,
+			&ce) < 0)
+			log_warn("vm %s: console not kept: %s", spec->name, ce.msg);
+		if (virDomainResume(d) < 0) {
+			err_set(e, ERR_UNAVAILABLE, "cannot start VM %s: %s", spec->name,
+			    last_error());
+			virDomainDestroy(d);
+			vm_console_detach(h, spec->name);
+			goto out;
+		}
 	}
 	rc = 0;
 out:

@@ -37,8 +37,19 @@ void vm_host_close(struct vm_host *h);
 const char *vm_host_uri(const struct vm_host *h);
 virConnectPtr vm_host_conn(struct vm_host *h);
 
-/* Starts a transient domain from the spec. */
+/* Starts a transient domain from the spec. With spec->console_log, the
+ * serial console is copied into that file, at most spec->console_max
+ * bytes of it (the newest, see conlog.h), from the first byte on. */
 int vm_start(struct vm_host *h, const struct vm_spec *spec, struct err *e);
+/* Copies a running domain's serial console into `path` (at most `max`
+ * bytes) unless it is being copied already: for domains found again after
+ * a restart. The copy runs on libvirt's event thread, as fast as the guest
+ * writes, and ends when the domain does. */
+int vm_console_attach(struct vm_host *h, const char *name, const char *path, size_t max,
+    struct err *e);
+/* Stops copying a domain's console and closes its log (the file stays).
+ * No operation when it is not being copied. */
+void vm_console_detach(struct vm_host *h, const char *name);
 /* Destroys a domain; one that does not exist counts as destroyed. */
 int vm_destroy(struct vm_host *h, const char *name, struct err *e);
 /* 1 when a domain of that name is running, 0 when not, -1 on error. */

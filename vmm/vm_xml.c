@@ -1,7 +1,8 @@
 /* vm_xml.c - the domain template.
  *
  * q35, direct kernel boot, virtio disk on the overlay, the guest agent on a
- * virtio-serial channel, virtio-rng, serial console to a file, no balloon,
+ * virtio-serial channel, virtio-rng, the serial console on a pty (the
+ * orchestrator reads it through libvirt; see vm_start), no balloon,
  * and every lifecycle event ends the domain.
  *
  * The network device, when there is one, is user-mode (slirp) declared on
@@ -81,7 +82,7 @@ xml_escape(const char *in, char *out, size_t n)
 char *
 vm_xml_build(const struct vm_spec *s, struct err *e)
 {
-	char name[256], kernel[1024], initrd[1024], cmdline[1024], disk[1024], console[1024];
+	char name[256], kernel[1024], initrd[1024], cmdline[1024], disk[1024];
 	char agent[128];
 	char tcg[128] = "";
 	char net[640] = "";
@@ -97,7 +98,6 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    xml_escape(s->initrd, initrd, sizeof(initrd)) < 0 ||
 	    xml_escape(s->cmdline, cmdline, sizeof(cmdline)) < 0 ||
 	    xml_escape(s->disk, disk, sizeof(disk)) < 0 ||
-	    xml_escape(s->console_log, console, sizeof(console)) < 0 ||
 	    xml_escape(s->agent_socket, agent, sizeof(agent)) < 0 ||
 	    strlen(s->agent_socket) > 100) {
 		err_set(e, ERR_INVALID, "vm: a name or path is too long or has control characters");
@@ -157,8 +157,7 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    "    <rng model='virtio'>\n"
 	    "      <backend model='random'>/dev/urandom</backend>\n"
 	    "    </rng>\n"
-	    "    <serial type='file'>\n"
-	    "      <source path='%s'/>\n"
+	    "    <serial type='pty'>\n"
 	    "      <target port='0'/>\n"
 	    "    </serial>\n"
 	    "    <memballoon model='none'/>\n"
@@ -167,8 +166,7 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    "</domain>\n",
 	    s->accel == VM_ACCEL_KVM ? "kvm" : "qemu", name, s->memory_mib, s->vcpus, kernel,
 	    initrd, cmdline, tcg,
-	    s->accel == VM_ACCEL_KVM ? "  <cpu mode='host-passthrough'/>\n" : "", disk, agent,
-	    console, net);
+	    s->accel == VM_ACCEL_KVM ? "  <cpu mode='host-passthrough'/>\n" : "", disk, agent, net);
 	if (n < 0 || n >= VM_XML_MAX) {
 		free(xml);
 		err_set(e, ERR_INTERNAL, "vm: domain XML too long");

@@ -3,6 +3,8 @@
 #ifndef AAS_VM_XML_H
 #define AAS_VM_XML_H
 
+#include <stddef.h>
+
 #include "base/err.h"
 
 enum vm_accel { VM_ACCEL_TCG, VM_ACCEL_KVM };
@@ -23,7 +25,9 @@ struct vm_spec {
 	const char *initrd;
 	const char *cmdline;
 	const char *disk;         /* per-sandbox qcow2 overlay */
-	const char *console_log;  /* serial console written here */
+	const char *console_log;  /* serial console kept here by vm_start (not
+	                            * by QEMU); NULL: not kept */
+	size_t console_max;       /* at most this many bytes of it */
 	const char *agent_socket; /* guest agent channel; a short path (unix
 	                            * sockets allow ~107 bytes) */
 	int tb_cache_mib;         /* TCG translation cache; 0 = QEMU default */

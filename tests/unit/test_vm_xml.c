@@ -60,7 +60,11 @@ test_tcg_domain(void **state)
 	has(xml, "<rng model='virtio'>");
 	has(xml, "<memballoon model='none'/>");
 	has(xml, "<on_reboot>destroy</on_reboot>");
-	has(xml, "<serial type='file'>");
+	/* The console is a pty aasd drains into a bounded log: QEMU writes
+	 * no file a guest could grow. */
+	has(xml, "<serial type='pty'>");
+	assert_null(strstr(xml, "console.log"));
+	assert_null(strstr(xml, "<serial type='file'"));
 	/* No network device until isolation exists. */
 	assert_null(strstr(xml, "<interface"));
 	assert_null(strstr(xml, "host-passthrough"));
