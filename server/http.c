@@ -697,6 +697,20 @@ head(struct http_server *srv, struct http_req *req)
 	return HEAD_WAIT;
 }
 
+/* Runs the headers stage and answers libmicrohttpd for it. */
+static enum MHD_Result
+head_reply(struct http_server *srv, struct http_req *req)
+{
+	switch (head(srv, req)) {
+	case HEAD_READ_BODY:
+	case HEAD_WAIT:
+		return MHD_YES;
+	case HEAD_REPLY:
+		return queue_reply(req);
+	}
+	return MHD_NO;
+}
+
 static enum MHD_Result
 on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
     const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -726,21 +740,12 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 			    sizeof(busy) - 1);
 			return queue_reply(req);
 		}
-		req->head_again = 0;
-	} else if (!req->head_again) {
-		goto body;
+		return head_reply(srv, req);
 	}
-	/* The headers stage; again after a key lookup resumed the connection
-	 * (libmicrohttpd then repeats its first call). */
-	switch (head(srv, req)) {
-	case HEAD_READ_BODY:
-	case HEAD_WAIT:
-		return MHD_YES;
-	case HEAD_REPLY:
-		return queue_reply(req);
-	}
-	return MHD_NO;
-body:
+	/* Again after a key lookup resumed the connection: libmicrohttpd
+	 * then repeats its first call. */
+	if (req->head_again)
+		return head_reply(srv, req);
 	if (*upload_data_size > 0) {
 		size_t n = *upload_data_size;
 		*upload_data_size = 0;
