@@ -43,8 +43,8 @@ async function getStream(sid, key) {
   if (key) headers['x-api-key'] = key;
   const r = await fetch(aasd.mcpUrl, { headers, signal: ctrl.signal });
   if (r.status === 200) {
+    // Left unread (keep-alives are small); abort() ends it.
     open.push(ctrl);
-    r.body.cancel().catch(() => {}); // not read; abort() ends it
     return { status: 200, ctrl, headers: r.headers };
   }
   const json = await r.json();
@@ -114,9 +114,12 @@ test('streams without a key count per session and under one shared anonymous all
 
 // ---- bodies before keys ----
 
-// Sends a request head and then up to `total` body bytes, 64 KiB at a
-// time, stopping as soon as the answer arrives. Returns the status, the
-// body bytes handed to the socket by then, and the time it took.
+// Sends a request head announcing `total` body bytes and the first 16 KiB
+// of them, then waits a moment for an answer (a server that decides from
+// the headers answers now, having read no body); with none, sends the
+// rest, 64 KiB at a time, stopping as soon as the answer arrives. Returns
+// the status, the body bytes handed to the socket by then, and the time it
+// took. (Writing on while the server closes would lose its answer to EPIPE.)
 function rawRequest({ method = 'POST', path, headers = {}, total }) {
   return new Promise((resolve) => {
     const sock = net.connect(aasd.port, '127.0.0.1');
@@ -133,6 +136,15 @@ function rawRequest({ method = 'POST', path, headers = {}, total }) {
       sock.destroy();
       resolve({ status, sentAtAnswer: sentAtAnswer < 0 ? sent : sentAtAnswer, ms: Date.now() - t0, body });
     };
+    const answered = () => sentAtAnswer >= 0 || done;
+    // Resolves on drain, an answer, or after `ms` (0: no time limit).
+    const wait = (ms, drain) => new Promise((r) => {
+      const t1 = Date.now();
+      const t = setInterval(() => {
+        if (answered() || (ms && Date.now() - t1 >= ms)) { clearInterval(t); r(); }
+      }, 10);
+      if (drain) sock.once('drain', () => { clearInterval(t); r(); });
+    });
     sock.on('data', (d) => {
       if (sentAtAnswer < 0) sentAtAnswer = sent;
       answer += d.toString('latin1');
@@ -151,17 +163,17 @@ function rawRequest({ method = 'POST', path, headers = {}, total }) {
       for (const [k, v] of Object.entries(headers)) lines.push(`${k}: ${v}`);
       sock.write(`${lines.join('\r\n')}\r\n\r\n`);
       const chunk = Buffer.alloc(64 * 1024, 0x20);
-      while (sent < total && sentAtAnswer < 0 && !done) {
-        const n = Math.min(chunk.length, total - sent);
-        const ok = sock.write(n === chunk.length ? chunk : chunk.subarray(0, n));
-        sent += n;
-        if (!ok) {
-          await new Promise((r) => {
-            const t = setInterval(() => { if (sentAtAnswer >= 0 || done) { clearInterval(t); r(); } }, 20);
-            sock.once('drain', () => { clearInterval(t); r(); });
-          });
+      const send = async (upto) => {
+        while (sent < upto && !answered()) {
+          const n = Math.min(chunk.length, upto - sent);
+          const ok = sock.write(n === chunk.length ? chunk : chunk.subarray(0, n));
+          sent += n;
+          if (!ok) await wait(0, true);
         }
-      }
+      };
+      await send(Math.min(16 * 1024, total));
+      await wait(1000, false);
+      await send(total);
     });
   });
 }
