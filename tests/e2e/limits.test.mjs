@@ -87,17 +87,19 @@ test('GET streams are capped per session and per account, and a closed one frees
   const b = await openSession(aasd.mcpUrl, { 'x-api-key': bob.api_key });
   assert.equal((await getStream(b, bob.api_key)).status, 200);
 
-  // The client goes away: its slot comes back.
+  // The client goes away: its slot comes back (taken from a third session,
+  // so that only the account's cap is in the way).
+  const s3 = await openSession(aasd.mcpUrl, h);
   first.ctrl.abort();
-  const again = await getStreamEventually(s2, alice.api_key);
+  const again = await getStreamEventually(s3, alice.api_key);
   assert.equal(again.status, 200, 'the slot of a closed stream is given back');
-  assertCapped(await getStream(s2, alice.api_key), 'AAS_MAX_STREAMS_PER_ACCOUNT');
+  assertCapped(await getStream(s3, alice.api_key), 'AAS_MAX_STREAMS_PER_ACCOUNT');
 
   // Deleting a session ends its streams and gives their slots back.
   const d = await fetch(aasd.mcpUrl, { method: 'DELETE', headers: { 'Mcp-Session-Id': s1, ...h } });
   assert.equal(d.status, 200);
-  const s3 = await openSession(aasd.mcpUrl, h);
   assert.equal((await getStreamEventually(s3, alice.api_key)).status, 200);
+  assertCapped(await getStream(s3, alice.api_key), 'AAS_MAX_STREAMS_PER_SESSION');
 });
 
 test('streams without a key count per session and under one shared anonymous allowance', async () => {
