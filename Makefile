@@ -32,7 +32,8 @@ LDLIBS  := $(PKG_LIBS) -lm
 BASE_SRC := \
 	base/log.c base/err.c base/config.c base/keys.c base/db.c base/migrate.c \
 	base/jsonrpc.c base/jsonschema.c base/work.c base/ttlmap.c base/notify.c \
-	base/utf8.c base/metrics.c base/mcp_version.c base/buf.c base/num.c base/tool_result.c base/b64.c
+	base/utf8.c base/metrics.c base/mcp_version.c base/buf.c base/num.c base/tool_result.c base/b64.c \
+	base/tally.c
 VMM_SRC := vmm/vm_xml.c vmm/conlog.c vmm/vm.c vmm/agent.c vmm/agent_reply.c vmm/orch.c vmm/guest.c vmm/guest_parse.c \
 	vmm/netguard.c
 BILLING_SRC := billing/price.c billing/ledger.c billing/billing.c

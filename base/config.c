@@ -75,6 +75,10 @@ static const struct cfg_entry cfg_table[] = {
 	{ "AAS_MAX_BODY_BYTES", CFG_LLONG, "16777216", 1024, 268435456, F(max_body_bytes),
 	    "Largest request body accepted; larger ones get 413 "
 	    "(REST file uploads have their own 8 MiB limit)." },
+	{ "AAS_MAX_ANON_BODY_BYTES", CFG_LLONG, "65536", 1024, 16777216, F(max_anon_body_bytes),
+	    "Largest request body without an API key (anonymous MCP requests, routes that need "
+	    "no key); larger ones get 413. A route that needs a key checks it before reading "
+	    "the body." },
 	{ "AAS_DB_POOL", CFG_INT, "8", 1, 128, F(db_pool_size),
 	    "PostgreSQL connections kept open." },
 	{ "AAS_CONN_TIMEOUT_S", CFG_INT, "120", 5, 86400, F(conn_timeout_s),
@@ -90,6 +94,11 @@ static const struct cfg_entry cfg_table[] = {
 	    "recently used beyond this." },
 	{ "AAS_MAX_SESSIONS_PER_ACCOUNT", CFG_INT, "1000", 1, 1000000, F(max_sessions_per_account),
 	    "Open MCP sessions one account may have; initialize beyond it is refused." },
+	{ "AAS_MAX_STREAMS_PER_SESSION", CFG_INT, "4", 1, 1024, F(max_streams_per_session),
+	    "GET /v1/mcp streams one MCP session may hold open on one aasd; more get 429." },
+	{ "AAS_MAX_STREAMS_PER_ACCOUNT", CFG_INT, "64", 1, 65536, F(max_streams_per_account),
+	    "GET /v1/mcp streams one account may hold open on one aasd (all sessions opened "
+	    "without a key share one such allowance); more get 429." },
 	{ "AAS_FREE_CREDIT", CFG_LLONG, "200000", 0, 1000000000000LL, F(free_credit),
 	    "Credit granted to every new account, in micro-USD." },
 	{ "AAS_BILLING_MINUTE_S", CFG_INT, "60", 1, 60, F(minute_s),

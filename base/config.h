@@ -31,6 +31,7 @@ struct config {
 	int max_queued_per_key;
 	int queue_wait_s;
 	long long max_body_bytes;
+	long long max_anon_body_bytes;
 	int db_pool_size;
 	int conn_timeout_s;
 	int sse_keepalive_s;
@@ -38,6 +39,8 @@ struct config {
 	int anon_session_idle_s;
 	int max_anon_sessions;
 	int max_sessions_per_account;
+	int max_streams_per_session;
+	int max_streams_per_account;
 	/* Money is integer micro-USD everywhere. */
 	long long free_credit;
 	int minute_s; /* length of a billed minute */

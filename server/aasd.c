@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "service/app.h"
+#include "server/auth.h"
 #include "server/card.h"
 #include "base/config.h"
 #include "server/http.h"
@@ -271,7 +272,8 @@ main(int argc, char **argv)
 		{ .path = "/v1/mcp",
 		    .handler = mcp_handle,
 		    .ctx = mcp,
-		    .error_fmt = mcp_error_fmt },
+		    .error_fmt = mcp_error_fmt,
+		    .head = mcp_head },
 		{ .path = "/healthz", .handler = health, .ctx = app },
 		{ .path = "/metrics", .handler = metrics_http_handle, .ctx = metrics },
 		{ .path = "/.well-known/mcp/server-card.json",
@@ -309,7 +311,9 @@ main(int argc, char **argv)
 	const struct app_hooks hooks = { front_session_ended, front_account_disabled, &front };
 	app_set_hooks(app, &hooks);
 	const struct http_intercept icpt = { preview_claims, app, proxy };
-	http = http_new(&app->cfg, work, routes, n_fixed + n_rest, &icpt, &e);
+	struct http_auth auth;
+	auth_hooks(app, &auth);
+	http = http_new(&app->cfg, work, routes, n_fixed + n_rest, &icpt, &auth, &e);
 	if (http == NULL) {
 		log_error("start: %s", e.msg);
 		goto out;

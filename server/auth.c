@@ -6,6 +6,8 @@
 #include <strings.h>
 
 #include "base/keys.h"
+#include "service/accounts.h"
+#include "service/app.h"
 
 static const char *
 trim(const char *s, size_t *len)
@@ -104,4 +106,65 @@ auth_defer(struct http_req *req, http_deferred_fn fn, void *arg, void (*drop)(vo
 	auth_work_key(http_header(req, "Authorization"), http_header(req, "x-api-key"), key,
 	    sizeof(key));
 	http_defer_as(req, key, fn, arg, drop);
+}
+
+void
+auth_reply_unauthorized(struct http_req *req, enum auth_found found, const char *why,
+    const char *dashboard_url)
+{
+	const char *dash = dashboard_url ? dashboard_url : "";
+	char msg[CONFIG_STR_MAX + 300];
+
+	if (found == AUTH_NO_KEY)
+		snprintf(msg, sizeof(msg),
+		    "this endpoint needs an API key. Send it on every "
+		    "request in the header 'Authorization: Bearer <key>' or 'x-api-key: <key>' "
+		    "(never in the URL). %s%s%s",
+		    *dash ? "Get a key at " :
+			    "Keys are issued by the operator of this service (aasctl key create).",
+		    dash, *dash ? "." : "");
+	else
+		snprintf(msg, sizeof(msg), "%s",
+		    found == AUTH_MALFORMED && why ? why : "invalid or revoked API key");
+	http_add_header(req, "WWW-Authenticate",
+	    found == AUTH_NO_KEY ?
+		"Bearer" :
+		"Bearer error=\"invalid_token\", error_description=\"the API key is invalid or revoked\"");
+	http_reply_error(req, 401, "unauthorized", msg);
+}
+
+static int
+hook_peek(void *ctx, const char *key, size_t keylen, char *account, size_t n)
+{
+	struct app *app = ctx;
+	char id[ACCT_ID_LEN + 1];
+
+	if (n < sizeof(id) || !acct_key_cache_peek(app->keys, key, keylen, id))
+		return 0;
+	memcpy(account, id, sizeof(id));
+	return 1;
+}
+
+static int
+hook_resolve(void *ctx, const char *key, size_t keylen, char *account, size_t n, struct err *e)
+{
+	struct app *app = ctx;
+	char id[ACCT_ID_LEN + 1];
+
+	if (n < sizeof(id)) {
+		err_set(e, ERR_INTERNAL, "account id buffer too small");
+		return -1;
+	}
+	if (acct_resolve_key_cached(app->db, app->keys, key, keylen, id, e) < 0)
+		return -1;
+	memcpy(account, id, sizeof(id));
+	return 0;
+}
+
+void
+auth_hooks(struct app *app, struct http_auth *out)
+{
+	out->peek = hook_peek;
+	out->resolve = hook_resolve;
+	out->ctx = app;
 }

@@ -26,6 +26,17 @@ enum auth_found auth_extract(const char *authorization, const char *x_api_key, c
 #define AUTH_WORK_KEY_LEN 34
 void auth_work_key(const char *authorization, const char *x_api_key, char *out, size_t n);
 
+/* Answers 401 with WWW-Authenticate for a request whose credential is
+ * missing (AUTH_NO_KEY: says how to send one, and where to get one when
+ * `dashboard_url` is set), malformed (`why`) or not a live key (AUTH_KEY). */
+void auth_reply_unauthorized(struct http_req *req, enum auth_found found, const char *why,
+    const char *dashboard_url);
+
+/* Key resolution for the HTTP front end (http_new): the key cache of
+ * `app`, then its database. */
+struct app;
+void auth_hooks(struct app *app, struct http_auth *out);
+
 /* http_defer_as under the request's credential (auth_work_key), so one
  * key's slow calls never stall another key's for long. */
 void auth_defer(struct http_req *req, http_deferred_fn fn, void *arg, void (*drop)(void *arg));

@@ -16,6 +16,7 @@
 
 #include "base/keys.h"
 #include "base/log.h"
+#include "server/auth.h"
 #include "server/proxy.h"
 #include "base/metrics.h"
 
@@ -26,6 +27,10 @@
 #define HTTP_BUSY_RETRY_S 1 /* Retry-After of a busy answer */
 
 enum req_state { REQ_NEW, REQ_DEFERRED, REQ_READY, REQ_QUEUED };
+/* The API key of a request, checked before its body is read. */
+enum key_state { KEY_UNCHECKED, KEY_LOOKING, KEY_OK, KEY_REFUSED, KEY_BUSY };
+/* What the headers stage decided. */
+enum head_next { HEAD_READ_BODY, HEAD_WAIT, HEAD_REPLY };
 
 struct out_header {
 	char name[48];
@@ -45,9 +50,14 @@ struct http_req {
 	struct http_span args[HTTP_MAX_PATH_ARGS];
 	size_t n_args;
 	long long max_body;
+	const char *max_body_name; /* the setting a 413 names; NULL: none */
 	char request_id[17];
 	struct timespec start;
 	int headers_seen;
+	int head_again; /* the next call repeats the headers stage (key looked up) */
+	enum key_state key_state;
+	char account[HTTP_ACCOUNT_MAX + 1]; /* when key_state is KEY_OK */
+	struct err key_err;                 /* when KEY_REFUSED */
 	char *body;
 	size_t body_len, body_cap;
 	int too_large;
@@ -93,6 +103,8 @@ struct http_server {
 	int stopping;
 	struct http_intercept icpt;
 	int has_icpt;
+	struct http_auth auth;
+	int has_auth;
 };
 
 /* ---- request accessors ---- */
@@ -171,6 +183,12 @@ const char *
 http_request_id(const struct http_req *req)
 {
 	return req->request_id;
+}
+
+const char *
+http_account(const struct http_req *req)
+{
+	return req->key_state == KEY_OK ? req->account : NULL;
 }
 
 void
@@ -488,32 +506,209 @@ find_route(struct http_server *srv, struct http_req *req)
 }
 
 static void
-dispatch(struct http_req *req)
+reply_too_large(struct http_req *req)
+{
+	char msg[200];
+
+	if (req->max_body_name && strcmp(req->max_body_name, "AAS_MAX_ANON_BODY_BYTES") == 0)
+		snprintf(msg, sizeof(msg),
+		    "request body larger than %lld bytes: without an API key a body may have at "
+		    "most AAS_MAX_ANON_BODY_BYTES bytes",
+		    req->max_body);
+	else if (req->max_body_name)
+		snprintf(msg, sizeof(msg), "request body larger than %lld bytes (%s)",
+		    req->max_body, req->max_body_name);
+	else
+		snprintf(msg, sizeof(msg), "request body larger than %lld bytes", req->max_body);
+	http_reply_error(req, 413, "payload_too_large", msg);
+}
+
+/* Refusals that need only the request line: a reply, or 0. */
+static int
+refuse_early(struct http_req *req)
 {
 	int key_in_url = 0;
 
 	if (req->path_too_long) {
 		http_reply_error(req, 414, "uri_too_long", "URI too long");
-		return;
+		return 1;
 	}
 	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, find_key_arg, &key_in_url);
 	if (key_in_url) {
 		http_reply_error(req, 400, "key_in_url",
 		    "API keys go in a header (Authorization: Bearer <key> or x-api-key: <key>), "
 		    "never in the URL. Remove the key from the query string.");
-		return;
-	}
-	if (req->too_large) {
-		char msg[128];
-		snprintf(msg, sizeof(msg), "request body larger than %lld bytes", req->max_body);
-		http_reply_error(req, 413, "payload_too_large", msg);
-		return;
+		return 1;
 	}
 	if (req->route == NULL) {
 		http_reply_error(req, 404, "not_found", "no such endpoint");
+		return 1;
+	}
+	return 0;
+}
+
+static void
+dispatch(struct http_req *req)
+{
+	if (req->too_large) {
+		reply_too_large(req);
 		return;
 	}
 	req->route->handler(req, req->route->ctx);
+}
+
+/* ---- the API key, before the body ---- */
+
+/* On a worker: resolves the request's key while its connection is parked,
+ * then resumes it (the headers stage runs again and reads the result). */
+static void
+key_lookup_main(void *p)
+{
+	struct http_req *req = p;
+	struct http_server *srv = req->srv;
+	const char *key, *why;
+	size_t keylen;
+
+	err_clear(&req->key_err);
+	if (auth_extract(http_header(req, "Authorization"), http_header(req, "x-api-key"), &key,
+		&keylen, &why) == AUTH_KEY &&
+	    srv->auth.resolve(srv->auth.ctx, key, keylen, req->account, sizeof(req->account),
+		&req->key_err) == 0)
+		req->key_state = KEY_OK;
+	else
+		req->key_state = KEY_REFUSED;
+	MHD_resume_connection(req->conn);
+}
+
+/* The lookup waited too long for a worker (the key had too much running). */
+static void
+key_lookup_expire(void *p)
+{
+	struct http_req *req = p;
+
+	req->key_state = KEY_BUSY;
+	MHD_resume_connection(req->conn);
+}
+
+static void
+reply_busy(struct http_req *req, const char *msg)
+{
+	char after[16];
+
+	snprintf(after, sizeof(after), "%d", HTTP_BUSY_RETRY_S);
+	http_add_header(req, "Retry-After", after);
+	http_reply_error(req, 429, "busy", msg);
+}
+
+/* After the lookup: read the body, or answer with it unread. */
+static enum head_next
+key_outcome(struct http_server *srv, struct http_req *req)
+{
+	switch (req->key_state) {
+	case KEY_OK:
+		return HEAD_READ_BODY;
+	case KEY_BUSY:
+		reply_busy(req, "too many calls of this API key are in progress; retry shortly");
+		return HEAD_REPLY;
+	case KEY_REFUSED:
+		if (req->key_err.kind == ERR_UNAUTHORIZED || req->key_err.kind == ERR_NONE)
+			auth_reply_unauthorized(req, AUTH_KEY, NULL, srv->cfg->dashboard_url);
+		else
+			http_reply_error(req, err_http_status(req->key_err.kind), "unavailable",
+			    req->key_err.msg);
+		return HEAD_REPLY;
+	case KEY_UNCHECKED:
+	case KEY_LOOKING:
+		break;
+	}
+	http_reply_error(req, 500, "internal", "API key check lost");
+	return HEAD_REPLY;
+}
+
+/* Once the headers are in, before any byte of the body: the route, the
+ * refusals that need no body, the body limit, and the API key (resolved
+ * here from the cache, or on a worker while the connection is parked:
+ * HEAD_WAIT, and this runs again when it resumes). */
+static enum head_next
+head(struct http_server *srv, struct http_req *req)
+{
+	enum http_key_need need = HTTP_KEY_NONE;
+	const char *cl, *key, *why;
+	enum auth_found found;
+	size_t keylen;
+	char wkey[AUTH_WORK_KEY_LEN + 1];
+
+	if (req->head_again) {
+		req->head_again = 0;
+		return key_outcome(srv, req);
+	}
+	req->route = find_route(srv, req);
+	if (refuse_early(req))
+		return HEAD_REPLY;
+	if (req->route->head)
+		need = req->route->head(req, req->route->ctx);
+	if (need == HTTP_KEY_REPLIED)
+		return HEAD_REPLY;
+	if (req->route->max_body > 0) {
+		req->max_body = req->route->max_body;
+	} else {
+		req->max_body = srv->cfg->max_body_bytes;
+		req->max_body_name = "AAS_MAX_BODY_BYTES";
+	}
+	found = auth_extract(http_header(req, "Authorization"), http_header(req, "x-api-key"), &key,
+	    &keylen, &why);
+	if (need == HTTP_KEY_NONE || (need == HTTP_KEY_OPTIONAL && found == AUTH_NO_KEY)) {
+		/* Anonymous: a small body. */
+		if (req->max_body > srv->cfg->max_anon_body_bytes) {
+			req->max_body = srv->cfg->max_anon_body_bytes;
+			req->max_body_name = "AAS_MAX_ANON_BODY_BYTES";
+		}
+	} else if (found != AUTH_KEY) {
+		auth_reply_unauthorized(req, found, why, srv->cfg->dashboard_url);
+		return HEAD_REPLY;
+	}
+	cl = http_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	if (cl != NULL) {
+		char *end;
+		unsigned long long n = strtoull(cl, &end, 10);
+		if (*end == '\0' && n > (unsigned long long)req->max_body) {
+			/* Refuse before reading a byte of it. */
+			reply_too_large(req);
+			return HEAD_REPLY;
+		}
+	}
+	if (need == HTTP_KEY_NONE || found != AUTH_KEY || !srv->has_auth)
+		return HEAD_READ_BODY;
+	if (srv->auth.peek(srv->auth.ctx, key, keylen, req->account, sizeof(req->account))) {
+		req->key_state = KEY_OK;
+		return HEAD_READ_BODY;
+	}
+	/* A database lookup: never on this thread. Park first, then hand
+	 * off, so the worker's resume cannot precede the suspend. */
+	auth_work_key(http_header(req, "Authorization"), http_header(req, "x-api-key"), wkey,
+	    sizeof(wkey));
+	req->key_state = KEY_LOOKING;
+	req->head_again = 1;
+	MHD_suspend_connection(req->conn);
+	if (work_submit_key(srv->work, wkey, key_lookup_main, key_lookup_expire, req) < 0) {
+		req->key_state = KEY_BUSY;
+		MHD_resume_connection(req->conn);
+	}
+	return HEAD_WAIT;
+}
+
+/* Runs the headers stage and answers libmicrohttpd for it. */
+static enum MHD_Result
+head_reply(struct http_server *srv, struct http_req *req)
+{
+	switch (head(srv, req)) {
+	case HEAD_READ_BODY:
+	case HEAD_WAIT:
+		return MHD_YES;
+	case HEAD_REPLY:
+		return queue_reply(req);
+	}
+	return MHD_NO;
 }
 
 static enum MHD_Result
@@ -530,8 +725,6 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	if (req->px)
 		return proxy_on_request(req->px, upload_data, upload_data_size, &req->status);
 	if (!req->headers_seen) {
-		const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
-		    MHD_HTTP_HEADER_CONTENT_LENGTH);
 		const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 		    MHD_HTTP_HEADER_HOST);
 		req->headers_seen = 1;
@@ -547,22 +740,12 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 			    sizeof(busy) - 1);
 			return queue_reply(req);
 		}
-		/* Known before the body, which is limited per route. */
-		req->route = find_route(srv, req);
-		req->max_body = req->route && req->route->max_body > 0 ? req->route->max_body :
-									 srv->cfg->max_body_bytes;
-		if (cl != NULL) {
-			char *end;
-			unsigned long long n = strtoull(cl, &end, 10);
-			if (*end == '\0' && n > (unsigned long long)req->max_body) {
-				/* Refuse before reading a byte of it. */
-				req->too_large = 1;
-				dispatch(req);
-				return queue_reply(req);
-			}
-		}
-		return MHD_YES;
+		return head_reply(srv, req);
 	}
+	/* Again after a key lookup resumed the connection: libmicrohttpd
+	 * then repeats its first call. */
+	if (req->head_again)
+		return head_reply(srv, req);
 	if (*upload_data_size > 0) {
 		size_t n = *upload_data_size;
 		*upload_data_size = 0;
@@ -686,7 +869,7 @@ resolve_listen(const struct config *cfg, struct sockaddr_storage *ss, socklen_t 
 
 struct http_server *
 http_new(const struct config *cfg, struct work_pool *work, const struct http_route *routes,
-    size_t n_routes, const struct http_intercept *icpt, struct err *e)
+    size_t n_routes, const struct http_intercept *icpt, const struct http_auth *auth, struct err *e)
 {
 	struct http_server *srv = calloc(1, sizeof(*srv));
 	struct sockaddr_storage ss;
@@ -701,6 +884,10 @@ http_new(const struct config *cfg, struct work_pool *work, const struct http_rou
 	if (icpt) {
 		srv->icpt = *icpt;
 		srv->has_icpt = 1;
+	}
+	if (auth) {
+		srv->auth = *auth;
+		srv->has_auth = 1;
 	}
 	srv->cfg = cfg;
 	srv->work = work;

@@ -23,6 +23,17 @@ typedef void (*http_handler)(struct http_req *req, void *ctx);
  * elsewhere). Returns a new reference. */
 typedef json_t *(*http_error_fmt)(int status, const char *code, const char *message);
 
+/* What a request needs by way of an API key, known from its method and
+ * headers alone, before any byte of its body is read. */
+enum http_key_need {
+	HTTP_KEY_NONE,     /* the route reads no key: its body is anonymous */
+	HTTP_KEY_OPTIONAL, /* without a key it is anonymous; a key sent is checked first */
+	HTTP_KEY_REQUIRED, /* without a key: 401 at once; a key sent is checked first */
+	HTTP_KEY_REPLIED,  /* the route replied already; the body is never read */
+};
+/* Runs on the HTTP thread once the headers are in (must not block). */
+typedef enum http_key_need (*http_head_fn)(struct http_req *req, void *ctx);
+
 /* A route's path is matched exactly, except that a segment written
  * "{name}" matches any one non-empty segment (http_path_arg reads it).
  * The first route that matches wins. */
@@ -32,6 +43,24 @@ struct http_route {
 	void *ctx;
 	http_error_fmt error_fmt; /* NULL: {"error":{"code","message"}} */
 	long long max_body;       /* largest body; 0: AAS_MAX_BODY_BYTES */
+	/* NULL: HTTP_KEY_NONE. An anonymous body (no key, or a route that
+	 * reads none) is limited to AAS_MAX_ANON_BODY_BYTES; a key is
+	 * resolved (through `auth`, off the HTTP thread on a cache miss)
+	 * before the body is read, and an unknown or revoked one gets 401
+	 * with the body unread. */
+	http_head_fn head;
+};
+
+/* Resolving API keys before request bodies are read. */
+#define HTTP_ACCOUNT_MAX 64
+struct http_auth {
+	/* 1 when a cache resolves the key to its account (no database). */
+	int (*peek)(void *ctx, const char *key, size_t keylen, char *account, size_t n);
+	/* Resolves the key (may use the database; runs on a worker thread):
+	 * 0, or -1 with `e` (ERR_UNAUTHORIZED: unknown, revoked, disabled). */
+	int (*resolve)(void *ctx, const char *key, size_t keylen, char *account, size_t n,
+	    struct err *e);
+	void *ctx;
 };
 
 /* Requests whose Host an interceptor claims never reach the routes: they
@@ -43,7 +72,8 @@ struct http_intercept {
 	struct proxy *proxy;
 };
 
-/* `icpt` may be NULL. */
+/* `icpt` and `auth` may be NULL (without `auth`, keys are left to the
+ * handlers and bodies are read first). */
 #define HTTP_MAX_PATH_ARGS 4
 
 /* Where a "{name}" segment matched: path + off, len bytes. */
@@ -58,7 +88,7 @@ int http_path_match(const char *pattern, const char *path, struct http_span *cap
 
 struct http_server *http_new(const struct config *cfg, struct work_pool *work,
     const struct http_route *routes, size_t n_routes, const struct http_intercept *icpt,
-    struct err *e);
+    const struct http_auth *auth, struct err *e);
 /* Stops accepting, ends open streams, stops the daemon. */
 void http_free(struct http_server *srv);
 
@@ -74,6 +104,9 @@ const char *http_query(const struct http_req *req);
  * decoded). -1 when there is none or it does not fit in n bytes. */
 int http_path_arg(const struct http_req *req, size_t i, char *out, size_t n);
 const char *http_request_id(const struct http_req *req);
+/* The account the request's API key was resolved to before its body was
+ * read; NULL without a key, or on a route that reads none. */
+const char *http_account(const struct http_req *req);
 /* Appends "key=value" to the request's log line (bounded; never a key). */
 void http_log_detail(struct http_req *req, const char *key, const char *value);
 

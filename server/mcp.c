@@ -32,6 +32,13 @@ mcp_new(struct app *app, struct err *e)
 		return NULL;
 	}
 	m->app = app;
+	/* Each stream holds at most two names. */
+	m->held = tally_new(2 * MCP_MAX_GET_STREAMS + 2);
+	if (m->held == NULL) {
+		free(m);
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
 	pthread_mutex_init(&m->lock, NULL);
 	return m;
 }
@@ -49,6 +56,9 @@ mcp_free(struct mcp *m)
 		free(g);
 	}
 	pthread_mutex_destroy(&m->lock);
+	/* Last: a stream's close (above, or when the HTTP daemon stopped)
+	 * gives its names back here. */
+	tally_free(m->held);
 	free(m);
 }
 
@@ -165,6 +175,12 @@ authenticate(struct http_req *req, struct mcp *m, char *account_id, int *has_acc
 	enum auth_found found;
 
 	*has_account = 0;
+	if (http_account(req) != NULL) {
+		/* Resolved before the body was read. */
+		snprintf(account_id, ACCT_ID_LEN + 1, "%s", http_account(req));
+		*has_account = 1;
+		return 0;
+	}
 	found = auth_extract(http_header(req, "Authorization"), http_header(req, "x-api-key"), &key,
 	    &keylen, &why);
 	if (found == AUTH_NO_KEY)
@@ -179,10 +195,7 @@ authenticate(struct http_req *req, struct mcp *m, char *account_id, int *has_acc
 		http_reply_error(req, err_http_status(e.kind), "unavailable", e.msg);
 		return -1;
 	}
-	http_add_header(req, "WWW-Authenticate",
-	    "Bearer error=\"invalid_token\", error_description=\"the API key is invalid or revoked\"");
-	http_reply_error(req, 401, "unauthorized",
-	    found == AUTH_MALFORMED ? why : "invalid or revoked API key");
+	auth_reply_unauthorized(req, found, why, NULL);
 	return -1;
 }
 
@@ -339,10 +352,75 @@ reply_post(struct http_req *req, struct mcp_job *job, struct call_env *env)
 	http_reply_json(req, status, out);
 }
 
+/* What one open GET stream holds in m->held; given back when it closes. */
+struct stream_hold {
+	struct tally *held;
+	char session[TALLY_NAME_MAX + 1];
+	char account[TALLY_NAME_MAX + 1];
+};
+
+static void
+stream_release(void *arg)
+{
+	struct stream_hold *h = arg;
+	const char *names[2] = { h->session, h->account };
+
+	tally_give(h->held, names, 2);
+	free(h);
+}
+
+/* Takes a stream slot of the session and of the account (`account` NULL:
+ * the shared anonymous one). Returns the hold, or NULL after replying 429
+ * (or 500). */
+static struct stream_hold *
+stream_take(struct http_req *req, struct mcp *m, const char *session, const char *account)
+{
+	const struct config *cfg = &m->app->cfg;
+	struct stream_hold *h = calloc(1, sizeof(*h));
+	const long limits[2] = { cfg->max_streams_per_session, cfg->max_streams_per_account };
+	const char *names[2];
+	char msg[200], after[16];
+	size_t which = 0;
+
+	if (h == NULL) {
+		http_reply_error(req, 500, "internal", "out of memory");
+		return NULL;
+	}
+	h->held = m->held;
+	snprintf(h->session, sizeof(h->session), "s:%s", session);
+	if (account)
+		snprintf(h->account, sizeof(h->account), "a:%s", account);
+	else
+		snprintf(h->account, sizeof(h->account), "anon");
+	names[0] = h->session;
+	names[1] = h->account;
+	if (tally_take(m->held, names, limits, 2, &which) == 0)
+		return h;
+	free(h);
+	if (which == 0)
+		snprintf(msg, sizeof(msg),
+		    "this session already has %d open GET streams "
+		    "(AAS_MAX_STREAMS_PER_SESSION); close one first",
+		    cfg->max_streams_per_session);
+	else if (which == 1)
+		snprintf(msg, sizeof(msg),
+		    "%s already has %d open GET streams (AAS_MAX_STREAMS_PER_ACCOUNT); "
+		    "close one first",
+		    account ? "this account" : "the sessions without an API key together",
+		    cfg->max_streams_per_account);
+	else
+		snprintf(msg, sizeof(msg), "too many open streams; retry shortly");
+	snprintf(after, sizeof(after), "%d", MCP_STREAM_RETRY_S);
+	http_add_header(req, "Retry-After", after);
+	http_reply_error(req, 429, "too_many_streams", msg);
+	return NULL;
+}
+
 static void
 open_get_stream(struct http_req *req, struct mcp *m, const char *session, const char *account)
 {
 	struct get_stream *g = calloc(1, sizeof(*g));
+	struct stream_hold *hold;
 	struct sse *s;
 
 	pthread_mutex_lock(&m->lock);
@@ -365,15 +443,22 @@ open_get_stream(struct http_req *req, struct mcp *m, const char *session, const 
 		http_reply_error(req, 503, "busy", "too many open streams");
 		return;
 	}
+	if ((hold = stream_take(req, m, session, account)) == NULL) {
+		free(g);
+		return;
+	}
 	s = http_reply_sse(req, 200);
 	if (s == NULL) {
+		stream_release(hold);
 		free(g);
 		http_reply_error(req, 500, "internal", "out of memory");
 		return;
 	}
+	/* However the stream ends, its slots come back. */
+	sse_on_close(s, stream_release, hold);
 	http_add_header(req, "Mcp-Session-Id", session);
 	snprintf(g->session, sizeof(g->session), "%s", session);
-	snprintf(g->account, sizeof(g->account), "%s", account);
+	snprintf(g->account, sizeof(g->account), "%s", account ? account : "");
 	g->sse = s;
 	pthread_mutex_lock(&m->lock);
 	g->next = m->streams;
@@ -457,8 +542,11 @@ mcp_process(struct http_req *req, void *arg)
 		reply_post(req, job, &env);
 		break;
 	case JOB_GET:
+		/* The key's account, else the session's owner, else anonymous. */
 		open_get_stream(req, m, job->session,
-		    env.sess.account_id[0] ? env.sess.account_id : account_id);
+		    env.account_id             ? env.account_id :
+			env.sess.account_id[0] ? env.sess.account_id :
+						 NULL);
 		break;
 	case JOB_DELETE:
 		err_clear(&e);
@@ -555,6 +643,8 @@ can_run_inline(struct http_req *req, struct mcp *m, struct mcp_job *job)
 	if (!job->has_session || !cheap_message(job->body) ||
 	    !sess_cache_peek(m->app->sessions, job->session, &si))
 		return 0;
+	if (http_account(req) != NULL)
+		return 1;
 	switch (auth_extract(http_header(req, "Authorization"), http_header(req, "x-api-key"), &key,
 	    &keylen, &why)) {
 	case AUTH_NO_KEY:
@@ -604,6 +694,26 @@ handle_post(struct http_req *req, struct mcp *m)
 		mcp_process(req, job);
 	else
 		auth_defer(req, mcp_process, job, job_drop);
+}
+
+enum http_key_need
+mcp_head(struct http_req *req, void *ctx)
+{
+	struct mcp *m = ctx;
+	const char *method = http_method(req);
+
+	/* DNS-rebinding protection: a browser page from elsewhere. */
+	if (!config_origin_allowed(&m->app->cfg, http_header(req, "Origin"))) {
+		http_reply_error(req, 403, "forbidden", "Forbidden: Origin not allowed");
+		return HTTP_KEY_REPLIED;
+	}
+	if (strcmp(method, "POST") != 0 && strcmp(method, "GET") != 0 &&
+	    strcmp(method, "DELETE") != 0) {
+		http_add_header(req, "Allow", "GET, POST, DELETE");
+		http_reply_error(req, 405, "method_not_allowed", "Method Not Allowed");
+		return HTTP_KEY_REPLIED;
+	}
+	return HTTP_KEY_OPTIONAL;
 }
 
 void

@@ -17,6 +17,9 @@ void mcp_free(struct mcp *m);
 
 /* Route handler for /v1/mcp (ctx is the struct mcp). */
 void mcp_handle(struct http_req *req, void *ctx);
+/* The route's headers stage: origin and method refused before the body;
+ * otherwise a key is optional (anonymous requests have small bodies). */
+enum http_key_need mcp_head(struct http_req *req, void *ctx);
 /* Error bodies on the MCP route are JSON-RPC errors with a null id. */
 json_t *mcp_error_fmt(int status, const char *code, const char *message);
 

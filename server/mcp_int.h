@@ -7,12 +7,14 @@
 #include <stdatomic.h>
 
 #include "base/jsonrpc.h"
+#include "base/tally.h"
 #include "server/mcp.h"
 #include "service/session.h"
 
 #define MCP_MAX_INFLIGHT 4096
 #define MCP_MAX_GET_STREAMS 1024
 #define MCP_MAX_BATCH 64
+#define MCP_STREAM_RETRY_S 5 /* Retry-After when a stream cap is reached */
 
 /* A tools/call in progress, findable by notifications/cancelled. */
 struct inflight {
@@ -37,6 +39,10 @@ struct mcp {
 	size_t n_inflight;
 	struct get_stream *streams;
 	size_t n_streams;
+	/* Open GET streams per "s:<session>" and per "a:<account>" (or
+	 * "anon" for streams opened without a key), capped by
+	 * AAS_MAX_STREAMS_PER_SESSION and AAS_MAX_STREAMS_PER_ACCOUNT. */
+	struct tally *held;
 };
 
 /* Work handed from the HTTP thread to a worker. */

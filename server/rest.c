@@ -69,16 +69,21 @@ reply_err(struct rest_call *c, const struct err *e)
 /* ---- key ---- */
 
 /* Resolves the caller's key into c->cx.account_id; replies 401 (or 503
- * when the database is down) itself and returns -1 otherwise. */
+ * when the database is down) itself and returns -1 otherwise. The HTTP
+ * front end has usually resolved it already, before reading the body. */
 static int
 authenticate(struct rest_call *c, char *account_id)
 {
-	const char *key, *why, *dash = c->r->app->cfg.dashboard_url;
+	const char *key, *why;
 	size_t keylen;
 	struct err e;
-	char msg[CONFIG_STR_MAX + 300];
 	enum auth_found found;
 
+	if (http_account(c->req) != NULL) {
+		snprintf(account_id, ACCT_ID_LEN + 1, "%s", http_account(c->req));
+		c->cx.account_id = account_id;
+		return 0;
+	}
 	found = auth_extract(http_header(c->req, "Authorization"), http_header(c->req, "x-api-key"),
 	    &key, &keylen, &why);
 	err_clear(&e);
@@ -92,22 +97,7 @@ authenticate(struct rest_call *c, char *account_id)
 		reply_error(c->req, err_http_status(e.kind), err_kind_name(e.kind), e.msg, NULL);
 		return -1;
 	}
-	if (found == AUTH_NO_KEY)
-		snprintf(msg, sizeof(msg),
-		    "this endpoint needs an API key. Send it on every "
-		    "request in the header 'Authorization: Bearer <key>' or 'x-api-key: <key>' "
-		    "(never in the URL). %s%s%s",
-		    *dash ? "Get a key at " :
-			    "Keys are issued by the operator of this service (aasctl key create).",
-		    dash, *dash ? "." : "");
-	else
-		snprintf(msg, sizeof(msg), "%s",
-		    found == AUTH_MALFORMED ? why : "invalid or revoked API key");
-	http_add_header(c->req, "WWW-Authenticate",
-	    found == AUTH_NO_KEY ?
-		"Bearer" :
-		"Bearer error=\"invalid_token\", error_description=\"the API key is invalid or revoked\"");
-	reply_error(c->req, 401, err_kind_name(ERR_UNAUTHORIZED), msg, NULL);
+	auth_reply_unauthorized(c->req, found, why, c->r->app->cfg.dashboard_url);
 	return -1;
 }
 
@@ -236,31 +226,60 @@ job_drop(void *arg)
 	free(arg);
 }
 
-/* Route handler for every REST path (ctx: its struct rest_path). */
-static void
-handle(struct http_req *req, void *ctx)
+static const struct rest_op *
+find_op(const struct rest_path *rp, const char *method)
 {
-	struct rest_path *rp = ctx;
-	const char *method = http_method(req);
-	const struct rest_op *op = NULL;
-	struct rest_job *job;
-
-	for (size_t i = 0; i < rest_ops_count && op == NULL; i++)
+	for (size_t i = 0; i < rest_ops_count; i++)
 		if (strcmp(rest_ops[i].path, rp->path) == 0 &&
 		    strcmp(rest_ops[i].method, method) == 0)
-			op = &rest_ops[i];
+			return &rest_ops[i];
+	return NULL;
+}
+
+/* 405 for a method the path does not have, 403 for a foreign Origin:
+ * replies and returns NULL; otherwise the operation. */
+static const struct rest_op *
+accept_op(struct http_req *req, const struct rest_path *rp)
+{
+	const struct rest_op *op = find_op(rp, http_method(req));
+
 	if (op == NULL) {
 		char msg[96];
 		snprintf(msg, sizeof(msg), "method not allowed here; use %s", rp->allow);
 		http_add_header(req, "Allow", rp->allow);
 		reply_error(req, 405, "method_not_allowed", msg, NULL);
-		return;
+		return NULL;
 	}
 	/* DNS-rebinding protection, as for MCP. */
 	if (!config_origin_allowed(&rp->r->app->cfg, http_header(req, "Origin"))) {
 		reply_error(req, 403, err_kind_name(ERR_FORBIDDEN), "Origin not allowed", NULL);
-		return;
+		return NULL;
 	}
+	return op;
+}
+
+/* The headers stage of every REST path: the refusals above before the
+ * body, and whether the operation needs a key. */
+static enum http_key_need
+head(struct http_req *req, void *ctx)
+{
+	const struct rest_op *op = accept_op(req, ctx);
+
+	if (op == NULL)
+		return HTTP_KEY_REPLIED;
+	return (op->flags & REST_ANON) ? HTTP_KEY_NONE : HTTP_KEY_REQUIRED;
+}
+
+/* Route handler for every REST path (ctx: its struct rest_path). */
+static void
+handle(struct http_req *req, void *ctx)
+{
+	struct rest_path *rp = ctx;
+	const struct rest_op *op;
+	struct rest_job *job;
+
+	if ((op = accept_op(req, rp)) == NULL)
+		return;
 	http_log_detail(req, "op", op->tool ? op->tool : op->path);
 	job = malloc(sizeof(*job));
 	if (job == NULL) {
@@ -312,6 +331,7 @@ add_routes(struct rest *r, struct err *e)
 				.path = op->path,
 				.handler = handle,
 				.ctx = rp,
+				.head = head,
 			};
 			r->n_paths++;
 		}

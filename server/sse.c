@@ -20,6 +20,8 @@ struct sse {
 	int suspended;        /* connection parked by the reader */
 	struct MHD_Connection *conn;
 	time_t last_write;
+	void (*on_close)(void *arg); /* runs once, then cleared */
+	void *on_close_arg;
 	struct sse *next, *prev; /* registry of open streams */
 };
 
@@ -46,11 +48,45 @@ sse_ref(struct sse *s)
 	atomic_fetch_add(&s->refs, 1);
 }
 
+/* Runs the close callback if it has not run yet. */
+static void
+fire_close(struct sse *s)
+{
+	void (*fn)(void *);
+	void *arg;
+
+	pthread_mutex_lock(&s->lock);
+	fn = s->on_close;
+	arg = s->on_close_arg;
+	s->on_close = NULL;
+	pthread_mutex_unlock(&s->lock);
+	if (fn)
+		fn(arg);
+}
+
+void
+sse_on_close(struct sse *s, void (*fn)(void *arg), void *arg)
+{
+	int now = 0;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->closed)
+		now = 1; /* already over: run it at once */
+	else if (s->on_close == NULL) {
+		s->on_close = fn;
+		s->on_close_arg = arg;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (now)
+		fn(arg);
+}
+
 void
 sse_unref(struct sse *s)
 {
 	if (s == NULL || atomic_fetch_sub(&s->refs, 1) != 1)
 		return;
+	fire_close(s);
 	pthread_mutex_destroy(&s->lock);
 	free(s->buf);
 	free(s);
@@ -223,6 +259,7 @@ sse_response_free(void *cls)
 	s->conn = NULL;
 	s->suspended = 0;
 	pthread_mutex_unlock(&s->lock);
+	fire_close(s);
 	sse_unref(s);
 }
 

@@ -30,6 +30,12 @@ int sse_send_comment(struct sse *s, const char *text);
 void sse_finish(struct sse *s);
 /* 1 once libmicrohttpd is done with the stream (sent, or client gone). */
 int sse_closed(struct sse *s);
+/* fn(arg) runs once when the stream is over for good: libmicrohttpd freed
+ * its response (all sent, client gone, shutdown), or the last reference
+ * went without a response ever made. On whichever thread that happens;
+ * it must not call back into this stream. Set once (a second call is
+ * ignored); on a stream already over, fn runs at once. */
+void sse_on_close(struct sse *s, void (*fn)(void *arg), void *arg);
 
 /* The libmicrohttpd response reading this stream; it holds a reference.
  * `conn` is the connection it is queued on (needed to suspend/resume). */

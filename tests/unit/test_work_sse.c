@@ -403,6 +403,33 @@ test_sse_lifecycle(void **state)
 }
 
 static void
+count_close(void *arg)
+{
+	(*(int *)arg)++;
+}
+
+/* A stream never handed to libmicrohttpd still runs its close callback,
+ * once, when the last reference goes; a second callback is ignored. */
+static void
+test_sse_on_close_once(void **state)
+{
+	struct sse *s = sse_new();
+	int closed = 0, other = 0;
+
+	(void)state;
+	assert_non_null(s);
+	sse_on_close(s, count_close, &closed);
+	sse_on_close(s, count_close, &other);
+	sse_ref(s);
+	sse_finish(s);
+	sse_unref(s);
+	assert_int_equal(closed, 0);
+	sse_unref(s);
+	assert_int_equal(closed, 1);
+	assert_int_equal(other, 0);
+}
+
+static void
 test_sse_refcount(void **state)
 {
 	struct sse *s = sse_new();
@@ -593,6 +620,7 @@ main(void)
 		cmocka_unit_test(test_pool_free_null),
 		cmocka_unit_test(test_sse_lifecycle),
 		cmocka_unit_test(test_sse_refcount),
+		cmocka_unit_test(test_sse_on_close_once),
 		cmocka_unit_test(test_sse_refuses_newline),
 		cmocka_unit_test(test_sse_refuses_carriage_return),
 		cmocka_unit_test(test_sse_buffer_limit),
