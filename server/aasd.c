@@ -107,6 +107,18 @@ preview_resolve(void *ctx, const struct preview_ask *ask, struct preview_route *
 	sbx_preview_route(app->sbx, ask, out);
 }
 
+static void
+preview_sandbox_ended(void *ctx, const char *sandbox_id)
+{
+	proxy_close_sandbox(ctx, sandbox_id);
+}
+
+static void
+preview_account_closed(void *ctx, const char *account_id)
+{
+	proxy_close_account(ctx, account_id);
+}
+
 /* The sandbox isolation rule for AAS_QEMU_USER: printed (for other
  * hypervisor hosts) or installed (from a privileged ExecStartPre when
  * aasd itself lacks CAP_NET_ADMIN). */
@@ -165,6 +177,7 @@ main(int argc, char **argv)
 	struct work_pool *work = NULL;
 	struct http_server *http = NULL;
 	struct proxy *proxy = NULL;
+	struct app_hooks hooks;
 	sigset_t sigs;
 	int sig = 0, rc = 1;
 
@@ -258,6 +271,8 @@ main(int argc, char **argv)
 	memcpy(routes + n_fixed, rest_r, n_rest * sizeof(*rest_r));
 	const struct proxy_config pcfg = {
 		.max_conns = cfg.preview_max_conns,
+		.max_per_sandbox = cfg.max_preview_conns_per_sandbox,
+		.max_per_account = cfg.max_preview_conns_per_account,
 		.idle_timeout_s = cfg.preview_timeout_s,
 		.scheme = cfg.preview_scheme,
 		.resolve = preview_resolve,
@@ -269,6 +284,8 @@ main(int argc, char **argv)
 		log_error("start: %s", e.msg);
 		goto out;
 	}
+	hooks = (struct app_hooks){ preview_sandbox_ended, preview_account_closed, proxy };
+	app_set_hooks(app, &hooks);
 	const struct http_intercept icpt = { preview_claims, app, proxy };
 	http = http_new(&app->cfg, work, routes, n_fixed + n_rest, &icpt, &e);
 	if (http == NULL) {
@@ -286,7 +303,6 @@ out:
 	sse_finish_all();
 	work_free(work);
 	http_free(http);
-	proxy_free(proxy);
 	mcp_free(mcp);
 	card_free(card);
 	metrics_http_free(metrics);
@@ -295,6 +311,9 @@ out:
 		sbx_free(app->sbx);
 	vm_events_stop();
 	app_free(app);
+	/* Last: the maintenance and notice threads (stopped above) may call
+	 * into the proxy through the hooks until then. */
+	proxy_free(proxy);
 	tools_cleanup();
 	return rc;
 }

@@ -42,6 +42,26 @@ invalidate(const char *payload, void *ctx)
 		ttl_del(app->keys, payload + 2);
 	else if (strncmp(payload, "e:", 2) == 0)
 		reap_poke(atomic_load(&app->reaper));
+	else if (strncmp(payload, "a:", 2) == 0) {
+		const struct app_hooks *h = atomic_load(&app->hooks);
+		if (h && h->account_closed)
+			h->account_closed(h->ctx, payload + 2);
+	}
+}
+
+void
+app_set_hooks(struct app *app, const struct app_hooks *h)
+{
+	atomic_store(&app->hooks, h);
+}
+
+void
+app_sandbox_ended(struct app *app, const char *sandbox_id)
+{
+	const struct app_hooks *h = atomic_load(&app->hooks);
+
+	if (h && h->sandbox_ended)
+		h->sandbox_ended(h->ctx, sandbox_id);
 }
 
 static int

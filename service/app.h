@@ -14,6 +14,17 @@
 struct sbx;
 struct reaper;
 
+/* What the front end does when a tenant's live connections must end. The
+ * service calls these from any thread; they must not block. */
+struct app_hooks {
+	/* A sandbox ended (destroyed, expired or failed) in this process. */
+	void (*sandbox_ended)(void *ctx, const char *sandbox_id);
+	/* "a:<account_id>" arrived on aas_invalidate: the account was
+	 * disabled, in this process or another. */
+	void (*account_closed)(void *ctx, const char *account_id);
+	void *ctx;
+};
+
 struct app {
 	struct config cfg;
 	struct db *db;
@@ -26,6 +37,8 @@ struct app {
 	struct sbx *sbx;
 	/* Its expiry reaper, woken by "e:" notifications (set once running). */
 	struct reaper *_Atomic reaper;
+	/* Set once the front end is up; NULL before and after. */
+	const struct app_hooks *_Atomic hooks;
 };
 
 enum app_flags {
@@ -35,5 +48,9 @@ enum app_flags {
 /* Opens the database pool and applies migrations. */
 struct app *app_new(const struct config *cfg, unsigned flags, struct err *e);
 void app_free(struct app *app);
+/* Installs hooks (NULL: none); `h` must stay valid until it is replaced. */
+void app_set_hooks(struct app *app, const struct app_hooks *h);
+/* Tells the front end that a sandbox ended (no operation without hooks). */
+void app_sandbox_ended(struct app *app, const char *sandbox_id);
 
 #endif
