@@ -37,7 +37,7 @@ struct fixture {
 	atomic_int accepted; /* upstream connections */
 	atomic_int closed;   /* upstream connections the proxy ended */
 	pthread_mutex_t lock;
-	char last_head[4096]; /* the last request head the upstream read */
+	char last_head[16384]; /* the last request head the upstream read */
 };
 
 static struct fixture *F;
@@ -48,7 +48,7 @@ static void *
 upstream_conn(void *arg)
 {
 	int fd = (int)(intptr_t)arg;
-	char head[4096], buf[4096];
+	char head[16384], buf[4096];
 	size_t used = 0;
 	int hold;
 
@@ -124,34 +124,63 @@ resolve(void *ctx, const struct preview_ask *ask, struct preview_route *out)
 	out->upstream_port = F->uport;
 }
 
+#define PATH_MAX_TEST 1024 /* as the HTTP front end's limit */
+
+/* One request: the raw URI (split as the front end does) and its px. */
+struct treq {
+	char *uri;
+	struct px *x;
+};
+
+static void *
+on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+	struct treq *t = calloc(1, sizeof(*t));
+
+	(void)cls;
+	(void)conn;
+	if (t)
+		t->uri = strdup(uri);
+	return t;
+}
+
 static enum MHD_Result
 on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
     const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
 {
-	struct px *x = *con_cls;
+	struct treq *t = *con_cls;
 	int status;
 
 	(void)cls;
+	(void)url;
 	(void)version;
-	if (x == NULL) {
-		x = proxy_begin(F->p, conn, method, url, NULL, 0);
-		if (x == NULL)
-			return MHD_NO;
-		*con_cls = x;
-		return MHD_YES;
+	if (t == NULL || t->uri == NULL)
+		return MHD_NO;
+	if (t->x == NULL) {
+		char *q = strchr(t->uri, '?');
+		if (q)
+			*q++ = '\0';
+		t->x = proxy_begin(F->p, conn, method, t->uri, q, strlen(t->uri) > PATH_MAX_TEST);
+		return t->x ? MHD_YES : MHD_NO;
 	}
-	return proxy_on_request(x, upload_data, upload_data_size, &status);
+	return proxy_on_request(t->x, upload_data, upload_data_size, &status);
 }
 
 static void
 on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     enum MHD_RequestTerminationCode toe)
 {
+	struct treq *t = *con_cls;
+
 	(void)cls;
 	(void)conn;
 	(void)toe;
-	if (*con_cls)
-		proxy_end(*con_cls);
+	if (t == NULL)
+		return;
+	if (t->x)
+		proxy_end(t->x);
+	free(t->uri);
+	free(t);
 	*con_cls = NULL;
 }
 
@@ -190,7 +219,8 @@ start(int max_conns, int per_sandbox, int per_account)
 	F->d = MHD_start_daemon(MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME |
 		MHD_ALLOW_UPGRADE,
 	    0, NULL, NULL, on_request, NULL, MHD_OPTION_NOTIFY_COMPLETED, on_completed, NULL,
-	    MHD_OPTION_END);
+	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, NULL, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+	    (size_t)128 * 1024, MHD_OPTION_END);
 	if (F->d == NULL)
 		return -1;
 	di = MHD_get_daemon_info(F->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -227,7 +257,7 @@ static int
 client_send(const char *host, const char *path, const char *extra)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
-	char req[2048];
+	char req[12288];
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), n;
 
 	assert_true(fd >= 0);
@@ -420,6 +450,41 @@ test_framing(void **state)
 	pthread_mutex_unlock(&F->lock);
 }
 
+/* A path over the limit, or a query over the proxy's, is refused whole;
+ * a long query under it reaches the upstream whole. */
+static void
+test_long_uri(void **state)
+{
+	static char path[2100], query[9000], req_path[9100];
+	char head[4096];
+	int fd, before;
+
+	(void)state;
+	before = atomic_load(&F->accepted);
+	path[0] = '/';
+	memset(path + 1, 'a', 2000);
+	fd = client_send("s1.acct-a", path, NULL);
+	assert_int_equal(client_head(fd, head, sizeof(head), 5000), 414);
+	close(fd);
+	memset(query, 'b', sizeof(query) - 1);
+	query[sizeof(query) - 1] = '\0';
+	snprintf(req_path, sizeof(req_path), "/q?x=%s", query);
+	fd = client_send("s1.acct-a", req_path, NULL);
+	assert_int_equal(client_head(fd, head, sizeof(head), 5000), 414);
+	close(fd);
+	assert_int_equal(atomic_load(&F->accepted), before);
+	/* 8000 bytes of query: passed on, not a byte short. */
+	snprintf(req_path, sizeof(req_path), "/q?x=%.7998s", query);
+	fd = client_send("s1.acct-a", req_path, NULL);
+	assert_int_equal(client_head(fd, head, sizeof(head), 5000), 200);
+	close(fd);
+	pthread_mutex_lock(&F->lock);
+	assert_memory_equal(F->last_head, "GET ", 4);
+	assert_memory_equal(F->last_head + 4, req_path, strlen(req_path));
+	assert_memory_equal(F->last_head + 4 + strlen(req_path), " HTTP/1.1\r\n", 11);
+	pthread_mutex_unlock(&F->lock);
+}
+
 static int
 setup_tiny(void **state)
 {
@@ -450,6 +515,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_caps, setup_caps, teardown),
 		cmocka_unit_test_setup_teardown(test_close, setup_caps, teardown),
 		cmocka_unit_test_setup_teardown(test_framing, setup_caps, teardown),
+		cmocka_unit_test_setup_teardown(test_long_uri, setup_caps, teardown),
 		cmocka_unit_test_setup_teardown(test_global_cap, setup_tiny, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
