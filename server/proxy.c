@@ -1059,8 +1059,9 @@ copy_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *val
 	}
 	if (strcasecmp(key, "x-forwarded-for") == 0)
 		h->xff = value;
-	/* A chunked body goes up re-chunked: its Content-Length stays behind,
-	 * so the upstream sees one framing. */
+	/* A chunked body goes up re-chunked, so the upstream sees one framing
+	 * (a request with both was refused before this; kept as a second
+	 * line). */
 	if (forward == 0 || (h->chunked && strcasecmp(key, "content-length") == 0))
 		return MHD_YES;
 	head_add(h, key, ": ", value, "\r\n");
@@ -1094,7 +1095,7 @@ build_head(struct px *x, struct MHD_Connection *conn, const char *path, const ch
 	head_add(&h, q, " HTTP/1.1\r\n", "Host: ", x->host);
 	head_add(&h, "\r\n", NULL, NULL, NULL);
 	/* One framing to the upstream: a chunked body leaves chunked again,
-	 * so the client's Content-Length (if it sent both) is not passed on. */
+	 * and never with a Content-Length (see framing_check). */
 	te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
 	h.chunked = te && strcasestr(te, "chunked") != NULL;
 	MHD_get_connection_values(conn, MHD_HEADER_KIND, copy_header, &h);
