@@ -473,6 +473,8 @@ test('preview requests are capped per sandbox and per account; a:<account> close
     const overAccount = await holdPreview(closed, 8300);
     assert.equal(overAccount.status, 429);
     assert.match(overAccount.body, /AAS_MAX_PREVIEW_CONNS_PER_ACCOUNT/);
+    overSandbox.end();
+    overAccount.end();
     // A client that goes away gives its place back.
     held.shift().end();
     const again = await until(async () => { const h = await holdPreview(sbx, 8300); if (h.status !== 200) h.end(); return h.status === 200 && h; }, 10000);
