@@ -153,6 +153,12 @@ static const struct cfg_entry cfg_table[] = {
 	    "Lifetime of a private preview's signed URL, in seconds." },
 	{ "AAS_PREVIEW_MAX_CONNS", CFG_INT, "256", 1, 65536, F(preview_max_conns),
 	    "Preview requests proxied at once (each holds one thread); more get 503." },
+	{ "AAS_MAX_PREVIEW_CONNS_PER_SANDBOX", CFG_INT, "32", 1, 65536,
+	    F(max_preview_conns_per_sandbox),
+	    "Preview requests proxied at once to one sandbox, in this process; more get 429." },
+	{ "AAS_MAX_PREVIEW_CONNS_PER_ACCOUNT", CFG_INT, "64", 1, 65536,
+	    F(max_preview_conns_per_account),
+	    "Preview requests proxied at once to one account's sandboxes, in this process; more get 429." },
 	{ "AAS_PREVIEW_TIMEOUT_S", CFG_INT, "300", 1, 86400, F(preview_timeout_s),
 	    "A preview connection idle this long in either direction is closed." },
 };

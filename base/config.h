@@ -72,6 +72,8 @@ struct config {
 	char preview_scheme[8];
 	int preview_signed_ttl_s;
 	int preview_max_conns;
+	int max_preview_conns_per_sandbox;
+	int max_preview_conns_per_account;
 	int preview_timeout_s;
 };
 

@@ -40,16 +40,6 @@ struct front {
 	struct proxy *proxy;
 };
 
-/* The previews of a disabled account. Those of its sandboxes close with
- * them as the reaper stops them (a preview's forward goes with its VM);
- * connections the proxy holds open are ended by proxy_close_account. */
-static void
-close_account_previews(struct proxy *proxy, const char *account_id)
-{
-	(void)proxy;
-	(void)account_id;
-}
-
 static void
 front_session_ended(const char *session_id, void *ctx)
 {
@@ -64,7 +54,15 @@ front_account_disabled(const char *account_id, void *ctx)
 	const struct front *f = ctx;
 
 	mcp_close_account(f->mcp, account_id);
-	close_account_previews(f->proxy, account_id);
+	proxy_close_account(f->proxy, account_id);
+}
+
+static void
+front_sandbox_ended(const char *sandbox_id, void *ctx)
+{
+	const struct front *f = ctx;
+
+	proxy_close_sandbox(f->proxy, sandbox_id);
 }
 
 static void
@@ -295,6 +293,8 @@ main(int argc, char **argv)
 	memcpy(routes + n_fixed, rest_r, n_rest * sizeof(*rest_r));
 	const struct proxy_config pcfg = {
 		.max_conns = cfg.preview_max_conns,
+		.max_per_sandbox = cfg.max_preview_conns_per_sandbox,
+		.max_per_account = cfg.max_preview_conns_per_account,
 		.idle_timeout_s = cfg.preview_timeout_s,
 		.scheme = cfg.preview_scheme,
 		.resolve = preview_resolve,
@@ -308,7 +308,8 @@ main(int argc, char **argv)
 	}
 	front.mcp = mcp;
 	front.proxy = proxy;
-	const struct app_hooks hooks = { front_session_ended, front_account_disabled, &front };
+	const struct app_hooks hooks = { front_session_ended, front_account_disabled,
+		front_sandbox_ended, &front };
 	app_set_hooks(app, &hooks);
 	const struct http_intercept icpt = { preview_claims, app, proxy };
 	struct http_auth auth;
@@ -331,7 +332,6 @@ out:
 	sse_finish_all();
 	work_free(work);
 	http_free(http);
-	proxy_free(proxy);
 	mcp_free(mcp);
 	card_free(card);
 	metrics_http_free(metrics);
@@ -340,6 +340,9 @@ out:
 		sbx_free(app->sbx);
 	vm_events_stop();
 	app_free(app);
+	/* Last: the maintenance and notice threads (stopped above) may call
+	 * into the proxy through the hooks until then. */
+	proxy_free(proxy);
 	tools_cleanup();
 	return rc;
 }

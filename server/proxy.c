@@ -24,6 +24,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
+#include "server/proxy_count.h"
 #include "server/proxy_parse.h"
 
 #define PX_BUF (256 * 1024)     /* each direction's buffer */
@@ -34,6 +35,7 @@
 #define PX_CONNECT_TIMEOUT_MS 5000
 #define PX_QUERY_MAX 8192
 #define PX_STACK (256 * 1024)
+#define PX_RETRY_AFTER "2" /* seconds, on 429 and 503 */
 
 enum park { PARK_NONE, PARK_UPLOAD, PARK_HEAD, PARK_BODY };
 
@@ -50,6 +52,11 @@ struct proxy {
 	size_t active;
 	atomic_int stopping;
 	struct px *all; /* every live request, for shutdown */
+	/* Requests admitted per sandbox and per account (under lock); each
+	 * counted request also holds one of the max_conns thread slots, so
+	 * the tables never need more than max_conns keys. */
+	struct pxc *by_sandbox, *by_account;
+	pthread_mutex_t closing; /* one proxy_close_* at a time */
 };
 
 struct px {
@@ -60,6 +67,13 @@ struct px {
 	int refs;
 	struct MHD_Connection *conn; /* NULL once the request ended */
 	enum park parked;
+	atomic_int closed; /* proxy_close_*, or the client left: end both sides */
+
+	/* Whose preview (set with `counted`, under the proxy's lock). */
+	char sandbox_id[PREVIEW_ID_MAX + 1];
+	char account_id[PREVIEW_ACCOUNT_MAX + 1];
+	int counted;
+	struct px *close_next; /* on a proxy_close_* list (under p->closing) */
 
 	/* The request, captured when its headers arrived. */
 	char method[16];
@@ -75,7 +89,8 @@ struct px {
 	/* The answer: an error page, or the upstream's head. */
 	int head_ready;
 	int status;
-	char *page;                   /* error page (HTML) */
+	char *page; /* error page (HTML, or plain text) */
+	int page_plain, retry_after;
 	char *rhead;                  /* upstream head, split in place */
 	size_t rhead_len, rhead_used; /* bytes read; bytes that are head */
 	const char *hname[PX_MAX_HEADERS], *hval[PX_MAX_HEADERS];
@@ -144,9 +159,9 @@ ring_get(struct ring *r, char *out, size_t n)
 }
 
 static int
-stopping(const struct px *x)
+stopping(struct px *x)
 {
-	return atomic_load(&x->p->stopping);
+	return atomic_load(&x->p->stopping) || atomic_load(&x->closed);
 }
 
 /* With x->lock held: the connection to resume if it is parked for one of
@@ -169,9 +184,46 @@ resume(struct MHD_Connection *c)
 		MHD_resume_connection(c);
 }
 
+/* With x->lock held. While the HTTP side is parked, libmicrohttpd does
+ * not watch the client's socket, so a client that went away would keep
+ * its place (and its sandbox's and account's count) until the idle
+ * timeout. A peek, which takes no bytes, sees the end; the request then
+ * ends as a closed one does. The connection to resume, or NULL. */
+static struct MHD_Connection *
+client_check_locked(struct px *x)
+{
+	const union MHD_ConnectionInfo *ci;
+	char b;
+	ssize_t r;
+
+	if (x->parked == PARK_NONE || x->conn == NULL || atomic_load(&x->closed))
+		return NULL;
+	ci = MHD_get_connection_info(x->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (ci == NULL)
+		return NULL;
+	r = recv(ci->connect_fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)))
+		return NULL;
+	atomic_store(&x->closed, 1);
+	pthread_cond_broadcast(&x->cond);
+	return take_park(x, ANY_PARK);
+}
+
+static void
+client_check(struct px *x)
+{
+	struct MHD_Connection *c;
+
+	pthread_mutex_lock(&x->lock);
+	c = client_check_locked(x);
+	pthread_mutex_unlock(&x->lock);
+	resume(c);
+}
+
 static void
 timed_wait(struct px *x)
 {
+	struct MHD_Connection *c;
 	struct timespec ts;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -181,6 +233,12 @@ timed_wait(struct px *x)
 		ts.tv_nsec -= 1000000000L;
 	}
 	pthread_cond_timedwait(&x->cond, &x->lock, &ts);
+	if ((c = client_check_locked(x)) != NULL) {
+		/* Callers look at their conditions again after this. */
+		pthread_mutex_unlock(&x->lock);
+		resume(c);
+		pthread_mutex_lock(&x->lock);
+	}
 }
 
 static int
@@ -260,6 +318,8 @@ reason(int status)
 		return "No such preview";
 	case 414:
 		return "Address too long";
+	case 429:
+		return "Too many preview requests";
 	case 431:
 		return "Request headers too large";
 	case 502:
@@ -273,25 +333,31 @@ reason(int status)
 	}
 }
 
-/* Decides the answer as an error page and wakes the HTTP side. */
+/* Decides the answer (an HTML error page, or with `plain` a text one
+ * with Retry-After) and wakes the HTTP side. */
 static void
-px_fail(struct px *x, int status, const char *message)
+px_answer(struct px *x, int status, int plain, const char *message)
 {
 	char msg[512], *page = malloc(2048);
 	struct MHD_Connection *c;
 
-	html_escape(message, msg, sizeof(msg));
-	if (page)
+	if (page && plain) {
+		snprintf(page, 2048, "%s\n", message);
+	} else if (page) {
+		html_escape(message, msg, sizeof(msg));
 		snprintf(page, 2048,
 		    "<!doctype html>\n<html><head><meta charset=\"utf-8\">"
 		    "<title>%d %s</title></head>\n<body style=\"font-family:sans-serif;"
 		    "max-width:40em;margin:4em auto;line-height:1.5\">\n<h1>%s</h1>\n<p>%s</p>\n"
 		    "<p style=\"color:#777\">aas sandbox preview</p>\n</body></html>\n",
 		    status, reason(status), reason(status), msg);
+	}
 	pthread_mutex_lock(&x->lock);
 	if (!x->head_ready) {
 		x->status = status;
 		x->page = page;
+		x->page_plain = plain;
+		x->retry_after = status == 429 || status == 503;
 		page = NULL;
 		x->head_ready = 1;
 	} else {
@@ -303,6 +369,12 @@ px_fail(struct px *x, int status, const char *message)
 	pthread_mutex_unlock(&x->lock);
 	free(page);
 	resume(c);
+}
+
+static void
+px_fail(struct px *x, int status, const char *message)
+{
+	px_answer(x, status, 0, message);
 }
 
 /* ---- upstream I/O (proxy thread) ---- */
@@ -353,6 +425,7 @@ send_all(struct px *x, int fd, const char *buf, size_t n)
 		struct pollfd pf = { fd, POLLOUT, 0 };
 		if (poll(&pf, 1, PX_SLICE_MS) < 0 && errno != EINTR)
 			return -1;
+		client_check(x);
 		if (stopping(x) || x->client_gone || idle_expired(x))
 			return -1;
 	}
@@ -376,6 +449,7 @@ recv_some(struct px *x, int fd, char *buf, size_t n)
 		struct pollfd pf = { fd, POLLIN, 0 };
 		if (poll(&pf, 1, PX_SLICE_MS) < 0 && errno != EINTR)
 			return -1;
+		client_check(x);
 		if (stopping(x) || x->client_gone || idle_expired(x))
 			return -2;
 	}
@@ -671,6 +745,52 @@ out:
 	pthread_mutex_unlock(&x->lock);
 }
 
+/* Counts the request against its sandbox's and account's caps; -1 (and
+ * the answer given) when either is reached. */
+static int
+admit(struct px *x, const struct preview_route *route)
+{
+	struct proxy *p = x->p;
+	enum pxc_verdict v;
+	char msg[256];
+
+	pthread_mutex_lock(&p->lock);
+	v = pxc_admit(p->by_sandbox, p->by_account, route->sandbox_id, route->account_id,
+	    p->cfg.max_per_sandbox, p->cfg.max_per_account);
+	if (v == PXC_OK) {
+		snprintf(x->sandbox_id, sizeof(x->sandbox_id), "%s", route->sandbox_id);
+		snprintf(x->account_id, sizeof(x->account_id), "%s", route->account_id);
+		x->counted = 1;
+	}
+	pthread_mutex_unlock(&p->lock);
+	switch (v) {
+	case PXC_OK:
+		return 0;
+	case PXC_SANDBOX_CAP:
+		snprintf(msg, sizeof(msg),
+		    "Too many preview requests to this sandbox at once: at most %d"
+		    " (AAS_MAX_PREVIEW_CONNS_PER_SANDBOX). Retry shortly.",
+		    p->cfg.max_per_sandbox);
+		px_answer(x, 429, 1, msg);
+		break;
+	case PXC_ACCOUNT_CAP:
+		snprintf(msg, sizeof(msg),
+		    "Too many preview requests to this account's sandboxes at once: at most %d"
+		    " (AAS_MAX_PREVIEW_CONNS_PER_ACCOUNT). Retry shortly.",
+		    p->cfg.max_per_account);
+		px_answer(x, 429, 1, msg);
+		break;
+	default:
+		px_answer(x, 503, 1, "The preview proxy cannot count this request; retry shortly.");
+		break;
+	}
+	log_info("preview: request to sandbox %s refused (%s)", route->sandbox_id,
+	    v == PXC_SANDBOX_CAP     ? "AAS_MAX_PREVIEW_CONNS_PER_SANDBOX" :
+		v == PXC_ACCOUNT_CAP ? "AAS_MAX_PREVIEW_CONNS_PER_ACCOUNT" :
+				       "table full");
+	return -1;
+}
+
 static void *
 px_main(void *arg)
 {
@@ -687,6 +807,8 @@ px_main(void *arg)
 		px_fail(x, route.status, route.message);
 		goto out;
 	}
+	if (admit(x, &route) < 0)
+		goto out;
 	x->ufd = connect_upstream(route.upstream_port);
 	if (x->ufd < 0) {
 		px_fail(x, 502,
@@ -726,7 +848,13 @@ px_main(void *arg)
 	else
 		pump_response(x);
 out:
+	/* The upstream hears the end now, not when the client side lets go. */
+	if (x->ufd >= 0)
+		shutdown(x->ufd, SHUT_RDWR);
 	pthread_mutex_lock(&p->lock);
+	if (x->counted)
+		pxc_release(p->by_sandbox, p->by_account, x->sandbox_id, x->account_id);
+	x->counted = 0;
 	p->active--;
 	pthread_cond_broadcast(&p->idle);
 	pthread_mutex_unlock(&p->lock);
@@ -801,8 +929,10 @@ queue_answer(struct px *x, int *status)
 		if (r == NULL)
 			return MHD_NO;
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE,
-		    "text/html; charset=utf-8");
+		    x->page_plain ? "text/plain; charset=utf-8" : "text/html; charset=utf-8");
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+		if (x->retry_after)
+			MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, PX_RETRY_AFTER);
 		if (x->status == 401)
 			MHD_add_response_header(r, "WWW-Authenticate", "x-aas-preview-token");
 	} else if (x->upgrade) {
@@ -929,8 +1059,9 @@ copy_header(void *cls, enum MHD_ValueKind kind, const char *key, const char *val
 	}
 	if (strcasecmp(key, "x-forwarded-for") == 0)
 		h->xff = value;
-	/* A chunked body goes up re-chunked: its Content-Length stays behind,
-	 * so the upstream sees one framing. */
+	/* A chunked body goes up re-chunked, so the upstream sees one framing
+	 * (a request with both was refused before this; kept as a second
+	 * line). */
 	if (forward == 0 || (h->chunked && strcasecmp(key, "content-length") == 0))
 		return MHD_YES;
 	head_add(h, key, ": ", value, "\r\n");
@@ -964,7 +1095,7 @@ build_head(struct px *x, struct MHD_Connection *conn, const char *path, const ch
 	head_add(&h, q, " HTTP/1.1\r\n", "Host: ", x->host);
 	head_add(&h, "\r\n", NULL, NULL, NULL);
 	/* One framing to the upstream: a chunked body leaves chunked again,
-	 * so the client's Content-Length (if it sent both) is not passed on. */
+	 * and never with a Content-Length (see framing_check). */
 	te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
 	h.chunked = te && strcasestr(te, "chunked") != NULL;
 	MHD_get_connection_values(conn, MHD_HEADER_KIND, copy_header, &h);
@@ -1010,14 +1141,11 @@ build_head(struct px *x, struct MHD_Connection *conn, const char *path, const ch
 	return 0;
 }
 
-/* Adds x to the live list (for shutdown); `no_thread` also gives back the
- * thread slot proxy_begin reserved, for a request answered at once. */
+/* Adds x to the live list (for shutdown and proxy_close_*). */
 static void
-px_link(struct proxy *p, struct px *x, int no_thread)
+px_link(struct proxy *p, struct px *x)
 {
 	pthread_mutex_lock(&p->lock);
-	if (no_thread)
-		p->active--;
 	x->next = p->all;
 	if (p->all)
 		p->all->prev = x;
@@ -1025,29 +1153,40 @@ px_link(struct proxy *p, struct px *x, int no_thread)
 	pthread_mutex_unlock(&p->lock);
 }
 
-struct px *
-proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char *method, const char *path,
-    const char *query, int uri_too_long)
+/* A request answered at once, without a thread or an upstream. */
+static struct px *
+px_answer_now(struct px *x, int status, int plain, const char *message)
 {
-	struct px *x = NULL;
-	pthread_attr_t attr;
-	pthread_t t;
-	int started;
+	x->refs = 1; /* the HTTP request's */
+	px_link(x->p, x);
+	px_answer(x, status, plain, message);
+	return x;
+}
 
-	if (atomic_load(&p->stopping))
-		return NULL;
-	pthread_mutex_lock(&p->lock);
-	if (p->active >= (size_t)p->cfg.max_conns) {
-		pthread_mutex_unlock(&p->lock);
-		log_warn("preview: %zu requests in flight; refusing one", p->active);
-		return NULL;
-	}
-	p->active++;
-	pthread_mutex_unlock(&p->lock);
+/* What the client's body framing allows: 0, or the status to refuse
+ * with. RFC 9112 (6.1, 6.3): both Transfer-Encoding and Content-Length
+ * may be a smuggling attempt, so a proxy does not pass such a request on;
+ * a transfer coding other than chunked is not understood here. */
+static int
+framing_check(struct MHD_Connection *conn)
+{
+	const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
+	const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
 
-	x = calloc(1, sizeof(*x));
+	if (te == NULL)
+		return 0;
+	if (cl != NULL)
+		return 400;
+	return strcasecmp(te, "chunked") == 0 ? 0 : 501;
+}
+
+static struct px *
+px_new(struct proxy *p, struct MHD_Connection *conn, const char *method, const char *query)
+{
+	struct px *x = calloc(1, sizeof(*x));
+
 	if (x == NULL)
-		goto fail;
+		return NULL;
 	x->p = p;
 	x->conn = conn;
 	x->ufd = -1;
@@ -1055,6 +1194,7 @@ proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char *method, co
 	x->length = -1;
 	x->refs = 2; /* the HTTP request's and the thread's */
 	x->last_io = clock_ms();
+	atomic_init(&x->closed, 0);
 	pthread_mutex_init(&x->lock, NULL);
 	pthread_cond_init(&x->cond, NULL);
 	snprintf(x->method, sizeof(x->method), "%s", method);
@@ -1063,25 +1203,70 @@ proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char *method, co
 	    "x-aas-preview-token"));
 	x->cookie = dup_or_null(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Cookie"));
 	x->query = dup_or_null(query);
+	if (x->host == NULL || (query && x->query == NULL)) {
+		free(x->host);
+		free(x->token);
+		free(x->cookie);
+		free(x->query);
+		pthread_cond_destroy(&x->cond);
+		pthread_mutex_destroy(&x->lock);
+		free(x);
+		return NULL;
+	}
+	return x;
+}
+
+struct px *
+proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char *method, const char *path,
+    const char *query, int uri_too_long)
+{
+	struct px *x;
+	pthread_attr_t attr;
+	pthread_t t;
+	char msg[192];
+	int started, st;
+
+	if (atomic_load(&p->stopping))
+		return NULL;
+	x = px_new(p, conn, method, query);
+	if (x == NULL)
+		return NULL;
+	if (uri_too_long || (query && strlen(query) >= PX_QUERY_MAX))
+		/* Never forwarded cut short: refused whole. */
+		return px_answer_now(x, 414, 0,
+		    "The address (path or query) is too long for the preview proxy.");
+	if ((st = framing_check(conn)) != 0)
+		return px_answer_now(x, st, 0,
+		    st == 400 ? "The request has both Transfer-Encoding and Content-Length;"
+				" send one of them." :
+				"The request's Transfer-Encoding is not supported; send the"
+				" body with Content-Length or Transfer-Encoding: chunked.");
+	if (build_head(x, conn, path, query) < 0)
+		return px_answer_now(x, 431, 0,
+		    "The request's headers or query are too large or malformed.");
+	pthread_mutex_lock(&p->lock);
+	if (p->active >= (size_t)p->cfg.max_conns) {
+		pthread_mutex_unlock(&p->lock);
+		log_warn("preview: %d requests in flight (AAS_PREVIEW_MAX_CONNS); refusing one",
+		    p->cfg.max_conns);
+		snprintf(msg, sizeof(msg),
+		    "The preview proxy is busy: %d requests in flight (AAS_PREVIEW_MAX_CONNS)."
+		    " Retry shortly.",
+		    p->cfg.max_conns);
+		return px_answer_now(x, 503, 1, msg);
+	}
+	p->active++;
+	pthread_mutex_unlock(&p->lock);
 	x->in.buf = malloc(PX_BUF);
 	x->out.buf = malloc(PX_BUF);
-	if (x->host == NULL || x->in.buf == NULL || x->out.buf == NULL)
-		goto fail_x;
-	if (uri_too_long || (query && strlen(query) >= PX_QUERY_MAX)) {
-		/* Never forwarded cut short: refused whole. */
-		x->refs = 1;
-		px_link(p, x, 1);
-		px_fail(x, 414, "The address (path or query) is too long for the preview proxy.");
-		return x;
+	if (x->in.buf == NULL || x->out.buf == NULL) {
+		pthread_mutex_lock(&p->lock);
+		p->active--;
+		pthread_mutex_unlock(&p->lock);
+		return px_answer_now(x, 503, 1,
+		    "The preview proxy is short of memory; retry shortly.");
 	}
-	if (build_head(x, conn, path, query) < 0) {
-		/* Answered at once, without an upstream. */
-		x->refs = 1;
-		px_link(p, x, 1);
-		px_fail(x, 431, "The request's headers or query are too large or malformed.");
-		return x;
-	}
-	px_link(p, x, 0);
+	px_link(p, x);
 	pthread_attr_init(&attr);
 	pthread_attr_setstacksize(&attr, PX_STACK);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -1092,24 +1277,64 @@ proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char *method, co
 		p->active--;
 		pthread_mutex_unlock(&p->lock);
 		x->refs = 1;
-		px_fail(x, 503, "The preview proxy is out of threads; retry shortly.");
+		px_answer(x, 503, 1, "The preview proxy is out of threads; retry shortly.");
 	}
 	return x;
-fail_x:
-	free(x->host);
-	free(x->token);
-	free(x->cookie);
-	free(x->query);
-	free(x->in.buf);
-	free(x->out.buf);
-	pthread_cond_destroy(&x->cond);
-	pthread_mutex_destroy(&x->lock);
-	free(x);
-fail:
+}
+
+/* Ends the counted requests whose sandbox (or account) is `id`. */
+static size_t
+close_where(struct proxy *p, int by_account, const char *id)
+{
+	struct px *list = NULL, *x;
+	size_t n = 0;
+
+	if (p == NULL || id == NULL || id[0] == '\0')
+		return 0;
+	pthread_mutex_lock(&p->closing);
 	pthread_mutex_lock(&p->lock);
-	p->active--;
+	for (x = p->all; x; x = x->next) {
+		if (!x->counted || strcmp(by_account ? x->account_id : x->sandbox_id, id) != 0)
+			continue;
+		pthread_mutex_lock(&x->lock);
+		if (x->refs > 0) { /* not on its way out: hold it while we work */
+			x->refs++;
+			x->close_next = list;
+			list = x;
+		}
+		pthread_mutex_unlock(&x->lock);
+	}
 	pthread_mutex_unlock(&p->lock);
-	return NULL;
+	while ((x = list) != NULL) {
+		struct MHD_Connection *c;
+
+		list = x->close_next;
+		atomic_store(&x->closed, 1);
+		pthread_mutex_lock(&x->lock);
+		c = take_park(x, ANY_PARK);
+		pthread_cond_broadcast(&x->cond);
+		pthread_mutex_unlock(&x->lock);
+		resume(c);
+		px_unref(x);
+		n++;
+	}
+	pthread_mutex_unlock(&p->closing);
+	if (n > 0)
+		log_info("preview: closing %zu request(s) of %s %s", n,
+		    by_account ? "account" : "sandbox", id);
+	return n;
+}
+
+size_t
+proxy_close_sandbox(struct proxy *p, const char *sandbox_id)
+{
+	return close_where(p, 0, sandbox_id);
+}
+
+size_t
+proxy_close_account(struct proxy *p, const char *account_id)
+{
+	return close_where(p, 1, account_id);
 }
 
 /* ---- the proxy ---- */
@@ -1125,6 +1350,16 @@ proxy_new(const struct proxy_config *cfg, struct err *e)
 	}
 	p->cfg = *cfg;
 	snprintf(p->scheme, sizeof(p->scheme), "%s", cfg->scheme ? cfg->scheme : "http");
+	p->by_sandbox = pxc_new((size_t)cfg->max_conns);
+	p->by_account = pxc_new((size_t)cfg->max_conns);
+	if (p->by_sandbox == NULL || p->by_account == NULL) {
+		pxc_free(p->by_sandbox);
+		pxc_free(p->by_account);
+		free(p);
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	pthread_mutex_init(&p->closing, NULL);
 	pthread_mutex_init(&p->lock, NULL);
 	pthread_cond_init(&p->idle, NULL);
 	atomic_init(&p->stopping, 0);
@@ -1160,6 +1395,9 @@ proxy_free(struct proxy *p)
 		return;
 	pthread_cond_destroy(&p->idle);
 	pthread_mutex_destroy(&p->lock);
+	pthread_mutex_destroy(&p->closing);
+	pxc_free(p->by_sandbox);
+	pxc_free(p->by_account);
 	free(p);
 }
 

@@ -110,6 +110,15 @@ app_set_hooks(struct app *app, const struct app_hooks *h)
 	pthread_mutex_unlock(&app->hooks_lock);
 }
 
+void
+app_sandbox_ended(struct app *app, const char *sandbox_id)
+{
+	pthread_mutex_lock(&app->hooks_lock);
+	if (app->hooks.sandbox_ended)
+		app->hooks.sandbox_ended(sandbox_id, app->hooks.ctx);
+	pthread_mutex_unlock(&app->hooks_lock);
+}
+
 static int
 start_caches(struct app *app, struct err *e)
 {

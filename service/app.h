@@ -16,13 +16,15 @@
 struct sbx;
 struct reaper;
 
-/* What the front end does when another process announces a change: an
+/* What the front end does when a tenant's live connections must end: an
  * ended session ("s:<id>") closes its GET streams, a disabled account
- * ("a:<id>") its streams and previews. Called on the notification thread:
- * they must not block (no database, no hypervisor). Any may be NULL. */
+ * ("a:<id>") its streams and previews, a sandbox that ended in this process
+ * its previews. Called on the notification thread or a worker: they must
+ * not block (no database, no hypervisor). Any may be NULL. */
 struct app_hooks {
 	void (*session_ended)(const char *session_id, void *ctx);
 	void (*account_disabled)(const char *account_id, void *ctx);
+	void (*sandbox_ended)(const char *sandbox_id, void *ctx);
 	void *ctx;
 };
 
@@ -54,5 +56,7 @@ void app_free(struct app *app);
 /* Installs the front end's hooks; NULL removes them. Once it returns, no
  * call of the previous hooks is running (so their context may be freed). */
 void app_set_hooks(struct app *app, const struct app_hooks *h);
+/* Tells the front end that a sandbox ended (no operation without hooks). */
+void app_sandbox_ended(struct app *app, const char *sandbox_id);
 
 #endif

@@ -25,6 +25,7 @@
 #define PREVIEW_Q_SIG "aas_preview_sig"
 #define PREVIEW_ID_MAX 32
 #define PREVIEW_SIG_HEX 64
+#define PREVIEW_ACCOUNT_MAX 36 /* an account id (uuid text) */
 
 /* Whether `host` (a Host header) lies under `domain`: 1 and the label in
  * front of it when so. Comparison ignores case. */
@@ -66,6 +67,10 @@ struct preview_route {
 	char message[256];    /* shown on the error page */
 	int upstream_port;    /* on 127.0.0.1 */
 	char set_cookie[320]; /* added to the proxied response when set */
+	/* Whose preview it is, for the proxy's per-sandbox and per-account
+	 * connection caps and for closing them (status 0 only). */
+	char sandbox_id[PREVIEW_ID_MAX + 1];
+	char account_id[PREVIEW_ACCOUNT_MAX + 1];
 };
 
 /* The parts of a request the resolver may look at. */

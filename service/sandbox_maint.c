@@ -46,6 +46,7 @@ mark_failed(struct sbx *s, const char *id, enum store_end end, const char *reaso
 	err_clear(&e);
 	if (store_mark_ended(s->app->db, id, "failed", end, reason, &e) < 0)
 		log_error("sandbox %s: cannot record failure: %s", id, e.msg);
+	app_sandbox_ended(s->app, id);
 	err_clear(&e);
 	if (settle_sandbox(s->app->db, s->app->cfg.minute_s, id, never_ready, &st, &e) < 0)
 		log_error("sandbox %s: settlement failed: %s", id, e.msg);
@@ -119,6 +120,7 @@ sbx_finish_destroy(struct sbx *s, const char *id, const char *host, enum store_e
 	if (store_mark_ended(s->app->db, id, "destroyed", end, NULL, e) < 0)
 		return -1;
 	log_info("sandbox %s: destroyed (%s)", id, store_end_name(end));
+	app_sandbox_ended(s->app, id);
 	/* Its forwards went with the VM. */
 	sbx_ports_drop(s, id);
 	/* Billing stops here: unused whole minutes go back (all of them when

@@ -370,6 +370,8 @@ sbx_preview_route(struct sbx *s, const struct preview_ask *ask, struct preview_r
 		return;
 	}
 	out->upstream_port = pv.host_port;
+	snprintf(out->sandbox_id, sizeof(out->sandbox_id), "%s", id);
+	snprintf(out->account_id, sizeof(out->account_id), "%s", pv.account);
 	if (!host_is_local(pv.host)) {
 		route_fail(out, 502,
 		    "This sandbox runs on a remote hypervisor host; previews of"

@@ -154,8 +154,10 @@ struct store_preview {
 	int public;
 	char token_hash[72];
 	char host[STORE_HOST_MAX];
+	char account[37]; /* uuid text */
 };
-/* 1 and `out` when the port is exposed on a running sandbox, else 0. */
+/* 1 and `out` when the port is exposed on a running sandbox of an account
+ * that is not disabled, else 0. */
 int store_preview_lookup(struct db *db, const char *sandbox_id, int port, struct store_preview *out,
     int *found, struct err *e);
 

@@ -88,8 +88,10 @@ store_preview_lookup(struct db *db, const char *sandbox_id, int port, struct sto
 	snprintf(port_text, sizeof(port_text), "%d", port);
 	r = db_query(db,
 	    "SELECT p.host_port, p.public, coalesce(p.token_hash, ''),"
-	    " b.host_uri FROM sandbox_ports p JOIN sandboxes b ON b.id = p.sandbox_id"
-	    " WHERE p.sandbox_id = $1 AND p.port = $2::int AND b.state = 'running'",
+	    " b.host_uri, a.id FROM sandbox_ports p JOIN sandboxes b ON b.id = p.sandbox_id"
+	    " JOIN accounts a ON a.id = b.account_id"
+	    " WHERE p.sandbox_id = $1 AND p.port = $2::int AND b.state = 'running'"
+	    " AND a.disabled_at IS NULL",
 	    2, p, e);
 	if (r == NULL)
 		return -1;
@@ -100,7 +102,8 @@ store_preview_lookup(struct db *db, const char *sandbox_id, int port, struct sto
 	if (db_get_int(r, 0, 0, &out->host_port, e) < 0 ||
 	    db_get_bool(r, 0, 1, &out->public, e) < 0 ||
 	    db_get_str(r, 0, 2, out->token_hash, sizeof(out->token_hash), e) < 0 ||
-	    db_get_str(r, 0, 3, out->host, sizeof(out->host), e) < 0)
+	    db_get_str(r, 0, 3, out->host, sizeof(out->host), e) < 0 ||
+	    db_get_str(r, 0, 4, out->account, sizeof(out->account), e) < 0)
 		goto out;
 	*found = 1;
 	rc = 0;

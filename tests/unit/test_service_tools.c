@@ -572,6 +572,18 @@ test_list_files(void **state)
 
 /* ---- expose_port ---- */
 
+/* The front end's hook: which sandboxes it was told ended. */
+static char ended_ids[4][ID_MAX];
+static int n_ended;
+
+static void
+record_ended(const char *sandbox_id, void *ctx)
+{
+	(void)ctx;
+	if (n_ended < 4)
+		snprintf(ended_ids[n_ended++], ID_MAX, "%s", sandbox_id);
+}
+
 static void
 test_expose_port(void **state)
 {
@@ -599,6 +611,23 @@ test_expose_port(void **state)
 	sbx_preview_route(s->app->sbx, &(struct preview_ask){ .host = host }, &route);
 	assert_int_equal(route.status, 0);
 	assert_int_equal(route.upstream_port, hp);
+	/* Whose it is, for the proxy's per-sandbox and per-account caps. */
+	assert_string_equal(route.sandbox_id, id);
+	assert_string_equal(route.account_id, s->account);
+	/* A disabled account's previews are not served. */
+	assert_int_equal(sfx_ll(s,
+			     "WITH u AS (UPDATE accounts SET disabled_at = now() WHERE id = $1"
+			     " RETURNING 1) SELECT count(*) FROM u",
+			     s->account),
+	    1);
+	memset(&route, 0, sizeof(route));
+	sbx_preview_route(s->app->sbx, &(struct preview_ask){ .host = host }, &route);
+	assert_int_equal(route.status, 404);
+	assert_int_equal(sfx_ll(s,
+			     "WITH u AS (UPDATE accounts SET disabled_at = NULL WHERE id = $1"
+			     " RETURNING 1) SELECT count(*) FROM u",
+			     s->account),
+	    1);
 
 	/* The same port twice is refused, and no second forward is made. */
 	e = sfx_fails(s, s->account, "expose_port",
@@ -623,8 +652,15 @@ test_expose_port(void **state)
 	assert_int_equal(json_array_size(json_object_get(r, "ports")), 2);
 	json_decref(r);
 
-	/* Destroyed: the forwards go with the VM, the ports with the row. */
+	/* Destroyed: the forwards go with the VM, the ports with the row, and
+	 * the front end hears of it (to close the previews still open). */
+	const struct app_hooks hooks = { .sandbox_ended = record_ended };
+	n_ended = 0;
+	app_set_hooks(s->app, &hooks);
 	json_decref(sfx_ok(s, s->account, "destroy_sandbox", json_pack("{s:s}", "sandbox_id", id)));
+	app_set_hooks(s->app, NULL);
+	assert_int_equal(n_ended, 1);
+	assert_string_equal(ended_ids[0], id);
 	assert_int_equal(fake_vm_info(id, &vm), 0);
 	assert_int_equal(vm.forwards, 0);
 	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM sandbox_ports WHERE sandbox_id = $1", id),
