@@ -394,14 +394,14 @@ try {
 
   // The same load without the burn: the control key ends it and refills
   // the background slot it held once the service has seen it end.
-  await restOk(ctlKey, 'POST', `/v1/sandboxes/${sbxA}/commands`, { command: 'pkill -x yes; true' });
+  const killed = await restOk(ctlKey, 'POST', `/v1/sandboxes/${sbxA}/commands`, { command: 'pkill -x yes; sleep 1; pgrep -x yes >/dev/null && echo still burning || echo ended' });
   let refilled = false;
   for (let i = 0; i < 30 && !refilled; i++) {
     const r = await rest(ctlKey, 'POST', `/v1/sandboxes/${sbxA}/commands`, { command: 'sleep 600', background: true, timeout_seconds: 3600 });
     refilled = r.status === 202;
     if (!refilled) await sleep(1000);
   }
-  console.log(`noisy  CPU burn ended; its background slot ${refilled ? 'refilled with sleep 600' : 'not yet free after 30 s (one slot short)'}`);
+  console.log(`noisy  CPU burn in A's guest: ${String(killed.stdout).trim()}; its background slot ${refilled ? 'refilled with sleep 600' : 'not yet free after 30 s (one slot short)'}`);
   const noisy = await measureB('noisy, no CPU burn');
 
   console.log(`noisy  A refused: background ${counts(bg.refused)}; sessions ${counts(sessRefused)}; streams ${counts(streamRefused)}; previews ${counts(previewRefused)}`);
