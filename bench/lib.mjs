@@ -19,7 +19,8 @@ const running = new Set();
 process.on('exit', () => { for (const p of running) p.kill('SIGTERM'); });
 
 // Starts BUILD/aasd on STATE with libvirt `uri` and waits until its VM
-// layer is ready. Returns { url, port, stop }.
+// layer is ready. Returns { url, port, stop, kill } (kill: SIGKILL, for an
+// aasd that does not stop).
 export async function startVmAasd(build, state, uri, image, extra = {}) {
   const port = await freePort();
   const proc = spawn(`${build}/aasd`, [], {
@@ -39,7 +40,7 @@ export async function startVmAasd(build, state, uri, image, extra = {}) {
     if (i > 1200) { proc.kill('SIGKILL'); throw new Error('aasd did not start'); }
     await sleep(100);
   }
-  return { url, port, stop: async () => { proc.kill('SIGTERM'); await exited; } };
+  return { url, port, stop: async () => { proc.kill('SIGTERM'); await exited; }, kill: () => proc.kill('SIGKILL') };
 }
 
 export async function client(url, key) {

@@ -4,6 +4,8 @@
 # Every part runs even when an earlier one failed (each starts its own aasd);
 # the exit status is 1 when a part failed, and the failed parts are named
 # last. A missed target is a figure, not a failure.
+# BENCH_ONLY="noisy preview" runs only the parts named (mcp_front, vm,
+# files, preview, reaper, noisy); empty runs all.
 set -eu
 
 B=${B:-build}
@@ -33,6 +35,10 @@ failed=
 part() {
 	part_name=$1
 	shift
+	case " ${BENCH_ONLY:-$part_name} " in
+	*" $part_name "*) ;;
+	*) return 0 ;;
+	esac
 	part_rc=0
 	"$@" || part_rc=$?
 	if [ "$part_rc" -ne 0 ]; then
@@ -71,20 +77,23 @@ mcp_front() {
 	return "$front_rc"
 }
 
-echo "== MCP front end: aasd vs the official TypeScript SDK server =="
+part mcp_front echo "== MCP front end: aasd vs the official TypeScript SDK server =="
 part mcp_front mcp_front
 
 # The VM layer: real guests (TCG here), the image from `make image`.
-echo "== VMs: aasd vs raw libvirt and guest agent =="
+part vm echo "== VMs: aasd vs raw libvirt and guest agent =="
 part vm node bench/vm.mjs "$ROOT/$B" "$STATE"
 
-echo "== Files: REST raw bytes vs MCP base64, same VM =="
+part files echo "== Files: REST raw bytes vs MCP base64, same VM =="
 part files node bench/files.mjs "$ROOT/$B" "$STATE"
 
-echo "== Preview proxy: aasd vs the raw forwarded port =="
+part preview echo "== Preview proxy: aasd vs the raw forwarded port =="
 part preview node bench/preview.mjs "$ROOT/$B" "$STATE"
 
-echo "== Expiry reaper =="
+part reaper echo "== Expiry reaper =="
 part reaper node bench/reaper.mjs "$ROOT/$B" "$STATE"
+
+part noisy echo "== Noisy neighbour: account B idle vs account A using all it may =="
+part noisy node bench/noisy.mjs "$ROOT/$B" "$STATE"
 
 [ -z "$failed" ] || die "failed:$failed"
