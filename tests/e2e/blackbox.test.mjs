@@ -15,7 +15,8 @@
 // left once the test's sandboxes are destroyed.
 //
 // AAS_BLACKBOX_SEED=N replays a run (the seed is printed and named in
-// every failure); AAS_BLACKBOX_CASES=N sets the generated calls per test.
+// every failure); AAS_BLACKBOX_CASES=N sets the generated calls per test,
+// AAS_BLACKBOX_PARALLEL=N how many are in flight at once (4).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -35,6 +36,7 @@ const CASES = Number(process.env.AAS_BLACKBOX_CASES ?? 2000);
 const BODY_LIMIT = 1 << 20;   // AAS_MAX_BODY_BYTES of the daemon under test
 const REQUEST_MS = 60000;     // an answer slower than this is a hang
 const BOOT_MS = 300000;       // but a create boots a VM (TCG here)
+const PARALLEL = Number(process.env.AAS_BLACKBOX_PARALLEL ?? 4); // calls in flight at once
 const BATCH = 50;             // calls between two health checks
 const MAX_FINDINGS = 25;      // failures kept for the report
 
@@ -467,6 +469,18 @@ function assertNoFindings(what) {
   assert.equal(n, 0, `${what}, seed ${SEED} (AAS_BLACKBOX_SEED=${SEED} replays it):\n${list.join('\n')}`);
 }
 
+// Makes CASES cases in order (the seed fixes them) and sends them
+// PARALLEL at a time; a health check every BATCH.
+async function runCases(label, make, send) {
+  for (let i = 0; i < CASES; i += PARALLEL) {
+    const batch = [];
+    for (let j = i; j < Math.min(CASES, i + PARALLEL); j++) batch.push(make(j));
+    await Promise.all(batch.map(send));
+    const end = i + batch.length;
+    if (Math.floor(end / BATCH) > Math.floor(i / BATCH)) await assertUp(`after ${label} case ${end - 1}`);
+  }
+}
+
 // ---- set-up ----
 
 let tools;     // tools/list
@@ -517,7 +531,7 @@ after(async () => {
 test('MCP: every tool with generated arguments, with a key, anonymously and without a session', async () => {
   const anonSid = await openSessionOf(null);
   const stats = {};
-  for (let i = 0; i < CASES; i++) {
+  await runCases('MCP', (i) => {
     const tool = pick(tools);
     // Creates go to the account without credit: valid ones are refused
     // after validation and the locks, and no VM is made.
@@ -525,15 +539,15 @@ test('MCP: every tool with generated arguments, with a key, anonymously and with
     const { args, faults } = generate(tool.inputSchema, tool.name !== 'destroy_sandbox');
     const mode = chance(0.85) ? 'key' : pick(['anon', 'nosession']);
     const who = mode === 'key' ? owner.who : (mode === 'anon' ? { sid: anonSid } : { key: owner.api_key });
-    const what = `case ${i} ${tool.name} ${mode} [${faults.join(', ')}] ${enc(args).slice(0, 300)}`;
+    return { tool, args, who, what: `case ${i} ${tool.name} ${mode} [${faults.join(', ')}] ${enc(args).slice(0, 300)}` };
+  }, async ({ tool, args, who, what }) => {
     const { r, msg } = await callTool(who, tool.name, args, what);
     const res = msg?.error ? 'rpc-error' : (msg?.result?.isError ? 'refused' : (msg ? 'ok' : `http ${r.status}`));
     stats[res] = (stats[res] ?? 0) + 1;
     if (msg?.result?.structuredContent?.command_id) cmdIds.push(msg.result.structuredContent.command_id);
     if (tool.name === 'create_sandbox' && res === 'ok') finding(what, `made a sandbox without credit: ${JSON.stringify(msg).slice(0, 300)}`);
     if (res === 'ok' && args?.sandbox_id === ids.other) finding(what, `another account's sandbox reached: ${JSON.stringify(msg).slice(0, 300)}`);
-    if (i % BATCH === BATCH - 1) await assertUp(`after MCP case ${i}`);
-  }
+  });
   console.log(`MCP tools: ${CASES} calls, ${JSON.stringify(stats)}`);
   await assertUp('after the MCP calls');
   assertNoFindings('MCP tool calls');
@@ -658,7 +672,7 @@ test('REST: every route with generated bodies, queries and odd path ids', async 
   const ops = [...operations(doc)];
   assert.ok(ops.length > 5);
   const stats = {};
-  for (let i = 0; i < CASES; i++) {
+  await runCases('REST', (i) => {
     const op = pick(ops);
     const creating = op.method === 'POST' && op.template === '/v1/sandboxes';
     const owner = creating ? carol : alice;
@@ -671,6 +685,8 @@ test('REST: every route with generated bodies, queries and odd path ids', async 
     }[auth];
     if (body !== undefined) headers['Content-Type'] = op.raw ? 'application/octet-stream' : pick(['application/json', 'text/plain', 'application/json; charset=latin1']);
     const what = `case ${i} ${op.method} ${path.slice(0, 200)} ${auth} [${faults.join(', ')}] ${typeof body === 'string' ? body.slice(0, 200) : ''}`;
+    return { op, creating, path, headers, body, what };
+  }, async ({ op, creating, path, headers, body, what }) => {
     const r = await request(op.method, path, headers, body).catch((e) => {
       throw new Error(`${e.message} (seed ${SEED}) in ${what}`);
     });
@@ -680,8 +696,7 @@ test('REST: every route with generated bodies, queries and odd path ids', async 
     // alice's answers never show bob's sandbox.
     if (r.status >= 200 && r.status < 300 && (r.text.includes(ids.other) || path.includes(ids.other))) finding(what, `another account's sandbox shown: ${r.text.slice(0, 300)}`);
     if (r.json?.command_id) cmdIds.push(r.json.command_id);
-    if (i % BATCH === BATCH - 1) await assertUp(`after REST case ${i}`);
-  }
+  });
   // Paths and methods no route has.
   for (const [m, p] of [['GET', '/'], ['GET', '/v1'], ['GET', '/v1/'], ['POST', '/v1/info'], ['GET', '/v1/sandboxes/'],
     ['GET', '//v1/usage'], ['GET', '/v1/usage/'], ['GET', '/v1/%00'], ['GET', `/v1/${'a'.repeat(10000)}`], ['GET', '/v1/../v1/info'],
