@@ -783,5 +783,8 @@ test('afterwards: the same aasd is up, every ledger sums to its balance, and no 
   assert.equal(await psql(`select count(*) from accounts a where balance <>
     (select coalesce(sum(amount), 0) from ledger l where l.account_id = a.id)`), '0', 'an account whose ledger is not its balance');
   await assertUp('after the destroys');
+  // A refusal is logged at info; an error line is a fault on aasd's side.
+  const errors = aasd.log().split('\n').filter((l) => /^\S+ (error|fatal) /.test(l));
+  assert.deepEqual(errors.slice(0, 10), [], `error lines in aasd's log (seed ${SEED})`);
   console.log(`blackbox: ${calls} requests checked, seed ${SEED}`);
 });
