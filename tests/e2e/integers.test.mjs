@@ -8,8 +8,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startAasd, newAccount, vmEnv, openSession, post, sseMessages, PROTOCOL } from './lib/harness.mjs';
+import {
+  MAX_DEPTH, types, validInteger, extraKey, minimal as minimalOf, operations,
+} from './lib/schema.mjs';
 
-const MAX_DEPTH = 16;          // schema nesting the walk follows
 const NO_CMD = 'cmd-0000000000000000';
 // Stands in the arguments where the real goes: JSON.stringify writes 60.0
 // as 60, so the real is put into the text afterwards.
@@ -23,63 +25,9 @@ let rpcId = 100;
 
 // ---- schemas ----
 
-function types(schema) {
-  const t = schema?.type;
-  return Array.isArray(t) ? t : (typeof t === 'string' ? [t] : []);
-}
-
-// Enough of the validator to choose a string: lengths in code points, pattern.
-function stringFits(schema, s) {
-  const n = [...s].length;
-  if (schema.minLength !== undefined && n < schema.minLength) return false;
-  if (schema.maxLength !== undefined && n > schema.maxLength) return false;
-  if (schema.pattern !== undefined && !new RegExp(schema.pattern).test(s)) return false;
-  return schema.enum === undefined || schema.enum.includes(s);
-}
-
-function minimalString(schema) {
-  const candidates = [schema.default, 'a', sbx, 'A', '0644', '644', '/tmp', 'K',
-    'a'.repeat(schema.minLength ?? 1)];
-  const s = candidates.find((c) => typeof c === 'string' && stringFits(schema, c));
-  assert.ok(s !== undefined, `no string fits ${JSON.stringify(schema)}`);
-  return s;
-}
-
-// An integer the schema takes: first enum member, minimum, a negative maximum, 0.
-function validInteger(schema) {
-  if (Number.isInteger(schema.enum?.[0])) return schema.enum[0];
-  if (typeof schema.minimum === 'number') return schema.minimum;
-  if (typeof schema.maximum === 'number' && schema.maximum < 0) return schema.maximum;
-  return 0;
-}
-
-function extraKey(schema) {
-  const names = schema.propertyNames ?? {};
-  const k = ['K', 'k', 'FOO', 'x1'].find((c) => stringFits(names, c) && !schema.properties?.[c]);
-  assert.ok(k, `no key fits ${JSON.stringify(names)}`);
-  return k;
-}
-
-// The smallest instance the schema takes, made from the schema alone.
-function minimal(schema, depth = 0) {
-  assert.ok(depth <= MAX_DEPTH, 'schema nested too deeply');
-  if (Array.isArray(schema?.enum) && schema.enum.length > 0) return structuredClone(schema.enum[0]);
-  const t = types(schema).find((x) => x !== 'null') ?? 'null';
-  switch (t) {
-    case 'object': {
-      const out = {};
-      for (const name of schema.required ?? []) out[name] = minimal(schema.properties?.[name], depth + 1);
-      return out;
-    }
-    case 'array':
-      return Array.from({ length: schema.minItems ?? 0 }, () => minimal(schema.items, depth + 1));
-    case 'string': return minimalString(schema);
-    case 'integer':
-    case 'number': return validInteger(schema);
-    case 'boolean': return typeof schema.default === 'boolean' ? schema.default : false;
-    default: return null;
-  }
-}
+// The smallest instance the schema takes; a string field that fits takes
+// the real sandbox's id.
+const minimal = (schema) => minimalOf(schema, [sbx]);
 
 // Every integer field below schema: {steps, schema}, a step being
 // {key, schema} for a property or {index: 0, schema} for an array item.
@@ -194,22 +142,6 @@ function expect400(r, field, what) {
   assert.equal(r.json.error.field, field, `${what}: ${r.text}`);
 }
 
-// Resolves every "#/..." $ref of the OpenAPI document in node.
-function deref(doc, node, depth = 0) {
-  assert.ok(depth <= MAX_DEPTH, 'OpenAPI $refs nested too deeply');
-  if (Array.isArray(node)) return node.map((x) => deref(doc, x, depth + 1));
-  if (typeof node !== 'object' || node === null) return node;
-  let out = {};
-  if (typeof node.$ref === 'string') {
-    let cur = doc;
-    for (const part of node.$ref.slice(2).split('/')) cur = cur?.[part.replace(/~1/g, '/').replace(/~0/g, '~')];
-    assert.ok(cur !== undefined, `${node.$ref} resolves`);
-    out = deref(doc, cur, depth + 1);
-  }
-  for (const [k, v] of Object.entries(node)) if (k !== '$ref') out[k] = deref(doc, v, depth + 1);
-  return out;
-}
-
 function concrete(p) {
   return p.replace('{sandbox_id}', sbx).replace('{command_id}', NO_CMD);
 }
@@ -297,35 +229,31 @@ test('REST: integer fields of JSON bodies and integer query parameters refuse re
   const e0 = await expiresAt();
   let bodyFields = 0;
   let queryParams = 0;
-  for (const [template, item] of Object.entries(doc.paths)) {
-    for (const [method, op] of Object.entries(item)) {
-      if (!['get', 'put', 'post', 'delete', 'patch'].includes(method)) continue;
-      const schema = deref(doc, op.requestBody?.content?.['application/json']?.schema);
-      if (schema) {
-        const base = minimal(schema);
-        for (const { steps, schema: fs } of integerFields(schema)) {
-          const path = fieldPath(steps);
-          for (const real of realsFor(fs)) {
-            const what = `${method.toUpperCase()} ${template} ${path}=${real}`;
-            const res = await rest(method.toUpperCase(), concrete(template), textWithReal(base, steps, real));
-            expect400(res, path, what);
-            assertNamesField(res.json.error.message, path, what);
-          }
-          bodyFields++;
+  for (const { method, template, params: all, body: schema } of operations(doc)) {
+    if (schema) {
+      const base = minimal(schema);
+      for (const { steps, schema: fs } of integerFields(schema)) {
+        const path = fieldPath(steps);
+        for (const real of realsFor(fs)) {
+          const what = `${method} ${template} ${path}=${real}`;
+          const res = await rest(method, concrete(template), textWithReal(base, steps, real));
+          expect400(res, path, what);
+          assertNamesField(res.json.error.message, path, what);
         }
+        bodyFields++;
       }
-      const params = (op.parameters ?? []).map((p) => deref(doc, p)).filter((p) => p.in === 'query');
-      for (const p of params.filter((x) => types(x.schema).includes('integer'))) {
-        // The other required parameters get valid values.
-        const rest0 = params.filter((x) => x.required && x.name !== p.name)
-          .map((x) => `${encodeURIComponent(x.name)}=${encodeURIComponent(String(minimal(x.schema)))}`);
-        for (const real of [...realsFor(p.schema), '1.5', '-1.0']) {
-          const q = [...rest0, `${encodeURIComponent(p.name)}=${encodeURIComponent(real)}`].join('&');
-          const what = `${method.toUpperCase()} ${template}?${q}`;
-          expect400(await rest(method.toUpperCase(), `${concrete(template)}?${q}`), p.name, what);
-        }
-        queryParams++;
+    }
+    const params = all.filter((p) => p.in === 'query');
+    for (const p of params.filter((x) => types(x.schema).includes('integer'))) {
+      // The other required parameters get valid values.
+      const rest0 = params.filter((x) => x.required && x.name !== p.name)
+        .map((x) => `${encodeURIComponent(x.name)}=${encodeURIComponent(String(minimal(x.schema)))}`);
+      for (const real of [...realsFor(p.schema), '1.5', '-1.0']) {
+        const q = [...rest0, `${encodeURIComponent(p.name)}=${encodeURIComponent(real)}`].join('&');
+        const what = `${method} ${template}?${q}`;
+        expect400(await rest(method, `${concrete(template)}?${q}`), p.name, what);
       }
+      queryParams++;
     }
   }
   console.log(`REST: ${bodyFields} integer body fields, ${queryParams} integer query parameters`);

@@ -350,15 +350,22 @@ set_bytes(unsigned char **dst, size_t *dst_len, const void *src, size_t len)
 	return 0;
 }
 
+/* a then b, whatever their length: a command may be as long as
+ * run_command allows. */
 static int
 set_text(unsigned char **dst, size_t *dst_len, const char *a, const char *b)
 {
-	char buf[FAKE_PATH_MAX + 128];
-	int n = snprintf(buf, sizeof(buf), "%s%s", a, b);
+	size_t na = strlen(a), nb = strlen(b);
+	unsigned char *buf = malloc(na + nb + 1);
 
-	if (n < 0 || (size_t)n >= sizeof(buf))
+	if (buf == NULL)
 		return -1;
-	return set_bytes(dst, dst_len, buf, (size_t)n);
+	memcpy(buf, a, na);
+	memcpy(buf + na, b, nb);
+	free(*dst);
+	*dst = buf;
+	*dst_len = na + nb;
+	return 0;
 }
 
 static int

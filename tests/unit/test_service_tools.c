@@ -208,6 +208,29 @@ test_run_exit_codes_and_output(void **state)
 	}
 }
 
+/* The longest command run_command's schema takes reaches the guest whole
+ * and is answered as any other (the black-box fuzzer sends it). */
+static void
+test_run_longest_command(void **state)
+{
+	static const char pre[] = "bash: line 1: ", post[] = ": command not found\n";
+	enum { LONGEST = 65536 };
+	struct sfx *s = *state;
+	char id[ID_MAX];
+	char *cmd = malloc(LONGEST + 1);
+	json_t *r;
+
+	assert_non_null(cmd);
+	memset(cmd, 'x', LONGEST);
+	cmd[LONGEST] = '\0';
+	sfx_create(s, 10, id);
+	r = run(s, id, cmd, NULL);
+	assert_int_equal(sfx_int(r, "exit_code"), 127);
+	assert_int_equal(sfx_int(r, "stderr_bytes"), sizeof(pre) - 1 + LONGEST + sizeof(post) - 1);
+	json_decref(r);
+	free(cmd);
+}
+
 static void
 test_run_passes_stdin_env_and_cwd(void **state)
 {
@@ -788,6 +811,7 @@ main(void)
 		T(test_create_refused_past_max_lifetime),
 		T(test_create_refused_while_hypervisor_not_ready),
 		T(test_run_exit_codes_and_output),
+		T(test_run_longest_command),
 		T(test_run_passes_stdin_env_and_cwd),
 		T(test_run_timeout),
 		T(test_run_output_truncated),

@@ -114,7 +114,11 @@ export async function startAasd(env = {}) {
 export function sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
 
 export async function aasctl(...args) {
-  const { stdout } = await execFileP(path.join(BUILD, 'aasctl'), args, { env: baseEnv() });
+  return aasctlWith({}, args);
+}
+
+async function aasctlWith(env, args) {
+  const { stdout } = await execFileP(path.join(BUILD, 'aasctl'), args, { env: baseEnv(env) });
   return JSON.parse(stdout);
 }
 
@@ -127,9 +131,11 @@ export async function aasctlFail(...args) {
   throw new Error(`aasctl ${args.join(' ')} succeeded unexpectedly`);
 }
 
-export async function newAccount() {
+// A new account and its key; credit (micro-USD) replaces the free credit.
+export async function newAccount({ credit } = {}) {
   const email = `t-${randomBytes(6).toString('hex')}@test.invalid`;
-  return aasctl('account', 'create', '--email', email);
+  return aasctlWith(credit === undefined ? {} : { AAS_FREE_CREDIT: String(credit) },
+    ['account', 'create', '--email', email]);
 }
 
 export const JSON_HEADERS = {
