@@ -126,6 +126,21 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 	passed=$((passed + p))
 	failed=$((failed + f))
 	printf 'e2e  %3s passed, %s failed\n' "$p" "$f"
+	# Every test stops its VMs; one still running here is a leak, counted
+	# as a failure and ended so the run leaves nothing behind.
+	left=$(pgrep -fc "qemu-system.*$STATE/vms/" || true)
+	if [ "${left:-0}" -gt 0 ]; then
+		echo "e2e left $left VM(s) running:"
+		pgrep -af "qemu-system.*$STATE/vms/" | grep -o "$STATE/vms/[^/]*" | sort -u
+		pkill -f "qemu-system.*$STATE/vms/" 2>/dev/null || true
+		failed=$((failed + 1))
+	fi
+	left=$(pgrep -fc "$ROOT/$B/aasd" || true)
+	if [ "${left:-0}" -gt 0 ]; then
+		echo "e2e left $left aasd process(es) running"
+		pkill -f "$ROOT/$B/aasd" 2>/dev/null || true
+		failed=$((failed + 1))
+	fi
 fi
 
 echo "$passed passed, $failed failed"
