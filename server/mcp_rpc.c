@@ -164,16 +164,18 @@ do_initialize(struct call_env *env, struct rpc_msg *msg, char *new_session, stru
 static json_t *
 error_for(json_t *id, const struct err *e)
 {
-	int code = RPC_INTERNAL_ERROR;
+	int code = RPC_SERVER_ERROR;
 
+	/* Only a fault of the service is "internal"; a limit, a refusal or an
+	 * outage is a server error whose message says which. */
 	switch (e->kind) {
 	case ERR_INVALID:
 	case ERR_NOT_FOUND:
 		code = RPC_INVALID_PARAMS;
 		break;
-	case ERR_UNAVAILABLE:
-	case ERR_TIMEOUT:
-		code = RPC_SERVER_ERROR;
+	case ERR_INTERNAL:
+	case ERR_NONE:
+		code = RPC_INTERNAL_ERROR;
 		break;
 	default:
 		break;

@@ -113,7 +113,7 @@ test('an account beyond AAS_MAX_SESSIONS_PER_ACCOUNT is refused with a clear err
   const sids = [];
   for (let i = 0; i < 3; i++) sids.push(await openSession(bounded.mcpUrl, K));
   const r = await post(bounded.mcpUrl, initializeBody(), K);
-  assert.equal(r.json?.error?.code !== undefined, true, r.text);
+  assert.equal(r.json?.error?.code, -32000, r.text); // a limit, not an internal error
   assert.match(r.json.error.message, /AAS_MAX_SESSIONS_PER_ACCOUNT=3/);
   assert.equal(r.headers.get('mcp-session-id'), null);
   assert.equal(Number(await psql(`SELECT count(*) FROM mcp_sessions WHERE account_id = '${acct.account_id}'`)), 3);
