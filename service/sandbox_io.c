@@ -90,6 +90,13 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 
 		if (store_cmd_background_count(s->app->db, id, &n, e) < 0)
 			return -1;
+		/* At the cap, ask the guest first: a command that ended since
+		 * anyone last looked no longer counts. */
+		if (n >= cap) {
+			sbx_refresh_commands(s, id, row.host);
+			if (store_cmd_background_count(s->app->db, id, &n, e) < 0)
+				return -1;
+		}
 		if (n >= cap) {
 			err_set_at(e, ERR_LIMIT, "background",
 			    "background: sandbox %s has %lld background commands running, the most "

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -407,6 +408,10 @@ test_per_sandbox_caps(void **state)
 	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM sandbox_ports WHERE sandbox_id = $1", id),
 	    2);
 
+	/* A background command that ended since anyone looked frees its
+	 * place: at the cap the guest is asked first. */
+	json_decref(run(s, id, "sleep 1", json_pack("{s:b}", "background", 1)));
+	usleep(1200 * 1000);
 	r = run(s, id, "sleep 100", json_pack("{s:b}", "background", 1));
 	json_decref(r);
 	e = sfx_fails(s, s->account, "run_command",
