@@ -44,7 +44,7 @@ SERVICE_SRC := \
 	service/preview.c service/usage.c service/store.c service/store_cmd.c service/store_port.c service/store_money.c service/store_maint.c service/settle.c
 SERVER_SRC := \
 	server/auth.c server/http.c server/sse.c server/mcp.c server/mcp_rpc.c \
-	server/proxy.c server/proxy_parse.c server/proxy_count.c server/metrics_http.c server/card.c \
+	server/proxy.c server/proxy_parse.c server/metrics_http.c server/card.c \
 	server/rest.c server/rest_ops.c server/rest_query.c server/rest_openapi.c
 GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c $(B)/gen/embed_openapi.c
 

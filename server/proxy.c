@@ -24,7 +24,7 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "server/proxy_count.h"
+#include "base/tally.h"
 #include "server/proxy_parse.h"
 
 #define PX_BUF (256 * 1024)     /* each direction's buffer */
@@ -52,10 +52,11 @@ struct proxy {
 	size_t active;
 	atomic_int stopping;
 	struct px *all; /* every live request, for shutdown */
-	/* Requests admitted per sandbox and per account (under lock); each
-	 * counted request also holds one of the max_conns thread slots, so
-	 * the tables never need more than max_conns keys. */
-	struct pxc *by_sandbox, *by_account;
+	/* Requests admitted per sandbox ("s:<id>") and per account
+	 * ("a:<id>"); each counted request also holds one of the max_conns
+	 * thread slots, so the table never needs more than 2 * max_conns
+	 * names. */
+	struct tally *held;
 	pthread_mutex_t closing; /* one proxy_close_* at a time */
 };
 
@@ -745,35 +746,45 @@ out:
 	pthread_mutex_unlock(&x->lock);
 }
 
+/* The names a request is counted under in p->held. */
+static void
+held_names(const char *sandbox_id, const char *account_id, char names[2][TALLY_NAME_MAX + 1])
+{
+	snprintf(names[0], TALLY_NAME_MAX + 1, "s:%s", sandbox_id);
+	snprintf(names[1], TALLY_NAME_MAX + 1, "a:%s", account_id);
+}
+
 /* Counts the request against its sandbox's and account's caps; -1 (and
  * the answer given) when either is reached. */
 static int
 admit(struct px *x, const struct preview_route *route)
 {
 	struct proxy *p = x->p;
-	enum pxc_verdict v;
-	char msg[256];
+	const long limits[2] = { p->cfg.max_per_sandbox, p->cfg.max_per_account };
+	char names[2][TALLY_NAME_MAX + 1], msg[256];
+	size_t v = 0;
+	int rc;
 
+	held_names(route->sandbox_id, route->account_id, names);
 	pthread_mutex_lock(&p->lock);
-	v = pxc_admit(p->by_sandbox, p->by_account, route->sandbox_id, route->account_id,
-	    p->cfg.max_per_sandbox, p->cfg.max_per_account);
-	if (v == PXC_OK) {
+	rc = tally_take(p->held, (const char *const[]){ names[0], names[1] }, limits, 2, &v);
+	if (rc == 0) {
 		snprintf(x->sandbox_id, sizeof(x->sandbox_id), "%s", route->sandbox_id);
 		snprintf(x->account_id, sizeof(x->account_id), "%s", route->account_id);
 		x->counted = 1;
 	}
 	pthread_mutex_unlock(&p->lock);
-	switch (v) {
-	case PXC_OK:
+	if (rc == 0)
 		return 0;
-	case PXC_SANDBOX_CAP:
+	switch (v) {
+	case 0:
 		snprintf(msg, sizeof(msg),
 		    "Too many preview requests to this sandbox at once: at most %d"
 		    " (AAS_MAX_PREVIEW_CONNS_PER_SANDBOX). Retry shortly.",
 		    p->cfg.max_per_sandbox);
 		px_answer(x, 429, 1, msg);
 		break;
-	case PXC_ACCOUNT_CAP:
+	case 1:
 		snprintf(msg, sizeof(msg),
 		    "Too many preview requests to this account's sandboxes at once: at most %d"
 		    " (AAS_MAX_PREVIEW_CONNS_PER_ACCOUNT). Retry shortly.",
@@ -785,9 +796,9 @@ admit(struct px *x, const struct preview_route *route)
 		break;
 	}
 	log_info("preview: request to sandbox %s refused (%s)", route->sandbox_id,
-	    v == PXC_SANDBOX_CAP     ? "AAS_MAX_PREVIEW_CONNS_PER_SANDBOX" :
-		v == PXC_ACCOUNT_CAP ? "AAS_MAX_PREVIEW_CONNS_PER_ACCOUNT" :
-				       "table full");
+	    v == 0     ? "AAS_MAX_PREVIEW_CONNS_PER_SANDBOX" :
+		v == 1 ? "AAS_MAX_PREVIEW_CONNS_PER_ACCOUNT" :
+			 "table full");
 	return -1;
 }
 
@@ -852,8 +863,12 @@ out:
 	if (x->ufd >= 0)
 		shutdown(x->ufd, SHUT_RDWR);
 	pthread_mutex_lock(&p->lock);
-	if (x->counted)
-		pxc_release(p->by_sandbox, p->by_account, x->sandbox_id, x->account_id);
+	if (x->counted) {
+		char names[2][TALLY_NAME_MAX + 1];
+
+		held_names(x->sandbox_id, x->account_id, names);
+		tally_give(p->held, (const char *const[]){ names[0], names[1] }, 2);
+	}
 	x->counted = 0;
 	p->active--;
 	pthread_cond_broadcast(&p->idle);
@@ -1350,11 +1365,8 @@ proxy_new(const struct proxy_config *cfg, struct err *e)
 	}
 	p->cfg = *cfg;
 	snprintf(p->scheme, sizeof(p->scheme), "%s", cfg->scheme ? cfg->scheme : "http");
-	p->by_sandbox = pxc_new((size_t)cfg->max_conns);
-	p->by_account = pxc_new((size_t)cfg->max_conns);
-	if (p->by_sandbox == NULL || p->by_account == NULL) {
-		pxc_free(p->by_sandbox);
-		pxc_free(p->by_account);
+	p->held = tally_new(2 * (size_t)cfg->max_conns);
+	if (p->held == NULL) {
 		free(p);
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
@@ -1396,8 +1408,7 @@ proxy_free(struct proxy *p)
 	pthread_cond_destroy(&p->idle);
 	pthread_mutex_destroy(&p->lock);
 	pthread_mutex_destroy(&p->closing);
-	pxc_free(p->by_sandbox);
-	pxc_free(p->by_account);
+	tally_free(p->held);
 	free(p);
 }
 

@@ -127,6 +127,44 @@ test_many_names_churn(void **state)
 	tally_free(t);
 }
 
+/* The preview proxy's use: a request counts under its sandbox ("s:") and
+ * its account ("a:"), all or nothing, the sandbox checked first. */
+static size_t
+admit(struct tally *t, const char *sandbox, const char *account, long scap, long acap)
+{
+	char s[TALLY_NAME_MAX + 1], a[TALLY_NAME_MAX + 1];
+	const long limits[2] = { scap, acap };
+	size_t which = 0;
+
+	snprintf(s, sizeof(s), "s:%s", sandbox);
+	snprintf(a, sizeof(a), "a:%s", account);
+	return tally_take(t, (const char *const[]){ s, a }, limits, 2, &which) == 0 ? 3 : which;
+}
+
+static void
+test_sandbox_and_account_caps(void **state)
+{
+	struct tally *t = tally_new(32);
+	const char *const rel[2] = { "s:sbx-1", "a:acct" };
+
+	(void)state;
+	/* Sandbox cap 2, account cap 3: two sandboxes of one account. */
+	assert_int_equal(admit(t, "sbx-1", "acct", 2, 3), 3);
+	assert_int_equal(admit(t, "sbx-1", "acct", 2, 3), 3);
+	assert_int_equal(admit(t, "sbx-1", "acct", 2, 3), 0); /* the sandbox's cap */
+	assert_int_equal(admit(t, "sbx-2", "acct", 2, 3), 3);
+	assert_int_equal(admit(t, "sbx-2", "acct", 2, 3), 1); /* the account's cap */
+	/* Refused requests took nothing. */
+	assert_int_equal(tally_count(t, "s:sbx-2"), 1);
+	assert_int_equal(tally_count(t, "a:acct"), 3);
+	/* Another account is not affected. */
+	assert_int_equal(admit(t, "sbx-3", "other", 2, 3), 3);
+	tally_give(t, rel, 2);
+	assert_int_equal(admit(t, "sbx-2", "acct", 2, 3), 3);
+	assert_int_equal(tally_count(t, "a:acct"), 3);
+	tally_free(t);
+}
+
 int
 main(void)
 {
@@ -135,6 +173,7 @@ main(void)
 		cmocka_unit_test(test_names_leave_at_zero),
 		cmocka_unit_test(test_table_full),
 		cmocka_unit_test(test_many_names_churn),
+		cmocka_unit_test(test_sandbox_and_account_caps),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
