@@ -5,14 +5,9 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { createHash } from 'node:crypto';
 import path from 'node:path';
-import { aasctl, aasctlFail, newAccount, BUILD, DB_URL, STATE } from './lib/harness.mjs';
+import { aasctl, aasctlFail, newAccount, BUILD, DB_URL, STATE, psql } from './lib/harness.mjs';
 
 const run = promisify(execFile);
-
-async function psql(sql) {
-  const { stdout } = await run('psql', [DB_URL, '-tAX', '-v', 'ON_ERROR_STOP=1', '-c', sql]);
-  return stdout.trim();
-}
 
 test('account create prints the account id and a new key; only its hash is stored', async () => {
   const acct = await newAccount();

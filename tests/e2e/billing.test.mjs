@@ -6,16 +6,11 @@ import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startAasd, newAccount, vmEnv, STATE, DB_URL, sleep, BUILD } from './lib/harness.mjs';
+import { startAasd, newAccount, vmEnv, STATE, DB_URL, sleep, BUILD, psql } from './lib/harness.mjs';
 
 const run = promisify(execFile);
 const PRICE_SMALL = 500;
 let aasd;
-
-async function psql(sql) {
-  const { stdout } = await run('psql', [DB_URL, '-tAX', '-v', 'ON_ERROR_STOP=1', '-c', sql]);
-  return stdout.trim();
-}
 
 async function connect(srv, key) {
   const t = new StreamableHTTPClientTransport(new URL(srv.mcpUrl), { requestInit: { headers: { 'x-api-key': key } } });

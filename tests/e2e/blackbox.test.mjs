@@ -20,15 +20,12 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { randomInt } from 'node:crypto';
 import {
-  startAasd, newAccount, vmEnv, STATE, DB_URL, sseMessages, PROTOCOL, initializeBody, sleep,
+  startAasd, newAccount, vmEnv, STATE, DB_URL, sseMessages, PROTOCOL, initializeBody, sleep, psql, qemuIds
 } from './lib/harness.mjs';
 import { types, stringFits, minimal, operations } from './lib/schema.mjs';
 
-const run = promisify(execFile);
 
 const SEED = process.env.AAS_BLACKBOX_SEED !== undefined ?
   Number(process.env.AAS_BLACKBOX_SEED) >>> 0 : randomInt(2 ** 31);
@@ -456,16 +453,6 @@ async function callOk(who, name, args) {
   const { r, msg } = await callTool(who, name, args);
   assert.ok(msg?.result && !msg.result.isError, `${name}: ${r.text.slice(0, 500)}`);
   return msg.result.structuredContent;
-}
-
-async function psql(sql) {
-  const { stdout } = await run('psql', [DB_URL, '-tAX', '-v', 'ON_ERROR_STOP=1', '-c', sql]);
-  return stdout.trim();
-}
-
-async function qemuIds() {
-  const { stdout } = await run('pgrep', ['-af', 'qemu-system']).catch(() => ({ stdout: '' }));
-  return [...stdout.matchAll(new RegExp(`${STATE}/vms/(sbx-[a-z0-9]{16})/disk.qcow2`, 'g'))].map((m) => m[1]);
 }
 
 // Up, answering, and the process started at the beginning.

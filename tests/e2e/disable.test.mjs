@@ -5,25 +5,11 @@
 // account_disabled). Enabling lets the account in with a new key only.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import {
-  startAasd, newAccount, aasctl, vmEnv, STATE, DB_URL, post, openSession, sleep, PROTOCOL,
+  startAasd, newAccount, aasctl, vmEnv, STATE, DB_URL, post, openSession, sleep, PROTOCOL, psql, qemuIds
 } from './lib/harness.mjs';
 
-const run = promisify(execFile);
 const DEADLINE_MS = 3000; // what each effect is given; the measured times are logged
-
-async function psql(sql) {
-  const { stdout } = await run('psql', [DB_URL, '-tAX', '-v', 'ON_ERROR_STOP=1', '-c', sql]);
-  return stdout.trim();
-}
-
-async function qemuIds() {
-  const { stdout } = await run('pgrep', ['-af', 'qemu-system']).catch(() => ({ stdout: '' }));
-  return [...stdout.matchAll(new RegExp(`${STATE}/vms/(sbx-[a-z0-9]{16})/disk.qcow2`, 'g'))]
-    .map((m) => m[1]);
-}
 
 // Milliseconds from t0 until fn() is true, polling tightly; fails after
 // DEADLINE_MS.

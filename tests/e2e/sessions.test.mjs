@@ -2,16 +2,8 @@
 // session the first one created; a database restart is survived.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { startAasd, newAccount, post, openSession, initializeBody, devdb, sleep, PROTOCOL,
-  DB_URL } from './lib/harness.mjs';
-
-const run = promisify(execFile);
-async function psql(sql) {
-  const { stdout } = await run('psql', [DB_URL, '-tAX', '-v', 'ON_ERROR_STOP=1', '-c', sql]);
-  return stdout.trim();
-}
+  DB_URL, psql } from './lib/harness.mjs';
 
 let a;
 let b;

@@ -2,24 +2,10 @@
 // leaves no domain without a live row and no live row without a domain.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import {
-  startAasd, newAccount, vmEnv, STATE, DB_URL, post, openSession, sleep, PROTOCOL,
+  startAasd, newAccount, vmEnv, STATE, DB_URL, post, openSession, sleep, PROTOCOL, psql, qemuIds
 } from './lib/harness.mjs';
 
-const run = promisify(execFile);
-
-async function psql(sql) {
-  const { stdout } = await run('psql', [DB_URL, '-tAX', '-v', 'ON_ERROR_STOP=1', '-c', sql]);
-  return stdout.trim();
-}
-
-async function qemuIds() {
-  const { stdout } = await run('pgrep', ['-af', 'qemu-system']).catch(() => ({ stdout: '' }));
-  return [...stdout.matchAll(new RegExp(`${STATE}/vms/(sbx-[a-z0-9]{16})/disk.qcow2`, 'g'))]
-    .map((m) => m[1]);
-}
 
 async function waitFor(what, fn, ms) {
   const t0 = Date.now();

@@ -188,3 +188,16 @@ export function sseMessages(text) {
 export function devdb(cmd) {
   return execFileP('sh', [path.join(ROOT, 'deploy/devdb.sh'), cmd, STATE], { cwd: ROOT });
 }
+
+// One SQL statement on the test database; its output, trimmed.
+export async function psql(sql) {
+  const { stdout } = await execFileP('psql', [DB_URL, '-tAX', '-v', 'ON_ERROR_STOP=1', '-c', sql]);
+  return stdout.trim();
+}
+
+// Ids of the sandboxes whose QEMU runs under the test state directory.
+export async function qemuIds() {
+  const { stdout } = await execFileP('pgrep', ['-af', 'qemu-system']).catch(() => ({ stdout: '' }));
+  return [...stdout.matchAll(new RegExp(`${STATE}/vms/(sbx-[a-z0-9]{16})/disk.qcow2`, 'g'))]
+    .map((m) => m[1]);
+}
