@@ -8,7 +8,7 @@ libmicrohttpd-dev libjansson-dev libpq-dev libssl-dev libcurl4-openssl-dev
 libvirt-dev libvirt-daemon-driver-qemu libcmocka-dev
 postgresql postgresql-client
 qemu-system-x86 qemu-utils mmdebstrap busybox-static passt nftables
-curl wrk"
+curl wrk gdb"
 
 missing=""
 for p in $PKGS; do

@@ -108,14 +108,27 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 		-c "DROP DATABASE IF EXISTS aas WITH (FORCE)" -c "CREATE DATABASE aas OWNER aas" \
 		>/dev/null
 
+	# Printed as it runs, so a stalled run shows where. A test gets at most
+	# E2E_TEST_S, the whole part E2E_TOTAL_S: a hang is a failure with a
+	# name, never a run that ends only when CI gives up.
 	out=$LOG/e2e.txt
-	AAS_BUILD_DIR="$ROOT/$B" AAS_TEST_STATE_DIR="$STATE" \
-	AAS_TEST_DATABASE_URL="postgresql:///aas?host=$STATE/run&user=aas" \
-	node --test --test-concurrency=1 --test-reporter=spec --test-reporter-destination=stdout \
-		--test-reporter=tap --test-reporter-destination="$LOG/e2e.tap" \
-		${AAS_E2E:-tests/e2e/*.test.mjs} >"$out" 2>&1
-	rc=$?
-	cat "$out"
+	rcfile=$LOG/e2e.rc
+	echo 1 >"$rcfile"
+	{
+		AAS_BUILD_DIR="$ROOT/$B" AAS_TEST_STATE_DIR="$STATE" \
+		AAS_TEST_DATABASE_URL="postgresql:///aas?host=$STATE/run&user=aas" \
+		timeout -k 30 "${E2E_TOTAL_S:-2700}" \
+		node --test --test-concurrency=1 --test-force-exit \
+			--test-timeout="$((${E2E_TEST_S:-300} * 1000))" \
+			--test-reporter=spec --test-reporter-destination=stdout \
+			--test-reporter=tap --test-reporter-destination="$LOG/e2e.tap" \
+			${AAS_E2E:-tests/e2e/*.test.mjs} 2>&1
+		echo $? >"$rcfile"
+	} | tee "$out"
+	rc=$(cat "$rcfile")
+	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+		echo "e2e stopped after ${E2E_TOTAL_S:-2700} s"
+	fi
 	p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$LOG/e2e.tap" | tail -n 1)
 	f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$LOG/e2e.tap" | tail -n 1)
 	p=${p:-0}

@@ -101,9 +101,12 @@ before(async () => {
 after(async () => {
   if (sbx) await client.callTool({ name: 'destroy_sandbox', arguments: { sandbox_id: sbx } }).catch(() => {});
   await client?.close().catch(() => {});
-  await aasd?.stop();
-  for (const p of servers) p.kill();
-  await removeNets();
+  try {
+    await aasd?.stop();
+  } finally {
+    for (const p of servers) p.kill();
+    await removeNets();
+  }
 });
 
 test('the isolation rule refuses private ranges and accepts the allow-list first', async () => {

@@ -95,7 +95,16 @@ export async function startAasd(env = {}) {
     // or the shutdown was not clean.
     async stop() {
       if (proc.exitCode === null) proc.kill('SIGTERM');
-      const res = await exited;
+      const res = await Promise.race([exited, sleep(STOP_WAIT_MS).then(() => null)]);
+      if (!res) {
+        // A shutdown that hangs fails the test with every thread's stack
+        // instead of stalling the whole run.
+        const stacks = await threadStacks(proc.pid);
+        proc.kill('SIGKILL');
+        await exited;
+        throw new Error(`aasd did not stop within ${STOP_WAIT_MS / 1000} s of SIGTERM:\n`
+          + `${stacks}\n--- aasd log ---\n${log.slice(-4000)}`);
+      }
       if (/ERROR: (Address|Leak)Sanitizer|runtime error:/.test(log)) {
         throw new Error(`sanitizer report from aasd:\n${log.slice(-4000)}`);
       }
@@ -112,6 +121,20 @@ export async function startAasd(env = {}) {
 }
 
 export function sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
+
+// How long aasd may take to exit after SIGTERM (VM teardown included).
+const STOP_WAIT_MS = 60000;
+
+// Every thread's backtrace of a live process, or why there is none.
+export async function threadStacks(pid) {
+  try {
+    const { stdout } = await execFileP('gdb', ['-p', String(pid), '-batch', '-nx',
+      '-ex', 'thread apply all bt'], { timeout: 60000, maxBuffer: 1 << 24 });
+    return stdout.split('\n').filter((l) => /^(Thread|#)/.test(l)).join('\n');
+  } catch (e) {
+    return `(no stacks: ${e.message.split('\n')[0]})`;
+  }
+}
 
 export async function aasctl(...args) {
   return aasctlWith({}, args);
