@@ -1,6 +1,7 @@
 /* sandbox_io.c - commands and files inside a running sandbox. */
 #include "service/sandbox_int.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@ kill_command(struct vm_host *h, const char *domain, long pid)
 	struct err e;
 
 	err_clear(&e);
-	if (guest_kill(h, domain, pid, &e) < 0)
+	if (guest_kill(h, domain, pid, SIGTERM, &e) < 0)
 		log_warn("cannot stop a cancelled command: %s", e.msg);
 }
 
@@ -136,7 +137,7 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 	 * little later if the guest is stuck. */
 	ended = guest_run_wait(h, domain, pid,
 	    t0 + (long long)(timeout_s ? timeout_s + SBX_HOST_GRACE_S : 86400) * 1000,
-	    pg ? pg->cancel : NULL, &code, &out_size, &err_size, e);
+	    pg ? pg->cancel : NULL, NULL, &code, &out_size, &err_size, e);
 	if (ended < 0) {
 		record_end(s, res->command_id, "failed", -1);
 		return -1;
@@ -147,9 +148,9 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 		err_set(e, ERR_CONFLICT, "cancelled");
 		return -1;
 	}
-	if (guest_read_log(h, domain, res->stdout_path, (size_t)req->max_output, out_size,
+	if (guest_read_log(h, domain, res->stdout_path, 0, (size_t)req->max_output, out_size,
 		&res->out, &res->out_len, &res->out_total, e) < 0 ||
-	    guest_read_log(h, domain, res->stderr_path, (size_t)req->max_output, err_size,
+	    guest_read_log(h, domain, res->stderr_path, 0, (size_t)req->max_output, err_size,
 		&res->err, &res->err_len, &res->err_total, e) < 0) {
 		record_end(s, res->command_id, ended ? "exited" : "timed_out", code);
 		sbx_run_res_clear(res);
@@ -295,7 +296,7 @@ log_size(struct vm_host *h, const char *domain, const char *path)
 
 	err_clear(&e);
 	if (h == NULL || path == NULL ||
-	    guest_read_log(h, domain, path, 0, -1, &data, &len, &total, &e) < 0)
+	    guest_read_log(h, domain, path, 0, 0, -1, &data, &len, &total, &e) < 0)
 		total = -1;
 	free(data);
 	return total >= 0 ? json_integer(total) : json_null();

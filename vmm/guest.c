@@ -109,11 +109,12 @@ guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r, l
 
 int
 guest_run_wait(struct vm_host *h, const char *dom, long pid, long long deadline_ms,
-    const atomic_int *cancel, int *exit_code, long long *out_size, long long *err_size,
-    struct err *e)
+    const atomic_int *cancel, const struct guest_sink *sink, int *exit_code, long long *out_size,
+    long long *err_size, struct err *e)
 {
 	useconds_t delay = 1000;
 
+	(void)sink; /* qemu-ga has the output only once the command ended */
 	*out_size = *err_size = -1;
 	for (;;) {
 		struct agent_exec_status st;
@@ -139,7 +140,7 @@ guest_run_wait(struct vm_host *h, const char *dom, long pid, long long deadline_
 }
 
 int
-guest_read_log(struct vm_host *h, const char *dom, const char *path, size_t max,
+guest_read_log(struct vm_host *h, const char *dom, const char *path, long long offset, size_t max,
     long long known_size, char **data, size_t *len, long long *total, struct err *e)
 {
 	json_t *r;
@@ -172,12 +173,15 @@ guest_read_log(struct vm_host *h, const char *dom, const char *path, size_t max,
 		return -1;
 have_size:
 	*total = size;
-	if (size == 0 || max == 0) {
+	if (offset < 0 || offset > size)
+		offset = size;
+	if (size == offset || max == 0) {
 		*data = calloc(1, 1);
 		return *data ? 0 : -1;
 	}
-	if (agent_file_read(h, dom, path, 0, (size_t)size < max ? (size_t)size : max, &buf, len,
-		&eof, e) < 0)
+	if (agent_file_read(h, dom, path, offset,
+		(size_t)(size - offset) < max ? (size_t)(size - offset) : max, &buf, len, &eof,
+		e) < 0)
 		return -1;
 	*data = (char *)buf;
 	return 0;
@@ -285,13 +289,14 @@ guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth
 }
 
 int
-guest_kill(struct vm_host *h, const char *dom, long pid, struct err *e)
+guest_kill(struct vm_host *h, const char *dom, long pid, int sig, struct err *e)
 {
-	char pids[24];
+	char pids[24], sigs[16];
 	struct agent_exec_status st;
 
 	snprintf(pids, sizeof(pids), "%ld", pid);
-	const char *argv[] = { "-TERM", pids, NULL };
+	snprintf(sigs, sizeof(sigs), "-%d", sig);
+	const char *argv[] = { sigs, pids, NULL };
 	struct agent_exec x = { .path = "/bin/kill", .argv = argv, .capture = 1 };
 	if (agent_run(h, dom, &x, 10000, &st, e) < 0)
 		return -1;

@@ -36,18 +36,26 @@ void guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size_t
 int guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r, long *pid,
     struct err *e);
 
-/* Polls until the command ends, `deadline_ms` (monotonic) passes or
- * *cancel is set. Returns 1 when it ended (exit_code set; 124 = timed out
- * inside the guest; sizes of its logs, -1 when unknown), 0 when it is
- * still running, -1 on error. */
-int guest_run_wait(struct vm_host *h, const char *dom, long pid, long long deadline_ms,
-    const atomic_int *cancel, int *exit_code, long long *out_size, long long *err_size,
-    struct err *e);
+/* Output of a command as the guest produces it (fd 1 or 2), given on the
+ * waiting thread in order; the logs keep all of it as well. */
+struct guest_sink {
+	void (*output)(void *ctx, int fd, const char *data, size_t len);
+	void *ctx;
+};
 
-/* Reads up to `max` bytes of a log file from the start; `total` is the
+/* Waits until the command ends, `deadline_ms` (monotonic) passes or
+ * *cancel is set, giving its output to `sink` (NULL: none) meanwhile.
+ * Returns 1 when it ended (exit_code set; 124 = timed out inside the
+ * guest; sizes of its logs, -1 when unknown), 0 when it is still running,
+ * -1 on error. */
+int guest_run_wait(struct vm_host *h, const char *dom, long pid, long long deadline_ms,
+    const atomic_int *cancel, const struct guest_sink *sink, int *exit_code, long long *out_size,
+    long long *err_size, struct err *e);
+
+/* Reads up to `max` bytes of a log file from `offset`; `total` is the
  * whole size. `known_size` (-1 when unknown) saves asking for it. */
-int guest_read_log(struct vm_host *h, const char *dom, const char *path, size_t max,
-    long long known_size, char **data, size_t *len, long long *total, struct err *e);
+int guest_read_log(struct vm_host *h, const char *dom, const char *path, long long offset,
+    size_t max, long long known_size, char **data, size_t *len, long long *total, struct err *e);
 
 /* Writes a file as the sandbox user (never through a shell). */
 int guest_put_file(struct vm_host *h, const char *dom, const char *path, const unsigned char *data,
@@ -61,9 +69,8 @@ int guest_get_file(struct vm_host *h, const char *dom, const char *path, long lo
 json_t *guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth, int limit,
     int *truncated, struct err *e);
 
-/* Sends SIGTERM to a command's supervisor, which forwards it to the
- * command's whole process group. */
-int guest_kill(struct vm_host *h, const char *dom, long pid, struct err *e);
+/* Sends `sig` to a command's whole process group. */
+int guest_kill(struct vm_host *h, const char *dom, long pid, int sig, struct err *e);
 
 /* One poll of a command started with guest_run_start: 1 with its exit
  * code (128 + signal when killed) once it ended, 0 while it runs, -1 with

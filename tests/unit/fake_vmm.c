@@ -648,8 +648,8 @@ out:
 
 int
 __wrap_guest_run_wait(struct vm_host *h, const char *dom, long pid, long long deadline_ms,
-    const atomic_int *cancel, int *exit_code, long long *out_size, long long *err_size,
-    struct err *e)
+    const atomic_int *cancel, const struct guest_sink *sink, int *exit_code, long long *out_size,
+    long long *err_size, struct err *e)
 {
 	struct fake_cmd c;
 
@@ -669,6 +669,16 @@ __wrap_guest_run_wait(struct vm_host *h, const char *dom, long pid, long long de
 				*out_size = file_len(vm, c.out_path);
 				*err_size = file_len(vm, c.err_path);
 			}
+			/* The whole output at the end, as one chunk per stream. */
+			if (vm && sink && sink->output) {
+				struct fake_file *fo = file_find(vm, c.out_path);
+				struct fake_file *fe = file_find(vm, c.err_path);
+
+				if (fo && fo->len)
+					sink->output(sink->ctx, 1, (const char *)fo->data, fo->len);
+				if (fe && fe->len)
+					sink->output(sink->ctx, 2, (const char *)fe->data, fe->len);
+			}
 			unlock();
 			return 1;
 		}
@@ -679,8 +689,8 @@ __wrap_guest_run_wait(struct vm_host *h, const char *dom, long pid, long long de
 }
 
 int
-__wrap_guest_read_log(struct vm_host *h, const char *dom, const char *path, size_t max,
-    long long known_size, char **data, size_t *len, long long *total, struct err *e)
+__wrap_guest_read_log(struct vm_host *h, const char *dom, const char *path, long long offset,
+    size_t max, long long known_size, char **data, size_t *len, long long *total, struct err *e)
 {
 	struct fake_vm *vm;
 	struct fake_file *f;
@@ -698,13 +708,15 @@ __wrap_guest_read_log(struct vm_host *h, const char *dom, const char *path, size
 		err_set(e, ERR_INTERNAL, "guest-file-open: %s: No such file or directory", path);
 		goto out;
 	}
-	n = f->len < max ? f->len : max;
+	if (offset < 0 || (size_t)offset > f->len)
+		offset = (long long)f->len;
+	n = f->len - (size_t)offset < max ? f->len - (size_t)offset : max;
 	*data = malloc(n + 1);
 	if (*data == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		goto out;
 	}
-	memcpy(*data, f->data, n);
+	memcpy(*data, f->data + offset, n);
 	(*data)[n] = '\0';
 	*len = n;
 	*total = (long long)f->len;
@@ -853,7 +865,7 @@ __wrap_guest_run_poll(struct vm_host *h, const char *dom, long pid, int *exit_co
 
 /* SIGTERM to a command that still runs ends it now. */
 int
-__wrap_guest_kill(struct vm_host *h, const char *dom, long pid, struct err *e)
+__wrap_guest_kill(struct vm_host *h, const char *dom, long pid, int sig, struct err *e)
 {
 	struct fake_vm *vm;
 	int rc = -1;
@@ -865,7 +877,7 @@ __wrap_guest_kill(struct vm_host *h, const char *dom, long pid, struct err *e)
 		struct fake_cmd *c = &vm->cmds[i];
 		if (c->pid == pid && !c->reported && clock_ms() < c->end_ms) {
 			c->end_ms = clock_ms();
-			c->signal = FAKE_KILL_SIGNAL;
+			c->signal = sig ? sig : FAKE_KILL_SIGNAL;
 			fk.counts.kills++;
 		}
 	}
