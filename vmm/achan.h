@@ -119,6 +119,7 @@ typedef int (*achan_write_fn)(void *ctx, const void *buf, size_t n, struct err *
 #define ACHAN_PUT_TRUNC 1
 #define ACHAN_PUT_PARENTS 2
 #define ACHAN_PUT_EXCL 4
+#define ACHAN_AS_ROOT 8 /* any file call: as root, for aasd's own files */
 
 /* Writes a file from `read` at `offset`; *written is what the agent
  * stored. Guest errors come back as ERR_NOT_FOUND (ENOENT), ERR_FORBIDDEN
@@ -128,7 +129,7 @@ int achan_put(struct achan *c, const char *path, unsigned mode, int flags, uint6
     achan_read_fn read, void *ctx, uint64_t *written, long long deadline_ms, struct err *e);
 /* Reads [offset, offset + length) (length 0: to the end) into `write`;
  * *total is the file's whole size. */
-int achan_get(struct achan *c, const char *path, uint64_t offset, uint64_t length,
+int achan_get(struct achan *c, const char *path, int flags, uint64_t offset, uint64_t length,
     achan_write_fn write, void *ctx, uint64_t *total, long long deadline_ms, struct err *e);
 
 enum achan_ftype { ACHAN_FT_OTHER, ACHAN_FT_FILE, ACHAN_FT_DIR, ACHAN_FT_LINK };
@@ -141,8 +142,8 @@ struct achan_stat {
 	unsigned uid, gid;
 };
 
-int achan_stat(struct achan *c, const char *path, struct achan_stat *st, long long deadline_ms,
-    struct err *e);
+int achan_stat(struct achan *c, const char *path, int flags, struct achan_stat *st,
+    long long deadline_ms, struct err *e);
 
 /* One directory's entries, each given to fn (name is NUL-ended); fn
  * returns 0 to go on, 1 to stop early, -1 with e set to abort. */

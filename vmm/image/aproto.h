@@ -65,8 +65,11 @@
  * still holds them.
  *
  * Files. PUT, GET, STAT and LIST act with the sandbox user's rights (the
- * agent switches its file-system identity), never follow a symbolic link
- * in the last component of PUT, and take absolute paths only. PUT flags:
+ * agent switches its file-system identity; AP_F_ROOT: as root, for aasd's
+ * own files such as command logs), never follow a symbolic link in the
+ * last component of PUT, and take absolute paths only. Logs and exit
+ * files are written as root (O_NOFOLLOW) where aasd names them: in a
+ * directory only root can write, so a command cannot redirect them. PUT flags:
  * AP_F_TRUNC (start empty), AP_F_PARENTS (make missing directories),
  * AP_F_EXCL (fail when it exists); AP_TAG_OFFSET places the first byte.
  * GET reads [offset, offset + length) (length 0: to the end).
@@ -120,7 +123,7 @@ enum ap_type {
 
 /* Frame flags. */
 #define AP_F_FIN 0x0001
-#define AP_F_ROOT 0x0002   /* EXEC as root (operator use only) */
+#define AP_F_ROOT 0x0002   /* EXEC or a file operation as root (aasd's own use) */
 #define AP_F_DETACH 0x0004 /* EXEC: output to the log files only */
 #define AP_F_PTY 0x0008    /* EXEC on a new terminal */
 #define AP_F_STDIN 0x0010  /* EXEC: stdin comes as STDIN frames (else /dev/null) */
