@@ -3,7 +3,8 @@
 # end-to-end tests against the real daemon and a private PostgreSQL. Ends
 # with "N passed, N failed".
 # AAS_E2E="tests/e2e/a.test.mjs ..." runs only those end-to-end files;
-# AAS_SKIP_LINT=1 / AAS_SKIP_UNIT=1 / AAS_SKIP_E2E=1 leave a part out.
+# AAS_SKIP_LINT=1 / AAS_SKIP_UNIT=1 / AAS_SKIP_E2E=1 leave a part out;
+# E2E_FILE_S (900) and E2E_TOTAL_S (2700) bound an e2e file and the e2e part.
 set -u
 
 B=${B:-build}
@@ -108,9 +109,10 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 		-c "DROP DATABASE IF EXISTS aas WITH (FORCE)" -c "CREATE DATABASE aas OWNER aas" \
 		>/dev/null
 
-	# Printed as it runs, so a stalled run shows where. A test gets at most
-	# E2E_TEST_S, the whole part E2E_TOTAL_S: a hang is a failure with a
-	# name, never a run that ends only when CI gives up.
+	# Printed as it runs, so a stalled run shows where. A test file gets at
+	# most E2E_FILE_S (node's --test-timeout applies to each file's process),
+	# the whole part E2E_TOTAL_S: a hang is a failure with a name, never a
+	# run that ends only when CI gives up.
 	out=$LOG/e2e.txt
 	rcfile=$LOG/e2e.rc
 	echo 1 >"$rcfile"
@@ -119,7 +121,7 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 		AAS_TEST_DATABASE_URL="postgresql:///aas?host=$STATE/run&user=aas" \
 		timeout -k 30 "${E2E_TOTAL_S:-2700}" \
 		node --test --test-concurrency=1 --test-force-exit \
-			--test-timeout="$((${E2E_TEST_S:-300} * 1000))" \
+			--test-timeout="$((${E2E_FILE_S:-900} * 1000))" \
 			--test-reporter=spec --test-reporter-destination=stdout \
 			--test-reporter=tap --test-reporter-destination="$LOG/e2e.tap" \
 			${AAS_E2E:-tests/e2e/*.test.mjs} 2>&1
@@ -129,10 +131,13 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
 		echo "e2e stopped after ${E2E_TOTAL_S:-2700} s"
 	fi
-	p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$LOG/e2e.tap" | tail -n 1)
-	f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$LOG/e2e.tap" | tail -n 1)
+	# The spec reporter's summary (the TAP file may miss its last lines when
+	# --test-force-exit ends the run); a cancelled test counts as failed.
+	p=$(sed -n 's/^ℹ pass \([0-9]*\)$/\1/p' "$out" | tail -n 1)
+	f=$(sed -n 's/^ℹ fail \([0-9]*\)$/\1/p' "$out" | tail -n 1)
+	c=$(sed -n 's/^ℹ cancelled \([0-9]*\)$/\1/p' "$out" | tail -n 1)
 	p=${p:-0}
-	f=${f:-0}
+	f=$((${f:-0} + ${c:-0}))
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
 		f=1
 	fi
