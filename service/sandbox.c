@@ -62,6 +62,7 @@ sbx_new(struct app *app, struct err *e)
 	}
 	s->app = app;
 	atomic_init(&s->stop, 0);
+	atomic_init(&s->calls_stop, 0);
 	pthread_mutex_init(&s->wake_lock, NULL);
 	pthread_cond_init(&s->wake, NULL);
 	pthread_mutex_init(&s->cap_lock, NULL);
@@ -88,6 +89,13 @@ sbx_new(struct app *app, struct err *e)
 fail:
 	sbx_free(s);
 	return NULL;
+}
+
+void
+sbx_stop_calls(struct sbx *s)
+{
+	if (s)
+		atomic_store(&s->calls_stop, 1);
 }
 
 void

@@ -26,6 +26,10 @@ struct sbx_progress {
  * reconcile, warm pool). */
 struct sbx *sbx_new(struct app *app, struct err *e);
 void sbx_free(struct sbx *s);
+/* Calls waiting on a guest (run_command) end now with "the service is
+ * stopping" and their commands are stopped, so a shutdown never waits for
+ * a user's command. Called before the worker pool is joined. */
+void sbx_stop_calls(struct sbx *s);
 struct orch *sbx_orch(struct sbx *s);
 
 /* Requests are typed: the tool layer (tool_sandbox.c) turns a validated

@@ -19,6 +19,7 @@ struct sbx {
 	pthread_t maint;
 	int maint_started;
 	atomic_int stop;
+	atomic_int calls_stop; /* waiting calls end: the service is stopping */
 	pthread_mutex_t wake_lock;
 	pthread_cond_t wake;
 	pthread_mutex_t cap_lock;

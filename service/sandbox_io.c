@@ -13,7 +13,8 @@
 #include "base/log.h"
 #include "base/utf8.h"
 
-#define SBX_HOST_GRACE_S 10 /* host deadline beyond the guest's timeout */
+#define SBX_HOST_GRACE_S 10   /* host deadline beyond the guest's timeout */
+#define SBX_WAIT_SLICE_MS 500 /* how soon a stopping service is noticed */
 
 static void
 record_end(struct sbx *s, const char *cmd_id, const char *state, int code)
@@ -57,7 +58,7 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 	struct store_row row;
 	struct vm_host *h;
 	struct guest_run run;
-	long long t0 = clock_ms();
+	long long t0 = clock_ms(), deadline;
 	long pid;
 	int code = -1, ended;
 	long long out_size = -1, err_size = -1;
@@ -134,12 +135,24 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 		return 0;
 	}
 	/* The guest kills the command at timeout_s; the host answers anyway a
-	 * little later if the guest is stuck. */
-	ended = guest_run_wait(h, domain, pid,
-	    t0 + (long long)(timeout_s ? timeout_s + SBX_HOST_GRACE_S : 86400) * 1000,
-	    pg ? pg->cancel : NULL, NULL, &code, &out_size, &err_size, e);
+	 * little later if the guest is stuck. Waits in slices so a stopping
+	 * service is noticed as soon as a cancel. */
+	deadline = t0 + (long long)(timeout_s ? timeout_s + SBX_HOST_GRACE_S : 86400) * 1000;
+	do {
+		long long slice = clock_ms() + SBX_WAIT_SLICE_MS;
+
+		ended = guest_run_wait(h, domain, pid, slice < deadline ? slice : deadline,
+		    pg ? pg->cancel : NULL, NULL, &code, &out_size, &err_size, e);
+	} while (ended == 0 && clock_ms() < deadline && !atomic_load(&s->calls_stop) &&
+	    !(pg && pg->cancel && atomic_load(pg->cancel)));
 	if (ended < 0) {
 		record_end(s, res->command_id, "failed", -1);
+		return -1;
+	}
+	if (ended == 0 && atomic_load(&s->calls_stop)) {
+		kill_command(h, domain, pid);
+		record_end(s, res->command_id, "failed", -1);
+		err_set(e, ERR_UNAVAILABLE, "the service is restarting; the command was stopped");
 		return -1;
 	}
 	if (ended == 0 && pg && pg->cancel && atomic_load(pg->cancel)) {

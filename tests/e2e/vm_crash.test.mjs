@@ -104,3 +104,37 @@ test('kill -9 during destroy, extend and reaping: settled once, ledger equals ba
     await aasd.stop();
   }
 });
+
+test('SIGTERM while a command runs: aasd stops at once, the caller gets an error, the command is stopped', async () => {
+  const env = vmEnv('crash3');
+  let aasd = await startAasd(env);
+  const acct = await newAccount();
+  const H = { 'x-api-key': acct.api_key };
+  let sbx;
+  try {
+    const created = await post(`${aasd.url}/v1/sandboxes`, { size: 'small', timeout_minutes: 10 }, H);
+    assert.equal(created.status, 201, created.text);
+    sbx = created.json.sandbox_id;
+    const pending = post(`${aasd.url}/v1/sandboxes/${sbx}/commands`,
+      { command: 'sleep 600', timeout_seconds: 900 }, H).catch((err) => ({ status: 0, text: String(err) }));
+    await waitFor('the command to start', async () => psql(
+      `select id from sandbox_commands where sandbox_id = '${sbx}' and guest_pid is not null`), 60000);
+    const t0 = Date.now();
+    await aasd.stop();
+    const stopMs = Date.now() - t0;
+    const r = await pending;
+    assert.ok(stopMs < 15000, `aasd took ${stopMs} ms to stop`);
+    assert.equal(r.status, 503, r.text);
+    assert.match(r.text, /restarting/);
+    assert.equal(await psql(`select state from sandbox_commands where sandbox_id = '${sbx}'`), 'failed');
+  } finally {
+    if (aasd.proc.exitCode === null) await aasd.kill();
+    // The VM outlives aasd: a new one destroys it.
+    aasd = await startAasd(env);
+    try {
+      if (sbx) await fetch(`${aasd.url}/v1/sandboxes/${sbx}`, { method: 'DELETE', headers: H });
+    } finally {
+      await aasd.stop();
+    }
+  }
+});
