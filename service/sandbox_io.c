@@ -86,6 +86,7 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 	run.stdin_data = req->stdin_data;
 	run.stdin_len = req->stdin_data ? req->stdin_len : 0;
 	run.timeout_s = timeout_s;
+	run.background = req->background;
 	if (req->background) {
 		long long n;
 		int cap = s->app->cfg.max_background_per_sandbox;
@@ -145,6 +146,8 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 		    pg ? pg->cancel : NULL, NULL, &code, &out_size, &err_size, e);
 	} while (ended == 0 && clock_ms() < deadline && !atomic_load(&s->calls_stop) &&
 	    !(pg && pg->cancel && atomic_load(pg->cancel)));
+	if (ended == 0)
+		guest_run_release(h, domain, pid);
 	if (ended < 0) {
 		record_end(s, res->command_id, "failed", -1);
 		return -1;

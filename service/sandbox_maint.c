@@ -150,9 +150,9 @@ sbx_refresh_commands(struct sbx *s, const char *id, const char *host)
 		int code = -1, ended;
 
 		err_clear(&e);
-		ended = guest_run_poll(h, domain, cmds[i].pid, &code, &e);
+		ended = guest_run_poll(h, domain, cmds[i].id, cmds[i].pid, &code, &e);
 		if (ended < 0 && e.kind == ERR_NOT_FOUND) {
-			/* The agent forgot it (restarted): the outcome is unknown. */
+			/* The guest no longer knows it: the outcome is unknown. */
 			err_clear(&e);
 			(void)store_cmd_end(s->app->db, cmds[i].id, "failed", -1, 1, &e);
 		} else if (ended == 1) {

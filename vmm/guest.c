@@ -1,31 +1,24 @@
-/* guest.c - sandbox operations through aas-helper. */
+/* guest.c - sandbox operations through the guest's aas-agent (achan):
+ * commands stream their output, files move as raw bytes. */
 #include "vmm/guest.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "vmm/agent.h"
-#include "vmm/guest_parse.h"
-#include "base/keys.h"
+#include "vmm/achan.h"
+#include "vmm/vm_agent.h"
 #include "base/clock.h"
 #include "base/log.h"
 
 #define GUEST_ENV_MAX 80
 #define GUEST_SHORT_OP_MS 60000
-
-static const char *const base_env[] = {
-	"HOME=" GUEST_HOME,
-	"USER=sandbox",
-	"LOGNAME=sandbox",
-	"SHELL=/bin/bash",
-	"PATH=" GUEST_HOME "/.local/bin:/usr/local/bin:/usr/bin:/bin",
-	"LANG=C.UTF-8",
-	"TERM=dumb",
-	NULL,
-};
+#define GUEST_LIST_NAME_MAX 4096
+/* Foreground commands this process waits on at once (one per call). */
+#define GUEST_PROCS_MAX 4096
 
 int
 guest_abs_path(const char *path, char *out, size_t n)
@@ -43,66 +36,168 @@ guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size_t en)
 	snprintf(err, en, "%s/%s.err", GUEST_CMD_DIR, cmd_id);
 }
 
-/* Turns a helper's failure into an error message from its stderr. */
 static void
-helper_error(const struct agent_exec_status *st, const char *what, enum err_kind kind,
-    struct err *e)
+exit_path(const char *cmd_id, char *out, size_t n)
 {
-	char msg[256] = "";
-	size_t n = st->err_len < sizeof(msg) - 1 ? st->err_len : sizeof(msg) - 1;
+	snprintf(out, n, "%s/%s.exit", GUEST_CMD_DIR, cmd_id);
+}
 
-	if (st->err)
-		memcpy(msg, st->err, n);
-	msg[n] = '\0';
-	msg[strcspn(msg, "\n")] = '\0';
-	err_set(e, kind, "%s: %s", what, msg[0] ? msg : "failed");
+/* ---- foreground commands: the live channel, found again by pid ---- */
+
+struct proc {
+	struct proc *next;
+	struct vm_host *h;
+	char dom[128];
+	long pid;
+	struct achan_exec *x;
+	struct achan *c;
+	long long out_size, err_size;
+};
+
+static pthread_mutex_t procs_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct proc *procs;
+static size_t n_procs;
+
+static struct proc *
+proc_take(struct vm_host *h, const char *dom, long pid)
+{
+	struct proc *found = NULL;
+
+	pthread_mutex_lock(&procs_lock);
+	for (struct proc **p = &procs; *p; p = &(*p)->next)
+		if ((*p)->h == h && (*p)->pid == pid && strcmp((*p)->dom, dom) == 0) {
+			found = *p;
+			*p = found->next;
+			n_procs--;
+			break;
+		}
+	pthread_mutex_unlock(&procs_lock);
+	return found;
+}
+
+static void
+proc_put(struct proc *p)
+{
+	pthread_mutex_lock(&procs_lock);
+	p->next = procs;
+	procs = p;
+	n_procs++;
+	pthread_mutex_unlock(&procs_lock);
+}
+
+static void
+proc_free(struct proc *p)
+{
+	if (p == NULL)
+		return;
+	achan_exec_free(p->x);
+	achan_free(p->c);
+	free(p);
+}
+
+/* The agent connection of a domain, or NULL with e set. */
+static struct achan *
+agent(struct vm_host *h, const char *dom, struct err *e)
+{
+	return vm_agent_get(h, dom, e);
 }
 
 int
 guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r, long *pid,
     struct err *e)
 {
-	const char *env[GUEST_ENV_MAX + 8];
+	const char *env[GUEST_ENV_MAX + 1];
 	char *owned[GUEST_ENV_MAX];
-	size_t ne = 0, no = 0;
-	char out[256], errp[256], tmo[24];
+	size_t ne = 0;
+	char out[256], errp[256], ex[256];
 	const char *key;
 	json_t *val;
-	int rc;
+	struct achan *c;
+	struct achan_exec *x = NULL;
+	struct proc *p = NULL;
+	int rc = -1;
 
-	for (const char *const *p = base_env; *p; p++)
-		env[ne++] = *p;
 	if (r->env) {
 		json_object_foreach((json_t *)r->env, key, val) {
 			size_t len;
 			char *kv;
 
-			if (no >= GUEST_ENV_MAX)
-				break;
+			if (ne >= GUEST_ENV_MAX) {
+				err_set_field(e, "env", "env: at most %d variables", GUEST_ENV_MAX);
+				goto out;
+			}
 			len = strlen(key) + json_string_length(val) + 2;
 			kv = malloc(len);
-			if (kv == NULL)
-				break;
+			if (kv == NULL) {
+				err_set(e, ERR_INTERNAL, "out of memory");
+				goto out;
+			}
 			snprintf(kv, len, "%s=%s", key, json_string_value(val));
-			owned[no++] = kv;
+			owned[ne] = kv;
 			env[ne++] = kv;
 		}
 	}
 	env[ne] = NULL;
+	if ((c = agent(h, dom, e)) == NULL)
+		goto out;
 	guest_log_paths(r->cmd_id, out, sizeof(out), errp, sizeof(errp));
-	snprintf(tmo, sizeof(tmo), "%d", r->timeout_s);
-	const char *argv[] = { "run", r->cwd ? r->cwd : GUEST_HOME, out, errp, tmo,
-		r->stdin_data ? "1" : "0", r->command, NULL };
-	struct agent_exec x = {
-		.path = GUEST_HELPER,
+	exit_path(r->cmd_id, ex, sizeof(ex));
+	const char *argv[] = { "/bin/bash", "-c", r->command, NULL };
+	struct achan_exec_req req = {
 		.argv = argv,
 		.env = env,
-		.input = (const unsigned char *)r->stdin_data,
-		.input_len = r->stdin_len,
-		.capture = 1, /* only the helper's own line: the log sizes */
+		.cwd = r->cwd,
+		.timeout_s = r->timeout_s,
+		.detach = r->background,
+		.log_out = out,
+		.log_err = errp,
+		.exit_file = ex,
+		.stdin_stream = r->stdin_data != NULL,
 	};
-	rc = agent_exec_start(h, dom, &x, pid, e);
-	for (size_t i = 0; i < no; i++)
+	if (!r->background) {
+		p = calloc(1, sizeof(*p));
+		if (p == NULL) {
+			err_set(e, ERR_INTERNAL, "out of memory");
+			achan_free(c);
+			goto out;
+		}
+		pthread_mutex_lock(&procs_lock);
+		if (n_procs >= GUEST_PROCS_MAX) {
+			pthread_mutex_unlock(&procs_lock);
+			err_set(e, ERR_LIMIT, "too many commands waited on at once (%d)",
+			    GUEST_PROCS_MAX);
+			achan_free(c);
+			goto out;
+		}
+		pthread_mutex_unlock(&procs_lock);
+	}
+	x = achan_exec_start(c, &req, pid, e);
+	if (x == NULL) {
+		achan_free(c);
+		goto out;
+	}
+	if (r->stdin_data && achan_exec_stdin(x, r->stdin_data, r->stdin_len, 1, e) < 0) {
+		(void)achan_exec_signal(x, SIGKILL, NULL);
+		achan_exec_free(x);
+		achan_free(c);
+		goto out;
+	}
+	if (r->background) {
+		achan_exec_free(x);
+		achan_free(c);
+	} else {
+		p->h = h;
+		snprintf(p->dom, sizeof(p->dom), "%s", dom);
+		p->pid = *pid;
+		p->x = x;
+		p->c = c;
+		proc_put(p);
+		p = NULL;
+	}
+	rc = 0;
+out:
+	free(p);
+	for (size_t i = 0; i < ne; i++)
 		free(owned[i]);
 	return rc;
 }
@@ -112,121 +207,185 @@ guest_run_wait(struct vm_host *h, const char *dom, long pid, long long deadline_
     const atomic_int *cancel, const struct guest_sink *sink, int *exit_code, long long *out_size,
     long long *err_size, struct err *e)
 {
-	useconds_t delay = 1000;
+	struct proc *p = proc_take(h, dom, pid);
+	int rc;
 
-	(void)sink; /* qemu-ga has the output only once the command ended */
 	*out_size = *err_size = -1;
+	if (p == NULL) {
+		err_set(e, ERR_NOT_FOUND, "no command %ld is being waited on", pid);
+		return -1;
+	}
 	for (;;) {
-		struct agent_exec_status st;
+		struct achan_ev ev;
 
-		if (agent_exec_status(h, dom, pid, &st, e) < 0)
-			return -1;
-		if (st.exited) {
-			*exit_code = st.signal ? 128 + st.signal : st.exit_code;
-			if (st.out == NULL || sscanf(st.out, "%lld %lld", out_size, err_size) != 2)
-				*out_size = *err_size = -1;
-			agent_exec_status_clear(&st);
+		rc = achan_exec_next(p->x, deadline_ms, cancel, &ev, e);
+		if (rc <= 0)
+			break;
+		if (ev.kind == ACHAN_EV_EXIT) {
+			*exit_code = ev.signal ? 128 + ev.signal : ev.code;
+			*out_size = p->out_size;
+			*err_size = p->err_size;
+			proc_free(p);
 			return 1;
 		}
-		agent_exec_status_clear(&st);
-		if (clock_ms() >= deadline_ms || (cancel && atomic_load(cancel)))
-			return 0;
-		/* Quick commands end within milliseconds; long ones are
-		 * polled every 100 ms at most. */
-		usleep(delay);
-		if (delay < 100000)
-			delay = delay * 3 / 2 + 1000;
+		if (ev.kind == ACHAN_EV_STDOUT)
+			p->out_size += (long long)ev.len;
+		else
+			p->err_size += (long long)ev.len;
+		if (sink && sink->output && ev.len > 0)
+			sink->output(sink->ctx, ev.kind == ACHAN_EV_STDOUT ? 1 : 2, ev.data, ev.len);
 	}
+	if (rc < 0) {
+		proc_free(p);
+		return -1;
+	}
+	proc_put(p); /* still running: the caller waits again or releases it */
+	return 0;
 }
 
-int
-guest_read_log(struct vm_host *h, const char *dom, const char *path, long long offset, size_t max,
-    long long known_size, char **data, size_t *len, long long *total, struct err *e)
+void
+guest_run_release(struct vm_host *h, const char *dom, long pid)
 {
-	json_t *r;
-	long long handle, size = known_size;
-	unsigned char *buf = NULL;
-	int eof;
+	proc_free(proc_take(h, dom, pid));
+}
+
+/* ---- bytes in and out ---- */
+
+struct mem_in {
+	const unsigned char *p;
+	size_t left;
+};
+
+static ssize_t
+mem_read(void *ctx, void *buf, size_t n, struct err *e)
+{
+	struct mem_in *m = ctx;
+	size_t k = n < m->left ? n : m->left;
+
+	(void)e;
+	memcpy(buf, m->p, k);
+	m->p += k;
+	m->left -= k;
+	return (ssize_t)k;
+}
+
+struct mem_out {
+	unsigned char *buf;
+	size_t len, max;
+};
+
+static int
+mem_write(void *ctx, const void *buf, size_t n, struct err *e)
+{
+	struct mem_out *m = ctx;
+
+	if (n > m->max - m->len) {
+		err_set(e, ERR_INTERNAL, "the guest sent more than asked for");
+		return -1;
+	}
+	memcpy(m->buf + m->len, buf, n);
+	m->len += n;
+	return 0;
+}
+
+/* Reads [offset, offset + max) into a NUL-ended buffer. */
+static int
+get_bytes(struct vm_host *h, const char *dom, const char *path, int flags, long long offset,
+    size_t max, unsigned char **data, size_t *len, long long *total, struct err *e)
+{
+	struct mem_out m = { NULL, 0, max };
+	struct achan *c;
+	uint64_t whole = 0;
+	int rc;
 
 	*data = NULL;
 	*len = 0;
 	*total = 0;
-	if (size >= 0)
-		goto have_size;
-	/* The logs are root's in a root-owned directory: reading them as
-	 * root cannot be redirected by the command. */
-	r = agent_call(h, dom, "guest-file-open",
-	    json_pack("{s:s, s:s}", "path", path, "mode", "r"), 10, e);
-	if (r == NULL)
+	if (offset < 0) {
+		err_set_field(e, "offset", "offset: must not be negative");
 		return -1;
-	handle = json_integer_value(r);
-	json_decref(r);
-	r = agent_call(h, dom, "guest-file-seek",
-	    json_pack("{s:I, s:I, s:i}", "handle", (json_int_t)handle, "offset", 0, "whence", 2),
-	    10, e);
-	size = r ? json_integer_value(json_object_get(r, "position")) : -1;
-	json_decref(r);
-	r = agent_call(h, dom, "guest-file-close", json_pack("{s:I}", "handle", (json_int_t)handle),
-	    10, e);
-	json_decref(r);
-	if (size < 0)
-		return -1;
-have_size:
-	*total = size;
-	if (offset < 0 || offset > size)
-		offset = size;
-	if (size == offset || max == 0) {
-		*data = calloc(1, 1);
-		return *data ? 0 : -1;
 	}
-	if (agent_file_read(h, dom, path, offset,
-		(size_t)(size - offset) < max ? (size_t)(size - offset) : max, &buf, len, &eof,
-		e) < 0)
+	m.buf = malloc(max + 1);
+	if (m.buf == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
 		return -1;
-	*data = (char *)buf;
+	}
+	if ((c = agent(h, dom, e)) == NULL) {
+		free(m.buf);
+		return -1;
+	}
+	rc = achan_get(c, path, flags, (uint64_t)offset, max, mem_write, &m, &whole,
+	    clock_ms() + GUEST_SHORT_OP_MS, e);
+	achan_free(c);
+	if (rc < 0) {
+		free(m.buf);
+		return -1;
+	}
+	m.buf[m.len] = '\0';
+	*data = m.buf;
+	*len = m.len;
+	*total = (long long)whole;
 	return 0;
 }
 
-/* Runs the helper with captured output; short operations only. */
-static int
-helper_call(struct vm_host *h, const char *dom, const char *const *argv,
-    struct agent_exec_status *st, struct err *e)
+int
+guest_read_log(struct vm_host *h, const char *dom, const char *path, long long offset,
+    size_t max, long long known_size, char **data, size_t *len, long long *total, struct err *e)
 {
-	struct agent_exec x = {
-		.path = GUEST_HELPER,
-		.argv = argv,
-		.env = base_env,
-		.capture = 1,
-	};
+	unsigned char *buf;
+	struct achan *c;
+	struct achan_stat st;
+	int rc;
 
-	return agent_run(h, dom, &x, GUEST_SHORT_OP_MS, st, e);
+	/* The logs are root's in a root-only directory: reading them as
+	 * root cannot be redirected by the command. */
+	if (max > 0) {
+		rc = get_bytes(h, dom, path, ACHAN_AS_ROOT, offset, max, &buf, len, total, e);
+		*data = (char *)buf;
+		return rc;
+	}
+	*data = calloc(1, 1);
+	*len = 0;
+	*total = known_size;
+	if (*data == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return -1;
+	}
+	if (known_size >= 0)
+		return 0;
+	if ((c = agent(h, dom, e)) == NULL)
+		goto fail;
+	rc = achan_stat(c, path, ACHAN_AS_ROOT, &st, clock_ms() + GUEST_SHORT_OP_MS, e);
+	achan_free(c);
+	if (rc < 0)
+		goto fail;
+	*total = (long long)st.size;
+	return 0;
+fail:
+	free(*data);
+	*data = NULL;
+	return -1;
 }
 
 int
 guest_put_file(struct vm_host *h, const char *dom, const char *path, const unsigned char *data,
     size_t len, unsigned mode, int make_parents, struct err *e)
 {
-	char stage[128], rnd[33], modes[8];
-	struct agent_exec_status st;
+	struct mem_in m = { data, len };
+	struct achan *c = agent(h, dom, e);
+	uint64_t written = 0;
 	int rc;
 
-	if (key_random_hex(rnd, sizeof(rnd), 16) < 0) {
-		err_set(e, ERR_INTERNAL, "random generator failed");
+	if (c == NULL)
 		return -1;
+	rc = achan_put(c, path, mode & 07777, ACHAN_PUT_TRUNC | (make_parents ? ACHAN_PUT_PARENTS : 0),
+	    0, mem_read, &m, &written, clock_ms() + GUEST_SHORT_OP_MS, e);
+	achan_free(c);
+	if (rc == 0 && written != len) {
+		err_set(e, ERR_INTERNAL, "%s: the guest stored %llu of %zu bytes", path,
+		    (unsigned long long)written, len);
+		rc = -1;
 	}
-	/* Root writes the bytes to its own staging file; the helper opens
-	 * and unlinks it as root, then writes the target as the user. */
-	snprintf(stage, sizeof(stage), "%s/%s", GUEST_STAGE_DIR, rnd);
-	if (agent_file_write(h, dom, stage, data, len, e) < 0)
-		return -1;
-	snprintf(modes, sizeof(modes), "%04o", mode & 07777);
-	const char *argv[] = { "put", stage, path, modes, make_parents ? "1" : "0", NULL };
-	if (helper_call(h, dom, argv, &st, e) < 0)
-		return -1;
-	rc = st.exit_code == 0 ? 0 : -1;
-	if (rc < 0)
-		helper_error(&st, path, st.exit_code == 1 ? ERR_INVALID : ERR_INTERNAL, e);
-	agent_exec_status_clear(&st);
 	return rc;
 }
 
@@ -234,96 +393,246 @@ int
 guest_get_file(struct vm_host *h, const char *dom, const char *path, long long offset,
     size_t length, unsigned char **data, size_t *len, long long *total, struct err *e)
 {
-	char off[24], cnt[24];
-	struct agent_exec_status st;
-	const char *sz;
+	if (length == 0) {
+		struct achan *c = agent(h, dom, e);
+		struct achan_stat st;
+		int rc;
 
-	*data = NULL;
-	*len = 0;
-	snprintf(off, sizeof(off), "%lld", offset);
-	snprintf(cnt, sizeof(cnt), "%zu", length);
-	const char *argv[] = { "get", path, off, cnt, NULL };
-	if (helper_call(h, dom, argv, &st, e) < 0)
-		return -1;
-	if (st.exit_code != 0) {
-		helper_error(&st, path, st.exit_code == 1 ? ERR_NOT_FOUND : ERR_INTERNAL, e);
-		agent_exec_status_clear(&st);
+		*data = NULL;
+		*len = 0;
+		if (c == NULL)
+			return -1;
+		rc = achan_stat(c, path, 0, &st, clock_ms() + GUEST_SHORT_OP_MS, e);
+		achan_free(c);
+		if (rc < 0)
+			return -1;
+		if (st.type == ACHAN_FT_DIR) {
+			err_set(e, ERR_INVALID, "%s: is a directory", path);
+			return -1;
+		}
+		*total = (long long)st.size;
+		*data = calloc(1, 1);
+		return *data ? 0 : -1;
+	}
+	return get_bytes(h, dom, path, 0, offset, length, data, len, total, e);
+}
+
+/* ---- list_files: a walk of LIST calls, depth first, names in order ---- */
+
+struct name_st {
+	char *name;
+	struct achan_stat st;
+};
+
+struct dir_buf {
+	struct name_st *v;
+	size_t n, cap, max;
+	int truncated;
+};
+
+static int
+collect(void *ctx, const char *name, const struct achan_stat *st, struct err *e)
+{
+	struct dir_buf *d = ctx;
+
+	if (d->n == d->max) {
+		d->truncated = 1;
+		return 1;
+	}
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 64;
+		struct name_st *v = realloc(d->v, cap * sizeof(*v));
+
+		if (v == NULL) {
+			err_set(e, ERR_INTERNAL, "out of memory");
+			return -1;
+		}
+		d->v = v;
+		d->cap = cap;
+	}
+	d->v[d->n].name = strdup(name);
+	if (d->v[d->n].name == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
 		return -1;
 	}
-	sz = st.err ? strstr(st.err, "size=") : NULL;
-	if (sz == NULL || guest_parse_number(sz + 5, "\n", total) < 0)
-		*total = 0;
-	*data = (unsigned char *)st.out;
-	*len = st.out_len;
-	if (*data == NULL)
-		*data = calloc(1, 1);
-	st.out = NULL;
-	agent_exec_status_clear(&st);
-	return *data ? 0 : -1;
+	d->v[d->n++].st = *st;
+	return 0;
+}
+
+static int
+by_name(const void *a, const void *b)
+{
+	return strcmp(((const struct name_st *)a)->name, ((const struct name_st *)b)->name);
+}
+
+static void
+dir_buf_clear(struct dir_buf *d)
+{
+	for (size_t i = 0; i < d->n; i++)
+		free(d->v[i].name);
+	free(d->v);
+}
+
+static const char *
+type_name(enum achan_ftype t)
+{
+	switch (t) {
+	case ACHAN_FT_FILE:
+		return "file";
+	case ACHAN_FT_DIR:
+		return "directory";
+	case ACHAN_FT_LINK:
+		return "symlink";
+	default:
+		return "other";
+	}
+}
+
+static json_t *
+entry_json(const char *path, const struct achan_stat *st)
+{
+	char mode[8], when[32];
+	time_t mt = (time_t)(st->mtime_ns / 1000000000);
+	struct tm tm;
+
+	snprintf(mode, sizeof(mode), "%04o", st->mode & 07777);
+	if (gmtime_r(&mt, &tm) == NULL)
+		memset(&tm, 0, sizeof(tm));
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return json_pack("{s:s%, s:s, s:I, s:s, s:s}", "path", path, strlen(path), "type",
+	    type_name(st->type), "size", (json_int_t)st->size, "mode", mode, "mtime", when);
+}
+
+struct walk {
+	struct achan *c;
+	json_t *out;
+	int limit;
+	int truncated;
+	long long deadline;
+};
+
+static int
+walk_dir(struct walk *w, const char *dir, int level, int depth, struct err *e)
+{
+	struct dir_buf d = { NULL, 0, 0, 0, 0 };
+	int rc = -1;
+
+	d.max = (size_t)(w->limit - (int)json_array_size(w->out)) + 1;
+	if (achan_list(w->c, dir, collect, &d, w->deadline, e) < 0)
+		goto out;
+	qsort(d.v, d.n, sizeof(*d.v), by_name);
+	for (size_t i = 0; i < d.n; i++) {
+		char path[GUEST_LIST_NAME_MAX];
+		json_t *j;
+
+		if ((int)json_array_size(w->out) >= w->limit) {
+			w->truncated = 1;
+			break;
+		}
+		if ((size_t)snprintf(path, sizeof(path), "%s%s%s", dir,
+			dir[strlen(dir) - 1] == '/' ? "" : "/", d.v[i].name) >= sizeof(path))
+			continue; /* deeper than any path a tool can name */
+		j = entry_json(path, &d.v[i].st);
+		if (j == NULL || json_array_append_new(w->out, j) < 0) {
+			err_set(e, ERR_INTERNAL, "out of memory");
+			goto out;
+		}
+		if (d.v[i].st.type == ACHAN_FT_DIR && level < depth) {
+			struct err sub;
+
+			/* An unreadable subdirectory is listed, not entered. */
+			err_clear(&sub);
+			if (walk_dir(w, path, level + 1, depth, &sub) < 0 &&
+			    (sub.kind == ERR_UNAVAILABLE || sub.kind == ERR_TIMEOUT ||
+				sub.kind == ERR_INTERNAL)) {
+				*e = sub;
+				goto out;
+			}
+		}
+	}
+	if (d.truncated)
+		w->truncated = 1;
+	rc = 0;
+out:
+	dir_buf_clear(&d);
+	return rc;
 }
 
 json_t *
 guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth, int limit,
     int *truncated, struct err *e)
 {
-	char d[16], l[16];
-	struct agent_exec_status st;
-	json_t *arr;
+	struct walk w = { NULL, json_array(), limit, 0, clock_ms() + GUEST_SHORT_OP_MS };
 
-	snprintf(d, sizeof(d), "%d", depth);
-	snprintf(l, sizeof(l), "%d", limit);
-	const char *argv[] = { "list", path, d, l, "2097152", NULL };
-	if (helper_call(h, dom, argv, &st, e) < 0)
-		return NULL;
-	if (st.exit_code != 0) {
-		helper_error(&st, path, st.exit_code == 1 ? ERR_NOT_FOUND : ERR_INTERNAL, e);
-		agent_exec_status_clear(&st);
+	*truncated = 0;
+	if (w.out == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
-	*truncated = st.err && strstr(st.err, "truncated=1") != NULL;
-	arr = guest_parse_list(st.out, st.out_len);
-	agent_exec_status_clear(&st);
-	if (arr == NULL)
-		err_set(e, ERR_INTERNAL, "out of memory");
-	return arr;
+	if ((w.c = agent(h, dom, e)) == NULL || walk_dir(&w, path, 1, depth, e) < 0) {
+		achan_free(w.c);
+		json_decref(w.out);
+		return NULL;
+	}
+	achan_free(w.c);
+	*truncated = w.truncated;
+	return w.out;
 }
+
+/* ---- signals and background commands ---- */
 
 int
 guest_kill(struct vm_host *h, const char *dom, long pid, int sig, struct err *e)
 {
-	char pids[24], sigs[16];
-	struct agent_exec_status st;
+	struct achan *c = agent(h, dom, e);
+	int rc;
 
-	snprintf(pids, sizeof(pids), "%ld", pid);
-	snprintf(sigs, sizeof(sigs), "-%d", sig);
-	const char *argv[] = { sigs, pids, NULL };
-	struct agent_exec x = { .path = "/bin/kill", .argv = argv, .capture = 1 };
-	if (agent_run(h, dom, &x, 10000, &st, e) < 0)
+	if (c == NULL)
 		return -1;
-	agent_exec_status_clear(&st);
-	return 0;
+	rc = achan_kill(c, pid, sig, clock_ms() + GUEST_SHORT_OP_MS, e);
+	achan_free(c);
+	return rc;
 }
 
 int
-guest_run_poll(struct vm_host *h, const char *dom, long pid, int *exit_code, struct err *e)
+guest_run_poll(struct vm_host *h, const char *dom, const char *cmd_id, long pid, int *exit_code,
+    struct err *e)
 {
-	struct agent_exec_status st;
+	char path[256];
+	unsigned char *data = NULL;
+	size_t len = 0;
+	long long total = 0;
 	struct err local;
-	int ended;
+	int code = -1, sig = 0, rc;
 
+	exit_path(cmd_id, path, sizeof(path));
 	err_clear(&local);
-	if (agent_exec_status(h, dom, pid, &st, &local) < 0) {
-		/* The agent forgot the process (it restarted): say so plainly. */
-		if (strstr(local.msg, "Invalid parameter") || strstr(local.msg, "PID"))
-			err_set(e, ERR_NOT_FOUND, "the guest agent no longer knows process %ld",
-			    pid);
-		else
-			err_set(e, local.kind, "%s", local.msg);
+	rc = get_bytes(h, dom, path, ACHAN_AS_ROOT, 0, 64, &data, &len, &total, &local);
+	if (rc == 0) {
+		/* "CODE SIGNAL\n", written by the agent as root. */
+		if (sscanf((const char *)data, "%d %d", &code, &sig) != 2 || code < 0 ||
+		    code > 255 || sig < 0 || sig > 64) {
+			free(data);
+			err_set(e, ERR_INTERNAL, "command %s: unreadable exit file", cmd_id);
+			return -1;
+		}
+		free(data);
+		*exit_code = sig ? 128 + sig : code;
+		return 1;
+	}
+	if (local.kind != ERR_NOT_FOUND) {
+		*e = local;
 		return -1;
 	}
-	ended = st.exited;
-	if (ended)
-		*exit_code = st.signal ? 128 + st.signal : st.exit_code;
-	agent_exec_status_clear(&st);
-	return ended;
+	/* No exit file: still running, unless its group is gone (the guest
+	 * rebooted, or the agent was killed with it). */
+	err_clear(&local);
+	if (guest_kill(h, dom, pid, 0, &local) == 0)
+		return 0;
+	if (local.kind == ERR_NOT_FOUND || local.kind == ERR_FORBIDDEN) {
+		err_set(e, ERR_NOT_FOUND, "the guest no longer knows process %ld", pid);
+		return -1;
+	}
+	*e = local;
+	return -1;
 }

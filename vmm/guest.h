@@ -1,6 +1,7 @@
-/* guest.h - operations inside a sandbox VM (guest_), each one exec of the
- * image's aas-helper through the guest agent, which drops to the sandbox
- * user before it touches the user's files or runs the user's command. */
+/* guest.h - operations inside a sandbox VM (guest_) through the guest's
+ * aas-agent (vmm/achan.h): commands run as the sandbox user with their
+ * output streamed and kept in logs, files move as raw bytes with the
+ * sandbox user's rights. */
 #ifndef AAS_GUEST_H
 #define AAS_GUEST_H
 
@@ -12,10 +13,8 @@
 #include "base/err.h"
 #include "vmm/vm.h"
 
-#define GUEST_HELPER "/usr/local/libexec/aas-helper"
 #define GUEST_HOME "/home/sandbox"
 #define GUEST_CMD_DIR "/var/lib/aas/cmd"
-#define GUEST_STAGE_DIR "/var/lib/aas/stage"
 #define GUEST_MAX_FILE (8u << 20) /* write_file / read page limit */
 #define GUEST_MAX_STDIN (1u << 20)
 
@@ -26,13 +25,16 @@ struct guest_run {
 	const json_t *env;      /* object of strings, or NULL */
 	const char *stdin_data; /* NULL: /dev/null */
 	size_t stdin_len;
-	int timeout_s; /* inside the guest; 0 = none */
+	int timeout_s;  /* inside the guest; 0 = none */
+	int background; /* left running; its end is read from its exit file */
 };
 
 /* Log paths of a command (inside the guest). */
 void guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size_t en);
 
-/* Starts a command; returns the guest pid of its supervisor. */
+/* Starts a command; fills the guest pid (of its process group). A
+ * foreground command is then waited on with guest_run_wait until it
+ * ends, or let go with guest_run_release. */
 int guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r, long *pid,
     struct err *e);
 
@@ -51,6 +53,10 @@ struct guest_sink {
 int guest_run_wait(struct vm_host *h, const char *dom, long pid, long long deadline_ms,
     const atomic_int *cancel, const struct guest_sink *sink, int *exit_code, long long *out_size,
     long long *err_size, struct err *e);
+
+/* Lets go of a foreground command this process no longer waits on (it
+ * runs on unless killed). */
+void guest_run_release(struct vm_host *h, const char *dom, long pid);
 
 /* Reads up to `max` bytes of a log file from `offset`; `total` is the
  * whole size. `known_size` (-1 when unknown) saves asking for it. */
@@ -72,11 +78,12 @@ json_t *guest_list_files(struct vm_host *h, const char *dom, const char *path, i
 /* Sends `sig` to a command's whole process group. */
 int guest_kill(struct vm_host *h, const char *dom, long pid, int sig, struct err *e);
 
-/* One poll of a command started with guest_run_start: 1 with its exit
- * code (128 + signal when killed) once it ended, 0 while it runs, -1 with
- * ERR_NOT_FOUND when the guest agent no longer knows it (it restarted),
+/* One poll of a background command started with guest_run_start: 1 with
+ * its exit code (128 + signal when killed) once it ended, 0 while it runs,
+ * -1 with ERR_NOT_FOUND when the guest no longer knows it (it rebooted),
  * or -1 with another error. */
-int guest_run_poll(struct vm_host *h, const char *dom, long pid, int *exit_code, struct err *e);
+int guest_run_poll(struct vm_host *h, const char *dom, const char *cmd_id, long pid, int *exit_code,
+    struct err *e);
 
 /* Makes a user path absolute (relative paths are under GUEST_HOME).
  * -1 when the result would not fit. */

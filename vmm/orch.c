@@ -21,6 +21,7 @@
 #include "vmm/agent.h"
 #include "vmm/conlog.h"
 #include "vmm/netguard.h"
+#include "vmm/vm_agent.h"
 #include "base/keys.h"
 #include "base/clock.h"
 #include "base/config.h"
@@ -219,26 +220,26 @@ fill_spec(struct orch *o, struct vm_spec *s, const char *name, enum vm_accel acc
 	s->agent_socket = agent;
 }
 
+/* Readiness: the guest's aas-agent answered the handshake on its port. */
 static int
 wait_agent(struct vm_host *h, const char *name, long long deadline, struct err *e)
 {
-	struct err pe;
+	struct achan *c = vm_agent_get(h, name, e);
+	struct err ignore;
+	int rc;
 
-	for (;;) {
-		err_clear(&pe);
-		if (agent_ping(h, name, 1, &pe) == 0)
-			return 0;
-		if (pe.kind == ERR_NOT_FOUND) {
+	if (c == NULL) {
+		if (e->kind == ERR_NOT_FOUND)
 			err_set(e, ERR_UNAVAILABLE, "the VM stopped while booting");
-			return -1;
-		}
-		if (clock_ms() > deadline) {
-			err_set(e, ERR_TIMEOUT, "the guest agent did not answer in time (%s)",
-			    pe.msg);
-			return -1;
-		}
-		usleep(50 * 1000);
+		return -1;
 	}
+	rc = achan_wait_ready(c, deadline, e);
+	if (rc < 0 && e->kind == ERR_TIMEOUT)
+		err_set(e, ERR_TIMEOUT, "the guest agent did not answer in time");
+	else if (rc < 0 && (err_clear(&ignore), vm_exists(h, name, &ignore)) == 0)
+		err_set(e, ERR_UNAVAILABLE, "the VM stopped while booting");
+	achan_free(c);
+	return rc;
 }
 
 static int
@@ -270,6 +271,7 @@ boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel
 	return 0;
 fail:
 	err_clear(&ignore);
+	vm_agent_forget(h, name);
 	vm_destroy(h, name, &ignore);
 	remove_vm_files(o, h, id);
 	return -1;
@@ -500,6 +502,7 @@ orch_free(struct orch *o)
 	if (o->starter_started)
 		pthread_join(o->starter, NULL);
 	for (size_t i = 0; i < o->n_hosts; i++)
+		vm_agent_forget_host(o->hosts[i]);
 		vm_host_close(o->hosts[i]);
 	pthread_mutex_destroy(&o->lock);
 	pthread_cond_destroy(&o->ready_cond);
@@ -682,6 +685,7 @@ orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e)
 	if (h == NULL)
 		return -1;
 	orch_domain_name(id, name, sizeof(name));
+	vm_agent_forget(h, name);
 	if (vm_destroy(h, name, e) < 0)
 		return -1;
 	remove_vm_files(o, h, id);

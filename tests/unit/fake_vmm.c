@@ -853,14 +853,25 @@ __wrap_guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size
 }
 
 int
-__wrap_guest_run_poll(struct vm_host *h, const char *dom, long pid, int *exit_code, struct err *e)
+__wrap_guest_run_poll(struct vm_host *h, const char *dom, const char *cmd_id, long pid,
+    int *exit_code, struct err *e)
 {
 	struct fake_cmd c;
+
+	(void)cmd_id;
 	int rc = cmd_poll(h, dom, pid, &c, e);
 
 	if (rc == 1)
 		*exit_code = c.signal ? 128 + c.signal : c.exit_code;
 	return rc;
+}
+
+void
+__wrap_guest_run_release(struct vm_host *h, const char *dom, long pid)
+{
+	(void)h;
+	(void)dom;
+	(void)pid;
 }
 
 /* SIGTERM to a command that still runs ends it now. */
