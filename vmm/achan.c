@@ -465,11 +465,11 @@ conn_frame(struct achan *c, const struct ap_hdr *h, const unsigned char *p)
 			return 0; /* left over from before the handshake */
 		return hostile(c, "frame type 0x%x on channel 0", h->type);
 	}
-	if (ap_parse(p, h->len, c->fields, AP_MAX_FIELDS, &nf) < 0)
-		return hostile(c, "malformed HELLO");
+	char why[128];
+
+	if (aread_fields(h, p, c->fields, &nf, why, sizeof(why)) < 0)
+		return hostile(c, "%s", why);
 	const struct ap_field *fn = ap_find(c->fields, nf, AP_TAG_NONCE);
-	if (fn == NULL || fn->n != 8)
-		return hostile(c, "HELLO without a nonce");
 	uint64_t nonce = ap_u64(fn);
 	if (nonce == 0) {
 		/* The agent (re)started: it skipped what we sent before. */
@@ -497,32 +497,11 @@ conn_frame(struct achan *c, const struct ap_hdr *h, const unsigned char *p)
 static int
 check_fields(struct achan *c, const struct ap_hdr *h, const unsigned char *p)
 {
+	char why[128];
 	size_t nf;
-	const struct ap_field *f = c->fields;
 
-	if (ap_parse(p, h->len, c->fields, AP_MAX_FIELDS, &nf) < 0)
-		return hostile(c, "malformed fields in frame type 0x%x on channel %lu", h->type,
-		    (unsigned long)h->chan);
-	switch (h->type) {
-	case AP_T_STARTED:
-		if (ap_find(f, nf, AP_TAG_PID) == NULL)
-			return hostile(c, "STARTED without a pid");
-		break;
-	case AP_T_EXIT:
-		if (ap_find(f, nf, AP_TAG_CODE) == NULL)
-			return hostile(c, "EXIT without a code");
-		break;
-	case AP_T_ENTRY: {
-		const struct ap_field *n = ap_find(f, nf, AP_TAG_NAME);
-		if (n == NULL || ap_find(f, nf, AP_TAG_TYPE) == NULL || n->n == 0 ||
-		    memchr(n->p, '/', n->n) || (n->n == 1 && n->p[0] == '.') ||
-		    (n->n == 2 && n->p[0] == '.' && n->p[1] == '.'))
-			return hostile(c, "bad directory entry");
-		break;
-	}
-	default:
-		break;
-	}
+	if (aread_fields(h, p, c->fields, &nf, why, sizeof(why)) < 0)
+		return hostile(c, "%s on channel %lu", why, (unsigned long)h->chan);
 	return 0;
 }
 

@@ -183,3 +183,47 @@ aread_feed(struct aread *r, const void *p, size_t n)
 	}
 	return r->mode == AREAD_FAILED ? -1 : 0;
 }
+
+int
+aread_fields(const struct ap_hdr *h, const unsigned char *p, struct ap_field *f, size_t *nf,
+    char *why, size_t wn)
+{
+	const struct ap_field *n;
+
+	if (ap_parse(p, h->len, f, AP_MAX_FIELDS, nf) < 0) {
+		snprintf(why, wn, "malformed fields in frame type 0x%x", h->type);
+		return -1;
+	}
+	switch (h->type) {
+	case AP_T_HELLO:
+		if (ap_find(f, *nf, AP_TAG_NONCE) == NULL) {
+			snprintf(why, wn, "HELLO without a nonce");
+			return -1;
+		}
+		break;
+	case AP_T_STARTED:
+		if (ap_find(f, *nf, AP_TAG_PID) == NULL) {
+			snprintf(why, wn, "STARTED without a pid");
+			return -1;
+		}
+		break;
+	case AP_T_EXIT:
+		if (ap_find(f, *nf, AP_TAG_CODE) == NULL) {
+			snprintf(why, wn, "EXIT without a code");
+			return -1;
+		}
+		break;
+	case AP_T_ENTRY:
+		n = ap_find(f, *nf, AP_TAG_NAME);
+		if (n == NULL || ap_find(f, *nf, AP_TAG_TYPE) == NULL || n->n == 0 ||
+		    memchr(n->p, '/', n->n) || (n->n == 1 && n->p[0] == '.') ||
+		    (n->n == 2 && n->p[0] == '.' && n->p[1] == '.')) {
+			snprintf(why, wn, "directory entry without a type or a plain name");
+			return -1;
+		}
+		break;
+	default:
+		break;
+	}
+	return 0;
+}

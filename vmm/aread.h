@@ -36,4 +36,11 @@ int aread_synced(const struct aread *r);
 /* Why the reader failed ("" when it has not, or the callback stopped it). */
 const char *aread_reason(const struct aread *r);
 
+/* Splits a frame's payload into fields (f holds AP_MAX_FIELDS) and checks
+ * those its type must carry: HELLO a NONCE, STARTED a PID, EXIT a CODE,
+ * ENTRY a TYPE and a NAME that is one path component. 0, or -1 with the
+ * reason in why. Data frames (STDOUT, STDERR, DATA, STDIN) have no fields. */
+int aread_fields(const struct ap_hdr *h, const unsigned char *p, struct ap_field *f, size_t *nf,
+    char *why, size_t wn);
+
 #endif

@@ -1,0 +1,1259 @@
+/* test_achan.c - aasd's end of the agent protocol (vmm/achan.h) against a
+ * scripted fake agent on the other end of a socketpair, driven by the same
+ * libvirt event loop aasd runs: the handshake, processes, stdin, signals,
+ * files, listings, errno mapping, and a hostile guest (oversized and
+ * malformed frames, data beyond the window, unknown channels, garbage,
+ * a flood, silence, a stream that closes) that must end in the failed
+ * state with a reason while memory stays bounded and nothing hangs. */
+#include <errno.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/clock.h"
+#include "base/err.h"
+#include "vmm/achan.h"
+#include "vmm/image/aproto.h"
+#include "vmm/vm.h"
+
+static const unsigned char SYNC[] = AP_SYNC;
+
+/* ---- the fake agent ---- */
+
+enum mode {
+	M_SERVE,     /* a conforming agent */
+	M_GARBAGE,   /* garbage and an unasked HELLO before answering */
+	M_SILENT,    /* reads, never answers */
+	M_NOSYNC,    /* endless garbage without AP_SYNC */
+	M_OVERSIZED, /* a frame above AP_MAX_PAYLOAD after the handshake */
+	M_MALFORMED, /* STARTED with a field that runs past the end */
+	M_OVERFLOW,  /* output beyond the window */
+	M_UNKNOWN,   /* a frame on a channel never opened */
+	M_HANGUP,    /* closes the stream after STARTED */
+	M_RESTART,   /* an unasked HELLO while a command runs */
+	M_BADLIST,   /* an entry named ".." */
+};
+
+struct fa {
+	int fd;
+	enum mode mode;
+	pthread_t th;
+	/* what the agent saw */
+	uint64_t put_sum, put_bytes;
+	uint64_t max_outstanding; /* output sent and not yet granted back */
+	uint64_t flood_sent;
+	int signals[8], nsignals;
+	unsigned rows, cols;
+	int closes;
+	int stdin_fin;
+};
+
+static int
+readn(int fd, void *p, size_t n)
+{
+	unsigned char *b = p;
+
+	while (n > 0) {
+		ssize_t r = read(fd, b, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		b += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static int
+writen(int fd, const void *p, size_t n)
+{
+	const unsigned char *b = p;
+
+	while (n > 0) {
+		ssize_t r = write(fd, b, n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		b += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+static int
+fa_send(struct fa *a, int type, int flags, uint32_t chan, const void *p, size_t n)
+{
+	unsigned char h[AP_HDR_SIZE];
+	struct ap_hdr hd = { .len = (uint32_t)n,
+		.type = (uint16_t)type,
+		.flags = (uint16_t)flags,
+		.chan = chan };
+
+	ap_hdr_put(h, &hd);
+	if (writen(a->fd, h, sizeof(h)) < 0)
+		return -1;
+	return n ? writen(a->fd, p, n) : 0;
+}
+
+/* One frame (a leading AP_SYNC is skipped); payload holds AP_MAX_PAYLOAD. */
+static int
+fa_recv(struct fa *a, struct ap_hdr *h, unsigned char *payload)
+{
+	unsigned char b[AP_HDR_SIZE];
+
+	if (readn(a->fd, b, 1) < 0)
+		return -1;
+	if (b[0] == SYNC[0]) {
+		unsigned char rest[AP_SYNC_LEN - 1];
+		if (readn(a->fd, rest, sizeof(rest)) < 0 || memcmp(rest, SYNC + 1, sizeof(rest)))
+			return -1;
+		if (readn(a->fd, b, 1) < 0)
+			return -1;
+	}
+	if (readn(a->fd, b + 1, AP_HDR_SIZE - 1) < 0 || ap_hdr_get(b, h) < 0)
+		return -1;
+	return readn(a->fd, payload, h->len);
+}
+
+static uint64_t
+field_u64(const unsigned char *p, size_t n, int tag)
+{
+	struct ap_field f[AP_MAX_FIELDS];
+	size_t nf;
+	const struct ap_field *x;
+
+	if (ap_parse(p, n, f, AP_MAX_FIELDS, &nf) < 0 || (x = ap_find(f, nf, tag)) == NULL)
+		return UINT64_MAX;
+	return ap_u64(x);
+}
+
+static void
+field_str(const unsigned char *p, size_t n, int tag, char *out, size_t on)
+{
+	struct ap_field f[AP_MAX_FIELDS];
+	size_t nf;
+	const struct ap_field *x;
+
+	out[0] = '\0';
+	if (ap_parse(p, n, f, AP_MAX_FIELDS, &nf) == 0 && (x = ap_find(f, nf, tag)))
+		ap_str(x, out, on);
+}
+
+static int
+fa_hello(struct fa *a, uint64_t nonce)
+{
+	unsigned char pl[128];
+	struct ap_out o = { .buf = pl };
+
+	ap_put_u64(&o, AP_TAG_NONCE, nonce);
+	ap_put_u32(&o, AP_TAG_VERSION, AP_VERSION);
+	ap_put_str(&o, AP_TAG_BOOT_ID, "boot-1");
+	if (writen(a->fd, SYNC, AP_SYNC_LEN) < 0)
+		return -1;
+	return fa_send(a, AP_T_HELLO, 0, 0, pl, o.len);
+}
+
+static int
+fa_result(struct fa *a, uint32_t chan, uint32_t err, const char *msg, uint64_t size)
+{
+	unsigned char pl[256];
+	struct ap_out o = { .buf = pl };
+
+	if (err) {
+		ap_put_u32(&o, AP_TAG_ERRNO, err);
+		ap_put_str(&o, AP_TAG_MESSAGE, msg);
+	} else {
+		ap_put_u64(&o, AP_TAG_SIZE, size);
+	}
+	return fa_send(a, AP_T_RESULT, 0, chan, pl, o.len);
+}
+
+static uint64_t
+fnv(uint64_t h, const unsigned char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ p[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* The pattern files and outputs are made of: byte i of a stream. */
+static void
+pattern(unsigned char *p, uint64_t at, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (unsigned char)((at + i) * 131 + ((at + i) >> 12));
+}
+
+/* Waits for a WINDOW on chan, answering pings; -1 on a CLOSE or EOF. */
+static int
+fa_wait_window(struct fa *a, uint32_t chan, uint64_t *window, unsigned char *buf)
+{
+	struct ap_hdr h;
+
+	while (fa_recv(a, &h, buf) == 0) {
+		if (h.type == AP_T_PING)
+			fa_send(a, AP_T_PONG, 0, 0, buf, h.len);
+		else if (h.type == AP_T_WINDOW && h.chan == chan) {
+			*window += field_u64(buf, h.len, AP_TAG_SIZE);
+			return 0;
+		} else if (h.type == AP_T_CLOSE && h.chan == chan) {
+			a->closes++;
+			return -1;
+		}
+	}
+	return -1;
+}
+
+/* Sends n bytes of a stream within the window, like a real agent. */
+static int
+fa_stream(struct fa *a, int type, uint32_t chan, uint64_t total, size_t frame, uint64_t *window,
+    unsigned char *buf, unsigned char *in)
+{
+	uint64_t at = 0;
+
+	while (at < total) {
+		size_t k = total - at < frame ? (size_t)(total - at) : frame;
+		while (*window == 0)
+			if (fa_wait_window(a, chan, window, in) < 0)
+				return -1;
+		if (k > *window)
+			k = (size_t)*window;
+		pattern(buf, at, k);
+		if (fa_send(a, type, 0, chan, buf, k) < 0)
+			return -1;
+		a->flood_sent += k;
+		*window -= k;
+		if (AP_WINDOW_INIT - *window > a->max_outstanding)
+			a->max_outstanding = AP_WINDOW_INIT - *window;
+		at += k;
+	}
+	return 0;
+}
+
+static void
+fa_exec(struct fa *a, uint32_t chan, const unsigned char *p, size_t n, unsigned char *in,
+    unsigned char *buf)
+{
+	char cmd[256];
+	unsigned char pl[64];
+	struct ap_out o = { .buf = pl };
+	uint64_t window = AP_WINDOW_INIT;
+	struct ap_hdr h;
+
+	field_str(p, n, AP_TAG_ARG, cmd, sizeof(cmd));
+	ap_put_u32(&o, AP_TAG_PID, 4242);
+	if (strcmp(cmd, "missing") == 0) {
+		fa_result(a, chan, ENOENT, "no such program", 0);
+		return;
+	}
+	fa_send(a, AP_T_STARTED, 0, chan, pl, o.len);
+	if (a->mode == M_MALFORMED)
+		return;
+	if (a->mode == M_HANGUP) {
+		shutdown(a->fd, SHUT_RDWR);
+		return;
+	}
+	if (a->mode == M_RESTART) {
+		fa_hello(a, 0);
+		return;
+	}
+	o.len = 0;
+	if (strcmp(cmd, "output") == 0) {
+		/* 2 MiB of stdout in 4 KiB frames, a line of stderr between. */
+		if (fa_stream(a, AP_T_STDERR, chan, 100, 100, &window, buf, in) < 0 ||
+		    fa_stream(a, AP_T_STDOUT, chan, 2u << 20, 4096, &window, buf, in) < 0)
+			return;
+		fa_send(a, AP_T_STDOUT, AP_F_FIN, chan, NULL, 0);
+		ap_put_u32(&o, AP_TAG_CODE, 3);
+		ap_put_u32(&o, AP_TAG_SIGNAL, 0);
+		fa_send(a, AP_T_EXIT, 0, chan, pl, o.len);
+	} else if (strcmp(cmd, "flood") == 0) {
+		/* Output forever: only the window stops it. */
+		for (;;) {
+			if (a->mode == M_OVERFLOW && window == 0)
+				window = AP_MAX_PAYLOAD; /* ignores it */
+			if (fa_stream(a, AP_T_STDOUT, chan, window ? window : 1, 65536, &window,
+				buf, in) < 0)
+				break;
+		}
+	} else if (strcmp(cmd, "stdin") == 0) {
+		uint64_t sum = 0xcbf29ce484222325ull, got = 0;
+		while (fa_recv(a, &h, in) == 0) {
+			if (h.type != AP_T_STDIN || h.chan != chan)
+				continue;
+			sum = fnv(sum, in, h.len);
+			got += h.len;
+			o.len = 0;
+			ap_put_u64(&o, AP_TAG_SIZE, h.len);
+			if (h.len)
+				fa_send(a, AP_T_WINDOW, 0, chan, pl, o.len);
+			if (h.flags & AP_F_FIN)
+				break;
+		}
+		a->stdin_fin = 1;
+		int k = snprintf((char *)buf, 128, "%llu %016llx", (unsigned long long)got,
+		    (unsigned long long)sum);
+		fa_send(a, AP_T_STDOUT, 0, chan, buf, (size_t)k);
+		o.len = 0;
+		ap_put_u32(&o, AP_TAG_CODE, 0);
+		fa_send(a, AP_T_EXIT, 0, chan, pl, o.len);
+	} else if (strcmp(cmd, "wait") == 0) {
+		/* Until SIGNAL: records RESIZE and SIGNAL frames. */
+		while (fa_recv(a, &h, in) == 0) {
+			if (h.type == AP_T_PING)
+				fa_send(a, AP_T_PONG, 0, 0, in, h.len);
+			if (h.chan != chan)
+				continue;
+			if (h.type == AP_T_CLOSE) {
+				a->closes++;
+				return;
+			}
+			if (h.type == AP_T_RESIZE) {
+				a->rows = (unsigned)field_u64(in, h.len, AP_TAG_ROWS);
+				a->cols = (unsigned)field_u64(in, h.len, AP_TAG_COLS);
+			} else if (h.type == AP_T_SIGNAL && a->nsignals < 8) {
+				int s = (int)field_u64(in, h.len, AP_TAG_SIGNAL);
+				a->signals[a->nsignals++] = s;
+				o.len = 0;
+				ap_put_u32(&o, AP_TAG_CODE, 0);
+				ap_put_u32(&o, AP_TAG_SIGNAL, (uint32_t)s);
+				fa_send(a, AP_T_EXIT, 0, chan, pl, o.len);
+				return;
+			}
+		}
+	}
+}
+
+static void
+fa_put(struct fa *a, uint32_t chan, unsigned char *in)
+{
+	struct ap_hdr h;
+	uint64_t sum = 0xcbf29ce484222325ull, got = 0;
+
+	while (fa_recv(a, &h, in) == 0) {
+		if (h.type == AP_T_PING)
+			fa_send(a, AP_T_PONG, 0, 0, in, h.len);
+		if (h.type != AP_T_DATA || h.chan != chan)
+			continue;
+		if (a->mode != M_SILENT)
+			sum = fnv(sum, in, h.len);
+		got += h.len;
+		if (h.flags & AP_F_FIN)
+			break;
+	}
+	a->put_sum = sum;
+	a->put_bytes = got;
+	fa_result(a, chan, 0, NULL, got);
+}
+
+static void
+fa_entry(struct fa *a, uint32_t chan, const char *name, uint32_t type, uint64_t size)
+{
+	unsigned char pl[256];
+	struct ap_out o = { .buf = pl };
+
+	ap_put_str(&o, AP_TAG_NAME, name);
+	ap_put_u32(&o, AP_TAG_TYPE, type);
+	ap_put_u64(&o, AP_TAG_SIZE, size);
+	ap_put_u32(&o, AP_TAG_MODE, 0644);
+	ap_put_u64(&o, AP_TAG_MTIME, 1700000000000000000ull);
+	fa_send(a, AP_T_ENTRY, 0, chan, pl, o.len);
+}
+
+static const struct {
+	const char *path;
+	uint32_t err;
+} errnos[] = { { "/enoent", ENOENT }, { "/eacces", EACCES }, { "/eperm", EPERM },
+	{ "/eisdir", EISDIR }, { "/eexist", EEXIST }, { "/enospc", ENOSPC } };
+
+static void
+fa_file(struct fa *a, const struct ap_hdr *rq, const unsigned char *p, unsigned char *in,
+    unsigned char *buf)
+{
+	char path[256];
+	unsigned char pl[256];
+	struct ap_out o = { .buf = pl };
+	uint64_t window = AP_WINDOW_INIT;
+
+	field_str(p, rq->len, AP_TAG_PATH, path, sizeof(path));
+	for (size_t i = 0; i < sizeof(errnos) / sizeof(errnos[0]); i++)
+		if (strcmp(path, errnos[i].path) == 0) {
+			fa_result(a, rq->chan, errnos[i].err, "refused by the fake agent", 0);
+			return;
+		}
+	switch (rq->type) {
+	case AP_T_PUT:
+		fa_put(a, rq->chan, in);
+		break;
+	case AP_T_GET: {
+		/* "/size/N": N bytes of the pattern. */
+		unsigned long long n = 0;
+		if (sscanf(path, "/size/%llu", &n) != 1)
+			n = 0;
+		if (fa_stream(a, AP_T_DATA, rq->chan, n, AP_MAX_PAYLOAD, &window, buf, in) == 0)
+			fa_result(a, rq->chan, 0, NULL, n);
+		break;
+	}
+	case AP_T_STAT:
+		ap_put_u32(&o, AP_TAG_TYPE, AP_FT_FILE);
+		ap_put_u64(&o, AP_TAG_SIZE, 12345);
+		ap_put_u32(&o, AP_TAG_MODE, 0640);
+		ap_put_u64(&o, AP_TAG_MTIME, 1700000000123456789ull);
+		ap_put_u32(&o, AP_TAG_UID, 1000);
+		ap_put_u32(&o, AP_TAG_GID, 1001);
+		fa_send(a, AP_T_RESULT, 0, rq->chan, pl, o.len);
+		break;
+	case AP_T_LIST:
+		fa_entry(a, rq->chan, "a.txt", AP_FT_FILE, 5);
+		fa_entry(a, rq->chan, a->mode == M_BADLIST ? ".." : "sub", AP_FT_DIR, 0);
+		fa_entry(a, rq->chan, "link", AP_FT_LINK, 7);
+		fa_result(a, rq->chan, 0, NULL, 0);
+		break;
+	}
+}
+
+static void *
+fa_main(void *arg)
+{
+	struct fa *a = arg;
+	unsigned char *in = malloc(AP_MAX_PAYLOAD), *buf = malloc(AP_MAX_PAYLOAD);
+	struct ap_hdr h;
+
+	if (a->mode == M_NOSYNC) {
+		memset(buf, 'x', AP_MAX_PAYLOAD);
+		while (writen(a->fd, buf, AP_MAX_PAYLOAD) == 0)
+			;
+		goto out;
+	}
+	if (a->mode == M_GARBAGE) {
+		static const char junk[] = "\xaa\x55\x01 half a sync, then noise\x00\xff";
+		writen(a->fd, junk, sizeof(junk));
+		fa_send(a, AP_T_STDOUT, 0, 7, "stale", 5); /* before any sync: skipped */
+		fa_hello(a, 0);
+	}
+	while (fa_recv(a, &h, in) == 0) {
+		switch (h.type) {
+		case AP_T_HELLO:
+			if (a->mode != M_SILENT)
+				fa_hello(a, field_u64(in, h.len, AP_TAG_NONCE));
+			if (a->mode == M_OVERSIZED) {
+				struct ap_hdr big = { .len = AP_MAX_PAYLOAD + 1,
+					.type = AP_T_STDOUT,
+					.chan = 1 };
+				unsigned char hb[AP_HDR_SIZE];
+				ap_hdr_put(hb, &big);
+				writen(a->fd, hb, sizeof(hb));
+			} else if (a->mode == M_UNKNOWN) {
+				fa_send(a, AP_T_STDOUT, 0, 999, "x", 1);
+			}
+			break;
+		case AP_T_PING:
+			fa_send(a, AP_T_PONG, 0, 0, in, h.len);
+			break;
+		case AP_T_EXEC:
+			if (a->mode == M_MALFORMED) {
+				unsigned char bad[] = { AP_TAG_PID, 0, 0, 0, 9, 1, 2 };
+				fa_send(a, AP_T_STARTED, 0, h.chan, bad, sizeof(bad));
+				break;
+			}
+			{
+				unsigned char *req = malloc(h.len + 1);
+				memcpy(req, in, h.len);
+				fa_exec(a, h.chan, req, h.len, in, buf);
+				free(req);
+				break;
+			}
+		case AP_T_PUT:
+		case AP_T_GET:
+		case AP_T_STAT:
+		case AP_T_LIST: {
+			unsigned char *req = malloc(h.len + 1);
+			memcpy(req, in, h.len);
+			fa_file(a, &h, req, in, buf);
+			free(req);
+			break;
+		}
+		case AP_T_SIGNAL:
+			if (field_u64(in, h.len, AP_TAG_PID) == 4242)
+				fa_result(a, h.chan, 0, NULL, 0);
+			else
+				fa_result(a, h.chan, ESRCH, "no such process", 0);
+			break;
+		case AP_T_CLOSE:
+			a->closes++;
+			break;
+		default:
+			break;
+		}
+	}
+out:
+	free(in);
+	free(buf);
+	return NULL;
+}
+
+/* ---- fixture ---- */
+
+struct fx {
+	struct fa a;
+	struct achan *c;
+};
+
+static struct fx *
+start(enum mode mode)
+{
+	struct fx *f = calloc(1, sizeof(*f));
+	int sv[2];
+	struct err e;
+
+	assert_non_null(f);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	f->a.fd = sv[1];
+	f->a.mode = mode;
+	assert_int_equal(pthread_create(&f->a.th, NULL, fa_main, &f->a), 0);
+	err_clear(&e);
+	f->c = achan_open_fd(sv[0], &e);
+	assert_non_null(f->c);
+	return f;
+}
+
+static void
+stop(struct fx *f)
+{
+	achan_free(f->c);
+	/* The agent sees the end of its stream once the watch lets the
+	 * descriptor go; a shutdown makes that immediate. */
+	shutdown(f->a.fd, SHUT_RDWR);
+	pthread_join(f->a.th, NULL);
+	close(f->a.fd);
+	free(f);
+}
+
+static long long
+soon(int ms)
+{
+	return clock_ms() + ms;
+}
+
+static void
+ready(struct fx *f)
+{
+	struct err e;
+
+	err_clear(&e);
+	assert_int_equal(achan_wait_ready(f->c, soon(5000), &e), 0);
+	assert_int_equal(achan_state(f->c), 1);
+}
+
+static void
+assert_failed(struct fx *f, int fault, const char *needle)
+{
+	char why[256];
+	long long until = soon(5000);
+
+	while (achan_state(f->c) != -1 && clock_ms() < until)
+		usleep(1000);
+	assert_int_equal(achan_state(f->c), -1);
+	achan_failure(f->c, why, sizeof(why));
+	if (strstr(why, needle) == NULL)
+		fail_msg("reason \"%s\" lacks \"%s\"", why, needle);
+	assert_int_equal(achan_guest_at_fault(f->c), fault);
+}
+
+static long
+rss_kib(void)
+{
+	FILE *fp = fopen("/proc/self/status", "r");
+	char line[256];
+	long v = -1;
+
+	if (fp == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), fp))
+		if (sscanf(line, "VmRSS: %ld", &v) == 1)
+			break;
+	fclose(fp);
+	return v;
+}
+
+static struct achan_exec *
+run(struct fx *f, const char *cmd, int stdin_stream)
+{
+	const char *argv[] = { cmd, NULL };
+	struct achan_exec_req rq = { .argv = argv, .stdin_stream = stdin_stream };
+	struct err e;
+	long pid = 0;
+	struct achan_exec *x;
+
+	err_clear(&e);
+	x = achan_exec_start(f->c, &rq, &pid, &e);
+	if (x == NULL)
+		fail_msg("exec %s: %s", cmd, e.msg);
+	assert_int_equal(pid, 4242);
+	return x;
+}
+
+/* ---- tests ---- */
+
+static void
+test_handshake_after_garbage(void **state)
+{
+	struct fx *f = start(M_GARBAGE);
+	struct err e;
+
+	(void)state;
+	ready(f);
+	err_clear(&e);
+	assert_int_equal(achan_ping(f->c, soon(2000), &e), 0);
+	assert_int_equal(achan_ping(f->c, soon(2000), &e), 0);
+	stop(f);
+}
+
+static void
+test_exec_events_in_order(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	struct achan_exec *x;
+	struct achan_ev ev;
+	struct err e;
+	unsigned char *want = malloc(4096);
+	uint64_t out = 0, errb = 0;
+	int eof = 0, exited = 0;
+
+	(void)state;
+	ready(f);
+	x = run(f, "output", 0);
+	while (!exited) {
+		err_clear(&e);
+		int r = achan_exec_next(x, soon(5000), NULL, &ev, &e);
+		if (r != 1)
+			fail_msg("exec_next %d: %s", r, e.msg);
+		switch (ev.kind) {
+		case ACHAN_EV_STDOUT:
+			assert_false(eof);
+			if (ev.len == 0) {
+				eof = 1;
+				break;
+			}
+			/* Every byte in place: nothing lost, doubled or reordered. */
+			for (size_t off = 0; off < ev.len; off += 4096) {
+				size_t k = ev.len - off < 4096 ? ev.len - off : 4096;
+				pattern(want, out + off, k);
+				assert_memory_equal(ev.data + off, want, k);
+			}
+			out += ev.len;
+			break;
+		case ACHAN_EV_STDERR:
+			errb += ev.len;
+			break;
+		case ACHAN_EV_EXIT:
+			assert_true(eof);
+			assert_int_equal(ev.code, 3);
+			assert_int_equal(ev.signal, 0);
+			exited = 1;
+			break;
+		}
+	}
+	assert_int_equal(out, 2u << 20);
+	assert_int_equal(errb, 100);
+	assert_true(f->a.max_outstanding <= AP_WINDOW_INIT);
+	err_clear(&e);
+	assert_int_equal(achan_exec_next(x, soon(100), NULL, &ev, &e), -1);
+	achan_exec_free(x);
+	assert_int_equal(achan_state(f->c), 1);
+	free(want);
+	stop(f);
+}
+
+static void
+test_exec_missing_program(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	const char *argv[] = { "missing", NULL };
+	struct achan_exec_req rq = { .argv = argv };
+	struct err e;
+	long pid = -1;
+
+	(void)state;
+	ready(f);
+	err_clear(&e);
+	assert_null(achan_exec_start(f->c, &rq, &pid, &e));
+	assert_int_equal(e.kind, ERR_NOT_FOUND);
+	assert_non_null(strstr(e.msg, "no such program"));
+	assert_int_equal(achan_state(f->c), 1);
+	stop(f);
+}
+
+static void
+test_stdin_beyond_credit(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	struct achan_exec *x;
+	struct achan_ev ev;
+	struct err e;
+	size_t total = 3u << 20, chunk = 100000;
+	unsigned char *b = malloc(chunk);
+	uint64_t sum = 0xcbf29ce484222325ull;
+	char got[128] = "", want[128];
+
+	(void)state;
+	ready(f);
+	x = run(f, "stdin", 1);
+	for (size_t at = 0; at < total; at += chunk) {
+		size_t k = total - at < chunk ? total - at : chunk;
+		pattern(b, at, k);
+		sum = fnv(sum, b, k);
+		err_clear(&e);
+		assert_int_equal(achan_exec_stdin(x, b, k, 0, &e), 0);
+	}
+	assert_int_equal(achan_exec_stdin(x, NULL, 0, 1, &e), 0);
+	for (;;) {
+		err_clear(&e);
+		assert_int_equal(achan_exec_next(x, soon(5000), NULL, &ev, &e), 1);
+		if (ev.kind == ACHAN_EV_EXIT)
+			break;
+		if (ev.kind == ACHAN_EV_STDOUT && ev.len < sizeof(got))
+			memcpy(got, ev.data, ev.len);
+	}
+	snprintf(want, sizeof(want), "%zu %016llx", total, (unsigned long long)sum);
+	assert_string_equal(got, want);
+	achan_exec_free(x);
+	free(b);
+	stop(f);
+}
+
+static void
+test_signal_and_resize(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	struct achan_exec *x;
+	struct achan_ev ev;
+	struct err e;
+
+	(void)state;
+	ready(f);
+	x = run(f, "wait", 0);
+	err_clear(&e);
+	assert_int_equal(achan_exec_resize(x, 40, 100, &e), 0);
+	assert_int_equal(achan_exec_signal(x, 15, &e), 0);
+	assert_int_equal(achan_exec_next(x, soon(5000), NULL, &ev, &e), 1);
+	assert_int_equal(ev.kind, ACHAN_EV_EXIT);
+	assert_int_equal(ev.signal, 15);
+	assert_int_equal(f->a.rows, 40);
+	assert_int_equal(f->a.cols, 100);
+	assert_int_equal(f->a.nsignals, 1);
+	achan_exec_free(x);
+	/* achan_kill by pid: the agent knows 4242 only. */
+	assert_int_equal(achan_kill(f->c, 4242, 9, soon(2000), &e), 0);
+	err_clear(&e);
+	assert_int_equal(achan_kill(f->c, 77, 9, soon(2000), &e), -1);
+	assert_int_equal(e.kind, ERR_INVALID);
+	stop(f);
+}
+
+static void
+test_exec_next_deadline_and_cancel(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	struct achan_exec *x;
+	struct achan_ev ev;
+	struct err e;
+	atomic_int cancel = 0;
+	long long t0;
+
+	(void)state;
+	ready(f);
+	x = run(f, "wait", 0);
+	err_clear(&e);
+	t0 = clock_ms();
+	assert_int_equal(achan_exec_next(x, soon(150), NULL, &ev, &e), 0);
+	assert_true(clock_ms() - t0 >= 140);
+	/* A cancel flag set by another thread is seen within 100 ms. */
+	atomic_store(&cancel, 1);
+	t0 = clock_ms();
+	assert_int_equal(achan_exec_next(x, soon(10000), &cancel, &ev, &e), 0);
+	assert_true(clock_ms() - t0 < 200);
+	achan_exec_free(x);
+	/* Abandoned: the agent got a CLOSE and the connection is fine. */
+	assert_int_equal(achan_ping(f->c, soon(2000), &e), 0);
+	assert_int_equal(f->a.closes, 1);
+	stop(f);
+}
+
+struct src {
+	uint64_t at, total, sum;
+};
+
+static ssize_t
+src_read(void *ctx, void *buf, size_t n, struct err *e)
+{
+	struct src *s = ctx;
+
+	(void)e;
+	if (n > s->total - s->at)
+		n = (size_t)(s->total - s->at);
+	pattern(buf, s->at, n);
+	s->sum = fnv(s->sum, buf, n);
+	s->at += n;
+	return (ssize_t)n;
+}
+
+static int
+sink_write(void *ctx, const void *buf, size_t n, struct err *e)
+{
+	struct src *s = ctx;
+
+	(void)e;
+	s->sum = fnv(s->sum, buf, n);
+	s->at += n;
+	return 0;
+}
+
+static void
+test_put_get_64m(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	struct src s = { .total = 64u << 20, .sum = 0xcbf29ce484222325ull };
+	struct err e;
+	uint64_t written = 0, total = 0;
+	unsigned char *want = malloc(1 << 16);
+	uint64_t wsum = 0xcbf29ce484222325ull;
+	long rss0;
+
+	(void)state;
+	ready(f);
+	rss0 = rss_kib();
+	err_clear(&e);
+	assert_int_equal(achan_put(f->c, "/tmp/big", 0644, ACHAN_PUT_TRUNC, 0, src_read, &s,
+			     &written, soon(60000), &e),
+	    0);
+	assert_int_equal(written, s.total);
+	assert_int_equal(f->a.put_bytes, s.total);
+	assert_true(f->a.put_sum == s.sum);
+
+	struct src g = { .sum = 0xcbf29ce484222325ull };
+	char path[64];
+	snprintf(path, sizeof(path), "/size/%llu", (unsigned long long)s.total);
+	assert_int_equal(achan_get(f->c, path, 0, 0, 0, sink_write, &g, &total, soon(60000), &e),
+	    0);
+	assert_int_equal(total, s.total);
+	assert_int_equal(g.at, s.total);
+	for (uint64_t at = 0; at < s.total; at += 1 << 16) {
+		pattern(want, at, 1 << 16);
+		wsum = fnv(wsum, want, 1 << 16);
+	}
+	assert_true(g.sum == wsum);
+	/* Bounded: far below the 64 MiB that went through. */
+	long grew = rss_kib() - rss0;
+	if (grew > 16 * 1024)
+		fail_msg("RSS grew by %ld KiB", grew);
+	assert_true(f->a.max_outstanding <= AP_WINDOW_INIT);
+	free(want);
+	stop(f);
+}
+
+static void
+test_stat_list_errnos(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	struct achan_stat st;
+	struct err e;
+	static const enum err_kind kinds[] = { ERR_NOT_FOUND, ERR_FORBIDDEN, ERR_FORBIDDEN,
+		ERR_INVALID, ERR_INVALID, ERR_LIMIT };
+
+	(void)state;
+	ready(f);
+	err_clear(&e);
+	assert_int_equal(achan_stat(f->c, "/x", 0, &st, soon(2000), &e), 0);
+	assert_int_equal(st.type, ACHAN_FT_FILE);
+	assert_int_equal(st.size, 12345);
+	assert_int_equal(st.mode, 0640);
+	assert_true(st.mtime_ns == 1700000000123456789ll);
+	assert_int_equal(st.uid, 1000);
+	assert_int_equal(st.gid, 1001);
+	for (size_t i = 0; i < sizeof(errnos) / sizeof(errnos[0]); i++) {
+		err_clear(&e);
+		assert_int_equal(achan_stat(f->c, errnos[i].path, 0, &st, soon(2000), &e), -1);
+		assert_int_equal(e.kind, kinds[i]);
+		assert_non_null(strstr(e.msg, "refused by the fake agent"));
+	}
+	err_clear(&e);
+	assert_int_equal(achan_stat(f->c, "relative", 0, &st, soon(2000), &e), -1);
+	assert_int_equal(e.kind, ERR_INVALID);
+	assert_int_equal(achan_state(f->c), 1);
+	stop(f);
+}
+
+struct names {
+	char got[3][16];
+	int types[3];
+	int n;
+};
+
+static int
+on_entry(void *ctx, const char *name, const struct achan_stat *st, struct err *e)
+{
+	struct names *nm = ctx;
+
+	(void)e;
+	if (nm->n < 3) {
+		snprintf(nm->got[nm->n], sizeof(nm->got[0]), "%s", name);
+		nm->types[nm->n] = st->type;
+	}
+	nm->n++;
+	return 0;
+}
+
+static void
+test_list(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	struct names nm = { 0 };
+	struct err e;
+
+	(void)state;
+	ready(f);
+	err_clear(&e);
+	assert_int_equal(achan_list(f->c, "/d", on_entry, &nm, soon(2000), &e), 0);
+	assert_int_equal(nm.n, 3);
+	assert_string_equal(nm.got[0], "a.txt");
+	assert_string_equal(nm.got[1], "sub");
+	assert_string_equal(nm.got[2], "link");
+	assert_int_equal(nm.types[0], ACHAN_FT_FILE);
+	assert_int_equal(nm.types[1], ACHAN_FT_DIR);
+	assert_int_equal(nm.types[2], ACHAN_FT_LINK);
+	stop(f);
+}
+
+/* ---- a hostile or broken guest ---- */
+
+static void
+test_hostile_oversized(void **state)
+{
+	struct fx *f = start(M_OVERSIZED);
+	struct err e;
+
+	(void)state;
+	err_clear(&e);
+	achan_wait_ready(f->c, soon(2000), &e);
+	assert_failed(f, 1, "frame of 131073 bytes");
+	err_clear(&e);
+	assert_int_equal(achan_ping(f->c, soon(1000), &e), -1);
+	assert_int_equal(e.kind, ERR_UNAVAILABLE);
+	stop(f);
+}
+
+static void
+test_hostile_malformed(void **state)
+{
+	struct fx *f = start(M_MALFORMED);
+	const char *argv[] = { "x", NULL };
+	struct achan_exec_req rq = { .argv = argv };
+	struct err e;
+	long pid;
+
+	(void)state;
+	ready(f);
+	err_clear(&e);
+	assert_null(achan_exec_start(f->c, &rq, &pid, &e));
+	assert_int_equal(e.kind, ERR_UNAVAILABLE);
+	assert_failed(f, 1, "malformed fields");
+	stop(f);
+}
+
+static void
+test_hostile_beyond_window(void **state)
+{
+	struct fx *f = start(M_OVERFLOW);
+	struct achan_exec *x;
+	struct achan_ev ev;
+	struct err e;
+	int r;
+
+	(void)state;
+	ready(f);
+	x = run(f, "flood", 0);
+	/* Nobody reads: the agent ignores the window and keeps sending. */
+	usleep(200 * 1000);
+	assert_failed(f, 1, "beyond the");
+	/* A waiting call fails (once what was queued is taken). */
+	do {
+		err_clear(&e);
+		r = achan_exec_next(x, soon(2000), NULL, &ev, &e);
+	} while (r == 1);
+	assert_int_equal(r, -1);
+	assert_int_equal(e.kind, ERR_UNAVAILABLE);
+	achan_exec_free(x);
+	stop(f);
+}
+
+static void
+test_hostile_unknown_channel(void **state)
+{
+	struct fx *f = start(M_UNKNOWN);
+	struct err e;
+
+	(void)state;
+	err_clear(&e);
+	achan_wait_ready(f->c, soon(2000), &e);
+	assert_failed(f, 1, "unknown channel 999");
+	stop(f);
+}
+
+static void
+test_hostile_bad_entry(void **state)
+{
+	struct fx *f = start(M_BADLIST);
+	struct names nm = { 0 };
+	struct err e;
+
+	(void)state;
+	ready(f);
+	err_clear(&e);
+	assert_int_equal(achan_list(f->c, "/d", on_entry, &nm, soon(2000), &e), -1);
+	assert_int_equal(e.kind, ERR_UNAVAILABLE);
+	assert_failed(f, 1, "directory entry");
+	stop(f);
+}
+
+static void
+test_hostile_no_sync(void **state)
+{
+	struct fx *f = start(M_NOSYNC);
+	struct err e;
+
+	(void)state;
+	err_clear(&e);
+	assert_int_equal(achan_wait_ready(f->c, soon(10000), &e), -1);
+	assert_int_equal(e.kind, ERR_UNAVAILABLE);
+	assert_failed(f, 1, "no sync");
+	stop(f);
+}
+
+static void
+test_flood_stops_at_window(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	struct achan_exec *x;
+	struct err e;
+	long rss0 = rss_kib();
+
+	(void)state;
+	ready(f);
+	x = run(f, "flood", 0);
+	/* Nobody reads for a while: the guest must stop at the window. */
+	usleep(500 * 1000);
+	assert_int_equal(achan_state(f->c), 1);
+	assert_int_equal(f->a.flood_sent, AP_WINDOW_INIT);
+	long grew = rss_kib() - rss0;
+	if (grew > 4 * 1024)
+		fail_msg("RSS grew by %ld KiB", grew);
+	achan_exec_free(x);
+	err_clear(&e);
+	assert_int_equal(achan_ping(f->c, soon(2000), &e), 0);
+	stop(f);
+}
+
+static void
+test_silence_times_out(void **state)
+{
+	struct fx *f = start(M_SILENT);
+	struct err e;
+	long long t0 = clock_ms();
+
+	(void)state;
+	err_clear(&e);
+	assert_int_equal(achan_wait_ready(f->c, soon(300), &e), -1);
+	assert_int_equal(e.kind, ERR_TIMEOUT);
+	assert_true(clock_ms() - t0 < 2000);
+	assert_int_equal(achan_state(f->c), 0);
+	err_clear(&e);
+	assert_int_equal(achan_ping(f->c, soon(200), &e), -1);
+	assert_int_equal(e.kind, ERR_TIMEOUT);
+	stop(f);
+}
+
+static void
+test_stream_closes_while_waiting(void **state)
+{
+	struct fx *f = start(M_HANGUP);
+	struct achan_exec *x;
+	struct achan_ev ev;
+	struct err e;
+
+	(void)state;
+	ready(f);
+	x = run(f, "anything", 0);
+	err_clear(&e);
+	assert_int_equal(achan_exec_next(x, soon(5000), NULL, &ev, &e), -1);
+	assert_int_equal(e.kind, ERR_UNAVAILABLE);
+	assert_failed(f, 0, "closed");
+	achan_exec_free(x);
+	stop(f);
+}
+
+static void
+test_agent_restart_fails_open_calls(void **state)
+{
+	struct fx *f = start(M_RESTART);
+	struct achan_exec *x;
+	struct achan_ev ev;
+	struct err e;
+
+	(void)state;
+	ready(f);
+	x = run(f, "anything", 0);
+	err_clear(&e);
+	assert_int_equal(achan_exec_next(x, soon(5000), NULL, &ev, &e), -1);
+	assert_int_equal(e.kind, ERR_UNAVAILABLE);
+	assert_non_null(strstr(e.msg, "restarted"));
+	achan_exec_free(x);
+	/* A new handshake follows and the connection serves again. */
+	ready(f);
+	err_clear(&e);
+	assert_int_equal(achan_ping(f->c, soon(2000), &e), 0);
+	stop(f);
+}
+
+static void
+test_close_fails_waiters(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	struct err e;
+
+	(void)state;
+	ready(f);
+	achan_close(f->c);
+	err_clear(&e);
+	assert_int_equal(achan_ping(f->c, soon(1000), &e), -1);
+	assert_int_equal(e.kind, ERR_UNAVAILABLE);
+	assert_int_equal(achan_guest_at_fault(f->c), 0);
+	stop(f);
+}
+
+/* ---- figures ---- */
+
+static int
+cmp_ll(const void *a, const void *b)
+{
+	long long x = *(const long long *)a, y = *(const long long *)b;
+	return x < y ? -1 : x > y;
+}
+
+static ssize_t
+zero_read(void *ctx, void *buf, size_t n, struct err *e)
+{
+	struct src *s = ctx;
+
+	(void)e;
+	if (n > s->total - s->at)
+		n = (size_t)(s->total - s->at);
+	memset(buf, 'z', n);
+	s->at += n;
+	return (ssize_t)n;
+}
+
+static int
+count_write(void *ctx, const void *buf, size_t n, struct err *e)
+{
+	struct src *s = ctx;
+
+	(void)buf;
+	(void)e;
+	s->at += n;
+	return 0;
+}
+
+static void
+test_throughput(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	struct err e;
+	uint64_t n = 256u << 20, got = 0;
+	struct src s = { .total = n }, g = { 0 };
+	long long t0, lat[200];
+	double put_s, get_s;
+
+	(void)state;
+	ready(f);
+	f->a.mode = M_SILENT; /* no checksum in the agent: the channel alone */
+	err_clear(&e);
+	t0 = clock_ms();
+	assert_int_equal(achan_put(f->c, "/tmp/t", 0, 0, 0, zero_read, &s, &got, soon(120000), &e),
+	    0);
+	put_s = (double)(clock_ms() - t0) / 1000;
+	char path[64];
+	snprintf(path, sizeof(path), "/size/%llu", (unsigned long long)n);
+	t0 = clock_ms();
+	assert_int_equal(achan_get(f->c, path, 0, 0, 0, count_write, &g, &got, soon(120000), &e),
+	    0);
+	get_s = (double)(clock_ms() - t0) / 1000;
+	for (int i = 0; i < 200; i++) {
+		struct timespec a, b;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		assert_int_equal(achan_ping(f->c, soon(2000), &e), 0);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		lat[i] = (b.tv_sec - a.tv_sec) * 1000000000ll + (b.tv_nsec - a.tv_nsec);
+	}
+	qsort(lat, 200, sizeof(lat[0]), cmp_ll);
+	printf(
+	    "achan over a socketpair: PUT 256 MiB %.0f MB/s, GET 256 MiB %.0f MB/s, PING p50 %lld us\n",
+	    (double)n / 1e6 / (put_s > 0 ? put_s : 0.001),
+	    (double)n / 1e6 / (get_s > 0 ? get_s : 0.001), lat[100] / 1000);
+	stop(f);
+}
+
+static int
+group_setup(void **state)
+{
+	struct err e;
+
+	(void)state;
+	signal(SIGPIPE, SIG_IGN); /* the fake agent writes to closed sockets */
+	err_clear(&e);
+	return vm_events_start(NULL, &e);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_handshake_after_garbage),
+		cmocka_unit_test(test_exec_events_in_order),
+		cmocka_unit_test(test_exec_missing_program),
+		cmocka_unit_test(test_stdin_beyond_credit),
+		cmocka_unit_test(test_signal_and_resize),
+		cmocka_unit_test(test_exec_next_deadline_and_cancel),
+		cmocka_unit_test(test_put_get_64m),
+		cmocka_unit_test(test_stat_list_errnos),
+		cmocka_unit_test(test_list),
+		cmocka_unit_test(test_hostile_oversized),
+		cmocka_unit_test(test_hostile_malformed),
+		cmocka_unit_test(test_hostile_beyond_window),
+		cmocka_unit_test(test_hostile_unknown_channel),
+		cmocka_unit_test(test_hostile_bad_entry),
+		cmocka_unit_test(test_hostile_no_sync),
+		cmocka_unit_test(test_flood_stops_at_window),
+		cmocka_unit_test(test_silence_times_out),
+		cmocka_unit_test(test_stream_closes_while_waiting),
+		cmocka_unit_test(test_agent_restart_fails_open_calls),
+		cmocka_unit_test(test_close_fails_waiters),
+		cmocka_unit_test(test_throughput),
+	};
+
+	return cmocka_run_group_tests(tests, group_setup, NULL);
+}
