@@ -110,6 +110,7 @@ struct achan {
 	int watch;
 	int armed;   /* events being watched */
 	int removed; /* the watch is gone */
+	int aborted; /* the stream was aborted */
 
 	int state; /* 0 handshake, 1 ready, -1 failed */
 	int closed;
@@ -117,6 +118,7 @@ struct achan {
 	char reason[ACHAN_REASON_MAX];
 	uint64_t nonce;
 	int hello_pending;
+	unsigned restarts; /* unasked HELLOs while ready */
 	char boot_id[AP_MAX_STRING + 1];
 
 	struct aread *rd;
@@ -433,6 +435,7 @@ agent_restarted(struct achan *c)
 		ch = next;
 	}
 	c->state = 0;
+	c->restarts++;
 	c->nonce = new_nonce();
 	c->hello_pending = 1;
 	pthread_cond_broadcast(&c->cond);
@@ -848,7 +851,8 @@ static void
 destroy(struct achan *c)
 {
 	if (c->st) {
-		virStreamAbort(c->st);
+		if (!c->aborted)
+			virStreamAbort(c->st);
 		virStreamFree(c->st);
 	}
 	if (c->fd >= 0)
@@ -938,6 +942,14 @@ achan_close(struct achan *c)
 	fail_locked(c, 0, "agent channel closed by aasd");
 	pthread_mutex_unlock(&c->lock);
 	io_stop(c);
+	/* Here, not when the last reference goes: that may be on the event
+	 * thread, inside libvirt's release of the watch. */
+	pthread_mutex_lock(&c->arm_lock);
+	if (c->st && !c->aborted) {
+		virStreamAbort(c->st);
+		c->aborted = 1;
+	}
+	pthread_mutex_unlock(&c->arm_lock);
 }
 
 void
@@ -1039,6 +1051,7 @@ int
 achan_ping(struct achan *c, long long deadline_ms, struct err *e)
 {
 	struct ping q = { 0 };
+	unsigned restarts;
 	int rc = -1;
 
 	pthread_mutex_lock(&c->lock);
@@ -1048,6 +1061,7 @@ achan_ping(struct achan *c, long long deadline_ms, struct err *e)
 		err_set(e, ERR_LIMIT, "more than %d pings at once", ACHAN_MAX_PINGS);
 		goto out;
 	}
+	restarts = c->restarts;
 	q.seq = c->ping_seq++;
 	q.next = c->pings;
 	c->pings = &q;
@@ -1062,6 +1076,10 @@ achan_ping(struct achan *c, long long deadline_ms, struct err *e)
 		}
 		if (c->state == -1) {
 			unavailable(c, e);
+			break;
+		}
+		if (c->restarts != restarts) {
+			err_set(e, ERR_UNAVAILABLE, "the guest agent restarted during the ping");
 			break;
 		}
 		if (wait_change(c, deadline_ms, NULL)) {
@@ -1236,6 +1254,9 @@ chan_next(struct achan *c, struct chan *ch, long long deadline_ms, const atomic_
 
 	pthread_mutex_lock(&c->lock);
 	for (;;) {
+		/* A failed connection serves nothing more, queued or not. */
+		if (chan_gone(c, ch, e) < 0)
+			break;
 		if (ch->in_head) {
 			struct frame_in *f = ch->in_head;
 
@@ -1254,8 +1275,6 @@ chan_next(struct achan *c, struct chan *ch, long long deadline_ms, const atomic_
 			rc = 1;
 			break;
 		}
-		if (chan_gone(c, ch, e) < 0)
-			break;
 		if (ch->ended) {
 			err_set(e, ERR_INTERNAL, "the operation has ended");
 			break;

@@ -58,6 +58,11 @@ struct fa {
 	unsigned rows, cols;
 	int closes;
 	int stdin_fin;
+	int stdin_over; /* more stdin in flight than AP_STDIN_MAX */
+	/* fairness: a PUT that waits at the gate, then counts its DATA frames
+	 * ahead of a PING and of another channel's request */
+	atomic_int gate, in_put;
+	long data_before_ping, data_before_stat;
 };
 
 static int
@@ -263,12 +268,15 @@ fa_exec(struct fa *a, uint32_t chan, const unsigned char *p, size_t n, unsigned 
 	fa_send(a, AP_T_STARTED, 0, chan, pl, o.len);
 	if (a->mode == M_MALFORMED)
 		return;
-	if (a->mode == M_HANGUP) {
-		shutdown(a->fd, SHUT_RDWR);
-		return;
-	}
-	if (a->mode == M_RESTART) {
-		fa_hello(a, 0);
+	if (a->mode == M_HANGUP || a->mode == M_RESTART) {
+		/* The test resizes, then waits for an event: meanwhile... */
+		if (fa_recv(a, &h, in) < 0)
+			return;
+		usleep(100 * 1000);
+		if (a->mode == M_HANGUP)
+			shutdown(a->fd, SHUT_RDWR);
+		else
+			fa_hello(a, 0);
 		return;
 	}
 	o.len = 0;
@@ -291,16 +299,22 @@ fa_exec(struct fa *a, uint32_t chan, const unsigned char *p, size_t n, unsigned 
 				break;
 		}
 	} else if (strcmp(cmd, "stdin") == 0) {
-		uint64_t sum = 0xcbf29ce484222325ull, got = 0;
+		uint64_t sum = 0xcbf29ce484222325ull, got = 0, held = 0;
 		while (fa_recv(a, &h, in) == 0) {
 			if (h.type != AP_T_STDIN || h.chan != chan)
 				continue;
 			sum = fnv(sum, in, h.len);
 			got += h.len;
-			o.len = 0;
-			ap_put_u64(&o, AP_TAG_SIZE, h.len);
-			if (h.len)
+			/* Returned in halves of the credit, so aasd must wait. */
+			held += h.len;
+			if (held > AP_STDIN_MAX)
+				a->stdin_over = 1;
+			if (held >= AP_STDIN_MAX / 2) {
+				o.len = 0;
+				ap_put_u64(&o, AP_TAG_SIZE, held);
 				fa_send(a, AP_T_WINDOW, 0, chan, pl, o.len);
+				held = 0;
+			}
 			if (h.flags & AP_F_FIN)
 				break;
 		}
@@ -343,10 +357,25 @@ fa_put(struct fa *a, uint32_t chan, unsigned char *in)
 {
 	struct ap_hdr h;
 	uint64_t sum = 0xcbf29ce484222325ull, got = 0;
+	long frames = 0;
 
+	atomic_store(&a->in_put, 1);
+	while (atomic_load(&a->gate))
+		usleep(1000);
+	a->data_before_ping = a->data_before_stat = -1;
 	while (fa_recv(a, &h, in) == 0) {
-		if (h.type == AP_T_PING)
+		if (h.type == AP_T_PING) {
+			if (a->data_before_ping < 0)
+				a->data_before_ping = frames;
 			fa_send(a, AP_T_PONG, 0, 0, in, h.len);
+		}
+		if (h.type == AP_T_STAT) {
+			if (a->data_before_stat < 0)
+				a->data_before_stat = frames;
+			fa_result(a, h.chan, 0, NULL, 1);
+		}
+		if (h.type == AP_T_DATA)
+			frames++;
 		if (h.type != AP_T_DATA || h.chan != chan)
 			continue;
 		if (a->mode != M_SILENT)
@@ -731,6 +760,7 @@ test_stdin_beyond_credit(void **state)
 	}
 	snprintf(want, sizeof(want), "%zu %016llx", total, (unsigned long long)sum);
 	assert_string_equal(got, want);
+	assert_int_equal(f->a.stdin_over, 0);
 	achan_exec_free(x);
 	free(b);
 	stop(f);
@@ -939,6 +969,71 @@ test_list(void **state)
 	stop(f);
 }
 
+static ssize_t zero_read(void *ctx, void *buf, size_t n, struct err *e);
+
+struct bg {
+	struct fx *f;
+	int kind; /* 0 PUT, 1 PING, 2 STAT */
+	int rc;
+	struct err e;
+};
+
+static void *
+bg_main(void *arg)
+{
+	struct bg *b = arg;
+	struct src s = { .total = 64u << 20 };
+	struct achan_stat st;
+	uint64_t w;
+
+	err_clear(&b->e);
+	if (b->kind == 0)
+		b->rc = achan_put(b->f->c, "/tmp/fair", 0, 0, 0, zero_read, &s, &w, soon(60000),
+		    &b->e);
+	else if (b->kind == 1)
+		b->rc = achan_ping(b->f->c, soon(60000), &b->e);
+	else
+		b->rc = achan_stat(b->f->c, "/x", 0, &st, soon(60000), &b->e);
+	return NULL;
+}
+
+/* A PUT that fills the port delays a PING and another channel's request
+ * by a frame or two, not by the rest of the file. */
+static void
+test_fair_interleaving(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	struct bg b[3];
+	pthread_t th[3];
+
+	(void)state;
+	ready(f);
+	atomic_store(&f->a.gate, 1);
+	for (int i = 0; i < 3; i++) {
+		b[i] = (struct bg){ .f = f, .kind = i };
+		assert_int_equal(pthread_create(&th[i], NULL, bg_main, &b[i]), 0);
+		/* The PUT first, until the port and its queue are full. */
+		if (i == 0) {
+			while (!atomic_load(&f->a.in_put))
+				usleep(1000);
+			usleep(200 * 1000);
+		}
+	}
+	usleep(100 * 1000);
+	atomic_store(&f->a.gate, 0);
+	for (int i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		if (b[i].rc != 0)
+			fail_msg("call %d: %s", i, b[i].e.msg);
+	}
+	/* What the socket holds (about 200 KiB) plus the frame being written. */
+	if (f->a.data_before_ping < 0 || f->a.data_before_ping > 4 || f->a.data_before_stat < 0 ||
+	    f->a.data_before_stat > 5)
+		fail_msg("DATA frames ahead: %ld of the PING, %ld of the STAT",
+		    f->a.data_before_ping, f->a.data_before_stat);
+	stop(f);
+}
+
 /* ---- a hostile or broken guest ---- */
 
 static void
@@ -1099,6 +1194,7 @@ test_stream_closes_while_waiting(void **state)
 	ready(f);
 	x = run(f, "anything", 0);
 	err_clear(&e);
+	assert_int_equal(achan_exec_resize(x, 1, 1, &e), 0);
 	assert_int_equal(achan_exec_next(x, soon(5000), NULL, &ev, &e), -1);
 	assert_int_equal(e.kind, ERR_UNAVAILABLE);
 	assert_failed(f, 0, "closed");
@@ -1118,6 +1214,7 @@ test_agent_restart_fails_open_calls(void **state)
 	ready(f);
 	x = run(f, "anything", 0);
 	err_clear(&e);
+	assert_int_equal(achan_exec_resize(x, 1, 1, &e), 0);
 	assert_int_equal(achan_exec_next(x, soon(5000), NULL, &ev, &e), -1);
 	assert_int_equal(e.kind, ERR_UNAVAILABLE);
 	assert_non_null(strstr(e.msg, "restarted"));
@@ -1241,6 +1338,7 @@ main(void)
 		cmocka_unit_test(test_put_get_64m),
 		cmocka_unit_test(test_stat_list_errnos),
 		cmocka_unit_test(test_list),
+		cmocka_unit_test(test_fair_interleaving),
 		cmocka_unit_test(test_hostile_oversized),
 		cmocka_unit_test(test_hostile_malformed),
 		cmocka_unit_test(test_hostile_beyond_window),
