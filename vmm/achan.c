@@ -8,20 +8,25 @@
  * so a PUT of any size delays a PING or another channel by at most the
  * frame being written and one more.
  *
- * Memory per connection is bounded by:
- *   - the reader's frame buffer: AP_HDR_SIZE + AP_MAX_PAYLOAD (128 KiB);
- *   - per channel (at most ACHAN_MAX_CHANNELS open, 32): a send queue of
- *     at most ACHAN_CHAN_SENDQ bytes (one frame) besides the frame being
- *     written; a receive queue of at most AP_WINDOW_INIT data bytes (the
- *     window; more is a hostile guest) in blocks of which at most
- *     2 * AP_WINDOW_INIT / ACHAN_COALESCE_MAX + 2 per stream are small
- *     (small frames of one stream are merged), LIST entries of at least
- *     ACHAN_ENTRY_MIN bytes each, and one STARTED, EXIT or RESULT; plus the
- *     frame a caller is holding (achan_exec_next);
- *   - abandoned channels kept to recognise the frames still on the way:
- *     ACHAN_MAX_ZOMBIES records of a few dozen bytes, the oldest dropped.
- * Worst case about 128 KiB + 32 * (128 + 256 + 128 + small) KiB, under
- * 20 MiB; a typical connection (a command, a file) stays under 1 MiB.
+ * Memory per connection is bounded (what a guest sends cannot grow it):
+ *   - the reader's frame buffer, AP_HDR_SIZE + AP_MAX_PAYLOAD (128 KiB),
+ *     a receive chunk (ACHAN_RECV_CHUNK, 64 KiB) and the frame being
+ *     written (at most 128 KiB);
+ *   - per channel, at most ACHAN_MAX_CHANNELS (32) open:
+ *     - a send queue of at most ACHAN_CHAN_SENDQ bytes (one frame);
+ *     - a receive queue of at most AP_WINDOW_INIT (256 KiB) of data: more
+ *       than granted is a hostile guest. Output and LIST entry frames
+ *       under ACHAN_COALESCE_FRAME bytes merge into blocks of
+ *       ACHAN_COALESCE_MAX, each at least 3/4 full once the next exists
+ *       (an entry adds a 4-byte length to its 15 bytes at least): under
+ *       600 KiB in all;
+ *     - one STARTED, EXIT or RESULT (one frame at most), and the frame a
+ *       caller holds (achan_exec_next, 128 KiB at most);
+ *   - abandoned channels kept to recognise frames still on the way:
+ *     ACHAN_MAX_ZOMBIES records of about 100 bytes, the oldest dropped.
+ * Worst case about 320 KiB + 32 * 1 MiB + 25 KiB, some 33 MiB, only with
+ * 32 large transfers at once and a guest filling every window; a command
+ * or a file transfer alone stays under 1 MiB.
  */
 #include "vmm/achan.h"
 
@@ -44,8 +49,8 @@
 #define ACHAN_MAX_CHANNELS 32
 #define ACHAN_CHAN_SENDQ (AP_HDR_SIZE + AP_MAX_PAYLOAD)
 #define ACHAN_MAX_ZOMBIES 256
-#define ACHAN_COALESCE_MAX (16 * 1024) /* small data frames merge up to this */
-#define ACHAN_ENTRY_MIN 32             /* receive-queue cost of one LIST entry */
+#define ACHAN_COALESCE_FRAME 4096      /* output and entry frames under this merge */
+#define ACHAN_COALESCE_MAX (16 * 1024) /* into blocks of this size */
 #define ACHAN_RECV_CHUNK (64 * 1024)
 #define ACHAN_IO_BURST (1024 * 1024) /* bytes read or written per wake-up */
 #define ACHAN_CALL_MAX_MS 60000      /* calls that take no deadline */
@@ -68,7 +73,8 @@ struct frame_in {
 	uint16_t type, flags;
 	uint32_t len;
 	uint32_t cap;
-	unsigned char p[];
+	uint32_t data;     /* window bytes it holds (ENTRY blocks: records' payloads) */
+	unsigned char p[]; /* ENTRY: records of u32 length + payload */
 };
 
 struct chan {
@@ -515,29 +521,29 @@ is_data(int type)
 	    type == AP_T_ENTRY;
 }
 
-/* Queues a frame on its channel; small data frames of one stream merge
- * into that stream's last block. */
+/* Queues a frame on its channel. Small output frames of one stream merge
+ * into that stream's last block, and entries of a LIST into blocks of
+ * length-prefixed records, so a guest sending tiny frames cannot make
+ * the bookkeeping outgrow the window. */
 static int
 chan_queue(struct achan *c, struct chan *ch, const struct ap_hdr *h, const unsigned char *p)
 {
-	struct frame_in *f;
+	struct frame_in *f, *last = NULL;
+	int out = h->type == AP_T_STDOUT || h->type == AP_T_STDERR;
+	int entry = h->type == AP_T_ENTRY;
+	uint32_t need = h->len + (entry ? 4 : 0);
+	int small = (out || entry) && !(h->flags & AP_F_FIN) && need < ACHAN_COALESCE_FRAME;
 
-	if ((h->type == AP_T_STDOUT || h->type == AP_T_STDERR) && !(h->flags & AP_F_FIN) &&
-	    h->len < ACHAN_COALESCE_MAX) {
-		struct frame_in *last = NULL;
-
+	if (small) {
 		for (f = ch->in_head; f; f = f->next)
 			if (f->type == h->type)
 				last = f;
-		if (last && !(last->flags & AP_F_FIN) && last->len + h->len <= last->cap) {
-			memcpy(last->p + last->len, p, h->len);
-			last->len += h->len;
-			return 0;
+		if (last && !(last->flags & AP_F_FIN) && last->len + need <= last->cap) {
+			f = last;
+			goto append;
 		}
 	}
-	uint32_t cap = h->len;
-	if ((h->type == AP_T_STDOUT || h->type == AP_T_STDERR) && cap < ACHAN_COALESCE_MAX)
-		cap = ACHAN_COALESCE_MAX;
+	uint32_t cap = small ? ACHAN_COALESCE_MAX : need;
 	f = malloc(sizeof(*f) + cap);
 	if (f == NULL) {
 		fail_locked(c, 0, "out of memory");
@@ -546,15 +552,26 @@ chan_queue(struct achan *c, struct chan *ch, const struct ap_hdr *h, const unsig
 	f->next = NULL;
 	f->type = h->type;
 	f->flags = h->flags;
-	f->len = h->len;
+	f->len = 0;
+	f->data = 0;
 	f->cap = cap;
-	if (h->len)
-		memcpy(f->p, p, h->len);
 	if (ch->in_tail)
 		ch->in_tail->next = f;
 	else
 		ch->in_head = f;
 	ch->in_tail = f;
+append:
+	if (entry) {
+		f->p[f->len] = (unsigned char)(h->len >> 24);
+		f->p[f->len + 1] = (unsigned char)(h->len >> 16);
+		f->p[f->len + 2] = (unsigned char)(h->len >> 8);
+		f->p[f->len + 3] = (unsigned char)h->len;
+		f->len += 4;
+	}
+	if (h->len)
+		memcpy(f->p + f->len, p, h->len);
+	f->len += h->len;
+	f->data += h->len;
 	return 0;
 }
 
@@ -636,8 +653,6 @@ chan_frame(struct achan *c, const struct ap_hdr *h, const unsigned char *p)
 		return -1;
 	if (is_data(h->type)) {
 		cost = h->len;
-		if (h->type == AP_T_ENTRY && cost < ACHAN_ENTRY_MIN)
-			cost = ACHAN_ENTRY_MIN;
 		if (cost > ch->window)
 			return hostile(c, "%lu data bytes on channel %lu beyond the %lu granted",
 			    (unsigned long)h->len, (unsigned long)h->chan,
@@ -1265,11 +1280,8 @@ chan_next(struct achan *c, struct chan *ch, long long deadline_ms, const atomic_
 				ch->in_tail = NULL;
 			f->next = NULL;
 			if (is_data(f->type) && !ch->ended) {
-				uint64_t cost = f->len;
-				if (f->type == AP_T_ENTRY && cost < ACHAN_ENTRY_MIN)
-					cost = ACHAN_ENTRY_MIN;
-				ch->grant_pending += cost;
-				grant = cost > 0;
+				ch->grant_pending += f->data;
+				grant = f->data > 0;
 			}
 			*out = f;
 			rc = 1;
@@ -1851,6 +1863,37 @@ achan_stat(struct achan *c, const char *path, int flags, struct achan_stat *st,
 	return rc;
 }
 
+/* Hands the entries of one block (records of u32 length + payload, each
+ * checked on arrival) to fn: 0 to go on, 1 when fn stopped, -1. */
+static int
+list_block(const struct frame_in *fr, struct ap_field *f, achan_entry_fn fn, void *ctx,
+    const char *path, struct err *e)
+{
+	char name[AP_MAX_STRING + 1];
+	size_t off = 0, nf;
+
+	while (off + 4 <= fr->len) {
+		const unsigned char *q = fr->p + off;
+		uint32_t n = (uint32_t)q[0] << 24 | (uint32_t)q[1] << 16 | (uint32_t)q[2] << 8 |
+		    q[3];
+		struct achan_stat st;
+		const struct ap_field *fnm;
+
+		if (n > fr->len - off - 4 || ap_parse(q + 4, n, f, AP_MAX_FIELDS, &nf) < 0 ||
+		    (fnm = ap_find(f, nf, AP_TAG_NAME)) == NULL ||
+		    ap_str(fnm, name, sizeof(name)) < 0) {
+			err_set(e, ERR_INTERNAL, "%s: malformed entry", path);
+			return -1;
+		}
+		off += 4 + (size_t)n;
+		stat_fill(f, nf, &st);
+		int r = fn(ctx, name, &st, e);
+		if (r != 0)
+			return r;
+	}
+	return 0;
+}
+
 int
 achan_list(struct achan *c, const char *path, achan_entry_fn fn, void *ctx, long long deadline_ms,
     struct err *e)
@@ -1859,7 +1902,6 @@ achan_list(struct achan *c, const char *path, achan_entry_fn fn, void *ctx, long
 	struct ap_out o = { .buf = pl };
 	struct chan *ch = NULL;
 	struct ap_field *f;
-	char name[AP_MAX_STRING + 1];
 	size_t nf;
 	int rc = -1;
 
@@ -1878,30 +1920,20 @@ achan_list(struct achan *c, const char *path, achan_entry_fn fn, void *ctx, long
 			err_set(e, ERR_TIMEOUT, "%s: the guest agent did not answer in time", path);
 			goto out;
 		}
-		if (ap_parse(fr->p, fr->len, f, AP_MAX_FIELDS, &nf) < 0) {
-			err_set(e, ERR_INTERNAL, "%s: malformed answer", path);
-			free(fr);
-			goto out;
-		}
 		if (fr->type == AP_T_RESULT) {
+			if (ap_parse(fr->p, fr->len, f, AP_MAX_FIELDS, &nf) < 0)
+				err_set(e, ERR_INTERNAL, "%s: malformed answer", path);
+			else
+				rc = result_check(f, nf, path, e);
 			free(fr);
-			rc = result_check(f, nf, path, e);
 			break;
 		}
 		if (fr->type != AP_T_ENTRY) {
 			free(fr);
 			continue;
 		}
-		struct achan_stat st;
-		const struct ap_field *fnm = ap_find(f, nf, AP_TAG_NAME);
-		stat_fill(f, nf, &st);
-		if (fnm == NULL || ap_str(fnm, name, sizeof(name)) < 0) {
-			free(fr);
-			err_set(e, ERR_INTERNAL, "%s: entry without a name", path);
-			goto out;
-		}
+		r = list_block(fr, f, fn, ctx, path, e);
 		free(fr);
-		r = fn(ctx, name, &st, e);
 		if (r < 0)
 			goto out;
 		if (r == 1) {

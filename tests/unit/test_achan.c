@@ -109,6 +109,13 @@ fa_send(struct fa *a, int type, int flags, uint32_t chan, const void *p, size_t 
 		.chan = chan };
 
 	ap_hdr_put(h, &hd);
+	if (n > 0 && n <= 256) {
+		/* One write for small frames: the tiny-frame tests send many. */
+		unsigned char one[AP_HDR_SIZE + 256];
+		memcpy(one, h, sizeof(h));
+		memcpy(one + sizeof(h), p, n);
+		return writen(a->fd, one, sizeof(h) + n);
+	}
 	if (writen(a->fd, h, sizeof(h)) < 0)
 		return -1;
 	return n ? writen(a->fd, p, n) : 0;
@@ -298,6 +305,15 @@ fa_exec(struct fa *a, uint32_t chan, const unsigned char *p, size_t n, unsigned 
 				buf, in) < 0)
 				break;
 		}
+	} else if (strcmp(cmd, "tiny") == 0) {
+		/* The whole window in 1-byte frames, stdout and stderr in turn. */
+		while (window > 0) {
+			if (fa_send(a, window % 2 ? AP_T_STDOUT : AP_T_STDERR, 0, chan, "t", 1) < 0)
+				return;
+			window--;
+			a->flood_sent++;
+		}
+		fa_wait_window(a, chan, &window, in);
 	} else if (strcmp(cmd, "stdin") == 0) {
 		uint64_t sum = 0xcbf29ce484222325ull, got = 0, held = 0;
 		while (fa_recv(a, &h, in) == 0) {
@@ -389,7 +405,7 @@ fa_put(struct fa *a, uint32_t chan, unsigned char *in)
 	fa_result(a, chan, 0, NULL, got);
 }
 
-static void
+static size_t
 fa_entry(struct fa *a, uint32_t chan, const char *name, uint32_t type, uint64_t size)
 {
 	unsigned char pl[256];
@@ -401,7 +417,10 @@ fa_entry(struct fa *a, uint32_t chan, const char *name, uint32_t type, uint64_t 
 	ap_put_u32(&o, AP_TAG_MODE, 0644);
 	ap_put_u64(&o, AP_TAG_MTIME, 1700000000000000000ull);
 	fa_send(a, AP_T_ENTRY, 0, chan, pl, o.len);
+	return o.len;
 }
+
+#define MANY_ENTRIES 20000 /* several windows' worth */
 
 static const struct {
 	const char *path;
@@ -447,6 +466,19 @@ fa_file(struct fa *a, const struct ap_hdr *rq, const unsigned char *p, unsigned 
 		fa_send(a, AP_T_RESULT, 0, rq->chan, pl, o.len);
 		break;
 	case AP_T_LIST:
+		if (strcmp(path, "/many") == 0) {
+			for (int i = 0; i < MANY_ENTRIES; i++) {
+				char nm[32];
+				snprintf(nm, sizeof(nm), "f%05d", i);
+				/* An entry here is 6 + 11 + 9 + 13 + 9 + 13 = 61 bytes. */
+				while (window < 61)
+					if (fa_wait_window(a, rq->chan, &window, in) < 0)
+						return;
+				window -= fa_entry(a, rq->chan, nm, AP_FT_FILE, (uint64_t)i);
+			}
+			fa_result(a, rq->chan, 0, NULL, 0);
+			break;
+		}
 		fa_entry(a, rq->chan, "a.txt", AP_FT_FILE, 5);
 		fa_entry(a, rq->chan, a->mode == M_BADLIST ? ".." : "sub", AP_FT_DIR, 0);
 		fa_entry(a, rq->chan, "link", AP_FT_LINK, 7);
@@ -948,6 +980,57 @@ on_entry(void *ctx, const char *name, const struct achan_stat *st, struct err *e
 	return 0;
 }
 
+struct many {
+	int n, bad;
+};
+
+static int
+on_many(void *ctx, const char *name, const struct achan_stat *st, struct err *e)
+{
+	struct many *m = ctx;
+	char want[32];
+
+	(void)e;
+	snprintf(want, sizeof(want), "f%05d", m->n);
+	if (strcmp(name, want) != 0 || st->size != (uint64_t)m->n)
+		m->bad++;
+	m->n++;
+	return 0;
+}
+
+static int
+stop_at_3(void *ctx, const char *name, const struct achan_stat *st, struct err *e)
+{
+	(void)name;
+	(void)st;
+	(void)e;
+	return ++*(int *)ctx == 3 ? 1 : 0;
+}
+
+/* A listing larger than the window: entries in order, none lost; and a
+ * callback that stops early abandons the rest. */
+static void
+test_list_many(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	struct many m = { 0 };
+	struct err e;
+	int k = 0;
+
+	(void)state;
+	ready(f);
+	err_clear(&e);
+	assert_int_equal(achan_list(f->c, "/many", on_many, &m, soon(10000), &e), 0);
+	assert_int_equal(m.n, MANY_ENTRIES);
+	assert_int_equal(m.bad, 0);
+	assert_int_equal(achan_list(f->c, "/many", stop_at_3, &k, soon(10000), &e), 0);
+	assert_int_equal(k, 3);
+	assert_int_equal(achan_ping(f->c, soon(2000), &e), 0);
+	assert_int_equal(f->a.closes, 1);
+	assert_int_equal(achan_state(f->c), 1);
+	stop(f);
+}
+
 static void
 test_list(void **state)
 {
@@ -1163,6 +1246,39 @@ test_flood_stops_at_window(void **state)
 	stop(f);
 }
 
+/* A window filled with 1-byte frames of both streams costs about the
+ * window in memory, not a block per frame; all of it arrives. */
+static void
+test_tiny_frames_stay_bounded(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	struct achan_exec *x;
+	struct achan_ev ev;
+	struct err e;
+	long rss0 = rss_kib(), grew;
+	size_t got = 0;
+
+	(void)state;
+	ready(f);
+	x = run(f, "tiny", 0);
+	for (long long until = soon(10000); f->a.flood_sent < AP_WINDOW_INIT && clock_ms() < until;)
+		usleep(10 * 1000);
+	usleep(100 * 1000);
+	assert_int_equal(f->a.flood_sent, AP_WINDOW_INIT);
+	assert_int_equal(achan_state(f->c), 1);
+	grew = rss_kib() - rss0;
+	if (grew > 2 * 1024)
+		fail_msg("RSS grew by %ld KiB for %u bytes queued", grew, AP_WINDOW_INIT);
+	while (got < AP_WINDOW_INIT) {
+		err_clear(&e);
+		assert_int_equal(achan_exec_next(x, soon(2000), NULL, &ev, &e), 1);
+		got += ev.len;
+	}
+	assert_int_equal(got, AP_WINDOW_INIT);
+	achan_exec_free(x);
+	stop(f);
+}
+
 static void
 test_silence_times_out(void **state)
 {
@@ -1338,6 +1454,7 @@ main(void)
 		cmocka_unit_test(test_put_get_64m),
 		cmocka_unit_test(test_stat_list_errnos),
 		cmocka_unit_test(test_list),
+		cmocka_unit_test(test_list_many),
 		cmocka_unit_test(test_fair_interleaving),
 		cmocka_unit_test(test_hostile_oversized),
 		cmocka_unit_test(test_hostile_malformed),
@@ -1346,6 +1463,7 @@ main(void)
 		cmocka_unit_test(test_hostile_bad_entry),
 		cmocka_unit_test(test_hostile_no_sync),
 		cmocka_unit_test(test_flood_stops_at_window),
+		cmocka_unit_test(test_tiny_frames_stay_bounded),
 		cmocka_unit_test(test_silence_times_out),
 		cmocka_unit_test(test_stream_closes_while_waiting),
 		cmocka_unit_test(test_agent_restart_fails_open_calls),
