@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1465,6 +1466,194 @@ test_throughput(void **state)
 	stop(f);
 }
 
+/* ---- the real guest agent, when a host build of it is named ---- */
+
+struct real {
+	pid_t pid;
+	char home[64];
+	struct achan *c;
+};
+
+static void
+real_start(struct real *r, const char *bin)
+{
+	int sv[2];
+	struct err e;
+
+	snprintf(r->home, sizeof(r->home), "/tmp/test_achan.XXXXXX");
+	assert_non_null(mkdtemp(r->home));
+	assert_int_equal(chown(r->home, 65534, 65534), 0);
+	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	r->pid = fork();
+	assert_true(r->pid >= 0);
+	if (r->pid == 0) {
+		dup2(sv[1], 3);
+		execl(bin, bin, "--fd", "3", "--uid", "65534", "--gid", "65534", "--home", r->home,
+		    (char *)NULL);
+		_exit(127);
+	}
+	close(sv[1]);
+	err_clear(&e);
+	r->c = achan_open_fd(sv[0], &e);
+	assert_non_null(r->c);
+	assert_int_equal(achan_wait_ready(r->c, soon(5000), &e), 0);
+}
+
+static void
+real_stop(struct real *r)
+{
+	char cmd[128];
+
+	achan_free(r->c);
+	kill(r->pid, SIGKILL);
+	waitpid(r->pid, NULL, 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", r->home);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", r->home);
+}
+
+/* Runs argv to its end: stdout into out, the exit code returned. */
+static int
+real_run(struct achan *c, const char *const *argv, const char *in, char *out, size_t on)
+{
+	struct achan_exec_req rq = { .argv = argv, .stdin_stream = in != NULL };
+	struct achan_exec *x;
+	struct achan_ev ev;
+	struct err e;
+	size_t used = 0;
+	long pid;
+	int code = -1;
+
+	err_clear(&e);
+	x = achan_exec_start(c, &rq, &pid, &e);
+	if (x == NULL)
+		fail_msg("exec %s: %s", argv[0], e.msg);
+	if (in)
+		assert_int_equal(achan_exec_stdin(x, in, strlen(in), 1, &e), 0);
+	for (;;) {
+		err_clear(&e);
+		if (achan_exec_next(x, soon(10000), NULL, &ev, &e) != 1)
+			fail_msg("exec %s: %s", argv[0], e.msg);
+		if (ev.kind == ACHAN_EV_EXIT) {
+			code = ev.code;
+			break;
+		}
+		if (ev.kind == ACHAN_EV_STDOUT && used + ev.len < on) {
+			memcpy(out + used, ev.data, ev.len);
+			used += ev.len;
+		}
+	}
+	out[used] = '\0';
+	achan_exec_free(x);
+	return code;
+}
+
+/* AAS_AGENT_HOST=path/to/aas-agent-host: the same calls against the guest
+ * agent itself (a host build of it, as root, with uid 65534 as the user). */
+static void
+test_real_agent(void **state)
+{
+	const char *bin = getenv("AAS_AGENT_HOST");
+	struct real r;
+	char out[256], path[128];
+	struct err e;
+	struct achan_stat st;
+
+	(void)state;
+	if (bin == NULL || getuid() != 0)
+		skip();
+	real_start(&r, bin);
+	const char *echo[] = { "/bin/echo", "hi", NULL };
+	assert_int_equal(real_run(r.c, echo, NULL, out, sizeof(out)), 0);
+	assert_string_equal(out, "hi\n");
+	const char *cat[] = { "/bin/cat", NULL };
+	assert_int_equal(real_run(r.c, cat, "abc", out, sizeof(out)), 0);
+	assert_string_equal(out, "abc");
+	const char *id[] = { "/bin/sh", "-c", "id -u; exit 7", NULL };
+	assert_int_equal(real_run(r.c, id, NULL, out, sizeof(out)), 7);
+	assert_string_equal(out, "65534\n");
+
+	struct src s = { .total = 8u << 20, .sum = 0xcbf29ce484222325ull };
+	struct src g = { .sum = 0xcbf29ce484222325ull };
+	uint64_t w = 0, total = 0;
+	snprintf(path, sizeof(path), "%s/f", r.home);
+	err_clear(&e);
+	if (achan_put(r.c, path, 0644, ACHAN_PUT_TRUNC, 0, src_read, &s, &w, soon(30000), &e) < 0)
+		fail_msg("put: %s", e.msg);
+	assert_int_equal(w, s.total);
+	assert_int_equal(achan_stat(r.c, path, 0, &st, soon(5000), &e), 0);
+	assert_int_equal(st.type, ACHAN_FT_FILE);
+	assert_int_equal(st.size, s.total);
+	assert_int_equal(st.uid, 65534);
+	assert_int_equal(achan_get(r.c, path, 0, 0, 0, sink_write, &g, &total, soon(30000), &e), 0);
+	assert_int_equal(total, s.total);
+	assert_true(g.sum == s.sum);
+	struct names nm = { 0 };
+	assert_int_equal(achan_list(r.c, r.home, on_entry, &nm, soon(5000), &e), 0);
+	assert_int_equal(nm.n, 1);
+	assert_string_equal(nm.got[0], "f");
+	err_clear(&e);
+	snprintf(path, sizeof(path), "%s/none", r.home);
+	assert_int_equal(achan_stat(r.c, path, 0, &st, soon(5000), &e), -1);
+	assert_int_equal(e.kind, ERR_NOT_FOUND);
+	err_clear(&e);
+	assert_int_equal(achan_put(r.c, "/root/x", 0644, 0, 0, src_read, &s, &w, soon(5000), &e),
+	    -1);
+	assert_int_equal(e.kind, ERR_FORBIDDEN);
+
+	/* A signal to a running process's group ends it. */
+	const char *sl[] = { "/bin/sleep", "30", NULL };
+	struct achan_exec_req rq = { .argv = sl };
+	struct achan_exec *x;
+	struct achan_ev ev;
+	long pid;
+	x = achan_exec_start(r.c, &rq, &pid, &e);
+	assert_non_null(x);
+	assert_int_equal(achan_exec_signal(x, 9, &e), 0);
+	do
+		assert_int_equal(achan_exec_next(x, soon(10000), NULL, &ev, &e), 1);
+	while (ev.kind != ACHAN_EV_EXIT);
+	assert_int_equal(ev.signal, 9);
+	achan_exec_free(x);
+
+	/* Figures through the real agent (its file system is this host's). */
+	uint64_t n = 256u << 20;
+	struct src z = { .total = n };
+	long long t0 = clock_ms();
+	snprintf(path, sizeof(path), "%s/big", r.home);
+	assert_int_equal(achan_put(r.c, path, 0644, ACHAN_PUT_TRUNC, 0, zero_read, &z, &w,
+			     soon(120000), &e),
+	    0);
+	double put_s = (double)(clock_ms() - t0) / 1000;
+	struct src c2 = { 0 };
+	t0 = clock_ms();
+	assert_int_equal(achan_get(r.c, path, 0, 0, 0, count_write, &c2, &total, soon(120000), &e),
+	    0);
+	double get_s = (double)(clock_ms() - t0) / 1000;
+	assert_int_equal(c2.at, n);
+	long long lat[100];
+	for (int i = 0; i < 100; i++) {
+		struct timespec t1, t2;
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		assert_int_equal(achan_ping(r.c, soon(2000), &e), 0);
+		clock_gettime(CLOCK_MONOTONIC, &t2);
+		lat[i] = (t2.tv_sec - t1.tv_sec) * 1000000000ll + (t2.tv_nsec - t1.tv_nsec);
+	}
+	qsort(lat, 100, sizeof(lat[0]), cmp_ll);
+	long long r0 = clock_ms();
+	for (int i = 0; i < 20; i++) {
+		const char *tr[] = { "/bin/true", NULL };
+		assert_int_equal(real_run(r.c, tr, NULL, out, sizeof(out)), 0);
+	}
+	printf(
+	    "aas-agent over a socketpair: PUT 256 MiB %.0f MB/s, GET %.0f MB/s, PING p50 %lld us, "
+	    "/bin/true %.1f ms each\n",
+	    (double)n / 1e6 / (put_s > 0 ? put_s : 0.001),
+	    (double)n / 1e6 / (get_s > 0 ? get_s : 0.001), lat[50] / 1000,
+	    (double)(clock_ms() - r0) / 20);
+	real_stop(&r);
+}
+
 static int
 group_setup(void **state)
 {
@@ -1504,6 +1693,7 @@ main(void)
 		cmocka_unit_test(test_agent_restart_fails_open_calls),
 		cmocka_unit_test(test_close_fails_waiters),
 		cmocka_unit_test(test_throughput),
+		cmocka_unit_test(test_real_agent),
 	};
 
 	return cmocka_run_group_tests(tests, group_setup, NULL);
