@@ -51,6 +51,8 @@ enum mode {
 	M_HANGUP,    /* closes the stream after STARTED */
 	M_RESTART,   /* an unasked HELLO while a command runs */
 	M_BADLIST,   /* an entry named ".." */
+	M_AFTER_END, /* output on a channel after its EXIT */
+	M_BADTYPE,   /* a frame type the protocol does not have */
 };
 
 struct fa {
@@ -282,6 +284,14 @@ fa_exec(struct fa *a, uint32_t chan, const unsigned char *p, size_t n, unsigned 
 	fa_send(a, AP_T_STARTED, 0, chan, pl, o.len);
 	if (a->mode == M_MALFORMED)
 		return;
+	if (a->mode == M_AFTER_END) {
+		unsigned char ex[16];
+		struct ap_out xo = { .buf = ex };
+		ap_put_u32(&xo, AP_TAG_CODE, 0);
+		fa_send(a, AP_T_EXIT, 0, chan, ex, xo.len);
+		fa_send(a, AP_T_STDOUT, 0, chan, "late", 4);
+		return;
+	}
 	if (a->mode == M_HANGUP || a->mode == M_RESTART) {
 		/* The test resizes, then waits for an event: meanwhile... */
 		if (fa_recv(a, &h, in) < 0)
@@ -531,6 +541,8 @@ fa_main(void *arg)
 			break;
 		case AP_T_PING:
 			fa_send(a, AP_T_PONG, 0, 0, in, h.len);
+			if (a->mode == M_BADTYPE)
+				fa_send(a, 0x77, 0, 0, NULL, 0);
 			break;
 		case AP_T_EXEC:
 			if (a->mode == M_MALFORMED) {
@@ -831,6 +843,14 @@ test_signal_and_resize(void **state)
 	stop(f);
 }
 
+static void *
+cancel_later(void *arg)
+{
+	usleep(300 * 1000);
+	atomic_store((atomic_int *)arg, 1);
+	return NULL;
+}
+
 static void
 test_exec_next_deadline_and_cancel(void **state)
 {
@@ -848,15 +868,22 @@ test_exec_next_deadline_and_cancel(void **state)
 	t0 = clock_ms();
 	assert_int_equal(achan_exec_next(x, soon(150), NULL, &ev, &e), 0);
 	assert_true(clock_ms() - t0 >= 140);
-	/* A cancel flag set by another thread is seen within 100 ms. */
-	atomic_store(&cancel, 1);
+	/* A cancel flag another thread sets 300 ms into the wait is seen
+	 * within about 100 ms (nothing else wakes the waiter). */
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, cancel_later, &cancel), 0);
 	t0 = clock_ms();
 	assert_int_equal(achan_exec_next(x, soon(10000), &cancel, &ev, &e), 0);
-	assert_true(clock_ms() - t0 < 200);
+	long long took = clock_ms() - t0;
+	pthread_join(th, NULL);
+	if (took < 290 || took > 600)
+		fail_msg("cancel seen after %lld ms", took);
 	achan_exec_free(x);
-	/* Abandoned: the agent got a CLOSE and the connection is fine. */
-	assert_int_equal(achan_ping(f->c, soon(2000), &e), 0);
+	/* Abandoned: the agent gets a CLOSE and the connection is fine. */
+	for (long long until = soon(2000); f->a.closes == 0 && clock_ms() < until;)
+		usleep(1000);
 	assert_int_equal(f->a.closes, 1);
+	assert_int_equal(achan_ping(f->c, soon(2000), &e), 0);
 	stop(f);
 }
 
@@ -1042,8 +1069,11 @@ test_list_many(void **state)
 	assert_int_equal(m.bad, 0);
 	assert_int_equal(achan_list(f->c, "/many", stop_at_3, &k, soon(10000), &e), 0);
 	assert_int_equal(k, 3);
-	assert_int_equal(achan_ping(f->c, soon(2000), &e), 0);
+	/* The CLOSE may go out after a PING queued at the same time. */
+	for (long long until = soon(2000); f->a.closes == 0 && clock_ms() < until;)
+		usleep(1000);
 	assert_int_equal(f->a.closes, 1);
+	assert_int_equal(achan_ping(f->c, soon(2000), &e), 0);
 	assert_int_equal(achan_state(f->c), 1);
 	stop(f);
 }
@@ -1217,6 +1247,46 @@ test_hostile_unknown_channel(void **state)
 	err_clear(&e);
 	achan_wait_ready(f->c, soon(2000), &e);
 	assert_failed(f, 1, "unknown channel 999");
+	stop(f);
+}
+
+static void
+test_hostile_after_end(void **state)
+{
+	struct fx *f = start(M_AFTER_END);
+	struct achan_exec *x;
+	struct achan_ev ev;
+	struct err e;
+
+	(void)state;
+	ready(f);
+	/* EXIT and the late output come at once: the start may fail already. */
+	const char *argv[] = { "x", NULL };
+	struct achan_exec_req rq = { .argv = argv };
+	long pid;
+	err_clear(&e);
+	x = achan_exec_start(f->c, &rq, &pid, &e);
+	assert_failed(f, 1, "closed channel");
+	if (x) {
+		err_clear(&e);
+		assert_int_equal(achan_exec_next(x, soon(1000), NULL, &ev, &e), -1);
+	}
+	assert_int_equal(e.kind, ERR_UNAVAILABLE);
+	achan_exec_free(x);
+	stop(f);
+}
+
+static void
+test_hostile_bad_type(void **state)
+{
+	struct fx *f = start(M_BADTYPE);
+	struct err e;
+
+	(void)state;
+	ready(f);
+	err_clear(&e);
+	assert_int_equal(achan_ping(f->c, soon(2000), &e), 0);
+	assert_failed(f, 1, "frame type 0x77");
 	stop(f);
 }
 
@@ -1685,6 +1755,8 @@ main(void)
 		cmocka_unit_test(test_hostile_beyond_window),
 		cmocka_unit_test(test_hostile_unknown_channel),
 		cmocka_unit_test(test_hostile_bad_entry),
+		cmocka_unit_test(test_hostile_after_end),
+		cmocka_unit_test(test_hostile_bad_type),
 		cmocka_unit_test(test_hostile_no_sync),
 		cmocka_unit_test(test_flood_stops_at_window),
 		cmocka_unit_test(test_tiny_frames_stay_bounded),
