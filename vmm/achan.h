@@ -29,6 +29,10 @@ struct achan;
 /* Opens the port of a running domain and starts the handshake. The
  * caller holds the one reference. */
 struct achan *achan_open(virConnectPtr conn, virDomainPtr dom, struct err *e);
+/* The same over a connected descriptor (a socketpair in tests, a unix
+ * socket for diagnostics), watched by libvirt's event loop; takes `fd`
+ * (closed with the object, or at once on failure). */
+struct achan *achan_open_fd(int fd, struct err *e);
 /* Another reference, for a call on another thread. */
 struct achan *achan_ref(struct achan *c);
 /* Closes the stream: every call still waiting fails with ERR_UNAVAILABLE
@@ -123,8 +127,8 @@ typedef int (*achan_write_fn)(void *ctx, const void *buf, size_t n, struct err *
 
 /* Writes a file from `read` at `offset`; *written is what the agent
  * stored. Guest errors come back as ERR_NOT_FOUND (ENOENT), ERR_FORBIDDEN
- * (EACCES, EPERM), ERR_INVALID (EISDIR, ENOTDIR, ELOOP, EEXIST, ...) with
- * the agent's message. */
+ * (EACCES, EPERM), ERR_LIMIT (ENOSPC, EDQUOT, EFBIG), ERR_INVALID (EISDIR,
+ * ENOTDIR, ELOOP, EEXIST, ...) with the agent's message. */
 int achan_put(struct achan *c, const char *path, unsigned mode, int flags, uint64_t offset,
     achan_read_fn read, void *ctx, uint64_t *written, long long deadline_ms, struct err *e);
 /* Reads [offset, offset + length) (length 0: to the end) into `write`;

@@ -46,7 +46,9 @@
  * more with WINDOW{bytes}; it stops reading the process's output or the
  * file meanwhile. aasd treats more than it granted as a hostile guest.
  * Bytes aasd sends are limited by the port itself, except STDIN: at most
- * AP_STDIN_MAX bytes may be waiting in the agent for a process to read.
+ * AP_STDIN_MAX bytes may be waiting in the agent for a process to read;
+ * the agent returns them with WINDOW{bytes} on the EXEC's channel as the
+ * process takes them (more than aasd sent is a hostile guest).
  *
  * Commands. EXEC runs argv (AP_TAG_ARG, the first is the program; "bash -c
  * CMD" is the caller's choice) as the sandbox user (AP_F_ROOT: as root,
@@ -87,8 +89,9 @@
 #define AP_MAX_PAYLOAD (128u * 1024)
 #define AP_SYNC            \
 	"\xaa\x55\x01\xfe" \
-	"aas-agent-sync" /* 4 + 12 bytes */
+	"aas-agent-sy" /* 4 + 12 bytes: the first 16 of what it once said */
 #define AP_SYNC_LEN 16
+_Static_assert(sizeof(AP_SYNC) == AP_SYNC_LEN + 1, "AP_SYNC is AP_SYNC_LEN bytes");
 #define AP_SYNC_SCAN_MAX (4u << 20)
 #define AP_WINDOW_INIT (256u * 1024)
 #define AP_STDIN_MAX (1u << 20)
@@ -106,7 +109,7 @@ enum ap_type {
 	AP_T_STDIN = 0x11,   /* aasd: data; AP_F_FIN closes the process's stdin */
 	AP_T_SIGNAL = 0x12,  /* aasd: SIGNAL (PID on a new channel) */
 	AP_T_RESIZE = 0x13,  /* aasd: ROWS, COLS */
-	AP_T_WINDOW = 0x14,  /* aasd: SIZE more data bytes the agent may send */
+	AP_T_WINDOW = 0x14,  /* both: SIZE more data (from aasd) or stdin (from the agent) bytes */
 	AP_T_CLOSE = 0x15,   /* aasd: abandon the channel */
 	AP_T_STARTED = 0x20, /* agent: PID */
 	AP_T_STDOUT = 0x21,  /* agent: data; AP_F_FIN at end of file */
