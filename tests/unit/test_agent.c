@@ -438,7 +438,8 @@ test_exec_streams_in_order(void **state)
 	struct agent *a = *state;
 	const char *const argv[] = { "bash", "-c",
 		"for i in 1 2 3 4 5; do echo out$i; echo err$i >&2; sleep 0.1; done; "
-		"echo $(id -u):$(id -g):$(id -G):$HOME:$USER:$PWD:$TERM:$FOO; exit 7",
+		"echo $(id -u):$(id -g):$(id -G):$HOME:$USER:$PWD:$TERM:$FOO; "
+		"grep NoNewPrivs /proc/self/status | tr -d '\\t\\n'; exit 7",
 		NULL };
 	const char *const env[] = { "FOO=bar", "USER=sandbox", NULL };
 	char want[512];
@@ -447,8 +448,8 @@ test_exec_streams_in_order(void **state)
 	handshake(a);
 	r = run_cmd(a, 1, 0, argv, env, NULL, 10000);
 	snprintf(want, sizeof(want),
-	    "out1\nout2\nout3\nout4\nout5\n65534:65534:65534:%s:sandbox:%s:dumb:bar\n", a->home,
-	    a->home);
+	    "out1\nout2\nout3\nout4\nout5\n65534:65534:65534:%s:sandbox:%s:dumb:bar\nNoNewPrivs:1",
+	    a->home, a->home);
 	assert_string_equal(r->out, want);
 	assert_string_equal(r->err, "err1\nerr2\nerr3\nerr4\nerr5\n");
 	assert_int_equal(r->code, 7);

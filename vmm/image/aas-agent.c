@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -777,7 +778,9 @@ spawn_child(const struct spawn *s)
 		if (setgroups(0, NULL) < 0)
 			spawn_fail(s, 2);
 	} else if (setgroups(1, &user_gid) < 0 || setresgid(user_gid, user_gid, user_gid) < 0 ||
-	    setresuid(user_uid, user_uid, user_uid) < 0) {
+	    setresuid(user_uid, user_uid, user_uid) < 0 ||
+	    prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+		/* No set-ID program or file capability can lift it again. */
 		spawn_fail(s, 2);
 	}
 	if (chdir(s->cwd) < 0)
