@@ -204,14 +204,16 @@ class AasAgent:
                 continue
             if typ == self.T_STARTED:
                 ts = time.monotonic()
-            elif typ == self.T_STDOUT and p:
-                out += p
-                self.send(self.T_WINDOW, chan, self.field(self.TAG_SIZE, struct.pack(">Q", len(p))))
+            elif typ in (self.T_STDOUT, self.T_STDERR):
+                if typ == self.T_STDOUT:
+                    out += p
+                if p:
+                    self.send(self.T_WINDOW, chan, self.field(self.TAG_SIZE, struct.pack(">Q", len(p))))
             elif typ == self.T_EXIT:
                 t = time.monotonic()
                 code = struct.unpack(">I", self.fields(p)[self.TAG_CODE])[0]
                 return code, out.decode(errors="replace"), t - t0, t - (ts or t0)
-            elif typ not in (self.T_STDERR,):
+            else:
                 raise RuntimeError(f"{argv}: frame {typ:#x} {p!r}")
 
 
@@ -279,19 +281,19 @@ def boot(n):
         check(hello is not None and hello[0] == 1, f"aas-agent answers HELLO (version, boot id: {hello})")
         code, out, _, _ = ag2.run(["bash", "-c", "echo hi; id -un; pwd"])
         check(code == 0 and out == "hi\nsandbox\n/home/sandbox\n", f"aas-agent runs as sandbox (out={out!r})")
-        for argv in (["true"], ["bash", "-c", "true"]):
+        for key, argv in (("aas_true", ["true"]), ("aas_bash_true", ["bash", "-c", "true"])):
             rt = [ag2.run(argv)[2:] for _ in range(20)]
             req = statistics.median(r[0] for r in rt) * 1000
             started = statistics.median(r[1] for r in rt) * 1000
             print(f"boot {n}: aas-agent {' '.join(argv)!r} x20: request->EXIT median {req:.0f} ms, "
                   f"STARTED->EXIT median {started:.0f} ms (min {min(r[0] for r in rt)*1000:.0f})", flush=True)
-        res["aas_true"] = req
+            res[key] = req
 
         if n == 1:
             probe = ("cat /proc/1/comm; hostname; ls /sys/class/net | tr '\\n' ' '; echo; "
                      "ip -o -4 addr show lo | awk '{print $4}'; stat -c '%a' /tmp; "
                      "stat -c '%U:%G %a' /home/sandbox; id sandbox; "
-                     "findmnt -no FSTYPE,OPTIONS /; ls /dev/virtio-ports; "
+                     "findmnt -no FSTYPE,OPTIONS /; ls /dev/virtio-ports | tr '\\n' ' '; echo; "
                      "sh -c 'sleep 0.2 & exit 0'; sleep 0.5; ps -eo stat= | grep -c '^Z' || true; "
                      "find / -xdev -type f -perm /6000 | wc -l")
             code, out, err = ag.run(["/bin/bash", "-c", probe])
