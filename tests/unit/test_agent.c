@@ -462,6 +462,23 @@ test_exec_streams_in_order(void **state)
 }
 
 static void
+test_exit_despite_left_child(void **state)
+{
+	struct agent *a = *state;
+	const char *const argv[] = { "bash", "-c", "sleep 5 & echo x", NULL };
+	struct run *r;
+	long long t0 = ms();
+
+	handshake(a);
+	/* The child holds the pipes: EXIT comes AP_DRAIN_MS after bash ends. */
+	r = run_cmd(a, 1, 0, argv, NULL, NULL, 4000);
+	assert_string_equal(r->out, "x\n");
+	assert_int_equal(r->code, 0);
+	assert_true(ms() - t0 >= AP_DRAIN_MS);
+	assert_true(ms() - t0 < 2000);
+}
+
+static void
 test_stdin(void **state)
 {
 	struct agent *a = *state;
@@ -1046,6 +1063,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_handshake_after_garbage, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_exec_streams_in_order, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_exit_despite_left_child, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stdin, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_window_stall_and_resume, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_timeout_124, setup, teardown),
