@@ -183,6 +183,21 @@ $(B)/tests/%: tests/unit/%.c $(B)/libaas.a
 	@echo "  CC+LD   $<"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libaas.a $(LDLIBS) $(CMOCKA_LIBS)
 
+# The guest agent built for the host and its test, which runs it on a
+# socketpair (both take the protocol's one encoder and parser).
+AGENT_CFLAGS := $(filter-out -MMD -MP,$(CFLAGS))
+$(B)/tests/aas-agent-host: vmm/image/aas-agent.c vmm/image/aproto.c vmm/image/aproto.h
+	@mkdir -p $(dir $@)
+	@echo "  CC+LD   $<"
+	$(Q)$(CC) $(AGENT_CFLAGS) $(LDFLAGS) -o $@ vmm/image/aas-agent.c vmm/image/aproto.c
+
+$(B)/tests/test_agent: tests/unit/test_agent.c vmm/image/aproto.c vmm/image/aproto.h \
+    $(B)/tests/aas-agent-host
+	@mkdir -p $(dir $@)
+	@echo "  CC+LD   $<"
+	$(Q)$(CC) $(AGENT_CFLAGS) $(LDFLAGS) -o $@ tests/unit/test_agent.c vmm/image/aproto.c \
+	    $(CMOCKA_LIBS) -lcrypto
+
 $(B)/bench_vm_raw: bench/vm_raw.c $(B)/libaas.a
 	@echo "  CC+LD   $<"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libaas.a $(LDLIBS)

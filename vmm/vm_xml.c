@@ -1,7 +1,9 @@
 /* vm_xml.c - the domain template.
  *
- * q35, direct kernel boot, virtio disk on the overlay, the guest agent on a
- * virtio-serial channel, virtio-rng, the serial console on a pty (the
+ * q35, direct kernel boot, virtio disk on the overlay, two virtio-serial
+ * channels (qemu-ga's, and aas-agent's AP_PORT_NAME, which aasd opens with
+ * virDomainOpenChannel; a unix socket libvirt's QEMU driver can open for
+ * that, next to qemu-ga's as AGENT_SOCKET.aas), virtio-rng, the serial console on a pty (the
  * orchestrator reads it through libvirt; see vm_start), no balloon,
  * and every lifecycle event ends the domain.
  *
@@ -12,6 +14,8 @@
  * host's own services; callers give a VM a device only while the host
  * isolation rule (netguard) is in place. */
 #include "vmm/vm_xml.h"
+
+#include "vmm/image/aproto.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,7 +87,7 @@ char *
 vm_xml_build(const struct vm_spec *s, struct err *e)
 {
 	char name[256], kernel[1024], initrd[1024], cmdline[1024], disk[1024];
-	char agent[128];
+	char agent[128], aas[140];
 	char tcg[128] = "";
 	char net[640] = "";
 	char *xml = NULL;
@@ -103,6 +107,8 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 		err_set(e, ERR_INVALID, "vm: a name or path is too long or has control characters");
 		return NULL;
 	}
+	/* Within a unix socket's 108 bytes: the path is at most 100. */
+	snprintf(aas, sizeof(aas), "%s.aas", agent);
 	if (s->accel == VM_ACCEL_TCG && s->tb_cache_mib > 0)
 		snprintf(tcg, sizeof(tcg), "    <tcg><tb-cache unit='MiB'>%d</tb-cache></tcg>\n",
 		    s->tb_cache_mib);
@@ -154,6 +160,10 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    "      <source mode='bind' path='%s'/>\n"
 	    "      <target type='virtio' name='org.qemu.guest_agent.0'/>\n"
 	    "    </channel>\n"
+	    "    <channel type='unix'>\n"
+	    "      <source mode='bind' path='%s'/>\n"
+	    "      <target type='virtio' name='" AP_PORT_NAME "'/>\n"
+	    "    </channel>\n"
 	    "    <rng model='virtio'>\n"
 	    "      <backend model='random'>/dev/urandom</backend>\n"
 	    "    </rng>\n"
@@ -166,7 +176,8 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    "</domain>\n",
 	    s->accel == VM_ACCEL_KVM ? "kvm" : "qemu", name, s->memory_mib, s->vcpus, kernel,
 	    initrd, cmdline, tcg,
-	    s->accel == VM_ACCEL_KVM ? "  <cpu mode='host-passthrough'/>\n" : "", disk, agent, net);
+	    s->accel == VM_ACCEL_KVM ? "  <cpu mode='host-passthrough'/>\n" : "", disk, agent, aas,
+	    net);
 	if (n < 0 || n >= VM_XML_MAX) {
 		free(xml);
 		err_set(e, ERR_INTERNAL, "vm: domain XML too long");

@@ -57,6 +57,10 @@ test_tcg_domain(void **state)
 	has(xml, "<target dev='vda' bus='virtio'/>");
 	has(xml, "name='org.qemu.guest_agent.0'");
 	has(xml, "<source mode='bind' path='/run/aas-vm/x.agent'/>");
+	/* aas-agent's own port, for virDomainOpenChannel. */
+	has(xml,
+	    "<source mode='bind' path='/run/aas-vm/x.agent.aas'/>\n"
+	    "      <target type='virtio' name='org.aas.agent.0'/>");
 	has(xml, "<rng model='virtio'>");
 	has(xml, "<memballoon model='none'/>");
 	has(xml, "<on_reboot>destroy</on_reboot>");

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds the aas guest image: a Debian bookworm root file system (mmdebstrap),
-# the cloud kernel, a busybox initramfs and the static PID 1 (init.c).
+# the cloud kernel, a busybox initramfs, the static PID 1 (init.c) and the
+# static agent aasd talks to (aas-agent.c with the protocol's aproto.c).
 #
 # usage: build.sh STATE_DIR            (as root)
 #
@@ -134,7 +135,11 @@ log "recipe $HASH; working in $WORK"
 # 1. PID 1, compiled first so that a broken init.c fails fast.
 gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -o "$WORK/aas-init" "$HERE/init.c"
 gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -o "$WORK/aas-helper" "$HERE/aas-helper.c"
-log "aas-init and aas-helper compiled"
+# The protocol's one encoder and parser is shared with aasd: included as
+# "vmm/image/aproto.h" from the repository root.
+gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -I "$HERE/../.." -o "$WORK/aas-agent" \
+	"$HERE/aas-agent.c" "$HERE/aproto.c"
+log "aas-init, aas-helper and aas-agent compiled"
 
 # 2. Apt sources: the host's Debian bookworm repositories (main, updates,
 # security) as its apt configuration has them, so the build uses whatever
@@ -206,6 +211,8 @@ groups=$(chroot "$ROOT" id -nG sandbox)
 [ "$groups" = sandbox ] || die "sandbox user is in groups: $groups"
 install -m 0755 "$WORK/aas-init" "$ROOT/sbin/aas-init"
 install -m 0755 "$HERE/shutdown" "$ROOT/sbin/shutdown"
+# aasd's agent on the port org.aas.agent.0, started and respawned by aas-init.
+install -D -m 0755 "$WORK/aas-agent" "$ROOT/usr/local/sbin/aas-agent"
 # The host's helper for commands and files; its logs and staging files live
 # in root-owned directories the sandbox user cannot redirect.
 install -D -m 0755 "$WORK/aas-helper" "$ROOT/usr/local/libexec/aas-helper"

@@ -3,8 +3,9 @@
  *
  * Mounts the API file systems, names the host, brings up lo (and eth0 as
  * the kernel command line's aas.net= says), makes the
- * /dev/virtio-ports/NAME links that udev would make, runs qemu-ga on the
- * guest agent port (respawned with a backoff when it exits), reaps every
+ * /dev/virtio-ports/NAME links that udev would make, runs the two agents
+ * on their ports (aas-agent, which serves aasd's commands and files, and
+ * qemu-ga; each respawned with its own backoff when it exits), reaps every
  * zombie, and powers off on SIGTERM, SIGINT, SIGPWR or SIGUSR2 (SIGUSR1:
  * reboot). Milestones go to /dev/console as "aas-init: ..." lines.
  *
@@ -32,10 +33,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define AGENT_NAME "org.qemu.guest_agent.0"
-#define AGENT_PORT "/dev/virtio-ports/" AGENT_NAME
-#define AGENT_BIN "/usr/sbin/qemu-ga"
-#define PORT_WAIT_MS 10000 /* how long to wait for the agent port */
+#define PORT_DIR "/dev/virtio-ports/"
+#define QGA_NAME "org.qemu.guest_agent.0"
+#define AAS_NAME "org.aas.agent.0" /* AP_PORT_NAME (vmm/image/aproto.h) */
+#define PORT_WAIT_MS 10000         /* how long to wait for the agents' ports */
 #define BACKOFF_MIN_MS 250
 #define BACKOFF_MAX_MS 5000
 #define STABLE_MS 10000    /* an agent that ran this long resets the backoff */
@@ -242,17 +243,40 @@ out:
 	close(s);
 }
 
+/* The supervised agents: each on its own virtio-serial port. */
+struct agent {
+	const char *name;  /* for the console */
+	const char *port;  /* virtio-serial port name */
+	char *const *argv; /* argv[0] is the program */
+	pid_t pid;         /* -1 while not running */
+	long long started, respawn_at;
+	long backoff;
+};
+
+static char *const aas_argv[] = { "/usr/local/sbin/aas-agent", NULL };
+static char *const qga_argv[] = {
+	"/usr/sbin/qemu-ga", "-m", "virtio-serial", "-p", PORT_DIR QGA_NAME, "-t", "/run",
+	NULL /* state dir; qemu-ga's default is /var/run */
+};
+
+static struct agent agents[] = {
+	{ "aas-agent", AAS_NAME, aas_argv, -1, 0, 0, BACKOFF_MIN_MS },
+	{ "qemu-ga", QGA_NAME, qga_argv, -1, 0, 0, BACKOFF_MIN_MS },
+};
+
+#define N_AGENTS (sizeof(agents) / sizeof(agents[0]))
+
 /*
  * Without udev nothing makes /dev/virtio-ports/NAME: link every named port
  * (/sys/class/virtio-ports/vportXpY/name) to its /dev/vportXpY node.
- * Returns 1 once the agent's port is linked.
+ * Returns how many of the agents' ports are linked.
  */
-static int
+static size_t
 link_ports(void)
 {
 	DIR *d = opendir("/sys/class/virtio-ports");
 	struct dirent *e;
-	int found = 0;
+	size_t found = 0;
 
 	if (d == NULL)
 		return 0;
@@ -281,31 +305,32 @@ link_ports(void)
 		snprintf(link, sizeof(link), "/dev/virtio-ports/%s", name);
 		if (symlink(target, link) < 0 && errno != EEXIST)
 			continue;
-		if (strcmp(name, AGENT_NAME) == 0 && access(link, F_OK) == 0)
-			found = 1;
+		for (size_t i = 0; i < N_AGENTS; i++)
+			if (strcmp(name, agents[i].port) == 0 && access(link, F_OK) == 0)
+				found++;
 	}
 	closedir(d);
 	return found;
 }
 
 static void
-wait_agent_port(void)
+wait_agent_ports(void)
 {
 	long long deadline = now_ms() + PORT_WAIT_MS;
 
-	while (!link_ports()) {
+	while (link_ports() < N_AGENTS) {
 		if (now_ms() >= deadline) {
-			say("no %s after %d ms; starting the agent anyway", AGENT_PORT,
+			say("not every agent port after %d ms; starting the agents anyway",
 			    PORT_WAIT_MS);
 			return;
 		}
 		sleep_ms(20);
 	}
-	say("agent port %s present", AGENT_PORT);
+	say("agent ports present");
 }
 
 static pid_t
-spawn_agent(const sigset_t *orig)
+spawn_agent(const struct agent *a, const sigset_t *orig)
 {
 	pid_t pid = fork();
 
@@ -314,10 +339,6 @@ spawn_agent(const sigset_t *orig)
 		return -1;
 	}
 	if (pid == 0) {
-		char *argv[] = {
-			AGENT_BIN, "-m", "virtio-serial", "-p", AGENT_PORT, "-t", "/run",
-			NULL /* state dir; qemu-ga's default is /var/run */
-		};
 		int fd = open("/dev/null", O_RDONLY);
 
 		sigprocmask(SIG_SETMASK, orig, NULL);
@@ -331,8 +352,8 @@ spawn_agent(const sigset_t *orig)
 			dup2(console_fd, STDOUT_FILENO);
 			dup2(console_fd, STDERR_FILENO);
 		}
-		execv(argv[0], argv);
-		say("exec %s: %s", argv[0], strerror(errno));
+		execv(a->argv[0], a->argv);
+		say("exec %s: %s", a->argv[0], strerror(errno));
 		_exit(127);
 	}
 	return pid;
@@ -382,9 +403,6 @@ main(void)
 	static const int sigs[] = { SIGCHLD, SIGTERM, SIGINT, SIGPWR, SIGUSR1, SIGUSR2, SIGHUP };
 	sigset_t set, orig;
 	struct sigaction sa;
-	pid_t agent = -1;
-	long long agent_started = 0, respawn_at = 0;
-	long backoff = BACKOFF_MIN_MS;
 
 	umask(022);
 	mount_all();
@@ -414,27 +432,35 @@ main(void)
 		say("sethostname: %s", strerror(errno));
 	lo_up();
 	net_up();
-	wait_agent_port();
+	wait_agent_ports();
 
 	for (;;) {
-		long long now = now_ms();
+		long long now = now_ms(), next = 0;
 		struct timespec ts;
 		siginfo_t si;
 		int sig;
 
-		if (agent < 0 && now >= respawn_at) {
-			agent = spawn_agent(&orig);
-			agent_started = now;
-			if (agent > 0) {
-				say("agent started (pid %d)", (int)agent);
-			} else {
-				respawn_at = now + backoff;
-				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
-									 backoff * 2;
+		for (size_t i = 0; i < N_AGENTS; i++) {
+			struct agent *a = &agents[i];
+
+			if (a->pid < 0 && now >= a->respawn_at) {
+				a->pid = spawn_agent(a, &orig);
+				a->started = now;
+				if (a->pid > 0) {
+					say("%s started (pid %d)", a->name, (int)a->pid);
+				} else {
+					a->pid = -1;
+					a->respawn_at = now + a->backoff;
+					a->backoff = a->backoff * 2 > BACKOFF_MAX_MS ?
+					    BACKOFF_MAX_MS :
+					    a->backoff * 2;
+				}
 			}
+			if (a->pid < 0 && (next == 0 || a->respawn_at < next))
+				next = a->respawn_at;
 		}
-		if (agent < 0) {
-			long long wait = respawn_at - now;
+		if (next > 0) {
+			long long wait = next > now ? next - now : 0;
 
 			ts.tv_sec = (time_t)(wait / 1000);
 			ts.tv_nsec = (long)(wait % 1000) * 1000000L;
@@ -462,21 +488,27 @@ main(void)
 
 				if (p <= 0)
 					break;
-				if (p != agent)
-					continue;
-				now = now_ms();
-				if (now - agent_started >= STABLE_MS)
-					backoff = BACKOFF_MIN_MS;
-				if (WIFEXITED(st))
-					say("agent exited (status %d); restart in %ld ms",
-					    WEXITSTATUS(st), backoff);
-				else
-					say("agent killed (signal %d); restart in %ld ms",
-					    WIFSIGNALED(st) ? WTERMSIG(st) : 0, backoff);
-				agent = -1;
-				respawn_at = now + backoff;
-				backoff = backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
-									 backoff * 2;
+				for (size_t i = 0; i < N_AGENTS; i++) {
+					struct agent *a = &agents[i];
+
+					if (p != a->pid)
+						continue;
+					now = now_ms();
+					if (now - a->started >= STABLE_MS)
+						a->backoff = BACKOFF_MIN_MS;
+					if (WIFEXITED(st))
+						say("%s exited (status %d); restart in %ld ms",
+						    a->name, WEXITSTATUS(st), a->backoff);
+					else
+						say("%s killed (signal %d); restart in %ld ms",
+						    a->name, WIFSIGNALED(st) ? WTERMSIG(st) : 0,
+						    a->backoff);
+					a->pid = -1;
+					a->respawn_at = now + a->backoff;
+					a->backoff = a->backoff * 2 > BACKOFF_MAX_MS ?
+					    BACKOFF_MAX_MS :
+					    a->backoff * 2;
+				}
 			}
 			break;
 		default:

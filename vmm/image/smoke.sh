@@ -2,7 +2,9 @@
 # Boots the current guest image under QEMU (TCG, no network device) and checks
 # it through the guest agent: resync, guest-ping, guest-exec as the sandbox
 # user (setpriv), the user's identity, no sudo, a few guest properties, then
-# guest-shutdown. Prints timings. Exit status 0 when every check passed.
+# guest-shutdown; and through aas-agent on its own port: the handshake, a
+# command as the sandbox user and `true` round trips. Prints timings. Exit
+# status 0 when every check passed.
 #
 # usage: smoke.sh STATE_DIR [RUNS]     (RUNS boots, default 1)
 # env:   SMOKE_KEEP=1 keeps the work dir (console logs) for inspection;
@@ -29,7 +31,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 "$PY" - "$IMG" "$WORK" "$RUNS" <<'EOF'
-import base64, json, os, socket, statistics, subprocess, sys, time
+import base64, json, os, socket, statistics, struct, subprocess, sys, time
 
 img, work, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 initrd = os.environ.get("SMOKE_INITRD", os.path.join(img, "initrd.img"))
@@ -119,6 +121,102 @@ class Agent:
             time.sleep(POLL)
 
 
+class AasAgent:
+    """aas-agent's protocol (aproto.h): SYNC+HELLO, then 12-byte headers and tagged fields."""
+    SYNC = b"\xaa\x55\x01\xfeaas-agent-sy"  # AP_SYNC_LEN (16) bytes of AP_SYNC
+    T_HELLO, T_EXEC, T_WINDOW, T_STARTED, T_STDOUT, T_STDERR, T_EXIT = 0x01, 0x10, 0x14, 0x20, 0x21, 0x22, 0x23
+    TAG_ARG, TAG_SIZE, TAG_PID, TAG_CODE, TAG_NONCE, TAG_VERSION, TAG_BOOT_ID = 1, 17, 23, 24, 26, 27, 28
+
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.connect(path)
+        self.buf, self.sync, self.chan = b"", False, 0
+
+    @staticmethod
+    def field(tag, data):
+        return bytes([tag]) + struct.pack(">I", len(data)) + data
+
+    @staticmethod
+    def fields(p):
+        out, i = {}, 0
+        while i + 5 <= len(p):
+            n = struct.unpack(">I", p[i + 1:i + 5])[0]
+            out.setdefault(p[i], p[i + 5:i + 5 + n])
+            i += 5 + n
+        return out
+
+    def send(self, typ, chan, payload, sync=False):
+        self.s.sendall((self.SYNC if sync else b"") + struct.pack(">IHHI", len(payload), typ, 0, chan) + payload)
+
+    def recv(self, timeout):
+        """(type, chan, payload) or None at the timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.sync:
+                i = self.buf.find(self.SYNC)
+                if i >= 0:
+                    self.buf, self.sync = self.buf[i + 16:], True
+                    continue
+            elif len(self.buf) >= 12:
+                n, typ, _, chan = struct.unpack(">IHHI", self.buf[:12])
+                if n > 128 * 1024:
+                    self.sync = False
+                    continue
+                if len(self.buf) >= 12 + n:
+                    p, self.buf = self.buf[12:12 + n], self.buf[12 + n:]
+                    return typ, chan, p
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            self.s.settimeout(left)
+            try:
+                data = self.s.recv(65536)
+            except socket.timeout:
+                return None
+            if not data:
+                raise EOFError("aas-agent socket closed")
+            self.buf += data
+
+    def hello(self, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.send(self.T_HELLO, 0, self.field(self.TAG_NONCE, struct.pack(">Q", 4242)), sync=True)
+            until = time.monotonic() + 1
+            while time.monotonic() < until:
+                f = self.recv(until - time.monotonic())
+                if f and f[0] == self.T_HELLO:
+                    v = self.fields(f[2])
+                    if struct.unpack(">Q", v[self.TAG_NONCE])[0] == 4242:
+                        return struct.unpack(">I", v[self.TAG_VERSION])[0], v[self.TAG_BOOT_ID].decode()
+        return None
+
+    def run(self, argv, timeout=30):
+        """(code, stdout, request->EXIT s, STARTED->EXIT s)"""
+        self.chan += 1
+        t0, ts, out = time.monotonic(), None, b""
+        self.send(self.T_EXEC, self.chan, b"".join(self.field(self.TAG_ARG, a.encode()) for a in argv))
+        while True:
+            f = self.recv(timeout)
+            if f is None:
+                raise TimeoutError(" ".join(argv))
+            typ, chan, p = f
+            if chan != self.chan:
+                continue
+            if typ == self.T_STARTED:
+                ts = time.monotonic()
+            elif typ in (self.T_STDOUT, self.T_STDERR):
+                if typ == self.T_STDOUT:
+                    out += p
+                if p:
+                    self.send(self.T_WINDOW, chan, self.field(self.TAG_SIZE, struct.pack(">Q", len(p))))
+            elif typ == self.T_EXIT:
+                t = time.monotonic()
+                code = struct.unpack(">I", self.fields(p)[self.TAG_CODE])[0]
+                return code, out.decode(errors="replace"), t - t0, t - (ts or t0)
+            else:
+                raise RuntimeError(f"{argv}: frame {typ:#x} {p!r}")
+
+
 POLL = float(os.environ.get("SMOKE_POLL", "0.01"))  # guest-exec-status interval
 # guest-exec's env replaces the agent's environment; setpriv keeps it as is.
 SANDBOX_ENV = ["HOME=/home/sandbox", "USER=sandbox", "LOGNAME=sandbox", "SHELL=/bin/bash",
@@ -129,6 +227,7 @@ AS_SANDBOX = ["/usr/bin/setpriv", "--reuid=1000", "--regid=1000", "--init-groups
 def boot(n):
     overlay = os.path.join(work, f"overlay{n}.qcow2")
     sock = os.path.join(work, f"qga{n}.sock")
+    asock = os.path.join(work, f"aas{n}.sock")
     console = os.path.join(work, f"console{n}.log")
     subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2",
                     "-b", os.path.join(img, "base.qcow2"), overlay], check=True)
@@ -141,6 +240,8 @@ def boot(n):
             "-device", "virtio-serial-pci",
             "-chardev", f"socket,id=qga,path={sock},server=on,wait=off",
             "-device", "virtserialport,chardev=qga,name=org.qemu.guest_agent.0",
+            "-chardev", f"socket,id=aas,path={asock},server=on,wait=off",
+            "-device", "virtserialport,chardev=aas,name=org.aas.agent.0",
             "-device", "virtio-rng-pci",
             "-serial", f"file:{console}"]
     t0 = time.monotonic()
@@ -175,11 +276,24 @@ def boot(n):
         print(f"boot {n}: echo hi via guest-exec+setpriv: median {res['echo']*1000:.0f} ms "
               f"(min {min(rt)*1000:.0f}, max {max(rt)*1000:.0f})", flush=True)
 
+        ag2 = AasAgent(asock)
+        hello = ag2.hello(30)
+        check(hello is not None and hello[0] == 1, f"aas-agent answers HELLO (version, boot id: {hello})")
+        code, out, _, _ = ag2.run(["bash", "-c", "echo hi; id -un; pwd"])
+        check(code == 0 and out == "hi\nsandbox\n/home/sandbox\n", f"aas-agent runs as sandbox (out={out!r})")
+        for key, argv in (("aas_true", ["true"]), ("aas_bash_true", ["bash", "-c", "true"])):
+            rt = [ag2.run(argv)[2:] for _ in range(20)]
+            req = statistics.median(r[0] for r in rt) * 1000
+            started = statistics.median(r[1] for r in rt) * 1000
+            print(f"boot {n}: aas-agent {' '.join(argv)!r} x20: request->EXIT median {req:.0f} ms, "
+                  f"STARTED->EXIT median {started:.0f} ms (min {min(r[0] for r in rt)*1000:.0f})", flush=True)
+            res[key] = req
+
         if n == 1:
             probe = ("cat /proc/1/comm; hostname; ls /sys/class/net | tr '\\n' ' '; echo; "
                      "ip -o -4 addr show lo | awk '{print $4}'; stat -c '%a' /tmp; "
                      "stat -c '%U:%G %a' /home/sandbox; id sandbox; "
-                     "findmnt -no FSTYPE,OPTIONS /; ls /dev/virtio-ports; "
+                     "findmnt -no FSTYPE,OPTIONS /; ls /dev/virtio-ports | tr '\\n' ' '; echo; "
                      "sh -c 'sleep 0.2 & exit 0'; sleep 0.5; ps -eo stat= | grep -c '^Z' || true; "
                      "find / -xdev -type f -perm /6000 | wc -l")
             code, out, err = ag.run(["/bin/bash", "-c", probe])
@@ -193,7 +307,7 @@ def boot(n):
             check(v[5] == "sandbox:sandbox 755", "/home/sandbox owned by sandbox, 0755")
             check(v[6] == "uid=1000(sandbox) gid=1000(sandbox) groups=1000(sandbox)", "sandbox in no other group")
             check(v[7].split()[0] == "ext4" and v[7].split()[1].startswith("rw,"), "root ext4 read-write")
-            check("org.qemu.guest_agent.0" in v[8], "/dev/virtio-ports link")
+            check("org.qemu.guest_agent.0" in v[8] and "org.aas.agent.0" in v[8], "/dev/virtio-ports links")
             check(v[9] == "0", "orphans reaped (no zombies)")
             check(v[10] == "0", "no set-user/group-ID files")
             code, out, err = ag.run(AS_SANDBOX + ["/bin/bash", "-c",
