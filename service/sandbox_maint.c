@@ -44,12 +44,10 @@ mark_failed(struct sbx *s, const char *id, enum store_end end, const char *reaso
 	struct err e;
 
 	err_clear(&e);
-	if (store_mark_ended(s->app->db, id, "failed", end, reason, &e) < 0)
-		log_error("sandbox %s: cannot record failure: %s", id, e.msg);
+	if (settle_end(s->app->db, s->app->cfg.minute_s, id, "failed", end, reason, never_ready,
+		&st, &e) < 0)
+		log_error("sandbox %s: cannot record its failure and settle: %s", id, e.msg);
 	app_sandbox_ended(s->app, id);
-	err_clear(&e);
-	if (settle_sandbox(s->app->db, s->app->cfg.minute_s, id, never_ready, &st, &e) < 0)
-		log_error("sandbox %s: settlement failed: %s", id, e.msg);
 }
 
 static void
@@ -117,17 +115,15 @@ sbx_finish_destroy(struct sbx *s, const char *id, const char *host, enum store_e
 		log_warn("sandbox %s: destroy failed: %s", id, e->msg);
 		return -1;
 	}
-	if (store_mark_ended(s->app->db, id, "destroyed", end, NULL, e) < 0)
+	/* Billing stops with the end, in one transaction: unused whole
+	 * minutes go back (all of them when it never became ready). */
+	struct bill_settlement st;
+	if (settle_end(s->app->db, s->app->cfg.minute_s, id, "destroyed", end, NULL, 0, &st, e) < 0)
 		return -1;
 	log_info("sandbox %s: destroyed (%s)", id, store_end_name(end));
 	app_sandbox_ended(s->app, id);
 	/* Its forwards went with the VM. */
 	sbx_ports_drop(s, id);
-	/* Billing stops here: unused whole minutes go back (all of them when
-	 * it never became ready: it ran for no time). */
-	struct bill_settlement st;
-	if (settle_sandbox(s->app->db, s->app->cfg.minute_s, id, 0, &st, e) < 0)
-		return -1;
 	return 0;
 }
 

@@ -12,6 +12,9 @@ struct settle_tx {
 	const char *id;
 	int full_refund;
 	struct bill_settlement *out;
+	const char *end_state; /* NULL: the row has ended already */
+	enum store_end end;
+	const char *reason;
 };
 
 static int
@@ -29,6 +32,8 @@ settle_fn(PGconn *c, void *arg, struct err *e)
 		return -1;
 	/* The account first: the lock order of every money path. */
 	if (account[0] != '\0' && bill_lock_balance(c, account, &balance, e) < 0)
+		return -1;
+	if (t->end_state && store_conn_mark_ended(c, t->id, t->end_state, t->end, t->reason, e) < 0)
 		return -1;
 	if (store_lock_paid(c, t->id, NULL, &paid, e) < 0)
 		return -1;
@@ -61,12 +66,25 @@ int
 settle_sandbox(struct db *db, int minute_s, const char *id, int full_refund,
     struct bill_settlement *out, struct err *e)
 {
-	struct settle_tx t = { minute_s, id, full_refund, out };
+	struct settle_tx t = { minute_s, id, full_refund, out, NULL, 0, NULL };
 
 	memset(out, 0, sizeof(*out));
 	if (db_tx(db, settle_fn, &t, e) < 0)
 		return -1;
 	/* After the commit: a rolled-back settlement refunded nothing. */
+	metrics_credits_refunded(out->refund_posted);
+	return 0;
+}
+
+int
+settle_end(struct db *db, int minute_s, const char *id, const char *state, enum store_end end,
+    const char *reason, int full_refund, struct bill_settlement *out, struct err *e)
+{
+	struct settle_tx t = { minute_s, id, full_refund, out, state, end, reason };
+
+	memset(out, 0, sizeof(*out));
+	if (db_tx(db, settle_fn, &t, e) < 0)
+		return -1;
 	metrics_credits_refunded(out->refund_posted);
 	return 0;
 }

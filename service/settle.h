@@ -6,6 +6,7 @@
 #include "base/db.h"
 #include "base/err.h"
 #include "billing/billing.h"
+#include "service/store.h"
 
 /* In one transaction, taking the locks in the order every money path
  * takes them (account row, then sandbox row, then ledger): refunds the
@@ -14,5 +15,10 @@
  * and reports the first settlement (out->already). */
 int settle_sandbox(struct db *db, int minute_s, const char *id, int full_refund,
     struct bill_settlement *out, struct err *e);
+
+/* Ends a live row (store_conn_mark_ended: `state`, `end`, `reason`) and settles
+ * it in the same transaction, so nobody sees it ended and unsettled. */
+int settle_end(struct db *db, int minute_s, const char *id, const char *state, enum store_end end,
+    const char *reason, int full_refund, struct bill_settlement *out, struct err *e);
 
 #endif

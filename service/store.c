@@ -370,20 +370,21 @@ store_mark_destroying(struct db *db, const char *id, const char *account, const 
 	    3, p, NULL, e);
 }
 
+#define MARK_ENDED_SQL                                                    \
+	"UPDATE sandboxes SET state = $2, owner = NULL, in_pool = false," \
+	" destroyed_at = CASE WHEN $2 = 'destroyed' THEN now() END,"      \
+	" failed_at = CASE WHEN $2 = 'failed' THEN now() END,"            \
+	" failure_reason = coalesce($3, failure_reason),"                 \
+	" end_reason = coalesce(end_reason, $4)"                          \
+	" WHERE id = $1 AND state IN ('creating', 'running', 'destroying')"
+
 int
-store_mark_ended(struct db *db, const char *id, const char *state, enum store_end end,
+store_conn_mark_ended(PGconn *c, const char *id, const char *state, enum store_end end,
     const char *reason, struct err *e)
 {
 	const char *p[4] = { id, state, reason, store_end_name(end) };
 
-	return db_exec(db,
-	    "UPDATE sandboxes SET state = $2, owner = NULL, in_pool = false,"
-	    " destroyed_at = CASE WHEN $2 = 'destroyed' THEN now() END,"
-	    " failed_at = CASE WHEN $2 = 'failed' THEN now() END,"
-	    " failure_reason = coalesce($3, failure_reason),"
-	    " end_reason = coalesce(end_reason, $4)"
-	    " WHERE id = $1 AND state IN ('creating', 'running', 'destroying')",
-	    4, p, NULL, e);
+	return db_conn_exec(c, MARK_ENDED_SQL, 4, p, NULL, e);
 }
 
 int

@@ -96,10 +96,11 @@ int store_mark_running(struct db *db, const char *id, const char *accel, int min
  * end reason becomes destroyed unless it already had one. */
 int store_mark_destroying(struct db *db, const char *id, const char *account, const char *owner,
     struct err *e);
-/* A live row ends: `state` destroyed or failed, at now() (destroyed_at or
- * failed_at), with a text reason or NULL. `end` is recorded unless the row
- * already has an end reason (set when it was claimed for destroying). */
-int store_mark_ended(struct db *db, const char *id, const char *state, enum store_end end,
+/* A live row ends, inside the caller's transaction (settle_end): `state`
+ * destroyed or failed, at now() (destroyed_at or failed_at), with a text
+ * reason or NULL. `end` is recorded unless the row already has an end
+ * reason (set when it was claimed for destroying). */
+int store_conn_mark_ended(PGconn *c, const char *id, const char *state, enum store_end end,
     const char *reason, struct err *e);
 /* Every aasd's reaper sleeps until the nearest expiry; this wakes them. */
 int store_expiry_changed(struct db *db, struct err *e);

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -177,7 +178,10 @@ guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r, l
 		goto out;
 	}
 	if (r->stdin_data && achan_exec_stdin(x, r->stdin_data, r->stdin_len, 1, e) < 0) {
-		(void)achan_exec_signal(x, SIGKILL, NULL);
+		struct err ignore;
+
+		err_clear(&ignore);
+		(void)achan_exec_signal(x, SIGKILL, &ignore);
 		achan_exec_free(x);
 		achan_free(c);
 		goto out;
@@ -233,7 +237,8 @@ guest_run_wait(struct vm_host *h, const char *dom, long pid, long long deadline_
 		else
 			p->err_size += (long long)ev.len;
 		if (sink && sink->output && ev.len > 0)
-			sink->output(sink->ctx, ev.kind == ACHAN_EV_STDOUT ? 1 : 2, ev.data, ev.len);
+			sink->output(sink->ctx, ev.kind == ACHAN_EV_STDOUT ? 1 : 2, ev.data,
+			    ev.len);
 	}
 	if (rc < 0) {
 		proc_free(p);
@@ -329,8 +334,8 @@ get_bytes(struct vm_host *h, const char *dom, const char *path, int flags, long 
 }
 
 int
-guest_read_log(struct vm_host *h, const char *dom, const char *path, long long offset,
-    size_t max, long long known_size, char **data, size_t *len, long long *total, struct err *e)
+guest_read_log(struct vm_host *h, const char *dom, const char *path, long long offset, size_t max,
+    long long known_size, char **data, size_t *len, long long *total, struct err *e)
 {
 	unsigned char *buf;
 	struct achan *c;
@@ -378,8 +383,9 @@ guest_put_file(struct vm_host *h, const char *dom, const char *path, const unsig
 
 	if (c == NULL)
 		return -1;
-	rc = achan_put(c, path, mode & 07777, ACHAN_PUT_TRUNC | (make_parents ? ACHAN_PUT_PARENTS : 0),
-	    0, mem_read, &m, &written, clock_ms() + GUEST_SHORT_OP_MS, e);
+	rc = achan_put(c, path, mode & 07777,
+	    ACHAN_PUT_TRUNC | (make_parents ? ACHAN_PUT_PARENTS : 0), 0, mem_read, &m, &written,
+	    clock_ms() + GUEST_SHORT_OP_MS, e);
 	achan_free(c);
 	if (rc == 0 && written != len) {
 		err_set(e, ERR_INTERNAL, "%s: the guest stored %llu of %zu bytes", path,

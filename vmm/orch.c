@@ -501,9 +501,10 @@ orch_free(struct orch *o)
 		return;
 	if (o->starter_started)
 		pthread_join(o->starter, NULL);
-	for (size_t i = 0; i < o->n_hosts; i++)
+	for (size_t i = 0; i < o->n_hosts; i++) {
 		vm_agent_forget_host(o->hosts[i]);
 		vm_host_close(o->hosts[i]);
+	}
 	pthread_mutex_destroy(&o->lock);
 	pthread_cond_destroy(&o->ready_cond);
 	free(o);

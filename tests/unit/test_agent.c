@@ -262,6 +262,8 @@ expect(struct agent *a, uint32_t chan, uint16_t type, int timeout_ms)
 			    timeout_ms);
 		if (fr.h.chan != chan || (chan == 0 && fr.h.type != type))
 			continue;
+		if (fr.h.type == AP_T_WINDOW && type != AP_T_WINDOW)
+			continue; /* stdin credit, checked where it matters */
 		if (fr.h.type != type) {
 			char msg[256] = "";
 			const struct ap_field *m = ap_find(fr.f, fr.nf, AP_TAG_MESSAGE);
@@ -306,6 +308,7 @@ struct run {
 	long pid;
 	long long t_start, t_first_out, t_exit;
 	int out_fin, err_fin;
+	uint64_t stdin_credit; /* WINDOW frames: stdin the process took */
 };
 
 static void
@@ -363,6 +366,9 @@ collect(struct agent *a, uint32_t chan, struct run *r, int timeout_ms)
 				send_window(a, chan, fr.h.len);
 			break;
 		}
+		case AP_T_WINDOW:
+			r->stdin_credit += field_u64(AP_TAG_SIZE);
+			break;
 		case AP_T_EXIT:
 			r->code = (int)field_u64(AP_TAG_CODE);
 			r->sig = (int)field_u64(AP_TAG_SIGNAL);
@@ -494,6 +500,8 @@ test_stdin(void **state)
 	collect(a, 1, &r, 5000);
 	assert_string_equal(r.out, "hello world");
 	assert_int_equal(r.code, 0);
+	/* Every stdin byte came back as credit once cat took it. */
+	assert_int_equal(r.stdin_credit, 11);
 	/* Without AP_F_STDIN stdin is /dev/null. */
 	assert_string_equal(run_cmd(a, 2, 0, wc, NULL, NULL, 5000)->out, "0\n");
 }

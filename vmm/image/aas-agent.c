@@ -579,24 +579,43 @@ exec_read(struct chan *c, int i)
 	}
 }
 
+/* Gives aasd back credit for n bytes of stdin the process took (or that
+ * were dropped), so it may send more (aproto.h, flow control). */
+static void
+stdin_credit(struct chan *c, size_t n)
+{
+	struct ap_out o = { scratch, 0, 0 };
+
+	if (n == 0 || c->abandoned)
+		return;
+	ap_put_u64(&o, AP_TAG_SIZE, n);
+	send_frame(AP_T_WINDOW, 0, c->id, o.buf, o.len);
+}
+
 static void
 exec_write_stdin(struct chan *c)
 {
+	size_t taken = 0;
+
 	while (c->in_fd >= 0 && c->stdin_len > c->stdin_off) {
 		ssize_t w = write(c->in_fd, c->stdin_buf + c->stdin_off,
 		    c->stdin_len - c->stdin_off);
 
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w < 0 && errno == EAGAIN)
+		if (w < 0 && errno == EAGAIN) {
+			stdin_credit(c, taken);
 			return;
+		}
 		if (w < 0) {
 			/* the reader is gone: nothing more can be delivered */
 			close_fd(&c->in_fd);
 			break;
 		}
 		c->stdin_off += (size_t)w;
+		taken += (size_t)w;
 	}
+	stdin_credit(c, taken + (c->stdin_len - c->stdin_off));
 	c->stdin_off = c->stdin_len = 0;
 	if (c->stdin_fin && !c->pty)
 		close_fd(&c->in_fd);
@@ -1489,6 +1508,7 @@ on_exec_frame(struct chan *c, const struct ap_hdr *h, const unsigned char *p, si
 		if (c->in_fd < 0) {
 			/* no stdin stream, or the reader is gone: bytes are dropped */
 			c->stdin_fin = (h->flags & AP_F_FIN) != 0;
+			stdin_credit(c, h->len);
 			return;
 		}
 		if (h->len > 0) {
