@@ -306,6 +306,18 @@ function carriesValidKey(headers) {
   return given.length > 0 && given.every((k) => k === given[0]) && keys.includes(given[0]);
 }
 
+// Query names aasd refuses as a key in the URL (server/http.c).
+const KEY_QUERY_NAMES = ['apikey', 'api_key', 'key', 'token', 'access_token', 'x-api-key'];
+function keyInQuery(path) {
+  const q = path.indexOf('?');
+  if (q < 0) return false;
+  return path.slice(q + 1).split('&').some((kv) => {
+    let name = kv.split('=')[0];
+    try { name = decodeURIComponent(name); } catch { /* left as sent */ }
+    return KEY_QUERY_NAMES.includes(name.toLowerCase());
+  });
+}
+
 function request(method, path, headers = {}, body) {
   return new Promise((resolve, reject) => {
     const u = new URL(aasd.url);
@@ -329,8 +341,12 @@ function request(method, path, headers = {}, body) {
         // before the answer: sent, not answered, not a finding.
         // So may one refused before its body (no valid key) that is
         // larger than what aasd drains to let the answer through.
+        // A key in the query is refused before the key header is looked
+        // at, so the same drain bound applies to it.
         if (buf.length > BODY_LIMIT || head.length > 16384
-          || (buf.length > DRAIN_LIMIT && !carriesValidKey(headers))) resolve({ status: 0, headers: {}, text: '', json: null });
+          || (buf.length > DRAIN_LIMIT && (!carriesValidKey(headers) || keyInQuery(path)))) {
+          resolve({ status: 0, headers: {}, text: '', json: null });
+        }
         else reject(new Error(`${method} ${path.slice(0, 200)}: connection closed without an answer (${err?.code ?? 'eof'}, ${chunks.length} bytes)`));
         return;
       }
