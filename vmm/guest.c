@@ -96,6 +96,16 @@ proc_free(struct proc *p)
 	free(p);
 }
 
+/* A file the sandbox user may not touch is the caller's bad argument,
+ * not a refusal by the service: ERR_INVALID (400), as the tools say. */
+static int
+file_error(struct err *e)
+{
+	if (e->kind == ERR_FORBIDDEN)
+		e->kind = ERR_INVALID;
+	return -1;
+}
+
 /* The agent connection of a domain, or NULL with e set. */
 static struct achan *
 agent(struct vm_host *h, const char *dom, struct err *e)
@@ -324,7 +334,7 @@ get_bytes(struct vm_host *h, const char *dom, const char *path, int flags, long 
 	achan_free(c);
 	if (rc < 0) {
 		free(m.buf);
-		return -1;
+		return file_error(e);
 	}
 	m.buf[m.len] = '\0';
 	*data = m.buf;
@@ -387,12 +397,14 @@ guest_put_file(struct vm_host *h, const char *dom, const char *path, const unsig
 	    ACHAN_PUT_TRUNC | (make_parents ? ACHAN_PUT_PARENTS : 0), 0, mem_read, &m, &written,
 	    clock_ms() + GUEST_SHORT_OP_MS, e);
 	achan_free(c);
-	if (rc == 0 && written != len) {
+	if (rc < 0)
+		return file_error(e);
+	if (written != len) {
 		err_set(e, ERR_INTERNAL, "%s: the guest stored %llu of %zu bytes", path,
 		    (unsigned long long)written, len);
-		rc = -1;
+		return -1;
 	}
-	return rc;
+	return 0;
 }
 
 int
@@ -411,7 +423,7 @@ guest_get_file(struct vm_host *h, const char *dom, const char *path, long long o
 		rc = achan_stat(c, path, 0, &st, clock_ms() + GUEST_SHORT_OP_MS, e);
 		achan_free(c);
 		if (rc < 0)
-			return -1;
+			return file_error(e);
 		if (st.type == ACHAN_FT_DIR) {
 			err_set(e, ERR_INVALID, "%s: is a directory", path);
 			return -1;
@@ -578,6 +590,7 @@ guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth
 	if ((w.c = agent(h, dom, e)) == NULL || walk_dir(&w, path, 1, depth, e) < 0) {
 		achan_free(w.c);
 		json_decref(w.out);
+		file_error(e);
 		return NULL;
 	}
 	achan_free(w.c);

@@ -871,10 +871,16 @@ test_errors(void **state)
 	ap_put_str(&o, AP_TAG_PATH, "/root");
 	send_out(a, AP_T_LIST, 0, 7, &o);
 	expect_result(a, 7, EACCES);
-	/* An unusable cwd is an error, not the home directory. */
+	/* An unusable cwd fails the command as a shell would (126, and
+	 * stderr says why), never runs it in the home directory. */
 	ap_put_str(&more, AP_TAG_CWD, "/no/such/dir");
-	exec_start(a, 8, 0, pwd, NULL, &more);
-	expect_result(a, 8, ENOENT);
+	{
+		struct run *r = run_cmd(a, 8, 0, pwd, NULL, &more, 5000);
+
+		assert_int_equal(r->code, 126);
+		assert_string_equal(r->out, "");
+		assert_non_null(strstr(r->err, "/no/such/dir"));
+	}
 	exec_start(a, 9, 0, nope, NULL, NULL);
 	expect_result(a, 9, ENOENT);
 	more.len = 0;

@@ -802,8 +802,11 @@ spawn_child(const struct spawn *s)
 		/* No set-ID program or file capability can lift it again. */
 		spawn_fail(s, 2);
 	}
-	if (chdir(s->cwd) < 0)
-		spawn_fail(s, 3);
+	if (chdir(s->cwd) < 0) {
+		/* As a shell would: the command fails with 126 and says why. */
+		dprintf(2, "aas-agent: cannot enter %s: %s\n", s->cwd, strerror(errno));
+		_exit(126);
+	}
 	umask(022);
 	environ = s->envp;
 	execvp(s->argv[0], s->argv);
