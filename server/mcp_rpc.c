@@ -97,18 +97,18 @@ struct progress_sink {
 	struct sse *sse;
 	json_t *token;
 	double last;
+	/* Notifications dropped while the client was behind, and the
+	 * progress of the last one (the notice about them carries it). */
+	unsigned long dropped;
+	double dropped_at;
 };
 
 static void
-progress_to_sse(void *p, double progress, double total, const char *message)
+send_progress(struct progress_sink *ps, double progress, double total, const char *message)
 {
-	struct progress_sink *ps = p;
 	json_t *params, *note;
 	char *text;
 
-	if (ps->token == NULL || progress <= ps->last)
-		return; /* progress must increase */
-	ps->last = progress;
 	params = json_pack("{s:O, s:f}", "progressToken", ps->token, "progress", progress);
 	if (params == NULL)
 		return;
@@ -122,6 +122,41 @@ progress_to_sse(void *p, double progress, double total, const char *message)
 		sse_send_message(ps->sse, text, strlen(text));
 	free(text);
 	json_decref(note);
+}
+
+/* Says how many notifications were dropped, once there is room again or
+ * before the result. */
+static void
+send_drop_notice(struct progress_sink *ps)
+{
+	char msg[256];
+
+	if (ps->dropped == 0)
+		return;
+	snprintf(msg, sizeof(msg),
+	    "notice: %lu progress notifications were dropped because the client reads too "
+	    "slowly; the result (and get_command for a command's output) has everything",
+	    ps->dropped);
+	ps->dropped = 0;
+	send_progress(ps, ps->dropped_at, 0, msg);
+}
+
+static void
+progress_to_sse(void *p, double progress, double total, const char *message)
+{
+	struct progress_sink *ps = p;
+
+	if (ps->token == NULL || progress <= ps->last)
+		return; /* progress must increase */
+	ps->last = progress;
+	/* A slow client: drop rather than queue without bound. */
+	if (sse_pending(ps->sse) > SSE_MAX_PROGRESS_BACKLOG) {
+		ps->dropped++;
+		ps->dropped_at = progress;
+		return;
+	}
+	send_drop_notice(ps);
+	send_progress(ps, progress, total, message);
 }
 
 /* ---- method handlers (worker thread) ---- */
@@ -224,7 +259,7 @@ static int
 tools_call_streamed(struct call_env *env, struct rpc_msg *msg, struct tool_call *call,
     json_t *token)
 {
-	struct progress_sink ps = { NULL, token, 0 };
+	struct progress_sink ps = { NULL, token, 0, 0, 0 };
 	struct call_ctx cx;
 	struct inflight *f;
 	json_t *res, *reply;
@@ -241,14 +276,17 @@ tools_call_streamed(struct call_env *env, struct rpc_msg *msg, struct tool_call 
 	call_ctx_init(&cx, env);
 	http_send_now(env->req);
 	env->req = NULL;
-	cx.progress = progress_to_sse;
-	cx.progress_sink = &ps;
+	if (token != NULL) {
+		cx.progress = progress_to_sse;
+		cx.progress_sink = &ps;
+	}
 	cx.cancelled = &f->cancelled;
 	res = tools_call_prepared(&cx, call);
 	if (atomic_load(&f->cancelled)) {
 		/* A cancelled request gets no result. */
 		json_decref(res);
 	} else {
+		send_drop_notice(&ps);
 		reply = rpc_result(msg->id, res);
 		text = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
 		if (text)

@@ -58,6 +58,7 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 	struct store_row row;
 	struct vm_host *h;
 	struct guest_run run;
+	struct guest_sink sink = { NULL, NULL };
 	long long t0 = clock_ms(), deadline;
 	long pid;
 	int code = -1, ended;
@@ -137,12 +138,17 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 	/* The guest kills the command at timeout_s; the host answers anyway a
 	 * little later if the guest is stuck. Waits in slices so a stopping
 	 * service is noticed as soon as a cancel. */
+	if (pg && pg->output) {
+		sink.output = pg->output;
+		sink.ctx = pg->ctx;
+	}
 	deadline = t0 + (long long)(timeout_s ? timeout_s + SBX_HOST_GRACE_S : 86400) * 1000;
 	do {
 		long long slice = clock_ms() + SBX_WAIT_SLICE_MS;
 
 		ended = guest_run_wait(h, domain, pid, slice < deadline ? slice : deadline,
-		    pg ? pg->cancel : NULL, NULL, &code, &out_size, &err_size, e);
+		    pg ? pg->cancel : NULL, sink.output ? &sink : NULL, &code, &out_size, &err_size,
+		    e);
 	} while (ended == 0 && clock_ms() < deadline && !atomic_load(&s->calls_stop) &&
 	    !(pg && pg->cancel && atomic_load(pg->cancel)));
 	if (ended < 0) {
@@ -287,8 +293,8 @@ sbx_list_files(struct sbx *s, const char *account, const struct sbx_files_req *r
 
 /* ---- command status ---- */
 
-static int
-command_id_valid(const char *id)
+int
+sbx_command_id_valid(const char *id)
 {
 	if (id == NULL || strlen(id) != 20 || strncmp(id, "cmd-", 4) != 0)
 		return 0;
@@ -316,6 +322,22 @@ log_size(struct vm_host *h, const char *domain, const char *path)
 }
 
 json_t *
+sbx_command_record(struct sbx *s, const char *account, const char *id, const char *cmd,
+    struct err *e)
+{
+	struct store_row row;
+
+	if (store_load(s->app->db, account, id, &row, e) < 0)
+		return NULL;
+	if (!sbx_command_id_valid(cmd)) {
+		err_set_at(e, ERR_NOT_FOUND, "command_id", "command_id: no command %.40s in %s",
+		    cmd ? cmd : "", id);
+		return NULL;
+	}
+	return store_cmd_json(s->app->db, id, cmd, e);
+}
+
+json_t *
 sbx_command_status(struct sbx *s, const char *account, const char *id, const char *cmd,
     struct err *e)
 {
@@ -330,7 +352,7 @@ sbx_command_status(struct sbx *s, const char *account, const char *id, const cha
 	}
 	if (store_load(s->app->db, account, id, &row, e) < 0)
 		return NULL;
-	if (!command_id_valid(cmd)) {
+	if (!sbx_command_id_valid(cmd)) {
 		err_set_at(e, ERR_NOT_FOUND, "command_id", "command_id: no command %.40s in %s",
 		    cmd ? cmd : "", id);
 		return NULL;

@@ -54,7 +54,7 @@ test('get_service_info works without a key and matches its output schema', async
   const s = r.structuredContent;
   assert.equal(s.name, 'aas');
   assert.deepEqual(s.protocol_versions, ['2025-11-25', '2025-06-18', '2025-03-26']);
-  assert.equal(s.tools.length, 12);
+  assert.equal(s.tools.length, 14);
   assert.ok(s.auth.headers.some((h) => h.startsWith('x-api-key')));
   assert.ok(s.endpoints.mcp.endsWith('/v1/mcp'));
   assert.deepEqual(s.sizes.map((z) => z.name), ['small', 'medium', 'large']);

@@ -44,7 +44,7 @@ test('the server card is JSON describing the server, its transport and 12 tools'
   const client = await connect();
   const { tools } = await client.listTools();
   await client.close();
-  assert.equal(card.tools.length, 12);
+  assert.equal(card.tools.length, 14);
   assert.deepEqual(card.tools.map((t) => t.name), tools.map((t) => t.name));
   for (const t of card.tools) {
     const live = tools.find((x) => x.name === t.name);

@@ -48,16 +48,22 @@ operation(const struct rest_op *op)
 
 /* What the body schema must be: inputSchema without sandbox_id. */
 static json_t *
-expected_body(const char *tool)
+expected_body(const struct rest_op *op)
 {
-	json_t *s = json_deep_copy(tools_input_schema(tool));
+	json_t *s = json_deep_copy(tools_input_schema(op->tool));
 	json_t *req = json_object_get(s, "required"), *keep = json_array();
 	size_t i;
 	json_t *it;
 
-	json_object_del(json_object_get(s, "properties"), "sandbox_id");
+	/* The path's "{name}" segments are not in the body. */
+	for (const char *p = strchr(op->path, '{'); p; p = strchr(p + 1, '{')) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "%.*s", (int)strcspn(p + 1, "}"), p + 1);
+		json_object_del(json_object_get(s, "properties"), name);
+	}
 	json_array_foreach(req, i, it)
-		if (strcmp(json_string_value(it), "sandbox_id") != 0)
+		if (json_object_get(json_object_get(s, "properties"), json_string_value(it)))
 			json_array_append(keep, it);
 	if (json_array_size(keep) > 0)
 		json_object_set(s, "required", keep);
@@ -111,7 +117,7 @@ test_bodies_are_tool_arguments(void **state)
 		}
 		const json_t *schema = deref(json_object_get(
 		    json_object_get(json_object_get(rb, "content"), "application/json"), "schema"));
-		json_t *want = expected_body(op->tool);
+		json_t *want = expected_body(op);
 		if (!json_equal(schema, want))
 			fail_msg("%s %s: body schema is not %s's arguments", op->method, op->path,
 			    op->tool);
