@@ -480,6 +480,30 @@ test_sse_refuses_carriage_return(void **state)
 	sse_unref(s);
 }
 
+/* Named events count in the unsent bytes like messages; a name with a
+ * line end is refused. sse_pending is what a slow client owes. */
+static void
+test_sse_events_and_pending(void **state)
+{
+	struct sse *s = sse_new();
+	size_t want;
+
+	(void)state;
+	assert_non_null(s);
+	assert_int_equal(sse_pending(s), 0);
+	assert_int_equal(sse_send_event(s, "stdout", "{\"text\":\"hi\"}", 13), 0);
+	want = strlen("event: stdout\ndata: {\"text\":\"hi\"}\n\n");
+	assert_int_equal(sse_pending(s), want);
+	assert_int_equal(sse_send_message(s, "{}", 2), 0);
+	want += strlen("event: message\ndata: {}\n\n");
+	assert_int_equal(sse_pending(s), want);
+	assert_int_equal(sse_send_event(s, "a\nb", "{}", 2), -1);
+	assert_int_equal(sse_send_event(s, "result", "{\n}", 3), -1);
+	assert_int_equal(sse_pending(s), want);
+	sse_finish(s);
+	sse_unref(s);
+}
+
 static void
 test_sse_buffer_limit(void **state)
 {
@@ -623,6 +647,7 @@ main(void)
 		cmocka_unit_test(test_sse_on_close_once),
 		cmocka_unit_test(test_sse_refuses_newline),
 		cmocka_unit_test(test_sse_refuses_carriage_return),
+		cmocka_unit_test(test_sse_events_and_pending),
 		cmocka_unit_test(test_sse_buffer_limit),
 		cmocka_unit_test(test_sse_response_without_connection),
 		cmocka_unit_test(test_sse_concurrent_producers),
