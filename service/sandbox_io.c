@@ -38,6 +38,39 @@ kill_command(struct vm_host *h, const char *domain, long pid)
 		log_warn("cannot stop a cancelled command: %s", e.msg);
 }
 
+/* The caller's output sink, counting what the guest delivered through it
+ * so that the rest can be sent from the logs at the end. */
+struct counted_sink {
+	const struct sbx_progress *pg;
+	long long sent[2]; /* stdout, stderr bytes */
+};
+
+static void
+counted_output(void *ctx, int fd, const char *data, size_t len)
+{
+	struct counted_sink *cs = ctx;
+
+	if (fd != 1 && fd != 2)
+		return;
+	cs->sent[fd - 1] += (long long)len;
+	cs->pg->output(cs->pg->ctx, fd, data, len);
+}
+
+/* Whatever of the kept output the guest did not deliver while the
+ * command ran (a transport that gives it only at the end, or its last
+ * bytes), so that a streaming caller sees all of it. */
+static void
+catch_up(struct counted_sink *cs, const struct sbx_run_res *res)
+{
+	const char *data[2] = { res->out, res->err };
+	size_t len[2] = { res->out_len, res->err_len };
+
+	for (int i = 0; i < 2; i++)
+		if (data[i] && cs->sent[i] < (long long)len[i])
+			cs->pg->output(cs->pg->ctx, i + 1, data[i] + cs->sent[i],
+			    len[i] - (size_t)cs->sent[i]);
+}
+
 void
 sbx_run_res_clear(struct sbx_run_res *res)
 {
@@ -59,6 +92,7 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 	struct vm_host *h;
 	struct guest_run run;
 	struct guest_sink sink = { NULL, NULL };
+	struct counted_sink counted = { pg, { 0, 0 } };
 	long long t0 = clock_ms(), deadline;
 	long pid;
 	int code = -1, ended;
@@ -139,8 +173,8 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 	 * little later if the guest is stuck. Waits in slices so a stopping
 	 * service is noticed as soon as a cancel. */
 	if (pg && pg->output) {
-		sink.output = pg->output;
-		sink.ctx = pg->ctx;
+		sink.output = counted_output;
+		sink.ctx = &counted;
 	}
 	deadline = t0 + (long long)(timeout_s ? timeout_s + SBX_HOST_GRACE_S : 86400) * 1000;
 	do {
@@ -175,6 +209,8 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 		sbx_run_res_clear(res);
 		return -1;
 	}
+	if (sink.output)
+		catch_up(&counted, res);
 	res->ended = ended;
 	res->exit_code = code;
 	res->timed_out = !ended || (timeout_s > 0 && code == 124);

@@ -6,9 +6,9 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { startAasd, newAccount } from './lib/harness.mjs';
 
 const TOOL_NAMES = [
-  'create_sandbox', 'destroy_sandbox', 'expose_port', 'extend_sandbox', 'get_sandbox',
-  'get_service_info', 'get_usage', 'list_files', 'list_sandboxes', 'read_file',
-  'run_command', 'write_file',
+  'create_sandbox', 'destroy_sandbox', 'expose_port', 'extend_sandbox', 'get_command',
+  'get_sandbox', 'get_service_info', 'get_usage', 'kill_command', 'list_files',
+  'list_sandboxes', 'read_file', 'run_command', 'write_file',
 ];
 
 let aasd;
@@ -28,7 +28,7 @@ async function connect(headers) {
   return { client, transport };
 }
 
-test('anonymous client lists exactly the 12 tools with complete metadata', async () => {
+test('anonymous client lists exactly the 14 tools with complete metadata', async () => {
   const { client, transport } = await connect();
   const info = client.getServerVersion();
   assert.equal(info.name, 'aas');

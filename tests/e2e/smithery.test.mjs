@@ -23,7 +23,7 @@ async function connect(headers) {
   return client;
 }
 
-test('the server card is JSON describing the server, its transport and 12 tools', async () => {
+test('the server card is JSON describing the server, its transport and 14 tools', async () => {
   const r = await fetch(`${aasd.url}/.well-known/mcp/server-card.json`);
   assert.equal(r.status, 200);
   assert.match(r.headers.get('content-type'), /^application\/json/);

@@ -195,6 +195,16 @@ test_run_output_as_progress(void **state)
 	json_decref(r);
 	assert_int_equal(s->progress_n, 1);
 	assert_string_equal(s->progress[0], "stderr: oops\n");
+	/* A guest that gives no output while the command runs: the service
+	 * sends it from the logs at the end, once. */
+	fake_vmm_set_sink(0);
+	s->progress_n = 0;
+	r = run(s, id, "echo late", 0);
+	assert_string_equal(sfx_str(r, "stdout"), "late\n");
+	json_decref(r);
+	assert_int_equal(s->progress_n, 1);
+	assert_string_equal(s->progress[0], "stdout: late\n");
+	fake_vmm_set_sink(1);
 	/* A background command streams nothing: it is not waited for. */
 	s->progress_n = 0;
 	r = run(s, id, "echo later", 1);
