@@ -91,15 +91,27 @@ fill_state(struct sbx_cmd_res *res, const struct store_cmd *c)
 	memcpy(res->stderr_path, c->stderr_path, sizeof(res->stderr_path));
 }
 
-/* A log's size (guest_read_log of nothing). */
+/* A log's size (guest_read_log of nothing). The logs of a command that
+ * has just started may not exist yet: while it runs, a log that cannot be
+ * read counts as empty. */
 static int
-log_total(struct vm_host *h, const char *domain, const char *path, long long *total, struct err *e)
+log_total(struct vm_host *h, const char *domain, const char *path, int running, long long *total,
+    struct err *e)
 {
 	char *data = NULL;
 	size_t len = 0;
-	int rc = guest_read_log(h, domain, path, 0, 0, -1, &data, &len, total, e);
+	struct err le;
+	int rc;
 
+	err_clear(&le);
+	rc = guest_read_log(h, domain, path, 0, 0, -1, &data, &len, total, &le);
 	free(data);
+	if (rc < 0 && running) {
+		*total = 0;
+		return 0;
+	}
+	if (rc < 0)
+		*e = le;
 	return rc;
 }
 
@@ -111,8 +123,19 @@ read_from(struct vm_host *h, const char *domain, const char *path, const char *f
     long long offset, size_t max, int running, char **data, size_t *len, long long *total,
     struct err *e)
 {
-	if (guest_read_log(h, domain, path, offset, max, -1, data, len, total, e) < 0)
-		return -1;
+	struct err le;
+
+	err_clear(&le);
+	if (guest_read_log(h, domain, path, offset, max, -1, data, len, total, &le) < 0) {
+		if (!running) {
+			*e = le;
+			return -1;
+		}
+		/* Not there yet (as in log_total): nothing printed so far. */
+		*data = NULL;
+		*len = 0;
+		*total = 0;
+	}
 	if (offset > *total) {
 		free(*data);
 		*data = NULL;
@@ -160,8 +183,8 @@ sbx_command_get(struct sbx *s, const char *account, const struct sbx_cmd_req *re
 			return -1;
 		if (strcmp(c.state, "running") != 0 || req->wait_s == 0 || cancelled(pg))
 			break;
-		if (log_total(h, domain, c.stdout_path, &out_total, e) < 0 ||
-		    log_total(h, domain, c.stderr_path, &err_total, e) < 0)
+		if (log_total(h, domain, c.stdout_path, 1, &out_total, e) < 0 ||
+		    log_total(h, domain, c.stderr_path, 1, &err_total, e) < 0)
 			return -1;
 		if (out_total > req->stdout_offset || err_total > req->stderr_offset)
 			break;
