@@ -125,6 +125,23 @@ test_bodies_are_tool_arguments(void **state)
 	}
 }
 
+/* run_command's route documents its event stream next to the JSON. */
+static void
+test_run_documents_event_stream(void **state)
+{
+	const json_t *ok = NULL, *content;
+
+	(void)state;
+	for (size_t i = 0; i < rest_ops_count; i++)
+		if (rest_ops[i].tool && strcmp(rest_ops[i].tool, "run_command") == 0)
+			ok = json_object_get(json_object_get(operation(&rest_ops[i]), "responses"),
+			    "200");
+	content = json_object_get(ok, "content");
+	assert_non_null(content);
+	assert_non_null(json_object_get(content, "application/json"));
+	assert_non_null(json_object_get(content, "text/event-stream"));
+}
+
 static int
 in_list(const char *const *list, const char *name)
 {
@@ -257,6 +274,7 @@ main(void)
 		cmocka_unit_test(test_builds),
 		cmocka_unit_test(test_every_route_described),
 		cmocka_unit_test(test_bodies_are_tool_arguments),
+		cmocka_unit_test(test_run_documents_event_stream),
 		cmocka_unit_test(test_query_parameters_are_tool_properties),
 		cmocka_unit_test(test_path_parameters),
 		cmocka_unit_test(test_results_are_tool_outputs),
