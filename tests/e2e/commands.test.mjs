@@ -7,7 +7,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { startAasd, newAccount, vmEnv } from './lib/harness.mjs';
+import {
+  startAasd, newAccount, vmEnv, openSession, sseMessages, JSON_HEADERS, PROTOCOL, sleep,
+} from './lib/harness.mjs';
 
 const LONG = { timeout: 300000 };
 let aasd;
@@ -64,7 +66,9 @@ async function rest(method, path, { key = alice.api_key, json, headers = {} } = 
 }
 
 before(async () => {
-  aasd = await startAasd(vmEnv('commands'));
+  // 8 MiB of output per stream: more than the kernel's socket buffers
+  // hold for a client that does not read.
+  aasd = await startAasd(vmEnv('commands', { AAS_MAX_OUTPUT_BYTES: String(8 << 20) }));
   alice = await newAccount();
   bob = await newAccount();
   a = await connect(alice.api_key);
@@ -250,4 +254,38 @@ test('REST run_command as text/event-stream: output events then the plain result
   const ge = events(gone.text);
   assert.equal(ge[ge.length - 1].event, 'error', gone.text);
   assert.equal(JSON.parse(ge[ge.length - 1].data).status, 404);
+});
+
+test('a client that does not read: output progress is dropped with a notice, the result is whole', LONG, async () => {
+  const sid = await openSession(aasd.mcpUrl, { 'x-api-key': alice.api_key });
+  const size = 8000000;
+  const body = {
+    jsonrpc: '2.0', id: 7, method: 'tools/call',
+    params: {
+      name: 'run_command', _meta: { progressToken: 'slow' },
+      arguments: { sandbox_id: sbx, command: `head -c ${size} /dev/zero | tr '\\0' a`,
+        max_output_bytes: 8 << 20 },
+    },
+  };
+  const r = await fetch(aasd.mcpUrl, {
+    method: 'POST',
+    headers: { ...JSON_HEADERS, 'x-api-key': alice.api_key, 'Mcp-Session-Id': sid,
+      'MCP-Protocol-Version': PROTOCOL },
+    body: JSON.stringify(body),
+  });
+  assert.equal(r.status, 200);
+  // Nobody reads while the command runs and its output is sent.
+  await sleep(20000);
+  const msgs = sseMessages(await r.text());
+  const notes = msgs.filter((m) => m.method === 'notifications/progress').map((m) => m.params);
+  const result = msgs.find((m) => m.id === 7);
+  assert.ok(result?.result && !result.result.isError, JSON.stringify(result).slice(0, 500));
+  assert.equal(result.result.structuredContent.stdout.length, size);
+  const notice = notes.find((p) => p.message.startsWith('notice: '));
+  assert.ok(notice, `no notice among ${notes.length} notifications`);
+  assert.match(notice.message, /^notice: \d+ progress notifications were dropped/);
+  const sent = notes.filter((p) => p.message.startsWith('stdout: '))
+    .reduce((n, p) => n + p.message.length - 8, 0);
+  assert.ok(sent < size, `${sent} bytes sent as progress`);
+  for (let i = 1; i < notes.length; i++) assert.ok(notes[i].progress > notes[i - 1].progress);
 });
