@@ -97,10 +97,7 @@ struct progress_sink {
 	struct sse *sse;
 	json_t *token;
 	double last;
-	/* Notifications dropped while the client was behind, and the
-	 * progress of the last one (the notice about them carries it). */
-	unsigned long dropped;
-	double dropped_at;
+	struct sse_gate gate; /* dropped while the client was behind */
 };
 
 static void
@@ -131,14 +128,15 @@ send_drop_notice(struct progress_sink *ps)
 {
 	char msg[256];
 
-	if (ps->dropped == 0)
+	if (ps->gate.dropped == 0)
 		return;
 	snprintf(msg, sizeof(msg),
 	    "notice: %lu progress notifications were dropped because the client reads too "
 	    "slowly; the result (and get_command for a command's output) has everything",
-	    ps->dropped);
-	ps->dropped = 0;
-	send_progress(ps, ps->dropped_at, 0, msg);
+	    ps->gate.dropped);
+	ps->gate.dropped = 0;
+	/* The progress of the last dropped one: above what went before. */
+	send_progress(ps, ps->gate.dropped_at, 0, msg);
 }
 
 static void
@@ -150,11 +148,8 @@ progress_to_sse(void *p, double progress, double total, const char *message)
 		return; /* progress must increase */
 	ps->last = progress;
 	/* A slow client: drop rather than queue without bound. */
-	if (sse_pending(ps->sse) > SSE_MAX_PROGRESS_BACKLOG) {
-		ps->dropped++;
-		ps->dropped_at = progress;
+	if (!sse_gate_pass(ps->sse, &ps->gate, progress))
 		return;
-	}
 	send_drop_notice(ps);
 	send_progress(ps, progress, total, message);
 }
@@ -259,7 +254,7 @@ static int
 tools_call_streamed(struct call_env *env, struct rpc_msg *msg, struct tool_call *call,
     json_t *token)
 {
-	struct progress_sink ps = { NULL, token, 0, 0, 0 };
+	struct progress_sink ps = { NULL, token, 0, { 0, 0 } };
 	struct call_ctx cx;
 	struct inflight *f;
 	json_t *res, *reply;

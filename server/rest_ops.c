@@ -56,7 +56,7 @@ op_create(struct rest_call *c, json_t *args, struct err *e)
 
 struct run_events {
 	struct sse *sse;
-	unsigned long dropped; /* events left out while the client was behind */
+	struct sse_gate gate; /* events left out while the client was behind */
 };
 
 static void
@@ -73,10 +73,10 @@ send_event(struct sse *sse, const char *event, json_t *data)
 static void
 send_dropped(struct run_events *ev)
 {
-	if (ev->dropped == 0)
+	if (ev->gate.dropped == 0)
 		return;
-	send_event(ev->sse, "dropped", json_pack("{s:I}", "events", (json_int_t)ev->dropped));
-	ev->dropped = 0;
+	send_event(ev->sse, "dropped", json_pack("{s:I}", "events", (json_int_t)ev->gate.dropped));
+	ev->gate.dropped = 0;
 }
 
 /* cx.output: one stdout or stderr event per piece of text. */
@@ -85,12 +85,9 @@ events_output(void *sink, int fd, const char *text, size_t len, double sent)
 {
 	struct run_events *ev = sink;
 
-	(void)sent;
 	/* A slow client: drop rather than queue without bound. */
-	if (sse_pending(ev->sse) > SSE_MAX_PROGRESS_BACKLOG) {
-		ev->dropped++;
+	if (!sse_gate_pass(ev->sse, &ev->gate, sent))
 		return;
-	}
 	send_dropped(ev);
 	send_event(ev->sse, fd == 2 ? "stderr" : "stdout", json_pack("{s:s%}", "text", text, len));
 }
@@ -109,7 +106,7 @@ wants_events(struct rest_call *c)
 static json_t *
 run_streamed(struct rest_call *c, json_t *args, struct err *e)
 {
-	struct run_events ev = { NULL, 0 };
+	struct run_events ev = { NULL, { 0, 0 } };
 	struct tool_call *call;
 	double t0 = metrics_now();
 	json_t *out;

@@ -188,6 +188,16 @@ sse_pending(struct sse *s)
 }
 
 int
+sse_gate_pass(struct sse *s, struct sse_gate *g, double progress)
+{
+	if (sse_pending(s) <= SSE_MAX_PROGRESS_BACKLOG)
+		return 1;
+	g->dropped++;
+	g->dropped_at = progress;
+	return 0;
+}
+
+int
 sse_send_comment(struct sse *s, const char *text)
 {
 	const char *parts[3] = { ": ", text, "\n\n" };

@@ -34,6 +34,15 @@ int sse_send_message(struct sse *s, const char *json, size_t len);
 int sse_send_event(struct sse *s, const char *event, const char *json, size_t len);
 /* Bytes appended and not yet taken by the client: how far it is behind. */
 size_t sse_pending(struct sse *s);
+/* The SSE_MAX_PROGRESS_BACKLOG rule for one stream's progress or output
+ * events: what was dropped, for the notice that says so. */
+struct sse_gate {
+	unsigned long dropped; /* events dropped since the last notice */
+	double dropped_at;     /* the progress of the last one dropped */
+};
+/* 1 when an event may be sent now; 0 when the client is more than
+ * SSE_MAX_PROGRESS_BACKLOG behind: the event is dropped and counted. */
+int sse_gate_pass(struct sse *s, struct sse_gate *g, double progress);
 /* A ": text" comment line, used as keep-alive. */
 int sse_send_comment(struct sse *s, const char *text);
 /* Ends the stream once the buffered data is sent. */

@@ -8,8 +8,8 @@
 
 #include "service/tool_impl.h"
 
-#define TOOL_STREAM_RAW 4096        /* raw bytes sanitised at once */
-#define TOOL_MAX_OFFSET (1LL << 50) /* a log offset get_command takes */
+#define TOOL_STREAM_RAW TOOLS_OUTPUT_CHUNK /* raw bytes sanitised at once */
+#define TOOL_MAX_OFFSET (1LL << 50)        /* a log offset get_command takes */
 
 /* Turns the guest's raw output into the call's output or progress: each
  * stream on its own, invalid UTF-8 replaced, a character cut between two

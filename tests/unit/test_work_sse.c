@@ -504,6 +504,37 @@ test_sse_events_and_pending(void **state)
 	sse_unref(s);
 }
 
+/* A client more than SSE_MAX_PROGRESS_BACKLOG behind has progress dropped
+ * and counted; the stream itself goes on (a result still fits). */
+static void
+test_sse_gate_drops_when_behind(void **state)
+{
+	const size_t chunk = 256u << 10;
+	char *big = malloc(chunk);
+	struct sse *s = sse_new();
+	struct sse_gate g = { 0, 0 };
+	double p = 0;
+
+	(void)state;
+	assert_non_null(big);
+	assert_non_null(s);
+	memset(big, 'a', chunk);
+	/* No reader: everything sent stays pending. */
+	while (sse_pending(s) <= SSE_MAX_PROGRESS_BACKLOG) {
+		assert_int_equal(sse_gate_pass(s, &g, ++p), 1);
+		assert_int_equal(sse_send_message(s, big, chunk), 0);
+	}
+	assert_int_equal(g.dropped, 0);
+	assert_int_equal(sse_gate_pass(s, &g, ++p), 0);
+	assert_int_equal(sse_gate_pass(s, &g, ++p), 0);
+	assert_int_equal(g.dropped, 2);
+	assert_true(g.dropped_at == p);
+	assert_int_equal(sse_send_message(s, big, chunk), 0);
+	sse_finish(s);
+	sse_unref(s);
+	free(big);
+}
+
 static void
 test_sse_buffer_limit(void **state)
 {
@@ -648,6 +679,7 @@ main(void)
 		cmocka_unit_test(test_sse_refuses_newline),
 		cmocka_unit_test(test_sse_refuses_carriage_return),
 		cmocka_unit_test(test_sse_events_and_pending),
+		cmocka_unit_test(test_sse_gate_drops_when_behind),
 		cmocka_unit_test(test_sse_buffer_limit),
 		cmocka_unit_test(test_sse_response_without_connection),
 		cmocka_unit_test(test_sse_concurrent_producers),
