@@ -31,11 +31,18 @@ cancelled(const struct sbx_progress *pg)
 	return pg && pg->cancel && atomic_load(pg->cancel);
 }
 
-/* Sleeps `ms`, waking early when the request is cancelled. */
-static void
-pause_ms(long long ms, const struct sbx_progress *pg)
+/* The wait ends early: the caller cancelled, or the service is stopping. */
+static int
+stop_waiting(struct sbx *s, const struct sbx_progress *pg)
 {
-	while (ms > 0 && !cancelled(pg)) {
+	return cancelled(pg) || atomic_load(&s->calls_stop);
+}
+
+/* Sleeps `ms`, waking early when the wait should end. */
+static void
+pause_ms(struct sbx *s, long long ms, const struct sbx_progress *pg)
+{
+	while (ms > 0 && !stop_waiting(s, pg)) {
 		long long step = ms < CMD_WAIT_SLICE_MS ? ms : CMD_WAIT_SLICE_MS;
 		struct timespec ts = { (time_t)(step / 1000), (long)(step % 1000) * 1000000L };
 
@@ -181,7 +188,7 @@ sbx_command_get(struct sbx *s, const char *account, const struct sbx_cmd_req *re
 
 		if (load_cmd(s, h, domain, req->sandbox_id, req->command_id, &c, e) < 0)
 			return -1;
-		if (strcmp(c.state, "running") != 0 || req->wait_s == 0 || cancelled(pg))
+		if (strcmp(c.state, "running") != 0 || req->wait_s == 0 || stop_waiting(s, pg))
 			break;
 		if (log_total(h, domain, c.stdout_path, 1, &out_total, e) < 0 ||
 		    log_total(h, domain, c.stderr_path, 1, &err_total, e) < 0)
@@ -191,7 +198,7 @@ sbx_command_get(struct sbx *s, const char *account, const struct sbx_cmd_req *re
 		left = deadline - clock_ms();
 		if (left <= 0)
 			break;
-		pause_ms(delay < left ? delay : left, pg);
+		pause_ms(s, delay < left ? delay : left, pg);
 		delay = delay * 2 < CMD_WAIT_MAX_MS ? delay * 2 : CMD_WAIT_MAX_MS;
 	}
 	fill_state(res, &c);
@@ -247,7 +254,7 @@ sbx_command_kill(struct sbx *s, const char *account, const struct sbx_kill_req *
 		left = deadline - clock_ms();
 		if (strcmp(c.state, "running") != 0 || left <= 0)
 			break;
-		pause_ms(delay < left ? delay : left, NULL);
+		pause_ms(s, delay < left ? delay : left, NULL);
 		delay = delay * 2 < CMD_WAIT_MAX_MS ? delay * 2 : CMD_WAIT_MAX_MS;
 	}
 	fill_state(res, &c);
