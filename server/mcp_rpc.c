@@ -19,8 +19,9 @@ static const char instructions[] =
     "list_files, then destroy_sandbox when done. Commands run as the unprivileged "
     "user 'sandbox' in /home/sandbox; there is no sudo, so instead of apt-get use "
     "'pip install --user --break-system-packages' or npm. run_command waits for the "
-    "command to finish: start servers with background: true, then expose_port gives "
-    "them a URL. A sandbox is destroyed automatically when it expires "
+    "command to finish: start servers and long jobs with background: true, follow "
+    "them with get_command (wait_seconds waits for news) and stop them with "
+    "kill_command; expose_port gives a server a URL. A sandbox is destroyed automatically when it expires "
     "(extend_sandbox keeps it longer); destroy_sandbox refunds unused whole minutes. "
     "Every tool except get_service_info needs an API key sent as "
     "'Authorization: Bearer <key>' or 'x-api-key: <key>'.";

@@ -92,12 +92,15 @@ events_output(void *sink, int fd, const char *text, size_t len, double sent)
 	send_event(ev->sse, fd == 2 ? "stderr" : "stdout", json_pack("{s:s%}", "text", text, len));
 }
 
+/* A stream only for a client that asks for one and not for JSON: one
+ * that takes both (as MCP clients send) gets the plain answer. */
 static int
 wants_events(struct rest_call *c)
 {
 	const char *accept = http_header(c->req, "Accept");
 
-	return accept != NULL && strcasestr(accept, "text/event-stream") != NULL;
+	return accept != NULL && strcasestr(accept, "text/event-stream") != NULL &&
+	    strcasestr(accept, "application/json") == NULL;
 }
 
 /* The checks of the plain call are answered as plain errors; once the

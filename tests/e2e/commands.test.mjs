@@ -235,10 +235,16 @@ test('REST run_command as text/event-stream: output events then the plain result
   const text = (name) => evs.filter((e) => e.event === name).map((e) => JSON.parse(e.data).text).join('');
   assert.equal(text('stdout'), 'one\n');
   assert.equal(text('stderr'), 'two\n');
-  // The plain route answers the same members.
+  // The plain route answers the same members; so does a client that takes
+  // JSON as well as a stream.
   const plain = await rest('POST', `/v1/sandboxes/${sbx}/commands`, { json });
   assert.equal(plain.status, 200);
   assert.deepEqual(Object.keys(plain.json).sort(), Object.keys(result).sort());
+  const both = await rest('POST', `/v1/sandboxes/${sbx}/commands`,
+    { json, headers: { Accept: 'application/json, text/event-stream' } });
+  assert.equal(both.status, 200);
+  assert.match(both.headers.get('content-type'), /^application\/json/);
+  assert.equal(both.json.stdout, 'one\n');
   // A refused call is a plain JSON error, not a stream.
   const bad = await rest('POST', `/v1/sandboxes/${sbx}/commands`,
     { json: { command: '' }, headers: { Accept: 'text/event-stream' } });
