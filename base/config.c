@@ -129,6 +129,8 @@ static const struct cfg_entry cfg_table[] = {
 	    "How often VMs and database rows are reconciled, in seconds (also at start); 0 turns it off." },
 	{ "AAS_MAX_OUTPUT_BYTES", CFG_LLONG, "4194304", 1024, 8388608, F(max_output_bytes),
 	    "Hard cap on run_command's max_output_bytes per stream." },
+	{ "AAS_MAX_WAIT_SECONDS", CFG_INT, "60", 1, 600, F(max_wait_s),
+	    "Longest get_command waits for new output (its wait_seconds is capped to this)." },
 	{ "AAS_MAX_LIVE_SANDBOXES", CFG_INT, "5", 1, 10000, F(max_live_sandboxes),
 	    "Sandboxes one account may have alive at once." },
 	{ "AAS_MAX_PORTS_PER_SANDBOX", CFG_INT, "16", 1, 1024, F(max_ports_per_sandbox),

@@ -59,6 +59,7 @@ struct config {
 	int kvm_probe_timeout_s;
 	int reconcile_s;
 	long long max_output_bytes;
+	int max_wait_s; /* get_command's wait_seconds cap */
 	int max_live_sandboxes;
 	int max_ports_per_sandbox;
 	int max_background_per_sandbox;

@@ -64,3 +64,28 @@ utf8_sanitize(const char *in, size_t len, size_t *out_len, size_t *replaced)
 		*replaced = bad;
 	return out;
 }
+
+size_t
+utf8_whole_len(const char *in, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)in;
+
+	/* Look back over at most three continuation bytes for a lead byte. */
+	for (size_t back = 1; back <= 4 && back <= len; back++) {
+		unsigned char c = p[len - back];
+		size_t need;
+
+		if ((c & 0xC0) == 0x80)
+			continue; /* continuation: keep looking */
+		if (c >= 0xF0 && c <= 0xF4)
+			need = 4;
+		else if (c >= 0xE0 && c <= 0xEF)
+			need = 3;
+		else if (c >= 0xC2 && c <= 0xDF)
+			need = 2;
+		else
+			return len; /* ASCII or invalid: nothing to wait for */
+		return back < need ? len - back : len;
+	}
+	return len;
+}

@@ -329,6 +329,9 @@ out:
 	 * daemon stops. */
 	if (app)
 		app_set_hooks(app, NULL);
+	/* Calls waiting on a guest end now rather than hold the workers. */
+	if (app && app->sbx)
+		sbx_stop_calls(app->sbx);
 	sse_finish_all();
 	work_free(work);
 	http_free(http);

@@ -19,8 +19,9 @@ static const char instructions[] =
     "list_files, then destroy_sandbox when done. Commands run as the unprivileged "
     "user 'sandbox' in /home/sandbox; there is no sudo, so instead of apt-get use "
     "'pip install --user --break-system-packages' or npm. run_command waits for the "
-    "command to finish: start servers with background: true, then expose_port gives "
-    "them a URL. A sandbox is destroyed automatically when it expires "
+    "command to finish: start servers and long jobs with background: true, follow "
+    "them with get_command (wait_seconds waits for news) and stop them with "
+    "kill_command; expose_port gives a server a URL. A sandbox is destroyed automatically when it expires "
     "(extend_sandbox keeps it longer); destroy_sandbox refunds unused whole minutes. "
     "Every tool except get_service_info needs an API key sent as "
     "'Authorization: Bearer <key>' or 'x-api-key: <key>'.";
@@ -97,18 +98,15 @@ struct progress_sink {
 	struct sse *sse;
 	json_t *token;
 	double last;
+	struct sse_gate gate; /* dropped while the client was behind */
 };
 
 static void
-progress_to_sse(void *p, double progress, double total, const char *message)
+send_progress(struct progress_sink *ps, double progress, double total, const char *message)
 {
-	struct progress_sink *ps = p;
 	json_t *params, *note;
 	char *text;
 
-	if (ps->token == NULL || progress <= ps->last)
-		return; /* progress must increase */
-	ps->last = progress;
 	params = json_pack("{s:O, s:f}", "progressToken", ps->token, "progress", progress);
 	if (params == NULL)
 		return;
@@ -122,6 +120,39 @@ progress_to_sse(void *p, double progress, double total, const char *message)
 		sse_send_message(ps->sse, text, strlen(text));
 	free(text);
 	json_decref(note);
+}
+
+/* Says how many notifications were dropped, once there is room again or
+ * before the result. */
+static void
+send_drop_notice(struct progress_sink *ps)
+{
+	char msg[256];
+
+	if (ps->gate.dropped == 0)
+		return;
+	snprintf(msg, sizeof(msg),
+	    "notice: %lu progress notifications were dropped because the client reads too "
+	    "slowly; the result (and get_command for a command's output) has everything",
+	    ps->gate.dropped);
+	ps->gate.dropped = 0;
+	/* The progress of the last dropped one: above what went before. */
+	send_progress(ps, ps->gate.dropped_at, 0, msg);
+}
+
+static void
+progress_to_sse(void *p, double progress, double total, const char *message)
+{
+	struct progress_sink *ps = p;
+
+	if (ps->token == NULL || progress <= ps->last)
+		return; /* progress must increase */
+	ps->last = progress;
+	/* A slow client: drop rather than queue without bound. */
+	if (!sse_gate_pass(ps->sse, &ps->gate, progress))
+		return;
+	send_drop_notice(ps);
+	send_progress(ps, progress, total, message);
 }
 
 /* ---- method handlers (worker thread) ---- */
@@ -224,7 +255,7 @@ static int
 tools_call_streamed(struct call_env *env, struct rpc_msg *msg, struct tool_call *call,
     json_t *token)
 {
-	struct progress_sink ps = { NULL, token, 0 };
+	struct progress_sink ps = { NULL, token, 0, { 0, 0 } };
 	struct call_ctx cx;
 	struct inflight *f;
 	json_t *res, *reply;
@@ -241,14 +272,17 @@ tools_call_streamed(struct call_env *env, struct rpc_msg *msg, struct tool_call 
 	call_ctx_init(&cx, env);
 	http_send_now(env->req);
 	env->req = NULL;
-	cx.progress = progress_to_sse;
-	cx.progress_sink = &ps;
+	if (token != NULL) {
+		cx.progress = progress_to_sse;
+		cx.progress_sink = &ps;
+	}
 	cx.cancelled = &f->cancelled;
 	res = tools_call_prepared(&cx, call);
 	if (atomic_load(&f->cancelled)) {
 		/* A cancelled request gets no result. */
 		json_decref(res);
 	} else {
+		send_drop_notice(&ps);
 		reply = rpc_result(msg->id, res);
 		text = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
 		if (text)

@@ -20,8 +20,8 @@ struct rest_job {
 
 /* ---- replies ---- */
 
-static void
-reply_error(struct http_req *req, int status, const char *code, const char *msg, const char *field)
+json_t *
+rest_error_json(const char *code, const char *msg, const char *field)
 {
 	size_t n;
 	char *clean = utf8_sanitize(msg, strlen(msg), &n, NULL);
@@ -31,7 +31,13 @@ reply_error(struct http_req *req, int status, const char *code, const char *msg,
 	free(clean);
 	if (body && field && *field)
 		json_object_set_new(json_object_get(body, "error"), "field", json_string(field));
-	http_reply_json(req, status, body);
+	return body;
+}
+
+static void
+reply_error(struct http_req *req, int status, const char *code, const char *msg, const char *field)
+{
+	http_reply_json(req, status, rest_error_json(code, msg, field));
 }
 
 /* The index of `name` among the "{name}" segments of the operation's

@@ -69,6 +69,8 @@ struct rest_call {
 	int running; /* the arguments were built; the op runs */
 };
 
+/* The error body {"error": {code, message, field?}} (new reference). */
+json_t *rest_error_json(const char *code, const char *msg, const char *field);
 /* The generic operation: runs c->op->tool with `args`. */
 json_t *rest_op_tool(struct rest_call *c, json_t *args, struct err *e);
 /* The sandbox service, or NULL with ERR_UNAVAILABLE. */

@@ -22,20 +22,23 @@ static const char *const http_methods[] = {
 	"trace",
 };
 
-/* inputSchema without sandbox_id, which the REST API takes from the path. */
+/* inputSchema without the ids the REST API takes from the path. */
 static json_t *
 arguments_schema(const json_t *input)
 {
+	static const char *const in_path[] = { "sandbox_id", "command_id" };
 	json_t *s = json_deep_copy(input);
 	json_t *req = json_object_get(s, "required");
 	size_t i;
 	json_t *it;
 
-	json_object_del(json_object_get(s, "properties"), "sandbox_id");
-	json_array_foreach(req, i, it) {
-		if (strcmp(json_string_value(it), "sandbox_id") == 0) {
-			json_array_remove(req, i);
-			break;
+	for (size_t k = 0; k < sizeof(in_path) / sizeof(in_path[0]); k++) {
+		json_object_del(json_object_get(s, "properties"), in_path[k]);
+		json_array_foreach(req, i, it) {
+			if (strcmp(json_string_value(it), in_path[k]) == 0) {
+				json_array_remove(req, i);
+				break;
+			}
 		}
 	}
 	if (req && json_array_size(req) == 0)

@@ -7,8 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vmm/guest.h"
+#include "base/metrics.h"
 #include "service/sandbox.h"
+#include "vmm/guest.h"
 #include "service/tool_sandbox.h"
 
 #define REST_MAX_WHOLE_FILE GUEST_MAX_FILE /* a download without length */
@@ -51,15 +52,116 @@ op_create(struct rest_call *c, json_t *args, struct err *e)
 	return out;
 }
 
+/* ---- run_command as an event stream ---- */
+
+struct run_events {
+	struct sse *sse;
+	struct sse_gate gate; /* events left out while the client was behind */
+};
+
+static void
+send_event(struct sse *sse, const char *event, json_t *data)
+{
+	char *text = data ? json_dumps(data, JSON_COMPACT) : NULL;
+
+	if (text)
+		sse_send_event(sse, event, text, strlen(text));
+	free(text);
+	json_decref(data);
+}
+
+static void
+send_dropped(struct run_events *ev)
+{
+	if (ev->gate.dropped == 0)
+		return;
+	send_event(ev->sse, "dropped", json_pack("{s:I}", "events", (json_int_t)ev->gate.dropped));
+	ev->gate.dropped = 0;
+}
+
+/* cx.output: one stdout or stderr event per piece of text. */
+static void
+events_output(void *sink, int fd, const char *text, size_t len, double sent)
+{
+	struct run_events *ev = sink;
+
+	/* A slow client: drop rather than queue without bound. */
+	if (!sse_gate_pass(ev->sse, &ev->gate, sent))
+		return;
+	send_dropped(ev);
+	send_event(ev->sse, fd == 2 ? "stderr" : "stdout", json_pack("{s:s%}", "text", text, len));
+}
+
+/* A stream only for a client that asks for one and not for JSON: one
+ * that takes both (as MCP clients send) gets the plain answer. */
+static int
+wants_events(struct rest_call *c)
+{
+	const char *accept = http_header(c->req, "Accept");
+
+	return accept != NULL && strcasestr(accept, "text/event-stream") != NULL &&
+	    strcasestr(accept, "application/json") == NULL;
+}
+
+/* The checks of the plain call are answered as plain errors; once the
+ * arguments are accepted the reply is a stream and the outcome its last
+ * event. */
+static json_t *
+run_streamed(struct rest_call *c, json_t *args, struct err *e)
+{
+	struct run_events ev = { NULL, { 0, 0 } };
+	struct tool_call *call;
+	double t0 = metrics_now();
+	json_t *out;
+	struct err re;
+
+	if ((call = tools_prepare(&c->cx, c->tool, args, e)) == NULL)
+		return NULL;
+	if ((ev.sse = http_reply_sse(c->req, 200)) == NULL) {
+		tool_call_free(call);
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	http_add_header(c->req, "Cache-Control", "no-store");
+	c->replied = 1;
+	http_send_now(c->req);
+	c->req = NULL;
+	c->cx.output = events_output;
+	c->cx.progress_sink = &ev;
+	err_clear(&re);
+	out = tool_call_run(&c->cx, call, &re);
+	tools_count_call(&c->cx, tool_name(c->tool), t0, out ? ERR_NONE : re.kind);
+	send_dropped(&ev);
+	if (out != NULL) {
+		send_event(ev.sse, "result", out);
+	} else {
+		json_t *err = rest_error_json(err_kind_name(re.kind), re.msg, re.field);
+
+		send_event(ev.sse, "error",
+		    err ? json_pack("{s:i, s:o}", "status", err_http_status(re.kind), "error",
+			      json_incref(json_object_get(err, "error"))) :
+			  NULL);
+		json_decref(err);
+	}
+	sse_finish(ev.sse);
+	sse_unref(ev.sse);
+	tool_call_free(call);
+	return NULL;
+}
+
 /* A background command is accepted (202), with where to follow it. */
 static json_t *
 op_run(struct rest_call *c, json_t *args, struct err *e)
 {
-	json_t *out = rest_op_tool(c, args, e);
-	const char *cmd = json_string_value(json_object_get(out, "command_id"));
+	json_t *out;
+	const char *cmd;
 	const char *id = json_string_value(json_object_get(args, "sandbox_id"));
 	char loc[96];
 
+	if (wants_events(c))
+		return run_streamed(c, args, e);
+	out = rest_op_tool(c, args, e);
+	cmd = json_string_value(json_object_get(out, "command_id"));
 	if (cmd && json_is_true(json_object_get(out, "background"))) {
 		c->status = 202;
 		snprintf(loc, sizeof(loc), "/v1/sandboxes/%s/commands/%s", id, cmd);
@@ -68,15 +170,33 @@ op_run(struct rest_call *c, json_t *args, struct err *e)
 	return out;
 }
 
+/* get_command plus the command's record (text, times); once the sandbox
+ * no longer runs, the record alone with null sizes. */
 static json_t *
-op_command_status(struct rest_call *c, json_t *args, struct err *e)
+op_command(struct rest_call *c, json_t *args, struct err *e)
 {
 	struct sbx *s = rest_sbx(c, e);
+	const char *id = json_string_value(json_object_get(args, "sandbox_id"));
+	const char *cmd = json_string_value(json_object_get(args, "command_id"));
+	json_t *out, *rec;
 
-	return s ? sbx_command_status(s, c->cx.account_id,
-		       json_string_value(json_object_get(args, "sandbox_id")),
-		       json_string_value(json_object_get(args, "command_id")), e) :
-		   NULL;
+	if (s == NULL)
+		return NULL;
+	out = rest_op_tool(c, args, e);
+	if (out == NULL && e->kind == ERR_CONFLICT) {
+		err_clear(e);
+		return sbx_command_status(s, c->cx.account_id, id, cmd, e);
+	}
+	if (out == NULL)
+		return NULL;
+	rec = sbx_command_record(s, c->cx.account_id, id, cmd, e);
+	if (rec == NULL) {
+		json_decref(out);
+		return NULL;
+	}
+	json_object_update_missing(out, rec);
+	json_decref(rec);
+	return out;
 }
 
 static json_t *
@@ -126,6 +246,7 @@ static const char *const list_q[] = { "state", "limit", "cursor", NULL };
 static const char *const files_q[] = { "path", "depth", "limit", NULL };
 static const char *const read_q[] = { "path", "offset", "length", NULL };
 static const char *const write_q[] = { "path", "mode", "make_parents", NULL };
+static const char *const cmd_q[] = { "stdout_offset", "stderr_offset", "wait_seconds", NULL };
 
 #define SBX "/v1/sandboxes/{sandbox_id}"
 
@@ -141,7 +262,9 @@ const struct rest_op rest_ops[] = {
 	{ "DELETE", SBX, rest_op_tool, "destroy_sandbox", NULL, 0, 200 },
 	{ "POST", SBX "/extend", rest_op_tool, "extend_sandbox", NULL, REST_JSON_BODY, 200 },
 	{ "POST", SBX "/commands", op_run, "run_command", NULL, REST_JSON_BODY, 200 },
-	{ "GET", SBX "/commands/{command_id}", op_command_status, NULL, NULL, 0, 200 },
+	{ "GET", SBX "/commands/{command_id}", op_command, "get_command", cmd_q, 0, 200 },
+	{ "POST", SBX "/commands/{command_id}/kill", rest_op_tool, "kill_command", NULL,
+	    REST_JSON_BODY, 200 },
 	{ "GET", SBX "/files", rest_op_tool, "list_files", files_q, 0, 200 },
 	{ "GET", SBX "/files/content", op_download, "read_file", read_q, 0, 200 },
 	{ "PUT", SBX "/files/content", op_upload, "write_file", write_q, REST_RAW_BODY, 200 },

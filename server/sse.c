@@ -159,16 +159,42 @@ out:
 int
 sse_send_message(struct sse *s, const char *json, size_t len)
 {
-	static const char head[] = "event: message\ndata: ";
-	static const char tail[] = "\n\n";
-	const char *parts[3] = { head, json, tail };
-	size_t lens[3] = { sizeof(head) - 1, len, sizeof(tail) - 1 };
+	return sse_send_event(s, "message", json, len);
+}
+
+int
+sse_send_event(struct sse *s, const char *event, const char *json, size_t len)
+{
+	const char *parts[5] = { "event: ", event, "\ndata: ", json, "\n\n" };
+	size_t lens[5] = { 7, strlen(event), 7, len, 2 };
 
 	/* A raw CR or LF would end the data line early (SSE treats either as
 	 * a line end); compact JSON from jansson has neither. */
-	if (memchr(json, '\n', len) != NULL || memchr(json, '\r', len) != NULL)
+	if (memchr(json, '\n', len) != NULL || memchr(json, '\r', len) != NULL ||
+	    strpbrk(event, "\r\n") != NULL)
 		return -1;
-	return append(s, parts, lens, 3);
+	return append(s, parts, lens, 5);
+}
+
+size_t
+sse_pending(struct sse *s)
+{
+	size_t n;
+
+	pthread_mutex_lock(&s->lock);
+	n = s->len - s->off;
+	pthread_mutex_unlock(&s->lock);
+	return n;
+}
+
+int
+sse_gate_pass(struct sse *s, struct sse_gate *g, double progress)
+{
+	if (sse_pending(s) <= SSE_MAX_PROGRESS_BACKLOG)
+		return 1;
+	g->dropped++;
+	g->dropped_at = progress;
+	return 0;
 }
 
 int

@@ -13,6 +13,12 @@
  * page as base64, twice: structured and as text) plus a margin. */
 #define SSE_MAX_BUFFER (32u << 20)
 
+/* Unsent bytes above which a stream's progress and output events are
+ * dropped (and the drop announced once there is room again) instead of
+ * queued: a client that reads slowly costs this much memory, no more,
+ * and still gets the final result. */
+#define SSE_MAX_PROGRESS_BACKLOG (1u << 20)
+
 struct sse;
 
 /* A stream with one reference, the producer's. */
@@ -24,6 +30,19 @@ void sse_unref(struct sse *s);
  * stream is finished, or the buffer limit would be passed (the stream is
  * then failed: the client lost data and must not think otherwise). */
 int sse_send_message(struct sse *s, const char *json, size_t len);
+/* "event: <event>\ndata: <json>\n\n", as sse_send_message. */
+int sse_send_event(struct sse *s, const char *event, const char *json, size_t len);
+/* Bytes appended and not yet taken by the client: how far it is behind. */
+size_t sse_pending(struct sse *s);
+/* The SSE_MAX_PROGRESS_BACKLOG rule for one stream's progress or output
+ * events: what was dropped, for the notice that says so. */
+struct sse_gate {
+	unsigned long dropped; /* events dropped since the last notice */
+	double dropped_at;     /* the progress of the last one dropped */
+};
+/* 1 when an event may be sent now; 0 when the client is more than
+ * SSE_MAX_PROGRESS_BACKLOG behind: the event is dropped and counted. */
+int sse_gate_pass(struct sse *s, struct sse_gate *g, double progress);
 /* A ": text" comment line, used as keep-alive. */
 int sse_send_comment(struct sse *s, const char *text);
 /* Ends the stream once the buffered data is sent. */

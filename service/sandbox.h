@@ -20,6 +20,9 @@ struct sbx_progress {
 	void (*fn)(void *ctx, double progress, double total, const char *message);
 	void *ctx;
 	const atomic_int *cancel;
+	/* A command's output as the guest produces it (fd 1 or 2), on the
+	 * calling thread and in order; raw bytes, any split. NULL: unwanted. */
+	void (*output)(void *ctx, int fd, const char *data, size_t len);
 };
 
 /* Starts the orchestrator and the maintenance thread (heartbeat,
@@ -79,6 +82,38 @@ struct sbx_run_res {
 	size_t out_len, err_len;
 	long long out_total, err_total;
 	long long duration_ms;
+};
+
+/* get_command: a command's state and its output from the offsets. */
+struct sbx_cmd_req {
+	const char *sandbox_id;
+	const char *command_id;
+	long long stdout_offset, stderr_offset;
+	int wait_s; /* wait this long for news while it runs; 0: answer now */
+};
+
+/* kill_command. */
+struct sbx_kill_req {
+	const char *sandbox_id;
+	const char *command_id;
+	int sig;
+};
+
+/* A command as get_command and kill_command report it. */
+struct sbx_cmd_res {
+	char command_id[24];
+	char state[16]; /* running, exited, timed_out, killed, failed */
+	int has_exit_code, exit_code;
+	int background;
+	char stdout_path[256];
+	char stderr_path[256];
+	/* get_command: output from the offsets (malloc'd, not NUL-terminated). */
+	char *out, *err;
+	size_t out_len, err_len;
+	long long out_offset, err_offset; /* where out and err start */
+	long long out_total, err_total;   /* the logs' sizes */
+	/* kill_command: 1 when the signal was sent, 0 when it had ended. */
+	int signalled;
 };
 
 struct sbx_write_req {
@@ -153,11 +188,26 @@ json_t *sbx_list_ports(struct sbx *s, const char *account, const char *sandbox_i
 struct preview_ask;
 struct preview_route;
 void sbx_preview_route(struct sbx *s, const struct preview_ask *ask, struct preview_route *out);
+/* One command of a sandbox as recorded (command text, state, exit code,
+ * log paths, times), without asking the guest. */
+json_t *sbx_command_record(struct sbx *s, const char *account, const char *sandbox_id,
+    const char *command_id, struct err *e);
 /* One command of a sandbox: its state and
  * exit code (a running background command is asked about first), log
  * paths and, while the sandbox runs, the logs' sizes. */
 json_t *sbx_command_status(struct sbx *s, const char *account, const char *sandbox_id,
     const char *command_id, struct err *e);
+
+/* get_command: 0 with `res` filled (sbx_cmd_res_clear it), -1 with `e`.
+ * Waits (pg->cancel ends the wait early) while the command runs and has
+ * printed nothing past the offsets, at most req->wait_s seconds. */
+int sbx_command_get(struct sbx *s, const char *account, const struct sbx_cmd_req *req,
+    const struct sbx_progress *pg, struct sbx_cmd_res *res, struct err *e);
+/* kill_command: signals the command's process group unless it ended, and
+ * reports its state after a short wait for the end (no output). */
+int sbx_command_kill(struct sbx *s, const char *account, const struct sbx_kill_req *req,
+    struct sbx_cmd_res *res, struct err *e);
+void sbx_cmd_res_clear(struct sbx_cmd_res *res);
 
 /* Live capacity (refreshed by the maintenance thread): accelerator, hosts,
  * live sandboxes, warm VMs per size. New reference. */

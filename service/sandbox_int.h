@@ -65,6 +65,13 @@ int sbx_finish_destroy(struct sbx *s, const char *id, const char *host, enum sto
 void *sbx_maint_main(void *arg);
 /* Background commands still marked running: asks the guest once each. */
 void sbx_refresh_commands(struct sbx *s, const char *id, const char *host);
+/* Asks the guest once about one command: its end (or that the agent
+ * forgot it: failed) is recorded. 1 when it ended, 0 while it runs, -1
+ * when the guest could not say. */
+int sbx_poll_command(struct sbx *s, struct vm_host *h, const char *domain, const char *cmd_id,
+    long pid);
+/* cmd- and 16 of [a-z0-9]: the only command ids there are. */
+int sbx_command_id_valid(const char *id);
 /* Tells every aasd's expiry reaper that an expiry time changed. */
 void sbx_expiry_changed(struct sbx *s);
 

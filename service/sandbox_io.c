@@ -38,6 +38,39 @@ kill_command(struct vm_host *h, const char *domain, long pid)
 		log_warn("cannot stop a cancelled command: %s", e.msg);
 }
 
+/* The caller's output sink, counting what the guest delivered through it
+ * so that the rest can be sent from the logs at the end. */
+struct counted_sink {
+	const struct sbx_progress *pg;
+	long long sent[2]; /* stdout, stderr bytes */
+};
+
+static void
+counted_output(void *ctx, int fd, const char *data, size_t len)
+{
+	struct counted_sink *cs = ctx;
+
+	if (fd != 1 && fd != 2)
+		return;
+	cs->sent[fd - 1] += (long long)len;
+	cs->pg->output(cs->pg->ctx, fd, data, len);
+}
+
+/* Whatever of the kept output the guest did not deliver while the
+ * command ran (a transport that gives it only at the end, or its last
+ * bytes), so that a streaming caller sees all of it. */
+static void
+catch_up(struct counted_sink *cs, const struct sbx_run_res *res)
+{
+	const char *data[2] = { res->out, res->err };
+	size_t len[2] = { res->out_len, res->err_len };
+
+	for (int i = 0; i < 2; i++)
+		if (data[i] && cs->sent[i] < (long long)len[i])
+			cs->pg->output(cs->pg->ctx, i + 1, data[i] + cs->sent[i],
+			    len[i] - (size_t)cs->sent[i]);
+}
+
 void
 sbx_run_res_clear(struct sbx_run_res *res)
 {
@@ -58,6 +91,8 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 	struct store_row row;
 	struct vm_host *h;
 	struct guest_run run;
+	struct guest_sink sink = { NULL, NULL };
+	struct counted_sink counted = { pg, { 0, 0 } };
 	long long t0 = clock_ms(), deadline;
 	long pid;
 	int code = -1, ended;
@@ -138,12 +173,17 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 	/* The guest kills the command at timeout_s; the host answers anyway a
 	 * little later if the guest is stuck. Waits in slices so a stopping
 	 * service is noticed as soon as a cancel. */
+	if (pg && pg->output) {
+		sink.output = counted_output;
+		sink.ctx = &counted;
+	}
 	deadline = t0 + (long long)(timeout_s ? timeout_s + SBX_HOST_GRACE_S : 86400) * 1000;
 	do {
 		long long slice = clock_ms() + SBX_WAIT_SLICE_MS;
 
 		ended = guest_run_wait(h, domain, pid, slice < deadline ? slice : deadline,
-		    pg ? pg->cancel : NULL, NULL, &code, &out_size, &err_size, e);
+		    pg ? pg->cancel : NULL, sink.output ? &sink : NULL, &code, &out_size, &err_size,
+		    e);
 	} while (ended == 0 && clock_ms() < deadline && !atomic_load(&s->calls_stop) &&
 	    !(pg && pg->cancel && atomic_load(pg->cancel)));
 	if (ended == 0)
@@ -172,6 +212,8 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 		sbx_run_res_clear(res);
 		return -1;
 	}
+	if (sink.output)
+		catch_up(&counted, res);
 	res->ended = ended;
 	res->exit_code = code;
 	res->timed_out = !ended || (timeout_s > 0 && code == 124);
@@ -290,8 +332,8 @@ sbx_list_files(struct sbx *s, const char *account, const struct sbx_files_req *r
 
 /* ---- command status ---- */
 
-static int
-command_id_valid(const char *id)
+int
+sbx_command_id_valid(const char *id)
 {
 	if (id == NULL || strlen(id) != 20 || strncmp(id, "cmd-", 4) != 0)
 		return 0;
@@ -319,6 +361,22 @@ log_size(struct vm_host *h, const char *domain, const char *path)
 }
 
 json_t *
+sbx_command_record(struct sbx *s, const char *account, const char *id, const char *cmd,
+    struct err *e)
+{
+	struct store_row row;
+
+	if (store_load(s->app->db, account, id, &row, e) < 0)
+		return NULL;
+	if (!sbx_command_id_valid(cmd)) {
+		err_set_at(e, ERR_NOT_FOUND, "command_id", "command_id: no command %.40s in %s",
+		    cmd ? cmd : "", id);
+		return NULL;
+	}
+	return store_cmd_json(s->app->db, id, cmd, e);
+}
+
+json_t *
 sbx_command_status(struct sbx *s, const char *account, const char *id, const char *cmd,
     struct err *e)
 {
@@ -333,7 +391,7 @@ sbx_command_status(struct sbx *s, const char *account, const char *id, const cha
 	}
 	if (store_load(s->app->db, account, id, &row, e) < 0)
 		return NULL;
-	if (!command_id_valid(cmd)) {
+	if (!sbx_command_id_valid(cmd)) {
 		err_set_at(e, ERR_NOT_FOUND, "command_id", "command_id: no command %.40s in %s",
 		    cmd ? cmd : "", id);
 		return NULL;

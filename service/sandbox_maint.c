@@ -129,6 +129,28 @@ sbx_finish_destroy(struct sbx *s, const char *id, const char *host, enum store_e
 
 /* ---- background command state ---- */
 
+int
+sbx_poll_command(struct sbx *s, struct vm_host *h, const char *domain, const char *cmd_id, long pid)
+{
+	int code = -1, ended;
+	struct err e;
+
+	err_clear(&e);
+	ended = guest_run_poll(h, domain, cmd_id, pid, &code, &e);
+	if (ended < 0 && e.kind == ERR_NOT_FOUND) {
+		/* The guest no longer knows it: the outcome is unknown. */
+		err_clear(&e);
+		(void)store_cmd_end(s->app->db, cmd_id, "failed", -1, 1, &e);
+		return 1;
+	}
+	if (ended == 1) {
+		err_clear(&e);
+		(void)store_cmd_end(s->app->db, cmd_id, code == 124 ? "timed_out" : "exited", code,
+		    1, &e);
+	}
+	return ended;
+}
+
 void
 sbx_refresh_commands(struct sbx *s, const char *id, const char *host)
 {
@@ -142,21 +164,8 @@ sbx_refresh_commands(struct sbx *s, const char *id, const char *host)
 	if (h == NULL || store_cmd_running(s->app->db, id, &cmds, &n, &e) < 0)
 		return;
 	orch_domain_name(id, domain, sizeof(domain));
-	for (size_t i = 0; i < n; i++) {
-		int code = -1, ended;
-
-		err_clear(&e);
-		ended = guest_run_poll(h, domain, cmds[i].id, cmds[i].pid, &code, &e);
-		if (ended < 0 && e.kind == ERR_NOT_FOUND) {
-			/* The guest no longer knows it: the outcome is unknown. */
-			err_clear(&e);
-			(void)store_cmd_end(s->app->db, cmds[i].id, "failed", -1, 1, &e);
-		} else if (ended == 1) {
-			err_clear(&e);
-			(void)store_cmd_end(s->app->db, cmds[i].id,
-			    code == 124 ? "timed_out" : "exited", code, 1, &e);
-		}
-	}
+	for (size_t i = 0; i < n; i++)
+		(void)sbx_poll_command(s, h, domain, cmds[i].id, cmds[i].pid);
 	free(cmds);
 }
 

@@ -115,7 +115,8 @@ int store_cmd_background_count(struct db *db, const char *sandbox_id, long long 
 int store_cmd_trim(struct db *db, const char *sandbox_id, int keep, struct err *e);
 int store_cmd_set_pid(struct db *db, const char *cmd_id, long pid, struct err *e);
 /* The command ended (`state` exited, timed_out or failed) with `code`;
- * `state` running records nothing but keeps it running. With
+ * `state` running records nothing but keeps it running. An exit by a
+ * signal after kill_command is recorded as killed. With
  * `only_running`, a command already ended is left as it is. */
 int store_cmd_end(struct db *db, const char *cmd_id, const char *state, int code, int only_running,
     struct err *e);
@@ -127,6 +128,23 @@ struct store_cmd_pid {
 /* Background commands of a sandbox still marked running (malloc'd). */
 int store_cmd_running(struct db *db, const char *sandbox_id, struct store_cmd_pid **cmds, size_t *n,
     struct err *e);
+/* One command of a sandbox, typed. */
+struct store_cmd {
+	char id[24];
+	char state[16]; /* running, exited, timed_out, killed, failed */
+	int exit_code;  /* when has_exit_code */
+	int has_exit_code;
+	long pid; /* the guest's, 0 when unknown */
+	int background;
+	int kill_signal; /* sent by kill_command; 0: none */
+	char stdout_path[256];
+	char stderr_path[256];
+};
+/* ERR_NOT_FOUND naming command_id when the sandbox has no such command. */
+int store_cmd_get(struct db *db, const char *sandbox_id, const char *cmd_id, struct store_cmd *out,
+    struct err *e);
+/* Notes the signal kill_command sends to a running command. */
+int store_cmd_set_kill(struct db *db, const char *cmd_id, int sig, struct err *e);
 /* The most recent commands of a sandbox as a JSON array. */
 json_t *store_cmd_recent_json(struct db *db, const char *sandbox_id, struct err *e);
 /* One command as its status object (without log sizes). ERR_NOT_FOUND

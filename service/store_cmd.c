@@ -11,6 +11,12 @@
 
 #define COMMAND_TEXT_MAX 200 /* characters of a command shown in lists */
 
+/* A command that kill_command signalled and that then ended by a signal
+ * (exit code above 128) is 'killed', whichever request saw the end. */
+#define CMD_END_STATE                                                           \
+	"CASE WHEN $2 = 'exited' AND kill_signal IS NOT NULL AND $3::int > 128" \
+	" THEN 'killed' ELSE $2 END"
+
 int
 store_cmd_insert(struct db *db, const char *cmd_id, const char *sandbox_id, const char *command,
     int background, const char *out_path, const char *err_path, struct err *e)
@@ -46,12 +52,12 @@ store_cmd_end(struct db *db, const char *cmd_id, const char *state, int code, in
 	snprintf(codes, sizeof(codes), "%d", code);
 	if (only_running)
 		return db_exec(db,
-		    "UPDATE sandbox_commands SET state = $2, ended_at = now(),"
+		    "UPDATE sandbox_commands SET state = " CMD_END_STATE ", ended_at = now(),"
 		    " exit_code = CASE WHEN $2 = 'failed' THEN NULL ELSE $3::int END"
 		    " WHERE id = $1 AND state = 'running'",
 		    3, p, NULL, e);
 	return db_exec(db,
-	    "UPDATE sandbox_commands SET state = $2, ended_at = now(),"
+	    "UPDATE sandbox_commands SET state = " CMD_END_STATE ", ended_at = now(),"
 	    " exit_code = CASE WHEN $2 = 'running' THEN NULL ELSE $3::int END"
 	    " WHERE id = $1",
 	    3, p, NULL, e);
@@ -163,5 +169,63 @@ store_cmd_trim(struct db *db, const char *sandbox_id, int keep, struct err *e)
 	return db_exec(db,
 	    "DELETE FROM sandbox_commands WHERE sandbox_id = $1 AND id IN (SELECT id FROM"
 	    " sandbox_commands WHERE sandbox_id = $1 ORDER BY started_at DESC OFFSET $2::int)",
+	    2, p, NULL, e);
+}
+
+static int
+cmd_row(const PGresult *r, int i, void *elem, struct err *e)
+{
+	struct store_cmd *c = elem;
+	long long pid;
+
+	if (db_get_str(r, i, 0, c->id, sizeof(c->id), e) < 0 ||
+	    db_get_str(r, i, 1, c->state, sizeof(c->state), e) < 0 ||
+	    db_get_int_or(r, i, 2, -1, &c->exit_code, e) < 0 ||
+	    db_get_ll_or(r, i, 3, 0, &pid, e) < 0 ||
+	    db_get_str(r, i, 4, c->stdout_path, sizeof(c->stdout_path), e) < 0 ||
+	    db_get_str(r, i, 5, c->stderr_path, sizeof(c->stderr_path), e) < 0 ||
+	    db_get_int_or(r, i, 7, 0, &c->kill_signal, e) < 0)
+		return -1;
+	c->has_exit_code = !PQgetisnull(r, i, 2);
+	c->pid = pid > 0 && pid <= 0x7fffffff ? (long)pid : 0;
+	c->background = strcmp(PQgetvalue(r, i, 6), "t") == 0;
+	return 0;
+}
+
+int
+store_cmd_get(struct db *db, const char *sandbox_id, const char *cmd_id, struct store_cmd *out,
+    struct err *e)
+{
+	const char *p[2] = { cmd_id, sandbox_id };
+	struct store_cmd *rows = NULL;
+	size_t n = 0;
+	int rc = -1;
+
+	if (store_rows(db,
+		"SELECT id, state, exit_code, guest_pid, stdout_path, stderr_path, background,"
+		" kill_signal FROM sandbox_commands WHERE id = $1 AND sandbox_id = $2",
+		2, p, sizeof(*rows), cmd_row, (void **)&rows, &n, e) < 0)
+		return -1;
+	if (n != 1) {
+		err_set_at(e, ERR_NOT_FOUND, "command_id", "command_id: no command %s in %s",
+		    cmd_id, sandbox_id);
+		goto out;
+	}
+	*out = rows[0];
+	rc = 0;
+out:
+	free(rows);
+	return rc;
+}
+
+int
+store_cmd_set_kill(struct db *db, const char *cmd_id, int sig, struct err *e)
+{
+	char sigs[16];
+	const char *p[2] = { cmd_id, sigs };
+
+	snprintf(sigs, sizeof(sigs), "%d", sig);
+	return db_exec(db,
+	    "UPDATE sandbox_commands SET kill_signal = $2::int WHERE id = $1 AND state = 'running'",
 	    2, p, NULL, e);
 }

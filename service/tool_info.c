@@ -77,7 +77,7 @@ info_run(struct call_ctx *cx, void *req, struct err *e)
 			" s:{s:[ss], s:s, s:s, s:s},"
 			" s:{s:s, s:s, s:s, s:s*},"
 			" s:o,"
-			" s:{s:i, s:i, s:i, s:I, s:i, s:i},"
+			" s:{s:i, s:i, s:i, s:I, s:i, s:i, s:i},"
 			" s:{s:s, s:s, s:I, s:s}}",
 	    "name", "aas", "version", AAS_VERSION, "description",
 	    "Sandbox as a Service: a disposable Linux VM with its own kernel for each sandbox.",
@@ -94,7 +94,8 @@ info_run(struct call_ctx *cx, void *req, struct err *e)
 	    "max_live_sandboxes", cfg->max_live_sandboxes, "max_lifetime_minutes",
 	    cfg->max_lifetime_min, "default_timeout_minutes", cfg->default_timeout_min,
 	    "max_request_bytes", (json_int_t)cfg->max_body_bytes, "default_output_bytes_per_stream",
-	    262144, "max_output_bytes_per_stream", 4194304, "pricing", "currency", "USD", "unit",
+	    262144, "max_output_bytes_per_stream", 4194304, "max_wait_seconds", cfg->max_wait_s,
+	    "pricing", "currency", "USD", "unit",
 	    "micro-USD (1,000,000 = 1 USD); every started minute is billed",
 	    "free_credit_new_account", (json_int_t)cfg->free_credit, "billing",
 	    "Minutes are charged up front at create/extend; destroy_sandbox refunds unused whole minutes.");

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "service/sandbox.h"
+#include "service/tool_cmd.h"
 #include "service/tool_impl.h"
 #include "service/usage.h"
 
@@ -55,7 +56,7 @@ static json_t *
 create_run(struct call_ctx *cx, void *req, struct err *e)
 {
 	struct create_args *a = req;
-	struct sbx_progress pg = { tool_progress, cx, cx->cancelled };
+	struct sbx_progress pg = { tool_progress, cx, cx->cancelled, NULL };
 	struct sbx *s = tool_sbx(cx, e);
 
 	return s ? sbx_create(s, cx->account_id, &a->rq, &pg, e) : NULL;
@@ -105,10 +106,12 @@ run_result(const char *id, const struct sbx_run_res *res)
 	json_t *out;
 
 	if (res->background)
-		return json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:I}", "sandbox_id", id,
+		return json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:I, s:s}", "sandbox_id", id,
 		    "command_id", res->command_id, "state", "running", "stdout_path",
 		    res->stdout_path, "stderr_path", res->stderr_path, "background", 1,
-		    "duration_ms", (json_int_t)res->duration_ms);
+		    "duration_ms", (json_int_t)res->duration_ms, "note",
+		    "runs in the background: follow its state and output with get_command "
+		    "(wait_seconds waits for news) and stop it with kill_command");
 	out = json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:b, s:b, s:I, s:I, s:s, s:s,"
 			" s:b, s:I, s:b}",
 	    "sandbox_id", id, "command_id", res->command_id, "state", res->state, "exit_code",
@@ -126,17 +129,32 @@ run_result(const char *id, const struct sbx_run_res *res)
 	return out;
 }
 
+/* Progress of a streamed run: its context is the stream. */
+static void
+stream_progress(void *ctx, double progress, double total, const char *message)
+{
+	call_progress(((struct tool_stream *)ctx)->cx, progress, total, message);
+}
+
 static json_t *
 run_run(struct call_ctx *cx, void *req, struct err *e)
 {
 	struct sbx_run_req *r = req;
-	struct sbx_progress pg = { tool_progress, cx, cx->cancelled };
+	struct tool_stream ts;
+	struct sbx_progress pg = { tool_progress, cx, cx->cancelled, NULL };
 	struct sbx *s = tool_sbx(cx, e);
 	struct sbx_run_res res;
 	json_t *out;
 
+	tool_stream_init(&ts, cx);
+	if (tool_stream_wanted(cx)) {
+		pg.ctx = &ts;
+		pg.output = tool_stream_output;
+		pg.fn = stream_progress;
+	}
 	if (s == NULL || sbx_run(s, cx->account_id, r, &pg, &res, e) < 0)
 		return NULL;
+	tool_stream_end(&ts);
 	out = run_result(r->sandbox_id, &res);
 	sbx_run_res_clear(&res);
 	if (out == NULL)

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/tool_result.h"
+#include "service/tool_cmd.h"
 #include "service/tool_impl.h"
 
 /* A catalogue entry: the published definition and its implementation. */
@@ -27,7 +28,7 @@ struct tool_call {
 	_Alignas(max_align_t) unsigned char req[TOOL_MAX_REQ];
 };
 
-#define N_TOOLS 12
+#define N_TOOLS 14
 static struct tool catalogue_tools[N_TOOLS];
 
 static json_t *catalogue; /* {"tools": [...]} with $refs resolved */
@@ -40,6 +41,10 @@ find_impl(const char *name)
 	for (size_t i = 0; i < tool_sandbox_impls_count; i++)
 		if (strcmp(tool_sandbox_impls[i].name, name) == 0)
 			return &tool_sandbox_impls[i];
+	if (strcmp(tool_get_command_impl.name, name) == 0)
+		return &tool_get_command_impl;
+	if (strcmp(tool_kill_command_impl.name, name) == 0)
+		return &tool_kill_command_impl;
 	return strcmp(tool_info_impl.name, name) == 0 ? &tool_info_impl : NULL;
 }
 

@@ -19,9 +19,17 @@ struct call_ctx {
 	/* Progress sink; a no-op when the client asked for none. */
 	void (*progress)(void *sink, double progress, double total, const char *message);
 	void *progress_sink;
+	/* A running command's output for a front end that carries it apart
+	 * from progress (REST events), to the same sink: whole characters of
+	 * valid UTF-8, at most TOOLS_OUTPUT_CHUNK bytes, fd 1 or 2, with the
+	 * bytes sent so far as `sent`. NULL: it goes out as progress messages
+	 * "stdout: <text>" / "stderr: <text>" (when there is a progress sink). */
+	void (*output)(void *sink, int fd, const char *text, size_t len, double sent);
 	const atomic_int *cancelled; /* set by notifications/cancelled */
 	int internal;                /* the service's own call: not counted in metrics */
 };
+
+#define TOOLS_OUTPUT_CHUNK 8192 /* bytes of output text per notification */
 
 void call_progress(struct call_ctx *cx, double progress, double total, const char *message);
 int call_cancelled(const struct call_ctx *cx);

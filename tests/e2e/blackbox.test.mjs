@@ -152,6 +152,10 @@ function validString(schema, name, sbxOk) {
     const c = sbxOk && chance(0.75) ? ids.own : (chance(0.5) ? ids.other : ids.random());
     if (stringFits(schema, c)) return c;
   }
+  if (/command_id/.test(name)) {
+    const c = chance(0.75) && cmdIds.length ? pick(cmdIds) : 'cmd-0000000000000000';
+    if (stringFits(schema, c)) return c;
+  }
   const fits = [...(HINTS[name] ?? []), schema.default, 'a', 'hello', 'x'.repeat(schema.minLength ?? 1)]
     .filter((c) => typeof c === 'string' && stringFits(schema, c));
   return fits.length ? pick(fits) : minimal(schema, [ids.own]);
@@ -506,7 +510,10 @@ let bobBefore; // bob's sandbox as it was
 
 before(async () => {
   console.log(`blackbox: seed ${SEED} (AAS_BLACKBOX_SEED), ${CASES} cases per test (AAS_BLACKBOX_CASES)`);
-  aasd = await startAasd(vmEnv('blackbox', { AAS_MAX_BODY_BYTES: String(BODY_LIMIT), AAS_MAX_ANON_BODY_BYTES: String(DRAIN_LIMIT) }));
+  // get_command may wait up to AAS_MAX_WAIT_SECONDS by design: kept well
+  // under REQUEST_MS so that a generated wait_seconds is not taken for a hang.
+  aasd = await startAasd(vmEnv('blackbox', { AAS_MAX_BODY_BYTES: String(BODY_LIMIT),
+    AAS_MAX_ANON_BODY_BYTES: String(DRAIN_LIMIT), AAS_MAX_WAIT_SECONDS: '15' }));
   pid = aasd.proc.pid;
   alice = await newAccount();
   bob = await newAccount();

@@ -26,8 +26,8 @@ let rpcId = 100;
 // ---- schemas ----
 
 // The smallest instance the schema takes; a string field that fits takes
-// the real sandbox's id.
-const minimal = (schema) => minimalOf(schema, [sbx]);
+// the real sandbox's id (or a command id).
+const minimal = (schema) => minimalOf(schema, [sbx, NO_CMD]);
 
 // Every integer field below schema: {steps, schema}, a step being
 // {key, schema} for a property or {index: 0, schema} for an array item.

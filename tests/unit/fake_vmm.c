@@ -89,6 +89,7 @@ static struct {
 	int boot_failures_left;
 	int netguard_ok;
 	int ready;
+	int no_sink; /* guest_run_wait does not call the sink */
 	fake_forward_fn on_forward;
 	void *on_forward_ctx;
 } fk = { .lock = PTHREAD_MUTEX_INITIALIZER,
@@ -140,6 +141,7 @@ fake_vmm_reset(void)
 	fk.next_pid = FAKE_PID_BASE;
 	fk.next_port = FAKE_FIRST_HOST_PORT;
 	fk.boot_failures_left = 0;
+	fk.no_sink = 0;
 	fk.netguard_ok = 1;
 	fk.ready = 1;
 	fk.on_forward = NULL;
@@ -163,6 +165,14 @@ fake_vmm_fail_boots(int n)
 {
 	lock();
 	fk.boot_failures_left = n;
+	unlock();
+}
+
+void
+fake_vmm_set_sink(int on)
+{
+	lock();
+	fk.no_sink = !on;
 	unlock();
 }
 
@@ -670,7 +680,7 @@ __wrap_guest_run_wait(struct vm_host *h, const char *dom, long pid, long long de
 				*err_size = file_len(vm, c.err_path);
 			}
 			/* The whole output at the end, as one chunk per stream. */
-			if (vm && sink && sink->output) {
+			if (vm && sink && sink->output && !fk.no_sink) {
 				struct fake_file *fo = file_find(vm, c.out_path);
 				struct fake_file *fe = file_find(vm, c.err_path);
 

@@ -59,6 +59,9 @@ struct fake_counts fake_vmm_counts(void);
 
 /* Make the next `n` boots fail (the row then fails and is refunded). */
 void fake_vmm_fail_boots(int n);
+/* 1 (default): guest_run_wait gives a command's output to its sink at the
+ * end, one chunk per stream; 0: never, as a transport that does not stream. */
+void fake_vmm_set_sink(int on);
 /* The host isolation rule: 1 in place (default), 0 missing. */
 void fake_vmm_set_netguard(int ok);
 /* 0 when the orchestrator is not ready (no image, no hypervisor). */

@@ -48,16 +48,22 @@ operation(const struct rest_op *op)
 
 /* What the body schema must be: inputSchema without sandbox_id. */
 static json_t *
-expected_body(const char *tool)
+expected_body(const struct rest_op *op)
 {
-	json_t *s = json_deep_copy(tools_input_schema(tool));
+	json_t *s = json_deep_copy(tools_input_schema(op->tool));
 	json_t *req = json_object_get(s, "required"), *keep = json_array();
 	size_t i;
 	json_t *it;
 
-	json_object_del(json_object_get(s, "properties"), "sandbox_id");
+	/* The path's "{name}" segments are not in the body. */
+	for (const char *p = strchr(op->path, '{'); p; p = strchr(p + 1, '{')) {
+		char name[64];
+
+		snprintf(name, sizeof(name), "%.*s", (int)strcspn(p + 1, "}"), p + 1);
+		json_object_del(json_object_get(s, "properties"), name);
+	}
 	json_array_foreach(req, i, it)
-		if (strcmp(json_string_value(it), "sandbox_id") != 0)
+		if (json_object_get(json_object_get(s, "properties"), json_string_value(it)))
 			json_array_append(keep, it);
 	if (json_array_size(keep) > 0)
 		json_object_set(s, "required", keep);
@@ -111,12 +117,29 @@ test_bodies_are_tool_arguments(void **state)
 		}
 		const json_t *schema = deref(json_object_get(
 		    json_object_get(json_object_get(rb, "content"), "application/json"), "schema"));
-		json_t *want = expected_body(op->tool);
+		json_t *want = expected_body(op);
 		if (!json_equal(schema, want))
 			fail_msg("%s %s: body schema is not %s's arguments", op->method, op->path,
 			    op->tool);
 		json_decref(want);
 	}
+}
+
+/* run_command's route documents its event stream next to the JSON. */
+static void
+test_run_documents_event_stream(void **state)
+{
+	const json_t *ok = NULL, *content;
+
+	(void)state;
+	for (size_t i = 0; i < rest_ops_count; i++)
+		if (rest_ops[i].tool && strcmp(rest_ops[i].tool, "run_command") == 0)
+			ok = json_object_get(json_object_get(operation(&rest_ops[i]), "responses"),
+			    "200");
+	content = json_object_get(ok, "content");
+	assert_non_null(content);
+	assert_non_null(json_object_get(content, "application/json"));
+	assert_non_null(json_object_get(content, "text/event-stream"));
 }
 
 static int
@@ -251,6 +274,7 @@ main(void)
 		cmocka_unit_test(test_builds),
 		cmocka_unit_test(test_every_route_described),
 		cmocka_unit_test(test_bodies_are_tool_arguments),
+		cmocka_unit_test(test_run_documents_event_stream),
 		cmocka_unit_test(test_query_parameters_are_tool_properties),
 		cmocka_unit_test(test_path_parameters),
 		cmocka_unit_test(test_results_are_tool_outputs),

@@ -50,12 +50,33 @@ test_invalid_replaced(void **state)
 	/* clang-format on */
 }
 
+/* A character cut at the end is left for the next piece; nothing else. */
+static void
+test_whole_len(void **state)
+{
+	(void)state;
+	/* clang-format off */
+	assert_int_equal(utf8_whole_len("", 0), 0);
+	assert_int_equal(utf8_whole_len("abc", 3), 3);
+	assert_int_equal(utf8_whole_len("a\xC3", 2), 1);
+	assert_int_equal(utf8_whole_len("a\xC3\xA9", 3), 3);
+	assert_int_equal(utf8_whole_len("a\xE2\x82", 3), 1);
+	assert_int_equal(utf8_whole_len("a\xE2", 2), 1);
+	assert_int_equal(utf8_whole_len("a\xE2\x82\xAC", 4), 4);
+	assert_int_equal(utf8_whole_len("\xF0\x9F\x98", 3), 0);
+	assert_int_equal(utf8_whole_len("\xF0\x9F\x98\x80", 4), 4);
+	assert_int_equal(utf8_whole_len("a\xFF", 2), 2);             /* invalid: not waited for */
+	assert_int_equal(utf8_whole_len("\x80\x80\x80\x80", 4), 4); /* no lead byte */
+	/* clang-format on */
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_valid_passes),
 		cmocka_unit_test(test_invalid_replaced),
+		cmocka_unit_test(test_whole_len),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -480,6 +480,61 @@ test_sse_refuses_carriage_return(void **state)
 	sse_unref(s);
 }
 
+/* Named events count in the unsent bytes like messages; a name with a
+ * line end is refused. sse_pending is what a slow client owes. */
+static void
+test_sse_events_and_pending(void **state)
+{
+	struct sse *s = sse_new();
+	size_t want;
+
+	(void)state;
+	assert_non_null(s);
+	assert_int_equal(sse_pending(s), 0);
+	assert_int_equal(sse_send_event(s, "stdout", "{\"text\":\"hi\"}", 13), 0);
+	want = strlen("event: stdout\ndata: {\"text\":\"hi\"}\n\n");
+	assert_int_equal(sse_pending(s), want);
+	assert_int_equal(sse_send_message(s, "{}", 2), 0);
+	want += strlen("event: message\ndata: {}\n\n");
+	assert_int_equal(sse_pending(s), want);
+	assert_int_equal(sse_send_event(s, "a\nb", "{}", 2), -1);
+	assert_int_equal(sse_send_event(s, "result", "{\n}", 3), -1);
+	assert_int_equal(sse_pending(s), want);
+	sse_finish(s);
+	sse_unref(s);
+}
+
+/* A client more than SSE_MAX_PROGRESS_BACKLOG behind has progress dropped
+ * and counted; the stream itself goes on (a result still fits). */
+static void
+test_sse_gate_drops_when_behind(void **state)
+{
+	const size_t chunk = 256u << 10;
+	char *big = malloc(chunk);
+	struct sse *s = sse_new();
+	struct sse_gate g = { 0, 0 };
+	double p = 0;
+
+	(void)state;
+	assert_non_null(big);
+	assert_non_null(s);
+	memset(big, 'a', chunk);
+	/* No reader: everything sent stays pending. */
+	while (sse_pending(s) <= SSE_MAX_PROGRESS_BACKLOG) {
+		assert_int_equal(sse_gate_pass(s, &g, ++p), 1);
+		assert_int_equal(sse_send_message(s, big, chunk), 0);
+	}
+	assert_int_equal(g.dropped, 0);
+	assert_int_equal(sse_gate_pass(s, &g, ++p), 0);
+	assert_int_equal(sse_gate_pass(s, &g, ++p), 0);
+	assert_int_equal(g.dropped, 2);
+	assert_true(g.dropped_at == p);
+	assert_int_equal(sse_send_message(s, big, chunk), 0);
+	sse_finish(s);
+	sse_unref(s);
+	free(big);
+}
+
 static void
 test_sse_buffer_limit(void **state)
 {
@@ -623,6 +678,8 @@ main(void)
 		cmocka_unit_test(test_sse_on_close_once),
 		cmocka_unit_test(test_sse_refuses_newline),
 		cmocka_unit_test(test_sse_refuses_carriage_return),
+		cmocka_unit_test(test_sse_events_and_pending),
+		cmocka_unit_test(test_sse_gate_drops_when_behind),
 		cmocka_unit_test(test_sse_buffer_limit),
 		cmocka_unit_test(test_sse_response_without_connection),
 		cmocka_unit_test(test_sse_concurrent_producers),
