@@ -219,6 +219,29 @@ test('run_command output reaches an SDK client as progress; the result is unchan
   assert.equal(plain.stdout, r.stdout);
 });
 
+test('output streams as it is printed: a line every 200 ms for 3 s, the first within 500 ms, in order', LONG, async (t) => {
+  // Timed from the call, which is before the command starts: an upper
+  // bound on the delay from the guest's echo to the client.
+  const command = 'for ((i = 1; i <= 15; i++)); do echo "line $i"; sleep 0.2; done';
+  const seen = [];
+  const started = Date.now();
+  const r = await ok('run_command', { sandbox_id: sbx, command },
+    { onprogress: (p) => seen.push({ at: Date.now(), message: p.message }) });
+  const lines = r.stdout.split('\n').slice(0, -1);
+  assert.deepEqual(lines, Array.from({ length: 15 }, (_, i) => `line ${i + 1}`));
+  const first = seen.find((p) => p.message.includes('line 1\n'));
+  assert.ok(first, JSON.stringify(seen));
+  const lag = first.at - started;
+  t.diagnostic(`first line ${lag} ms after the call`);
+  assert.ok(lag < 500, `the first line arrived ${lag} ms after the call`);
+  // Streamed while it ran, not at the end: the progress messages spread
+  // over most of the 3 s, in the order printed.
+  assert.ok(seen.length >= 5, `${seen.length} progress messages`);
+  assert.ok(seen[seen.length - 1].at - first.at > 2000, JSON.stringify(seen.map((p) => p.at)));
+  const streamed = seen.map((p) => p.message.replace(/^stdout: /, '')).join('');
+  assert.equal(streamed, r.stdout);
+});
+
 test('REST run_command as text/event-stream: output events then the plain result', LONG, async () => {
   const json = { command: 'echo one; echo two >&2; exit 3' };
   const s = await rest('POST', `/v1/sandboxes/${sbx}/commands`,
