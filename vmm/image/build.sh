@@ -134,12 +134,11 @@ log "recipe $HASH; working in $WORK"
 
 # 1. PID 1, compiled first so that a broken init.c fails fast.
 gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -o "$WORK/aas-init" "$HERE/init.c"
-gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -o "$WORK/aas-helper" "$HERE/aas-helper.c"
 # The protocol's one encoder and parser is shared with aasd: included as
 # "vmm/image/aproto.h" from the repository root.
 gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -I "$HERE/../.." -o "$WORK/aas-agent" \
 	"$HERE/aas-agent.c" "$HERE/aproto.c"
-log "aas-init, aas-helper and aas-agent compiled"
+log "aas-init and aas-agent compiled"
 
 # 2. Apt sources: the host's Debian bookworm repositories (main, updates,
 # security) as its apt configuration has them, so the build uses whatever
@@ -213,11 +212,9 @@ install -m 0755 "$WORK/aas-init" "$ROOT/sbin/aas-init"
 install -m 0755 "$HERE/shutdown" "$ROOT/sbin/shutdown"
 # aasd's agent on the port org.aas.agent.0, started and respawned by aas-init.
 install -D -m 0755 "$WORK/aas-agent" "$ROOT/usr/local/sbin/aas-agent"
-# The host's helper for commands and files; its logs and staging files live
-# in root-owned directories the sandbox user cannot redirect.
-install -D -m 0755 "$WORK/aas-helper" "$ROOT/usr/local/libexec/aas-helper"
+# Command logs and exit files, written by aas-agent as root in a directory
+# the sandbox user cannot write, so a command cannot redirect them.
 install -d -m 0755 "$ROOT/var/lib/aas" "$ROOT/var/lib/aas/cmd"
-install -d -m 0700 "$ROOT/var/lib/aas/stage"
 echo sandbox >"$ROOT/etc/hostname"
 cat >"$ROOT/etc/hosts" <<'EOF'
 127.0.0.1	localhost
