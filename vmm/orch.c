@@ -271,7 +271,8 @@ boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel
 	return 0;
 fail:
 	err_clear(&ignore);
-	vm_agent_forget(h, name);
+	vm_agent_forget(h, name); /* before the destroy, as in orch_destroy */
+	vm_console_detach(h, name);
 	vm_destroy(h, name, &ignore);
 	remove_vm_files(o, h, id);
 	return -1;
@@ -686,7 +687,12 @@ orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e)
 	if (h == NULL)
 		return -1;
 	orch_domain_name(id, name, sizeof(name));
+	/* Streams on the domain's character devices close while it still
+	 * runs: libvirt 9.0 deadlocks when a stream is aborted while another
+	 * thread frees the ended domain's devices (seen in a reconcile's
+	 * domain listing racing a destroy). */
 	vm_agent_forget(h, name);
+	vm_console_detach(h, name);
 	if (vm_destroy(h, name, e) < 0)
 		return -1;
 	remove_vm_files(o, h, id);
