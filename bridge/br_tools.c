@@ -20,7 +20,7 @@
 #define HOST_GRACE_S 10 /* the server answers this long after a command's timeout */
 #define MARGIN_S 30
 
-enum timeout_class { T_NORMAL, T_CREATE, T_COMMAND };
+enum timeout_class { T_NORMAL, T_CREATE, T_COMMAND, T_WAIT };
 
 typedef json_t *(*tool_fn)(struct br_call *c, const json_t *args, struct err *e);
 
@@ -30,6 +30,8 @@ struct route {
 	const char *collection; /* first path segment under /v1 */
 	int with_id;            /* then the sandbox_id */
 	const char *sub;        /* then this segment, or NULL */
+	const char *id2;        /* then this argument's value, or NULL */
+	const char *sub2;       /* then this segment, or NULL */
 	const char *query[4];   /* arguments sent as query parameters */
 	int body;               /* arguments (minus sandbox_id) as JSON body */
 	enum timeout_class tc;
@@ -40,26 +42,35 @@ static json_t *read_file(struct br_call *c, const json_t *args, struct err *e);
 static json_t *write_file(struct br_call *c, const json_t *args, struct err *e);
 
 static const struct route routes[] = {
-	{ "create_sandbox", "POST", "sandboxes", 0, NULL, { NULL }, 1, T_CREATE, NULL },
-	{ "run_command", "POST", "sandboxes", 1, "commands", { NULL }, 1, T_COMMAND, NULL },
-	{ "write_file", NULL, NULL, 0, NULL, { NULL }, 0, T_NORMAL, write_file },
-	{ "read_file", NULL, NULL, 0, NULL, { NULL }, 0, T_NORMAL, read_file },
-	{ "list_files", "GET", "sandboxes", 1, "files", { "path", "depth", "limit", NULL }, 0,
+	{ "create_sandbox", "POST", "sandboxes", 0, NULL, NULL, NULL, { NULL }, 1, T_CREATE, NULL },
+	{ "run_command", "POST", "sandboxes", 1, "commands", NULL, NULL, { NULL }, 1, T_COMMAND,
+	    NULL },
+	{ "write_file", NULL, NULL, 0, NULL, NULL, NULL, { NULL }, 0, T_NORMAL, write_file },
+	{ "read_file", NULL, NULL, 0, NULL, NULL, NULL, { NULL }, 0, T_NORMAL, read_file },
+	{ "list_files", "GET", "sandboxes", 1, "files", NULL, NULL,
+	    { "path", "depth", "limit", NULL }, 0, T_NORMAL, NULL },
+	{ "expose_port", "POST", "sandboxes", 1, "ports", NULL, NULL, { NULL }, 1, T_NORMAL, NULL },
+	{ "get_sandbox", "GET", "sandboxes", 1, NULL, NULL, NULL, { NULL }, 0, T_NORMAL, NULL },
+	{ "list_sandboxes", "GET", "sandboxes", 0, NULL, NULL, NULL,
+	    { "state", "limit", "cursor", NULL }, 0, T_NORMAL, NULL },
+	{ "extend_sandbox", "POST", "sandboxes", 1, "extend", NULL, NULL, { NULL }, 1, T_NORMAL,
+	    NULL },
+	{ "destroy_sandbox", "DELETE", "sandboxes", 1, NULL, NULL, NULL, { NULL }, 0, T_CREATE,
+	    NULL },
+	{ "get_usage", "GET", "usage", 0, NULL, NULL, NULL, { "limit", "cursor", NULL }, 0,
 	    T_NORMAL, NULL },
-	{ "expose_port", "POST", "sandboxes", 1, "ports", { NULL }, 1, T_NORMAL, NULL },
-	{ "get_sandbox", "GET", "sandboxes", 1, NULL, { NULL }, 0, T_NORMAL, NULL },
-	{ "list_sandboxes", "GET", "sandboxes", 0, NULL, { "state", "limit", "cursor", NULL }, 0,
+	{ "get_service_info", "GET", "info", 0, NULL, NULL, NULL, { NULL }, 0, T_NORMAL, NULL },
+	{ "get_command", "GET", "sandboxes", 1, "commands", "command_id", NULL,
+	    { "stdout_offset", "stderr_offset", "wait_seconds", NULL }, 0, T_WAIT, NULL },
+	{ "kill_command", "POST", "sandboxes", 1, "commands", "command_id", "kill", { NULL }, 1,
 	    T_NORMAL, NULL },
-	{ "extend_sandbox", "POST", "sandboxes", 1, "extend", { NULL }, 1, T_NORMAL, NULL },
-	{ "destroy_sandbox", "DELETE", "sandboxes", 1, NULL, { NULL }, 0, T_CREATE, NULL },
-	{ "get_usage", "GET", "usage", 0, NULL, { "limit", "cursor", NULL }, 0, T_NORMAL, NULL },
-	{ "get_service_info", "GET", "info", 0, NULL, { NULL }, 0, T_NORMAL, NULL },
-	{ "sync_to_sandbox", NULL, NULL, 0, NULL, { NULL }, 0, T_NORMAL, br_sync_to },
-	{ "sync_from_sandbox", NULL, NULL, 0, NULL, { NULL }, 0, T_NORMAL, br_sync_from },
+	{ "sync_to_sandbox", NULL, NULL, 0, NULL, NULL, NULL, { NULL }, 0, T_NORMAL, br_sync_to },
+	{ "sync_from_sandbox", NULL, NULL, 0, NULL, NULL, NULL, { NULL }, 0, T_NORMAL,
+	    br_sync_from },
 };
 
 #define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
-#define N_FORWARDED 12 /* the server's tools come first */
+#define N_FORWARDED 14 /* the server's tools come first */
 
 int
 br_tools_init(struct err *e)
@@ -118,6 +129,11 @@ timeout_for(const struct br_call *c, const struct route *r, const json_t *args)
 		if (json_is_true(json_object_get(args, "background")))
 			return c->cfg->request_timeout_s;
 		return (t ? (long)json_integer_value(t) : 60) + HOST_GRACE_S + MARGIN_S;
+	case T_WAIT: {
+		const json_t *w = json_object_get(args, "wait_seconds");
+
+		return c->cfg->request_timeout_s + (w ? (long)json_integer_value(w) : 0);
+	}
 	default:
 		return c->cfg->request_timeout_s;
 	}
@@ -134,6 +150,13 @@ forward(struct br_call *c, const struct route *r, const json_t *args, struct err
 		br_url_seg(u, sandbox_id(args));
 	if (r->sub)
 		br_url_seg(u, r->sub);
+	if (r->id2) {
+		const char *id2 = json_string_value(json_object_get(args, r->id2));
+
+		br_url_seg(u, id2 ? id2 : "");
+	}
+	if (r->sub2)
+		br_url_seg(u, r->sub2);
 	for (size_t i = 0; r->query[i]; i++)
 		br_url_query_json(u, r->query[i], json_object_get(args, r->query[i]));
 	if (r->body) {
@@ -144,6 +167,8 @@ forward(struct br_call *c, const struct route *r, const json_t *args, struct err
 			return NULL;
 		}
 		json_object_del(body, "sandbox_id");
+		if (r->id2)
+			json_object_del(body, r->id2);
 	}
 	err_clear(&fe);
 	out = br_api_json(c, r->method, u, body, timeout_for(c, r, args), &fe);

@@ -18,7 +18,7 @@ import { startAasd, newAccount, vmEnv, freePort, BUILD } from './lib/harness.mjs
 const BRIDGE = path.join(BUILD, 'aas-mcp');
 const FORWARDED = ['create_sandbox', 'run_command', 'write_file', 'read_file', 'list_files',
   'expose_port', 'get_sandbox', 'list_sandboxes', 'extend_sandbox', 'destroy_sandbox',
-  'get_usage', 'get_service_info'];
+  'get_usage', 'get_service_info', 'get_command', 'kill_command'];
 const LONG = { timeout: 300000 };
 
 let aasd;
@@ -405,6 +405,35 @@ test('aas-mcp answers line by line and exits 0 when its input ends', async () =>
     `${JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: {
       protocolVersion: '1999-01-01', capabilities: {}, clientInfo: { name: 'x', version: '1' } } })}\n`);
   assert.equal(JSON.parse(unknown.out).result.protocolVersion, '2025-11-25');
+});
+
+test('get_command and kill_command through the bridge', async () => {
+  const bg = await ok('run_command', { sandbox_id: sbx, command: 'echo started; sleep 1; echo done',
+    background: true });
+  // Each wait returns with news: follow it to the end from the offsets.
+  let out = '';
+  let at = 0;
+  let got;
+  for (let i = 0; i < 10; i++) {
+    got = await ok('get_command', { sandbox_id: sbx, command_id: bg.command_id, stdout_offset: at,
+      wait_seconds: 20 });
+    out += got.stdout;
+    at = got.next_stdout_offset;
+    if (got.state !== 'running') break;
+  }
+  assert.equal(got.state, 'exited', JSON.stringify(got));
+  assert.equal(out, 'started\ndone\n');
+  const later = await ok('get_command', { sandbox_id: sbx, command_id: bg.command_id, stdout_offset: at });
+  assert.equal(later.stdout, '');
+  const long = await ok('run_command', { sandbox_id: sbx, command: 'sleep 300', background: true });
+  const k = await ok('kill_command', { sandbox_id: sbx, command_id: long.command_id, signal: 'KILL' });
+  assert.ok(['killed', 'running'].includes(k.state), JSON.stringify(k));
+  let end;
+  for (let i = 0; i < 5; i++) {
+    end = await ok('get_command', { sandbox_id: sbx, command_id: long.command_id, wait_seconds: 10 });
+    if (end.state !== 'running') break;
+  }
+  assert.equal(end.state, 'killed', JSON.stringify(end));
 });
 
 test('destroy_sandbox through the bridge', async () => {
