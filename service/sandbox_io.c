@@ -360,19 +360,29 @@ log_size(struct vm_host *h, const char *domain, const char *path)
 	return total >= 0 ? json_integer(total) : json_null();
 }
 
+/* The caller's sandbox `id` and a well-formed command id in it. */
+static int
+command_row(struct sbx *s, const char *account, const char *id, const char *cmd,
+    struct store_row *row, struct err *e)
+{
+	if (store_load(s->app->db, account, id, row, e) < 0)
+		return -1;
+	if (!sbx_command_id_valid(cmd)) {
+		err_set_at(e, ERR_NOT_FOUND, "command_id", "command_id: no command %.40s in %s",
+		    cmd ? cmd : "", id);
+		return -1;
+	}
+	return 0;
+}
+
 json_t *
 sbx_command_record(struct sbx *s, const char *account, const char *id, const char *cmd,
     struct err *e)
 {
 	struct store_row row;
 
-	if (store_load(s->app->db, account, id, &row, e) < 0)
+	if (command_row(s, account, id, cmd, &row, e) < 0)
 		return NULL;
-	if (!sbx_command_id_valid(cmd)) {
-		err_set_at(e, ERR_NOT_FOUND, "command_id", "command_id: no command %.40s in %s",
-		    cmd ? cmd : "", id);
-		return NULL;
-	}
 	return store_cmd_json(s->app->db, id, cmd, e);
 }
 
@@ -389,13 +399,8 @@ sbx_command_status(struct sbx *s, const char *account, const char *id, const cha
 		err_set_at(e, ERR_INVALID, "sandbox_id", "sandbox_id: required");
 		return NULL;
 	}
-	if (store_load(s->app->db, account, id, &row, e) < 0)
+	if (command_row(s, account, id, cmd, &row, e) < 0)
 		return NULL;
-	if (!sbx_command_id_valid(cmd)) {
-		err_set_at(e, ERR_NOT_FOUND, "command_id", "command_id: no command %.40s in %s",
-		    cmd ? cmd : "", id);
-		return NULL;
-	}
 	if (strcmp(row.state, "running") == 0) {
 		sbx_refresh_commands(s, id, row.host);
 		h = orch_host_by_uri(s->orch, row.host);
