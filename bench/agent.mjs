@@ -6,8 +6,9 @@
 //   write_file / read_file (MCP) and
 //   REST PUT / GET, MB/s              vs  the raw port: the same bytes through
 //                                        a second virtio-serial port of the
-//                                        same VM to dd / head in the guest, no
-//                                        protocol (bench_vm_raw port); target
+//                                        same VM to or from dd in the guest,
+//                                        no protocol, timed at the receiving
+//                                        end (bench_vm_raw port); target
 //                                        >= 0.7x, and >= 5x the qemu-ga
 //                                        figures (1.4 / 2.1 MB/s)
 //   guest echo to MCP progress p50       guest clock stamps, offset from
