@@ -123,6 +123,8 @@ static const struct cfg_entry cfg_table[] = {
 	    "A VM whose guest agent has not answered this long after start has failed." },
 	{ "AAS_CONSOLE_MAX_BYTES", CFG_INT, "1048576", 4096, 67108864, F(console_max_bytes),
 	    "Newest serial console output kept per VM on the host (the guest writes it; older output is dropped)." },
+	{ "AAS_BENCH_PORT", CFG_INT, "0", 0, 1, F(bench_port),
+	    "1 gives new VMs a second virtio-serial port, org.aas.bench.0, used only by make bench for its raw port baseline; 0 (the default) leaves it out." },
 	{ "AAS_KVM_PROBE_TIMEOUT_S", CFG_INT, "15", 1, 600, F(kvm_probe_timeout_s),
 	    "With AAS_VIRT=auto, how long the KVM probe guest may take to answer." },
 	{ "AAS_RECONCILE_S", CFG_INT, "30", 0, 3600, F(reconcile_s),

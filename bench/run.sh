@@ -5,7 +5,7 @@
 # the exit status is 1 when a part failed, and the failed parts are named
 # last. A missed target is a figure, not a failure.
 # BENCH_ONLY="noisy preview" runs only the parts named (mcp_front, vm,
-# files, preview, reaper, noisy); empty runs all.
+# files, agent, preview, reaper, noisy); empty runs all.
 set -eu
 
 B=${B:-build}
@@ -86,6 +86,9 @@ part vm node bench/vm.mjs "$ROOT/$B" "$STATE"
 
 part files echo "== Files: REST raw bytes vs MCP base64, same VM =="
 part files node bench/files.mjs "$ROOT/$B" "$STATE"
+
+part agent echo "== Agent path: aas-agent vs qemu-ga and the raw port, same VM =="
+part agent node bench/agent.mjs "$ROOT/$B" "$STATE"
 
 part preview echo "== Preview proxy: aasd vs the raw forwarded port =="
 part preview node bench/preview.mjs "$ROOT/$B" "$STATE"

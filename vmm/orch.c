@@ -41,6 +41,7 @@ struct orch {
 	int kvm_probe_timeout_s;
 	char net_allow[CONFIG_NET_ALLOW_MAX];
 	size_t console_max;
+	int bench_port;
 
 	struct vm_host *hosts[ORCH_MAX_HOSTS];
 	atomic_int started[ORCH_MAX_HOSTS];
@@ -218,6 +219,7 @@ fill_spec(struct orch *o, struct vm_spec *s, const char *name, enum vm_accel acc
 	s->console_log = console;
 	s->console_max = o->console_max;
 	s->agent_socket = agent;
+	s->bench_port = o->bench_port;
 }
 
 /* Readiness: the guest's aas-agent answered the handshake on its port. */
@@ -445,6 +447,7 @@ orch_new(const struct orch_config *cfg, struct err *e)
 	o->kvm_probe_timeout_s = cfg->kvm_probe_timeout_s;
 	snprintf(o->net_allow, sizeof(o->net_allow), "%s", cfg->net_allow ? cfg->net_allow : "");
 	o->console_max = cfg->console_max_bytes;
+	o->bench_port = cfg->bench_port;
 	if (o->console_max < CONLOG_MIN_BYTES || o->console_max > CONLOG_MAX_BYTES)
 		o->console_max = ORCH_CONSOLE_DEFAULT;
 	pthread_mutex_init(&o->lock, NULL);

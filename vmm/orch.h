@@ -37,6 +37,7 @@ struct orch_config {
 	int kvm_probe_timeout_s;  /* the same for the KVM probe guest (auto) */
 	const char *net_allow;    /* private ranges guests may reach (netguard.h) */
 	size_t console_max_bytes; /* a VM's console kept on the host (conlog.h) */
+	int bench_port;           /* add VM_BENCH_PORT_NAME to new domains */
 };
 
 /* Console bound when the configuration gives none in range. */

@@ -5,7 +5,8 @@
  * virDomainOpenChannel; a unix socket libvirt's QEMU driver can open for
  * that, next to qemu-ga's as AGENT_SOCKET.aas), virtio-rng, the serial console on a pty (the
  * orchestrator reads it through libvirt; see vm_start), no balloon,
- * and every lifecycle event ends the domain.
+ * and every lifecycle event ends the domain. With bench_port a third
+ * channel, VM_BENCH_PORT_NAME, carries make bench's raw baseline.
  *
  * The network device, when there is one, is user-mode (slirp) declared on
  * QEMU's own command line: libvirt's <interface type='user'> cannot say
@@ -87,7 +88,7 @@ char *
 vm_xml_build(const struct vm_spec *s, struct err *e)
 {
 	char name[256], kernel[1024], initrd[1024], cmdline[1024], disk[1024];
-	char agent[128], aas[140];
+	char agent[128], aas[140], bench[400] = "";
 	char tcg[128] = "";
 	char net[640] = "";
 	char *xml = NULL;
@@ -109,6 +110,13 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	}
 	/* Within a unix socket's 108 bytes: the path is at most 100. */
 	snprintf(aas, sizeof(aas), "%s.aas", agent);
+	if (s->bench_port)
+		snprintf(bench, sizeof(bench),
+		    "    <channel type='unix'>\n"
+		    "      <source mode='bind' path='%s.bench'/>\n"
+		    "      <target type='virtio' name='" VM_BENCH_PORT_NAME "'/>\n"
+		    "    </channel>\n",
+		    agent);
 	if (s->accel == VM_ACCEL_TCG && s->tb_cache_mib > 0)
 		snprintf(tcg, sizeof(tcg), "    <tcg><tb-cache unit='MiB'>%d</tb-cache></tcg>\n",
 		    s->tb_cache_mib);
@@ -164,6 +172,7 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    "      <source mode='bind' path='%s'/>\n"
 	    "      <target type='virtio' name='" AP_PORT_NAME "'/>\n"
 	    "    </channel>\n"
+	    "%s"
 	    "    <rng model='virtio'>\n"
 	    "      <backend model='random'>/dev/urandom</backend>\n"
 	    "    </rng>\n"
@@ -177,7 +186,7 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    s->accel == VM_ACCEL_KVM ? "kvm" : "qemu", name, s->memory_mib, s->vcpus, kernel,
 	    initrd, cmdline, tcg,
 	    s->accel == VM_ACCEL_KVM ? "  <cpu mode='host-passthrough'/>\n" : "", disk, agent, aas,
-	    net);
+	    bench, net);
 	if (n < 0 || n >= VM_XML_MAX) {
 		free(xml);
 		err_set(e, ERR_INTERNAL, "vm: domain XML too long");

@@ -32,7 +32,13 @@ struct vm_spec {
 	                            * sockets allow ~107 bytes) */
 	int tb_cache_mib;         /* TCG translation cache; 0 = QEMU default */
 	enum vm_net net;
+	int bench_port; /* 1: a second port VM_BENCH_PORT_NAME at
+	                 * agent_socket + ".bench", for make bench only */
 };
+
+/* The benchmark port: bytes through the same virtio-serial controller and
+ * libvirt stream path as aas-agent's, with no protocol on it. */
+#define VM_BENCH_PORT_NAME "org.aas.bench.0"
 
 const char *vm_accel_name(enum vm_accel a);
 const char *vm_net_name(enum vm_net n);

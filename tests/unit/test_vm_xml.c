@@ -72,6 +72,28 @@ test_tcg_domain(void **state)
 	/* No network device until isolation exists. */
 	assert_null(strstr(xml, "<interface"));
 	assert_null(strstr(xml, "host-passthrough"));
+	/* The benchmark port is off by default. */
+	assert_null(strstr(xml, "org.aas.bench.0"));
+	free(xml);
+}
+
+static void
+test_bench_port(void **state)
+{
+	struct vm_spec s = spec();
+	struct err e;
+	char *xml;
+
+	(void)state;
+	s.bench_port = 1;
+	err_clear(&e);
+	xml = vm_xml_build(&s, &e);
+	assert_non_null(xml);
+	has(xml,
+	    "<source mode='bind' path='/run/aas-vm/x.agent.bench'/>\n"
+	    "      <target type='virtio' name='org.aas.bench.0'/>");
+	/* The agent's port is unchanged beside it. */
+	has(xml, "name='org.aas.agent.0'");
 	free(xml);
 }
 
@@ -159,6 +181,7 @@ main(void)
 		cmocka_unit_test(test_kvm_domain_and_tb_cache),
 		cmocka_unit_test(test_escaping_and_refusals),
 		cmocka_unit_test(test_network_devices),
+		cmocka_unit_test(test_bench_port),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
