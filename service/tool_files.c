@@ -316,3 +316,51 @@ out:
 	tool_call_free(c);
 	return rc;
 }
+
+int
+tools_write_file_stream(struct call_ctx *cx, const struct tool *t, const json_t *args,
+    guest_read_fn read, void *ctx, uint64_t max_bytes, json_t **result, struct err *e)
+{
+	struct tool_call *c;
+	struct write_args *a;
+	struct sbx_write_res res;
+	double t0 = metrics_now();
+	struct sbx *s;
+
+	*result = NULL;
+	if ((t = file_tool(t, "write_file", e)) == NULL ||
+	    (c = tools_prepare(cx, t, args, e)) == NULL)
+		return -1;
+	a = tool_call_req(c);
+	if (a->has_content)
+		err_set_field(e, "content", "content: the body is the content");
+	else if ((s = tool_sbx(cx, e)) != NULL &&
+	    sbx_write_stream(s, cx->account_id, &a->rq, read, ctx, max_bytes, &res, e) == 0)
+		*result = write_result(a->rq.sandbox_id, &res);
+	tools_count_call(cx, "write_file", t0, *result ? ERR_NONE : e->kind);
+	tool_call_free(c);
+	return *result ? 0 : -1;
+}
+
+int
+tools_read_file_stream(struct call_ctx *cx, const struct tool *t, const json_t *args,
+    long long max_bytes, sbx_read_start_fn start, guest_write_fn write, void *ctx, struct err *e)
+{
+	struct tool_call *c;
+	struct read_args *a;
+	double t0 = metrics_now();
+	struct sbx *s;
+	int rc = -1;
+
+	if ((t = file_tool(t, "read_file", e)) == NULL ||
+	    (c = tools_prepare(cx, t, args, e)) == NULL)
+		return -1;
+	a = tool_call_req(c);
+	if (json_object_get(args, "length") == NULL)
+		a->rq.length = 0;
+	if ((s = tool_sbx(cx, e)) != NULL)
+		rc = sbx_read_stream(s, cx->account_id, &a->rq, max_bytes, start, write, ctx, e);
+	tools_count_call(cx, "read_file", t0, rc == 0 ? ERR_NONE : e->kind);
+	tool_call_free(c);
+	return rc;
+}
