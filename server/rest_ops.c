@@ -210,10 +210,22 @@ op_list_ports(struct rest_call *c, json_t *args, struct err *e)
 
 /* ---- files streamed both ways (at most AAS_MAX_FILE_BYTES) ---- */
 
+/* Fills the agent's frame when the body has that much, so a body that
+ * arrives in small pieces still travels in full frames. */
 static ssize_t
 body_read(void *ctx, void *buf, size_t n, struct err *e)
 {
-	return bq_read(ctx, buf, n, e);
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = bq_read(ctx, (char *)buf + got, n - got, e);
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
 }
 
 /* The request body flows into the guest as it arrives; a body that passes

@@ -104,6 +104,10 @@ before(async () => {
 });
 
 after(async () => {
+  if (sbx) {
+    await fetch(`${aasd.url}/v1/sandboxes/${sbx}`,
+      { method: 'DELETE', headers: { 'x-api-key': alice.api_key } });
+  }
   await aasd?.stop();
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
