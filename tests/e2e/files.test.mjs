@@ -194,3 +194,32 @@ test('an upload where the sandbox user may not write is a clean 400', async () =
   const gone = await curl('GET', `/v1/sandboxes/${sbx}/files/content?path=%2Froot%2F.bashrc`);
   assert.equal(gone.status, 400, gone.body);
 });
+
+test('clients that go away mid-upload and mid-download leave aasd serving', async () => {
+  const src = path.join(tmp, 'mid.bin');
+  await execFileP('sh', ['-c', `head -c ${256 * 1024 * 1024} /dev/zero > ${src}`]);
+  const base = statusKiB('VmRSS');
+  // Slow clients cut off by their own time limit, part way.
+  const up = await execFileP('curl', ['-sS', '-X', 'PUT', '-T', src, '--limit-rate', '20M',
+    '--max-time', '3', '-H', `x-api-key: ${alice.api_key}`,
+    `${aasd.url}/v1/sandboxes/${sbx}/files/content?path=mid.bin`]).catch((err) => err);
+  assert.equal(up.code, 28, 'the upload was cut off');
+  await run('head -c 67108864 /dev/zero > whole.bin');
+  const down = await execFileP('curl', ['-sS', '-o', '/dev/null', '--limit-rate', '5M',
+    '--max-time', '2', '-H', `x-api-key: ${alice.api_key}`,
+    `${aasd.url}/v1/sandboxes/${sbx}/files/content?path=whole.bin`]).catch((err) => err);
+  assert.equal(down.code, 28, 'the download was cut off');
+  // The worker of each notices and ends; the next transfers work.
+  const small = path.join(tmp, 'after.bin');
+  await execFileP('sh', ['-c', `head -c 1000000 /dev/urandom > ${small}`]);
+  const ok = await curl('PUT', `/v1/sandboxes/${sbx}/files/content?path=after.bin`,
+    { upload: small });
+  assert.equal(ok.status, 200, ok.body);
+  const back = path.join(tmp, 'after.back');
+  const got = await curl('GET', `/v1/sandboxes/${sbx}/files/content?path=after.bin`,
+    { output: back });
+  assert.equal(got.status, 200);
+  assert.equal(await sha256File(back), await sha256File(small));
+  assert.ok(statusKiB('VmRSS') - base < RSS_GROWTH_MAX);
+  await run('rm -f mid.bin whole.bin after.bin');
+});
