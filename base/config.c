@@ -74,7 +74,13 @@ static const struct cfg_entry cfg_table[] = {
 	    "with Retry-After." },
 	{ "AAS_MAX_BODY_BYTES", CFG_LLONG, "16777216", 1024, 268435456, F(max_body_bytes),
 	    "Largest request body accepted; larger ones get 413 "
-	    "(REST file uploads have their own 8 MiB limit)." },
+	    "(REST file uploads have AAS_MAX_FILE_BYTES instead)." },
+	{ "AAS_MAX_FILE_BYTES", CFG_LLONG, "4294967296", 1073741824, 1099511627776LL,
+	    F(max_file_bytes),
+	    "Largest file moved in one REST request (PUT and GET /v1/sandboxes/{id}/files/content, "
+	    "streamed with bounded memory); a larger upload gets 413 before any byte reaches the "
+	    "sandbox when its Content-Length says so, or as soon as a chunked body passes it. "
+	    "MCP write_file and read_file keep their 8 MiB / 4 MiB limits." },
 	{ "AAS_MAX_ANON_BODY_BYTES", CFG_LLONG, "65536", 1024, 16777216, F(max_anon_body_bytes),
 	    "Largest request body without an API key (anonymous MCP requests, routes that need "
 	    "no key); larger ones get 413. A route that needs a key checks it before reading "

@@ -14,6 +14,7 @@
 
 #include <microhttpd.h>
 
+#include "base/bq.h"
 #include "base/keys.h"
 #include "base/log.h"
 #include "server/auth.h"
@@ -76,6 +77,19 @@ struct http_req {
 	void (*drop)(void *arg);
 	struct deferred *deferred;
 	char work_key[WORK_KEY_MAX + 1]; /* whose turn the work takes ("": internal) */
+	/* stream_body routes: the body flows to the work through `in` while
+	 * it runs; `slock` orders the end of the body, the end of the work
+	 * and the client going away. */
+	struct bq *in;
+	int streaming; /* the work was handed the body */
+	int in_done;   /* the body ended, failed or is dropped from here on */
+	pthread_mutex_t slock;
+	int work_done;  /* the work replied (under slock) */
+	int reply_wait; /* parked until the work replies (under slock) */
+	int orphan;     /* the connection ended first; the work frees req */
+	/* a streamed reply (http_reply_stream) */
+	struct bq *out;
+	long long out_len;
 };
 
 /* A job on the worker pool. It outlives the request when the reply went
@@ -218,6 +232,8 @@ reset_reply(struct http_req *req)
 		sse_unref(req->sse);
 		req->sse = NULL;
 	}
+	bq_free(req->out);
+	req->out = NULL;
 }
 
 void
@@ -348,6 +364,31 @@ http_defer(struct http_req *req, http_deferred_fn fn, void *arg, void (*drop)(vo
 	req->state = REQ_DEFERRED;
 }
 
+static void req_free(struct http_req *req);
+
+/* The work of a streamed body ended: the HTTP thread sends the reply
+ * once the body is in (or now, when it waits for it). */
+static void
+stream_work_done(struct http_req *req)
+{
+	struct MHD_Connection *resume = NULL;
+	int orphan;
+
+	bq_abandon(req->in, NULL); /* the rest of the body is dropped */
+	pthread_mutex_lock(&req->slock);
+	req->work_done = 1;
+	orphan = req->orphan;
+	if (req->reply_wait) {
+		req->reply_wait = 0;
+		resume = req->conn;
+	}
+	pthread_mutex_unlock(&req->slock);
+	if (orphan)
+		req_free(req);
+	else if (resume)
+		MHD_resume_connection(resume);
+}
+
 void
 http_send_now(struct http_req *req)
 {
@@ -357,9 +398,82 @@ http_send_now(struct http_req *req)
 		req->deferred->sent = 1;
 		req->deferred = NULL;
 	}
+	if (req->streaming) {
+		stream_work_done(req);
+		return;
+	}
 	req->state = REQ_READY;
 	/* After this the HTTP thread owns req again (and may free it). */
 	MHD_resume_connection(conn);
+}
+
+/* ---- streamed bodies ---- */
+
+static void
+conn_park(void *ctx)
+{
+	MHD_suspend_connection(ctx);
+}
+
+static void
+conn_wake(void *ctx)
+{
+	MHD_resume_connection(ctx);
+}
+
+struct bq *
+http_body_stream(struct http_req *req)
+{
+	return req->in;
+}
+
+struct bq *
+http_reply_stream(struct http_req *req, int status, const char *content_type, long long length)
+{
+	struct err e;
+	struct bq *q;
+
+	err_clear(&e);
+	q = bq_new(BQ_MAX_BYTES, conn_park, conn_wake, req->conn, &e);
+	if (q == NULL)
+		return NULL;
+	reset_reply(req);
+	req->status = status;
+	snprintf(req->content_type, sizeof(req->content_type), "%s", content_type);
+	req->out = q; /* the response's reference */
+	req->out_len = length;
+	bq_ref(q); /* the caller's */
+	http_send_now(req);
+	return q;
+}
+
+/* The content reader of a streamed reply, on the HTTP thread: parks the
+ * connection while the queue is empty (the writer wakes it). */
+static ssize_t
+out_reader(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	ssize_t n = bq_take(cls, buf, max);
+
+	(void)pos;
+	if (n == BQ_END)
+		return MHD_CONTENT_READER_END_OF_STREAM;
+	if (n == BQ_FAILED)
+		return MHD_CONTENT_READER_END_WITH_ERROR;
+	return n;
+}
+
+/* The reply is over (sent, or the client went away): the writer's next
+ * bq_write fails. */
+static void
+out_free(void *cls)
+{
+	struct err e;
+
+	err_clear(&e);
+	err_set(&e, ERR_UNAVAILABLE, "the client went away");
+	bq_detach(cls);
+	bq_abandon(cls, &e);
+	bq_free(cls);
 }
 
 /* ---- libmicrohttpd callbacks ---- */
@@ -388,6 +502,7 @@ on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 		return NULL;
 	req->srv = cls;
 	req->conn = conn;
+	pthread_mutex_init(&req->slock, NULL);
 	clock_gettime(CLOCK_MONOTONIC, &req->start);
 	if (key_random_hex(req->request_id, sizeof(req->request_id), 8) < 0)
 		snprintf(req->request_id, sizeof(req->request_id), "0000000000000000");
@@ -433,11 +548,36 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	metrics_http_request(req->route ? req->srv->route_metric[req->route - req->srv->routes] :
 					  METRICS_ROUTE_UNMATCHED,
 	    req->status);
+	*con_cls = NULL;
+	if (req->streaming) {
+		int orphan;
+		struct err e;
+
+		/* The work may still read the body: it ends in error, and the
+		 * work frees the request when it is done. */
+		err_clear(&e);
+		err_set(&e, ERR_UNAVAILABLE, "the client went away");
+		bq_detach(req->in);
+		bq_finish(req->in, &e);
+		pthread_mutex_lock(&req->slock);
+		orphan = req->orphan = !req->work_done;
+		req->conn = NULL;
+		pthread_mutex_unlock(&req->slock);
+		if (orphan)
+			return;
+	}
+	req_free(req);
+}
+
+static void
+req_free(struct http_req *req)
+{
 	reset_reply(req);
+	bq_free(req->in);
+	pthread_mutex_destroy(&req->slock);
 	free(req->query);
 	free(req->body);
 	free(req);
-	*con_cls = NULL;
 }
 
 static enum MHD_Result
@@ -468,6 +608,12 @@ queue_reply(struct http_req *req)
 		http_reply_error(req, 500, "internal", "no reply produced");
 	if (req->sse) {
 		r = sse_response(req->sse, req->conn);
+	} else if (req->out) {
+		r = MHD_create_response_from_callback(req->out_len < 0 ? MHD_SIZE_UNKNOWN :
+									 (uint64_t)req->out_len,
+		    BQ_CHUNK / 4, out_reader, req->out, out_free);
+		if (r)
+			req->out = NULL; /* the response's now */
 	} else {
 		r = MHD_create_response_from_buffer(req->resp_len, req->resp_body,
 		    MHD_RESPMEM_MUST_FREE);
@@ -651,6 +797,7 @@ head(struct http_server *srv, struct http_req *req)
 		return HEAD_REPLY;
 	if (req->route->max_body > 0) {
 		req->max_body = req->route->max_body;
+		req->max_body_name = req->route->max_body_name;
 	} else {
 		req->max_body = srv->cfg->max_body_bytes;
 		req->max_body_name = "AAS_MAX_BODY_BYTES";
@@ -711,6 +858,108 @@ head_reply(struct http_server *srv, struct http_req *req)
 	return MHD_NO;
 }
 
+/* Hands the work to a worker as the body begins (a stream_body route).
+ * When the handler replies at once or the work cannot be queued, the
+ * request goes on as an ordinary one that drops its body. */
+static void
+stream_start(struct http_server *srv, struct http_req *req)
+{
+	struct deferred *d;
+	struct err e;
+
+	err_clear(&e);
+	req->in = bq_new(BQ_MAX_BYTES, conn_park, conn_wake, req->conn, &e);
+	if (req->in == NULL) {
+		http_reply_error(req, 500, "internal", "out of memory");
+		req->state = REQ_READY;
+		return;
+	}
+	dispatch(req);
+	if (req->state != REQ_DEFERRED) {
+		req->state = REQ_READY;
+		return;
+	}
+	if ((d = calloc(1, sizeof(*d))) == NULL) {
+		if (req->drop)
+			req->drop(req->arg);
+		http_reply_error(req, 500, "internal", "out of memory");
+		req->state = REQ_READY;
+		return;
+	}
+	d->req = req;
+	d->fn = req->fn;
+	d->arg = req->arg;
+	d->drop = req->drop;
+	req->deferred = d;
+	req->streaming = 1;
+	if (work_submit_key(srv->work, req->work_key, deferred_main, deferred_expire, d) < 0) {
+		char after[16];
+		req->streaming = 0;
+		req->deferred = NULL;
+		free(d);
+		if (req->drop)
+			req->drop(req->arg);
+		snprintf(after, sizeof(after), "%d", HTTP_BUSY_RETRY_S);
+		http_add_header(req, "Retry-After", after);
+		http_reply_error(req, 429, "busy",
+		    "too many calls are waiting (for this API key, or in all); retry shortly");
+		req->state = REQ_READY;
+	}
+}
+
+/* A streamed body on the HTTP thread: into the queue while the work
+ * reads it (parked while the queue is full), then the work's reply. */
+static enum MHD_Result
+stream_body(struct http_req *req, const char *data, size_t *size)
+{
+	if (*size > 0) {
+		size_t n = *size;
+		ssize_t r;
+		int parked;
+
+		if (req->in_done) {
+			*size = 0; /* not wanted any more: dropped */
+			return MHD_YES;
+		}
+		if (req->body_len + n > (size_t)req->max_body) {
+			struct err e;
+			err_clear(&e);
+			err_set_at(&e, ERR_LIMIT, req->max_body_name ? req->max_body_name : "",
+			    "request body larger than %lld bytes (%s)", req->max_body,
+			    req->max_body_name ? req->max_body_name : "the route's limit");
+			bq_finish(req->in, &e);
+			req->in_done = 1;
+			*size = 0;
+			return MHD_YES;
+		}
+		r = bq_offer(req->in, data, n, &parked);
+		if (r < 0) {
+			req->in_done = 1;
+			*size = 0;
+			return MHD_YES;
+		}
+		req->body_len += (size_t)r;
+		*size -= (size_t)r;
+		return MHD_YES;
+	}
+	if (!req->in_done) {
+		bq_finish(req->in, NULL);
+		req->in_done = 1;
+	}
+	pthread_mutex_lock(&req->slock);
+	if (!req->work_done) {
+		/* Parked under the lock: the work's resume follows it. */
+		req->reply_wait = 1;
+		MHD_suspend_connection(req->conn);
+		pthread_mutex_unlock(&req->slock);
+		return MHD_YES;
+	}
+	pthread_mutex_unlock(&req->slock);
+	req->streaming = 0;
+	req->state = REQ_READY;
+	return queue_reply(req);
+}
+
 static enum MHD_Result
 on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
     const char *version, const char *upload_data, size_t *upload_data_size, void **con_cls)
@@ -746,6 +995,10 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	 * then repeats its first call. */
 	if (req->head_again)
 		return head_reply(srv, req);
+	if (req->route && req->route->stream_body && req->state == REQ_NEW && !req->streaming)
+		stream_start(srv, req);
+	if (req->streaming)
+		return stream_body(req, upload_data, upload_data_size);
 	if (*upload_data_size > 0) {
 		size_t n = *upload_data_size;
 		*upload_data_size = 0;

@@ -49,6 +49,11 @@ struct http_route {
 	 * before the body is read, and an unknown or revoked one gets 401
 	 * with the body unread. */
 	http_head_fn head;
+	const char *max_body_name; /* the setting a 413 names (with max_body) */
+	/* The handler runs as soon as the headers are accepted and must defer;
+	 * the body then flows to the worker through http_body_stream, with
+	 * at most BQ_MAX_BYTES of it held at a time. */
+	int stream_body;
 };
 
 /* Resolving API keys before request bodies are read. */
@@ -132,5 +137,21 @@ void http_defer(struct http_req *req, http_deferred_fn fn, void *arg, void (*dro
 void http_defer_as(struct http_req *req, const char *key, http_deferred_fn fn, void *arg,
     void (*drop)(void *arg));
 void http_send_now(struct http_req *req);
+
+/* The body of a stream_body route, for the deferred work (bq_read): it
+ * ends with the body, or fails with ERR_LIMIT (field: the route's
+ * max_body_name) once the body passes max_body, or when the client went
+ * away. The work's reply goes out once the whole body was read (the rest
+ * of a body the work did not want is read and dropped). NULL on other
+ * routes. */
+struct bq *http_body_stream(struct http_req *req);
+/* From deferred work: sends the status and headers now (as http_send_now
+ * does; req must not be touched after) and returns the queue the body is
+ * written into (bq_write), with a reference for the caller, who ends it
+ * with bq_finish (an error cuts the body short: the client sees a body
+ * shorter than its Content-Length, or unterminated chunks) and bq_free.
+ * `length` -1 when unknown. NULL (nothing sent) when out of memory. */
+struct bq *http_reply_stream(struct http_req *req, int status, const char *content_type,
+    long long length);
 
 #endif

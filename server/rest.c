@@ -343,8 +343,12 @@ add_routes(struct rest *r, struct err *e)
 		}
 		n = strlen(rp->allow);
 		snprintf(rp->allow + n, sizeof(rp->allow) - n, "%s%s", n ? ", " : "", op->method);
-		if (op->flags & REST_RAW_BODY)
-			r->routes[rp - r->paths].max_body = GUEST_MAX_FILE;
+		if (op->flags & REST_RAW_BODY) {
+			struct http_route *rt = &r->routes[rp - r->paths];
+			rt->max_body = r->app->cfg.max_file_bytes;
+			rt->max_body_name = "AAS_MAX_FILE_BYTES";
+			rt->stream_body = 1;
+		}
 	}
 	return 0;
 }

@@ -7,12 +7,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/bq.h"
 #include "base/metrics.h"
 #include "service/sandbox.h"
 #include "vmm/guest.h"
 #include "service/tool_sandbox.h"
-
-#define REST_MAX_WHOLE_FILE GUEST_MAX_FILE /* a download without length */
 
 json_t *
 rest_op_tool(struct rest_call *c, json_t *args, struct err *e)
@@ -209,35 +208,98 @@ op_list_ports(struct rest_call *c, json_t *args, struct err *e)
 		   NULL;
 }
 
-/* The request body is the file's bytes, handed to the service as they are. */
+/* ---- files streamed both ways (at most AAS_MAX_FILE_BYTES) ---- */
+
+/* Fills the agent's frame when the body has that much, so a body that
+ * arrives in small pieces still travels in full frames. */
+static ssize_t
+body_read(void *ctx, void *buf, size_t n, struct err *e)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = bq_read(ctx, (char *)buf + got, n - got, e);
+		if (r < 0)
+			return -1;
+		if (r == 0)
+			break;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
+}
+
+/* The request body flows into the guest as it arrives; a body that passes
+ * AAS_MAX_FILE_BYTES part way is answered 413 like one whose length said
+ * so. */
 static json_t *
 op_upload(struct rest_call *c, json_t *args, struct err *e)
 {
-	size_t len;
-	const char *body = http_body(c->req, &len);
+	struct bq *in = http_body_stream(c->req);
 	json_t *out;
 
-	return tools_write_file_raw(&c->cx, c->tool, args, body, len, &out, e) < 0 ? NULL : out;
+	if (in == NULL) {
+		err_set(e, ERR_INTERNAL, "upload route without a streamed body");
+		return NULL;
+	}
+	if (tools_write_file_stream(&c->cx, c->tool, args, body_read, in,
+		(uint64_t)c->r->app->cfg.max_file_bytes, &out, e) == 0)
+		return out;
+	if (e->kind == ERR_LIMIT && strcmp(e->field, "AAS_MAX_FILE_BYTES") == 0) {
+		http_reply_json(c->req, 413,
+		    rest_error_json("payload_too_large", e->msg, "AAS_MAX_FILE_BYTES"));
+		c->replied = 1;
+	}
+	return NULL;
+}
+
+struct download {
+	struct rest_call *c;
+	struct bq *out;
+};
+
+/* The size is known: the headers go out with Content-Length. */
+static int
+download_start(void *ctx, const struct sbx_read_res *res, struct err *e)
+{
+	struct download *d = ctx;
+	char hdr[32];
+
+	snprintf(hdr, sizeof(hdr), "%lld", res->total);
+	http_add_header(d->c->req, "X-AAS-File-Size", hdr);
+	snprintf(hdr, sizeof(hdr), "%lld", res->offset);
+	http_add_header(d->c->req, "X-AAS-Content-Offset", hdr);
+	d->out = http_reply_stream(d->c->req, 200, "application/octet-stream", (long long)res->len);
+	if (d->out == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return -1;
+	}
+	d->c->replied = 1;
+	d->c->req = NULL; /* the HTTP thread's again */
+	return 0;
+}
+
+static int
+download_write(void *ctx, const void *buf, size_t n, struct err *e)
+{
+	struct download *d = ctx;
+
+	return bq_write(d->out, buf, n, e);
 }
 
 /* Raw bytes of a file: one page when length is given, else the rest of
- * the file from offset (up to REST_MAX_WHOLE_FILE). */
+ * the file from offset (up to AAS_MAX_FILE_BYTES), streamed. An error
+ * after the headers ends the body short of its Content-Length. */
 static json_t *
 op_download(struct rest_call *c, json_t *args, struct err *e)
 {
-	struct sbx_read_res res;
-	char hdr[32];
+	struct download d = { c, NULL };
+	int rc = tools_read_file_stream(&c->cx, c->tool, args, c->r->app->cfg.max_file_bytes,
+	    download_start, download_write, &d, e);
 
-	if (tools_read_file_raw(&c->cx, c->tool, args, REST_MAX_WHOLE_FILE, &res, e) < 0)
+	if (d.out == NULL)
 		return NULL;
-	snprintf(hdr, sizeof(hdr), "%lld", res.total);
-	http_add_header(c->req, "X-AAS-File-Size", hdr);
-	snprintf(hdr, sizeof(hdr), "%lld", res.offset);
-	http_add_header(c->req, "X-AAS-Content-Offset", hdr);
-	http_reply_raw(c->req, 200, "application/octet-stream",
-	    res.data ? (const char *)res.data : "", res.len);
-	sbx_read_res_clear(&res);
-	c->replied = 1;
+	bq_finish(d.out, rc < 0 ? e : NULL);
+	bq_free(d.out);
 	return NULL;
 }
 

@@ -11,6 +11,7 @@
 
 #include "service/app.h"
 #include "base/err.h"
+#include "vmm/guest.h"
 
 struct sbx;
 struct orch;
@@ -174,6 +175,18 @@ int sbx_write_file(struct sbx *s, const char *account, const struct sbx_write_re
 int sbx_read_file(struct sbx *s, const char *account, const struct sbx_read_req *req,
     struct sbx_read_res *res, struct err *e);
 void sbx_read_res_clear(struct sbx_read_res *res);
+/* write_file with the bytes from `read` instead of req->data, up to
+ * `max_bytes` (the caller enforces it; it sizes the guest's deadline). */
+int sbx_write_stream(struct sbx *s, const char *account, const struct sbx_write_req *req,
+    guest_read_fn read, void *ctx, uint64_t max_bytes, struct sbx_write_res *res, struct err *e);
+/* Where a streamed read starts: called once the size is known, before
+ * any byte (res: path, offset, total; len the bytes that follow); -1 with
+ * e set refuses. */
+typedef int (*sbx_read_start_fn)(void *ctx, const struct sbx_read_res *res, struct err *e);
+/* read_file streamed: [offset, offset + length) (length 0: to the end,
+ * refused above `max_bytes`) to `write`, after `start`. */
+int sbx_read_stream(struct sbx *s, const char *account, const struct sbx_read_req *req,
+    long long max_bytes, sbx_read_start_fn start, guest_write_fn write, void *ctx, struct err *e);
 json_t *sbx_list_files(struct sbx *s, const char *account, const struct sbx_files_req *req,
     struct err *e);
 /* expose_port: a forward into the VM and a preview URL (sandbox_net.c). */

@@ -310,6 +310,67 @@ sbx_read_file(struct sbx *s, const char *account, const struct sbx_read_req *req
 	return 0;
 }
 
+int
+sbx_write_stream(struct sbx *s, const char *account, const struct sbx_write_req *req,
+    guest_read_fn read, void *ctx, uint64_t max_bytes, struct sbx_write_res *res, struct err *e)
+{
+	char domain[64];
+	struct vm_host *h;
+	uint64_t written = 0;
+
+	memset(res, 0, sizeof(*res));
+	if (req->mode > 07777) {
+		err_set_field(e, "mode", "mode: not a file mode");
+		return -1;
+	}
+	if ((h = file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path),
+		 domain, sizeof(domain), e)) == NULL)
+		return -1;
+	if (guest_put_stream(h, domain, res->path, req->mode, req->make_parents, read, ctx,
+		max_bytes, &written, e) < 0)
+		return -1;
+	res->bytes = (size_t)written;
+	res->mode = req->mode;
+	return 0;
+}
+
+int
+sbx_read_stream(struct sbx *s, const char *account, const struct sbx_read_req *req,
+    long long max_bytes, sbx_read_start_fn start, guest_write_fn write, void *ctx, struct err *e)
+{
+	struct sbx_read_res res;
+	char domain[64];
+	struct vm_host *h;
+	long long size;
+
+	memset(&res, 0, sizeof(res));
+	if (req->offset < 0) {
+		err_set_field(e, "offset", "offset: must not be negative");
+		return -1;
+	}
+	if ((h = file_vm(s, account, req->sandbox_id, req->path, res.path, sizeof(res.path), domain,
+		 sizeof(domain), e)) == NULL ||
+	    guest_file_size(h, domain, res.path, &size, e) < 0)
+		return -1;
+	res.total = size;
+	res.offset = req->offset < size ? req->offset : size;
+	res.len = (size_t)(size - res.offset);
+	if (req->length > 0 && req->length < res.len)
+		res.len = req->length;
+	if ((long long)res.len > max_bytes) {
+		err_set_field(e, "length",
+		    "length: %zu bytes from offset %lld, more than AAS_MAX_FILE_BYTES (%lld) in "
+		    "one response; page with offset and length",
+		    res.len, res.offset, max_bytes);
+		return -1;
+	}
+	if (start(ctx, &res, e) < 0)
+		return -1;
+	if (res.len == 0)
+		return 0;
+	return guest_get_stream(h, domain, res.path, res.offset, (long long)res.len, write, ctx, e);
+}
+
 json_t *
 sbx_list_files(struct sbx *s, const char *account, const struct sbx_files_req *req, struct err *e)
 {

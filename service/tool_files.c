@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "base/b64.h"
-#include "base/buf.h"
 #include "base/metrics.h"
 #include "service/sandbox.h"
 #include "service/tool_impl.h"
@@ -212,106 +211,48 @@ file_tool(const struct tool *t, const char *name, struct err *e)
 }
 
 int
-tools_write_file_raw(struct call_ctx *cx, const struct tool *t, const json_t *args,
-    const void *data, size_t len, json_t **result, struct err *e)
+tools_write_file_stream(struct call_ctx *cx, const struct tool *t, const json_t *args,
+    guest_read_fn read, void *ctx, uint64_t max_bytes, json_t **result, struct err *e)
 {
 	struct tool_call *c;
 	struct write_args *a;
+	struct sbx_write_res res;
 	double t0 = metrics_now();
+	struct sbx *s;
 
 	*result = NULL;
 	if ((t = file_tool(t, "write_file", e)) == NULL ||
 	    (c = tools_prepare(cx, t, args, e)) == NULL)
 		return -1;
 	a = tool_call_req(c);
-	if (a->has_content) {
+	if (a->has_content)
 		err_set_field(e, "content", "content: the body is the content");
-	} else if (len > GUEST_MAX_FILE) {
-		err_set_field(e, "content", "content: at most %u bytes per write", GUEST_MAX_FILE);
-	} else {
-		a->rq.data = data;
-		a->rq.len = len;
-		a->has_content = 1;
-		*result = tool_call_run(cx, c, e);
-	}
+	else if ((s = tool_sbx(cx, e)) != NULL &&
+	    sbx_write_stream(s, cx->account_id, &a->rq, read, ctx, max_bytes, &res, e) == 0)
+		*result = write_result(a->rq.sandbox_id, &res);
 	tools_count_call(cx, "write_file", t0, *result ? ERR_NONE : e->kind);
 	tool_call_free(c);
 	return *result ? 0 : -1;
 }
 
-/* Appends one page read at rq->offset to `acc`; sets the file's size and
- * whether the page reached its end. */
-static int
-read_append(struct sbx *s, const char *account, struct sbx_read_req *rq, struct buf *acc,
-    struct sbx_read_res *res, int *eof, struct err *e)
-{
-	struct sbx_read_res page;
-	int rc;
-
-	if (sbx_read_file(s, account, rq, &page, e) < 0)
-		return -1;
-	res->total = page.total;
-	memcpy(res->path, page.path, sizeof(res->path));
-	*eof = page.len == 0 || page.offset + (long long)page.len >= page.total;
-	rc = buf_append(acc, page.data, page.len);
-	sbx_read_res_clear(&page);
-	if (rc < 0)
-		err_set_field(e, "length",
-		    "length: more than %zu bytes in one response; page with"
-		    " offset and length (at most %u)",
-		    acc->max, READ_MAX_LENGTH);
-	return rc;
-}
-
 int
-tools_read_file_raw(struct call_ctx *cx, const struct tool *t, const json_t *args, size_t whole_max,
-    struct sbx_read_res *res, struct err *e)
+tools_read_file_stream(struct call_ctx *cx, const struct tool *t, const json_t *args,
+    long long max_bytes, sbx_read_start_fn start, guest_write_fn write, void *ctx, struct err *e)
 {
 	struct tool_call *c;
-	int whole = json_object_get(args, "length") == NULL;
 	struct read_args *a;
 	double t0 = metrics_now();
 	struct sbx *s;
-	struct buf acc;
-	int rc = -1, eof = 0;
+	int rc = -1;
 
-	memset(res, 0, sizeof(*res));
-	buf_init(&acc, 0);
 	if ((t = file_tool(t, "read_file", e)) == NULL ||
 	    (c = tools_prepare(cx, t, args, e)) == NULL)
 		return -1;
 	a = tool_call_req(c);
-	s = tool_sbx(cx, e);
-	if (s == NULL)
-		goto out;
-	res->offset = a->rq.offset;
-	if (!whole) {
-		rc = sbx_read_file(s, cx->account_id, &a->rq, res, e);
-		goto out;
-	}
-	/* The rest of the file in pages of read_file's default length: each
-	 * page is one guest answer, which must arrive within the agent's
-	 * timeout even on a slow guest. */
-	buf_init(&acc, whole_max);
-	a->rq.length = READ_DEFAULT_LENGTH;
-	do {
-		a->rq.offset = res->offset + (long long)acc.len;
-		if (read_append(s, cx->account_id, &a->rq, &acc, res, &eof, e) < 0)
-			goto out;
-		if (res->total - res->offset > (long long)whole_max) {
-			err_set_field(e, "length",
-			    "length: the file has %lld bytes after offset %lld,"
-			    " more than %zu in one response; page with offset and length (at most %u)",
-			    res->total - res->offset, res->offset, whole_max, READ_MAX_LENGTH);
-			goto out;
-		}
-	} while (!eof);
-	res->data = (unsigned char *)buf_steal(&acc, &res->len);
-	rc = 0;
-out:
-	buf_free(&acc);
-	if (rc < 0)
-		sbx_read_res_clear(res);
+	if (json_object_get(args, "length") == NULL)
+		a->rq.length = 0;
+	if ((s = tool_sbx(cx, e)) != NULL)
+		rc = sbx_read_stream(s, cx->account_id, &a->rq, max_bytes, start, write, ctx, e);
 	tools_count_call(cx, "read_file", t0, rc == 0 ? ERR_NONE : e->kind);
 	tool_call_free(c);
 	return rc;

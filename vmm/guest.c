@@ -435,6 +435,74 @@ guest_get_file(struct vm_host *h, const char *dom, const char *path, long long o
 	return get_bytes(h, dom, path, 0, offset, length, data, len, total, e);
 }
 
+static long long
+stream_deadline(uint64_t max_bytes)
+{
+	return clock_ms() + GUEST_SHORT_OP_MS +
+	    (long long)(max_bytes / GUEST_STREAM_MIN_BPS) * 1000;
+}
+
+int
+guest_put_stream(struct vm_host *h, const char *dom, const char *path, unsigned mode,
+    int make_parents, guest_read_fn read, void *ctx, uint64_t max_bytes, uint64_t *written,
+    struct err *e)
+{
+	struct achan *c = agent(h, dom, e);
+	int rc;
+
+	*written = 0;
+	if (c == NULL)
+		return -1;
+	rc = achan_put(c, path, mode & 07777,
+	    ACHAN_PUT_TRUNC | (make_parents ? ACHAN_PUT_PARENTS : 0), 0, read, ctx, written,
+	    stream_deadline(max_bytes), e);
+	achan_free(c);
+	return rc < 0 ? file_error(e) : 0;
+}
+
+int
+guest_file_size(struct vm_host *h, const char *dom, const char *path, long long *size,
+    struct err *e)
+{
+	struct achan *c = agent(h, dom, e);
+	struct achan_stat st;
+	int rc;
+
+	*size = 0;
+	if (c == NULL)
+		return -1;
+	rc = achan_stat(c, path, 0, &st, clock_ms() + GUEST_SHORT_OP_MS, e);
+	achan_free(c);
+	if (rc < 0)
+		return file_error(e);
+	if (st.type != ACHAN_FT_FILE) {
+		err_set(e, ERR_INVALID, "%s: not a regular file", path);
+		return -1;
+	}
+	*size = (long long)st.size;
+	return 0;
+}
+
+int
+guest_get_stream(struct vm_host *h, const char *dom, const char *path, long long offset,
+    long long length, guest_write_fn write, void *ctx, struct err *e)
+{
+	struct achan *c;
+	uint64_t whole = 0;
+	int rc;
+
+	if (offset < 0 || length <= 0) {
+		err_set_field(e, "offset", "offset: outside the file");
+		return -1;
+	}
+	if ((c = agent(h, dom, e)) == NULL)
+		return -1;
+	rc = achan_get(c, path, 0, (uint64_t)offset, (uint64_t)length, write, ctx, &whole,
+	    stream_deadline((uint64_t)length), e);
+	achan_free(c);
+	return rc < 0 ? file_error(e) : 0;
+}
+
 /* ---- list_files: a walk of LIST calls, depth first, names in order ---- */
 
 struct name_st {

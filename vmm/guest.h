@@ -7,6 +7,8 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -70,6 +72,32 @@ int guest_put_file(struct vm_host *h, const char *dom, const char *path, const u
 /* Reads [offset, offset+length) of a file as the sandbox user. */
 int guest_get_file(struct vm_host *h, const char *dom, const char *path, long long offset,
     size_t length, unsigned char **data, size_t *len, long long *total, struct err *e);
+
+/* Streamed files (REST): bytes come from and go to callbacks, so memory
+ * does not grow with the file. The deadline allows GUEST_STREAM_MIN_BPS
+ * for `max_bytes` on top of the usual minute. */
+#define GUEST_STREAM_MIN_BPS (1024 * 1024)
+
+/* The next bytes of an upload: the count, 0 at the end, -1 with e set. */
+typedef ssize_t (*guest_read_fn)(void *ctx, void *buf, size_t n, struct err *e);
+/* Takes bytes of a download: 0, or -1 with e set to stop. */
+typedef int (*guest_write_fn)(void *ctx, const void *buf, size_t n, struct err *e);
+
+/* Writes a file (truncated first) as the sandbox user from `read` until
+ * it ends; *written is what the guest stored. A failure part way leaves
+ * what was written. */
+int guest_put_stream(struct vm_host *h, const char *dom, const char *path, unsigned mode,
+    int make_parents, guest_read_fn read, void *ctx, uint64_t max_bytes, uint64_t *written,
+    struct err *e);
+
+/* The size of a regular file the sandbox user may read (ERR_INVALID for a
+ * directory or anything else). */
+int guest_file_size(struct vm_host *h, const char *dom, const char *path, long long *size,
+    struct err *e);
+
+/* Gives [offset, offset + length) of a file to `write` as it arrives. */
+int guest_get_stream(struct vm_host *h, const char *dom, const char *path, long long offset,
+    long long length, guest_write_fn write, void *ctx, struct err *e);
 
 /* Lists a tree as the sandbox user: array of {path,type,size,mode,mtime}. */
 json_t *guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth, int limit,

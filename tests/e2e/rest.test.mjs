@@ -13,7 +13,8 @@ import { startAasd, newAccount, vmEnv, openSession, post, PROTOCOL } from './lib
 
 const execFileP = promisify(execFile);
 const BODY_LIMIT = 65536;             // AAS_MAX_BODY_BYTES of this aasd
-const UPLOAD_LIMIT = 8 * 1024 * 1024; // the file upload route's own limit
+const UPLOAD_SIZE = 8 * 1024 * 1024;  // a file larger than any JSON body
+const FILE_LIMIT = 4 * 1024 * 1024 * 1024; // AAS_MAX_FILE_BYTES by default
 const NO_SBX = 'sbx-0000000000000000';
 const NO_CMD = 'cmd-0000000000000000';
 
@@ -265,18 +266,21 @@ test('bad JSON, bad bodies and bad query values are 400 naming the field', async
     'not_found', 'sandbox_id');
 });
 
-test('413 above the body limits: JSON routes and MCP the configured one, uploads 8 MiB', async () => {
+test('413 above the body limits: JSON routes and MCP the configured one, uploads AAS_MAX_FILE_BYTES', async () => {
   const big = tmpFile('json-big', `{"name": "${'a'.repeat(BODY_LIMIT)}"}`);
   const r = await curl('POST', '/v1/sandboxes', { key: bob.api_key, file: big });
   expectError(r, 413, 'payload_too_large');
   const m = await post(aasd.mcpUrl, 'x'.repeat(BODY_LIMIT + 1));
   assert.equal(m.status, 413);
-  const over = tmpFile('upload-over', Buffer.alloc(UPLOAD_LIMIT + 1, 1));
+  // An upload claiming more than the file limit is refused from its headers.
   const u = await curl('PUT', `/v1/sandboxes/${NO_SBX}/files/content?path=x`,
-    { key: bob.api_key, file: over });
+    { key: bob.api_key, file: tmpFile('upload-claim', 'x'),
+      headers: { 'Content-Length': String(FILE_LIMIT + 1) } });
   expectError(u, 413, 'payload_too_large');
-  // Exactly the limit passes the HTTP layer (and reaches the operation).
-  const at = tmpFile('upload-at', Buffer.alloc(UPLOAD_LIMIT, 1));
+  assert.match(u.json.error.message, /AAS_MAX_FILE_BYTES/);
+  // Far above AAS_MAX_BODY_BYTES passes the HTTP layer (and reaches the
+  // operation, whose answer waits for the body to be read).
+  const at = tmpFile('upload-at', Buffer.alloc(UPLOAD_SIZE, 1));
   const ok = await curl('PUT', `/v1/sandboxes/${NO_SBX}/files/content?path=x`,
     { key: bob.api_key, file: at });
   expectError(ok, 404, 'not_found', 'sandbox_id');
@@ -413,25 +417,27 @@ test('binary files go in and out as raw bytes (SHA-256), also with NUL bytes', a
   assert.equal(st.json.stdout, `sandbox 600 ${data.length}\nsandbox 644 ${nul.length}\n`);
 });
 
-test('an 8 MiB upload fits and comes back whole', async () => {
+test('an 8 MiB upload comes back whole, and 16 MiB in one response', async () => {
   const k = { key: alice.api_key };
-  const data = randomBytes(UPLOAD_LIMIT);
+  const data = randomBytes(UPLOAD_SIZE);
   const up = await curl('PUT', `/v1/sandboxes/${sbx}/files/content?path=big.bin`,
     { ...k, file: tmpFile('big', data) });
   assert.equal(up.status, 200, up.body.toString());
-  assert.equal(up.json.bytes_written, UPLOAD_LIMIT);
+  assert.equal(up.json.bytes_written, UPLOAD_SIZE);
   const down = await curl('GET', `/v1/sandboxes/${sbx}/files/content?path=big.bin`, k);
   assert.equal(down.status, 200);
   assert.equal(sha(down.body), sha(data));
-  // Beyond one response without length: page.
+  // More than read_file's pages, streamed in one response.
   await curl('POST', `/v1/sandboxes/${sbx}/commands`,
     { ...k, json: { command: 'cat big.bin big.bin > huge.bin' } });
   const huge = await curl('GET', `/v1/sandboxes/${sbx}/files/content?path=huge.bin`, k);
-  expectError(huge, 400, 'invalid_argument', 'length');
-  const tail = await curl('GET', `/v1/sandboxes/${sbx}/files/content?path=huge.bin&offset=${UPLOAD_LIMIT + 10}&length=100`, k);
+  assert.equal(huge.status, 200);
+  assert.equal(huge.headers['content-length'], String(2 * UPLOAD_SIZE));
+  assert.equal(sha(huge.body), sha(Buffer.concat([data, data])));
+  const tail = await curl('GET', `/v1/sandboxes/${sbx}/files/content?path=huge.bin&offset=${UPLOAD_SIZE + 10}&length=100`, k);
   assert.equal(tail.status, 200);
   assert.ok(tail.body.equals(data.subarray(10, 110)));
-  assert.equal(tail.headers['x-aas-file-size'], String(2 * UPLOAD_LIMIT));
+  assert.equal(tail.headers['x-aas-file-size'], String(2 * UPLOAD_SIZE));
 });
 
 test('list files and file errors', async () => {

@@ -804,6 +804,63 @@ out:
 	return rc;
 }
 
+/* The streamed forms, over the buffered fakes (small files only). */
+int
+__wrap_guest_put_stream(struct vm_host *h, const char *dom, const char *path, unsigned mode,
+    int make_parents, guest_read_fn read, void *ctx, uint64_t max_bytes, uint64_t *written,
+    struct err *e)
+{
+	unsigned char *buf = malloc(GUEST_MAX_FILE);
+	size_t len = 0;
+	ssize_t n = 1;
+	int rc = -1;
+
+	(void)max_bytes;
+	*written = 0;
+	if (buf == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return -1;
+	}
+	while (n > 0 && len < GUEST_MAX_FILE)
+		if ((n = read(ctx, buf + len, GUEST_MAX_FILE - len, e)) > 0)
+			len += (size_t)n;
+	if (n == 0 && __wrap_guest_put_file(h, dom, path, buf, len, mode, make_parents, e) == 0) {
+		*written = len;
+		rc = 0;
+	}
+	free(buf);
+	return rc;
+}
+
+int
+__wrap_guest_file_size(struct vm_host *h, const char *dom, const char *path, long long *size,
+    struct err *e)
+{
+	unsigned char *data = NULL;
+	size_t len;
+
+	if (__wrap_guest_get_file(h, dom, path, 0, 0, &data, &len, size, e) < 0)
+		return -1;
+	free(data);
+	return 0;
+}
+
+int
+__wrap_guest_get_stream(struct vm_host *h, const char *dom, const char *path, long long offset,
+    long long length, guest_write_fn write, void *ctx, struct err *e)
+{
+	unsigned char *data = NULL;
+	size_t len;
+	long long total;
+	int rc;
+
+	if (__wrap_guest_get_file(h, dom, path, offset, (size_t)length, &data, &len, &total, e) < 0)
+		return -1;
+	rc = write(ctx, data, len, e);
+	free(data);
+	return rc;
+}
+
 /* Files only (directories are implied by them), at most `depth` levels. */
 json_t *
 __wrap_guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth, int limit,
