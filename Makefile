@@ -45,7 +45,8 @@ SERVICE_SRC := \
 SERVER_SRC := \
 	server/auth.c server/http.c server/sse.c server/mcp.c server/mcp_rpc.c \
 	server/proxy.c server/proxy_parse.c server/metrics_http.c server/card.c \
-	server/rest.c server/rest_ops.c server/rest_query.c server/rest_openapi.c
+	server/rest.c server/rest_ops.c server/rest_query.c server/rest_openapi.c \
+	server/ws.c
 GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c $(B)/gen/embed_openapi.c
 
 BASE_OBJ := $(BASE_SRC:%.c=$(B)/%.o) $(B)/gen/embed_migrations.o
