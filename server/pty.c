@@ -491,13 +491,24 @@ struct open_job {
 	char account[ACCT_ID_LEN + 1];
 	char sandbox_id[PTY_ID_MAX + 1];
 	char accept[WS_ACCEPT_LEN + 1];
+	int websocket; /* the request asked for the upgrade properly */
 	unsigned rows, cols;
 };
 
+/* The REST error body; a malformed sandbox id names nothing of the
+ * caller's: 404, as on the other routes. */
 static void
 reply_err(struct http_req *req, const struct err *e)
 {
-	http_reply_error(req, err_http_status(e->kind), err_kind_name(e->kind), e->msg);
+	enum err_kind kind = e->kind;
+	json_t *body;
+
+	if (kind == ERR_INVALID && strcmp(e->field, "sandbox_id") == 0)
+		kind = ERR_NOT_FOUND;
+	body = json_pack("{s:{s:s, s:s}}", "error", "code", err_kind_name(kind), "message", e->msg);
+	if (body && e->field[0])
+		json_object_set_new(json_object_get(body, "error"), "field", json_string(e->field));
+	http_reply_json(req, err_http_status(kind), body);
 }
 
 /* Counts a session against both caps, or replies 429 naming the one
@@ -541,6 +552,19 @@ open_work(struct http_req *req, void *arg)
 	if (p->app->sbx == NULL) {
 		err_set(&e, ERR_UNAVAILABLE, "sandboxes are not available on this server");
 		reply_err(req, &e);
+		goto out;
+	}
+	if (!j->websocket) {
+		/* The sandbox is looked up all the same: 404 before 426. */
+		json_t *sb = sbx_get(p->app->sbx, j->account, j->sandbox_id, &e);
+		if (sb == NULL) {
+			reply_err(req, &e);
+			goto out;
+		}
+		json_decref(sb);
+		http_add_header(req, "Sec-WebSocket-Version", "13");
+		http_reply_error(req, 426, "upgrade_required",
+		    "this route is a WebSocket (Upgrade: websocket, Sec-WebSocket-Version: 13)");
 		goto out;
 	}
 	if (reserve(p, req, j->account) < 0)
@@ -644,14 +668,9 @@ handle_open(struct http_req *req, void *ctx)
 	if (query_dim(q, "rows", PTY_DEFAULT_ROWS, &j->rows, &e) < 0 ||
 	    query_dim(q, "cols", PTY_DEFAULT_COLS, &j->cols, &e) < 0)
 		goto refuse;
-	if (up == NULL || strcasecmp(up, "websocket") != 0 || ver == NULL ||
-	    strcmp(ver, "13") != 0) {
-		http_add_header(req, "Sec-WebSocket-Version", "13");
-		http_reply_error(req, 426, "upgrade_required",
-		    "this route is a WebSocket (Upgrade: websocket, Sec-WebSocket-Version: 13)");
-		goto done;
-	}
-	if (ws_accept(http_header(req, "Sec-WebSocket-Key"), j->accept) < 0) {
+	j->websocket = up != NULL && strcasecmp(up, "websocket") == 0 && ver != NULL &&
+	    strcmp(ver, "13") == 0;
+	if (j->websocket && ws_accept(http_header(req, "Sec-WebSocket-Key"), j->accept) < 0) {
 		err_set(&e, ERR_INVALID, "Sec-WebSocket-Key: 16 bytes in base64");
 		goto refuse;
 	}
@@ -742,16 +761,24 @@ handle_ticket(struct http_req *req, void *ctx)
 static enum http_key_need
 head_open(struct http_req *req, void *ctx)
 {
-	(void)req;
 	(void)ctx;
+	if (strcmp(http_method(req), "GET") != 0) {
+		http_add_header(req, "Allow", "GET");
+		http_reply_error(req, 405, "method_not_allowed", "use GET with Upgrade: websocket");
+		return HTTP_KEY_REPLIED;
+	}
 	return HTTP_KEY_OPTIONAL;
 }
 
 static enum http_key_need
 head_ticket(struct http_req *req, void *ctx)
 {
-	(void)req;
 	(void)ctx;
+	if (strcmp(http_method(req), "POST") != 0) {
+		http_add_header(req, "Allow", "POST");
+		http_reply_error(req, 405, "method_not_allowed", "use POST");
+		return HTTP_KEY_REPLIED;
+	}
 	return HTTP_KEY_REQUIRED;
 }
 
