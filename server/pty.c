@@ -48,6 +48,7 @@
 #define PTY_POLL_MS 200       /* how often the threads look at the stop flag */
 #define PTY_SEND_TIMEOUT_S 30 /* a client that takes no output this long is gone */
 #define PTY_SECRET_LEN 32
+#define PTY_END_GRACE_MS 10000 /* for the end's notice after the guest connection failed */
 
 struct pty_sess {
 	struct pty_hub *hub;
@@ -262,6 +263,13 @@ sess_output(void *arg)
 			snprintf(why, sizeof(why), "exit %d", code);
 			sess_end(s, WS_CLOSE_NORMAL, why);
 		} else if (rc < 0) {
+			/* A destroy closes the agent connection before the
+			 * sandbox's end is announced (pty_close_sandbox), which
+			 * names the reason better: give it a moment. */
+			for (int i = 0;
+			     i < PTY_END_GRACE_MS / PTY_POLL_MS && !atomic_load(&s->stop); i++)
+				nanosleep(&(struct timespec){ .tv_nsec = PTY_POLL_MS * 1000000L },
+				    NULL);
 			log_warn("pty: sandbox %s: %s", s->sandbox_id, e.msg);
 			sess_end(s, WS_CLOSE_ERROR, "sandbox unavailable");
 		}
@@ -451,7 +459,8 @@ sess_drop(void *ctx)
 	struct err e;
 
 	err_clear(&e);
-	(void)guest_pty_hangup(s->g, &e);
+	if (s->g)
+		(void)guest_pty_hangup(s->g, &e);
 	pthread_mutex_lock(&s->hub->lock);
 	s->hub->n_open--;
 	pthread_cond_broadcast(&s->hub->gone);
