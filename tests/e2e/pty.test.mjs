@@ -71,6 +71,8 @@ test('a header key opens a shell: input, output, resize, and the exit code in th
   const r = await open(sbxA, { key: alice.api_key, query: 'rows=30&cols=90' });
   assert.equal(r.status, 101, r.head);
   assert.equal(r.accept, r.want);
+  assert.match(r.head, /^connection:\s*upgrade\r?$/im);
+  assert.match(r.head, /^upgrade:\s*websocket\r?$/im);
   const { ws } = r;
   ws.send('stty size\n');
   await ws.waitFor(/^30 90\r?$/m);
