@@ -92,12 +92,20 @@ test('a header key opens a shell: input, output, resize, and the exit code in th
 test('Authorization: Bearer works too; a client close ends the shell', async () => {
   const r = await open(sbxA, { bearer: alice.api_key });
   assert.equal(r.status, 101, r.head);
-  r.ws.send('echo ready-$((1+1))\n');
+  r.ws.send('echo $$ > /tmp/pty-shell.pid; echo ready-$((1+1))\n');
   await r.ws.waitFor(/ready-2/);
   r.ws.close(1000, 'bye');
   const c = await Promise.race([r.ws.closed, sleep(20000).then(() => null)]);
   assert.equal(c?.code, 1000);
   assert.equal(c?.reason, 'closed by the client');
+  // That shell is gone (hung up), seen from the next one.
+  const n = await open(sbxA, { key: alice.api_key });
+  assert.equal(n.status, 101, n.head);
+  n.ws.send('sleep 1; kill -0 $(cat /tmp/pty-shell.pid) 2>/dev/null && echo ALIVE-$((0+1)) || echo GONE-$((1+1))\n');
+  const m = await n.ws.waitFor(/ALIVE-1|GONE-2/);
+  assert.equal(m[0], 'GONE-2');
+  n.ws.send('exit\n');
+  assert.equal((await n.ws.closed).reason, 'exit 0');
 });
 
 test('a ticket opens the terminal once; used, expired or forged ones are refused', async () => {
