@@ -171,6 +171,14 @@ static const struct cfg_entry cfg_table[] = {
 	    "Preview requests proxied at once to one account's sandboxes, in this process; more get 429." },
 	{ "AAS_PREVIEW_TIMEOUT_S", CFG_INT, "300", 1, 86400, F(preview_timeout_s),
 	    "A preview connection idle this long in either direction is closed." },
+	{ "AAS_MAX_PTY", CFG_INT, "64", 1, 4096, F(max_pty),
+	    "Terminal sessions (REST /v1/sandboxes/{id}/pty) open at once, in this process; more get 429." },
+	{ "AAS_MAX_PTY_PER_ACCOUNT", CFG_INT, "4", 1, 4096, F(max_pty_per_account),
+	    "Terminal sessions open at once for one account, in this process; more get 429." },
+	{ "AAS_PTY_IDLE_S", CFG_INT, "900", 1, 86400, F(pty_idle_s),
+	    "A terminal session with no input and no output for this long is closed." },
+	{ "AAS_PTY_TICKET_TTL_S", CFG_INT, "60", 1, 3600, F(pty_ticket_ttl_s),
+	    "Lifetime of a single-use terminal ticket (POST /v1/sandboxes/{id}/pty/ticket), in seconds." },
 };
 
 #undef F

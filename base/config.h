@@ -78,6 +78,10 @@ struct config {
 	int max_preview_conns_per_sandbox;
 	int max_preview_conns_per_account;
 	int preview_timeout_s;
+	int max_pty;
+	int max_pty_per_account;
+	int pty_idle_s;
+	int pty_ticket_ttl_s;
 };
 
 enum config_virt { CONFIG_VIRT_AUTO, CONFIG_VIRT_KVM, CONFIG_VIRT_TCG };

@@ -19,6 +19,7 @@
 #include "service/preview.h"
 #include "server/proxy.h"
 #include "server/rest.h"
+#include "server/pty.h"
 #include "service/sandbox.h"
 #include "vmm/vm.h"
 #include "service/tools.h"
@@ -38,6 +39,7 @@ env_get(const char *name)
 struct front {
 	struct mcp *mcp;
 	struct proxy *proxy;
+	struct pty_hub *pty;
 };
 
 static void
@@ -55,6 +57,7 @@ front_account_disabled(const char *account_id, void *ctx)
 
 	mcp_close_account(f->mcp, account_id);
 	proxy_close_account(f->proxy, account_id);
+	pty_close_account(f->pty, account_id);
 }
 
 static void
@@ -63,6 +66,7 @@ front_sandbox_ended(const char *sandbox_id, void *ctx)
 	const struct front *f = ctx;
 
 	proxy_close_sandbox(f->proxy, sandbox_id);
+	pty_close_sandbox(f->pty, sandbox_id);
 }
 
 static void
@@ -193,6 +197,7 @@ main(int argc, char **argv)
 	struct card *card = NULL;
 	struct metrics_http *metrics = NULL;
 	struct rest *rest = NULL;
+	struct pty_hub *pty = NULL;
 	struct http_route routes[MAX_ROUTES];
 	size_t n_rest = 0;
 	struct work_pool *work = NULL;
@@ -250,6 +255,8 @@ main(int argc, char **argv)
 	metrics = metrics_http_new(app, &e);
 	if (mcp != NULL)
 		rest = rest_new(app, &e);
+	if (rest != NULL)
+		pty = pty_new(app, &e);
 	work = work_new(cfg.workers, WORK_QUEUE_MAX, &e);
 	if (work != NULL) {
 		struct work_limits lim = {
@@ -262,7 +269,8 @@ main(int argc, char **argv)
 			work = NULL;
 		}
 	}
-	if (mcp == NULL || card == NULL || metrics == NULL || rest == NULL || work == NULL) {
+	if (mcp == NULL || card == NULL || metrics == NULL || rest == NULL || pty == NULL ||
+	    work == NULL) {
 		log_error("start: %s", e.msg);
 		goto out;
 	}
@@ -284,12 +292,13 @@ main(int argc, char **argv)
 	};
 	const struct http_route *rest_r = rest_routes(rest, &n_rest);
 	size_t n_fixed = sizeof(fixed) / sizeof(fixed[0]);
-	if (n_fixed + n_rest > MAX_ROUTES) {
+	if (n_fixed + PTY_ROUTES + n_rest > MAX_ROUTES) {
 		log_error("start: too many HTTP routes");
 		goto out;
 	}
 	/* The MCP and fixed routes first: the first route that matches wins. */
 	memcpy(routes, fixed, sizeof(fixed));
+	n_fixed += pty_routes(pty, routes + n_fixed, PTY_ROUTES);
 	memcpy(routes + n_fixed, rest_r, n_rest * sizeof(*rest_r));
 	const struct proxy_config pcfg = {
 		.max_conns = cfg.preview_max_conns,
@@ -308,6 +317,7 @@ main(int argc, char **argv)
 	}
 	front.mcp = mcp;
 	front.proxy = proxy;
+	front.pty = pty;
 	const struct app_hooks hooks = { front_session_ended, front_account_disabled,
 		front_sandbox_ended, &front };
 	app_set_hooks(app, &hooks);
@@ -334,7 +344,9 @@ out:
 		sbx_stop_calls(app->sbx);
 	sse_finish_all();
 	work_free(work);
+	pty_stop(pty);
 	http_free(http);
+	pty_free(pty);
 	mcp_free(mcp);
 	card_free(card);
 	metrics_http_free(metrics);

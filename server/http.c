@@ -68,6 +68,7 @@ struct http_req {
 	char *resp_body;
 	size_t resp_len;
 	struct sse *sse;
+	struct http_upgrade *upgrade; /* a 101 reply; NULL once MHD gave it the socket */
 	struct out_header headers[HTTP_MAX_OUT_HEADERS];
 	int n_headers;
 	char detail[256];
@@ -222,6 +223,68 @@ http_log_detail(struct http_req *req, const char *key, const char *value)
 
 /* ---- replies ---- */
 
+struct http_upgrade {
+	pthread_mutex_t lock;
+	http_upgraded_fn fn;
+	void (*drop)(void *ctx);
+	void *ctx;
+	struct MHD_UpgradeResponseHandle *urh;
+	int taken; /* the socket went to fn; fn's side frees this */
+};
+
+/* The request ends: an upgrade that never happened drops its context. */
+static void
+upgrade_release(struct http_req *req)
+{
+	struct http_upgrade *u = req->upgrade;
+	int taken;
+
+	if (u == NULL)
+		return;
+	req->upgrade = NULL;
+	pthread_mutex_lock(&u->lock);
+	taken = u->taken;
+	u->taken = taken ? taken : -1; /* -1: too late for the socket */
+	pthread_mutex_unlock(&u->lock);
+	if (!taken) {
+		if (u->drop)
+			u->drop(u->ctx);
+		pthread_mutex_destroy(&u->lock);
+		free(u);
+	}
+}
+
+static void
+on_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra_in,
+    size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+	struct http_upgrade *u = cls;
+	int late;
+
+	(void)conn;
+	(void)con_cls;
+	pthread_mutex_lock(&u->lock);
+	late = u->taken < 0;
+	u->taken = 1;
+	u->urh = urh;
+	pthread_mutex_unlock(&u->lock);
+	if (late) {
+		MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
+		return;
+	}
+	u->fn(u->ctx, (int)sock, extra_in, extra_in_size, u);
+}
+
+void
+http_upgrade_close(struct http_upgrade *u)
+{
+	if (u == NULL)
+		return;
+	MHD_upgrade_action(u->urh, MHD_UPGRADE_ACTION_CLOSE);
+	pthread_mutex_destroy(&u->lock);
+	free(u);
+}
+
 static void
 reset_reply(struct http_req *req)
 {
@@ -234,6 +297,28 @@ reset_reply(struct http_req *req)
 	}
 	bq_free(req->out);
 	req->out = NULL;
+	upgrade_release(req);
+}
+
+void
+http_reply_upgrade(struct http_req *req, http_upgraded_fn fn, void *ctx, void (*drop)(void *ctx))
+{
+	struct http_upgrade *u = calloc(1, sizeof(*u));
+
+	reset_reply(req);
+	if (u == NULL) {
+		if (drop)
+			drop(ctx);
+		http_reply_error(req, 500, "internal", "out of memory");
+		return;
+	}
+	pthread_mutex_init(&u->lock, NULL);
+	u->fn = fn;
+	u->drop = drop;
+	u->ctx = ctx;
+	req->upgrade = u;
+	req->status = 101;
+	req->content_type[0] = '\0';
 }
 
 void
@@ -614,6 +699,8 @@ queue_reply(struct http_req *req)
 		    BQ_CHUNK / 4, out_reader, req->out, out_free);
 		if (r)
 			req->out = NULL; /* the response's now */
+	} else if (req->upgrade) {
+		r = MHD_create_response_for_upgrade(on_upgraded, req->upgrade);
 	} else {
 		r = MHD_create_response_from_buffer(req->resp_len, req->resp_body,
 		    MHD_RESPMEM_MUST_FREE);

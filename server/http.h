@@ -154,4 +154,18 @@ struct bq *http_body_stream(struct http_req *req);
 struct bq *http_reply_stream(struct http_req *req, int status, const char *content_type,
     long long length);
 
+/* Switching protocols: a 101 reply (with the headers added through
+ * http_add_header, "Upgrade" among them). Once it is sent, fn gets the
+ * connection's socket and the bytes already read past the request (on an
+ * HTTP thread: it must not block) and owns the socket until it calls
+ * http_upgrade_close(u). When the reply is replaced or the connection
+ * ends first, drop(ctx) runs instead (drop may be NULL). */
+struct http_upgrade;
+typedef void (*http_upgraded_fn)(void *ctx, int fd, const char *extra, size_t extra_len,
+    struct http_upgrade *u);
+void http_reply_upgrade(struct http_req *req, http_upgraded_fn fn, void *ctx,
+    void (*drop)(void *ctx));
+/* Gives the socket back to the HTTP server, which closes it. */
+void http_upgrade_close(struct http_upgrade *u);
+
 #endif

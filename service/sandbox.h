@@ -163,6 +163,11 @@ struct sbx_expose_req {
 json_t *sbx_create(struct sbx *s, const char *account, const struct sbx_create_req *req,
     const struct sbx_progress *pg, struct err *e);
 json_t *sbx_get(struct sbx *s, const char *account, const char *sandbox_id, struct err *e);
+/* A login shell on a terminal in the account's running sandbox (see
+ * guest_pty_start); ERR_NOT_FOUND for another account's sandbox. */
+struct guest_pty;
+struct guest_pty *sbx_pty_open(struct sbx *s, const char *account, const char *sandbox_id,
+    unsigned rows, unsigned cols, struct err *e);
 json_t *sbx_list(struct sbx *s, const char *account, const struct sbx_list_req *req, struct err *e);
 json_t *sbx_destroy(struct sbx *s, const char *account, const char *sandbox_id, struct err *e);
 /* 0 with `res` filled (sbx_run_res_clear it), -1 with `e`. */

@@ -113,6 +113,30 @@ int guest_kill(struct vm_host *h, const char *dom, long pid, int sig, struct err
 int guest_run_poll(struct vm_host *h, const char *dom, const char *cmd_id, long pid, int *exit_code,
     struct err *e);
 
+/* ---- terminals ---- */
+
+#define GUEST_PTY_MAX_DIM 1000 /* rows or columns of a terminal */
+
+struct guest_pty;
+
+/* Starts `/bin/bash -l` as the sandbox user on a terminal of rows x cols
+ * in the sandbox user's home, its input streamed. NULL with e set. */
+struct guest_pty *guest_pty_start(struct vm_host *h, const char *dom, unsigned rows, unsigned cols,
+    struct err *e);
+/* The next output: 1 with data/len (valid until the next call; len 0 is
+ * the end of output), 2 when the shell ended (exit_code: its code, 128 +
+ * signal when killed), 0 at the deadline or when *cancel became nonzero,
+ * -1 with e set (the guest connection failed). */
+int guest_pty_read(struct guest_pty *p, long long deadline_ms, const atomic_int *cancel,
+    const char **data, size_t *len, int *exit_code, struct err *e);
+/* Terminal input (blocks while the agent's stdin window is full). */
+int guest_pty_write(struct guest_pty *p, const void *data, size_t len, struct err *e);
+int guest_pty_resize(struct guest_pty *p, unsigned rows, unsigned cols, struct err *e);
+/* SIGHUP to the shell's process group (the terminal went away). */
+int guest_pty_hangup(struct guest_pty *p, struct err *e);
+/* Lets go of the terminal (hang it up first). NULL is fine. */
+void guest_pty_free(struct guest_pty *p);
+
 /* Makes a user path absolute (relative paths are under GUEST_HOME).
  * -1 when the result would not fit. */
 int guest_abs_path(const char *path, char *out, size_t n);

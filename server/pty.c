@@ -1,0 +1,857 @@
+/* pty.c - terminals over WebSocket (see pty.h).
+ *
+ * Tickets: "<expiry>.<nonce>.<mac>", the mac an HMAC-SHA256 of account,
+ * sandbox, expiry and nonce under a secret drawn at random when the
+ * process starts (so a restart voids them, and each aasd accepts only its
+ * own). The nonce is also kept until it is used or expires, which makes a
+ * ticket single use; at most PTY_TICKETS_MAX wait (the oldest go first).
+ * A ticket is never an API key: it opens this one route only.
+ *
+ * A session: the upgrade hands the socket to a thread of its own that
+ * reads client frames into terminal input, resizes and pings, while a
+ * second thread relays the terminal's output as binary frames. Whoever
+ * ends it first (the shell's exit, the client's close, a protocol error,
+ * idleness, the sandbox ending) records why; the closing frame says so. */
+#include "server/pty.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "base/ttlmap.h"
+#include "server/auth.h"
+#include "server/rest_query.h"
+#include "server/ws.h"
+#include "service/accounts.h"
+#include "service/app.h"
+#include "service/sandbox.h"
+#include "vmm/guest.h"
+
+#define PTY_ID_MAX 64         /* longest sandbox id looked at */
+#define PTY_POLL_MS 200       /* how often the threads look at the stop flag */
+#define PTY_SEND_TIMEOUT_S 30 /* a client that takes no output this long is gone */
+#define PTY_SECRET_LEN 32
+#define PTY_END_GRACE_MS 10000 /* for the end's notice after the guest connection failed */
+
+struct pty_sess {
+	struct pty_hub *hub;
+	struct pty_sess *next;
+	char account[ACCT_ID_LEN + 1];
+	char sandbox_id[PTY_ID_MAX + 1];
+	unsigned rows, cols;
+	struct guest_pty *g;
+	int fd;
+	struct http_upgrade *u;
+	struct ws_rx *rx;
+	atomic_int stop;
+	_Atomic long long last_ms; /* last input or output (monotonic) */
+	pthread_mutex_t wlock;     /* socket writes, and the end below */
+	int end_code;              /* 0 until decided */
+	char end_reason[WS_MAX_CONTROL - 1];
+	int close_sent;
+};
+
+struct pty_hub {
+	struct app *app;
+	unsigned char secret[PTY_SECRET_LEN];
+	pthread_mutex_t lock;
+	pthread_cond_t gone;
+	struct ttl_map *tickets; /* nonce -> account, until used or expired */
+	struct pty_sess *sessions;
+	size_t n_open; /* sessions reserved or running */
+	int stopping;
+	struct http_route routes[2];
+};
+
+/* ---- tickets ---- */
+
+static void
+ticket_mac(const struct pty_hub *p, const char *account, const char *sandbox_id, long long exp,
+    const char *nonce, char hex[65])
+{
+	unsigned char mac[EVP_MAX_MD_SIZE];
+	unsigned len = 0;
+	char msg[256];
+	int n = snprintf(msg, sizeof(msg), "pty\n%s\n%s\n%lld\n%s", account, sandbox_id, exp,
+	    nonce);
+
+	HMAC(EVP_sha256(), p->secret, PTY_SECRET_LEN, (const unsigned char *)msg, (size_t)n, mac,
+	    &len);
+	for (unsigned i = 0; i < 32; i++)
+		snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+}
+
+int
+pty_ticket_issue(struct pty_hub *p, const char *account, const char *sandbox_id, long long now,
+    char out[PTY_TICKET_MAX], struct err *e)
+{
+	unsigned char raw[16];
+	char nonce[33], mac[65];
+	long long exp = now + p->app->cfg.pty_ticket_ttl_s;
+
+	if (RAND_bytes(raw, sizeof(raw)) != 1) {
+		err_set(e, ERR_INTERNAL, "no random bytes for a ticket");
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(nonce + 2 * i, 3, "%02x", raw[i]);
+	ticket_mac(p, account, sandbox_id, exp, nonce, mac);
+	snprintf(out, PTY_TICKET_MAX, "%lld.%s.%s", exp, nonce, mac);
+	pthread_mutex_lock(&p->lock);
+	ttl_put(p->tickets, nonce, account);
+	pthread_mutex_unlock(&p->lock);
+	return 0;
+}
+
+int
+pty_ticket_redeem(struct pty_hub *p, const char *ticket, const char *sandbox_id, long long now,
+    char *account, size_t an, struct err *e)
+{
+	char nonce[33], mac[65], want[65], acct[ACCT_ID_LEN + 1], v[ACCT_ID_LEN + 1];
+	const char *dot1, *dot2;
+	long long exp;
+	int live;
+
+	dot1 = strchr(ticket, '.');
+	dot2 = dot1 ? strchr(dot1 + 1, '.') : NULL;
+	if (dot1 == NULL || dot2 == NULL || dot2 - dot1 - 1 != 32 || strlen(dot2 + 1) != 64 ||
+	    dot1 - ticket > 19)
+		goto refuse;
+	{
+		char num[20];
+		snprintf(num, sizeof(num), "%.*s", (int)(dot1 - ticket), ticket);
+		if (rest_query_int(num, &exp) < 0)
+			goto refuse;
+	}
+	snprintf(nonce, sizeof(nonce), "%.32s", dot1 + 1);
+	snprintf(mac, sizeof(mac), "%s", dot2 + 1);
+	if (exp < now)
+		goto refuse;
+	/* The account is not in the ticket: the nonce names the one it was
+	 * issued to. */
+	pthread_mutex_lock(&p->lock);
+	live = ttl_get(p->tickets, nonce, acct, sizeof(acct));
+	pthread_mutex_unlock(&p->lock);
+	if (!live)
+		goto refuse;
+	ticket_mac(p, acct, sandbox_id, exp, nonce, want);
+	if (CRYPTO_memcmp(want, mac, 64) != 0)
+		goto refuse;
+	pthread_mutex_lock(&p->lock);
+	live = ttl_get(p->tickets, nonce, v, sizeof(v));
+	ttl_del(p->tickets, nonce);
+	pthread_mutex_unlock(&p->lock);
+	if (!live)
+		goto refuse; /* used meanwhile */
+	snprintf(account, an, "%s", acct);
+	return 0;
+refuse:
+	err_set(e, ERR_UNAUTHORIZED,
+	    "ticket: not valid (forged, expired, used, or for another "
+	    "sandbox)");
+	return -1;
+}
+
+/* ---- sessions ---- */
+
+/* Records why the session ends (the first reason wins) and stops it. */
+static void
+sess_end(struct pty_sess *s, int code, const char *reason)
+{
+	pthread_mutex_lock(&s->wlock);
+	if (s->end_code == 0) {
+		s->end_code = code;
+		snprintf(s->end_reason, sizeof(s->end_reason), "%s", reason);
+	}
+	pthread_mutex_unlock(&s->wlock);
+	atomic_store(&s->stop, 1);
+}
+
+static int
+send_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+/* One server frame; a failed write ends the session. */
+static int
+sess_send(struct pty_sess *s, enum ws_op op, const void *data, size_t len)
+{
+	size_t cap = len + WS_MAX_HEADER, n;
+	uint8_t *f = malloc(cap);
+	int rc = -1;
+
+	if (f == NULL)
+		goto out;
+	n = ws_encode(op, data, len, f, cap);
+	pthread_mutex_lock(&s->wlock);
+	if (n > 0 && !s->close_sent)
+		rc = send_all(s->fd, f, n);
+	pthread_mutex_unlock(&s->wlock);
+out:
+	free(f);
+	if (rc < 0)
+		sess_end(s, WS_CLOSE_GOING_AWAY, "client gone");
+	return rc;
+}
+
+/* The closing frame, once. */
+static void
+sess_send_close(struct pty_sess *s)
+{
+	uint8_t f[WS_MAX_HEADER + WS_MAX_CONTROL];
+	size_t n;
+
+	pthread_mutex_lock(&s->wlock);
+	if (!s->close_sent) {
+		n = ws_encode_close(s->end_code ? s->end_code : WS_CLOSE_NORMAL, s->end_reason, f,
+		    sizeof(f));
+		if (n > 0)
+			(void)send_all(s->fd, f, n);
+		s->close_sent = 1;
+	}
+	pthread_mutex_unlock(&s->wlock);
+}
+
+/* The terminal's output to the client, until the shell ends or the
+ * session stops. */
+static void *
+sess_output(void *arg)
+{
+	struct pty_sess *s = arg;
+	struct err e;
+
+	while (!atomic_load(&s->stop)) {
+		const char *data = NULL;
+		size_t len = 0;
+		int code = 0, rc;
+
+		err_clear(&e);
+		rc = guest_pty_read(s->g, clock_ms() + 1000, &s->stop, &data, &len, &code, &e);
+		if (rc == 1 && len > 0) {
+			atomic_store(&s->last_ms, clock_ms());
+			(void)sess_send(s, WS_OP_BINARY, data, len);
+		} else if (rc == 2) {
+			char why[32];
+			snprintf(why, sizeof(why), "exit %d", code);
+			sess_end(s, WS_CLOSE_NORMAL, why);
+		} else if (rc < 0) {
+			/* A destroy closes the agent connection before the
+			 * sandbox's end is announced (pty_close_sandbox), which
+			 * names the reason better: give it a moment. */
+			for (int i = 0;
+			     i < PTY_END_GRACE_MS / PTY_POLL_MS && !atomic_load(&s->stop); i++)
+				nanosleep(&(struct timespec){ .tv_nsec = PTY_POLL_MS * 1000000L },
+				    NULL);
+			log_warn("pty: sandbox %s: %s", s->sandbox_id, e.msg);
+			sess_end(s, WS_CLOSE_ERROR, "sandbox unavailable");
+		}
+	}
+	return NULL;
+}
+
+/* A text message: a control message ({"type":"resize",...}) or input. */
+static void
+sess_text(struct pty_sess *s, const struct ws_msg *m)
+{
+	json_t *j = m->len > 0 && m->data[0] == '{' ?
+	    json_loadb((const char *)m->data, m->len, 0, NULL) :
+	    NULL;
+	const char *type = j ? json_string_value(json_object_get(j, "type")) : NULL;
+	struct err e;
+
+	err_clear(&e);
+	if (type == NULL) {
+		if (guest_pty_write(s->g, m->data, m->len, &e) < 0)
+			sess_end(s, WS_CLOSE_ERROR, "sandbox unavailable");
+	} else if (strcmp(type, "resize") == 0) {
+		json_int_t r = json_integer_value(json_object_get(j, "rows"));
+		json_int_t c = json_integer_value(json_object_get(j, "cols"));
+
+		if (r < 1 || c < 1 || r > GUEST_PTY_MAX_DIM || c > GUEST_PTY_MAX_DIM)
+			sess_end(s, WS_CLOSE_POLICY, "resize: rows and cols from 1 to 1000");
+		else if (guest_pty_resize(s->g, (unsigned)r, (unsigned)c, &e) < 0)
+			sess_end(s, WS_CLOSE_ERROR, "sandbox unavailable");
+	} else {
+		sess_end(s, WS_CLOSE_POLICY, "unknown message type");
+	}
+	json_decref(j);
+}
+
+static int
+sess_messages(struct pty_sess *s)
+{
+	struct ws_msg m;
+	int code = 0, rc;
+	struct err e;
+
+	while ((rc = ws_rx_next(s->rx, &m, &code)) == 1 && !atomic_load(&s->stop)) {
+		atomic_store(&s->last_ms, clock_ms());
+		err_clear(&e);
+		switch (m.op) {
+		case WS_OP_BINARY:
+			if (guest_pty_write(s->g, m.data, m.len, &e) < 0)
+				sess_end(s, WS_CLOSE_ERROR, "sandbox unavailable");
+			break;
+		case WS_OP_TEXT:
+			sess_text(s, &m);
+			break;
+		case WS_OP_PING:
+			(void)sess_send(s, WS_OP_PONG, m.data, m.len);
+			break;
+		case WS_OP_CLOSE:
+			sess_end(s, WS_CLOSE_NORMAL, "closed by the client");
+			break;
+		default:
+			break;
+		}
+	}
+	if (rc < 0)
+		sess_end(s, code, "protocol error");
+	return rc;
+}
+
+static void
+hub_remove(struct pty_sess *s)
+{
+	struct pty_hub *p = s->hub;
+
+	pthread_mutex_lock(&p->lock);
+	for (struct pty_sess **pp = &p->sessions; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	p->n_open--;
+	pthread_cond_broadcast(&p->gone);
+	pthread_mutex_unlock(&p->lock);
+}
+
+static void
+sess_free(struct pty_sess *s)
+{
+	if (s == NULL)
+		return;
+	guest_pty_free(s->g);
+	ws_rx_free(s->rx);
+	pthread_mutex_destroy(&s->wlock);
+	free(s);
+}
+
+/* The client's frames, until the session stops; then the teardown. */
+static void *
+sess_main(void *arg)
+{
+	struct pty_sess *s = arg;
+	long long idle_ms = (long long)s->hub->app->cfg.pty_idle_s * 1000;
+	pthread_t out;
+	int have_out = pthread_create(&out, NULL, sess_output, s) == 0;
+	struct err e;
+
+	if (!have_out)
+		sess_end(s, WS_CLOSE_ERROR, "out of threads");
+	while (!atomic_load(&s->stop)) {
+		struct pollfd pfd = { .fd = s->fd, .events = POLLIN };
+		int n = poll(&pfd, 1, PTY_POLL_MS);
+
+		if (clock_ms() - atomic_load(&s->last_ms) > idle_ms) {
+			sess_end(s, WS_CLOSE_NORMAL, "idle (AAS_PTY_IDLE_S)");
+			break;
+		}
+		if (n <= 0)
+			continue;
+		uint8_t buf[16384];
+		size_t room = ws_rx_room(s->rx);
+		ssize_t k = recv(s->fd, buf, room < sizeof(buf) ? room : sizeof(buf), 0);
+
+		if (k < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (k <= 0) {
+			sess_end(s, WS_CLOSE_GOING_AWAY, "client gone");
+			break;
+		}
+		(void)ws_rx_push(s->rx, buf, (size_t)k);
+		(void)sess_messages(s);
+	}
+	/* The terminal went away: hang up the shell's group. */
+	err_clear(&e);
+	(void)guest_pty_hangup(s->g, &e);
+	if (have_out)
+		pthread_join(out, NULL);
+	sess_send_close(s);
+	log_info("pty: sandbox %s closed: %d %s", s->sandbox_id, s->end_code, s->end_reason);
+	http_upgrade_close(s->u);
+	hub_remove(s);
+	sess_free(s);
+	return NULL;
+}
+
+/* The socket is ours (on an HTTP thread: only start the thread). */
+static void
+sess_upgraded(void *ctx, int fd, const char *extra, size_t extra_len, struct http_upgrade *u)
+{
+	struct pty_sess *s = ctx;
+	struct pty_hub *p = s->hub;
+	struct timeval tv = { .tv_sec = PTY_SEND_TIMEOUT_S };
+	int fl = fcntl(fd, F_GETFL);
+	pthread_attr_t attr;
+	pthread_t t;
+
+	s->fd = fd;
+	s->u = u;
+	if (fl >= 0)
+		(void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (extra_len > 0 && ws_rx_push(s->rx, extra, extra_len) != extra_len)
+		sess_end(s, WS_CLOSE_TOO_BIG, "frame too large");
+	atomic_store(&s->last_ms, clock_ms());
+	pthread_mutex_lock(&p->lock);
+	s->next = p->sessions;
+	p->sessions = s;
+	if (p->stopping)
+		sess_end(s, WS_CLOSE_GOING_AWAY, "server stopping");
+	pthread_mutex_unlock(&p->lock);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, sess_main, s) != 0) {
+		log_warn("pty: no thread for a session");
+		sess_end(s, WS_CLOSE_ERROR, "out of threads");
+		sess_send_close(s);
+		http_upgrade_close(u);
+		hub_remove(s);
+		sess_free(s);
+	}
+	pthread_attr_destroy(&attr);
+}
+
+/* The upgrade never happened: the slot and the shell go. */
+static void
+sess_drop(void *ctx)
+{
+	struct pty_sess *s = ctx;
+	struct err e;
+
+	err_clear(&e);
+	if (s->g)
+		(void)guest_pty_hangup(s->g, &e);
+	pthread_mutex_lock(&s->hub->lock);
+	s->hub->n_open--;
+	pthread_cond_broadcast(&s->hub->gone);
+	pthread_mutex_unlock(&s->hub->lock);
+	sess_free(s);
+}
+
+static void
+close_matching(struct pty_hub *p, const char *sandbox_id, const char *account, const char *why)
+{
+	pthread_mutex_lock(&p->lock);
+	for (struct pty_sess *s = p->sessions; s; s = s->next)
+		if ((sandbox_id && strcmp(s->sandbox_id, sandbox_id) == 0) ||
+		    (account && strcmp(s->account, account) == 0))
+			sess_end(s, WS_CLOSE_GOING_AWAY, why);
+	pthread_mutex_unlock(&p->lock);
+}
+
+void
+pty_close_sandbox(struct pty_hub *p, const char *sandbox_id)
+{
+	if (p)
+		close_matching(p, sandbox_id, NULL, "sandbox ended");
+}
+
+void
+pty_close_account(struct pty_hub *p, const char *account_id)
+{
+	if (p)
+		close_matching(p, NULL, account_id, "account disabled");
+}
+
+/* ---- routes ---- */
+
+struct open_job {
+	struct pty_hub *hub;
+	char account[ACCT_ID_LEN + 1];
+	char sandbox_id[PTY_ID_MAX + 1];
+	char accept[WS_ACCEPT_LEN + 1];
+	int websocket; /* the request asked for the upgrade properly */
+	unsigned rows, cols;
+};
+
+/* The REST error body; a malformed sandbox id names nothing of the
+ * caller's: 404, as on the other routes. */
+static void
+reply_err(struct http_req *req, const struct err *e)
+{
+	enum err_kind kind = e->kind;
+	json_t *body;
+
+	if (kind == ERR_INVALID && strcmp(e->field, "sandbox_id") == 0)
+		kind = ERR_NOT_FOUND;
+	body = json_pack("{s:{s:s, s:s}}", "error", "code", err_kind_name(kind), "message", e->msg);
+	if (body && e->field[0])
+		json_object_set_new(json_object_get(body, "error"), "field", json_string(e->field));
+	http_reply_json(req, err_http_status(kind), body);
+}
+
+/* Counts a session against both caps, or replies 429 naming the one
+ * reached. */
+static int
+reserve(struct pty_hub *p, struct http_req *req, const char *account)
+{
+	const struct config *cfg = &p->app->cfg;
+	size_t mine = 0;
+	const char *over = NULL;
+	char msg[200];
+
+	pthread_mutex_lock(&p->lock);
+	for (struct pty_sess *s = p->sessions; s; s = s->next)
+		mine += strcmp(s->account, account) == 0;
+	if (p->n_open >= (size_t)cfg->max_pty)
+		over = "AAS_MAX_PTY";
+	else if (mine >= (size_t)cfg->max_pty_per_account)
+		over = "AAS_MAX_PTY_PER_ACCOUNT";
+	else
+		p->n_open++;
+	pthread_mutex_unlock(&p->lock);
+	if (over == NULL)
+		return 0;
+	snprintf(msg, sizeof(msg), "too many terminal sessions open (%s = %d); close one first",
+	    over, strcmp(over, "AAS_MAX_PTY") == 0 ? cfg->max_pty : cfg->max_pty_per_account);
+	http_add_header(req, "Retry-After", "5");
+	http_reply_error(req, 429, "busy", msg);
+	return -1;
+}
+
+static void
+open_work(struct http_req *req, void *arg)
+{
+	struct open_job *j = arg;
+	struct pty_hub *p = j->hub;
+	struct pty_sess *s = NULL;
+	struct err e;
+
+	err_clear(&e);
+	if (p->app->sbx == NULL) {
+		err_set(&e, ERR_UNAVAILABLE, "sandboxes are not available on this server");
+		reply_err(req, &e);
+		goto out;
+	}
+	if (!j->websocket) {
+		/* The sandbox is looked up all the same: 404 before 426. */
+		json_t *sb = sbx_get(p->app->sbx, j->account, j->sandbox_id, &e);
+		if (sb == NULL) {
+			reply_err(req, &e);
+			goto out;
+		}
+		json_decref(sb);
+		http_add_header(req, "Sec-WebSocket-Version", "13");
+		http_reply_error(req, 426, "upgrade_required",
+		    "this route is a WebSocket (Upgrade: websocket, Sec-WebSocket-Version: 13)");
+		goto out;
+	}
+	if (reserve(p, req, j->account) < 0)
+		goto out;
+	s = calloc(1, sizeof(*s));
+	if (s == NULL || (s->rx = ws_rx_new(PTY_MAX_FRAME, PTY_MAX_MESSAGE)) == NULL) {
+		err_set(&e, ERR_INTERNAL, "out of memory");
+		goto fail;
+	}
+	pthread_mutex_init(&s->wlock, NULL);
+	s->hub = p;
+	s->fd = -1;
+	snprintf(s->account, sizeof(s->account), "%s", j->account);
+	snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", j->sandbox_id);
+	s->g = sbx_pty_open(p->app->sbx, j->account, j->sandbox_id, j->rows, j->cols, &e);
+	if (s->g == NULL)
+		goto fail;
+	http_add_header(req, "Upgrade", "websocket");
+	http_add_header(req, "Sec-WebSocket-Accept", j->accept);
+	http_reply_upgrade(req, sess_upgraded, s, sess_drop);
+	goto out;
+fail:
+	if (s && s->rx)
+		sess_drop(s);
+	else {
+		free(s);
+		pthread_mutex_lock(&p->lock);
+		p->n_open--;
+		pthread_mutex_unlock(&p->lock);
+	}
+	reply_err(req, &e);
+out:
+	free(j);
+}
+
+static int
+query_dim(const json_t *q, const char *name, unsigned def, unsigned *out, struct err *e)
+{
+	const char *v = json_string_value(json_object_get(q, name));
+	long long n;
+
+	*out = def;
+	if (v == NULL)
+		return 0;
+	if (rest_query_int(v, &n) < 0 || n < 1 || n > GUEST_PTY_MAX_DIM) {
+		err_set_field(e, name, "%s: an integer from 1 to %d", name, GUEST_PTY_MAX_DIM);
+		return -1;
+	}
+	*out = (unsigned)n;
+	return 0;
+}
+
+static int
+sandbox_arg(struct http_req *req, char *out, size_t n, struct err *e)
+{
+	if (http_path_arg(req, 0, out, n) < 0) {
+		err_set(e, ERR_NOT_FOUND, "sandbox_id: no such sandbox");
+		return -1;
+	}
+	return 0;
+}
+
+/* GET /v1/sandboxes/{sandbox_id}/pty */
+static void
+handle_open(struct http_req *req, void *ctx)
+{
+	struct pty_hub *p = ctx;
+	const char *up = http_header(req, "Upgrade");
+	const char *ver = http_header(req, "Sec-WebSocket-Version");
+	const char *ticket;
+	struct open_job *j;
+	json_t *q = NULL;
+	struct err e;
+
+	err_clear(&e);
+	if (strcmp(http_method(req), "GET") != 0) {
+		http_add_header(req, "Allow", "GET");
+		http_reply_error(req, 405, "method_not_allowed", "use GET with Upgrade: websocket");
+		return;
+	}
+	j = calloc(1, sizeof(*j));
+	if (j == NULL) {
+		http_reply_error(req, 500, "internal", "out of memory");
+		return;
+	}
+	j->hub = p;
+	if (sandbox_arg(req, j->sandbox_id, sizeof(j->sandbox_id), &e) < 0)
+		goto refuse;
+	if ((q = rest_query_parse(http_query(req), &e)) == NULL)
+		goto refuse;
+	ticket = json_string_value(json_object_get(q, "ticket"));
+	if (http_account(req) != NULL) {
+		snprintf(j->account, sizeof(j->account), "%s", http_account(req));
+	} else if (ticket == NULL) {
+		auth_reply_unauthorized(req, AUTH_NO_KEY, NULL, p->app->cfg.dashboard_url);
+		goto done;
+	} else if (pty_ticket_redeem(p, ticket, j->sandbox_id, (long long)time(NULL), j->account,
+		       sizeof(j->account), &e) < 0) {
+		goto refuse;
+	}
+	if (query_dim(q, "rows", PTY_DEFAULT_ROWS, &j->rows, &e) < 0 ||
+	    query_dim(q, "cols", PTY_DEFAULT_COLS, &j->cols, &e) < 0)
+		goto refuse;
+	j->websocket = up != NULL && strcasecmp(up, "websocket") == 0 && ver != NULL &&
+	    strcmp(ver, "13") == 0;
+	if (j->websocket && ws_accept(http_header(req, "Sec-WebSocket-Key"), j->accept) < 0) {
+		err_set(&e, ERR_INVALID, "Sec-WebSocket-Key: 16 bytes in base64");
+		goto refuse;
+	}
+	json_decref(q);
+	auth_defer(req, open_work, j, free);
+	return;
+refuse:
+	reply_err(req, &e);
+done:
+	json_decref(q);
+	free(j);
+}
+
+struct ticket_job {
+	struct pty_hub *hub;
+	char account[ACCT_ID_LEN + 1];
+	char sandbox_id[PTY_ID_MAX + 1];
+};
+
+static void
+ticket_work(struct http_req *req, void *arg)
+{
+	struct ticket_job *j = arg;
+	char ticket[PTY_TICKET_MAX];
+	json_t *sb = NULL;
+	struct err e;
+
+	err_clear(&e);
+	if (j->hub->app->sbx == NULL) {
+		err_set(&e, ERR_UNAVAILABLE, "sandboxes are not available on this server");
+		goto fail;
+	}
+	/* Only for the caller's own sandbox: 404 otherwise. */
+	if ((sb = sbx_get(j->hub->app->sbx, j->account, j->sandbox_id, &e)) == NULL)
+		goto fail;
+	if (pty_ticket_issue(j->hub, j->account, j->sandbox_id, (long long)time(NULL), ticket, &e) <
+	    0)
+		goto fail;
+	http_add_header(req, "Cache-Control", "no-store");
+	http_reply_json(req, 201,
+	    json_pack("{s:s, s:i}", "ticket", ticket, "expires_in",
+		j->hub->app->cfg.pty_ticket_ttl_s));
+	goto out;
+fail:
+	if (e.kind == ERR_INVALID)
+		e.kind = ERR_NOT_FOUND; /* a malformed id names nothing of yours */
+	reply_err(req, &e);
+out:
+	json_decref(sb);
+	free(j);
+}
+
+/* POST /v1/sandboxes/{sandbox_id}/pty/ticket */
+static void
+handle_ticket(struct http_req *req, void *ctx)
+{
+	struct ticket_job *j;
+	struct err e;
+
+	err_clear(&e);
+	if (strcmp(http_method(req), "POST") != 0) {
+		http_add_header(req, "Allow", "POST");
+		http_reply_error(req, 405, "method_not_allowed", "use POST");
+		return;
+	}
+	if (http_account(req) == NULL) {
+		auth_reply_unauthorized(req, AUTH_NO_KEY, NULL,
+		    ((struct pty_hub *)ctx)->app->cfg.dashboard_url);
+		return;
+	}
+	j = calloc(1, sizeof(*j));
+	if (j == NULL) {
+		http_reply_error(req, 500, "internal", "out of memory");
+		return;
+	}
+	j->hub = ctx;
+	snprintf(j->account, sizeof(j->account), "%s", http_account(req));
+	if (sandbox_arg(req, j->sandbox_id, sizeof(j->sandbox_id), &e) < 0) {
+		reply_err(req, &e);
+		free(j);
+		return;
+	}
+	auth_defer(req, ticket_work, j, free);
+}
+
+/* A key sent is checked before anything else; the terminal route also
+ * takes a ticket instead. */
+static enum http_key_need
+head_open(struct http_req *req, void *ctx)
+{
+	(void)ctx;
+	if (strcmp(http_method(req), "GET") != 0) {
+		http_add_header(req, "Allow", "GET");
+		http_reply_error(req, 405, "method_not_allowed", "use GET with Upgrade: websocket");
+		return HTTP_KEY_REPLIED;
+	}
+	return HTTP_KEY_OPTIONAL;
+}
+
+static enum http_key_need
+head_ticket(struct http_req *req, void *ctx)
+{
+	(void)ctx;
+	if (strcmp(http_method(req), "POST") != 0) {
+		http_add_header(req, "Allow", "POST");
+		http_reply_error(req, 405, "method_not_allowed", "use POST");
+		return HTTP_KEY_REPLIED;
+	}
+	return HTTP_KEY_REQUIRED;
+}
+
+size_t
+pty_routes(struct pty_hub *p, struct http_route *out, size_t max)
+{
+	if (max < 2)
+		return 0;
+	out[0] = p->routes[0];
+	out[1] = p->routes[1];
+	return 2;
+}
+
+struct pty_hub *
+pty_new(struct app *app, struct err *e)
+{
+	struct pty_hub *p = calloc(1, sizeof(*p));
+
+	if (p == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	p->app = app;
+	if (RAND_bytes(p->secret, sizeof(p->secret)) != 1 ||
+	    (p->tickets = ttl_new(PTY_TICKETS_MAX, app->cfg.pty_ticket_ttl_s)) == NULL) {
+		err_set(e, ERR_INTERNAL, "pty: no ticket secret or table");
+		free(p);
+		return NULL;
+	}
+	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->gone, NULL);
+	p->routes[0] = (struct http_route){ .path = "/v1/sandboxes/{sandbox_id}/pty",
+		.handler = handle_open,
+		.ctx = p,
+		.head = head_open };
+	p->routes[1] = (struct http_route){ .path = "/v1/sandboxes/{sandbox_id}/pty/ticket",
+		.handler = handle_ticket,
+		.ctx = p,
+		.head = head_ticket };
+	return p;
+}
+
+void
+pty_stop(struct pty_hub *p)
+{
+	if (p == NULL)
+		return;
+	pthread_mutex_lock(&p->lock);
+	p->stopping = 1;
+	for (struct pty_sess *s = p->sessions; s; s = s->next)
+		sess_end(s, WS_CLOSE_GOING_AWAY, "server stopping");
+	while (p->sessions != NULL)
+		pthread_cond_wait(&p->gone, &p->lock);
+	pthread_mutex_unlock(&p->lock);
+}
+
+void
+pty_free(struct pty_hub *p)
+{
+	if (p == NULL)
+		return;
+	pty_stop(p);
+	ttl_free(p->tickets);
+	pthread_cond_destroy(&p->gone);
+	pthread_mutex_destroy(&p->lock);
+	free(p);
+}

@@ -1,0 +1,140 @@
+/* test_pty.c - terminal tickets: one use, for one sandbox and account,
+ * until they expire; forged or malformed ones are refused. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "server/pty.h"
+#include "service/app.h"
+
+#define ACCT "11111111-2222-3333-4444-555555555555"
+#define SBX "sbx-one"
+#define NOW 1800000000LL
+
+static struct app app;
+
+static int
+setup(void **state)
+{
+	app.cfg.pty_ticket_ttl_s = 60;
+	*state = pty_new(&app, &(struct err){ 0 });
+	return *state ? 0 : -1;
+}
+
+static int
+teardown(void **state)
+{
+	pty_free(*state);
+	return 0;
+}
+
+static int
+redeem(struct pty_hub *p, const char *t, const char *sbx, long long now, char *acct)
+{
+	struct err e;
+
+	err_clear(&e);
+	acct[0] = '\0';
+	if (pty_ticket_redeem(p, t, sbx, now, acct, 64, &e) == 0)
+		return 0;
+	assert_int_equal(e.kind, ERR_UNAUTHORIZED);
+	return -1;
+}
+
+static void
+issue(struct pty_hub *p, char *t)
+{
+	struct err e;
+
+	err_clear(&e);
+	assert_int_equal(pty_ticket_issue(p, ACCT, SBX, NOW, t, &e), 0);
+}
+
+static void
+test_once_for_its_account(void **state)
+{
+	char t[PTY_TICKET_MAX], acct[64];
+
+	issue(*state, t);
+	assert_int_equal(redeem(*state, t, SBX, NOW + 1, acct), 0);
+	assert_string_equal(acct, ACCT);
+	assert_int_equal(redeem(*state, t, SBX, NOW + 1, acct), -1);
+}
+
+static void
+test_at_the_expiry_and_after(void **state)
+{
+	char t[PTY_TICKET_MAX], u[PTY_TICKET_MAX], acct[64];
+
+	issue(*state, t);
+	issue(*state, u);
+	assert_int_equal(redeem(*state, t, SBX, NOW + 61, acct), -1);
+	assert_int_equal(redeem(*state, u, SBX, NOW + 60, acct), 0);
+}
+
+static void
+test_other_sandbox_refused(void **state)
+{
+	char t[PTY_TICKET_MAX], acct[64];
+
+	issue(*state, t);
+	assert_int_equal(redeem(*state, t, "sbx-two", NOW, acct), -1);
+	/* A failed try does not use it up. */
+	assert_int_equal(redeem(*state, t, SBX, NOW, acct), 0);
+}
+
+static void
+test_forged_refused(void **state)
+{
+	char t[PTY_TICKET_MAX], f[PTY_TICKET_MAX + 8], acct[64];
+	size_t n;
+	long long exp;
+
+	issue(*state, t);
+	n = strlen(t);
+	/* The mac's last digit changed. */
+	snprintf(f, sizeof(f), "%s", t);
+	f[n - 1] = f[n - 1] == '0' ? '1' : '0';
+	assert_int_equal(redeem(*state, f, SBX, NOW, acct), -1);
+	/* A later expiry with the same nonce and mac. */
+	assert_int_equal(sscanf(t, "%lld", &exp), 1);
+	snprintf(f, sizeof(f), "%lld%s", exp + 1000, strchr(t, '.'));
+	assert_int_equal(redeem(*state, f, SBX, NOW, acct), -1);
+	/* Shapes that are no ticket. */
+	const char *const bad[] = { "", ".", "..", "1.2.3", "x.y.z", t + 1,
+		"-1.00000000000000000000000000000000."
+		"0000000000000000000000000000000000000000000000000000000000000000" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_int_equal(redeem(*state, bad[i], SBX, NOW, acct), -1);
+	/* The genuine one still works. */
+	assert_int_equal(redeem(*state, t, SBX, NOW, acct), 0);
+}
+
+static void
+test_other_process_refused(void **state)
+{
+	struct pty_hub *other = pty_new(&app, &(struct err){ 0 });
+	char t[PTY_TICKET_MAX], acct[64];
+
+	issue(other, t);
+	assert_int_equal(redeem(*state, t, SBX, NOW, acct), -1);
+	pty_free(other);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_once_for_its_account, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_at_the_expiry_and_after, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_other_sandbox_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_forged_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_other_process_refused, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
