@@ -56,6 +56,7 @@ struct config {
 	char warm_pool_raw[128];
 	int boot_timeout_s;
 	int console_max_bytes;
+	char guest_kernel_args[256]; /* words for new VMs' kernel (tests only) */
 	int kvm_probe_timeout_s;
 	int reconcile_s;
 	long long max_output_bytes;

@@ -46,6 +46,7 @@ orch_open(const struct config *cfg, struct err *e)
 		.kvm_probe_timeout_s = cfg->kvm_probe_timeout_s,
 		.net_allow = cfg->net_allow,
 		.console_max_bytes = (size_t)cfg->console_max_bytes,
+		.guest_kernel_args = cfg->guest_kernel_args,
 	};
 
 	return orch_new(&oc, e);
