@@ -157,11 +157,13 @@ sbx_guest_failed(struct sbx *s, const char *id, const char *host, struct err *e)
 {
 	char why[SBX_AGENT_WHY_MAX];
 
-	if (e->kind == ERR_UNAVAILABLE && end_if_agent_fault(s, id, host, why, sizeof(why)))
+	if (e->kind == ERR_UNAVAILABLE && end_if_agent_fault(s, id, host, why, sizeof(why))) {
+		err_clear(e);
 		err_set(e, ERR_UNAVAILABLE,
 		    "sandbox %s ended (agent_protocol): its guest agent broke the protocol (%s); "
 		    "create a new one",
 		    id, why);
+	}
 	return -1;
 }
 
