@@ -364,6 +364,29 @@ test_agent_fault_ends_sandbox(void **state)
 	    1);
 }
 
+/* get_command meets the broken agent: the same end. */
+static void
+test_agent_fault_seen_by_get_command(void **state)
+{
+	struct sfx *s = *state;
+	char id[ID_MAX], cmd[64];
+	struct err e;
+	json_t *r;
+
+	sfx_create(s, 10, id);
+	r = sfx_ok(s, s->account, "run_command",
+	    json_pack("{s:s, s:s, s:b}", "sandbox_id", id, "command", "sleep 30", "background", 1));
+	snprintf(cmd, sizeof(cmd), "%s", sfx_str(r, "command_id"));
+	json_decref(r);
+	assert_int_equal(fake_vm_set_agent_fault(id, "unknown channel 9"), 0);
+	e = sfx_fails(s, s->account, "get_command",
+	    json_pack("{s:s, s:s}", "sandbox_id", id, "command_id", cmd), ERR_UNAVAILABLE);
+	if (strstr(e.msg, "agent_protocol") == NULL)
+		fail_msg("%s", e.msg);
+	assert_string_equal(end_reason(s, id), "agent_protocol");
+	assert_int_equal(sfx_balance(s, s->account), sfx_ledger_sum(s, s->account));
+}
+
 /* The same noticed by reconcile when no call was made. */
 static void
 test_agent_fault_seen_by_reconcile(void **state)
@@ -548,6 +571,7 @@ main(void)
 		T(test_half_created_is_host_lost),
 		T(test_agent_fault_ends_sandbox),
 		T(test_agent_fault_seen_by_reconcile),
+		T(test_agent_fault_seen_by_get_command),
 		T(test_ended_row_needs_a_reason),
 		cmocka_unit_test_setup_teardown(test_pool_surplus, sfx_setup_warm_pool,
 		    sfx_teardown),
