@@ -28,7 +28,8 @@ enum cfg_kind {
 	CFG_POOL,
 	CFG_NET,
 	CFG_SCHEME,
-	CFG_CIDRS
+	CFG_CIDRS,
+	CFG_GUEST_ARGS
 };
 
 struct cfg_entry {
@@ -131,6 +132,10 @@ static const struct cfg_entry cfg_table[] = {
 	    "Newest serial console output kept per VM on the host (the guest writes it; older output is dropped)." },
 	{ "AAS_BENCH_PORT", CFG_INT, "0", 0, 1, F(bench_port),
 	    "1 gives new VMs a second virtio-serial port, org.aas.bench.0, used only by make bench for its raw port baseline; 0 (the default) leaves it out." },
+	{ "AAS_GUEST_KERNEL_ARGS", CFG_GUEST_ARGS, "", 0, 0, F(guest_kernel_args),
+	    "For tests and diagnostics only: words added to new VMs' kernel command line; the one "
+	    "word allowed is aas.agent_test=MODE (oversize, garbage, flood, silent or stall), which "
+	    "makes the guest agent break the protocol that way." },
 	{ "AAS_KVM_PROBE_TIMEOUT_S", CFG_INT, "15", 1, 600, F(kvm_probe_timeout_s),
 	    "With AAS_VIRT=auto, how long the KVM probe guest may take to answer." },
 	{ "AAS_RECONCILE_S", CFG_INT, "30", 0, 3600, F(reconcile_s),
@@ -369,6 +374,37 @@ set_cidrs(char *field, size_t size, const char *v)
 	return 0;
 }
 
+/* AAS_GUEST_KERNEL_ARGS: only words this list knows reach a kernel. */
+static int
+set_guest_args(char *field, size_t size, const char *v)
+{
+	static const char *const allowed[] = {
+		"aas.agent_test=oversize",
+		"aas.agent_test=garbage",
+		"aas.agent_test=flood",
+		"aas.agent_test=silent",
+		"aas.agent_test=stall",
+	};
+	const char *p = v;
+
+	if (strlen(v) >= size)
+		return -1;
+	while (*p) {
+		size_t len = strcspn(p, " ");
+		int ok = 0;
+
+		for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
+			ok |= strlen(allowed[i]) == len && strncmp(p, allowed[i], len) == 0;
+		if (!ok)
+			return -1;
+		p += len;
+		if (*p == ' ' && *++p == '\0')
+			return -1;
+	}
+	memcpy(field, v, strlen(v) + 1);
+	return 0;
+}
+
 static int
 apply_entry(struct config *cfg, const struct cfg_entry *ent, const char *v)
 {
@@ -425,6 +461,8 @@ apply_entry(struct config *cfg, const struct cfg_entry *ent, const char *v)
 		else
 			return -1;
 		return 0;
+	case CFG_GUEST_ARGS:
+		return set_guest_args(field, ent->size, v);
 	case CFG_POOL:
 		if (strlen(v) >= ent->size)
 			return -1;
@@ -487,6 +525,10 @@ expected_form(const struct cfg_entry *ent, char *buf, size_t n)
 	case CFG_CIDRS:
 		snprintf(buf, n, "comma-separated CIDRs such as 10.1.0.0/16,fd00::/8 (at most %d)",
 		    CONFIG_MAX_NET_ALLOW);
+		break;
+	case CFG_GUEST_ARGS:
+		snprintf(buf, n,
+		    "empty or aas.agent_test=MODE (oversize, garbage, flood, silent, stall)");
 		break;
 	default:
 		snprintf(buf, n, "a string shorter than %zu bytes", ent->size);

@@ -58,6 +58,7 @@ struct config {
 	int boot_timeout_s;
 	int console_max_bytes;
 	int bench_port;
+	char guest_kernel_args[256]; /* words for new VMs' kernel (tests only) */
 	int kvm_probe_timeout_s;
 	int reconcile_s;
 	long long max_output_bytes;

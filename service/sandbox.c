@@ -47,6 +47,7 @@ orch_open(const struct config *cfg, struct err *e)
 		.net_allow = cfg->net_allow,
 		.console_max_bytes = (size_t)cfg->console_max_bytes,
 		.bench_port = cfg->bench_port,
+		.guest_kernel_args = cfg->guest_kernel_args,
 	};
 
 	return orch_new(&oc, e);

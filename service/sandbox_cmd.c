@@ -113,7 +113,8 @@ log_total(struct vm_host *h, const char *domain, const char *path, int running, 
 	err_clear(&le);
 	rc = guest_read_log(h, domain, path, 0, 0, -1, &data, &len, total, &le);
 	free(data);
-	if (rc < 0 && running) {
+	/* Not when the guest cannot be reached: that is no empty log. */
+	if (rc < 0 && running && le.kind != ERR_UNAVAILABLE) {
 		*total = 0;
 		return 0;
 	}
@@ -134,7 +135,7 @@ read_from(struct vm_host *h, const char *domain, const char *path, const char *f
 
 	err_clear(&le);
 	if (guest_read_log(h, domain, path, offset, max, -1, data, len, total, &le) < 0) {
-		if (!running) {
+		if (!running || le.kind == ERR_UNAVAILABLE) {
 			*e = le;
 			return -1;
 		}
@@ -156,8 +157,24 @@ read_from(struct vm_host *h, const char *domain, const char *path, const char *f
 	return 0;
 }
 
-int
-sbx_command_get(struct sbx *s, const char *account, const struct sbx_cmd_req *req,
+/* A guest call failed on sandbox `id`: it ends when its guest broke the
+ * agent protocol (sbx_guest_failed). Returns -1. */
+static int
+guest_failed(struct sbx *s, const char *account, const char *id, struct err *e)
+{
+	struct store_row row;
+	char domain[64];
+	struct err le;
+
+	err_clear(&le);
+	if (e->kind != ERR_UNAVAILABLE ||
+	    sbx_running(s, account, id, &row, domain, sizeof(domain), &le) == NULL)
+		return -1;
+	return sbx_guest_failed(s, id, row.host, e);
+}
+
+static int
+command_get(struct sbx *s, const char *account, const struct sbx_cmd_req *req,
     const struct sbx_progress *pg, struct sbx_cmd_res *res, struct err *e)
 {
 	char domain[64];
@@ -216,7 +233,16 @@ sbx_command_get(struct sbx *s, const char *account, const struct sbx_cmd_req *re
 }
 
 int
-sbx_command_kill(struct sbx *s, const char *account, const struct sbx_kill_req *req,
+sbx_command_get(struct sbx *s, const char *account, const struct sbx_cmd_req *req,
+    const struct sbx_progress *pg, struct sbx_cmd_res *res, struct err *e)
+{
+	if (command_get(s, account, req, pg, res, e) < 0)
+		return guest_failed(s, account, req->sandbox_id, e);
+	return 0;
+}
+
+static int
+command_kill(struct sbx *s, const char *account, const struct sbx_kill_req *req,
     struct sbx_cmd_res *res, struct err *e)
 {
 	char domain[64];
@@ -258,5 +284,14 @@ sbx_command_kill(struct sbx *s, const char *account, const struct sbx_kill_req *
 		delay = delay * 2 < CMD_WAIT_MAX_MS ? delay * 2 : CMD_WAIT_MAX_MS;
 	}
 	fill_state(res, &c);
+	return 0;
+}
+
+int
+sbx_command_kill(struct sbx *s, const char *account, const struct sbx_kill_req *req,
+    struct sbx_cmd_res *res, struct err *e)
+{
+	if (command_kill(s, account, req, res, e) < 0)
+		return guest_failed(s, account, req->sandbox_id, e);
 	return 0;
 }

@@ -60,6 +60,11 @@ json_t *sbx_ports_json(struct sbx *s, const char *id, struct err *e);
 void sbx_ports_drop(struct sbx *s, const char *id);
 /* Destroys a sandbox's VM, marks the row destroyed for `end` (unless it
  * already has an end reason) and settles it. */
+/* After a guest call on sandbox `id` failed with e: when its guest broke
+ * the agent protocol, ends the sandbox (end reason agent_protocol, the
+ * reason kept) and says so in e. Returns -1. */
+int sbx_guest_failed(struct sbx *s, const char *id, const char *host, struct err *e);
+#define SBX_AGENT_WHY_MAX 256
 int sbx_finish_destroy(struct sbx *s, const char *id, const char *host, enum store_end end,
     struct err *e);
 void *sbx_maint_main(void *arg);

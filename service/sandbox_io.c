@@ -155,7 +155,7 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 	}
 	if (guest_run_start(h, domain, &run, &pid, e) < 0) {
 		record_end(s, res->command_id, "failed", -1);
-		return -1;
+		return sbx_guest_failed(s, id, row.host, e);
 	}
 	{
 		struct err ignore;
@@ -190,7 +190,7 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 		guest_run_release(h, domain, pid);
 	if (ended < 0) {
 		record_end(s, res->command_id, "failed", -1);
-		return -1;
+		return sbx_guest_failed(s, id, row.host, e);
 	}
 	if (ended == 0 && atomic_load(&s->calls_stop)) {
 		kill_command(h, domain, pid);
@@ -238,17 +238,15 @@ abs_path(const char *p, const char *field, char *out, size_t n, struct err *e)
 /* The absolute form of a file argument and the running VM it is in. */
 static struct vm_host *
 file_vm(struct sbx *s, const char *account, const char *id, const char *path, char *abs, size_t an,
-    char *domain, size_t dn, struct err *e)
+    struct store_row *row, char *domain, size_t dn, struct err *e)
 {
-	struct store_row row;
-
 	if (path == NULL) {
 		err_set_field(e, "path", "path: required");
 		return NULL;
 	}
 	if (abs_path(path, "path", abs, an, e) < 0)
 		return NULL;
-	return sbx_running(s, account, id, &row, domain, dn, e);
+	return sbx_running(s, account, id, row, domain, dn, e);
 }
 
 int
@@ -256,6 +254,7 @@ sbx_write_file(struct sbx *s, const char *account, const struct sbx_write_req *r
     struct sbx_write_res *res, struct err *e)
 {
 	char domain[64];
+	struct store_row row;
 	struct vm_host *h;
 
 	memset(res, 0, sizeof(*res));
@@ -267,12 +266,12 @@ sbx_write_file(struct sbx *s, const char *account, const struct sbx_write_req *r
 		err_set_field(e, "mode", "mode: not a file mode");
 		return -1;
 	}
-	if ((h = file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path),
+	if ((h = file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path), &row,
 		 domain, sizeof(domain), e)) == NULL)
 		return -1;
 	if (guest_put_file(h, domain, res->path, req->data, req->len, req->mode, req->make_parents,
 		e) < 0)
-		return -1;
+		return sbx_guest_failed(s, req->sandbox_id, row.host, e);
 	res->bytes = req->len;
 	res->mode = req->mode;
 	return 0;
@@ -293,6 +292,7 @@ sbx_read_file(struct sbx *s, const char *account, const struct sbx_read_req *req
     struct sbx_read_res *res, struct err *e)
 {
 	char domain[64];
+	struct store_row row;
 	struct vm_host *h;
 
 	memset(res, 0, sizeof(*res));
@@ -300,12 +300,12 @@ sbx_read_file(struct sbx *s, const char *account, const struct sbx_read_req *req
 		err_set_field(e, "offset", "offset: must not be negative");
 		return -1;
 	}
-	if ((h = file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path),
+	if ((h = file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path), &row,
 		 domain, sizeof(domain), e)) == NULL)
 		return -1;
 	if (guest_get_file(h, domain, res->path, req->offset, req->length, &res->data, &res->len,
 		&res->total, e) < 0)
-		return -1;
+		return sbx_guest_failed(s, req->sandbox_id, row.host, e);
 	res->offset = req->offset;
 	return 0;
 }
@@ -315,6 +315,7 @@ sbx_write_stream(struct sbx *s, const char *account, const struct sbx_write_req 
     guest_read_fn read, void *ctx, uint64_t max_bytes, struct sbx_write_res *res, struct err *e)
 {
 	char domain[64];
+	struct store_row row;
 	struct vm_host *h;
 	uint64_t written = 0;
 
@@ -323,12 +324,12 @@ sbx_write_stream(struct sbx *s, const char *account, const struct sbx_write_req 
 		err_set_field(e, "mode", "mode: not a file mode");
 		return -1;
 	}
-	if ((h = file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path),
+	if ((h = file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path), &row,
 		 domain, sizeof(domain), e)) == NULL)
 		return -1;
 	if (guest_put_stream(h, domain, res->path, req->mode, req->make_parents, read, ctx,
 		max_bytes, &written, e) < 0)
-		return -1;
+		return sbx_guest_failed(s, req->sandbox_id, row.host, e);
 	res->bytes = (size_t)written;
 	res->mode = req->mode;
 	return 0;
@@ -340,6 +341,7 @@ sbx_read_stream(struct sbx *s, const char *account, const struct sbx_read_req *r
 {
 	struct sbx_read_res res;
 	char domain[64];
+	struct store_row row;
 	struct vm_host *h;
 	long long size;
 
@@ -348,10 +350,11 @@ sbx_read_stream(struct sbx *s, const char *account, const struct sbx_read_req *r
 		err_set_field(e, "offset", "offset: must not be negative");
 		return -1;
 	}
-	if ((h = file_vm(s, account, req->sandbox_id, req->path, res.path, sizeof(res.path), domain,
-		 sizeof(domain), e)) == NULL ||
-	    guest_file_size(h, domain, res.path, &size, e) < 0)
+	if ((h = file_vm(s, account, req->sandbox_id, req->path, res.path, sizeof(res.path), &row,
+		 domain, sizeof(domain), e)) == NULL)
 		return -1;
+	if (guest_file_size(h, domain, res.path, &size, e) < 0)
+		return sbx_guest_failed(s, req->sandbox_id, row.host, e);
 	res.total = size;
 	res.offset = req->offset < size ? req->offset : size;
 	res.len = (size_t)(size - res.offset);
@@ -368,7 +371,10 @@ sbx_read_stream(struct sbx *s, const char *account, const struct sbx_read_req *r
 		return -1;
 	if (res.len == 0)
 		return 0;
-	return guest_get_stream(h, domain, res.path, res.offset, (long long)res.len, write, ctx, e);
+	if (guest_get_stream(h, domain, res.path, res.offset, (long long)res.len, write, ctx, e) <
+	    0)
+		return sbx_guest_failed(s, req->sandbox_id, row.host, e);
+	return 0;
 }
 
 json_t *
@@ -385,8 +391,10 @@ sbx_list_files(struct sbx *s, const char *account, const struct sbx_files_req *r
 	if ((h = sbx_running(s, account, req->sandbox_id, &row, domain, sizeof(domain), e)) == NULL)
 		return NULL;
 	entries = guest_list_files(h, domain, path, req->depth, req->limit, &truncated, e);
-	if (entries == NULL)
+	if (entries == NULL) {
+		sbx_guest_failed(s, req->sandbox_id, row.host, e);
 		return NULL;
+	}
 	return json_pack("{s:s, s:s, s:o, s:b}", "sandbox_id", req->sandbox_id, "path", path,
 	    "entries", entries, "truncated", truncated);
 }

@@ -106,9 +106,9 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size, 
 	return 0;
 }
 
-int
-sbx_finish_destroy(struct sbx *s, const char *id, const char *host, enum store_end end,
-    struct err *e)
+static int
+finish_destroy(struct sbx *s, const char *id, const char *host, enum store_end end,
+    const char *reason, struct err *e)
 {
 	if (orch_destroy(s->orch, host, id, e) < 0) {
 		/* The row stays 'destroying'; reconcile finishes it later. */
@@ -118,13 +118,53 @@ sbx_finish_destroy(struct sbx *s, const char *id, const char *host, enum store_e
 	/* Billing stops with the end, in one transaction: unused whole
 	 * minutes go back (all of them when it never became ready). */
 	struct bill_settlement st;
-	if (settle_end(s->app->db, s->app->cfg.minute_s, id, "destroyed", end, NULL, 0, &st, e) < 0)
+	if (settle_end(s->app->db, s->app->cfg.minute_s, id, "destroyed", end, reason, 0, &st, e) <
+	    0)
 		return -1;
 	log_info("sandbox %s: destroyed (%s)", id, store_end_name(end));
 	app_sandbox_ended(s->app, id);
 	/* Its forwards went with the VM. */
 	sbx_ports_drop(s, id);
 	return 0;
+}
+
+int
+sbx_finish_destroy(struct sbx *s, const char *id, const char *host, enum store_end end,
+    struct err *e)
+{
+	return finish_destroy(s, id, host, end, NULL, e);
+}
+
+/* A guest that broke the agent protocol cannot be trusted with another
+ * call: its sandbox is destroyed, settled once whoever notices first, and
+ * the reason kept on its row. 1 when that was the case. */
+static int
+end_if_agent_fault(struct sbx *s, const char *id, const char *host, char *why, size_t n)
+{
+	struct err e;
+
+	if (!orch_agent_fault(s->orch, host, id, why, n))
+		return 0;
+	log_warn("sandbox %s: ending it: %s", id, why);
+	err_clear(&e);
+	if (finish_destroy(s, id, host, STORE_END_AGENT_PROTOCOL, why, &e) < 0)
+		log_warn("sandbox %s: cannot end it yet: %s", id, e.msg);
+	return 1;
+}
+
+int
+sbx_guest_failed(struct sbx *s, const char *id, const char *host, struct err *e)
+{
+	char why[SBX_AGENT_WHY_MAX];
+
+	if (e->kind == ERR_UNAVAILABLE && end_if_agent_fault(s, id, host, why, sizeof(why))) {
+		err_clear(e);
+		err_set(e, ERR_UNAVAILABLE,
+		    "sandbox %s ended (agent_protocol): its guest agent broke the protocol (%s); "
+		    "create a new one",
+		    id, why);
+	}
+	return -1;
 }
 
 /* ---- background command state ---- */
@@ -258,7 +298,13 @@ reconcile_rows(struct sbx *s, const char *host, char **ids, size_t n)
 
 		err_clear(&e);
 		orch_domain_name(id, domain, sizeof(domain));
-		if (strcmp(state, "running") == 0 && !in_list(ids, n, id)) {
+		if (strcmp(state, "running") == 0 && in_list(ids, n, id)) {
+			char why[SBX_AGENT_WHY_MAX];
+
+			/* A guest can break the protocol between calls (output
+			 * nobody asked for): noticed here as well. */
+			end_if_agent_fault(s, id, host, why, sizeof(why));
+		} else if (strcmp(state, "running") == 0 && !in_list(ids, n, id)) {
 			/* Listed before the row was read: check again. */
 			if (orch_vm_exists(s->orch, host, id, &e) == 0) {
 				enum store_end end = lost_vm_end(s, id);

@@ -329,6 +329,8 @@ store_end_name(enum store_end end)
 		return "pool_surplus";
 	case STORE_END_ACCOUNT_DISABLED:
 		return "account_disabled";
+	case STORE_END_AGENT_PROTOCOL:
+		return "agent_protocol";
 	}
 	return "destroyed";
 }

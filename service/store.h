@@ -84,6 +84,7 @@ enum store_end {
 	STORE_END_HOST_LOST,        /* the host or the service went away while it started */
 	STORE_END_POOL_SURPLUS,     /* a warm VM the pool no longer needed */
 	STORE_END_ACCOUNT_DISABLED, /* its account was disabled (aasctl account disable) */
+	STORE_END_AGENT_PROTOCOL,   /* its guest agent broke the protocol (flood, garbage) */
 };
 
 /* The column's value of `end`. */

@@ -606,7 +606,9 @@ walk_dir(struct walk *w, const char *dir, int level, int depth, struct err *e)
 	d.max = (size_t)(w->limit - (int)json_array_size(w->out)) + 1;
 	if (achan_list(w->c, dir, collect, &d, w->deadline, e) < 0)
 		goto out;
-	qsort(d.v, d.n, sizeof(*d.v), by_name);
+	/* An empty directory has no array at all (qsort wants one). */
+	if (d.n > 1)
+		qsort(d.v, d.n, sizeof(*d.v), by_name);
 	for (size_t i = 0; i < d.n; i++) {
 		char path[GUEST_LIST_NAME_MAX];
 		json_t *j;

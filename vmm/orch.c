@@ -42,6 +42,7 @@ struct orch {
 	char net_allow[CONFIG_NET_ALLOW_MAX];
 	size_t console_max;
 	int bench_port;
+	char extra_args[ORCH_EXTRA_ARGS_MAX];
 
 	struct vm_host *hosts[ORCH_MAX_HOSTS];
 	atomic_int started[ORCH_MAX_HOSTS];
@@ -189,17 +190,17 @@ agent_socket_path(const char *name, char *out, size_t n)
 	snprintf(out, n, "%s/%s.agent", ORCH_SOCKET_DIR, name);
 }
 
-static const char *
-cmdline_for(enum vm_net net)
+/* The kernel command line of a new VM: the network mode, then the
+ * configured extra words (tests and diagnostics). */
+static void
+cmdline_for(const struct orch *o, enum vm_net net, char *out, size_t n)
 {
-	switch (net) {
-	case VM_NET_NAT:
-		return ORCH_CMDLINE " aas.net=nat";
-	case VM_NET_ISOLATED:
-		return ORCH_CMDLINE " aas.net=isolated";
-	default:
-		return ORCH_CMDLINE;
-	}
+	const char *mode = net == VM_NET_NAT ? " aas.net=nat" :
+	    net == VM_NET_ISOLATED           ? " aas.net=isolated" :
+					       "";
+
+	snprintf(out, n, "%s%s%s%s", ORCH_CMDLINE, mode, o->extra_args[0] ? " " : "",
+	    o->extra_args);
 }
 
 static void
@@ -249,6 +250,7 @@ boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel
     int vcpus, int mem, int timeout_ms, orch_progress_fn fn, void *ctx, struct err *e)
 {
 	char disk[ORCH_PATH_MAX + 96], console[ORCH_PATH_MAX + 96], name[128], agent[160];
+	char cmdline[sizeof(ORCH_CMDLINE) + 32 + ORCH_EXTRA_ARGS_MAX];
 	struct vm_spec spec;
 	struct err ignore;
 
@@ -259,7 +261,8 @@ boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel
 		goto fail;
 	fill_spec(o, &spec, name, accel, vcpus, mem, disk, console, agent, sizeof(agent));
 	spec.net = net;
-	spec.cmdline = cmdline_for(net);
+	cmdline_for(o, net, cmdline, sizeof(cmdline));
+	spec.cmdline = cmdline;
 	if (fn)
 		fn(ctx, 2, 4, "starting the VM");
 	if (vm_start(h, &spec, e) < 0)
@@ -448,6 +451,8 @@ orch_new(const struct orch_config *cfg, struct err *e)
 	snprintf(o->net_allow, sizeof(o->net_allow), "%s", cfg->net_allow ? cfg->net_allow : "");
 	o->console_max = cfg->console_max_bytes;
 	o->bench_port = cfg->bench_port;
+	if (cfg->guest_kernel_args != NULL)
+		snprintf(o->extra_args, sizeof(o->extra_args), "%s", cfg->guest_kernel_args);
 	if (o->console_max < CONLOG_MIN_BYTES || o->console_max > CONLOG_MAX_BYTES)
 		o->console_max = ORCH_CONSOLE_DEFAULT;
 	pthread_mutex_init(&o->lock, NULL);
@@ -780,4 +785,18 @@ void
 orch_ids_free(char **ids, size_t n)
 {
 	vm_names_free(ids, n);
+}
+
+int
+orch_agent_fault(struct orch *o, const char *uri, const char *id, char *why, size_t n)
+{
+	struct vm_host *h = orch_host_by_uri(o, uri);
+	char name[128];
+
+	if (n > 0)
+		why[0] = '\0';
+	if (h == NULL)
+		return 0;
+	orch_domain_name(id, name, sizeof(name));
+	return vm_agent_fault(h, name, why, n);
 }

@@ -30,15 +30,19 @@ enum orch_virt {
 struct orch_config {
 	const char *libvirt_uri; /* comma-separated libvirt URIs, one per host */
 	enum orch_virt virt;
-	const char *image_dir;    /* vmlinuz, initrd.img, base.qcow2 */
-	const char *state_dir;    /* vms/ (overlays, consoles) and log/ go here */
-	const char *qemu_user;    /* QEMU runs as this user; it owns the VM files */
-	int boot_timeout_s;       /* start to first guest-agent answer */
-	int kvm_probe_timeout_s;  /* the same for the KVM probe guest (auto) */
-	const char *net_allow;    /* private ranges guests may reach (netguard.h) */
-	size_t console_max_bytes; /* a VM's console kept on the host (conlog.h) */
-	int bench_port;           /* add VM_BENCH_PORT_NAME to new domains */
+	const char *image_dir;         /* vmlinuz, initrd.img, base.qcow2 */
+	const char *state_dir;         /* vms/ (overlays, consoles) and log/ go here */
+	const char *qemu_user;         /* QEMU runs as this user; it owns the VM files */
+	int boot_timeout_s;            /* start to first guest-agent answer */
+	int kvm_probe_timeout_s;       /* the same for the KVM probe guest (auto) */
+	const char *net_allow;         /* private ranges guests may reach (netguard.h) */
+	size_t console_max_bytes;      /* a VM's console kept on the host (conlog.h) */
+	const char *guest_kernel_args; /* appended to new VMs' command line (tests) */
+	int bench_port;                /* add VM_BENCH_PORT_NAME to new domains */
 };
+
+/* Longest extra kernel command line (base/config.c checks its words). */
+#define ORCH_EXTRA_ARGS_MAX 256
 
 /* Console bound when the configuration gives none in range. */
 #define ORCH_CONSOLE_DEFAULT (1u << 20)
@@ -96,6 +100,10 @@ int orch_net_ensure(struct orch *o, struct err *e);
  * console is kept in $state/vms/<id>/console.log, at most
  * console_max_bytes of its newest output, until orch_destroy. */
 char *orch_console_tail(struct orch *o, const char *id, size_t max);
+/* 1 with the reason in `why` when the guest of sandbox `id` on `uri`
+ * broke the agent protocol (its connection is failed for good and the
+ * sandbox has to end), else 0. */
+int orch_agent_fault(struct orch *o, const char *uri, const char *id, char *why, size_t n);
 /* Path of the VM's overlay disk (for tests and diagnostics). */
 void orch_disk_path(struct orch *o, const char *id, char *out, size_t n);
 

@@ -70,6 +70,7 @@ struct fake_vm {
 	struct fake_fwd fwds[FAKE_MAX_FWDS];
 	size_t nfwds;
 	char console[FAKE_CONSOLE_MAX]; /* "": the default power-down line */
+	char agent_fault[256];          /* "": its guest agent behaves */
 };
 
 /* A host is its URI; the service holds a pointer to one as a vm_host. */
@@ -260,6 +261,12 @@ vm_of(struct vm_host *h, const char *dom, struct err *e)
 	if (vm == NULL || !vm->live || vm->host != host) {
 		err_set(e, ERR_UNAVAILABLE, "Domain not found: no domain with matching name '%s'",
 		    dom);
+		return NULL;
+	}
+	if (vm->agent_fault[0] != '\0') {
+		/* What vm_agent_get says once the connection failed. */
+		err_set(e, ERR_UNAVAILABLE, "the guest agent broke the protocol: %s",
+		    vm->agent_fault);
 		return NULL;
 	}
 	return vm;
@@ -1430,6 +1437,40 @@ fake_vm_set_console(const char *id, const char *text)
 	}
 	unlock();
 	return rc;
+}
+
+int
+fake_vm_set_agent_fault(const char *id, const char *why)
+{
+	struct fake_vm *vm;
+	int rc = -1;
+
+	lock();
+	if ((vm = vm_find(id)) != NULL) {
+		snprintf(vm->agent_fault, sizeof(vm->agent_fault), "%s", why);
+		rc = 0;
+	}
+	unlock();
+	return rc;
+}
+
+int
+__wrap_orch_agent_fault(struct orch *o, const char *uri, const char *id, char *why, size_t n)
+{
+	struct fake_vm *vm;
+	int fault = 0;
+
+	(void)o;
+	(void)uri;
+	if (n > 0)
+		why[0] = '\0';
+	lock();
+	if ((vm = vm_find(id)) != NULL && vm->live && vm->agent_fault[0] != '\0') {
+		snprintf(why, n, "%s", vm->agent_fault);
+		fault = 1;
+	}
+	unlock();
+	return fault;
 }
 
 int

@@ -80,6 +80,10 @@ int fake_vm_lose(const char *id);
 /* What the VM's console ends with from now on (orch_console_tail), e.g.
  * the guest kernel's last words; -1 for an unknown VM. */
 int fake_vm_set_console(const char *id, const char *text);
+/* From now on the VM's guest agent has broken the protocol for `why`:
+ * every guest call fails as vm_agent_get then does, and orch_agent_fault
+ * says so (-1 for an unknown VM). */
+int fake_vm_set_agent_fault(const char *id, const char *why);
 /* A running domain of this service with no row behind it (left over by
  * an earlier run) on the first host. */
 int fake_vm_add_orphan(const char *id);

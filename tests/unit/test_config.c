@@ -96,6 +96,26 @@ expect_bad(const char *name, const char *value, const char *msg)
 
 /* ---- defaults and overrides ---- */
 
+/* AAS_GUEST_KERNEL_ARGS reaches a kernel: known test words only. */
+static void
+test_guest_kernel_args(void **state)
+{
+	static const char *const bad[] = { "aas.agent_test=nope", "init=/bin/sh",
+		"aas.agent_test=flood init=/bin/sh", "aas.agent_test=flood ",
+		"aas.agent_test=flood\tx", " aas.agent_test=stall", "aas.agent_test=floodx" };
+	struct config cfg;
+
+	(void)state;
+	env_set("AAS_GUEST_KERNEL_ARGS", "aas.agent_test=flood");
+	load_ok(&cfg);
+	assert_string_equal(cfg.guest_kernel_args, "aas.agent_test=flood");
+	env_reset();
+	load_ok(&cfg);
+	assert_string_equal(cfg.guest_kernel_args, "");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		expect_bad("AAS_GUEST_KERNEL_ARGS", bad[i], NULL);
+}
+
 static void
 test_defaults(void **state)
 {
@@ -544,6 +564,7 @@ main(void)
 		cmocka_unit_test_setup(test_origin_default_includes_public_url, reset_env),
 		cmocka_unit_test_setup(test_origin_explicit_list, reset_env),
 		cmocka_unit_test_setup(test_print_table, reset_env),
+		cmocka_unit_test_setup(test_guest_kernel_args, reset_env),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

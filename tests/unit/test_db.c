@@ -19,7 +19,7 @@ static PGresult *
 one_row(const char *const *vals, int n)
 {
 	PGresAttDesc cols[TEST_MAX_COLS];
-	char names[TEST_MAX_COLS][8];
+	char names[TEST_MAX_COLS][16];
 	PGresult *r = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
 
 	assert_non_null(r);

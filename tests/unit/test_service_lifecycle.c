@@ -325,6 +325,84 @@ test_lost_vm_out_of_memory(void **state)
 	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT - SFX_PRICE_SMALL);
 }
 
+/* A guest whose agent broke the protocol: the call that sees it fails
+ * with a message naming the end, the sandbox is destroyed as
+ * agent_protocol with the reason kept, and it is settled once (a second
+ * call and a reconcile change nothing). */
+static void
+test_agent_fault_ends_sandbox(void **state)
+{
+	struct sfx *s = *state;
+	char id[ID_MAX], st[16], why[256];
+	struct err e;
+	long long after;
+
+	sfx_create(s, 10, id);
+	assert_int_equal(fake_vm_set_agent_fault(id, "frame of 131073 bytes"), 0);
+	e = sfx_fails(s, s->account, "run_command",
+	    json_pack("{s:s, s:s}", "sandbox_id", id, "command", "true"), ERR_UNAVAILABLE);
+	if (strstr(e.msg, "agent_protocol") == NULL)
+		fail_msg("%s", e.msg);
+	sfx_state(s, id, st, sizeof(st));
+	assert_string_equal(st, "destroyed");
+	assert_string_equal(end_reason(s, id), "agent_protocol");
+	sfx_text(s, "SELECT failure_reason FROM sandboxes WHERE id = $1", id, why, sizeof(why));
+	assert_non_null(strstr(why, "frame of 131073 bytes"));
+	after = sfx_balance(s, s->account);
+	assert_int_equal(after, sfx_ledger_sum(s, s->account));
+	/* Within its first minute: that minute is charged, the rest refunded. */
+	assert_int_equal(after, SFX_FREE_CREDIT - SFX_PRICE_SMALL);
+	sfx_fails(s, s->account, "read_file",
+	    json_pack("{s:s, s:s}", "sandbox_id", id, "path", "/etc/hostname"), ERR_CONFLICT);
+	err_clear(&e);
+	assert_int_equal(sbx_reconcile(s->app->sbx, &e), 0);
+	assert_int_equal(sfx_balance(s, s->account), after);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT count(*) FROM ledger WHERE sandbox_id = $1"
+			     " AND kind = 'refund'",
+			     id),
+	    1);
+}
+
+/* get_command meets the broken agent: the same end. */
+static void
+test_agent_fault_seen_by_get_command(void **state)
+{
+	struct sfx *s = *state;
+	char id[ID_MAX], cmd[64];
+	struct err e;
+	json_t *r;
+
+	sfx_create(s, 10, id);
+	r = sfx_ok(s, s->account, "run_command",
+	    json_pack("{s:s, s:s, s:b}", "sandbox_id", id, "command", "sleep 30", "background", 1));
+	snprintf(cmd, sizeof(cmd), "%s", sfx_str(r, "command_id"));
+	json_decref(r);
+	assert_int_equal(fake_vm_set_agent_fault(id, "unknown channel 9"), 0);
+	e = sfx_fails(s, s->account, "get_command",
+	    json_pack("{s:s, s:s}", "sandbox_id", id, "command_id", cmd), ERR_UNAVAILABLE);
+	if (strstr(e.msg, "agent_protocol") == NULL)
+		fail_msg("%s", e.msg);
+	assert_string_equal(end_reason(s, id), "agent_protocol");
+	assert_int_equal(sfx_balance(s, s->account), sfx_ledger_sum(s, s->account));
+}
+
+/* The same noticed by reconcile when no call was made. */
+static void
+test_agent_fault_seen_by_reconcile(void **state)
+{
+	struct sfx *s = *state;
+	char id[ID_MAX];
+	struct err e;
+
+	sfx_create(s, 10, id);
+	assert_int_equal(fake_vm_set_agent_fault(id, "data beyond the window"), 0);
+	err_clear(&e);
+	assert_int_equal(sbx_reconcile(s->app->sbx, &e), 0);
+	assert_string_equal(end_reason(s, id), "agent_protocol");
+	assert_int_equal(sfx_balance(s, s->account), sfx_ledger_sum(s, s->account));
+}
+
 /* A row left 'creating' by an instance that stopped (no owner) is failed
  * as host_lost and refunded in full: it never became ready. */
 static void
@@ -491,6 +569,9 @@ main(void)
 		    sfx_setup_short_minute, sfx_teardown),
 		T(test_lost_vm_out_of_memory),
 		T(test_half_created_is_host_lost),
+		T(test_agent_fault_ends_sandbox),
+		T(test_agent_fault_seen_by_reconcile),
+		T(test_agent_fault_seen_by_get_command),
 		T(test_ended_row_needs_a_reason),
 		cmocka_unit_test_setup_teardown(test_pool_surplus, sfx_setup_warm_pool,
 		    sfx_teardown),

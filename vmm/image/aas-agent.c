@@ -1570,12 +1570,121 @@ is_data(uint16_t type)
 	return type == AP_T_STDIN || type == AP_T_DATA;
 }
 
+/* ---- test modes ----
+ * aas.agent_test=MODE on the kernel command line (aasd's
+ * AAS_GUEST_KERNEL_ARGS, for tests only) makes this agent misbehave after
+ * the handshake, so that aasd's handling of a hostile guest can be shown
+ * with the real image: oversize (a header above AP_MAX_PAYLOAD), garbage
+ * (malformed fields and an unknown frame type), flood (output beyond the
+ * granted window), silent (no handshake answer), stall (no answer to any
+ * request). */
+enum test_mode { TM_NONE, TM_OVERSIZE, TM_GARBAGE, TM_FLOOD, TM_SILENT, TM_STALL };
+
+#define AG_CMDLINE_MAX 4096
+
+static enum test_mode test_mode;
+static uint32_t flood_chan; /* TM_FLOOD: the EXEC channel being flooded */
+
+static void
+read_test_mode(void)
+{
+	static const char *const names[] = { "", "oversize", "garbage", "flood", "silent",
+		"stall" };
+	static char line[AG_CMDLINE_MAX];
+	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, line, sizeof(line) - 1) : -1;
+	const char *m;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return;
+	line[n] = '\0';
+	m = strstr(line, "aas.agent_test=");
+	if (m == NULL)
+		return;
+	m += strlen("aas.agent_test=");
+	for (size_t i = 1; i < sizeof(names) / sizeof(names[0]); i++) {
+		size_t l = strlen(names[i]);
+
+		if (strncmp(m, names[i], l) == 0 && (m[l] == '\0' || m[l] == ' ' || m[l] == '\n'))
+			test_mode = (enum test_mode)i;
+	}
+	if (test_mode != TM_NONE)
+		say("TEST MODE %s: this agent misbehaves on purpose", names[test_mode]);
+}
+
+/* Queues a frame header as is (its length may be a lie). */
+static void
+test_raw_header(uint32_t len, uint16_t type, uint32_t chan)
+{
+	struct ap_hdr h = { len, type, 0, chan };
+	unsigned char *o = out_room(AP_HDR_SIZE);
+
+	if (o == NULL)
+		return;
+	ap_hdr_put(o, &h);
+	out_len += AP_HDR_SIZE;
+}
+
+/* 1 when the frame was taken by the test mode. */
+static int
+test_frame(const struct ap_hdr *h)
+{
+	static const unsigned char bad_fields[] = { AP_TAG_ERRNO, 0xff, 0xff, 0xff, 0xff, 1 };
+	struct ap_out o = { scratch, 0, 0 };
+
+	if (test_mode == TM_SILENT)
+		return 1;
+	if (h->chan == 0 || chan_find(h->chan) != NULL)
+		return 0;
+	switch (test_mode) {
+	case TM_STALL:
+		return 1;
+	case TM_OVERSIZE:
+		test_raw_header(AP_MAX_PAYLOAD + 1, AP_T_RESULT, h->chan);
+		return 1;
+	case TM_GARBAGE:
+		send_frame(AP_T_RESULT, 0, h->chan, bad_fields, sizeof(bad_fields));
+		send_frame(0x7e, 0, h->chan, bad_fields, sizeof(bad_fields));
+		return 1;
+	case TM_FLOOD:
+		if (h->type != AP_T_EXEC)
+			return 0;
+		ap_put_u32(&o, AP_TAG_PID, 1);
+		send_frame(AP_T_STARTED, 0, h->chan, o.buf, o.len);
+		flood_chan = h->chan;
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+/* TM_FLOOD: output frames whatever the window, as fast as the port takes
+ * them. */
+static void
+test_flood(void)
+{
+	static unsigned char junk[AP_MAX_PAYLOAD];
+
+	if (flood_chan == 0 || hup)
+		return;
+	if (junk[0] == 0)
+		memset(junk, 'x', sizeof(junk));
+	while (out_queued() < AG_OUT_SOFT)
+		if (send_frame(AP_T_STDOUT, 0, flood_chan, junk, sizeof(junk)) < 0)
+			break;
+}
+
 static void
 on_frame(const struct ap_hdr *h, const unsigned char *p)
 {
 	struct chan *c;
 	size_t nf = 0;
 	int parsed;
+
+	if (test_mode != TM_NONE && test_frame(h))
+		return;
 
 	parsed = is_data(h->type) ? 0 : ap_parse(p, h->len, fields, AP_MAX_FIELDS, &nf);
 	if (h->chan == 0) {
@@ -1834,8 +1943,10 @@ main(int argc, char **argv)
 		return 1;
 	}
 	read_boot_id();
+	read_test_mode();
 	/* Tells a connected aasd that whatever it had open here is gone. */
-	send_hello(0);
+	if (test_mode != TM_SILENT)
+		send_hello(0);
 	say("serving %s (version %d)", port_is_dev ? port : "a descriptor", AP_VERSION);
 
 	for (;;) {
@@ -1856,6 +1967,8 @@ main(int argc, char **argv)
 		}
 		if (!hup && in_len > 0)
 			process_input();
+		if (test_mode == TM_FLOOD)
+			test_flood();
 		if (hup && now >= hup_check_at) {
 			struct pollfd one = { port_fd, POLLIN, 0 };
 

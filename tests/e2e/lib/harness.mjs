@@ -105,8 +105,10 @@ export async function startAasd(env = {}) {
         throw new Error(`aasd did not stop within ${STOP_WAIT_MS / 1000} s of SIGTERM:\n`
           + `${stacks}\n--- aasd log ---\n${log.slice(-4000)}`);
       }
-      if (/ERROR: (Address|Leak)Sanitizer|runtime error:/.test(log)) {
-        throw new Error(`sanitizer report from aasd:\n${log.slice(-4000)}`);
+      const san = log.search(/ERROR: (Address|Leak)Sanitizer|runtime error:/);
+      if (san >= 0) {
+        // The report itself, wherever it is in the log.
+        throw new Error(`sanitizer report from aasd:\n${log.slice(Math.max(0, san - 500), san + 6000)}`);
       }
       if (res.code !== 0 && res.sig !== 'SIGKILL') {
         throw new Error(`aasd exited with ${res.code ?? res.sig}:\n${log.slice(-2000)}`);
