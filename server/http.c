@@ -948,6 +948,16 @@ head_reply(struct http_server *srv, struct http_req *req)
 /* Hands the work to a worker as the body begins (a stream_body route).
  * When the handler replies at once or the work cannot be queued, the
  * request goes on as an ordinary one that drops its body. */
+/* The pool would not take the work: its argument goes, and the caller is
+ * told to retry. */
+static void
+reply_pool_busy(struct http_req *req)
+{
+	if (req->drop)
+		req->drop(req->arg);
+	reply_busy(req, "too many calls are waiting (for this API key, or in all); retry shortly");
+}
+
 static void
 stream_start(struct http_server *srv, struct http_req *req)
 {
@@ -980,16 +990,10 @@ stream_start(struct http_server *srv, struct http_req *req)
 	req->deferred = d;
 	req->streaming = 1;
 	if (work_submit_key(srv->work, req->work_key, deferred_main, deferred_expire, d) < 0) {
-		char after[16];
 		req->streaming = 0;
 		req->deferred = NULL;
 		free(d);
-		if (req->drop)
-			req->drop(req->arg);
-		snprintf(after, sizeof(after), "%d", HTTP_BUSY_RETRY_S);
-		http_add_header(req, "Retry-After", after);
-		http_reply_error(req, 429, "busy",
-		    "too many calls are waiting (for this API key, or in all); retry shortly");
+		reply_pool_busy(req);
 		req->state = REQ_READY;
 	}
 }
@@ -1133,16 +1137,9 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 			MHD_suspend_connection(conn);
 			if (work_submit_key(srv->work, req->work_key, deferred_main,
 				deferred_expire, d) < 0) {
-				char after[16];
 				req->deferred = NULL;
 				free(d);
-				if (req->drop)
-					req->drop(req->arg);
-				snprintf(after, sizeof(after), "%d", HTTP_BUSY_RETRY_S);
-				http_add_header(req, "Retry-After", after);
-				http_reply_error(req, 429, "busy",
-				    "too many calls are waiting (for this API key, or in all); "
-				    "retry shortly");
+				reply_pool_busy(req);
 				req->state = REQ_READY;
 				MHD_resume_connection(conn);
 			}

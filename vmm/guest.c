@@ -412,23 +412,11 @@ guest_get_file(struct vm_host *h, const char *dom, const char *path, long long o
     size_t length, unsigned char **data, size_t *len, long long *total, struct err *e)
 {
 	if (length == 0) {
-		struct achan *c = agent(h, dom, e);
-		struct achan_stat st;
-		int rc;
-
+		/* Only the size: no bytes move. */
 		*data = NULL;
 		*len = 0;
-		if (c == NULL)
+		if (guest_file_size(h, dom, path, total, e) < 0)
 			return -1;
-		rc = achan_stat(c, path, 0, &st, clock_ms() + GUEST_SHORT_OP_MS, e);
-		achan_free(c);
-		if (rc < 0)
-			return file_error(e);
-		if (st.type == ACHAN_FT_DIR) {
-			err_set(e, ERR_INVALID, "%s: is a directory", path);
-			return -1;
-		}
-		*total = (long long)st.size;
 		*data = calloc(1, 1);
 		return *data ? 0 : -1;
 	}
