@@ -322,6 +322,14 @@ function keyInQuery(path) {
   });
 }
 
+// 1 when aasd refuses this method and path from the request line alone
+// (no route, a key in the query, a path too long).
+async function refusedOnHead(method, path, headers) {
+  const r = await request(method, path, headers, '');
+  return (r.status === 404 && /no such endpoint/.test(r.text)) || r.status === 414
+    || r.status === 431 || (r.status === 400 && /key_in_url/.test(r.text));
+}
+
 function request(method, path, headers = {}, body) {
   return new Promise((resolve, reject) => {
     const u = new URL(aasd.url);
@@ -347,11 +355,19 @@ function request(method, path, headers = {}, body) {
         // larger than what aasd drains to let the answer through.
         // A key in the query is refused before the key header is looked
         // at, so the same drain bound applies to it.
+        const lost = { status: 0, headers: {}, text: '', json: null };
+        const fail = new Error(`${method} ${path.slice(0, 200)}: connection closed without an answer (${err?.code ?? 'eof'}, ${chunks.length} bytes)`);
         if (buf.length > BODY_LIMIT || head.length > 16384
           || (buf.length > DRAIN_LIMIT && (!carriesValidKey(headers) || keyInQuery(path)))) {
-          resolve({ status: 0, headers: {}, text: '', json: null });
+          resolve(lost);
+        } else if (buf.length > DRAIN_LIMIT) {
+          // A request refused on its head alone (a path no route takes)
+          // is answered before the key is looked at: the same bound
+          // applies. The same head with no body tells which it was.
+          refusedOnHead(method, path, headers).then((yes) => (yes ? resolve(lost) : reject(fail)), reject);
+        } else {
+          reject(fail);
         }
-        else reject(new Error(`${method} ${path.slice(0, 200)}: connection closed without an answer (${err?.code ?? 'eof'}, ${chunks.length} bytes)`));
         return;
       }
       const text = a.body.toString();
