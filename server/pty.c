@@ -373,7 +373,6 @@ sess_main(void *arg)
 	long long idle_ms = (long long)s->hub->app->cfg.pty_idle_s * 1000;
 	pthread_t out;
 	int have_out = pthread_create(&out, NULL, sess_output, s) == 0;
-	struct err e;
 
 	if (!have_out)
 		sess_end(s, WS_CLOSE_ERROR, "out of threads");
@@ -400,16 +399,13 @@ sess_main(void *arg)
 		(void)ws_rx_push(s->rx, buf, (size_t)k);
 		(void)sess_messages(s);
 	}
-	/* The terminal went away: hang up the shell's group. */
-	err_clear(&e);
-	(void)guest_pty_hangup(s->g, &e);
 	if (have_out)
 		pthread_join(out, NULL);
 	sess_send_close(s);
 	log_info("pty: sandbox %s closed: %d %s", s->sandbox_id, s->end_code, s->end_reason);
 	http_upgrade_close(s->u);
 	hub_remove(s);
-	sess_free(s);
+	sess_free(s); /* closing the channel hangs the shell up */
 	return NULL;
 }
 
@@ -456,11 +452,7 @@ static void
 sess_drop(void *ctx)
 {
 	struct pty_sess *s = ctx;
-	struct err e;
 
-	err_clear(&e);
-	if (s->g)
-		(void)guest_pty_hangup(s->g, &e);
 	pthread_mutex_lock(&s->hub->lock);
 	s->hub->n_open--;
 	pthread_cond_broadcast(&s->hub->gone);

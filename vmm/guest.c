@@ -796,12 +796,6 @@ guest_pty_resize(struct guest_pty *p, unsigned rows, unsigned cols, struct err *
 	return achan_exec_resize(p->x, rows, cols, e);
 }
 
-int
-guest_pty_hangup(struct guest_pty *p, struct err *e)
-{
-	return achan_exec_signal(p->x, SIGHUP, e);
-}
-
 void
 guest_pty_free(struct guest_pty *p)
 {

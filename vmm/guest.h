@@ -132,9 +132,8 @@ int guest_pty_read(struct guest_pty *p, long long deadline_ms, const atomic_int 
 /* Terminal input (blocks while the agent's stdin window is full). */
 int guest_pty_write(struct guest_pty *p, const void *data, size_t len, struct err *e);
 int guest_pty_resize(struct guest_pty *p, unsigned rows, unsigned cols, struct err *e);
-/* SIGHUP to the shell's process group (the terminal went away). */
-int guest_pty_hangup(struct guest_pty *p, struct err *e);
-/* Lets go of the terminal (hang it up first). NULL is fine. */
+/* Lets go of the terminal; the agent hangs its shell up (SIGHUP to the
+ * shell's process group) if it still runs. NULL is fine. */
 void guest_pty_free(struct guest_pty *p);
 
 /* Makes a user path absolute (relative paths are under GUEST_HOME).

@@ -89,7 +89,7 @@ test('a header key opens a shell: input, output, resize, and the exit code in th
   assert.deepEqual(c, { code: 1000, reason: 'exit 3' });
 });
 
-test('Authorization: Bearer works too; a client close ends the shell', { todo: 'a client close can leave the session open while its input thread waits (docs/rest.md, Terminal)' }, async () => {
+test('Authorization: Bearer works too; a client close ends the shell', async () => {
   const r = await open(sbxA, { bearer: alice.api_key });
   assert.equal(r.status, 101, r.head);
   r.ws.send('echo $$ > /tmp/pty-shell.pid; echo ready-$((1+1))\n');
@@ -108,7 +108,7 @@ test('Authorization: Bearer works too; a client close ends the shell', { todo: '
   assert.equal((await n.ws.closed).reason, 'exit 0');
 });
 
-test('a ticket opens the terminal once; used, expired or forged ones are refused', { todo: 'a client close can leave the session open while its input thread waits (docs/rest.md, Terminal)' }, async () => {
+test('a ticket opens the terminal once; used, expired or forged ones are refused', async () => {
   const t = await rest('POST', `/v1/sandboxes/${sbxA}/pty/ticket`, alice.api_key);
   assert.equal(t.status, 201, t.text);
   assert.equal(t.json.expires_in, TICKET_TTL_S);
@@ -159,7 +159,7 @@ test('another account\'s sandbox is not found; no credential is 401; no upgrade 
   assert.equal(plain.status, 426, plain.text);
 });
 
-test('the caps answer 429 naming their setting', { todo: 'a client close can leave the session open while its input thread waits (docs/rest.md, Terminal)' }, async () => {
+test('the caps answer 429 naming their setting', async () => {
   const a1 = await open(sbxA, { key: alice.api_key });
   assert.equal(a1.status, 101, a1.head);
   const a2 = await open(sbxA, { key: alice.api_key, retry: false });

@@ -312,8 +312,10 @@ chan_free(struct chan *c)
 	free(c);
 }
 
+static int group_kill(pid_t pgid, int sig);
+
 /* Nothing more goes to aasd on c: a file operation ends, a process runs
- * on with its output drained into its logs. */
+ * on with its output drained into its logs, a terminal is hung up. */
 static void
 chan_abandon(struct chan *c)
 {
@@ -322,6 +324,13 @@ chan_abandon(struct chan *c)
 		return;
 	}
 	c->abandoned = 1;
+	if (c->pty && !c->exited) {
+		/* A terminal nobody reads is gone: hang its shell up (closing
+		 * the master alone signals only the foreground group). */
+		(void)group_kill(c->pid, SIGHUP);
+		(void)group_kill(c->pid, SIGCONT);
+		close_fd(&c->fd[0]);
+	}
 	close_fd(&c->in_fd);
 	free(c->stdin_buf);
 	c->stdin_buf = NULL;

@@ -39,7 +39,8 @@
  * message}. While an EXEC runs aasd may send STDIN (AP_F_FIN closes it),
  * SIGNAL{signal} (to the process group) and RESIZE{rows, cols} (PTY).
  * CLOSE from aasd abandons a channel: the agent sends nothing more on it
- * (a process keeps running; only SIGNAL stops it).
+ * (a process keeps running; only SIGNAL stops it), except that a PTY's
+ * shell is hung up: nobody holds its terminal any more.
  *
  * Flow control. The agent may send at most AP_WINDOW_INIT bytes of data
  * payload (STDOUT, STDERR, DATA, ENTRY) on a channel before aasd grants
