@@ -24,6 +24,7 @@
 #include <cmocka.h>
 #include <microhttpd.h>
 
+#include "base/num.h"
 #include "server/proxy.h"
 
 struct fixture {
@@ -44,6 +45,40 @@ static struct fixture *F;
 
 /* ---- the upstream ---- */
 
+/* Reads the rest of a request's body after its head in buf (used bytes):
+ * chunked up to its last chunk, or Content-Length bytes. */
+static int
+read_body(int fd, char *buf, size_t *used, size_t cap)
+{
+	char *body = strstr(buf, "\r\n\r\n") + 4;
+	const char *cl = strcasestr(buf, "\r\ncontent-length:");
+	int chunked = strcasestr(buf, "\r\ntransfer-encoding: chunked") != NULL;
+	char num[24] = "0";
+	long long want = 0;
+
+	if (cl != NULL)
+		snprintf(num, sizeof(num), "%.*s",
+		    (int)strspn(cl + 17 + strspn(cl + 17, " "), "0123456789"),
+		    cl + 17 + strspn(cl + 17, " "));
+	if (num_parse_ll(num, &want) < 0 || want < 0)
+		return -1;
+
+	for (;;) {
+		size_t have = *used - (size_t)(body - buf);
+		ssize_t r;
+
+		if (chunked ? memmem(body, have, "0\r\n\r\n", 5) != NULL : have >= (size_t)want)
+			return 0;
+		if (*used >= cap - 1)
+			return -1;
+		r = recv(fd, buf + *used, cap - 1 - *used, 0);
+		if (r <= 0)
+			return -1;
+		*used += (size_t)r;
+		buf[*used] = '\0';
+	}
+}
+
 static void *
 upstream_conn(void *arg)
 {
@@ -61,6 +96,10 @@ upstream_conn(void *arg)
 		if (strstr(head, "\r\n\r\n"))
 			break;
 	}
+	/* The body too, before answering: closing on unread bytes resets the
+	 * connection, and the proxy may still be sending them. */
+	if (read_body(fd, head, &used, sizeof(head)) < 0)
+		goto out;
 	pthread_mutex_lock(&F->lock);
 	snprintf(F->last_head, sizeof(F->last_head), "%s", head);
 	pthread_mutex_unlock(&F->lock);
