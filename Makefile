@@ -33,14 +33,14 @@ BASE_SRC := \
 	base/log.c base/err.c base/config.c base/keys.c base/db.c base/migrate.c \
 	base/jsonrpc.c base/jsonschema.c base/work.c base/ttlmap.c base/notify.c \
 	base/utf8.c base/metrics.c base/mcp_version.c base/buf.c base/num.c base/tool_result.c base/b64.c \
-	base/tally.c base/bq.c
+	base/tally.c base/bq.c base/tar.c
 VMM_SRC := vmm/vm_xml.c vmm/conlog.c vmm/vm.c vmm/vm_agent.c vmm/agent.c vmm/agent_reply.c vmm/orch.c vmm/guest.c \
-	vmm/netguard.c vmm/aread.c vmm/achan.c vmm/image/aproto.c
+	vmm/guest_tree.c vmm/netguard.c vmm/aread.c vmm/achan.c vmm/image/aproto.c
 BILLING_SRC := billing/price.c billing/ledger.c billing/billing.c
 SERVICE_SRC := \
 	service/app.c service/accounts.c service/session.c service/catalog.c \
 	service/tools.c service/tool_info.c service/tool_sandbox.c service/tool_args.c service/tool_files.c service/tool_cmd.c service/reaper.c \
-	service/sandbox.c service/sandbox_maint.c service/sandbox_io.c service/sandbox_cmd.c service/sandbox_net.c service/sandbox_pty.c \
+	service/sandbox.c service/sandbox_maint.c service/sandbox_io.c service/sandbox_tree.c service/sandbox_cmd.c service/sandbox_net.c service/sandbox_pty.c \
 	service/preview.c service/usage.c service/store.c service/store_cmd.c service/store_port.c service/store_money.c service/store_maint.c service/settle.c
 SERVER_SRC := \
 	server/auth.c server/http.c server/sse.c server/mcp.c server/mcp_rpc.c \
@@ -61,7 +61,7 @@ AASCTL_OBJ := $(B)/server/aasctl.o
 BRIDGE_SRC := \
 	bridge/br_config.c bridge/br_url.c bridge/br_http.c bridge/br_api.c \
 	bridge/br_catalog.c bridge/br_tools.c bridge/br_path.c bridge/br_tree.c \
-	bridge/br_plan.c bridge/br_local.c bridge/br_remote.c bridge/br_sync.c bridge/br_io.c \
+	bridge/br_plan.c bridge/br_local.c bridge/br_pack.c bridge/br_remote.c bridge/br_sync.c bridge/br_io.c \
 	bridge/br_rpc.c
 BRIDGE_OBJ := $(BRIDGE_SRC:%.c=$(B)/%.o) $(B)/gen/embed_bridge.o
 BRIDGE_LIBS := $(shell pkg-config --libs libcurl jansson)

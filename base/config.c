@@ -81,7 +81,11 @@ static const struct cfg_entry cfg_table[] = {
 	    "Largest file moved in one REST request (PUT and GET /v1/sandboxes/{id}/files/content, "
 	    "streamed with bounded memory); a larger upload gets 413 before any byte reaches the "
 	    "sandbox when its Content-Length says so, or as soon as a chunked body passes it. "
-	    "MCP write_file and read_file keep their 8 MiB / 4 MiB limits." },
+	    "MCP write_file and read_file keep their 8 MiB / 4 MiB limits. A tree "
+	    "(PUT and GET /v1/sandboxes/{id}/tree) carries at most this much archive." },
+	{ "AAS_MAX_TREE_ENTRIES", CFG_LLONG, "200000", 1, 100000000, F(max_tree_entries),
+	    "Members of one tar stream unpacked by PUT /v1/sandboxes/{id}/tree; more is "
+	    "refused (400) and nothing in the directory changes." },
 	{ "AAS_MAX_ANON_BODY_BYTES", CFG_LLONG, "65536", 1024, 16777216, F(max_anon_body_bytes),
 	    "Largest request body without an API key (anonymous MCP requests, routes that need "
 	    "no key); larger ones get 413. A route that needs a key checks it before reading "

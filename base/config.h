@@ -32,6 +32,7 @@ struct config {
 	int queue_wait_s;
 	long long max_body_bytes;
 	long long max_file_bytes;
+	long long max_tree_entries;
 	long long max_anon_body_bytes;
 	int db_pool_size;
 	int conn_timeout_s;

@@ -5,7 +5,7 @@
 # the exit status is 1 when a part failed, and the failed parts are named
 # last. A missed target is a figure, not a failure.
 # BENCH_ONLY="noisy preview" runs only the parts named (mcp_front, vm,
-# files, agent, preview, reaper, noisy); empty runs all.
+# files, agent, sync, preview, reaper, noisy); empty runs all.
 set -eu
 
 B=${B:-build}
@@ -89,6 +89,9 @@ part files node bench/files.mjs "$ROOT/$B" "$STATE"
 
 part agent echo "== Agent path: aas-agent vs qemu-ga and the raw port, same VM =="
 part agent node bench/agent.mjs "$ROOT/$B" "$STATE"
+
+part sync echo "== Bridge sync: one tar stream vs one upload of the same bytes, same VM =="
+part sync node bench/sync.mjs "$ROOT/$B" "$STATE"
 
 part preview echo "== Preview proxy: aasd vs the raw forwarded port =="
 part preview node bench/preview.mjs "$ROOT/$B" "$STATE"

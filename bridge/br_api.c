@@ -65,7 +65,10 @@ json_t *
 br_api_json(struct br_call *c, const char *method, const struct br_url *u, const json_t *body,
     long timeout_s, struct err *e)
 {
-	struct br_req q = { method, NULL, NULL, 0, "application/json", timeout_s, c->cancel };
+	struct br_req q = { .method = method,
+		.content_type = "application/json",
+		.timeout_s = timeout_s,
+		.cancel = c->cancel };
 	char *text = NULL;
 	json_t *out;
 
@@ -89,8 +92,29 @@ json_t *
 br_api_put_bytes(struct br_call *c, const struct br_url *u, const void *data, size_t len,
     long timeout_s, struct err *e)
 {
-	struct br_req q = { "PUT", NULL, data ? data : "", len, "application/octet-stream",
-		timeout_s, c->cancel };
+	struct br_req q = { .method = "PUT",
+		.body = data ? data : "",
+		.body_len = len,
+		.content_type = "application/octet-stream",
+		.timeout_s = timeout_s,
+		.cancel = c->cancel };
+
+	if ((q.url = br_url_str(u, e)) == NULL)
+		return NULL;
+	return send_json(c, &q, e);
+}
+
+json_t *
+br_api_put_stream(struct br_call *c, const struct br_url *u, const char *content_type,
+    ssize_t (*read)(void *ctx, void *buf, size_t n, struct err *e), void *ctx, long timeout_s,
+    struct err *e)
+{
+	struct br_req q = { .method = "PUT",
+		.content_type = content_type,
+		.timeout_s = timeout_s,
+		.cancel = c->cancel,
+		.read = read,
+		.read_ctx = ctx };
 
 	if ((q.url = br_url_str(u, e)) == NULL)
 		return NULL;
@@ -101,7 +125,7 @@ int
 br_api_get_bytes(struct br_call *c, const struct br_url *u, long timeout_s, struct br_resp *r,
     struct err *e)
 {
-	struct br_req q = { "GET", NULL, NULL, 0, NULL, timeout_s, c->cancel };
+	struct br_req q = { .method = "GET", .timeout_s = timeout_s, .cancel = c->cancel };
 
 	memset(r, 0, sizeof(*r));
 	if ((q.url = br_url_str(u, e)) == NULL)

@@ -37,6 +37,11 @@ json_t *br_api_json(struct br_call *c, const char *method, const struct br_url *
 /* PUT of raw bytes; returns the JSON object answered. */
 json_t *br_api_put_bytes(struct br_call *c, const struct br_url *u, const void *data, size_t len,
     long timeout_s, struct err *e);
+/* PUT of a body `read` streams (chunked), of content_type; returns the
+ * JSON object answered. */
+json_t *br_api_put_stream(struct br_call *c, const struct br_url *u, const char *content_type,
+    ssize_t (*read)(void *ctx, void *buf, size_t n, struct err *e), void *ctx, long timeout_s,
+    struct err *e);
 /* GET of raw bytes into r (cleared by the caller with br_resp_clear). */
 int br_api_get_bytes(struct br_call *c, const struct br_url *u, long timeout_s, struct br_resp *r,
     struct err *e);

@@ -277,6 +277,25 @@ transport_error(const struct br_http *h, const struct br_req *q, CURLcode rc, co
 }
 
 /* Appends a header line; the list is kept whole when that fails. */
+struct upload {
+	const struct br_req *q;
+	struct err e;
+	int failed;
+};
+
+static size_t
+on_read(char *buf, size_t size, size_t nitems, void *ud)
+{
+	struct upload *u = ud;
+	ssize_t n = u->q->read(u->q->read_ctx, buf, size * nitems, &u->e);
+
+	if (n < 0) {
+		u->failed = 1;
+		return CURL_READFUNC_ABORT;
+	}
+	return (size_t)n;
+}
+
 static int
 add_header(struct curl_slist **list, const char *line)
 {
@@ -294,8 +313,9 @@ br_http_do(struct br_http *h, const struct br_req *q, struct br_resp *r, struct 
 	struct curl_slist *hdrs = NULL;
 	struct sink s;
 	char detail[CURL_ERROR_SIZE] = "", ctype[160];
-	int has_body = q->body != NULL || strcmp(q->method, "POST") == 0 ||
+	int has_body = q->body != NULL || q->read != NULL || strcmp(q->method, "POST") == 0 ||
 	    strcmp(q->method, "PUT") == 0;
+	struct upload up = { .q = q };
 	CURL *c;
 	CURLcode rc;
 	int ret = -1;
@@ -319,7 +339,13 @@ br_http_do(struct br_http *h, const struct br_req *q, struct br_resp *r, struct 
 		err_set(e, ERR_INTERNAL, "out of memory");
 		goto out;
 	}
-	if (has_body) {
+	err_clear(&up.e);
+	if (q->read != NULL) {
+		/* No size given: HTTP/1.1 chunks. */
+		curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(c, CURLOPT_READDATA, &up);
+	} else if (has_body) {
 		curl_easy_setopt(c, CURLOPT_POSTFIELDS, q->body ? q->body : "");
 		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)q->body_len);
 	}
@@ -345,6 +371,10 @@ br_http_do(struct br_http *h, const struct br_req *q, struct br_resp *r, struct 
 		curl_easy_setopt(c, CURLOPT_SHARE, h->share);
 	log_debug("api: %s %s", q->method, q->url);
 	rc = curl_easy_perform(c);
+	if (rc != CURLE_OK && up.failed) {
+		*e = up.e;
+		goto out;
+	}
 	if (rc != CURLE_OK) {
 		transport_error(h, q, rc, detail, &s, e);
 		goto out;

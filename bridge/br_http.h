@@ -6,6 +6,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "bridge/br_config.h"
 #include "base/err.h"
@@ -20,6 +21,10 @@ struct br_req {
 	const char *content_type; /* of body */
 	long timeout_s;           /* whole request, connect included */
 	const atomic_int *cancel; /* aborts the transfer when it becomes 1 */
+	/* A body streamed (chunked) instead of `body`: the next bytes, 0 at
+	 * the end, -1 with e to abort the request with that error. */
+	ssize_t (*read)(void *ctx, void *buf, size_t n, struct err *e);
+	void *read_ctx;
 };
 
 struct br_resp {

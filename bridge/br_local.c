@@ -239,6 +239,32 @@ br_local_scan(const char *root, const struct br_excl *x, int follow_links, struc
 }
 
 int
+br_local_open(const char *root, const struct br_entry *en, struct err *e)
+{
+	char full[PATH_MAX];
+	const char *path = en->source;
+	struct stat st;
+	int fd;
+
+	if (path == NULL) {
+		if (br_path_join(root, en->rel, full, sizeof(full)) < 0) {
+			err_set_field(e, "local_path", "local_path: %s: too long", en->rel);
+			return -1;
+		}
+		path = full;
+	}
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		err_set_field(e, "local_path", "local_path: cannot read %s: %s", en->rel,
+		    fd < 0 ? strerror(errno) : "not a regular file");
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+int
 br_local_read(const char *root, const struct br_entry *en, size_t max, unsigned char **data,
     size_t *len, struct err *e)
 {

@@ -29,6 +29,10 @@ int br_local_scan(const char *root, const struct br_excl *x, int follow_links, s
 #define BR_MAX_WARNINGS 50
 void br_warn(json_t *warnings, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A scanned file opened for reading (never through a link at the end),
+ * or -1 with e. */
+int br_local_open(const char *root, const struct br_entry *en, struct err *e);
+
 /* The whole content of a scanned file, at most max bytes. */
 int br_local_read(const char *root, const struct br_entry *en, size_t max, unsigned char **data,
     size_t *len, struct err *e);

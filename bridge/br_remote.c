@@ -164,19 +164,23 @@ br_remote_scan(struct br_call *c, const char *sbx, const char *root, const struc
 
 /* ---- bytes ---- */
 
-int
-br_remote_put(struct br_call *c, const char *sbx, const char *path, const void *data, size_t len,
-    unsigned mode, struct err *e)
+static ssize_t
+pack_read(void *ctx, void *buf, size_t n, struct err *e)
 {
-	struct br_url *u = br_api_url(c, "sandboxes", sbx, "files", "content", NULL);
-	char m[16];
+	return br_pack_read(ctx, buf, n, e);
+}
+
+int
+br_remote_put_tree(struct br_call *c, const char *sbx, const char *dir, struct br_pack *p,
+    struct err *e)
+{
+	struct br_url *u = br_api_url(c, "sandboxes", sbx, "tree", NULL);
+	/* The usual bound, and time for the bytes at a slow 1 MB/s. */
+	long timeout = c->cfg->request_timeout_s + (long)(br_pack_content_bytes(p) / 1000000);
 	json_t *j;
 
-	snprintf(m, sizeof(m), "%04o", mode & 0777);
-	br_url_query(u, "path", path);
-	br_url_query(u, "mode", m);
-	br_url_query(u, "make_parents", "true");
-	j = br_api_put_bytes(c, u, data, len, c->cfg->request_timeout_s, e);
+	br_url_query(u, "path", dir);
+	j = br_api_put_stream(c, u, "application/x-tar", pack_read, p, timeout, e);
 	br_url_free(u);
 	json_decref(j);
 	return j ? 0 : -1;

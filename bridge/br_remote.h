@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "bridge/br_api.h"
+#include "bridge/br_pack.h"
 #include "bridge/br_path.h"
 #include "bridge/br_tree.h"
 #include "base/err.h"
@@ -23,9 +24,10 @@
 int br_remote_scan(struct br_call *c, const char *sbx, const char *root, const struct br_excl *x,
     struct br_tree *t, int *missing, struct err *e);
 
-/* Writes a whole file (parents made). */
-int br_remote_put(struct br_call *c, const char *sbx, const char *path, const void *data,
-    size_t len, unsigned mode, struct err *e);
+/* Unpacks the pack's tar stream into sandbox directory dir (absolute;
+ * made when missing) in one request: all of it or, on error, nothing. */
+int br_remote_put_tree(struct br_call *c, const char *sbx, const char *dir, struct br_pack *p,
+    struct err *e);
 /* One page of a file; r->file_size carries the total when the API sends it. */
 int br_remote_get(struct br_call *c, const char *sbx, const char *path, long long offset,
     size_t length, struct br_resp *r, struct err *e);

@@ -180,59 +180,42 @@ delete_remote_extras(struct sync *s, struct err *e)
 	return 0;
 }
 
-static int
-send_file(struct sync *s, const struct br_entry *en, const char *path, struct err *e)
+static void
+pack_progress(void *ctx, size_t done, size_t total, const char *rel)
 {
-	unsigned char *data = NULL;
-	size_t len = 0;
-	char touch[64];
-	int rc = -1;
+	struct sync *s = ctx;
+	char msg[160];
 
-	if (en->size > (long long)BR_REMOTE_MAX_PUT) {
-		br_warn(s->warnings,
-		    "%s: %lld bytes, larger than the %u bytes one upload "
-		    "carries; not sent",
-		    en->rel, en->size, BR_REMOTE_MAX_PUT);
-		return 0;
-	}
-	if (br_local_read(s->root, en, BR_REMOTE_MAX_PUT, &data, &len, e) < 0)
-		return -1;
-	if (br_remote_put(s->c, s->sbx, path, data, len, en->mode, e) < 0)
-		goto out;
-	/* The upload's mtime is "now"; the local one makes the next run
-	 * skip the file. */
-	snprintf(touch, sizeof(touch), "touch -m -c -d @%lld --", en->mtime);
-	if (br_batch_add(s->batch, touch, path, "", e) < 0)
-		goto out;
-	s->files_sent++;
-	s->bytes += (long long)len;
-	note(s, s->sent, en->rel);
-	rc = 0;
-out:
-	free(data);
-	return rc;
+	(void)rel;
+	snprintf(msg, sizeof(msg), "%zu of %zu entries", done, total);
+	br_call_progress(s->c, (double)done, (double)total, msg);
 }
 
+/* What differs goes in one tar stream (PUT .../tree): directories the
+ * sandbox lacks, files it lacks or has with another size or time. The
+ * archive carries modes and times, so the next run skips what it sent. */
 static int
 push(struct sync *s, int missing, struct err *e)
 {
-	size_t n = br_tree_count(s->local), total = count_files(s->local), done = 0;
-	char path[8400], msg[160];
+	size_t n = br_tree_count(s->local);
+	struct br_pack *p = br_pack_new(s->root);
+	int rc = -1;
 
-	if (missing && br_batch_add(s->batch, "mkdir -p --", s->sdir, "", e) < 0)
+	if (p == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
 		return -1;
+	}
+	br_pack_on_member(p, pack_progress, s);
 	for (size_t i = 0; i < n; i++) {
 		const struct br_entry *en = br_tree_at(s->local, i);
 		const struct br_entry *d = dest_of(s, s->local, s->remote, en->rel);
 
-		if (stop_if_cancelled(s, e) < 0 ||
-		    remote_path(s, en->rel, path, sizeof(path), e) < 0)
-			return -1;
+		if (stop_if_cancelled(s, e) < 0)
+			goto out;
 		if (en->type == 'd') {
 			/* Empty directories too; parents of files come with them. */
-			if ((d == NULL || d->type != 'd') &&
-			    br_batch_add(s->batch, "mkdir -p --", path, "", e) < 0)
-				return -1;
+			if ((d == NULL || d->type != 'd') && br_pack_add(p, en, e) < 0)
+				goto out;
 			continue;
 		}
 		switch (br_plan_file(en, d)) {
@@ -244,16 +227,27 @@ push(struct sync *s, int missing, struct err *e)
 			    "sandbox_path: %s is a directory "
 			    "in the sandbox and a file here (delete_extras: true replaces it)",
 			    en->rel);
-			return -1;
+			goto out;
 		case BR_SEND:
-			if (send_file(s, en, path, e) < 0)
-				return -1;
+			if (br_pack_add(p, en, e) < 0)
+				goto out;
+			s->files_sent++;
+			s->bytes += en->size;
+			note(s, s->sent, en->rel);
 			break;
 		}
-		snprintf(msg, sizeof(msg), "%zu of %zu files", ++done, total);
-		br_call_progress(s->c, (double)done, (double)total, msg);
 	}
-	return br_batch_flush(s->batch, e);
+	if (br_pack_count(p) > 0) {
+		if (br_remote_put_tree(s->c, s->sbx, s->sdir, p, e) < 0)
+			goto out;
+	} else if (missing && br_batch_add(s->batch, "mkdir -p --", s->sdir, "", e) < 0) {
+		goto out;
+	}
+	br_pack_warnings(p, s->warnings);
+	rc = br_batch_flush(s->batch, e);
+out:
+	br_pack_free(p);
+	return rc;
 }
 
 json_t *

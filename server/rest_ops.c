@@ -303,11 +303,107 @@ op_download(struct rest_call *c, json_t *args, struct err *e)
 	return NULL;
 }
 
+/* ---- trees: a directory as one tar stream ---- */
+
+static const char *
+arg_str(const json_t *args, const char *key)
+{
+	return json_string_value(json_object_get(args, key));
+}
+
+static json_t *
+tree_json(const char *id, const struct sbx_tree_res *res)
+{
+	return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I}", "sandbox_id", id, "path", res->path,
+	    "files", (json_int_t)res->files, "directories", (json_int_t)res->dirs, "symlinks",
+	    (json_int_t)res->symlinks, "hardlinks", (json_int_t)res->hardlinks, "bytes",
+	    (json_int_t)res->bytes);
+}
+
+/* The body, a tar stream, is unpacked into ?path= as it arrives; nothing
+ * changes there unless all of it was good. */
+static json_t *
+op_tree_put(struct rest_call *c, json_t *args, struct err *e)
+{
+	struct bq *in = http_body_stream(c->req);
+	struct sbx *s = rest_sbx(c, e);
+	const char *id = arg_str(args, "sandbox_id");
+	struct sbx_tree_res res;
+
+	if (s == NULL)
+		return NULL;
+	if (in == NULL) {
+		err_set(e, ERR_INTERNAL, "tree route without a streamed body");
+		return NULL;
+	}
+	if (sbx_tree_put(s, c->cx.account_id, id, arg_str(args, "path"), body_read, in,
+		(uint64_t)c->r->app->cfg.max_file_bytes, (uint64_t)c->r->app->cfg.max_tree_entries,
+		&res, e) < 0) {
+		if (e->kind == ERR_LIMIT && strcmp(e->field, "AAS_MAX_FILE_BYTES") == 0) {
+			http_reply_json(c->req, 413,
+			    rest_error_json("payload_too_large", e->msg, "AAS_MAX_FILE_BYTES"));
+			c->replied = 1;
+		}
+		return NULL;
+	}
+	return tree_json(id, &res);
+}
+
+struct tree_dl {
+	struct rest_call *c;
+	struct bq *out;
+};
+
+static int
+tree_dl_start(void *ctx, struct err *e)
+{
+	struct tree_dl *d = ctx;
+
+	d->out = http_reply_stream(d->c->req, 200, "application/x-tar", -1);
+	if (d->out == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return -1;
+	}
+	d->c->replied = 1;
+	d->c->req = NULL; /* the HTTP thread's again */
+	return 0;
+}
+
+static int
+tree_dl_write(void *ctx, const void *buf, size_t n, struct err *e)
+{
+	struct tree_dl *d = ctx;
+
+	return bq_write(d->out, buf, n, e);
+}
+
+/* ?path= (default: the home) as a tar stream. An error once bytes went
+ * out ends the chunked body without its last chunk. */
+static json_t *
+op_tree_get(struct rest_call *c, json_t *args, struct err *e)
+{
+	struct tree_dl d = { c, NULL };
+	struct sbx *s = rest_sbx(c, e);
+	struct sbx_tree_res res;
+	int rc;
+
+	if (s == NULL)
+		return NULL;
+	rc = sbx_tree_get(s, c->cx.account_id, arg_str(args, "sandbox_id"), arg_str(args, "path"),
+	    (uint64_t)c->r->app->cfg.max_file_bytes, tree_dl_start, tree_dl_write, &d, &res, e);
+	if (d.out == NULL)
+		return NULL;
+	bq_finish(d.out, rc < 0 ? e : NULL);
+	bq_free(d.out);
+	return NULL;
+}
+
 static const char *const usage_q[] = { "limit", "cursor", NULL };
 static const char *const list_q[] = { "state", "limit", "cursor", NULL };
 static const char *const files_q[] = { "path", "depth", "limit", NULL };
 static const char *const read_q[] = { "path", "offset", "length", NULL };
 static const char *const write_q[] = { "path", "mode", "make_parents", NULL };
+static const char *const tree_q[] = { "path", NULL };
 static const char *const cmd_q[] = { "stdout_offset", "stderr_offset", "wait_seconds", NULL };
 
 #define SBX "/v1/sandboxes/{sandbox_id}"
@@ -330,6 +426,8 @@ const struct rest_op rest_ops[] = {
 	{ "GET", SBX "/files", rest_op_tool, "list_files", files_q, 0, 200 },
 	{ "GET", SBX "/files/content", op_download, "read_file", read_q, 0, 200 },
 	{ "PUT", SBX "/files/content", op_upload, "write_file", write_q, REST_RAW_BODY, 200 },
+	{ "GET", SBX "/tree", op_tree_get, NULL, tree_q, 0, 200 },
+	{ "PUT", SBX "/tree", op_tree_put, NULL, tree_q, REST_RAW_BODY, 200 },
 	{ "POST", SBX "/ports", rest_op_tool, "expose_port", NULL, REST_JSON_BODY, 201 },
 	{ "GET", SBX "/ports", op_list_ports, NULL, NULL, 0, 200 },
 };

@@ -192,6 +192,30 @@ typedef int (*sbx_read_start_fn)(void *ctx, const struct sbx_read_res *res, stru
  * refused above `max_bytes`) to `write`, after `start`. */
 int sbx_read_stream(struct sbx *s, const char *account, const struct sbx_read_req *req,
     long long max_bytes, sbx_read_start_fn start, guest_write_fn write, void *ctx, struct err *e);
+/* ---- trees: a directory as one tar stream (sandbox_tree.c) ---- */
+
+struct sbx_tree_res {
+	char path[SBX_PATH_MAX]; /* the absolute directory */
+	unsigned long long files, dirs, symlinks, hardlinks, bytes, skipped;
+};
+
+/* Unpacks the tar stream `read` gives into `path` in the account's
+ * running sandbox, as the sandbox user. The archive is checked on its way
+ * (base/tar: no absolute or ".." names, no links out of the directory, no
+ * device files; set-id bits cleared); a member that breaks a rule, a
+ * file over `max_bytes` or more than `max_entries` members is an error
+ * naming it, and then nothing in the directory changes. */
+int sbx_tree_put(struct sbx *s, const char *account, const char *sandbox_id, const char *path,
+    guest_read_fn read, void *ctx, uint64_t max_bytes, uint64_t max_entries,
+    struct sbx_tree_res *res, struct err *e);
+/* Called once, before the first byte of a tree download. */
+typedef int (*sbx_tree_start_fn)(void *ctx, struct err *e);
+/* The directory `path` (default: the home) as a tar stream to `write`,
+ * after `start`: members that break the same rules are left out (counted
+ * in res->skipped), at most `max_bytes` of archive. */
+int sbx_tree_get(struct sbx *s, const char *account, const char *sandbox_id, const char *path,
+    uint64_t max_bytes, sbx_tree_start_fn start, guest_write_fn write, void *ctx,
+    struct sbx_tree_res *res, struct err *e);
 json_t *sbx_list_files(struct sbx *s, const char *account, const struct sbx_files_req *req,
     struct err *e);
 /* expose_port: a forward into the VM and a preview URL (sandbox_net.c). */

@@ -99,6 +99,21 @@ int guest_file_size(struct vm_host *h, const char *dom, const char *path, long l
 int guest_get_stream(struct vm_host *h, const char *dom, const char *path, long long offset,
     long long length, guest_write_fn write, void *ctx, struct err *e);
 
+/* ---- trees: a directory as one tar stream (guest_tree.c) ---- */
+
+/* Unpacks the tar stream `read` gives into `dir` (created when missing)
+ * as the sandbox user, with the guest's tar (no owners, the user's umask).
+ * Only when `read` ended (0) and the whole archive unpacked does anything
+ * appear in `dir`; otherwise nothing there changes. `read` hands over an
+ * archive the caller has checked (base/tar). */
+int guest_tree_put(struct vm_host *h, const char *dom, const char *dir, guest_read_fn read,
+    void *ctx, uint64_t max_bytes, struct err *e);
+/* Gives `write` a tar stream (GNU format, names under ".") of `dir` as the
+ * sandbox user can read it. An error before the first byte is the usual
+ * one (no such directory: ERR_INVALID on "path"). */
+int guest_tree_get(struct vm_host *h, const char *dom, const char *dir, guest_write_fn write,
+    void *ctx, uint64_t max_bytes, struct err *e);
+
 /* Lists a tree as the sandbox user: array of {path,type,size,mode,mtime}. */
 json_t *guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth, int limit,
     int *truncated, struct err *e);

@@ -18,6 +18,7 @@
 #include "base/clock.h"
 #include "base/db.h"
 #include "base/num.h"
+#include "base/tar.h"
 #include "base/err.h"
 #include "vmm/guest.h"
 #include "vmm/orch.h"
@@ -865,6 +866,121 @@ __wrap_guest_get_stream(struct vm_host *h, const char *dom, const char *path, lo
 		return -1;
 	rc = write(ctx, data, len, e);
 	free(data);
+	return rc;
+}
+
+/* ---- trees: the checked archive (ustar names, pax `path` records) ---- */
+
+#define FAKE_TREE_MAX (8u << 20) /* bytes of archive one fake unpack holds */
+
+static unsigned long long
+tar_num(const unsigned char *p, size_t n)
+{
+	unsigned long long v = 0;
+
+	for (size_t i = 0; i < n && p[i] >= '0' && p[i] <= '7'; i++)
+		v = v * 8 + (unsigned long long)(p[i] - '0');
+	return v;
+}
+
+/* Like the real one: nothing changes unless `read` ended cleanly; then
+ * every regular member is a file under dir. */
+int
+__wrap_guest_tree_put(struct vm_host *h, const char *dom, const char *dir, guest_read_fn read,
+    void *ctx, uint64_t max_bytes, struct err *e)
+{
+	unsigned char *buf = malloc(FAKE_TREE_MAX);
+	size_t len = 0, off = 0;
+	char name[FAKE_PATH_MAX] = "", path[FAKE_PATH_MAX * 2];
+	ssize_t n = 1;
+	int rc = -1;
+
+	(void)max_bytes;
+	if (buf == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return -1;
+	}
+	while (n > 0 && len < FAKE_TREE_MAX)
+		if ((n = read(ctx, buf + len, FAKE_TREE_MAX - len, e)) > 0)
+			len += (size_t)n;
+	if (n != 0)
+		goto out;
+	while (off + TAR_BLOCK <= len && buf[off] != 0) {
+		const unsigned char *hd = buf + off;
+		unsigned long long size = tar_num(hd + 124, 12);
+		const unsigned char *data = hd + TAR_BLOCK;
+
+		off += TAR_BLOCK + ((size + TAR_BLOCK - 1) / TAR_BLOCK) * TAR_BLOCK;
+		if (off > len) {
+			err_set(e, ERR_INTERNAL, "fake tree: archive cut short");
+			goto out;
+		}
+		if (hd[156] == 'x') {
+			const char *p = memmem(data, size, " path=", 6);
+			const char *nl = p ?
+			    memchr(p, '\n', size - (size_t)(p - (const char *)data)) :
+			    NULL;
+			if (p && nl)
+				snprintf(name, sizeof(name), "%.*s", (int)(nl - p - 6), p + 6);
+			continue;
+		}
+		if (name[0] == '\0')
+			snprintf(name, sizeof(name), "%.100s", (const char *)hd);
+		if (hd[156] == '0' &&
+		    (snprintf(path, sizeof(path), "%s/%s", dir, name) >= (int)sizeof(path) ||
+			__wrap_guest_put_file(h, dom, path, data, size,
+			    (unsigned)tar_num(hd + 100, 8), 1, e) < 0))
+			goto out;
+		name[0] = '\0';
+	}
+	rc = 0;
+out:
+	free(buf);
+	return rc;
+}
+
+/* The files under dir, and one FIFO named "fifo" (a download leaves it
+ * out). */
+int
+__wrap_guest_tree_get(struct vm_host *h, const char *dom, const char *dir, guest_write_fn write,
+    void *ctx, uint64_t max_bytes, struct err *e)
+{
+	static const char zeros[TAR_BLOCK];
+	char hdr[TAR_MAX_HEADER];
+	struct fake_vm *vm;
+	size_t n = strlen(dir);
+	int rc = -1;
+
+	(void)max_bytes;
+	lock();
+	if ((vm = vm_of(h, dom, e)) == NULL)
+		goto out;
+	for (size_t i = 0; i < vm->nfiles; i++) {
+		struct fake_file *f = &vm->files[i];
+		ssize_t k;
+
+		if (strncmp(f->path, dir, n) != 0 || f->path[n] != '/')
+			continue;
+		if ((k = tar_header(hdr, sizeof(hdr), f->path + n + 1, '0', f->mode, f->len, 0,
+			 e)) < 0 ||
+		    write(ctx, hdr, (size_t)k, e) < 0 || write(ctx, f->data, f->len, e) < 0 ||
+		    write(ctx, zeros, tar_pad(f->len), e) < 0)
+			goto out;
+	}
+	if (tar_header(hdr, sizeof(hdr), "fifo", '0', 0644, 0, 0, e) < 0)
+		goto out;
+	hdr[156] = '6';
+	{
+		/* The checksum again, for the type changed. */
+		unsigned sum = 0;
+		memset(hdr + 148, ' ', 8);
+		for (size_t i = 0; i < TAR_BLOCK; i++)
+			sum += (unsigned char)hdr[i];
+		snprintf(hdr + 148, 8, "%06o", sum);
+	}
+	rc = write(ctx, hdr, TAR_BLOCK, e);
+out:
+	unlock();
 	return rc;
 }
 

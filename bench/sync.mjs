@@ -1,0 +1,116 @@
+// The bridge's sync (make bench, part `sync`): the first sync_to_sandbox of
+// a project of BENCH_SYNC_FILES files (6.6 MB by default) through aas-mcp,
+// against a single REST upload of the same bytes as one file to the same
+// VM in this run (target: at most 2x). Also the no-op re-sync and a sync
+// with one changed file. Each figure is the median of BENCH_SYNC_N rounds;
+// every first sync goes to a new sandbox directory.
+// Usage: node bench/sync.mjs BUILD_DIR STATE_DIR
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, mkdirSync, writeFileSync, rmSync, utimesSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { startVmAasd } from './lib.mjs';
+
+const run = promisify(execFile);
+const [BUILD, STATE] = process.argv.slice(2);
+if (!BUILD || !STATE) throw new Error('usage: node bench/sync.mjs BUILD_DIR STATE_DIR');
+const intEnv = (name, dflt) => {
+  const v = Number(process.env[name] || dflt);
+  if (!Number.isInteger(v) || v < 1) throw new Error(`${name}: not a positive integer`);
+  return v;
+};
+const N_FILES = intEnv('BENCH_SYNC_FILES', 500);
+const TOTAL = intEnv('BENCH_SYNC_BYTES', 6600000);
+const ROUNDS = intEnv('BENCH_SYNC_N', 3);
+const ROOT = `${STATE}/libvirt-bench-sync`;
+const URI = `qemu:///embed?root=${ROOT}`;
+const IMAGE = process.env.AAS_IMAGE_DIR || `${STATE}/../images/current`;
+const median = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor((s.length - 1) / 2)]; };
+const f2 = (x) => x.toFixed(2);
+async function timed(fn) { const t0 = performance.now(); const r = await fn(); return [performance.now() - t0, r]; }
+
+// A project like a source tree: 25 directories, sizes from a few hundred
+// bytes to some tens of KiB, TOTAL bytes in all.
+const tmp = mkdtempSync(path.join(tmpdir(), 'aas-bench-sync-'));
+const src = path.join(tmp, 'proj');
+const weights = Array.from({ length: N_FILES }, (_, i) => 1 + ((i * 7919) % 97) ** 2 / 97);
+const wsum = weights.reduce((a, b) => a + b, 0);
+let total = 0;
+const files = [];
+for (let i = 0; i < N_FILES; i++) {
+  const size = i === N_FILES - 1 ? TOTAL - total : Math.floor((TOTAL * weights[i]) / wsum);
+  const rel = path.join(`dir${i % 25}`, `file${i}.txt`);
+  mkdirSync(path.join(src, path.dirname(rel)), { recursive: true });
+  writeFileSync(path.join(src, rel), randomBytes(Math.ceil(size / 2)).toString('hex').slice(0, size));
+  utimesSync(path.join(src, rel), 1700000000, 1700000000);
+  total += size;
+  files.push(rel);
+}
+const one = path.join(tmp, 'one.bin');
+await run('sh', ['-c', `cat ${files.map((f) => `'${path.join(src, f)}'`).join(' ')} > ${one}`],
+  { maxBuffer: 1 << 20 });
+
+const { stdout: acctJson } = await run(`${BUILD}/aasctl`, ['account', 'create', '--email',
+  `bench-sync-${randomBytes(4).toString('hex')}@bench.invalid`], { env: { ...process.env, AAS_STATE_DIR: STATE } });
+const key = JSON.parse(acctJson).api_key;
+const aasd = await startVmAasd(BUILD, STATE, URI, IMAGE);
+let id;
+let bridge;
+try {
+  const r = await fetch(`${aasd.url}/v1/sandboxes`, {
+    method: 'POST', headers: { 'x-api-key': key, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ size: 'small', timeout_minutes: 30 }),
+  });
+  if (r.status !== 201) throw new Error(`create: ${r.status} ${await r.text()}`);
+  id = (await r.json()).sandbox_id;
+
+  const transport = new StdioClientTransport({ command: `${BUILD}/aas-mcp`, args: [],
+    env: { AAS_API_KEY: key, AAS_BASE_URL: aasd.url, PATH: process.env.PATH }, stderr: 'inherit' });
+  bridge = new Client({ name: 'aas-bench-sync', version: '1' });
+  await bridge.connect(transport);
+  const sync = async (dir) => {
+    const res = await bridge.callTool({ name: 'sync_to_sandbox', arguments: { sandbox_id: id,
+      local_path: src, sandbox_path: dir } }, undefined, { timeout: 600000 });
+    if (res.isError) throw new Error(`sync_to_sandbox: ${res.content[0].text}`);
+    return res.structuredContent;
+  };
+  const upload = async (i) => {
+    const { stdout } = await run('curl', ['-sS', '-o', '/dev/null', '-w', '%{http_code}', '-X', 'PUT',
+      '-H', `x-api-key: ${key}`, '-H', 'Content-Type: application/octet-stream', '-T', one,
+      `${aasd.url}/v1/sandboxes/${id}/files/content?path=one-${i}.bin`]);
+    if (stdout !== '200') throw new Error(`upload: ${stdout}`);
+  };
+
+  await upload(0); // warm: the agent connection, the page cache
+  const up = [];
+  const first = [];
+  const noop = [];
+  const changed = [];
+  for (let i = 1; i <= ROUNDS; i++) {
+    up.push((await timed(() => upload(i)))[0]);
+    const [t, r] = await timed(() => sync(`proj-${i}`));
+    if (r.files_sent !== N_FILES) throw new Error(`first sync sent ${r.files_sent} files`);
+    first.push(t);
+    const [t2, r2] = await timed(() => sync(`proj-${i}`));
+    if (r2.files_sent !== 0) throw new Error(`re-sync sent ${r2.files_sent} files`);
+    noop.push(t2);
+    writeFileSync(path.join(src, files[i]), `changed ${i}\n`);
+    const [t3, r3] = await timed(() => sync(`proj-${i}`));
+    if (r3.files_sent !== 1) throw new Error(`changed sync sent ${r3.files_sent} files`);
+    changed.push(t3);
+  }
+  const ratio = median(first) / median(up);
+  console.log(`sync: ${N_FILES} files, ${(total / 1e6).toFixed(1)} MB, ${ROUNDS} rounds (medians)`);
+  console.log(`| first sync_to_sandbox | ${median(first).toFixed(0)} ms | one REST upload of the same bytes ${median(up).toFixed(0)} ms | ${f2(ratio)}x | <= 2x | ${ratio <= 2 ? 'yes' : 'no'} |`);
+  console.log(`| no-op re-sync | ${median(noop).toFixed(0)} ms | | | | |`);
+  console.log(`| one changed file | ${median(changed).toFixed(0)} ms | | | | |`);
+} finally {
+  await bridge?.close().catch(() => {});
+  if (id) await fetch(`${aasd.url}/v1/sandboxes/${id}`, { method: 'DELETE', headers: { 'x-api-key': key } }).catch(() => {});
+  await aasd.stop();
+  rmSync(tmp, { recursive: true, force: true });
+}

@@ -1,0 +1,217 @@
+/* sandbox_tree.c - directories in and out of a sandbox as tar streams.
+ * The archive passes through base/tar on its way: an upload is refused at
+ * the first member that breaks a rule (and the guest then changes
+ * nothing, vmm/guest_tree.c), a download leaves such members out. */
+#include "service/sandbox_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/tar.h"
+#include "vmm/guest.h"
+
+#define TREE_IN_CHUNK (32 * 1024)
+/* What one input chunk can become: a member's header may grow by a pax
+ * header (1 KiB) for every 512 bytes read; the end blocks besides. */
+#define TREE_PENDING_MAX (4 * TREE_IN_CHUNK + 4 * TAR_BLOCK)
+
+struct tree_in {
+	guest_read_fn read; /* the client's bytes */
+	void *ctx;
+	struct tar_filter *f;
+	unsigned char *in;
+	unsigned char *pend; /* checked bytes not yet handed on */
+	size_t pend_off, pend_len;
+	int done;
+};
+
+static int
+pend_emit(void *ctx, const void *p, size_t n, struct err *e)
+{
+	struct tree_in *t = ctx;
+
+	if (n > TREE_PENDING_MAX - t->pend_len) {
+		err_set(e, ERR_INTERNAL, "tree: checked bytes outgrew their buffer");
+		return -1;
+	}
+	memcpy(t->pend + t->pend_len, p, n);
+	t->pend_len += n;
+	return 0;
+}
+
+/* guest_read_fn: the checked archive, the end blocks only once the whole
+ * input was checked. */
+static ssize_t
+tree_in_read(void *ctx, void *buf, size_t n, struct err *e)
+{
+	struct tree_in *t = ctx;
+
+	while (t->pend_off == t->pend_len && !t->done) {
+		ssize_t k = t->read(t->ctx, t->in, TREE_IN_CHUNK, e);
+
+		t->pend_off = t->pend_len = 0;
+		if (k < 0)
+			return -1;
+		if (k == 0) {
+			if (tar_filter_finish(t->f, pend_emit, t, e) < 0)
+				return -1;
+			t->done = 1;
+		} else if (tar_filter_push(t->f, t->in, (size_t)k, pend_emit, t, e) < 0) {
+			return -1;
+		}
+	}
+	if (n > t->pend_len - t->pend_off)
+		n = t->pend_len - t->pend_off;
+	memcpy(buf, t->pend + t->pend_off, n);
+	t->pend_off += n;
+	return (ssize_t)n;
+}
+
+static void
+stats_out(const struct tar_filter *f, struct sbx_tree_res *res)
+{
+	const struct tar_stats *st = tar_filter_stats(f);
+
+	res->files = st->files;
+	res->dirs = st->dirs;
+	res->symlinks = st->symlinks;
+	res->hardlinks = st->hardlinks;
+	res->bytes = st->bytes;
+	res->skipped = st->skipped;
+}
+
+static struct vm_host *
+tree_vm(struct sbx *s, const char *account, const char *id, const char *path,
+    struct sbx_tree_res *res, struct store_row *row, char *domain, size_t dn, struct err *e)
+{
+	if (guest_abs_path(path, res->path, sizeof(res->path)) < 0) {
+		err_set_field(e, "path", "path: too long");
+		return NULL;
+	}
+	return sbx_running(s, account, id, row, domain, dn, e);
+}
+
+int
+sbx_tree_put(struct sbx *s, const char *account, const char *sandbox_id, const char *path,
+    guest_read_fn read, void *ctx, uint64_t max_bytes, uint64_t max_entries,
+    struct sbx_tree_res *res, struct err *e)
+{
+	const struct tar_rules rules = { .skip_bad = 0,
+		.max_member_bytes = max_bytes,
+		.max_members = max_entries };
+	struct tree_in t = { .read = read, .ctx = ctx };
+	struct store_row row;
+	struct vm_host *h;
+	char domain[64];
+	int rc = -1;
+
+	memset(res, 0, sizeof(*res));
+	if (path == NULL) {
+		err_set_field(e, "path", "path: required (the directory to unpack into)");
+		return -1;
+	}
+	if ((h = tree_vm(s, account, sandbox_id, path, res, &row, domain, sizeof(domain), e)) ==
+	    NULL)
+		return -1;
+	t.f = tar_filter_new(&rules);
+	t.in = malloc(TREE_IN_CHUNK);
+	t.pend = malloc(TREE_PENDING_MAX);
+	if (t.f == NULL || t.in == NULL || t.pend == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto out;
+	}
+	if (guest_tree_put(h, domain, res->path, tree_in_read, &t, max_bytes, e) < 0) {
+		/* A refused archive is the caller's; a failed guest may end the
+		 * sandbox (sbx_guest_failed). */
+		/* The archive's limits are a bad request, not a quota. */
+		if (e->kind == ERR_LIMIT && strcmp(e->field, "member") == 0)
+			e->kind = ERR_INVALID;
+		if (e->kind == ERR_INVALID || e->kind == ERR_LIMIT)
+			goto out;
+		(void)sbx_guest_failed(s, sandbox_id, row.host, e);
+		goto out;
+	}
+	stats_out(t.f, res);
+	rc = 0;
+out:
+	tar_filter_free(t.f);
+	free(t.in);
+	free(t.pend);
+	return rc;
+}
+
+struct tree_out {
+	guest_write_fn write; /* to the client */
+	void *ctx;
+	sbx_tree_start_fn start;
+	struct tar_filter *f;
+	uint64_t sent, max;
+	int started;
+};
+
+static int
+out_emit(void *ctx, const void *p, size_t n, struct err *e)
+{
+	struct tree_out *t = ctx;
+
+	if (n > t->max - t->sent) {
+		err_set_field(e, "AAS_MAX_FILE_BYTES",
+		    "the archive is larger than AAS_MAX_FILE_BYTES (%llu bytes); ask for a "
+		    "smaller directory",
+		    (unsigned long long)t->max);
+		e->kind = ERR_LIMIT;
+		return -1;
+	}
+	if (!t->started) {
+		if (t->start(t->ctx, e) < 0)
+			return -1;
+		t->started = 1;
+	}
+	t->sent += n;
+	return t->write(t->ctx, p, n, e);
+}
+
+/* guest_write_fn: the guest's tar through the filter. */
+static int
+tree_out_write(void *ctx, const void *buf, size_t n, struct err *e)
+{
+	struct tree_out *t = ctx;
+
+	return tar_filter_push(t->f, buf, n, out_emit, t, e);
+}
+
+int
+sbx_tree_get(struct sbx *s, const char *account, const char *sandbox_id, const char *path,
+    uint64_t max_bytes, sbx_tree_start_fn start, guest_write_fn write, void *ctx,
+    struct sbx_tree_res *res, struct err *e)
+{
+	const struct tar_rules rules = { .skip_bad = 1,
+		.max_member_bytes = max_bytes,
+		.max_members = UINT64_MAX };
+	struct tree_out t = { .write = write, .ctx = ctx, .start = start, .max = max_bytes };
+	struct store_row row;
+	struct vm_host *h;
+	char domain[64];
+	int rc = -1;
+
+	memset(res, 0, sizeof(*res));
+	if ((h = tree_vm(s, account, sandbox_id, path ? path : GUEST_HOME, res, &row, domain,
+		 sizeof(domain), e)) == NULL)
+		return -1;
+	if ((t.f = tar_filter_new(&rules)) == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return -1;
+	}
+	if (guest_tree_get(h, domain, res->path, tree_out_write, &t, max_bytes, e) < 0) {
+		if (e->kind != ERR_INVALID && e->kind != ERR_LIMIT)
+			(void)sbx_guest_failed(s, sandbox_id, row.host, e);
+		goto out;
+	}
+	if (tar_filter_finish(t.f, out_emit, &t, e) < 0)
+		goto out;
+	stats_out(t.f, res);
+	rc = 0;
+out:
+	tar_filter_free(t.f);
+	return rc;
+}
