@@ -579,7 +579,7 @@ pax_apply(struct tar_filter *f, struct err *e)
 
 			f->has_size = vlen > 0;
 			for (size_t k = 0; k < vlen; k++) {
-				if (v[k] < '0' || v[k] > '9' || s > (UINT64_MAX - 9) / 10)
+				if (v[k] < '0' || v[k] > '9' || s > ((uint64_t)INT64_MAX - 9) / 10)
 					goto bad;
 				s = s * 10 + (uint64_t)(v[k] - '0');
 			}
