@@ -35,7 +35,7 @@ BASE_SRC := \
 	base/utf8.c base/metrics.c base/mcp_version.c base/buf.c base/num.c base/tool_result.c base/b64.c \
 	base/tally.c base/bq.c base/tar.c
 VMM_SRC := vmm/vm_xml.c vmm/conlog.c vmm/vm.c vmm/vm_agent.c vmm/agent.c vmm/agent_reply.c vmm/orch.c vmm/guest.c \
-	vmm/guest_tree.c vmm/netguard.c vmm/aread.c vmm/achan.c vmm/image/aproto.c
+	vmm/guest_tree.c vmm/netguard.c vmm/aread.c vmm/achan.c vmm/image/aproto.c vmm/image/agent_tree.c
 BILLING_SRC := billing/price.c billing/ledger.c billing/billing.c
 SERVICE_SRC := \
 	service/app.c service/accounts.c service/session.c service/catalog.c \
@@ -187,10 +187,12 @@ $(B)/tests/%: tests/unit/%.c $(B)/libaas.a
 # The guest agent built for the host and its test, which runs it on a
 # socketpair (both take the protocol's one encoder and parser).
 AGENT_CFLAGS := $(filter-out -MMD -MP,$(CFLAGS))
-$(B)/tests/aas-agent-host: vmm/image/aas-agent.c vmm/image/aproto.c vmm/image/aproto.h
+$(B)/tests/aas-agent-host: vmm/image/aas-agent.c vmm/image/aproto.c vmm/image/aproto.h \
+    vmm/image/agent_tree.c vmm/image/agent_tree.h
 	@mkdir -p $(dir $@)
 	@echo "  CC+LD   $<"
-	$(Q)$(CC) $(AGENT_CFLAGS) $(LDFLAGS) -o $@ vmm/image/aas-agent.c vmm/image/aproto.c
+	$(Q)$(CC) $(AGENT_CFLAGS) $(LDFLAGS) -o $@ vmm/image/aas-agent.c vmm/image/aproto.c \
+	    vmm/image/agent_tree.c
 
 $(B)/tests/test_agent: tests/unit/test_agent.c vmm/image/aproto.c vmm/image/aproto.h \
     $(B)/tests/aas-agent-host

@@ -10,7 +10,7 @@
 #include "base/tar.h"
 #include "vmm/guest.h"
 
-#define TREE_IN_CHUNK (32 * 1024)
+#define TREE_IN_CHUNK (64 * 1024)
 /* What one input chunk can become: a member's header may grow by a pax
  * header (1 KiB) for every 512 bytes read; the end blocks besides. */
 #define TREE_PENDING_MAX (4 * TREE_IN_CHUNK + 4 * TAR_BLOCK)
@@ -40,31 +40,41 @@ pend_emit(void *ctx, const void *p, size_t n, struct err *e)
 }
 
 /* guest_read_fn: the checked archive, the end blocks only once the whole
- * input was checked. */
+ * input was checked. Fills buf when the input has that much, so the
+ * guest gets whole frames however the body arrives. */
 static ssize_t
 tree_in_read(void *ctx, void *buf, size_t n, struct err *e)
 {
 	struct tree_in *t = ctx;
+	size_t got = 0;
 
-	while (t->pend_off == t->pend_len && !t->done) {
-		ssize_t k = t->read(t->ctx, t->in, TREE_IN_CHUNK, e);
+	while (got < n) {
+		size_t k;
 
-		t->pend_off = t->pend_len = 0;
-		if (k < 0)
-			return -1;
-		if (k == 0) {
-			if (tar_filter_finish(t->f, pend_emit, t, e) < 0)
+		if (t->pend_off == t->pend_len) {
+			ssize_t r;
+
+			if (t->done)
+				break;
+			t->pend_off = t->pend_len = 0;
+			r = t->read(t->ctx, t->in, TREE_IN_CHUNK, e);
+			if (r < 0)
 				return -1;
-			t->done = 1;
-		} else if (tar_filter_push(t->f, t->in, (size_t)k, pend_emit, t, e) < 0) {
-			return -1;
+			if (r == 0) {
+				if (tar_filter_finish(t->f, pend_emit, t, e) < 0)
+					return -1;
+				t->done = 1;
+			} else if (tar_filter_push(t->f, t->in, (size_t)r, pend_emit, t, e) < 0) {
+				return -1;
+			}
+			continue;
 		}
+		k = t->pend_len - t->pend_off < n - got ? t->pend_len - t->pend_off : n - got;
+		memcpy((char *)buf + got, t->pend + t->pend_off, k);
+		t->pend_off += k;
+		got += k;
 	}
-	if (n > t->pend_len - t->pend_off)
-		n = t->pend_len - t->pend_off;
-	memcpy(buf, t->pend + t->pend_off, n);
-	t->pend_off += n;
-	return (ssize_t)n;
+	return (ssize_t)got;
 }
 
 static void

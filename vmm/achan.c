@@ -1670,7 +1670,8 @@ file_flags(int flags)
 {
 	return (flags & ACHAN_PUT_TRUNC ? AP_F_TRUNC : 0) |
 	    (flags & ACHAN_PUT_PARENTS ? AP_F_PARENTS : 0) |
-	    (flags & ACHAN_PUT_EXCL ? AP_F_EXCL : 0) | (flags & ACHAN_AS_ROOT ? AP_F_ROOT : 0);
+	    (flags & ACHAN_PUT_EXCL ? AP_F_EXCL : 0) | (flags & ACHAN_AS_ROOT ? AP_F_ROOT : 0) |
+	    (flags & ACHAN_PUT_TREE ? AP_F_TREE : 0);
 }
 
 static int

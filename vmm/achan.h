@@ -123,7 +123,8 @@ typedef int (*achan_write_fn)(void *ctx, const void *buf, size_t n, struct err *
 #define ACHAN_PUT_TRUNC 1
 #define ACHAN_PUT_PARENTS 2
 #define ACHAN_PUT_EXCL 4
-#define ACHAN_AS_ROOT 8 /* any file call: as root, for aasd's own files */
+#define ACHAN_AS_ROOT 8   /* any file call: as root, for aasd's own files */
+#define ACHAN_PUT_TREE 16 /* the bytes are a checked tar stream to unpack into path */
 
 /* Writes a file from `read` at `offset`; *written is what the agent
  * stored. Guest errors come back as ERR_NOT_FOUND (ENOENT), ERR_FORBIDDEN

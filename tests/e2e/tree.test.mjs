@@ -204,7 +204,7 @@ test('a new directory refused part way is not created; a file as the directory i
   await run('echo f > plainfile');
   const f = await putTree('plainfile', Buffer.concat([member('x.txt', 'x'), END]));
   assert.equal(f.status, 400, f.text);
-  assert.equal(f.json.error.field, 'path');
+  assert.equal(f.json.error.field, 'path', f.text);
   assert.equal(await run('cat plainfile; ls -A | grep -c aas-tree || :'), 'f\n0\n');
 });
 

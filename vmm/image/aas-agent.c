@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vmm/image/agent_tree.h"
 #include "vmm/image/aproto.h"
 
 #define AG_DEFAULT_PORT "/dev/virtio-ports/" AP_PORT_NAME
@@ -106,6 +107,7 @@ struct chan {
 	char *exit_file;
 	/* files */
 	int file_fd;
+	struct atree *tree;       /* PUT with AP_F_TREE: the archive being unpacked */
 	uint64_t pos, left, size; /* GET: next offset, bytes left, whole size; PUT: pos, written */
 	int to_end;
 	DIR *dir;
@@ -299,6 +301,12 @@ chan_free(struct chan *c)
 	for (size_t i = 0; i < AG_MAX_CHANNELS; i++)
 		if (chans[i] == c)
 			chans[i] = NULL;
+	if (c->tree != NULL) {
+		/* What was unpacked and not moved into place goes. */
+		fs_as(c->root);
+		atree_free(c->tree);
+		fs_root();
+	}
 	close_fd(&c->fd[0]);
 	close_fd(&c->fd[1]);
 	close_fd(&c->in_fd);
@@ -1223,6 +1231,58 @@ make_parents(const char *path)
 	return 0;
 }
 
+/* A PUT of a tar stream to unpack into the directory `path`. */
+static void
+put_tree(uint32_t id, int root, const char *path)
+{
+	char msg[ATREE_MSG_MAX];
+	struct atree *t;
+	struct chan *c = chan_new(id, CH_PUT);
+
+	if (c == NULL) {
+		send_result(id, EAGAIN, "too many channels (%d)", AG_MAX_CHANNELS);
+		return;
+	}
+	c->root = root;
+	fs_as(root);
+	t = atree_new(path, msg, sizeof(msg));
+	fs_root();
+	if (t == NULL) {
+		send_result(id, errno, "%s", msg);
+		chan_free(c);
+		return;
+	}
+	c->tree = t;
+	c->size = 0;
+}
+
+static void
+tree_data(struct chan *c, uint16_t flags, const unsigned char *p, size_t n)
+{
+	char msg[ATREE_MSG_MAX];
+	uint64_t members = 0;
+	int rc;
+
+	fs_as(c->root);
+	rc = atree_feed(c->tree, p, n, msg, sizeof(msg));
+	if (rc == 0 && (flags & AP_F_FIN))
+		rc = atree_commit(c->tree, &members, msg, sizeof(msg));
+	fs_root();
+	c->size += n;
+	if (rc < 0) {
+		send_result(c->id, errno ? errno : EIO, "%s", msg);
+		chan_free(c);
+		return;
+	}
+	if (flags & AP_F_FIN) {
+		struct ap_out o = { scratch, 0, 0 };
+
+		ap_put_u64(&o, AP_TAG_SIZE, c->size);
+		send_frame(AP_T_RESULT, 0, c->id, o.buf, o.len);
+		chan_free(c);
+	}
+}
+
 static void
 do_put(uint32_t id, uint16_t flags, size_t nf)
 {
@@ -1239,6 +1299,10 @@ do_put(uint32_t id, uint16_t flags, size_t nf)
 
 	if (req_path(id, nf, path, sizeof(path)) < 0)
 		return;
+	if (flags & AP_F_TREE) {
+		put_tree(id, root, path);
+		return;
+	}
 	if (fo != NULL && ap_u64(fo) > (uint64_t)LLONG_MAX) {
 		send_result(id, EINVAL, "offset out of range");
 		return;
@@ -1286,6 +1350,10 @@ do_put(uint32_t id, uint16_t flags, size_t nf)
 static void
 put_data(struct chan *c, uint16_t flags, const unsigned char *p, size_t n)
 {
+	if (c->tree != NULL) {
+		tree_data(c, flags, p, n);
+		return;
+	}
 	while (n > 0) {
 		ssize_t w = pwrite(c->file_fd, p, n, (off_t)c->pos);
 

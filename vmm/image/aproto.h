@@ -75,7 +75,11 @@
  * directory only root can write, so a command cannot redirect them. PUT flags:
  * AP_F_TRUNC (start empty), AP_F_PARENTS (make missing directories),
  * AP_F_EXCL (fail when it exists); AP_TAG_OFFSET places the first byte.
- * GET reads [offset, offset + length) (length 0: to the end).
+ * AP_F_TREE: the DATA is a tar stream aasd has checked, unpacked beneath
+ * a stage directory and moved into the directory PATH on the last DATA
+ * (agent_tree.h); RESULT{size} then, and a CLOSE before it removes the
+ * stage, so PATH is unchanged. GET reads [offset, offset + length)
+ * (length 0: to the end).
  */
 #ifndef AAS_APROTO_H
 #define AAS_APROTO_H
@@ -134,6 +138,7 @@ enum ap_type {
 #define AP_F_TRUNC 0x0100  /* PUT */
 #define AP_F_PARENTS 0x0200
 #define AP_F_EXCL 0x0400
+#define AP_F_TREE 0x0800 /* PUT: the data is a tar stream to unpack into PATH */
 
 /* Field tags and their widths (0: bytes of any length up to AP_MAX_STRING
  * for strings, AP_MAX_PAYLOAD otherwise). */

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds the aas guest image: a Debian bookworm root file system (mmdebstrap),
 # the cloud kernel, a busybox initramfs, the static PID 1 (init.c) and the
-# static agent aasd talks to (aas-agent.c with the protocol's aproto.c).
+# static agent aasd talks to (aas-agent.c with the protocol's aproto.c and the
+# tree unpacker agent_tree.c).
 #
 # usage: build.sh STATE_DIR            (as root)
 #
@@ -137,7 +138,7 @@ gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -o "$WORK/aas-init" "$HERE/ini
 # The protocol's one encoder and parser is shared with aasd: included as
 # "vmm/image/aproto.h" from the repository root.
 gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -I "$HERE/../.." -o "$WORK/aas-agent" \
-	"$HERE/aas-agent.c" "$HERE/aproto.c"
+	"$HERE/aas-agent.c" "$HERE/aproto.c" "$HERE/agent_tree.c"
 log "aas-init and aas-agent compiled"
 
 # 2. Apt sources: the host's Debian bookworm repositories (main, updates,

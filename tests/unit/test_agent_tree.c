@@ -1,0 +1,368 @@
+/* test_agent_tree.c - the guest's tree unpacking (vmm/image/agent_tree.h)
+ * in a temporary directory: a new directory appears whole, an existing
+ * one is merged into, an abandoned or refused archive leaves nothing (no
+ * stage either), conflicts are found before anything moves, and no name
+ * or link reaches outside the stage, whatever the archive says. */
+#include <dirent.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "base/tar.h"
+#include "vmm/image/agent_tree.h"
+
+#define AR_MAX (256 * 1024)
+
+static char base[256];
+
+struct ar {
+	char b[AR_MAX];
+	size_t len;
+};
+
+/* A raw ustar header: any name, type and link (hostile ones too). */
+static void
+raw(struct ar *a, const char *name, char type, const char *link, const char *data, unsigned mode)
+{
+	size_t n = data ? strlen(data) : 0;
+	char *h = a->b + a->len;
+	unsigned sum = 0;
+
+	memset(h, 0, TAR_BLOCK);
+	memcpy(h, name, strlen(name));
+	snprintf(h + 100, 8, "%07o", mode);
+	snprintf(h + 108, 8, "%07o", 0);
+	snprintf(h + 116, 8, "%07o", 0);
+	snprintf(h + 124, 12, "%011o", (unsigned)n);
+	snprintf(h + 136, 12, "%011o", 1600000000u);
+	h[156] = type;
+	if (link)
+		memcpy(h + 157, link, strlen(link));
+	memcpy(h + 257,
+	    "ustar\0"
+	    "00",
+	    8);
+	memset(h + 148, ' ', 8);
+	for (size_t i = 0; i < TAR_BLOCK; i++)
+		sum += (unsigned char)h[i];
+	snprintf(h + 148, 8, "%06o", sum);
+	a->len += TAR_BLOCK;
+	if (n) {
+		memcpy(a->b + a->len, data, n);
+		a->len += n + tar_pad(n);
+	}
+}
+
+/* A member through the project's writer (long names as pax). */
+static void
+member(struct ar *a, const char *name, char type, const char *data, unsigned mode)
+{
+	size_t n = data ? strlen(data) : 0;
+	struct err e;
+	ssize_t k;
+
+	err_clear(&e);
+	k = tar_header(a->b + a->len, AR_MAX - a->len, name, type, mode, n, 1600000000, &e);
+	assert_true(k > 0);
+	a->len += (size_t)k;
+	memcpy(a->b + a->len, data ? data : "", n);
+	a->len += n + tar_pad(n);
+}
+
+static void
+end(struct ar *a)
+{
+	memset(a->b + a->len, 0, TAR_END_BYTES);
+	a->len += TAR_END_BYTES;
+}
+
+/* Feeds in pieces of `piece` bytes; the first error's return. */
+static int
+feed(struct atree *t, const struct ar *a, size_t piece, char *msg)
+{
+	for (size_t off = 0; off < a->len; off += piece) {
+		size_t k = a->len - off < piece ? a->len - off : piece;
+
+		if (atree_feed(t, (const unsigned char *)a->b + off, k, msg, ATREE_MSG_MAX) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+static const char *
+at(const char *rel)
+{
+	static char p[4][1024];
+	static int i;
+
+	i = (i + 1) % 4;
+	snprintf(p[i], sizeof(p[i]), "%s/%s", base, rel);
+	return p[i];
+}
+
+static char *
+slurp(const char *rel)
+{
+	static char buf[256];
+	FILE *f = fopen(at(rel), "r");
+	size_t n;
+
+	if (f == NULL)
+		return NULL;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return buf;
+}
+
+/* Entries of a directory whose name starts with ".aas-tree-". */
+static int
+stages(const char *rel)
+{
+	DIR *d = opendir(at(rel));
+	struct dirent *ent;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((ent = readdir(d)) != NULL)
+		n += strncmp(ent->d_name, ".aas-tree-", 10) == 0;
+	closedir(d);
+	return n;
+}
+
+static int
+setup(void **state)
+{
+	(void)state;
+	snprintf(base, sizeof(base), "/tmp/test_agent_tree.XXXXXX");
+	return mkdtemp(base) ? 0 : -1;
+}
+
+static int
+teardown(void **state)
+{
+	char cmd[400];
+
+	(void)state;
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void
+test_new_directory(void **state)
+{
+	static struct ar a;
+	char msg[ATREE_MSG_MAX], longname[400];
+	uint64_t members = 0;
+	struct stat st;
+
+	(void)state;
+	/* 330 bytes: a pax path. */
+	for (int i = 0; i < 30; i++)
+		memcpy(longname + 10 * i, "level-abc/", 10);
+	snprintf(longname + 300, sizeof(longname) - 300, "long.txt");
+	a.len = 0;
+	member(&a, "a", '5', NULL, 0750);
+	member(&a, "a/b.txt", '0', "bee\n", 0666);
+	member(&a, "run.sh", '0', "#!/bin/sh\n", 04777);
+	member(&a, longname, '0', "long\n", 0644);
+	raw(&a, "l", '2', "a/b.txt", NULL, 0777);
+	raw(&a, "h", '1', "a/b.txt", NULL, 0644);
+	member(&a, "implied/dirs/f", '0', "f", 0644);
+	end(&a);
+	for (size_t piece = 1; piece <= 4096; piece *= 8) {
+		char dir[512];
+		struct atree *t;
+
+		snprintf(dir, sizeof(dir), "new-%zu/sub", piece);
+		t = atree_new(at(dir), msg, sizeof(msg));
+		assert_non_null(t);
+		if (feed(t, &a, piece, msg) < 0)
+			fail_msg("piece %zu: %s", piece, msg);
+		assert_int_equal(atree_commit(t, &members, msg, sizeof(msg)), 0);
+		atree_free(t);
+		assert_int_equal(members, 7);
+		snprintf(dir, sizeof(dir), "new-%zu/sub/a/b.txt", piece);
+		assert_string_equal(slurp(dir), "bee\n");
+		assert_int_equal(stat(at(dir), &st), 0);
+		assert_int_equal(st.st_mode & 07777, 0644); /* umask 022 */
+		assert_int_equal(st.st_mtime, 1600000000);
+		assert_int_equal(st.st_nlink, 2); /* h */
+		snprintf(dir, sizeof(dir), "new-%zu/sub/run.sh", piece);
+		assert_int_equal(stat(at(dir), &st), 0);
+		assert_int_equal(st.st_mode & 07777, 0755); /* no set-uid */
+		snprintf(dir, sizeof(dir), "new-%zu/sub/l", piece);
+		assert_string_equal(slurp(dir), "bee\n");
+		snprintf(dir, sizeof(dir), "new-%zu/sub/implied/dirs/f", piece);
+		assert_string_equal(slurp(dir), "f");
+		snprintf(dir, sizeof(dir), "new-%zu/sub/%s", piece, longname);
+		assert_string_equal(slurp(dir), "long\n");
+		snprintf(dir, sizeof(dir), "new-%zu/sub", piece);
+		assert_int_equal(stat(at(dir), &st), 0);
+		assert_int_equal(st.st_mode & 0777, 0755);
+		assert_int_equal(stages(""), 0);
+	}
+}
+
+static void
+test_merge(void **state)
+{
+	static struct ar a;
+	char msg[ATREE_MSG_MAX];
+	uint64_t members;
+	struct atree *t;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(mkdir(at("m"), 0755), 0);
+	assert_int_equal(mkdir(at("m/keepdir"), 0755), 0);
+	f = fopen(at("m/keep.txt"), "w");
+	fputs("keep\n", f);
+	fclose(f);
+	f = fopen(at("m/same.txt"), "w");
+	fputs("old\n", f);
+	fclose(f);
+	a.len = 0;
+	member(&a, "same.txt", '0', "new\n", 0644);
+	member(&a, "keepdir/added.txt", '0', "added\n", 0644);
+	member(&a, "fresh/x", '0', "x", 0644);
+	member(&a, "dup.txt", '0', "first\n", 0644);
+	member(&a, "dup.txt", '0', "second\n", 0644); /* a later member wins, as in tar */
+	end(&a);
+	t = atree_new(at("m"), msg, sizeof(msg));
+	assert_non_null(t);
+	assert_int_equal(feed(t, &a, 333, msg), 0);
+	assert_int_equal(atree_commit(t, &members, msg, sizeof(msg)), 0);
+	atree_free(t);
+	assert_string_equal(slurp("m/keep.txt"), "keep\n");
+	assert_string_equal(slurp("m/same.txt"), "new\n");
+	assert_string_equal(slurp("m/keepdir/added.txt"), "added\n");
+	assert_string_equal(slurp("m/fresh/x"), "x");
+	assert_string_equal(slurp("m/dup.txt"), "second\n");
+	assert_int_equal(stages("m"), 0);
+}
+
+static void
+test_nothing_changes(void **state)
+{
+	static struct ar a;
+	char msg[ATREE_MSG_MAX];
+	uint64_t members;
+	struct atree *t;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(mkdir(at("n"), 0755), 0);
+	f = fopen(at("n/x"), "w");
+	fputs("a file\n", f);
+	fclose(f);
+	/* Abandoned part way: no commit. */
+	a.len = 0;
+	member(&a, "one.txt", '0', "1", 0644);
+	member(&a, "two.txt", '0', "2", 0644);
+	t = atree_new(at("n"), msg, sizeof(msg));
+	assert_int_equal(feed(t, &a, 100, msg), 0);
+	assert_int_equal(stages("n"), 1);
+	atree_free(t);
+	assert_null(slurp("n/one.txt"));
+	assert_int_equal(stages("n"), 0);
+	/* Cut inside a member: commit refuses. */
+	t = atree_new(at("n"), msg, sizeof(msg));
+	a.len -= TAR_BLOCK;
+	assert_int_equal(feed(t, &a, 100, msg), 0);
+	assert_int_equal(atree_commit(t, &members, msg, sizeof(msg)), -1);
+	atree_free(t);
+	assert_null(slurp("n/one.txt"));
+	/* A conflict (x is a file here, a directory in the archive) is found
+	 * before anything moves. */
+	a.len = 0;
+	member(&a, "aaa-first.txt", '0', "first", 0644);
+	member(&a, "x/inner", '0', "i", 0644);
+	end(&a);
+	t = atree_new(at("n"), msg, sizeof(msg));
+	assert_int_equal(feed(t, &a, 4096, msg), 0);
+	assert_int_equal(atree_commit(t, &members, msg, sizeof(msg)), -1);
+	assert_non_null(strstr(msg, "x"));
+	atree_free(t);
+	assert_null(slurp("n/aaa-first.txt"));
+	assert_string_equal(slurp("n/x"), "a file\n");
+	assert_int_equal(stages("n"), 0);
+	/* The target is a file. */
+	assert_null(atree_new(at("n/x"), msg, sizeof(msg)));
+	assert_int_equal(errno, ENOTDIR);
+}
+
+static void
+test_no_way_out(void **state)
+{
+	static struct ar a;
+	char msg[ATREE_MSG_MAX];
+	struct atree *t;
+	static const char *const names[] = { "../up", "/abs", "a/../../up", "a//b", "." };
+
+	(void)state;
+	assert_int_equal(mkdir(at("w"), 0755), 0);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		a.len = 0;
+		raw(&a, names[i], '0', NULL, "x", 0644);
+		t = atree_new(at("w/in"), msg, sizeof(msg));
+		assert_non_null(t);
+		assert_int_equal(feed(t, &a, 512, msg), -1);
+		assert_int_equal(errno, EINVAL);
+		atree_free(t);
+	}
+	/* Links that lead out, followed by a name through them: the kernel
+	 * keeps the name beneath the stage. */
+	a.len = 0;
+	raw(&a, "d", '2', ".", NULL, 0777);
+	raw(&a, "d/l", '2', "..", NULL, 0777);
+	raw(&a, "d/l/escaped", '0', NULL, "x", 0644);
+	t = atree_new(at("w/in"), msg, sizeof(msg));
+	assert_int_equal(feed(t, &a, 512, msg), -1);
+	assert_int_equal(errno, EXDEV);
+	atree_free(t);
+	a.len = 0;
+	raw(&a, "abs", '2', "/tmp", NULL, 0777);
+	raw(&a, "abs/escaped", '0', NULL, "x", 0644);
+	t = atree_new(at("w/in"), msg, sizeof(msg));
+	assert_int_equal(feed(t, &a, 512, msg), -1);
+	assert_int_equal(errno, EXDEV);
+	atree_free(t);
+	a.len = 0;
+	raw(&a, "hard", '1', "../../etc/passwd", NULL, 0644);
+	t = atree_new(at("w/in"), msg, sizeof(msg));
+	assert_int_equal(feed(t, &a, 512, msg), -1);
+	atree_free(t);
+	/* Devices and FIFOs are not members here either. */
+	a.len = 0;
+	raw(&a, "fifo", '6', NULL, NULL, 0644);
+	t = atree_new(at("w/in"), msg, sizeof(msg));
+	assert_int_equal(feed(t, &a, 512, msg), -1);
+	atree_free(t);
+	assert_null(slurp("w/escaped"));
+	assert_null(slurp("escaped"));
+	assert_int_equal(stages("w"), 0);
+	atree_free(NULL);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_new_directory, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_merge, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_nothing_changes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_way_out, setup, teardown),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
