@@ -93,6 +93,9 @@ struct chan {
 	uint64_t stdin_credit;  /* STDIN bytes we may still send */
 	struct frame_out *out_head, *out_tail;
 	size_t out_bytes;
+	/* SIGNAL frames still queued when the caller gave the channel up:
+	 * they go before its CLOSE (a hang-up or kill is not lost to it). */
+	struct frame_out *pre_close;
 	struct chan *ring_next;
 	int in_ring;
 };
@@ -277,6 +280,7 @@ chan_drop(struct achan *c, struct chan *ch)
 		c->nzombies--;
 	frames_in_free(ch->in_head);
 	frames_out_free(ch->out_head);
+	frames_out_free(ch->pre_close);
 	free(ch);
 }
 
@@ -726,6 +730,17 @@ pick(struct achan *c)
 			return 1;
 		}
 	for (struct chan *ch = c->chans; ch; ch = ch->next) {
+		if (ch->close_pending && ch->pre_close) {
+			struct frame_out *f = ch->pre_close;
+
+			ch->pre_close = f->next;
+			f->next = NULL;
+			c->cur = f;
+			c->cur_p = f->b;
+			c->cur_len = f->len;
+			c->cur_off = 0;
+			return 1;
+		}
 		if (ch->close_pending) {
 			ctl_frame(c, 0, AP_T_CLOSE, ch->id, pl, 0);
 			ch->close_pending = 0;
@@ -1161,7 +1176,18 @@ chan_release_locked(struct achan *c, struct chan *ch)
 	}
 	frames_in_free(ch->in_head);
 	ch->in_head = ch->in_tail = NULL;
-	frames_out_free(ch->out_head);
+	for (struct frame_out *f = ch->out_head, *next, **keep = &ch->pre_close; f; f = next) {
+		struct ap_hdr h;
+
+		next = f->next;
+		f->next = NULL;
+		if (ap_hdr_get(f->b, &h) == 0 && h.type == AP_T_SIGNAL) {
+			*keep = f;
+			keep = &f->next;
+		} else {
+			free(f);
+		}
+	}
 	ch->out_head = ch->out_tail = NULL;
 	ch->out_bytes = 0;
 	ring_remove(c, ch);

@@ -21,8 +21,10 @@
 #define TREE_MSG_MAX 600 /* tar's error text kept for the caller */
 #define TREE_SHORT_MS 60000
 
-/* GNU tar: 1 is "some file changed as we read it", still an archive. */
-static const char get_script[] = "cd -- \"$1\" && exec tar -c -f - --format=gnu .\n";
+/* GNU tar: 1 is "some file changed as we read it", still an archive.
+ * One file system: /proc, /sys and the like are not a tree's content. */
+static const char get_script[] =
+    "cd -- \"$1\" && exec tar -c -f - --one-file-system --format=gnu .\n";
 
 struct run {
 	struct achan_exec *x;

@@ -14,6 +14,7 @@ import { promisify } from 'node:util';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync,
   chmodSync, statSync, readlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import net from 'node:net';
 import path from 'node:path';
 import { startAasd, newAccount, vmEnv } from './lib/harness.mjs';
 
@@ -239,4 +240,30 @@ test('another account\'s sandbox is 404, no key is 401, PUT needs a path', async
     method: 'PUT', headers: { 'x-api-key': alice.api_key }, body: tar });
   assert.equal(nopath.status, 400);
   assert.equal((await nopath.json()).error.field, 'path');
+});
+
+test('a client that goes away part way through a large download stops the guest\'s tar', async () => {
+  // The whole root file system is far more than is read here.
+  const sock = net.connect(aasd.port, '127.0.0.1');
+  await new Promise((r) => sock.once('connect', r));
+  sock.write(`GET /v1/sandboxes/${sbx}/tree?path=/ HTTP/1.1\r\nHost: x\r\nx-api-key: ${alice.api_key}\r\n\r\n`);
+  let got = 0;
+  await new Promise((resolve) => {
+    sock.on('data', (d) => {
+      got += d.length;
+      if (got > 256 * 1024) { sock.destroy(); resolve(); }
+    });
+    sock.on('close', resolve);
+  });
+  assert.ok(got > 256 * 1024, `only ${got} bytes came`);
+  // The archive's tar ends within seconds; nothing else is left running.
+  let left = '';
+  for (let i = 0; i < 40; i++) {
+    left = await run('pgrep -x tar || :');
+    if (left === '') break;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  assert.equal(left, '');
+  const h = await fetch(`${aasd.url}/healthz`);
+  assert.equal(h.status, 200);
 });

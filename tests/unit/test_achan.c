@@ -843,6 +843,31 @@ test_signal_and_resize(void **state)
 	stop(f);
 }
 
+/* A signal sent just before the channel is given up reaches the agent,
+ * before the CLOSE (a terminal's hang-up, a download's kill). */
+static void
+test_signal_then_free(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	struct err e;
+
+	(void)state;
+	ready(f);
+	for (int i = 0; i < 8; i++) {
+		struct achan_exec *x = run(f, "wait", 0);
+
+		err_clear(&e);
+		assert_int_equal(achan_exec_signal(x, 9, &e), 0);
+		achan_exec_free(x);
+		for (int t = 0; t < 200 && f->a.closes < i + 1; t++)
+			usleep(10 * 1000);
+		assert_int_equal(f->a.closes, i + 1);
+		assert_int_equal(f->a.nsignals, i + 1);
+		assert_int_equal(f->a.signals[i], 9);
+	}
+	stop(f);
+}
+
 static void *
 cancel_later(void *arg)
 {
@@ -1744,6 +1769,7 @@ main(void)
 		cmocka_unit_test(test_exec_missing_program),
 		cmocka_unit_test(test_stdin_beyond_credit),
 		cmocka_unit_test(test_signal_and_resize),
+		cmocka_unit_test(test_signal_then_free),
 		cmocka_unit_test(test_exec_next_deadline_and_cancel),
 		cmocka_unit_test(test_put_get_64m),
 		cmocka_unit_test(test_stat_list_errnos),
