@@ -5,6 +5,7 @@
  * or link reaches outside the stage, whatever the archive says. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -354,6 +357,125 @@ test_no_way_out(void **state)
 	atree_free(NULL);
 }
 
+/* A member with an explicit mtime through the project's writer. */
+static void
+member_t(struct ar *a, const char *name, char type, const char *data, unsigned mode,
+    long long mtime)
+{
+	size_t n = data ? strlen(data) : 0;
+	struct err e;
+	ssize_t k;
+
+	err_clear(&e);
+	k = tar_header(a->b + a->len, AR_MAX - a->len, name, type, mode, n, mtime, &e);
+	assert_true(k > 0);
+	a->len += (size_t)k;
+	memcpy(a->b + a->len, data ? data : "", n);
+	a->len += n + tar_pad(n);
+}
+
+/* A file dated before 1970: GNU tar writes its mtime in base-256 with
+ * the negative marker 0xff, base/tar passes it on unchanged, and the
+ * agent refuses the whole archive ("a bad number in a header"). */
+static void
+test_negative_mtime(void **state)
+{
+	static struct ar a;
+	char msg[ATREE_MSG_MAX];
+	uint64_t members;
+	struct atree *t;
+
+	(void)state;
+	a.len = 0;
+	member_t(&a, "old.txt", '0', "old\n", 0644, -86400);
+	end(&a);
+	t = atree_new(at("neg"), msg, sizeof(msg));
+	assert_non_null(t);
+	if (feed(t, &a, 512, msg) < 0)
+		fail_msg("refused: %s", msg);
+	assert_int_equal(atree_commit(t, &members, msg, sizeof(msg)), 0);
+	atree_free(t);
+	assert_string_equal(slurp("neg/old.txt"), "old\n");
+}
+
+/* A directory the archive only implies (a member "secret/f", no
+ * "secret/" member) must not change the mode of the target's existing
+ * directory: ~/.ssh 0700 became 0755. */
+static void
+test_implied_dir_mode(void **state)
+{
+	static struct ar a;
+	char msg[ATREE_MSG_MAX];
+	uint64_t members;
+	struct atree *t;
+	struct stat st;
+
+	(void)state;
+	assert_int_equal(mkdir(at("h"), 0755), 0);
+	assert_int_equal(mkdir(at("h/.ssh"), 0700), 0);
+	a.len = 0;
+	member(&a, ".ssh/authorized_keys", '0', "ssh-ed25519 AAAA\n", 0600);
+	member(&a, "fresh/deep/f", '0', "f", 0644);
+	member(&a, "later/x", '0', "x", 0644);
+	member(&a, "later", '5', NULL, 0700);
+	end(&a);
+	t = atree_new(at("h"), msg, sizeof(msg));
+	assert_non_null(t);
+	assert_int_equal(feed(t, &a, 4096, msg), 0);
+	assert_int_equal(atree_commit(t, &members, msg, sizeof(msg)), 0);
+	atree_free(t);
+	assert_int_equal(stat(at("h/.ssh"), &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	/* New implied directories are plain 0755; a directory member that
+	 * comes after its files still gives its mode. */
+	assert_int_equal(stat(at("h/fresh"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	assert_int_equal(stat(at("h/fresh/deep"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	assert_int_equal(stat(at("h/later"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	/* The same archive into a new directory. */
+	t = atree_new(at("h2/new"), msg, sizeof(msg));
+	assert_non_null(t);
+	assert_int_equal(feed(t, &a, 4096, msg), 0);
+	assert_int_equal(atree_commit(t, &members, msg, sizeof(msg)), 0);
+	atree_free(t);
+	assert_int_equal(stat(at("h2/new/fresh/deep"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	assert_int_equal(stat(at("h2/new/.ssh"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	assert_int_equal(stat(at("h2/new/later"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+}
+
+/* A later member of the same name wins, as in tar: a file then a
+ * directory "a" must leave a directory (mkdirat's EEXIST is taken as
+ * success and the file stays). */
+static void
+test_later_member_wins(void **state)
+{
+	static struct ar a;
+	char msg[ATREE_MSG_MAX];
+	uint64_t members;
+	struct atree *t;
+	struct stat st;
+
+	(void)state;
+	a.len = 0;
+	member(&a, "a", '0', "file", 0644);
+	member(&a, "a", '5', NULL, 0755);
+	end(&a);
+	t = atree_new(at("fd"), msg, sizeof(msg));
+	assert_non_null(t);
+	if (feed(t, &a, 4096, msg) < 0)
+		fail_msg("refused: %s", msg);
+	if (atree_commit(t, &members, msg, sizeof(msg)) < 0)
+		fail_msg("commit: %s", msg);
+	atree_free(t);
+	assert_int_equal(lstat(at("fd/a"), &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+}
+
 int
 main(void)
 {
@@ -362,6 +484,9 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_merge, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nothing_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_way_out, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_negative_mtime, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_implied_dir_mode, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_later_member_wins, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
