@@ -476,6 +476,36 @@ test_later_member_wins(void **state)
 	assert_true(S_ISDIR(st.st_mode));
 }
 
+/* A link to a deep directory and a deep name through it make the stage
+ * deeper than any one name; an abandoned archive still leaves no stage. */
+static void
+test_deep_stage_removed(void **state)
+{
+	static struct ar a;
+	static char deep[2048], name[4096];
+	char msg[ATREE_MSG_MAX];
+	struct atree *t;
+	size_t k = 0;
+
+	(void)state;
+	assert_int_equal(mkdir(at("dp"), 0755), 0);
+	for (int i = 0; i < 49; i++) /* fits the ustar link field */
+		k += (size_t)snprintf(deep + k, sizeof(deep) - k, "%sa", i ? "/" : "");
+	a.len = 0;
+	member(&a, deep, '5', NULL, 0755);
+	raw(&a, "l", '2', deep, NULL, 0777);
+	k = (size_t)snprintf(name, sizeof(name), "l");
+	for (int i = 0; i < 250; i++)
+		k += (size_t)snprintf(name + k, sizeof(name) - k, "/b");
+	member(&a, name, '0', "x", 0644);
+	t = atree_new(at("dp"), msg, sizeof(msg));
+	assert_non_null(t);
+	if (feed(t, &a, 4096, msg) < 0)
+		fail_msg("refused: %s", msg);
+	atree_free(t); /* abandoned */
+	assert_int_equal(stages("dp"), 0);
+}
+
 int
 main(void)
 {
@@ -487,6 +517,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_negative_mtime, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_implied_dir_mode, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_later_member_wins, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_deep_stage_removed, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

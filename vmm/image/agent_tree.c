@@ -28,6 +28,12 @@
  * member's mode keeps (MODE_MASK), marks it until the commit. Such a
  * directory never changes the mode of the target's own. */
 #define IMPLIED_MODE (S_ISVTX | 0755)
+/* Rounds of removing a stage: link chains (at most 40 links deep in a
+ * name) stack ATREE_MAX_DEPTH levels each. */
+#define ATREE_MAX_ROUNDS 64
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE 1
+#endif
 
 enum st { ST_HEADER, ST_DATA, ST_PAX, ST_SKIP, ST_END, ST_FAILED };
 
@@ -741,29 +747,44 @@ atree_new(const char *dir, char *msg, size_t mn)
 	return t;
 }
 
-/* rm -rf of name in dirfd, never following links. */
-static void
-remove_all(int at, const char *name, int depth)
+/* rm -rf of name in dirfd, never following links. A directory deeper
+ * than ATREE_MAX_DEPTH (links in the archive let the stage grow deeper
+ * than any one name) moves up into `top`, the stage, for a later round;
+ * 1 when something moved so. */
+static int
+remove_all(int at, const char *name, int depth, int top)
 {
-	int fd;
+	int fd, moved = 0;
 	DIR *d;
 	struct dirent *ent;
 
 	if (unlinkat(at, name, 0) == 0 || errno == ENOENT)
-		return;
-	if (depth > ATREE_MAX_DEPTH + 2)
-		return;
+		return 0;
+	if (depth > ATREE_MAX_DEPTH) {
+		static unsigned long seq;
+		char up[40];
+
+		for (int i = 0; i < 16; i++) {
+			snprintf(up, sizeof(up), ".aas-deep-%lu", seq++);
+			if (syscall(SYS_renameat2, at, name, top, up, RENAME_NOREPLACE) == 0)
+				return 1;
+			if (errno != EEXIST)
+				break;
+		}
+		return 0;
+	}
 	fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
 		if (fd >= 0)
 			close(fd);
-		return;
+		return 0;
 	}
 	while ((ent = readdir(d)) != NULL)
 		if (strcmp(ent->d_name, ".") != 0 && strcmp(ent->d_name, "..") != 0)
-			remove_all(dirfd(d), ent->d_name, depth + 1);
+			moved |= remove_all(dirfd(d), ent->d_name, depth + 1, top);
 	closedir(d);
 	(void)unlinkat(at, name, AT_REMOVEDIR);
+	return moved;
 }
 
 void
@@ -773,9 +794,12 @@ atree_free(struct atree *t)
 		return;
 	close_fd(&t->fd);
 	close_fd(&t->cache_fd);
+	/* Each round takes ATREE_MAX_DEPTH levels off what is deeper. */
+	if (t->stage[0] != '\0' && t->stage_fd >= 0)
+		for (int round = 0; round < ATREE_MAX_ROUNDS; round++)
+			if (!remove_all(AT_FDCWD, t->stage, 0, t->stage_fd))
+				break;
 	close_fd(&t->stage_fd);
-	if (t->stage[0] != '\0')
-		remove_all(AT_FDCWD, t->stage, 0);
 	free(t->pax);
 	free(t);
 }
