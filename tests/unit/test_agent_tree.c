@@ -506,6 +506,54 @@ test_deep_stage_removed(void **state)
 	assert_int_equal(stages("dp"), 0);
 }
 
+/* A move that would fail half way (here EACCES: a read-only directory
+ * of the target) is found by the check pass: nothing moves. Run as an
+ * ordinary user, as the agent does (setfsuid). */
+static void
+test_commit_all_or_nothing(void **state)
+{
+	static struct ar a;
+	char msg[ATREE_MSG_MAX], name[64];
+	uint64_t members;
+	struct atree *t;
+	FILE *f;
+	int rc, moved = 0;
+
+	(void)state;
+	assert_int_equal(chmod(base, 0755), 0);
+	assert_int_equal(mkdir(at("pc"), 0755), 0);
+	assert_int_equal(mkdir(at("pc/ro"), 0755), 0);
+	assert_int_equal(chown(at("pc"), 65534, 65534), 0);
+	assert_int_equal(chown(at("pc/ro"), 65534, 65534), 0);
+	assert_int_equal(chmod(at("pc/ro"), 0555), 0);
+	a.len = 0;
+	member(&a, "ro/b", '0', "b", 0644);
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "f%02d", i);
+		member(&a, name, '0', "new", 0644);
+	}
+	end(&a);
+	setfsgid(65534);
+	setfsuid(65534);
+	t = atree_new(at("pc"), msg, sizeof(msg));
+	assert_non_null(t);
+	assert_int_equal(feed(t, &a, 4096, msg), 0);
+	rc = atree_commit(t, &members, msg, sizeof(msg));
+	atree_free(t);
+	setfsuid(0);
+	setfsgid(0);
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "pc/f%02d", i);
+		if ((f = fopen(at(name), "r")) != NULL) {
+			moved++;
+			fclose(f);
+		}
+	}
+	print_message("commit rc %d (%s), %d of 20 files moved\n", rc, rc ? msg : "", moved);
+	/* Either the whole archive went in, or nothing did. */
+	assert_true((rc == 0 && moved == 20) || (rc < 0 && moved == 0));
+}
+
 int
 main(void)
 {
@@ -518,6 +566,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_implied_dir_mode, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_later_member_wins, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_deep_stage_removed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_commit_all_or_nothing, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

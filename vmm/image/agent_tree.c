@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -532,6 +533,31 @@ settle_at(int at, const char *name, char *msg, size_t mn)
 	return rc;
 }
 
+/* Whether an entry of the stage's directory sfd can be renamed into the
+ * target's dfd (replacing `ds` when have): the check pass looks for what
+ * would make the move fail half way (another file system, no write
+ * access, a sticky directory, a read-only mount). 0, or -1 with errno. */
+static int
+can_move(int sfd, int dfd, int have, const struct stat *ds)
+{
+	struct stat a, b;
+	uid_t me = (uid_t)setfsuid((uid_t)-1);
+
+	if (fstat(sfd, &a) < 0 || fstat(dfd, &b) < 0)
+		return -1;
+	if (a.st_dev != b.st_dev) {
+		errno = EXDEV;
+		return -1;
+	}
+	if (syscall(SYS_faccessat2, dfd, ".", W_OK | X_OK, AT_EACCESS) < 0 && errno != ENOSYS)
+		return -1;
+	if (have && (b.st_mode & S_ISVTX) && me != 0 && ds->st_uid != me && b.st_uid != me) {
+		errno = EPERM;
+		return -1;
+	}
+	return 0;
+}
+
 /* Depth first over the stage's directory sfd against the target's dfd:
  * check (no change) or move. */
 static int
@@ -572,6 +598,11 @@ walk(int sfd, int dfd, int move, int depth, char *path, size_t plen, char *msg, 
 			    "tree: %.200s/%.200s is a %s in the directory and a %s in the archive",
 			    path, ent->d_name, S_ISDIR(ds.st_mode) ? "directory" : "file",
 			    S_ISDIR(ss.st_mode) ? "directory" : "file");
+			break;
+		}
+		if (!move && !(S_ISDIR(ss.st_mode) && have) && can_move(sfd, dfd, have, &ds) < 0) {
+			rc = fail(NULL, errno, msg, mn, "tree: %.200s/%.200s: %s", path,
+			    ent->d_name, strerror(errno));
 			break;
 		}
 		if (S_ISDIR(ss.st_mode) && have) {
