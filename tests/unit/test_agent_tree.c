@@ -554,6 +554,78 @@ test_commit_all_or_nothing(void **state)
 	assert_true((rc == 0 && moved == 20) || (rc < 0 && moved == 0));
 }
 
+static int
+collect_emit(void *ctx, const void *p, size_t n, struct err *e)
+{
+	struct {
+		char *b;
+		size_t len;
+	} *o = ctx;
+
+	(void)e;
+	memcpy(o->b + o->len, p, n);
+	o->len += n;
+	return 0;
+}
+/* A chain of links that each pass base/tar's check (x -> ".", up ->
+ * "x/..") would lead out of the directory once in place: the commit
+ * refuses it and nothing moves; a chain that stays inside is fine. */
+static void
+test_link_chain_stays_inside(void **state)
+{
+	static struct ar a;
+	static char out[AR_MAX];
+	char msg[ATREE_MSG_MAX];
+	const struct tar_rules rules = { 0 };
+	struct tar_filter *tf = tar_filter_new(&rules);
+	struct {
+		char *b;
+		size_t len;
+	} o = { out, 0 };
+	uint64_t members;
+	struct atree *t;
+	struct err e;
+	struct stat st;
+
+	(void)state;
+	err_clear(&e);
+	a.len = 0;
+	member(&a, "sub/f", '0', "f", 0644);
+	raw(&a, "x", '2', ".", NULL, 0777);
+	raw(&a, "inside", '2', "x/sub", NULL, 0777);
+	raw(&a, "up", '2', "x/..", NULL, 0777);
+	end(&a);
+	assert_int_equal(tar_filter_push(tf, a.b, a.len, collect_emit, &o, &e), 0);
+	assert_int_equal(tar_filter_finish(tf, collect_emit, &o, &e), 0);
+	tar_filter_free(tf);
+	assert_int_equal(mkdir(at("ch"), 0755), 0);
+	assert_int_equal(mkdir(at("ch/old"), 0755), 0);
+	for (int merge = 0; merge < 2; merge++) {
+		t = atree_new(at(merge ? "ch/old" : "ch/dir"), msg, sizeof(msg));
+		assert_non_null(t);
+		assert_int_equal(atree_feed(t, (unsigned char *)out, o.len, msg, sizeof(msg)), 0);
+		assert_int_equal(atree_commit(t, &members, msg, sizeof(msg)), -1);
+		assert_int_equal(errno, EXDEV);
+		assert_non_null(strstr(msg, "up"));
+		atree_free(t);
+	}
+	assert_int_equal(lstat(at("ch/dir"), &st), -1);
+	assert_int_equal(lstat(at("ch/old/x"), &st), -1);
+	assert_int_equal(stages("ch"), 0);
+	assert_int_equal(stages("ch/old"), 0);
+	/* Without "up" the rest goes in. */
+	o.len -= 3 * TAR_BLOCK; /* up's header and the end blocks */
+	memset(out + o.len, 0, TAR_END_BYTES);
+	o.len += TAR_END_BYTES;
+	t = atree_new(at("ch/dir"), msg, sizeof(msg));
+	assert_non_null(t);
+	assert_int_equal(atree_feed(t, (unsigned char *)out, o.len, msg, sizeof(msg)), 0);
+	if (atree_commit(t, &members, msg, sizeof(msg)) < 0)
+		fail_msg("commit: %s", msg);
+	atree_free(t);
+	assert_string_equal(slurp("ch/dir/inside/f"), "f");
+}
+
 int
 main(void)
 {
@@ -567,6 +639,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_later_member_wins, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_deep_stage_removed, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_commit_all_or_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_link_chain_stays_inside, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

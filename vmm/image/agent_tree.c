@@ -533,6 +533,69 @@ settle_at(int at, const char *name, char *msg, size_t mn)
 	return rc;
 }
 
+/* Every link beneath the stage's directory fd (at rel, "" for the stage)
+ * resolves beneath the stage: base/tar checks each link alone, and a
+ * chain (x -> ".", up -> "x/..") that passes it would, once moved into
+ * place, lead out of the target. A dangling link is left as it is. */
+static int
+links_inside(int root, int fd, char *rel, size_t cap, int depth, char *msg, size_t mn)
+{
+	int dup_fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	size_t n = strlen(rel);
+	struct dirent *ent;
+	int rc = 0;
+
+	if (d == NULL) {
+		if (dup_fd >= 0)
+			close(dup_fd);
+		return fail(NULL, errno, msg, mn, "tree: %s", strerror(errno));
+	}
+	if (depth > ATREE_MAX_DEPTH) {
+		closedir(d);
+		return fail(NULL, ELOOP, msg, mn, "tree: deeper than %d levels", ATREE_MAX_DEPTH);
+	}
+	while (rc == 0 && (ent = readdir(d)) != NULL) {
+		struct stat st;
+
+		if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
+			continue;
+		if (fstatat(fd, ent->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    (!S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)))
+			continue;
+		if (snprintf(rel + n, cap - n, "%s%s", n ? "/" : "", ent->d_name) >=
+		    (int)(cap - n)) {
+			rc = fail(NULL, ENAMETOOLONG, msg, mn, "tree: a name too long");
+			break;
+		}
+		if (S_ISLNK(st.st_mode)) {
+			struct open_how how = {
+				.flags = O_PATH | O_CLOEXEC,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+			};
+			int lfd = (int)syscall(SYS_openat2, root, rel, &how, sizeof(how));
+
+			if (lfd >= 0)
+				close(lfd);
+			else if (errno == EXDEV)
+				rc = fail(NULL, EXDEV, msg, mn,
+				    "tree: %.200s: a chain of links leads out of the directory",
+				    rel);
+		} else {
+			int sub = openat(fd, ent->d_name,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			if (sub >= 0) {
+				rc = links_inside(root, sub, rel, cap, depth + 1, msg, mn);
+				close(sub);
+			}
+		}
+		rel[n] = '\0';
+	}
+	closedir(d);
+	return rc;
+}
+
 /* Whether an entry of the stage's directory sfd can be renamed into the
  * target's dfd (replacing `ds` when have): the check pass looks for what
  * would make the move fail half way (another file system, no write
@@ -676,6 +739,11 @@ atree_commit(struct atree *t, uint64_t *members, char *msg, size_t mn)
 	if (t->have != 0)
 		return fail(t, EINVAL, msg, mn, "tree: the archive ended inside a header");
 	close_fd(&t->cache_fd);
+	path[0] = '\0';
+	if (links_inside(t->stage_fd, t->stage_fd, path, sizeof(path), 0, msg, mn) < 0) {
+		t->st = ST_FAILED;
+		return -1;
+	}
 	if (stat(t->dir, &st) < 0 && errno == ENOENT) {
 		/* A new directory: the stage becomes it. */
 		char parent[PATH_MAX];
