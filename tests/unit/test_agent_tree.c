@@ -5,6 +5,7 @@
  * or link reaches outside the stage, whatever the archive says. */
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -354,6 +357,275 @@ test_no_way_out(void **state)
 	atree_free(NULL);
 }
 
+/* A member with an explicit mtime through the project's writer. */
+static void
+member_t(struct ar *a, const char *name, char type, const char *data, unsigned mode,
+    long long mtime)
+{
+	size_t n = data ? strlen(data) : 0;
+	struct err e;
+	ssize_t k;
+
+	err_clear(&e);
+	k = tar_header(a->b + a->len, AR_MAX - a->len, name, type, mode, n, mtime, &e);
+	assert_true(k > 0);
+	a->len += (size_t)k;
+	memcpy(a->b + a->len, data ? data : "", n);
+	a->len += n + tar_pad(n);
+}
+
+/* A file dated before 1970: GNU tar writes its mtime in base-256 with
+ * the negative marker 0xff, base/tar passes it on unchanged, and the
+ * agent refuses the whole archive ("a bad number in a header"). */
+static void
+test_negative_mtime(void **state)
+{
+	static struct ar a;
+	char msg[ATREE_MSG_MAX];
+	uint64_t members;
+	struct atree *t;
+
+	(void)state;
+	a.len = 0;
+	member_t(&a, "old.txt", '0', "old\n", 0644, -86400);
+	end(&a);
+	t = atree_new(at("neg"), msg, sizeof(msg));
+	assert_non_null(t);
+	if (feed(t, &a, 512, msg) < 0)
+		fail_msg("refused: %s", msg);
+	assert_int_equal(atree_commit(t, &members, msg, sizeof(msg)), 0);
+	atree_free(t);
+	assert_string_equal(slurp("neg/old.txt"), "old\n");
+}
+
+/* A directory the archive only implies (a member "secret/f", no
+ * "secret/" member) must not change the mode of the target's existing
+ * directory: ~/.ssh 0700 became 0755. */
+static void
+test_implied_dir_mode(void **state)
+{
+	static struct ar a;
+	char msg[ATREE_MSG_MAX];
+	uint64_t members;
+	struct atree *t;
+	struct stat st;
+
+	(void)state;
+	assert_int_equal(mkdir(at("h"), 0755), 0);
+	assert_int_equal(mkdir(at("h/.ssh"), 0700), 0);
+	a.len = 0;
+	member(&a, ".ssh/authorized_keys", '0', "ssh-ed25519 AAAA\n", 0600);
+	member(&a, "fresh/deep/f", '0', "f", 0644);
+	member(&a, "later/x", '0', "x", 0644);
+	member(&a, "later", '5', NULL, 0700);
+	end(&a);
+	t = atree_new(at("h"), msg, sizeof(msg));
+	assert_non_null(t);
+	assert_int_equal(feed(t, &a, 4096, msg), 0);
+	assert_int_equal(atree_commit(t, &members, msg, sizeof(msg)), 0);
+	atree_free(t);
+	assert_int_equal(stat(at("h/.ssh"), &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+	/* New implied directories are plain 0755; a directory member that
+	 * comes after its files still gives its mode. */
+	assert_int_equal(stat(at("h/fresh"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	assert_int_equal(stat(at("h/fresh/deep"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	assert_int_equal(stat(at("h/later"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+	/* The same archive into a new directory. */
+	t = atree_new(at("h2/new"), msg, sizeof(msg));
+	assert_non_null(t);
+	assert_int_equal(feed(t, &a, 4096, msg), 0);
+	assert_int_equal(atree_commit(t, &members, msg, sizeof(msg)), 0);
+	atree_free(t);
+	assert_int_equal(stat(at("h2/new/fresh/deep"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	assert_int_equal(stat(at("h2/new/.ssh"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0755);
+	assert_int_equal(stat(at("h2/new/later"), &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0700);
+}
+
+/* A later member of the same name wins, as in tar: a file then a
+ * directory "a" must leave a directory (mkdirat's EEXIST is taken as
+ * success and the file stays). */
+static void
+test_later_member_wins(void **state)
+{
+	static struct ar a;
+	char msg[ATREE_MSG_MAX];
+	uint64_t members;
+	struct atree *t;
+	struct stat st;
+
+	(void)state;
+	a.len = 0;
+	member(&a, "a", '0', "file", 0644);
+	member(&a, "a", '5', NULL, 0755);
+	end(&a);
+	t = atree_new(at("fd"), msg, sizeof(msg));
+	assert_non_null(t);
+	if (feed(t, &a, 4096, msg) < 0)
+		fail_msg("refused: %s", msg);
+	if (atree_commit(t, &members, msg, sizeof(msg)) < 0)
+		fail_msg("commit: %s", msg);
+	atree_free(t);
+	assert_int_equal(lstat(at("fd/a"), &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+}
+
+/* A link to a deep directory and a deep name through it make the stage
+ * deeper than any one name; an abandoned archive still leaves no stage. */
+static void
+test_deep_stage_removed(void **state)
+{
+	static struct ar a;
+	static char deep[2048], name[4096];
+	char msg[ATREE_MSG_MAX];
+	struct atree *t;
+	size_t k = 0;
+
+	(void)state;
+	assert_int_equal(mkdir(at("dp"), 0755), 0);
+	for (int i = 0; i < 49; i++) /* fits the ustar link field */
+		k += (size_t)snprintf(deep + k, sizeof(deep) - k, "%sa", i ? "/" : "");
+	a.len = 0;
+	member(&a, deep, '5', NULL, 0755);
+	raw(&a, "l", '2', deep, NULL, 0777);
+	k = (size_t)snprintf(name, sizeof(name), "l");
+	for (int i = 0; i < 250; i++)
+		k += (size_t)snprintf(name + k, sizeof(name) - k, "/b");
+	member(&a, name, '0', "x", 0644);
+	t = atree_new(at("dp"), msg, sizeof(msg));
+	assert_non_null(t);
+	if (feed(t, &a, 4096, msg) < 0)
+		fail_msg("refused: %s", msg);
+	atree_free(t); /* abandoned */
+	assert_int_equal(stages("dp"), 0);
+}
+
+/* A move that would fail half way (here EACCES: a read-only directory
+ * of the target) is found by the check pass: nothing moves. Run as an
+ * ordinary user, as the agent does (setfsuid). */
+static void
+test_commit_all_or_nothing(void **state)
+{
+	static struct ar a;
+	char msg[ATREE_MSG_MAX], name[64];
+	uint64_t members;
+	struct atree *t;
+	FILE *f;
+	int rc, moved = 0;
+
+	(void)state;
+	assert_int_equal(chmod(base, 0755), 0);
+	assert_int_equal(mkdir(at("pc"), 0755), 0);
+	assert_int_equal(mkdir(at("pc/ro"), 0755), 0);
+	assert_int_equal(chown(at("pc"), 65534, 65534), 0);
+	assert_int_equal(chown(at("pc/ro"), 65534, 65534), 0);
+	assert_int_equal(chmod(at("pc/ro"), 0555), 0);
+	a.len = 0;
+	member(&a, "ro/b", '0', "b", 0644);
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "f%02d", i);
+		member(&a, name, '0', "new", 0644);
+	}
+	end(&a);
+	setfsgid(65534);
+	setfsuid(65534);
+	t = atree_new(at("pc"), msg, sizeof(msg));
+	assert_non_null(t);
+	assert_int_equal(feed(t, &a, 4096, msg), 0);
+	rc = atree_commit(t, &members, msg, sizeof(msg));
+	atree_free(t);
+	setfsuid(0);
+	setfsgid(0);
+	for (int i = 0; i < 20; i++) {
+		snprintf(name, sizeof(name), "pc/f%02d", i);
+		if ((f = fopen(at(name), "r")) != NULL) {
+			moved++;
+			fclose(f);
+		}
+	}
+	print_message("commit rc %d (%s), %d of 20 files moved\n", rc, rc ? msg : "", moved);
+	/* Either the whole archive went in, or nothing did. */
+	assert_true((rc == 0 && moved == 20) || (rc < 0 && moved == 0));
+}
+
+static int
+collect_emit(void *ctx, const void *p, size_t n, struct err *e)
+{
+	struct {
+		char *b;
+		size_t len;
+	} *o = ctx;
+
+	(void)e;
+	memcpy(o->b + o->len, p, n);
+	o->len += n;
+	return 0;
+}
+/* A chain of links that each pass base/tar's check (x -> ".", up ->
+ * "x/..") would lead out of the directory once in place: the commit
+ * refuses it and nothing moves; a chain that stays inside is fine. */
+static void
+test_link_chain_stays_inside(void **state)
+{
+	static struct ar a;
+	static char out[AR_MAX];
+	char msg[ATREE_MSG_MAX];
+	const struct tar_rules rules = { 0 };
+	struct tar_filter *tf = tar_filter_new(&rules);
+	struct {
+		char *b;
+		size_t len;
+	} o = { out, 0 };
+	uint64_t members;
+	struct atree *t;
+	struct err e;
+	struct stat st;
+
+	(void)state;
+	err_clear(&e);
+	a.len = 0;
+	member(&a, "sub/f", '0', "f", 0644);
+	raw(&a, "x", '2', ".", NULL, 0777);
+	raw(&a, "inside", '2', "x/sub", NULL, 0777);
+	raw(&a, "up", '2', "x/..", NULL, 0777);
+	end(&a);
+	assert_int_equal(tar_filter_push(tf, a.b, a.len, collect_emit, &o, &e), 0);
+	assert_int_equal(tar_filter_finish(tf, collect_emit, &o, &e), 0);
+	tar_filter_free(tf);
+	assert_int_equal(mkdir(at("ch"), 0755), 0);
+	assert_int_equal(mkdir(at("ch/old"), 0755), 0);
+	for (int merge = 0; merge < 2; merge++) {
+		t = atree_new(at(merge ? "ch/old" : "ch/dir"), msg, sizeof(msg));
+		assert_non_null(t);
+		assert_int_equal(atree_feed(t, (unsigned char *)out, o.len, msg, sizeof(msg)), 0);
+		assert_int_equal(atree_commit(t, &members, msg, sizeof(msg)), -1);
+		assert_int_equal(errno, EXDEV);
+		assert_non_null(strstr(msg, "up"));
+		atree_free(t);
+	}
+	assert_int_equal(lstat(at("ch/dir"), &st), -1);
+	assert_int_equal(lstat(at("ch/old/x"), &st), -1);
+	assert_int_equal(stages("ch"), 0);
+	assert_int_equal(stages("ch/old"), 0);
+	/* Without "up" the rest goes in. */
+	o.len -= 3 * TAR_BLOCK; /* up's header and the end blocks */
+	memset(out + o.len, 0, TAR_END_BYTES);
+	o.len += TAR_END_BYTES;
+	t = atree_new(at("ch/dir"), msg, sizeof(msg));
+	assert_non_null(t);
+	assert_int_equal(atree_feed(t, (unsigned char *)out, o.len, msg, sizeof(msg)), 0);
+	if (atree_commit(t, &members, msg, sizeof(msg)) < 0)
+		fail_msg("commit: %s", msg);
+	atree_free(t);
+	assert_string_equal(slurp("ch/dir/inside/f"), "f");
+}
+
 int
 main(void)
 {
@@ -362,6 +634,12 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_merge, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nothing_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_way_out, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_negative_mtime, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_implied_dir_mode, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_later_member_wins, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_deep_stage_removed, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_commit_all_or_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_link_chain_stays_inside, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

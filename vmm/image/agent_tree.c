@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/fsuid.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -24,6 +25,16 @@
 #define BLK 512
 #define NAME_MAX_BYTES 4095
 #define MODE_MASK 0755 /* permissions with umask 022 applied, no set-id */
+/* A directory only implied by a member's name: the sticky bit, which no
+ * member's mode keeps (MODE_MASK), marks it until the commit. Such a
+ * directory never changes the mode of the target's own. */
+#define IMPLIED_MODE (S_ISVTX | 0755)
+/* Rounds of removing a stage: link chains (at most 40 links deep in a
+ * name) stack ATREE_MAX_DEPTH levels each. */
+#define ATREE_MAX_ROUNDS 64
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE 1
+#endif
 
 enum st { ST_HEADER, ST_DATA, ST_PAX, ST_SKIP, ST_END, ST_FAILED };
 
@@ -123,7 +134,8 @@ open_dir_made(struct atree *t, char *dir)
 		leaf = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
 		fd = open_beneath(t->stage_fd, dir);
 		if (fd < 0 && errno == ENOENT &&
-		    (mkdirat(cur, leaf, MODE_MASK) == 0 || errno == EEXIST))
+		    (mkdirat(cur, leaf, 0700) == 0 ? fchmodat(cur, leaf, IMPLIED_MODE, 0) == 0 :
+						     errno == EEXIST))
 			fd = open_beneath(t->stage_fd, dir);
 		*p = c;
 		close(cur);
@@ -157,21 +169,27 @@ parent_of(struct atree *t, const char *name, const char **last)
 	return fd;
 }
 
-static unsigned long long
-octal(const unsigned char *p, size_t n, int *bad)
+/* A number field: octal, or base-256 with the GNU marker 0x80 (positive)
+ * or 0xff (negative, two's complement: times before 1970), as base/tar
+ * reads and writes them. */
+static long long
+num(const unsigned char *p, size_t n, int *bad)
 {
 	unsigned long long v = 0;
 	size_t i = 0;
 
-	if (p[0] & 0x80) {
-		/* base-256, big-endian, the first byte's top bit a marker */
-		v = p[0] & 0x3f;
+	if (p[0] == 0x80 || p[0] == 0xff) {
+		v = p[0] == 0xff ? ~0ull : 0;
 		for (i = 1; i < n; i++) {
-			if (v >> 55)
+			if (p[0] == 0x80 ? (v >> 55) != 0 : (v >> 55) != 0x1ff)
 				*bad = 1;
 			v = (v << 8) | p[i];
 		}
-		return v;
+		return (long long)v;
+	}
+	if (p[0] & 0x80) {
+		*bad = 1;
+		return 0;
 	}
 	while (i < n && p[i] == ' ')
 		i++;
@@ -182,7 +200,7 @@ octal(const unsigned char *p, size_t n, int *bad)
 	}
 	if (i < n && p[i] != '\0' && p[i] != ' ')
 		*bad = 1;
-	return v;
+	return (long long)v;
 }
 
 /* A pax header's path and linkpath records (the rest is ignored). */
@@ -246,13 +264,14 @@ begin_member(struct atree *t, char *msg, size_t mn)
 	char name[NAME_MAX_BYTES + 1], link[NAME_MAX_BYTES + 1];
 	char type = (char)h[156];
 	int bad = 0, pfd;
-	unsigned long long size = octal(h + 124, 12, &bad);
-	unsigned mode = (unsigned)octal(h + 100, 8, &bad) & MODE_MASK;
-	long long mtime = (long long)octal(h + 136, 12, &bad);
+	long long ssize = num(h + 124, 12, &bad);
+	unsigned long long size = ssize < 0 ? 0 : (unsigned long long)ssize;
+	unsigned mode = (unsigned)num(h + 100, 8, &bad) & MODE_MASK;
+	long long mtime = num(h + 136, 12, &bad);
 	const char *last;
 	size_t n;
 
-	if (bad)
+	if (bad || ssize < 0)
 		return fail(t, EINVAL, msg, mn, "tree: a bad number in a header");
 	t->left = size;
 	t->pad = (BLK - size % BLK) % BLK;
@@ -308,11 +327,21 @@ begin_member(struct atree *t, char *msg, size_t mn)
 		t->mtime = mtime;
 		t->st = ST_DATA;
 		break;
-	case '5':
-		if (mkdirat(pfd, last, mode | 0700) < 0 && errno != EEXIST)
+	case '5': {
+		/* A later member wins: a file or link of this name goes; a
+		 * directory made for an earlier member's name takes this mode. */
+		struct stat st;
+		int rc = mkdirat(pfd, last, mode | 0700);
+
+		if (rc < 0 && errno == EEXIST && fstatat(pfd, last, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			rc = S_ISDIR(st.st_mode)     ? fchmodat(pfd, last, mode | 0700, 0) :
+			    make_room(pfd, last) < 0 ? -1 :
+						       mkdirat(pfd, last, mode | 0700);
+		if (rc < 0)
 			return fail(t, errno, msg, mn, "tree: %.200s: %s", name, strerror(errno));
 		t->st = ST_SKIP; /* a directory's data, if any, is skipped */
 		break;
+	}
 	case '2':
 		if (link[0] == '\0' || make_room(pfd, last) < 0 || symlinkat(link, pfd, last) < 0)
 			return fail(t, link[0] ? errno : EINVAL, msg, mn, "tree: %.200s: %s", name,
@@ -454,6 +483,144 @@ atree_feed(struct atree *t, const unsigned char *p, size_t n, char *msg, size_t 
 
 /* ---- the stage into place ---- */
 
+/* The implied directories beneath fd (a directory of the stage about to
+ * move whole) get the plain mode. */
+static int
+settle(int fd, int depth, char *msg, size_t mn)
+{
+	int dup_fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	struct dirent *ent;
+	struct stat st;
+	int rc = 0;
+
+	if (d == NULL) {
+		if (dup_fd >= 0)
+			close(dup_fd);
+		return fail(NULL, errno, msg, mn, "tree: %s", strerror(errno));
+	}
+	if (depth > ATREE_MAX_DEPTH) {
+		closedir(d);
+		return fail(NULL, ELOOP, msg, mn, "tree: deeper than %d levels", ATREE_MAX_DEPTH);
+	}
+	if (fstat(fd, &st) == 0 && (st.st_mode & S_ISVTX))
+		(void)fchmod(fd, MODE_MASK);
+	while (rc == 0 && (ent = readdir(d)) != NULL) {
+		int sub;
+
+		if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
+			continue;
+		sub = openat(fd, ent->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub < 0)
+			continue; /* not a directory */
+		rc = settle(sub, depth + 1, msg, mn);
+		close(sub);
+	}
+	closedir(d);
+	return rc;
+}
+
+static int
+settle_at(int at, const char *name, char *msg, size_t mn)
+{
+	int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int rc;
+
+	if (fd < 0)
+		return fail(NULL, errno, msg, mn, "tree: %s", strerror(errno));
+	rc = settle(fd, 0, msg, mn);
+	close(fd);
+	return rc;
+}
+
+/* Every link beneath the stage's directory fd (at rel, "" for the stage)
+ * resolves beneath the stage: base/tar checks each link alone, and a
+ * chain (x -> ".", up -> "x/..") that passes it would, once moved into
+ * place, lead out of the target. A dangling link is left as it is. */
+static int
+links_inside(int root, int fd, char *rel, size_t cap, int depth, char *msg, size_t mn)
+{
+	int dup_fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	size_t n = strlen(rel);
+	struct dirent *ent;
+	int rc = 0;
+
+	if (d == NULL) {
+		if (dup_fd >= 0)
+			close(dup_fd);
+		return fail(NULL, errno, msg, mn, "tree: %s", strerror(errno));
+	}
+	if (depth > ATREE_MAX_DEPTH) {
+		closedir(d);
+		return fail(NULL, ELOOP, msg, mn, "tree: deeper than %d levels", ATREE_MAX_DEPTH);
+	}
+	while (rc == 0 && (ent = readdir(d)) != NULL) {
+		struct stat st;
+
+		if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
+			continue;
+		if (fstatat(fd, ent->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    (!S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)))
+			continue;
+		if (snprintf(rel + n, cap - n, "%s%s", n ? "/" : "", ent->d_name) >=
+		    (int)(cap - n)) {
+			rc = fail(NULL, ENAMETOOLONG, msg, mn, "tree: a name too long");
+			break;
+		}
+		if (S_ISLNK(st.st_mode)) {
+			struct open_how how = {
+				.flags = O_PATH | O_CLOEXEC,
+				.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+			};
+			int lfd = (int)syscall(SYS_openat2, root, rel, &how, sizeof(how));
+
+			if (lfd >= 0)
+				close(lfd);
+			else if (errno == EXDEV)
+				rc = fail(NULL, EXDEV, msg, mn,
+				    "tree: %.200s: a chain of links leads out of the directory",
+				    rel);
+		} else {
+			int sub = openat(fd, ent->d_name,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+			if (sub >= 0) {
+				rc = links_inside(root, sub, rel, cap, depth + 1, msg, mn);
+				close(sub);
+			}
+		}
+		rel[n] = '\0';
+	}
+	closedir(d);
+	return rc;
+}
+
+/* Whether an entry of the stage's directory sfd can be renamed into the
+ * target's dfd (replacing `ds` when have): the check pass looks for what
+ * would make the move fail half way (another file system, no write
+ * access, a sticky directory, a read-only mount). 0, or -1 with errno. */
+static int
+can_move(int sfd, int dfd, int have, const struct stat *ds)
+{
+	struct stat a, b;
+	uid_t me = (uid_t)setfsuid((uid_t)-1);
+
+	if (fstat(sfd, &a) < 0 || fstat(dfd, &b) < 0)
+		return -1;
+	if (a.st_dev != b.st_dev) {
+		errno = EXDEV;
+		return -1;
+	}
+	if (syscall(SYS_faccessat2, dfd, ".", W_OK | X_OK, AT_EACCESS) < 0 && errno != ENOSYS)
+		return -1;
+	if (have && (b.st_mode & S_ISVTX) && me != 0 && ds->st_uid != me && b.st_uid != me) {
+		errno = EPERM;
+		return -1;
+	}
+	return 0;
+}
+
 /* Depth first over the stage's directory sfd against the target's dfd:
  * check (no change) or move. */
 static int
@@ -496,6 +663,11 @@ walk(int sfd, int dfd, int move, int depth, char *path, size_t plen, char *msg, 
 			    S_ISDIR(ss.st_mode) ? "directory" : "file");
 			break;
 		}
+		if (!move && !(S_ISDIR(ss.st_mode) && have) && can_move(sfd, dfd, have, &ds) < 0) {
+			rc = fail(NULL, errno, msg, mn, "tree: %.200s/%.200s: %s", path,
+			    ent->d_name, strerror(errno));
+			break;
+		}
 		if (S_ISDIR(ss.st_mode) && have) {
 			int s2 = openat(sfd, ent->d_name,
 			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -510,13 +682,16 @@ walk(int sfd, int dfd, int move, int depth, char *path, size_t plen, char *msg, 
 				snprintf(path + n, plen - n, "/%s", ent->d_name);
 				rc = walk(s2, d2, move, depth + 1, path, plen, msg, mn);
 				path[n] = '\0';
-				if (rc == 0 && move)
+				if (rc == 0 && move && !(ss.st_mode & S_ISVTX))
 					(void)fchmod(d2, ss.st_mode & 07777);
 			}
 			if (s2 >= 0)
 				close(s2);
 			if (d2 >= 0)
 				close(d2);
+		} else if (move && S_ISDIR(ss.st_mode) &&
+		    (rc = settle_at(sfd, ent->d_name, msg, mn)) < 0) {
+			break;
 		} else if (move && renameat(sfd, ent->d_name, dfd, ent->d_name) < 0) {
 			/* A file replaces a file; a whole new directory goes at once. */
 			rc = fail(NULL, errno, msg, mn, "tree: %.200s/%.200s: %s", path,
@@ -564,6 +739,11 @@ atree_commit(struct atree *t, uint64_t *members, char *msg, size_t mn)
 	if (t->have != 0)
 		return fail(t, EINVAL, msg, mn, "tree: the archive ended inside a header");
 	close_fd(&t->cache_fd);
+	path[0] = '\0';
+	if (links_inside(t->stage_fd, t->stage_fd, path, sizeof(path), 0, msg, mn) < 0) {
+		t->st = ST_FAILED;
+		return -1;
+	}
 	if (stat(t->dir, &st) < 0 && errno == ENOENT) {
 		/* A new directory: the stage becomes it. */
 		char parent[PATH_MAX];
@@ -573,6 +753,10 @@ atree_commit(struct atree *t, uint64_t *members, char *msg, size_t mn)
 		s = strrchr(parent, '/');
 		if (s != NULL && s != parent)
 			*s = '\0';
+		if (settle(t->stage_fd, 0, msg, mn) < 0) {
+			t->st = ST_FAILED;
+			return -1;
+		}
 		if ((s != parent && make_dirs(parent) < 0) || rename(t->stage, t->dir) < 0)
 			return fail(t, errno, msg, mn, "tree: %.300s: %s", t->dir, strerror(errno));
 		(void)chmod(t->dir, 0755);
@@ -662,29 +846,44 @@ atree_new(const char *dir, char *msg, size_t mn)
 	return t;
 }
 
-/* rm -rf of name in dirfd, never following links. */
-static void
-remove_all(int at, const char *name, int depth)
+/* rm -rf of name in dirfd, never following links. A directory deeper
+ * than ATREE_MAX_DEPTH (links in the archive let the stage grow deeper
+ * than any one name) moves up into `top`, the stage, for a later round;
+ * 1 when something moved so. */
+static int
+remove_all(int at, const char *name, int depth, int top)
 {
-	int fd;
+	int fd, moved = 0;
 	DIR *d;
 	struct dirent *ent;
 
 	if (unlinkat(at, name, 0) == 0 || errno == ENOENT)
-		return;
-	if (depth > ATREE_MAX_DEPTH + 2)
-		return;
+		return 0;
+	if (depth > ATREE_MAX_DEPTH) {
+		static unsigned long seq;
+		char up[40];
+
+		for (int i = 0; i < 16; i++) {
+			snprintf(up, sizeof(up), ".aas-deep-%lu", seq++);
+			if (syscall(SYS_renameat2, at, name, top, up, RENAME_NOREPLACE) == 0)
+				return 1;
+			if (errno != EEXIST)
+				break;
+		}
+		return 0;
+	}
 	fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || (d = fdopendir(fd)) == NULL) {
 		if (fd >= 0)
 			close(fd);
-		return;
+		return 0;
 	}
 	while ((ent = readdir(d)) != NULL)
 		if (strcmp(ent->d_name, ".") != 0 && strcmp(ent->d_name, "..") != 0)
-			remove_all(dirfd(d), ent->d_name, depth + 1);
+			moved |= remove_all(dirfd(d), ent->d_name, depth + 1, top);
 	closedir(d);
 	(void)unlinkat(at, name, AT_REMOVEDIR);
+	return moved;
 }
 
 void
@@ -694,9 +893,12 @@ atree_free(struct atree *t)
 		return;
 	close_fd(&t->fd);
 	close_fd(&t->cache_fd);
+	/* Each round takes ATREE_MAX_DEPTH levels off what is deeper. */
+	if (t->stage[0] != '\0' && t->stage_fd >= 0)
+		for (int round = 0; round < ATREE_MAX_ROUNDS; round++)
+			if (!remove_all(AT_FDCWD, t->stage, 0, t->stage_fd))
+				break;
 	close_fd(&t->stage_fd);
-	if (t->stage[0] != '\0')
-		remove_all(AT_FDCWD, t->stage, 0);
 	free(t->pax);
 	free(t);
 }

@@ -6,7 +6,9 @@
  * links. It is unpacked into a stage directory made in the target's
  * deepest existing ancestor (the same file system), every name resolved
  * beneath the stage by the kernel (RESOLVE_BENEATH), so no name or link
- * in the archive reaches outside it. atree_commit then moves the stage
+ * in the archive reaches outside it; at the commit a link that resolves
+ * out of the stage (a chain of links, each fine alone) refuses the
+ * archive. atree_commit then moves the stage
  * into place: a directory the target lacks in one rename, into one it has
  * entry by entry (files replace files); conflicts (a directory in the
  * archive where the target has a file, or the reverse) are found before
