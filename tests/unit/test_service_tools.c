@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "base/db.h"
 #include "base/err.h"
 #include "service/preview.h"
 #include "service/sandbox.h"
@@ -612,6 +613,39 @@ record_ended(const char *sandbox_id, void *ctx)
 		snprintf(ended_ids[n_ended++], ID_MAX, "%s", sandbox_id);
 }
 
+/* The reaper ends a disabled account's sandboxes, and any notice wakes
+ * it; its claim skips a row locked elsewhere (FOR UPDATE ... SKIP
+ * LOCKED). So the row stays locked while the account is disabled: the
+ * preview is refused for the account, not because the sandbox ended. */
+struct while_disabled {
+	struct sfx *s;
+	const char *id, *host;
+	struct preview_route route;
+};
+
+static int
+route_while_disabled(PGconn *c, void *arg, struct err *e)
+{
+	struct while_disabled *wd = arg;
+	const char *p[1] = { wd->id };
+
+	if (db_conn_exec(c, "SELECT 1 FROM sandboxes WHERE id = $1 FOR SHARE", 1, p, NULL, e) < 0)
+		return -1;
+	assert_int_equal(sfx_ll(wd->s,
+			     "WITH u AS (UPDATE accounts SET disabled_at = now() WHERE id = $1"
+			     " RETURNING 1) SELECT count(*) FROM u",
+			     wd->s->account),
+	    1);
+	memset(&wd->route, 0, sizeof(wd->route));
+	sbx_preview_route(wd->s->app->sbx, &(struct preview_ask){ .host = wd->host }, &wd->route);
+	assert_int_equal(sfx_ll(wd->s,
+			     "WITH u AS (UPDATE accounts SET disabled_at = NULL WHERE id = $1"
+			     " RETURNING 1) SELECT count(*) FROM u",
+			     wd->s->account),
+	    1);
+	return 0;
+}
+
 static void
 test_expose_port(void **state)
 {
@@ -643,19 +677,10 @@ test_expose_port(void **state)
 	assert_string_equal(route.sandbox_id, id);
 	assert_string_equal(route.account_id, s->account);
 	/* A disabled account's previews are not served. */
-	assert_int_equal(sfx_ll(s,
-			     "WITH u AS (UPDATE accounts SET disabled_at = now() WHERE id = $1"
-			     " RETURNING 1) SELECT count(*) FROM u",
-			     s->account),
-	    1);
-	memset(&route, 0, sizeof(route));
-	sbx_preview_route(s->app->sbx, &(struct preview_ask){ .host = host }, &route);
-	assert_int_equal(route.status, 404);
-	assert_int_equal(sfx_ll(s,
-			     "WITH u AS (UPDATE accounts SET disabled_at = NULL WHERE id = $1"
-			     " RETURNING 1) SELECT count(*) FROM u",
-			     s->account),
-	    1);
+	struct while_disabled wd = { .s = s, .id = id, .host = host };
+	err_clear(&e);
+	assert_int_equal(db_tx(s->app->db, route_while_disabled, &wd, &e), 0);
+	assert_int_equal(wd.route.status, 404);
 
 	/* The same port twice is refused, and no second forward is made. */
 	e = sfx_fails(s, s->account, "expose_port",
