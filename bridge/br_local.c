@@ -253,7 +253,9 @@ br_local_open(const char *root, const struct br_entry *en, struct err *e)
 		}
 		path = full;
 	}
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	fd = open(path,
+	    O_RDONLY | O_NOFOLLOW | O_NONBLOCK |
+		O_CLOEXEC); /* a FIFO put there meanwhile must not block */
 	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		err_set_field(e, "local_path", "local_path: cannot read %s: %s", en->rel,
 		    fd < 0 ? strerror(errno) : "not a regular file");

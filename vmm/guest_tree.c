@@ -22,9 +22,12 @@
 #define TREE_SHORT_MS 60000
 
 /* GNU tar: 1 is "some file changed as we read it", still an archive.
- * One file system: /proc, /sys and the like are not a tree's content. */
+ * One file system: /proc, /sys and the like are not a tree's content.
+ * A file the user cannot read is left out, not the end of the archive;
+ * an upload's stage (agent_tree.h) is not content either. */
 static const char get_script[] =
-    "cd -- \"$1\" && exec tar -c -f - --one-file-system --format=gnu .\n";
+    "cd -- \"$1\" && exec tar -c -f - --one-file-system --ignore-failed-read "
+    "--exclude='./.aas-tree-*' --format=gnu .\n";
 
 struct run {
 	struct achan_exec *x;

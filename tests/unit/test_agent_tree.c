@@ -5,6 +5,7 @@
  * or link reaches outside the stage, whatever the archive says. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -626,6 +627,33 @@ test_link_chain_stays_inside(void **state)
 	assert_string_equal(slurp("ch/dir/inside/f"), "f");
 }
 
+/* A stage an upload left behind (the agent stopped under it) goes once it
+ * is older than any upload runs; a young one, maybe in use, stays. */
+static void
+test_stale_stage_swept(void **state)
+{
+	char msg[ATREE_MSG_MAX];
+	struct timespec old[2] = { { .tv_sec = time(NULL) - ATREE_STALE_S - 60 },
+		{ .tv_sec = time(NULL) - ATREE_STALE_S - 60 } };
+	struct atree *t;
+	FILE *f;
+
+	(void)state;
+	assert_int_equal(mkdir(at(".aas-tree-00000000000000aa"), 0700), 0);
+	assert_int_equal(mkdir(at(".aas-tree-00000000000000aa/sub"), 0700), 0);
+	f = fopen(at(".aas-tree-00000000000000aa/sub/f"), "w");
+	fclose(f);
+	assert_int_equal(utimensat(AT_FDCWD, at(".aas-tree-00000000000000aa"), old, 0), 0);
+	assert_int_equal(mkdir(at(".aas-tree-00000000000000bb"), 0700), 0);
+	assert_int_equal(stages(""), 2);
+	t = atree_new(at("x"), msg, sizeof(msg));
+	assert_non_null(t);
+	assert_int_equal(stages(""), 2); /* bb and this upload's own */
+	atree_free(t);
+	assert_int_equal(stages(""), 1);
+	assert_int_equal(rmdir(at(".aas-tree-00000000000000bb")), 0);
+}
+
 int
 main(void)
 {
@@ -634,6 +662,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_merge, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_nothing_changes, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_way_out, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_stale_stage_swept, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_negative_mtime, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_implied_dir_mode, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_later_member_wins, setup, teardown),

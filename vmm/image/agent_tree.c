@@ -384,12 +384,14 @@ end_file(struct atree *t, char *msg, size_t mn)
 {
 	struct timespec ts[2] = { { .tv_sec = t->mtime }, { .tv_sec = t->mtime } };
 
-	if (futimens(t->fd, ts) < 0 || close(t->fd) < 0) {
-		t->fd = -1;
-		return fail(t, errno, msg, mn, "tree: %s", strerror(errno));
+	int rc = futimens(t->fd, ts), err = errno;
+
+	if (close(t->fd) < 0 && rc == 0) {
+		rc = -1;
+		err = errno;
 	}
 	t->fd = -1;
-	return 0;
+	return rc < 0 ? fail(t, err, msg, mn, "tree: %s", strerror(err)) : 0;
 }
 
 int
@@ -799,6 +801,45 @@ ancestor(const char *dir, char *out, size_t n)
 	}
 }
 
+static int remove_all(int at, const char *name, int depth, int top);
+
+/* Stages of uploads that never ended (the agent or the VM stopped under
+ * them) in `anc`: older than any upload may run (aasd's deadline for the
+ * largest is about 70 minutes), they go. */
+static void
+sweep_stale(const char *anc)
+{
+	int afd = open(anc, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	time_t now = time(NULL);
+	struct dirent *ent;
+	DIR *d;
+
+	if (afd < 0)
+		return;
+	if ((d = fdopendir(afd)) == NULL) {
+		close(afd);
+		return;
+	}
+	while ((ent = readdir(d)) != NULL) {
+		struct stat st;
+		int sfd;
+
+		if (strncmp(ent->d_name, ".aas-tree-", 10) != 0 || strlen(ent->d_name) != 26 ||
+		    fstatat(dirfd(d), ent->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISDIR(st.st_mode) || now - st.st_mtime < ATREE_STALE_S)
+			continue;
+		sfd = openat(dirfd(d), ent->d_name,
+		    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sfd < 0)
+			continue;
+		for (int round = 0; round < ATREE_MAX_ROUNDS; round++)
+			if (!remove_all(dirfd(d), ent->d_name, 0, sfd))
+				break;
+		close(sfd);
+	}
+	closedir(d);
+}
+
 struct atree *
 atree_new(const char *dir, char *msg, size_t mn)
 {
@@ -815,6 +856,7 @@ atree_new(const char *dir, char *msg, size_t mn)
 		fail(NULL, errno, msg, mn, "%s", strerror(errno));
 		return NULL;
 	}
+	sweep_stale(anc);
 	t = calloc(1, sizeof(*t));
 	if (t == NULL || (t->pax = malloc(ATREE_MAX_PAX)) == NULL) {
 		free(t);

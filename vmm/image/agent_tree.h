@@ -27,6 +27,7 @@
 #define ATREE_MAX_DEPTH 256 /* directory levels in a name */
 #define ATREE_MAX_PAX 16384 /* bytes of a pax header aasd sends */
 #define ATREE_MSG_MAX 300
+#define ATREE_STALE_S (3 * 3600) /* a stage this old is a leftover (atree_new sweeps it) */
 
 struct atree;
 
