@@ -228,9 +228,20 @@ body_read(void *ctx, void *buf, size_t n, struct err *e)
 	return (ssize_t)got;
 }
 
-/* The request body flows into the guest as it arrives; a body that passes
- * AAS_MAX_FILE_BYTES part way is answered 413 like one whose length said
- * so. */
+/* A streamed body that passed AAS_MAX_FILE_BYTES part way is answered 413
+ * like one whose length said so. Returns NULL (the operation's answer). */
+static json_t *
+reply_too_large(struct rest_call *c, const struct err *e)
+{
+	if (e->kind == ERR_LIMIT && strcmp(e->field, "AAS_MAX_FILE_BYTES") == 0) {
+		http_reply_json(c->req, 413,
+		    rest_error_json("payload_too_large", e->msg, "AAS_MAX_FILE_BYTES"));
+		c->replied = 1;
+	}
+	return NULL;
+}
+
+/* The request body flows into the guest as it arrives. */
 static json_t *
 op_upload(struct rest_call *c, json_t *args, struct err *e)
 {
@@ -244,18 +255,27 @@ op_upload(struct rest_call *c, json_t *args, struct err *e)
 	if (tools_write_file_stream(&c->cx, c->tool, args, body_read, in,
 		(uint64_t)c->r->app->cfg.max_file_bytes, &out, e) == 0)
 		return out;
-	if (e->kind == ERR_LIMIT && strcmp(e->field, "AAS_MAX_FILE_BYTES") == 0) {
-		http_reply_json(c->req, 413,
-		    rest_error_json("payload_too_large", e->msg, "AAS_MAX_FILE_BYTES"));
-		c->replied = 1;
-	}
-	return NULL;
+	return reply_too_large(c, e);
 }
 
 struct download {
 	struct rest_call *c;
 	struct bq *out;
 };
+
+/* The answer's headers go out; its body follows through d->out. */
+static int
+download_open(struct download *d, const char *type, long long length, struct err *e)
+{
+	d->out = http_reply_stream(d->c->req, 200, type, length);
+	if (d->out == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return -1;
+	}
+	d->c->replied = 1;
+	d->c->req = NULL; /* the HTTP thread's again */
+	return 0;
+}
 
 /* The size is known: the headers go out with Content-Length. */
 static int
@@ -268,14 +288,7 @@ download_start(void *ctx, const struct sbx_read_res *res, struct err *e)
 	http_add_header(d->c->req, "X-AAS-File-Size", hdr);
 	snprintf(hdr, sizeof(hdr), "%lld", res->offset);
 	http_add_header(d->c->req, "X-AAS-Content-Offset", hdr);
-	d->out = http_reply_stream(d->c->req, 200, "application/octet-stream", (long long)res->len);
-	if (d->out == NULL) {
-		err_set(e, ERR_INTERNAL, "out of memory");
-		return -1;
-	}
-	d->c->replied = 1;
-	d->c->req = NULL; /* the HTTP thread's again */
-	return 0;
+	return download_open(d, "application/octet-stream", (long long)res->len, e);
 }
 
 static int
@@ -338,43 +351,16 @@ op_tree_put(struct rest_call *c, json_t *args, struct err *e)
 	}
 	if (sbx_tree_put(s, c->cx.account_id, id, arg_str(args, "path"), body_read, in,
 		(uint64_t)c->r->app->cfg.max_file_bytes, (uint64_t)c->r->app->cfg.max_tree_entries,
-		&res, e) < 0) {
-		if (e->kind == ERR_LIMIT && strcmp(e->field, "AAS_MAX_FILE_BYTES") == 0) {
-			http_reply_json(c->req, 413,
-			    rest_error_json("payload_too_large", e->msg, "AAS_MAX_FILE_BYTES"));
-			c->replied = 1;
-		}
-		return NULL;
-	}
+		&res, e) < 0)
+		return reply_too_large(c, e);
 	return tree_json(id, &res);
 }
 
-struct tree_dl {
-	struct rest_call *c;
-	struct bq *out;
-};
-
+/* No size ahead: the tar stream goes out chunked. */
 static int
 tree_dl_start(void *ctx, struct err *e)
 {
-	struct tree_dl *d = ctx;
-
-	d->out = http_reply_stream(d->c->req, 200, "application/x-tar", -1);
-	if (d->out == NULL) {
-		err_set(e, ERR_INTERNAL, "out of memory");
-		return -1;
-	}
-	d->c->replied = 1;
-	d->c->req = NULL; /* the HTTP thread's again */
-	return 0;
-}
-
-static int
-tree_dl_write(void *ctx, const void *buf, size_t n, struct err *e)
-{
-	struct tree_dl *d = ctx;
-
-	return bq_write(d->out, buf, n, e);
+	return download_open(ctx, "application/x-tar", -1, e);
 }
 
 /* ?path= (default: the home) as a tar stream. An error once bytes went
@@ -382,7 +368,7 @@ tree_dl_write(void *ctx, const void *buf, size_t n, struct err *e)
 static json_t *
 op_tree_get(struct rest_call *c, json_t *args, struct err *e)
 {
-	struct tree_dl d = { c, NULL };
+	struct download d = { c, NULL };
 	struct sbx *s = rest_sbx(c, e);
 	struct sbx_tree_res res;
 	int rc;
@@ -390,7 +376,7 @@ op_tree_get(struct rest_call *c, json_t *args, struct err *e)
 	if (s == NULL)
 		return NULL;
 	rc = sbx_tree_get(s, c->cx.account_id, arg_str(args, "sandbox_id"), arg_str(args, "path"),
-	    (uint64_t)c->r->app->cfg.max_file_bytes, tree_dl_start, tree_dl_write, &d, &res, e);
+	    (uint64_t)c->r->app->cfg.max_file_bytes, tree_dl_start, download_write, &d, &res, e);
 	if (d.out == NULL)
 		return NULL;
 	bq_finish(d.out, rc < 0 ? e : NULL);

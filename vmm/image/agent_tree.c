@@ -535,6 +535,31 @@ settle_at(int at, const char *name, char *msg, size_t mn)
 	return rc;
 }
 
+/* A directory stream on its own copy of fd for a walk at `depth`; NULL
+ * with errno and msg (ELOOP past ATREE_MAX_DEPTH). */
+static DIR *
+walk_open(int fd, int depth, char *msg, size_t mn)
+{
+	int dup_fd;
+	DIR *d;
+
+	if (depth > ATREE_MAX_DEPTH) {
+		fail(NULL, ELOOP, msg, mn, "tree: deeper than %d levels", ATREE_MAX_DEPTH);
+		return NULL;
+	}
+	dup_fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	if (d == NULL) {
+		int err = errno;
+
+		if (dup_fd >= 0)
+			close(dup_fd);
+		fail(NULL, err, msg, mn, "tree: %s", strerror(err));
+		return NULL;
+	}
+	return d;
+}
+
 /* Every link beneath the stage's directory fd (at rel, "" for the stage)
  * resolves beneath the stage: base/tar checks each link alone, and a
  * chain (x -> ".", up -> "x/..") that passes it would, once moved into
@@ -542,21 +567,13 @@ settle_at(int at, const char *name, char *msg, size_t mn)
 static int
 links_inside(int root, int fd, char *rel, size_t cap, int depth, char *msg, size_t mn)
 {
-	int dup_fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	DIR *d = walk_open(fd, depth, msg, mn);
 	size_t n = strlen(rel);
 	struct dirent *ent;
 	int rc = 0;
 
-	if (d == NULL) {
-		if (dup_fd >= 0)
-			close(dup_fd);
-		return fail(NULL, errno, msg, mn, "tree: %s", strerror(errno));
-	}
-	if (depth > ATREE_MAX_DEPTH) {
-		closedir(d);
-		return fail(NULL, ELOOP, msg, mn, "tree: deeper than %d levels", ATREE_MAX_DEPTH);
-	}
+	if (d == NULL)
+		return -1;
 	while (rc == 0 && (ent = readdir(d)) != NULL) {
 		struct stat st;
 
@@ -628,20 +645,12 @@ can_move(int sfd, int dfd, int have, const struct stat *ds)
 static int
 walk(int sfd, int dfd, int move, int depth, char *path, size_t plen, char *msg, size_t mn)
 {
-	int dup_fd = openat(sfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+	DIR *d = walk_open(sfd, depth, msg, mn);
 	struct dirent *ent;
 	int rc = 0;
 
-	if (d == NULL) {
-		if (dup_fd >= 0)
-			close(dup_fd);
-		return fail(NULL, errno, msg, mn, "tree: %s", strerror(errno));
-	}
-	if (depth > ATREE_MAX_DEPTH) {
-		closedir(d);
-		return fail(NULL, ELOOP, msg, mn, "tree: deeper than %d levels", ATREE_MAX_DEPTH);
-	}
+	if (d == NULL)
+		return -1;
 	while (rc == 0 && (errno = 0, ent = readdir(d)) != NULL) {
 		struct stat ss, ds;
 		int have;
