@@ -37,6 +37,7 @@ struct fixture {
 	atomic_int stop;
 	atomic_int accepted; /* upstream connections */
 	atomic_int closed;   /* upstream connections the proxy ended */
+	atomic_int live;     /* upstream connection threads still running */
 	pthread_mutex_t lock;
 	char last_head[16384]; /* the last request head the upstream read */
 };
@@ -118,6 +119,7 @@ upstream_conn(void *arg)
 	}
 out:
 	close(fd);
+	atomic_fetch_sub(&F->live, 1);
 	return NULL;
 }
 
@@ -136,10 +138,13 @@ upstream_main(void *arg)
 		if (fd < 0)
 			continue;
 		atomic_fetch_add(&F->accepted, 1);
-		if (pthread_create(&t, NULL, upstream_conn, (void *)(intptr_t)fd) == 0)
+		atomic_fetch_add(&F->live, 1);
+		if (pthread_create(&t, NULL, upstream_conn, (void *)(intptr_t)fd) == 0) {
 			pthread_detach(t);
-		else
+		} else {
 			close(fd);
+			atomic_fetch_sub(&F->live, 1);
+		}
 	}
 	return NULL;
 }
@@ -284,7 +289,16 @@ teardown(void **state)
 	atomic_store(&F->stop, 1);
 	pthread_join(F->uthread, NULL);
 	close(F->ufd);
-	/* Upstream connection threads may still be closing: F stays. */
+	/* Upstream connection threads end once the proxy closed their
+	 * connections; F goes after the last (or stays, and the leak check
+	 * names it). */
+	for (int i = 0; i < 500 && atomic_load(&F->live) > 0; i++)
+		usleep(10 * 1000);
+	if (atomic_load(&F->live) == 0) {
+		pthread_mutex_destroy(&F->lock);
+		free(F);
+		F = NULL;
+	}
 	return 0;
 }
 
