@@ -225,7 +225,7 @@ test:
 asan:
 	sh deploy/install-deps.sh
 	$(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all unit image
-	B=build/asan ASAN_OPTIONS=detect_leaks=1 sh tests/run.sh
+	B=build/asan ASAN_OPTIONS=detect_leaks=1 AAS_SANITIZED=1 sh tests/run.sh
 
 bench:
 	sh deploy/install-deps.sh

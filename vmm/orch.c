@@ -27,6 +27,7 @@
 #include "base/config.h"
 #include "base/log.h"
 
+#define ORCH_STARTER_JOIN_S 20 /* a stopping aasd waits this long for the start-up */
 #define ORCH_MAX_HOSTS 16
 #define ORCH_SOCKET_DIR "/run/aas-vm"
 
@@ -508,8 +509,22 @@ orch_free(struct orch *o)
 {
 	if (o == NULL)
 		return;
-	if (o->starter_started)
-		pthread_join(o->starter, NULL);
+	if (o->starter_started) {
+		struct timespec ts;
+
+		/* libvirt's first QEMU probe can hang in the child it forks
+		 * (seen under the sanitizer build): a stopping aasd does not
+		 * wait for it. What the starter uses stays allocated; the
+		 * process is ending. */
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += ORCH_STARTER_JOIN_S;
+		if (pthread_timedjoin_np(o->starter, NULL, &ts) != 0) {
+			log_error("vm: the VM layer's start-up did not finish in %d s; "
+				  "leaving it behind",
+			    ORCH_STARTER_JOIN_S);
+			return;
+		}
+	}
 	for (size_t i = 0; i < o->n_hosts; i++) {
 		vm_agent_forget_host(o->hosts[i]);
 		vm_host_close(o->hosts[i]);
