@@ -266,69 +266,6 @@ br_local_open(const char *root, const struct br_entry *en, struct err *e)
 	return fd;
 }
 
-int
-br_local_read(const char *root, const struct br_entry *en, size_t max, unsigned char **data,
-    size_t *len, struct err *e)
-{
-	char full[PATH_MAX];
-	const char *path = en->source;
-	unsigned char *buf = NULL;
-	struct stat st;
-	size_t have = 0;
-	ssize_t r = 1;
-	int fd = -1, rc = -1;
-
-	if (path == NULL) {
-		if (br_path_join(root, en->rel, full, sizeof(full)) < 0) {
-			err_set_field(e, "local_path", "local_path: %s: too long", en->rel);
-			return -1;
-		}
-		path = full;
-	}
-	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		err_set_field(e, "local_path", "local_path: cannot read %s: %s", en->rel,
-		    fd < 0 ? strerror(errno) : "not a regular file");
-		goto out;
-	}
-	if ((unsigned long long)st.st_size > max) {
-		err_set_at(e, ERR_LIMIT, "local_path", "local_path: %s is larger than %zu bytes",
-		    en->rel, max);
-		goto out;
-	}
-	/* One byte more than the size: a file growing meanwhile is noticed. */
-	if ((buf = malloc((size_t)st.st_size + 1)) == NULL) {
-		err_set(e, ERR_INTERNAL, "out of memory");
-		goto out;
-	}
-	while (have <= (size_t)st.st_size && r != 0) {
-		r = read(fd, buf + have, (size_t)st.st_size + 1 - have);
-		if (r < 0 && errno != EINTR) {
-			err_set_field(e, "local_path", "local_path: cannot read %s: %s", en->rel,
-			    strerror(errno));
-			goto out;
-		}
-		if (r > 0)
-			have += (size_t)r;
-	}
-	if (have > (size_t)st.st_size) {
-		err_set_at(e, ERR_CONFLICT, "local_path",
-		    "local_path: %s changed while it was "
-		    "read",
-		    en->rel);
-		goto out;
-	}
-	*data = buf;
-	*len = have;
-	buf = NULL;
-	rc = 0;
-out:
-	if (fd >= 0)
-		close(fd);
-	free(buf);
-	return rc;
-}
-
 /* ---- writing ---- */
 
 struct br_lfile {

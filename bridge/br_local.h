@@ -33,10 +33,6 @@ void br_warn(json_t *warnings, const char *fmt, ...) __attribute__((format(print
  * or -1 with e. */
 int br_local_open(const char *root, const struct br_entry *en, struct err *e);
 
-/* The whole content of a scanned file, at most max bytes. */
-int br_local_read(const char *root, const struct br_entry *en, size_t max, unsigned char **data,
-    size_t *len, struct err *e);
-
 /* A file being written beside its final name and renamed over it when
  * complete; parents are made below root without following links. */
 struct br_lfile;

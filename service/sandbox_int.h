@@ -36,6 +36,10 @@ struct sbx {
  * saying why not. */
 struct vm_host *sbx_running(struct sbx *s, const char *account, const char *id,
     struct store_row *row, char *domain, size_t dn, struct err *e);
+/* The absolute form of a path argument (relative: under the home; NULL:
+ * "path: required") and the running VM it is in, or NULL with e. */
+struct vm_host *sbx_file_vm(struct sbx *s, const char *account, const char *id, const char *path,
+    char *abs, size_t an, struct store_row *row, char *domain, size_t dn, struct err *e);
 /* Boots the VM of a 'creating' row and moves it to running (or failed). */
 int sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size, enum vm_net net,
     const struct sbx_progress *pg, struct err *e);

@@ -235,10 +235,9 @@ abs_path(const char *p, const char *field, char *out, size_t n, struct err *e)
 	return 0;
 }
 
-/* The absolute form of a file argument and the running VM it is in. */
-static struct vm_host *
-file_vm(struct sbx *s, const char *account, const char *id, const char *path, char *abs, size_t an,
-    struct store_row *row, char *domain, size_t dn, struct err *e)
+struct vm_host *
+sbx_file_vm(struct sbx *s, const char *account, const char *id, const char *path, char *abs,
+    size_t an, struct store_row *row, char *domain, size_t dn, struct err *e)
 {
 	if (path == NULL) {
 		err_set_field(e, "path", "path: required");
@@ -266,8 +265,8 @@ sbx_write_file(struct sbx *s, const char *account, const struct sbx_write_req *r
 		err_set_field(e, "mode", "mode: not a file mode");
 		return -1;
 	}
-	if ((h = file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path), &row,
-		 domain, sizeof(domain), e)) == NULL)
+	if ((h = sbx_file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path),
+		 &row, domain, sizeof(domain), e)) == NULL)
 		return -1;
 	if (guest_put_file(h, domain, res->path, req->data, req->len, req->mode, req->make_parents,
 		e) < 0)
@@ -300,8 +299,8 @@ sbx_read_file(struct sbx *s, const char *account, const struct sbx_read_req *req
 		err_set_field(e, "offset", "offset: must not be negative");
 		return -1;
 	}
-	if ((h = file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path), &row,
-		 domain, sizeof(domain), e)) == NULL)
+	if ((h = sbx_file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path),
+		 &row, domain, sizeof(domain), e)) == NULL)
 		return -1;
 	if (guest_get_file(h, domain, res->path, req->offset, req->length, &res->data, &res->len,
 		&res->total, e) < 0)
@@ -324,8 +323,8 @@ sbx_write_stream(struct sbx *s, const char *account, const struct sbx_write_req 
 		err_set_field(e, "mode", "mode: not a file mode");
 		return -1;
 	}
-	if ((h = file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path), &row,
-		 domain, sizeof(domain), e)) == NULL)
+	if ((h = sbx_file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path),
+		 &row, domain, sizeof(domain), e)) == NULL)
 		return -1;
 	if (guest_put_stream(h, domain, res->path, req->mode, req->make_parents, read, ctx,
 		max_bytes, &written, e) < 0)
@@ -350,8 +349,8 @@ sbx_read_stream(struct sbx *s, const char *account, const struct sbx_read_req *r
 		err_set_field(e, "offset", "offset: must not be negative");
 		return -1;
 	}
-	if ((h = file_vm(s, account, req->sandbox_id, req->path, res.path, sizeof(res.path), &row,
-		 domain, sizeof(domain), e)) == NULL)
+	if ((h = sbx_file_vm(s, account, req->sandbox_id, req->path, res.path, sizeof(res.path),
+		 &row, domain, sizeof(domain), e)) == NULL)
 		return -1;
 	if (guest_file_size(h, domain, res.path, &size, e) < 0)
 		return sbx_guest_failed(s, req->sandbox_id, row.host, e);

@@ -90,17 +90,6 @@ stats_out(const struct tar_filter *f, struct sbx_tree_res *res)
 	res->skipped = st->skipped;
 }
 
-static struct vm_host *
-tree_vm(struct sbx *s, const char *account, const char *id, const char *path,
-    struct sbx_tree_res *res, struct store_row *row, char *domain, size_t dn, struct err *e)
-{
-	if (guest_abs_path(path, res->path, sizeof(res->path)) < 0) {
-		err_set_field(e, "path", "path: too long");
-		return NULL;
-	}
-	return sbx_running(s, account, id, row, domain, dn, e);
-}
-
 int
 sbx_tree_put(struct sbx *s, const char *account, const char *sandbox_id, const char *path,
     guest_read_fn read, void *ctx, uint64_t max_bytes, uint64_t max_entries,
@@ -120,8 +109,8 @@ sbx_tree_put(struct sbx *s, const char *account, const char *sandbox_id, const c
 		err_set_field(e, "path", "path: required (the directory to unpack into)");
 		return -1;
 	}
-	if ((h = tree_vm(s, account, sandbox_id, path, res, &row, domain, sizeof(domain), e)) ==
-	    NULL)
+	if ((h = sbx_file_vm(s, account, sandbox_id, path, res->path, sizeof(res->path), &row,
+		 domain, sizeof(domain), e)) == NULL)
 		return -1;
 	t.f = tar_filter_new(&rules);
 	t.in = malloc(TREE_IN_CHUNK);
@@ -205,8 +194,8 @@ sbx_tree_get(struct sbx *s, const char *account, const char *sandbox_id, const c
 	int rc = -1;
 
 	memset(res, 0, sizeof(*res));
-	if ((h = tree_vm(s, account, sandbox_id, path ? path : GUEST_HOME, res, &row, domain,
-		 sizeof(domain), e)) == NULL)
+	if ((h = sbx_file_vm(s, account, sandbox_id, path ? path : GUEST_HOME, res->path,
+		 sizeof(res->path), &row, domain, sizeof(domain), e)) == NULL)
 		return -1;
 	if ((t.f = tar_filter_new(&rules)) == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");

@@ -423,8 +423,8 @@ guest_get_file(struct vm_host *h, const char *dom, const char *path, long long o
 	return get_bytes(h, dom, path, 0, offset, length, data, len, total, e);
 }
 
-static long long
-stream_deadline(uint64_t max_bytes)
+long long
+guest_stream_deadline(uint64_t max_bytes)
 {
 	return clock_ms() + GUEST_SHORT_OP_MS +
 	    (long long)(max_bytes / GUEST_STREAM_MIN_BPS) * 1000;
@@ -443,7 +443,7 @@ guest_put_stream(struct vm_host *h, const char *dom, const char *path, unsigned 
 		return -1;
 	rc = achan_put(c, path, mode & 07777,
 	    ACHAN_PUT_TRUNC | (make_parents ? ACHAN_PUT_PARENTS : 0), 0, read, ctx, written,
-	    stream_deadline(max_bytes), e);
+	    guest_stream_deadline(max_bytes), e);
 	achan_free(c);
 	return rc < 0 ? file_error(e) : 0;
 }
@@ -486,7 +486,7 @@ guest_get_stream(struct vm_host *h, const char *dom, const char *path, long long
 	if ((c = agent(h, dom, e)) == NULL)
 		return -1;
 	rc = achan_get(c, path, 0, (uint64_t)offset, (uint64_t)length, write, ctx, &whole,
-	    stream_deadline((uint64_t)length), e);
+	    guest_stream_deadline((uint64_t)length), e);
 	achan_free(c);
 	return rc < 0 ? file_error(e) : 0;
 }

@@ -77,6 +77,8 @@ int guest_get_file(struct vm_host *h, const char *dom, const char *path, long lo
  * does not grow with the file. The deadline allows GUEST_STREAM_MIN_BPS
  * for `max_bytes` on top of the usual minute. */
 #define GUEST_STREAM_MIN_BPS (1024 * 1024)
+/* That deadline (monotonic ms) for a stream of up to max_bytes. */
+long long guest_stream_deadline(uint64_t max_bytes);
 
 /* The next bytes of an upload: the count, 0 at the end, -1 with e set. */
 typedef ssize_t (*guest_read_fn)(void *ctx, void *buf, size_t n, struct err *e);

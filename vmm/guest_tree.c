@@ -19,7 +19,6 @@
 #include "vmm/vm_agent.h"
 
 #define TREE_MSG_MAX 600 /* tar's error text kept for the caller */
-#define TREE_SHORT_MS 60000
 
 /* GNU tar: 1 is "some file changed as we read it", still an archive.
  * One file system: /proc, /sys and the like are not a tree's content.
@@ -92,8 +91,7 @@ int
 guest_tree_put(struct vm_host *h, const char *dom, const char *dir, guest_read_fn read, void *ctx,
     uint64_t max_bytes, struct err *e)
 {
-	long long deadline = clock_ms() + TREE_SHORT_MS +
-	    (long long)(max_bytes / GUEST_STREAM_MIN_BPS) * 1000;
+	long long deadline = guest_stream_deadline(max_bytes);
 	struct achan *c = vm_agent_get(h, dom, e);
 	uint64_t sent = 0;
 	int rc;
@@ -118,8 +116,7 @@ int
 guest_tree_get(struct vm_host *h, const char *dom, const char *dir, guest_write_fn write, void *ctx,
     uint64_t max_bytes, struct err *e)
 {
-	long long deadline = clock_ms() + TREE_SHORT_MS +
-	    (long long)(max_bytes / GUEST_STREAM_MIN_BPS) * 1000;
+	long long deadline = guest_stream_deadline(max_bytes);
 	struct achan *c = vm_agent_get(h, dom, e);
 	struct run r = { 0 };
 	int rc = -1;
