@@ -335,8 +335,9 @@ main(int argc, char **argv)
 	log_info("aasd: signal %d, stopping", sig);
 	rc = 0;
 out:
-	/* Workers finish (and resume their connections) before the HTTP
-	 * daemon stops. */
+	/* Nothing new is taken; workers finish (and resume their
+	 * connections) before the HTTP daemon stops. */
+	http_close(http);
 	if (app)
 		app_set_hooks(app, NULL);
 	/* Calls waiting on a guest end now rather than hold the workers. */

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +27,7 @@
 #define HTTP_MAX_OUT_HEADERS 12
 #define HTTP_MAX_CONNECTIONS 4096
 #define HTTP_BUSY_RETRY_S 1 /* Retry-After of a busy answer */
+#define HTTP_DRAIN_MS 5000  /* how long a stop waits for answers on their way out */
 
 enum req_state { REQ_NEW, REQ_DEFERRED, REQ_READY, REQ_QUEUED };
 /* The API key of a request, checked before its body is read. */
@@ -116,6 +118,10 @@ struct http_server {
 	pthread_mutex_t stop_lock;
 	pthread_cond_t stop_cond;
 	int stopping;
+	/* Requests not yet reported complete (stop_lock); http_free lets
+	 * them finish, within HTTP_DRAIN_MS, before the daemon stops. */
+	int open_reqs;
+	atomic_int closing; /* http_close: new requests are answered 503 */
 	struct http_intercept icpt;
 	int has_icpt;
 	struct http_auth auth;
@@ -229,8 +235,26 @@ struct http_upgrade {
 	void (*drop)(void *ctx);
 	void *ctx;
 	struct MHD_UpgradeResponseHandle *urh;
-	int taken; /* the socket went to fn; fn's side frees this */
+	int taken; /* the socket went to fn */
+	/* The request holds one reference, fn's side one more once it has the
+	 * socket: either may end first (a session can close before MHD
+	 * reports the request complete). */
+	int refs;
 };
+
+static void
+upgrade_unref(struct http_upgrade *u)
+{
+	int left;
+
+	pthread_mutex_lock(&u->lock);
+	left = --u->refs;
+	pthread_mutex_unlock(&u->lock);
+	if (left > 0)
+		return;
+	pthread_mutex_destroy(&u->lock);
+	free(u);
+}
 
 /* The request ends: an upgrade that never happened drops its context. */
 static void
@@ -246,12 +270,9 @@ upgrade_release(struct http_req *req)
 	taken = u->taken;
 	u->taken = taken ? taken : -1; /* -1: too late for the socket */
 	pthread_mutex_unlock(&u->lock);
-	if (!taken) {
-		if (u->drop)
-			u->drop(u->ctx);
-		pthread_mutex_destroy(&u->lock);
-		free(u);
-	}
+	if (!taken && u->drop)
+		u->drop(u->ctx);
+	upgrade_unref(u);
 }
 
 static void
@@ -267,6 +288,8 @@ on_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls, const char *e
 	late = u->taken < 0;
 	u->taken = 1;
 	u->urh = urh;
+	if (!late)
+		u->refs++; /* fn's, dropped by http_upgrade_close */
 	pthread_mutex_unlock(&u->lock);
 	if (late) {
 		MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
@@ -281,8 +304,7 @@ http_upgrade_close(struct http_upgrade *u)
 	if (u == NULL)
 		return;
 	MHD_upgrade_action(u->urh, MHD_UPGRADE_ACTION_CLOSE);
-	pthread_mutex_destroy(&u->lock);
-	free(u);
+	upgrade_unref(u);
 }
 
 static void
@@ -313,6 +335,7 @@ http_reply_upgrade(struct http_req *req, http_upgraded_fn fn, void *ctx, void (*
 		return;
 	}
 	pthread_mutex_init(&u->lock, NULL);
+	u->refs = 1; /* the request's */
 	u->fn = fn;
 	u->drop = drop;
 	u->ctx = ctx;
@@ -587,6 +610,9 @@ on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 		return NULL;
 	req->srv = cls;
 	req->conn = conn;
+	pthread_mutex_lock(&req->srv->stop_lock);
+	req->srv->open_reqs++;
+	pthread_mutex_unlock(&req->srv->stop_lock);
 	pthread_mutex_init(&req->slock, NULL);
 	clock_gettime(CLOCK_MONOTONIC, &req->start);
 	if (key_random_hex(req->request_id, sizeof(req->request_id), 8) < 0)
@@ -620,6 +646,10 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	(void)conn;
 	if (req == NULL)
 		return;
+	pthread_mutex_lock(&req->srv->stop_lock);
+	if (--req->srv->open_reqs == 0)
+		pthread_cond_broadcast(&req->srv->stop_cond);
+	pthread_mutex_unlock(&req->srv->stop_lock);
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	ms = (double)(now.tv_sec - req->start.tv_sec) * 1e3 +
 	    (double)(now.tv_nsec - req->start.tv_nsec) / 1e6;
@@ -1069,6 +1099,13 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		    MHD_HTTP_HEADER_HOST);
 		req->headers_seen = 1;
 		snprintf(req->method, sizeof(req->method), "%s", method);
+		/* Stopping: the workers may be gone, so nothing new is taken. */
+		if (atomic_load(&srv->closing)) {
+			http_add_header(req, MHD_HTTP_HEADER_CONNECTION, "close");
+			http_reply_error(req, 503, "unavailable",
+			    "the service is restarting; retry shortly");
+			return queue_reply(req);
+		}
 		/* Preview hosts first: their traffic never meets the routes. */
 		if (srv->has_icpt && host && srv->icpt.claims(srv->icpt.ctx, host)) {
 			req->px = proxy_begin(srv->icpt.proxy, conn, method, req->path, req->query,
@@ -1274,6 +1311,45 @@ fail:
 }
 
 void
+http_close(struct http_server *srv)
+{
+	if (srv)
+		atomic_store(&srv->closing, 1);
+}
+
+/* Answers already produced (a worker's last reply among them) go out
+ * before the connections are closed: waits, at most HTTP_DRAIN_MS, for
+ * every open request to be reported complete. */
+static void
+drain(struct http_server *srv)
+{
+	struct timespec until;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += HTTP_DRAIN_MS / 1000;
+	until.tv_nsec += (long)(HTTP_DRAIN_MS % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&srv->stop_lock);
+	while (srv->open_reqs > 0)
+		if (pthread_cond_timedwait(&srv->stop_cond, &srv->stop_lock, &until) != 0)
+			break;
+	if (srv->open_reqs > 0)
+		log_warn("http: stopping with %d requests still open", srv->open_reqs);
+	pthread_mutex_unlock(&srv->stop_lock);
+}
+
+int
+http_port(const struct http_server *srv)
+{
+	const union MHD_DaemonInfo *i = MHD_get_daemon_info(srv->daemon, MHD_DAEMON_INFO_BIND_PORT);
+
+	return i ? (int)i->port : -1;
+}
+
+void
 http_free(struct http_server *srv)
 {
 	if (srv == NULL)
@@ -1289,6 +1365,7 @@ http_free(struct http_server *srv)
 		sse_finish_all();
 		if (srv->has_icpt)
 			proxy_shutdown(srv->icpt.proxy);
+		drain(srv);
 		MHD_stop_daemon(srv->daemon);
 	}
 	pthread_mutex_destroy(&srv->stop_lock);

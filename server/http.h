@@ -94,8 +94,14 @@ int http_path_match(const char *pattern, const char *path, struct http_span *cap
 struct http_server *http_new(const struct config *cfg, struct work_pool *work,
     const struct http_route *routes, size_t n_routes, const struct http_intercept *icpt,
     const struct http_auth *auth, struct err *e);
-/* Stops accepting, ends open streams, stops the daemon. */
+/* The service is stopping: from now on a new request is answered 503
+ * (the worker pool may be gone); requests under way go on. */
+void http_close(struct http_server *srv);
+/* Ends open streams, lets answers under way go out (a few seconds at
+ * most), stops the daemon. */
 void http_free(struct http_server *srv);
+/* The port listened on (AAS_LISTEN's, or the one chosen for port 0). */
+int http_port(const struct http_server *srv);
 
 /* Request accessors. Header lookup is case-insensitive. */
 const char *http_method(const struct http_req *req);
