@@ -61,7 +61,7 @@ AASCTL_OBJ := $(B)/server/aasctl.o
 BRIDGE_SRC := \
 	bridge/br_config.c bridge/br_url.c bridge/br_http.c bridge/br_api.c \
 	bridge/br_catalog.c bridge/br_tools.c bridge/br_path.c bridge/br_tree.c \
-	bridge/br_plan.c bridge/br_local.c bridge/br_pack.c bridge/br_remote.c bridge/br_sync.c bridge/br_io.c \
+	bridge/br_plan.c bridge/br_local.c bridge/br_pack.c bridge/br_pull.c bridge/br_remote.c bridge/br_sync.c bridge/br_io.c \
 	bridge/br_rpc.c
 BRIDGE_OBJ := $(BRIDGE_SRC:%.c=$(B)/%.o) $(B)/gen/embed_bridge.o
 BRIDGE_LIBS := $(shell pkg-config --libs libcurl jansson)
@@ -225,7 +225,8 @@ test:
 asan:
 	sh deploy/install-deps.sh
 	$(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all unit image
-	B=build/asan ASAN_OPTIONS=detect_leaks=1 AAS_SANITIZED=1 sh tests/run.sh
+	B=build/asan ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
+	    AAS_SANITIZED=1 sh tests/run.sh
 
 bench:
 	sh deploy/install-deps.sh

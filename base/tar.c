@@ -58,6 +58,7 @@ struct tar_filter {
 	uint64_t members;                             /* members seen, passed on or left out */
 	uint64_t blocks;                              /* blocks left of data (ST_DATA) */
 	int pass;                                     /* ST_DATA: the data is passed on */
+	uint64_t left;                                /* reader: data bytes of the member left */
 	char ext_type;                                /* ST_EXT: 'x', 'L' or 'K' */
 	size_t ext_len;                               /* ST_EXT: bytes of data */
 	size_t ext_have;                              /* ST_EXT: bytes read */
@@ -501,11 +502,10 @@ fail_member(struct tar_filter *f, struct err *e, enum err_kind kind, const char 
 	return fail(f, e, kind, "member \"%s\": %s", shown, why);
 }
 
+/* The consumer (emit or member) failed: the filter fails with its error. */
 static int
-emit_out(struct tar_filter *f, const void *p, size_t n, tar_emit_fn emit, void *ctx, struct err *e)
+consumer_failed(struct tar_filter *f, struct err *e)
 {
-	if (emit(ctx, p, n, e) == 0)
-		return 0;
 	if (e && e->kind != ERR_NONE) {
 		f->err = *e;
 	} else {
@@ -515,6 +515,12 @@ emit_out(struct tar_filter *f, const void *p, size_t n, tar_emit_fn emit, void *
 	}
 	f->state = ST_FAILED;
 	return repeat(f, e);
+}
+
+static int
+emit_out(struct tar_filter *f, const void *p, size_t n, tar_emit_fn emit, void *ctx, struct err *e)
+{
+	return emit(ctx, p, n, e) == 0 ? 0 : consumer_failed(f, e);
 }
 
 static void
@@ -534,7 +540,45 @@ data_follows(struct tar_filter *f, uint64_t size, int pass)
 {
 	f->blocks = blocks_of(size);
 	f->pass = pass;
+	f->left = pass ? size : 0;
 	f->state = f->blocks > 0 ? ST_DATA : ST_HEADER;
+}
+
+/* Whole blocks of member data: to emit as they are, or (a reader) without
+ * the padding after the member's last byte. */
+static int
+pass_data(struct tar_filter *f, const unsigned char *b, size_t bytes, tar_emit_fn emit, void *ctx,
+    struct err *e)
+{
+	size_t n = bytes;
+
+	if (!f->pass)
+		return 0;
+	if (f->rules.member) {
+		n = f->left < bytes ? (size_t)f->left : bytes;
+		f->left -= n;
+		if (n == 0)
+			return 0;
+	}
+	return emit_out(f, b, n, emit, ctx, e);
+}
+
+/* A reader's announcement of a member; a failure fails the filter. */
+static int
+announce(struct tar_filter *f, const struct hdr *h, void *ctx, struct err *e)
+{
+	struct tar_member m = {
+		.name = h->name,
+		.name_len = h->name_len,
+		.type = h->type,
+		.link = h->link,
+		.link_len = h->link_len,
+		.mode = (unsigned)h->mode,
+		.size = h->size,
+		.mtime = (long long)h->mtime,
+	};
+
+	return f->rules.member(ctx, &m, e) == 0 ? 0 : consumer_failed(f, e);
 }
 
 /* A pax 'x' header's records, applied to the next member. */
@@ -759,11 +803,16 @@ member(struct tar_filter *f, const unsigned char *b, uint64_t hsize, tar_emit_fn
 	h.size = is_reg ? size : 0;
 	h.uname = ustar ? b + H_UNAME : NULL;
 	h.gname = ustar ? b + H_GNAME : NULL;
-	n = hdr_write(f->out, sizeof(f->out), &h, NULL);
-	if (n < 0)
-		return fail_member(f, e, ERR_INTERNAL, "no room for its header");
-	if (emit_out(f, f->out, (size_t)n, emit, ctx, e) < 0)
-		return -1;
+	if (f->rules.member) {
+		if (announce(f, &h, ctx, e) < 0)
+			return -1;
+	} else {
+		n = hdr_write(f->out, sizeof(f->out), &h, NULL);
+		if (n < 0)
+			return fail_member(f, e, ERR_INTERNAL, "no room for its header");
+		if (emit_out(f, f->out, (size_t)n, emit, ctx, e) < 0)
+			return -1;
+	}
 	switch (t) {
 	case '5':
 		f->stats.dirs++;
@@ -856,7 +905,7 @@ block(struct tar_filter *f, const unsigned char *b, tar_emit_fn emit, void *ctx,
 
 	switch (f->state) {
 	case ST_DATA:
-		if (f->pass && emit_out(f, b, TAR_BLOCK, emit, ctx, e) < 0)
+		if (pass_data(f, b, TAR_BLOCK, emit, ctx, e) < 0)
 			return -1;
 		if (--f->blocks == 0)
 			f->state = ST_HEADER;
@@ -896,7 +945,7 @@ tar_filter_push(struct tar_filter *f, const void *p, size_t n, tar_emit_fn emit,
 			if (k > f->blocks)
 				k = f->blocks;
 			bytes = (size_t)k * TAR_BLOCK;
-			if (f->pass && emit_out(f, b, bytes, emit, ctx, e) < 0)
+			if (pass_data(f, b, bytes, emit, ctx, e) < 0)
 				return -1;
 			f->blocks -= k;
 			if (f->blocks == 0)
@@ -949,7 +998,7 @@ tar_filter_finish(struct tar_filter *f, tar_emit_fn emit, void *ctx, struct err 
 	case ST_END:
 		break;
 	}
-	if (emit_out(f, end, sizeof(end), emit, ctx, e) < 0)
+	if (f->rules.member == NULL && emit_out(f, end, sizeof(end), emit, ctx, e) < 0)
 		return -1;
 	f->state = ST_DONE;
 	return 0;

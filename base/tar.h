@@ -62,11 +62,29 @@
  * (the filter then fails with that error). */
 typedef int (*tar_emit_fn)(void *ctx, const void *p, size_t n, struct err *e);
 
+/* A member that passed, as a reader sees it (tar_rules.member). */
+struct tar_member {
+	const char *name; /* cleaned, name_len bytes (not NUL-ended; a directory may end in '/') */
+	size_t name_len;
+	char type;        /* '0' file, '5' directory, '2' symlink, '1' hard link */
+	const char *link; /* target of a link, link_len bytes */
+	size_t link_len;
+	unsigned mode; /* set-uid and set-gid cleared */
+	uint64_t size; /* data bytes of a file; 0 for the others */
+	long long mtime;
+};
+/* Announces a member before its data; 0 or -1 with e (as tar_emit_fn). */
+typedef int (*tar_member_fn)(void *ctx, const struct tar_member *m, struct err *e);
+
 struct tar_rules {
 	int skip_bad; /* 0: a member that breaks a rule is an error; 1: it is left out */
 	uint64_t
 	    max_member_bytes; /* a larger regular file is an error in both modes; 0: no limit */
 	uint64_t max_members; /* more members is an error in both modes; 0: no limit */
+	/* A reader instead of a filter: each member that passes is announced
+	 * here, and emit then gets only its data (exactly `size` bytes, in
+	 * pieces): no headers, padding or end blocks. */
+	tar_member_fn member;
 };
 
 struct tar_stats {

@@ -1,9 +1,11 @@
 // The bridge's sync (make bench, part `sync`): the first sync_to_sandbox of
 // a project of BENCH_SYNC_FILES files (6.6 MB by default) through aas-mcp,
 // against a single REST upload of the same bytes as one file to the same
-// VM in this run (target: at most 2x). Also the no-op re-sync and a sync
-// with one changed file. Each figure is the median of BENCH_SYNC_N rounds;
-// every first sync goes to a new sandbox directory.
+// VM in this run (target: at most 2x). Also the no-op re-sync, a sync
+// with one changed file, and the first sync_from_sandbox of that tree into
+// a new local directory against one REST download of the same bytes. Each
+// figure is the median of BENCH_SYNC_N rounds; every first sync goes to a
+// new directory.
 // Usage: node bench/sync.mjs BUILD_DIR STATE_DIR
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -75,11 +77,16 @@ try {
     env: { AAS_API_KEY: key, AAS_BASE_URL: aasd.url, PATH: process.env.PATH }, stderr: 'inherit' });
   bridge = new Client({ name: 'aas-bench-sync', version: '1' });
   await bridge.connect(transport);
-  const sync = async (dir) => {
-    const res = await bridge.callTool({ name: 'sync_to_sandbox', arguments: { sandbox_id: id,
-      local_path: src, sandbox_path: dir } }, undefined, { timeout: 600000 });
-    if (res.isError) throw new Error(`sync_to_sandbox: ${res.content[0].text}`);
+  const sync = async (dir, tool = 'sync_to_sandbox', local = src) => {
+    const res = await bridge.callTool({ name: tool, arguments: { sandbox_id: id,
+      local_path: local, sandbox_path: dir } }, undefined, { timeout: 600000 });
+    if (res.isError) throw new Error(`${tool}: ${res.content[0].text}`);
     return res.structuredContent;
+  };
+  const download = async (i) => {
+    const { stdout } = await run('curl', ['-sS', '-o', '/dev/null', '-w', '%{http_code}',
+      '-H', `x-api-key: ${key}`, `${aasd.url}/v1/sandboxes/${id}/files/content?path=one-${i}.bin`]);
+    if (stdout !== '200') throw new Error(`download: ${stdout}`);
   };
   const upload = async (i) => {
     const { stdout } = await run('curl', ['-sS', '-o', '/dev/null', '-w', '%{http_code}', '-X', 'PUT',
@@ -118,6 +125,8 @@ try {
   const changed = [];
   const direct = [];
   const local = [];
+  const down = [];
+  const back = [];
   for (let i = 1; i <= ROUNDS; i++) {
     local.push(await guestTar(i));
     up.push((await timed(() => upload(i)))[0]);
@@ -132,6 +141,10 @@ try {
     const [t3, r3] = await timed(() => sync(`proj-${i}`));
     if (r3.files_sent !== 1) throw new Error(`changed sync sent ${r3.files_sent} files`);
     changed.push(t3);
+    down.push((await timed(() => download(i)))[0]);
+    const [t4, r4] = await timed(() => sync(`proj-${i}`, 'sync_from_sandbox', path.join(tmp, `back-${i}`)));
+    if (r4.files_sent !== N_FILES) throw new Error(`sync_from_sandbox fetched ${r4.files_sent} files`);
+    back.push(t4);
   }
   const ratio = median(first) / median(up);
   console.log(`sync: ${N_FILES} files, ${(total / 1e6).toFixed(1)} MB, ${ROUNDS} rounds (medians)`);
@@ -140,6 +153,7 @@ try {
   console.log(`| the guest's own tar -x of that archive from its disk | ${median(local).toFixed(0)} ms | | ${f2(median(local) / median(up))}x | | |`);
   console.log(`| no-op re-sync | ${median(noop).toFixed(0)} ms | | | | |`);
   console.log(`| one changed file | ${median(changed).toFixed(0)} ms | | | | |`);
+  console.log(`| first sync_from_sandbox into a new directory | ${median(back).toFixed(0)} ms | one REST download of the same bytes ${median(down).toFixed(0)} ms | ${f2(median(back) / median(down))}x | | |`);
 } finally {
   await bridge?.close().catch(() => {});
   if (id) await fetch(`${aasd.url}/v1/sandboxes/${id}`, { method: 'DELETE', headers: { 'x-api-key': key } }).catch(() => {});

@@ -132,3 +132,22 @@ br_api_get_bytes(struct br_call *c, const struct br_url *u, long timeout_s, stru
 		return -1;
 	return br_http_do(c->http, &q, r, e);
 }
+
+int
+br_api_get_stream(struct br_call *c, const struct br_url *u, long timeout_s,
+    int (*write)(void *ctx, const void *p, size_t n, struct err *e), void *ctx, struct err *e)
+{
+	struct br_req q = { .method = "GET",
+		.timeout_s = timeout_s,
+		.cancel = c->cancel,
+		.write = write,
+		.write_ctx = ctx };
+	struct br_resp r;
+	int rc;
+
+	if ((q.url = br_url_str(u, e)) == NULL)
+		return -1;
+	rc = br_http_do(c->http, &q, &r, e);
+	br_resp_clear(&r);
+	return rc;
+}

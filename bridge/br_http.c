@@ -27,6 +27,10 @@ struct sink {
 	size_t cap;
 	long long max;
 	int too_big;
+	CURL *curl;
+	const struct br_req *q; /* its write, when the answer is a 2xx */
+	struct err werr;        /* write's failure */
+	int write_failed;
 };
 
 static void
@@ -117,7 +121,18 @@ on_body(char *p, size_t size, size_t nmemb, void *ud)
 	struct sink *s = ud;
 	struct br_resp *r = s->r;
 	size_t n = size * nmemb;
+	long status = 0;
 
+	if (s->q->write != NULL) {
+		curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &status);
+		if (status >= 200 && status <= 299) {
+			if (s->q->write(s->q->write_ctx, p, n, &s->werr) < 0) {
+				s->write_failed = 1;
+				return 0; /* curl stops with CURLE_WRITE_ERROR */
+			}
+			return n;
+		}
+	}
 	if ((long long)(r->len + n) > s->max) {
 		s->too_big = 1;
 		return 0; /* curl stops with CURLE_WRITE_ERROR */
@@ -326,11 +341,14 @@ br_http_do(struct br_http *h, const struct br_req *q, struct br_resp *r, struct 
 	memset(&s, 0, sizeof(s));
 	s.r = r;
 	s.max = h->max_response;
+	s.q = q;
+	err_clear(&s.werr);
 	c = curl_easy_init();
 	if (c == NULL) {
 		err_set(e, ERR_INTERNAL, "libcurl: cannot make a handle");
 		return -1;
 	}
+	s.curl = c;
 	snprintf(ctype, sizeof(ctype), "Content-Type: %s",
 	    q->content_type ? q->content_type : "application/json");
 	if (add_header(&hdrs, h->auth) < 0 || add_header(&hdrs, "Accept: application/json") < 0 ||
@@ -373,6 +391,10 @@ br_http_do(struct br_http *h, const struct br_req *q, struct br_resp *r, struct 
 	rc = curl_easy_perform(c);
 	if (rc != CURLE_OK && up.failed) {
 		*e = up.e;
+		goto out;
+	}
+	if (rc != CURLE_OK && s.write_failed) {
+		*e = s.werr;
 		goto out;
 	}
 	if (rc != CURLE_OK) {

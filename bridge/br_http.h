@@ -25,6 +25,11 @@ struct br_req {
 	 * the end, -1 with e to abort the request with that error. */
 	ssize_t (*read)(void *ctx, void *buf, size_t n, struct err *e);
 	void *read_ctx;
+	/* A 2xx answer's body handed over as it arrives instead of kept in
+	 * br_resp (any size: AAS_MAX_RESPONSE_MIB bounds only kept bodies);
+	 * 0, or -1 with e to abort the request with that error. */
+	int (*write)(void *ctx, const void *p, size_t n, struct err *e);
+	void *write_ctx;
 };
 
 struct br_resp {

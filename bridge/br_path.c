@@ -90,6 +90,28 @@ br_excl_free(struct br_excl *x)
 	free(x);
 }
 
+void
+br_excl_names(const struct br_excl *x, char *out, size_t n)
+{
+	size_t len = 0, count = 0;
+
+	if (n == 0)
+		return;
+	out[0] = '\0';
+	for (size_t i = 0; i < x->n && count < 32; i++) {
+		size_t k = strlen(x->pat[i]);
+
+		if (x->anchored[i] || k == 0 || k > 255 || strchr(x->pat[i], ',') ||
+		    len + (len > 0) + k + 1 > n)
+			continue;
+		if (len > 0)
+			out[len++] = ',';
+		memcpy(out + len, x->pat[i], k + 1);
+		len += k;
+		count++;
+	}
+}
+
 int
 br_excl_match(const struct br_excl *x, const char *rel)
 {

@@ -22,6 +22,11 @@ struct br_excl *br_excl_new(const json_t *patterns, struct err *e);
 void br_excl_free(struct br_excl *x);
 /* 1 when rel ("a/b/c") or a directory above it is excluded. */
 int br_excl_match(const struct br_excl *x, const char *rel);
+/* The patterns that match a single name (no '/'), comma-separated into
+ * out: what the service's tree download can leave out itself (its
+ * `exclude`). At most 32 patterns of at most 255 bytes; any other is
+ * left to br_excl_match. "" when none. */
+void br_excl_names(const struct br_excl *x, char *out, size_t n);
 
 /* 1 when `path` is `root` or below it (both absolute and normalised). */
 int br_path_within(const char *root, const char *path);

@@ -187,6 +187,22 @@ br_remote_put_tree(struct br_call *c, const char *sbx, const char *dir, struct b
 }
 
 int
+br_remote_get_tree(struct br_call *c, const char *sbx, const char *dir, const char *exclude,
+    int (*write)(void *ctx, const void *p, size_t n, struct err *e), void *ctx, long timeout_s,
+    struct err *e)
+{
+	struct br_url *u = br_api_url(c, "sandboxes", sbx, "tree", NULL);
+	int rc;
+
+	br_url_query(u, "path", dir);
+	if (exclude && *exclude)
+		br_url_query(u, "exclude", exclude);
+	rc = br_api_get_stream(c, u, timeout_s, write, ctx, e);
+	br_url_free(u);
+	return rc;
+}
+
+int
 br_remote_get(struct br_call *c, const char *sbx, const char *path, long long offset, size_t length,
     struct br_resp *r, struct err *e)
 {

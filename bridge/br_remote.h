@@ -28,6 +28,12 @@ int br_remote_scan(struct br_call *c, const char *sbx, const char *root, const s
  * made when missing) in one request: all of it or, on error, nothing. */
 int br_remote_put_tree(struct br_call *c, const char *sbx, const char *dir, struct br_pack *p,
     struct err *e);
+/* Sandbox directory dir (absolute) as a tar stream into `write` (one
+ * request; the service leaves out what it may not send, and what matches
+ * `exclude`, comma-separated patterns, "" for none). */
+int br_remote_get_tree(struct br_call *c, const char *sbx, const char *dir, const char *exclude,
+    int (*write)(void *ctx, const void *p, size_t n, struct err *e), void *ctx, long timeout_s,
+    struct err *e);
 /* One page of a file; r->file_size carries the total when the API sends it. */
 int br_remote_get(struct br_call *c, const char *sbx, const char *path, long long offset,
     size_t length, struct br_resp *r, struct err *e);

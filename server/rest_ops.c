@@ -376,7 +376,8 @@ op_tree_get(struct rest_call *c, json_t *args, struct err *e)
 	if (s == NULL)
 		return NULL;
 	rc = sbx_tree_get(s, c->cx.account_id, arg_str(args, "sandbox_id"), arg_str(args, "path"),
-	    (uint64_t)c->r->app->cfg.max_file_bytes, tree_dl_start, download_write, &d, &res, e);
+	    arg_str(args, "exclude"), (uint64_t)c->r->app->cfg.max_file_bytes, tree_dl_start,
+	    download_write, &d, &res, e);
 	if (d.out == NULL)
 		return NULL;
 	bq_finish(d.out, rc < 0 ? e : NULL);
@@ -390,6 +391,7 @@ static const char *const files_q[] = { "path", "depth", "limit", NULL };
 static const char *const read_q[] = { "path", "offset", "length", NULL };
 static const char *const write_q[] = { "path", "mode", "make_parents", NULL };
 static const char *const tree_q[] = { "path", NULL };
+static const char *const tree_get_q[] = { "path", "exclude", NULL };
 static const char *const cmd_q[] = { "stdout_offset", "stderr_offset", "wait_seconds", NULL };
 
 #define SBX "/v1/sandboxes/{sandbox_id}"
@@ -412,7 +414,7 @@ const struct rest_op rest_ops[] = {
 	{ "GET", SBX "/files", rest_op_tool, "list_files", files_q, 0, 200 },
 	{ "GET", SBX "/files/content", op_download, "read_file", read_q, 0, 200 },
 	{ "PUT", SBX "/files/content", op_upload, "write_file", write_q, REST_RAW_BODY, 200 },
-	{ "GET", SBX "/tree", op_tree_get, NULL, tree_q, 0, 200 },
+	{ "GET", SBX "/tree", op_tree_get, NULL, tree_get_q, 0, 200 },
 	{ "PUT", SBX "/tree", op_tree_put, NULL, tree_q, REST_RAW_BODY, 200 },
 	{ "POST", SBX "/ports", rest_op_tool, "expose_port", NULL, REST_JSON_BODY, 201 },
 	{ "GET", SBX "/ports", op_list_ports, NULL, NULL, 0, 200 },

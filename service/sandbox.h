@@ -212,10 +212,11 @@ int sbx_tree_put(struct sbx *s, const char *account, const char *sandbox_id, con
 typedef int (*sbx_tree_start_fn)(void *ctx, struct err *e);
 /* The directory `path` (default: the home) as a tar stream to `write`,
  * after `start`: members that break the same rules are left out (counted
- * in res->skipped), at most `max_bytes` of archive. */
+ * in res->skipped), at most `max_bytes` of archive. `exclude` (NULL: none)
+ * is a comma-separated list of patterns whose matches are not sent. */
 int sbx_tree_get(struct sbx *s, const char *account, const char *sandbox_id, const char *path,
-    uint64_t max_bytes, sbx_tree_start_fn start, guest_write_fn write, void *ctx,
-    struct sbx_tree_res *res, struct err *e);
+    const char *exclude, uint64_t max_bytes, sbx_tree_start_fn start, guest_write_fn write,
+    void *ctx, struct sbx_tree_res *res, struct err *e);
 json_t *sbx_list_files(struct sbx *s, const char *account, const struct sbx_files_req *req,
     struct err *e);
 /* expose_port: a forward into the VM and a preview URL (sandbox_net.c). */

@@ -179,11 +179,53 @@ tree_out_write(void *ctx, const void *buf, size_t n, struct err *e)
 	return tar_filter_push(t->f, buf, n, out_emit, t, e);
 }
 
+/* "a,b*,c": GNU tar --exclude patterns, each 1 to GUEST_TREE_PATTERN_MAX
+ * printable bytes, at most GUEST_TREE_EXCLUDE_MAX; NULL or "" is none.
+ * The guest's tar gets each as one argument, never through a shell. */
+static int
+exclude_parse(const char *list, char pats[][GUEST_TREE_PATTERN_MAX + 1], const char **pat,
+    size_t *n, struct err *e)
+{
+	*n = 0;
+	if (list == NULL || *list == '\0')
+		return 0;
+	for (const char *p = list;;) {
+		size_t len = strcspn(p, ",");
+
+		if (*n == GUEST_TREE_EXCLUDE_MAX) {
+			err_set_field(e, "exclude", "exclude: at most %d patterns",
+			    GUEST_TREE_EXCLUDE_MAX);
+			return -1;
+		}
+		if (len == 0 || len > GUEST_TREE_PATTERN_MAX) {
+			err_set_field(e, "exclude",
+			    "exclude: each pattern 1 to %d bytes, separated by commas",
+			    GUEST_TREE_PATTERN_MAX);
+			return -1;
+		}
+		for (size_t i = 0; i < len; i++)
+			if ((unsigned char)p[i] < 0x20 || p[i] == 0x7f) {
+				err_set_field(e, "exclude", "exclude: a control character");
+				return -1;
+			}
+		memcpy(pats[*n], p, len);
+		pats[*n][len] = '\0';
+		pat[*n] = pats[*n];
+		(*n)++;
+		if (p[len] == '\0')
+			return 0;
+		p += len + 1;
+	}
+}
+
 int
 sbx_tree_get(struct sbx *s, const char *account, const char *sandbox_id, const char *path,
-    uint64_t max_bytes, sbx_tree_start_fn start, guest_write_fn write, void *ctx,
-    struct sbx_tree_res *res, struct err *e)
+    const char *exclude, uint64_t max_bytes, sbx_tree_start_fn start, guest_write_fn write,
+    void *ctx, struct sbx_tree_res *res, struct err *e)
 {
+	char pats[GUEST_TREE_EXCLUDE_MAX][GUEST_TREE_PATTERN_MAX + 1];
+	const char *pat[GUEST_TREE_EXCLUDE_MAX];
+	size_t npat = 0;
 	const struct tar_rules rules = { .skip_bad = 1,
 		.max_member_bytes = max_bytes,
 		.max_members = UINT64_MAX };
@@ -194,6 +236,8 @@ sbx_tree_get(struct sbx *s, const char *account, const char *sandbox_id, const c
 	int rc = -1;
 
 	memset(res, 0, sizeof(*res));
+	if (exclude_parse(exclude, pats, pat, &npat, e) < 0)
+		return -1;
 	if ((h = sbx_file_vm(s, account, sandbox_id, path ? path : GUEST_HOME, res->path,
 		 sizeof(res->path), &row, domain, sizeof(domain), e)) == NULL)
 		return -1;
@@ -201,7 +245,7 @@ sbx_tree_get(struct sbx *s, const char *account, const char *sandbox_id, const c
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return -1;
 	}
-	if (guest_tree_get(h, domain, res->path, tree_out_write, &t, max_bytes, e) < 0) {
+	if (guest_tree_get(h, domain, res->path, pat, npat, tree_out_write, &t, max_bytes, e) < 0) {
 		if (e->kind != ERR_INVALID && e->kind != ERR_LIMIT)
 			(void)sbx_guest_failed(s, sandbox_id, row.host, e);
 		goto out;

@@ -111,10 +111,14 @@ int guest_get_stream(struct vm_host *h, const char *dom, const char *path, long 
 int guest_tree_put(struct vm_host *h, const char *dom, const char *dir, guest_read_fn read,
     void *ctx, uint64_t max_bytes, struct err *e);
 /* Gives `write` a tar stream (GNU format, names under ".") of `dir` as the
- * sandbox user can read it. An error before the first byte is the usual
- * one (no such directory: ERR_INVALID on "path"). */
-int guest_tree_get(struct vm_host *h, const char *dom, const char *dir, guest_write_fn write,
-    void *ctx, uint64_t max_bytes, struct err *e);
+ * sandbox user can read it, without what matches one of the `exclude`
+ * patterns (GNU tar's --exclude: a glob on any name in the tree). An
+ * error before the first byte is the usual one (no such directory:
+ * ERR_INVALID on "path"). */
+#define GUEST_TREE_EXCLUDE_MAX 32
+#define GUEST_TREE_PATTERN_MAX 255
+int guest_tree_get(struct vm_host *h, const char *dom, const char *dir, const char *const *exclude,
+    size_t n_exclude, guest_write_fn write, void *ctx, uint64_t max_bytes, struct err *e);
 
 /* Lists a tree as the sandbox user: array of {path,type,size,mode,mtime}. */
 json_t *guest_list_files(struct vm_host *h, const char *dom, const char *path, int depth, int limit,

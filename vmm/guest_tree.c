@@ -25,8 +25,8 @@
  * A file the user cannot read is left out, not the end of the archive;
  * an upload's stage (agent_tree.h) is not content either. */
 static const char get_script[] =
-    "cd -- \"$1\" && exec tar -c -f - --one-file-system --ignore-failed-read "
-    "--exclude='./.aas-tree-*' --format=gnu .\n";
+    "cd -- \"$1\" && shift && exec tar -c -b 256 -f - --one-file-system --ignore-failed-read "
+    "--exclude='./.aas-tree-*' \"$@\" --format=gnu .\n";
 
 struct run {
 	struct achan_exec *x;
@@ -47,14 +47,25 @@ keep(char *dst, size_t cap, size_t *len, const char *p, size_t n)
 	dst[*len] = '\0';
 }
 
+/* Runs script with arg as $1 and then `extra` (n strings, each as it is:
+ * never through a shell's parsing). */
 static int
-start(struct achan *c, struct run *r, const char *script, const char *arg, struct err *e)
+start(struct achan *c, struct run *r, const char *script, const char *arg, const char *const *extra,
+    size_t n, struct err *e)
 {
-	const char *argv[] = { "/bin/sh", "-c", script, "aas-tree", arg, NULL };
+	const char *argv[5 + GUEST_TREE_EXCLUDE_MAX + 1] = { "/bin/sh", "-c", script, "aas-tree",
+		arg };
 	const struct achan_exec_req req = { .argv = argv };
 	long pid;
 
 	memset(r, 0, sizeof(*r));
+	if (n > GUEST_TREE_EXCLUDE_MAX) {
+		err_set(e, ERR_INTERNAL, "too many arguments for the guest's tar");
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		argv[5 + i] = extra[i];
+	argv[5 + n] = NULL;
 	r->x = achan_exec_start(c, &req, &pid, e);
 	return r->x ? 0 : -1;
 }
@@ -113,9 +124,11 @@ guest_tree_put(struct vm_host *h, const char *dom, const char *dir, guest_read_f
 }
 
 int
-guest_tree_get(struct vm_host *h, const char *dom, const char *dir, guest_write_fn write, void *ctx,
-    uint64_t max_bytes, struct err *e)
+guest_tree_get(struct vm_host *h, const char *dom, const char *dir, const char *const *exclude,
+    size_t n_exclude, guest_write_fn write, void *ctx, uint64_t max_bytes, struct err *e)
 {
+	char opts[GUEST_TREE_EXCLUDE_MAX][GUEST_TREE_PATTERN_MAX + 16];
+	const char *extra[GUEST_TREE_EXCLUDE_MAX];
 	long long deadline = guest_stream_deadline(max_bytes);
 	struct achan *c = vm_agent_get(h, dom, e);
 	struct run r = { 0 };
@@ -123,7 +136,20 @@ guest_tree_get(struct vm_host *h, const char *dom, const char *dir, guest_write_
 
 	if (c == NULL)
 		return -1;
-	if (start(c, &r, get_script, dir, e) < 0)
+	if (n_exclude > GUEST_TREE_EXCLUDE_MAX) {
+		err_set_field(e, "exclude", "exclude: at most %d patterns", GUEST_TREE_EXCLUDE_MAX);
+		goto out;
+	}
+	for (size_t i = 0; i < n_exclude; i++) {
+		if ((size_t)snprintf(opts[i], sizeof(opts[i]), "--exclude=%s", exclude[i]) >=
+		    sizeof(opts[i])) {
+			err_set_field(e, "exclude", "exclude: a pattern over %d bytes",
+			    GUEST_TREE_PATTERN_MAX);
+			goto out;
+		}
+		extra[i] = opts[i];
+	}
+	if (start(c, &r, get_script, dir, extra, n_exclude, e) < 0)
 		goto out;
 	if (drain(&r, deadline, write, ctx, e) < 0)
 		goto out;

@@ -284,6 +284,45 @@ test('delete_extras removes what the source lacks, never excluded names', async 
   assert.equal(readFileSync(path.join(dst, '.git', 'HEAD'), 'utf8'), 'kept\n');
 });
 
+// GET requests per route, from aasd's own counters.
+async function routeCount(route) {
+  const text = await (await fetch(`${aasd.url}/metrics`)).text();
+  let n = 0;
+  for (const line of text.split('\n')) {
+    if (line.startsWith(`aas_http_requests_total{route="${route}",`)) n += Number(line.split(' ').pop());
+  }
+  return n;
+}
+
+test('sync_from_sandbox brings many files in one tree download; hard links and excluded names too', LONG, async () => {
+  await sh('mkdir -p many/src many/node_modules/dep && cd many && for i in $(seq 40); do echo "file $i" > src/f$i.txt; done'
+    + ' && head -c 3000000 /dev/urandom > blob.bin && echo shared > one && ln one two'
+    + ' && echo secret > private && chmod 600 private && touch -d @1700000123 src/f7.txt'
+    + ' && cd node_modules/dep && seq 300 | xargs touch');
+  const tree0 = await routeCount('/v1/sandboxes/{sandbox_id}/tree');
+  const files0 = await routeCount('/v1/sandboxes/{sandbox_id}/files/content');
+  const dst = local('many');
+  const r = await ok('sync_from_sandbox', { sandbox_id: sbx, local_path: dst, sandbox_path: 'many' });
+  assert.equal(r.files_sent, 44);
+  // One tree download; the hard link's second name comes on its own.
+  assert.equal(await routeCount('/v1/sandboxes/{sandbox_id}/tree') - tree0, 1);
+  assert.ok(await routeCount('/v1/sandboxes/{sandbox_id}/files/content') - files0 <= 1);
+  assert.equal(readFileSync(path.join(dst, 'src', 'f40.txt'), 'utf8'), 'file 40\n');
+  assert.equal(readFileSync(path.join(dst, 'one'), 'utf8'), 'shared\n');
+  assert.equal(readFileSync(path.join(dst, 'two'), 'utf8'), 'shared\n');
+  const sum = (await sh('sha256sum many/blob.bin')).split(' ')[0];
+  const { createHash } = await import('node:crypto');
+  assert.equal(createHash('sha256').update(readFileSync(path.join(dst, 'blob.bin'))).digest('hex'), sum);
+  assert.equal(statSync(path.join(dst, 'private')).mode & 0o777, 0o600);
+  assert.equal(mtimeOf(path.join(dst, 'src', 'f7.txt')), 1700000123);
+  assert.ok(!existsSync(path.join(dst, 'node_modules')));
+  assert.ok(!readdirSync(dst, { recursive: true }).some((f) => f.includes('.aas-sync-')));
+  // Nothing changed: nothing moves.
+  const again = await ok('sync_from_sandbox', { sandbox_id: sbx, local_path: dst, sandbox_path: 'many' });
+  assert.equal(again.files_sent, 0);
+  assert.equal(await routeCount('/v1/sandboxes/{sandbox_id}/tree') - tree0, 1);
+});
+
 test('a sandbox tree larger than one listing is walked level by level', async () => {
   // 6000 names in an excluded node_modules exceed list_files' 5000.
   await sh('mkdir -p big/node_modules/pkg big/src && cd big/node_modules/pkg'

@@ -229,6 +229,25 @@ test('a download leaves FIFOs out and clears set-id bits', async () => {
   assert.equal((await missing.json()).error.field, 'path');
 });
 
+test('a download leaves out what exclude names, at any depth; a bad list is 400', async () => {
+  await run('mkdir -p ex/a/node_modules/m ex/b && cd ex && echo k > keep.txt && echo m > a/node_modules/m/i.js' +
+    ' && echo c > b/x.pyc && echo d > b/y.py');
+  const get = (q) => fetch(`${aasd.url}/v1/sandboxes/${sbx}/tree?path=ex&${q}`,
+    { headers: { 'x-api-key': alice.api_key } });
+  const r = await get(`exclude=${encodeURIComponent('node_modules,*.pyc')}`);
+  assert.equal(r.status, 200);
+  const f = path.join(tmp, 'ex.tar');
+  writeFileSync(f, Buffer.from(await r.arrayBuffer()));
+  const { stdout } = await execFileP('tar', ['-t', '-f', f]);
+  const names = stdout.trim().split('\n').filter((n) => !n.endsWith('/')).sort();
+  assert.deepEqual(names, ['b/y.py', 'keep.txt']);
+  for (const bad of ['a,,b', ',', `${'x'.repeat(256)}`]) {
+    const b = await get(`exclude=${encodeURIComponent(bad)}`);
+    assert.equal(b.status, 400, bad);
+    assert.equal((await b.json()).error.field, 'exclude');
+  }
+});
+
 test('another account\'s sandbox is 404, no key is 401, PUT needs a path', async () => {
   const tar = Buffer.concat([member('x.txt', 'x'), END]);
   assert.equal((await putTree('x', tar, bob.api_key)).status, 404);

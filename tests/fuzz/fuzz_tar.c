@@ -5,7 +5,9 @@
  * as when the input arrives in one piece (result, error and bytes); a
  * filtered archive ends with the end blocks and passes the filter again
  * in refuse mode unchanged, with the same counts; after a failure the
- * filter stays failed. */
+ * filter stays failed. A reader (tar_rules.member) over an input the
+ * filter passed announces the same members and gets exactly each file's
+ * bytes. */
 #include "base/tar.h"
 #include "tests/fuzz/fuzz.h"
 
@@ -77,6 +79,66 @@ run(const struct tar_rules *r, const uint8_t *data, size_t size, unsigned seed, 
 	return rc;
 }
 
+/* What a reader got. */
+struct seen {
+	uint64_t members, bytes, left;
+};
+
+static int
+seen_member(void *ctx, const struct tar_member *m, struct err *e)
+{
+	struct seen *s = ctx;
+
+	(void)e;
+	FUZZ_CHECK(s->left == 0);
+	FUZZ_CHECK(m->name_len > 0);
+	FUZZ_CHECK(m->type == '0' || m->size == 0);
+	s->members++;
+	s->left = m->size;
+	return 0;
+}
+
+static int
+seen_data(void *ctx, const void *p, size_t n, struct err *e)
+{
+	struct seen *s = ctx;
+
+	(void)p;
+	(void)e;
+	FUZZ_CHECK(n > 0 && n <= s->left);
+	s->left -= n;
+	s->bytes += n;
+	return 0;
+}
+
+static int
+read_all(const struct tar_rules *r, const uint8_t *data, size_t size, unsigned seed, struct seen *s,
+    struct err *e)
+{
+	struct tar_rules rr = *r;
+	struct tar_filter *f;
+	size_t at = 0;
+	int rc = 0;
+
+	rr.member = seen_member;
+	f = tar_filter_new(&rr);
+	FUZZ_CHECK(f != NULL);
+	err_clear(e);
+	while (at < size && rc == 0) {
+		size_t n = size - at;
+
+		seed = seed * 1103515245u + 12345u;
+		if (n > ((seed >> 16) & 1023) + 1)
+			n = ((seed >> 16) & 1023) + 1;
+		rc = tar_filter_push(f, data + at, n, seen_data, s, e);
+		at += n;
+	}
+	if (rc == 0)
+		rc = tar_filter_finish(f, seen_data, s, e);
+	tar_filter_free(f);
+	return rc;
+}
+
 /* Each whole non-zero block gets a valid (unsigned) header checksum. */
 static void
 fix_checksums(uint8_t *p, size_t n)
@@ -132,6 +194,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(a.n == b.n && (a.n == 0 || memcmp(a.p, b.p, a.n) == 0));
 	FUZZ_CHECK(memcmp(&sa, &sb, sizeof(sa)) == 0);
 	if (ra == 0) {
+		struct seen sn = { 0 };
+		struct err er;
+
+		FUZZ_CHECK(read_all(&r, data, size, seed, &sn, &er) == 0);
+		FUZZ_CHECK(sn.left == 0 && sn.bytes == sa.bytes);
+		FUZZ_CHECK(sn.members == sa.files + sa.dirs + sa.symlinks + sa.hardlinks);
 		FUZZ_CHECK(a.n >= TAR_END_BYTES);
 		for (size_t k = a.n - TAR_END_BYTES; k < a.n; k++)
 			FUZZ_CHECK(a.p[k] == 0);

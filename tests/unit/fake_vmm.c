@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -939,11 +940,31 @@ out:
 	return rc;
 }
 
-/* The files under dir, and one FIFO named "fifo" (a download leaves it
- * out). */
+/* A file name component matching one of the patterns (fnmatch). */
+static int
+excluded(const char *rel, const char *const *exclude, size_t n)
+{
+	for (const char *c = rel; c; c = strchr(c, '/') ? strchr(c, '/') + 1 : NULL) {
+		char part[256];
+		size_t len = strcspn(c, "/");
+
+		if (len >= sizeof(part))
+			continue;
+		memcpy(part, c, len);
+		part[len] = '\0';
+		for (size_t i = 0; i < n; i++)
+			if (fnmatch(exclude[i], part, 0) == 0)
+				return 1;
+	}
+	return 0;
+}
+
+/* The files under dir but the excluded ones, and one FIFO named "fifo"
+ * (a download leaves it out). */
 int
-__wrap_guest_tree_get(struct vm_host *h, const char *dom, const char *dir, guest_write_fn write,
-    void *ctx, uint64_t max_bytes, struct err *e)
+__wrap_guest_tree_get(struct vm_host *h, const char *dom, const char *dir,
+    const char *const *exclude, size_t n_exclude, guest_write_fn write, void *ctx,
+    uint64_t max_bytes, struct err *e)
 {
 	static const char zeros[TAR_BLOCK];
 	char hdr[TAR_MAX_HEADER];
@@ -959,7 +980,8 @@ __wrap_guest_tree_get(struct vm_host *h, const char *dom, const char *dir, guest
 		struct fake_file *f = &vm->files[i];
 		ssize_t k;
 
-		if (strncmp(f->path, dir, n) != 0 || f->path[n] != '/')
+		if (strncmp(f->path, dir, n) != 0 || f->path[n] != '/' ||
+		    excluded(f->path + n + 1, exclude, n_exclude))
 			continue;
 		if ((k = tar_header(hdr, sizeof(hdr), f->path + n + 1, '0', f->mode, f->len, 0,
 			 e)) < 0 ||

@@ -95,7 +95,7 @@ test_pack_is_one_archive(void **state)
 	struct br_entry dir = { "sub", 'd', 0, 1600000000, 0750, NULL };
 	struct br_entry f1 = { "sub/big.bin", 'f', sizeof(big), 1600000001, 0640, NULL };
 	struct br_entry f2 = { "empty", 'f', 0, 1600000002, 0600, NULL };
-	const struct tar_rules strict = { 0, 0, 0 };
+	const struct tar_rules strict = { .skip_bad = 0 };
 	struct tar_filter *f;
 	struct br_pack *p;
 	struct stat st;
@@ -168,7 +168,7 @@ test_pack_changed_files(void **state)
 	struct br_entry shrank = { "shrank", 'f', 10, 1, 0644, NULL };
 	struct br_entry grew = { "grew", 'f', 10, 1, 0644, NULL };
 	struct br_entry gone = { "gone", 'f', 10, 1, 0644, NULL };
-	const struct tar_rules strict = { 0, 0, 0 };
+	const struct tar_rules strict = { .skip_bad = 0 };
 	struct tar_filter *f;
 	json_t *warnings = json_array();
 	struct br_pack *p;

@@ -251,7 +251,7 @@ test_tree_get_leaves_out_bad_members(void **state)
 {
 	struct sfx *s = *state;
 	struct sink *k = calloc(1, sizeof(*k));
-	const struct tar_rules strict = { 0, 0, 0 };
+	const struct tar_rules strict = { .skip_bad = 0 };
 	struct tar_filter *f;
 	struct sbx_tree_res res;
 	char id[32];
@@ -262,8 +262,8 @@ test_tree_get_leaves_out_bad_members(void **state)
 	assert_int_equal(fake_file_put(id, "/home/sandbox/proj/d/b.txt", "bb", 2, 04755), 0);
 	assert_int_equal(fake_file_put(id, "/home/sandbox/elsewhere.txt", "no", 2, 0644), 0);
 	err_clear(&e);
-	assert_int_equal(sbx_tree_get(s->app->sbx, s->account, id, "proj", MAX_BYTES, sink_start,
-			     sink_write, k, &res, &e),
+	assert_int_equal(sbx_tree_get(s->app->sbx, s->account, id, "proj", NULL, MAX_BYTES,
+			     sink_start, sink_write, k, &res, &e),
 	    0);
 	assert_int_equal(res.files, 2);
 	assert_int_equal(res.skipped, 1); /* the fake's FIFO */
@@ -277,11 +277,50 @@ test_tree_get_leaves_out_bad_members(void **state)
 	/* Another account: not found, and nothing started. */
 	memset(k, 0, sizeof(*k));
 	err_clear(&e);
-	assert_int_equal(sbx_tree_get(s->app->sbx, s->other, id, "proj", MAX_BYTES, sink_start,
-			     sink_write, k, &res, &e),
+	assert_int_equal(sbx_tree_get(s->app->sbx, s->other, id, "proj", NULL, MAX_BYTES,
+			     sink_start, sink_write, k, &res, &e),
 	    -1);
 	assert_int_equal(e.kind, ERR_NOT_FOUND);
 	assert_int_equal(k->starts, 0);
+	free(k);
+}
+
+/* Exclude patterns reach the guest's tar; a bad list is refused before
+ * anything starts. */
+static void
+test_tree_get_exclude(void **state)
+{
+	struct sfx *s = *state;
+	struct sink *k = calloc(1, sizeof(*k));
+	static const char *const bad[] = { ",", "a,,b", "a,", "x\ty" };
+	char many[200] = "p0", id[32];
+	struct sbx_tree_res res;
+	struct err e;
+
+	sfx_create(s, 10, id);
+	assert_int_equal(fake_file_put(id, "/home/sandbox/proj/a.txt", "aaa", 3, 0644), 0);
+	assert_int_equal(fake_file_put(id, "/home/sandbox/proj/node_modules/m.js", "mm", 2, 0644),
+	    0);
+	assert_int_equal(fake_file_put(id, "/home/sandbox/proj/d/x.pyc", "pp", 2, 0644), 0);
+	err_clear(&e);
+	assert_int_equal(sbx_tree_get(s->app->sbx, s->account, id, "proj", "node_modules,*.pyc",
+			     MAX_BYTES, sink_start, sink_write, k, &res, &e),
+	    0);
+	assert_int_equal(res.files, 1);
+	assert_int_equal(res.bytes, 3);
+	for (int i = 1; i <= 32; i++)
+		snprintf(many + strlen(many), sizeof(many) - strlen(many), ",p%d", i);
+	for (size_t i = 0; i <= sizeof(bad) / sizeof(bad[0]); i++) {
+		memset(k, 0, sizeof(*k));
+		err_clear(&e);
+		assert_int_equal(sbx_tree_get(s->app->sbx, s->account, id, "proj",
+				     i < sizeof(bad) / sizeof(bad[0]) ? bad[i] : many, MAX_BYTES,
+				     sink_start, sink_write, k, &res, &e),
+		    -1);
+		assert_int_equal(e.kind, ERR_INVALID);
+		assert_string_equal(e.field, "exclude");
+		assert_int_equal(k->starts, 0);
+	}
 	free(k);
 }
 
@@ -296,6 +335,7 @@ main(void)
 		T(test_tree_put_max_entries),
 		T(test_tree_other_account),
 		T(test_tree_get_leaves_out_bad_members),
+		T(test_tree_get_exclude),
 	};
 
 	return cmocka_run_group_tests(tests, sfx_group_setup, sfx_group_teardown);

@@ -1,7 +1,8 @@
-/* test_tar.c - the tar filter and writer (base/tar.h): archives made by
- * GNU tar in its three formats pushed through the filter in pieces of
- * every size and extracted again, hand-built hostile headers, and the
- * writer's output read by GNU tar and by the filter. */
+/* test_tar.c - the tar filter, reader and writer (base/tar.h): archives
+ * made by GNU tar in its three formats pushed through the filter in pieces
+ * of every size and extracted again, and through the reader; hand-built
+ * hostile headers, and the writer's output read by GNU tar and by the
+ * filter. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -89,8 +90,10 @@ filter(const void *in, size_t len, size_t piece, const struct tar_rules *r, stru
 	return rc;
 }
 
-static const struct tar_rules skip_rules = { 1, 1 << 20, 1000 };
-static const struct tar_rules refuse_rules = { 0, 1 << 20, 1000 };
+static const struct tar_rules skip_rules = { .skip_bad = 1,
+	.max_member_bytes = 1 << 20,
+	.max_members = 1000 };
+static const struct tar_rules refuse_rules = { .max_member_bytes = 1 << 20, .max_members = 1000 };
 
 static void
 sh(const char *fmt, ...)
@@ -601,7 +604,9 @@ static void
 test_limits(void **state)
 {
 	struct arc *a = calloc(1, sizeof(*a));
-	static const struct tar_rules small = { 1, 10, 2 };
+	static const struct tar_rules small = { .skip_bad = 1,
+		.max_member_bytes = 10,
+		.max_members = 2 };
 	struct sink out;
 	struct err e;
 	struct tar_stats st;
@@ -699,6 +704,128 @@ test_emit_failure(void **state)
 	tar_filter_free(NULL);
 	free(out.p);
 	free(a);
+}
+
+/* ---- the reader ---- */
+
+/* What a reader saw: one line per member ("type name size mode [-> link]")
+ * with its data after it, as text. */
+struct log {
+	char text[8192];
+	size_t n;
+	uint64_t left; /* data bytes still due for the last member */
+	int fail_on;   /* >0: the member callback of that number fails */
+	int members;
+};
+
+static void
+log_add(struct log *l, const char *p, size_t n)
+{
+	assert_true(l->n + n < sizeof(l->text));
+	memcpy(l->text + l->n, p, n);
+	l->n += n;
+	l->text[l->n] = '\0';
+}
+
+static int
+log_member(void *ctx, const struct tar_member *m, struct err *e)
+{
+	struct log *l = ctx;
+	char line[700];
+	int k;
+
+	assert_int_equal(l->left, 0); /* the last member's data all came */
+	if (l->fail_on > 0 && ++l->members >= l->fail_on) {
+		err_set(e, ERR_UNAVAILABLE, "the reader went away");
+		return -1;
+	}
+	k = snprintf(line, sizeof(line), "\n%c %.*s %llu %04o", m->type, (int)m->name_len, m->name,
+	    (unsigned long long)m->size, m->mode);
+	log_add(l, line, (size_t)k);
+	if (m->link_len > 0) {
+		k = snprintf(line, sizeof(line), " -> %.*s", (int)m->link_len, m->link);
+		log_add(l, line, (size_t)k);
+	}
+	log_add(l, ":", 1);
+	l->left = m->size;
+	return 0;
+}
+
+static int
+log_data(void *ctx, const void *p, size_t n, struct err *e)
+{
+	struct log *l = ctx;
+
+	(void)e;
+	assert_true(n > 0);
+	assert_true(n <= l->left); /* no padding, nothing past the member */
+	l->left -= n;
+	log_add(l, p, n);
+	return 0;
+}
+
+static int
+read_all(const unsigned char *in, size_t len, size_t piece, struct log *l, struct err *e)
+{
+	struct tar_rules r = { .skip_bad = 1,
+		.max_member_bytes = 1 << 20,
+		.max_members = 1000,
+		.member = log_member };
+	struct tar_filter *f = tar_filter_new(&r);
+	int rc = 0;
+
+	assert_non_null(f);
+	err_clear(e);
+	for (size_t at = 0; at < len && rc == 0;) {
+		size_t n = piece == 0 || len - at < piece ? len - at : piece;
+
+		rc = tar_filter_push(f, in + at, n, log_data, l, e);
+		at += n;
+	}
+	if (rc == 0)
+		rc = tar_filter_finish(f, log_data, l, e);
+	tar_filter_free(f);
+	return rc;
+}
+
+static void
+test_reader(void **state)
+{
+	static const size_t pieces[] = { 1, 7, 512, 0 };
+	struct log *l = calloc(4, sizeof(*l)), *bad = calloc(1, sizeof(*bad));
+	char want[700];
+	struct err e;
+	size_t n;
+	unsigned char *in = slurp("pax.tar", &n);
+
+	(void)state;
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(read_all(in, n, pieces[i], &l[i], &e), 0);
+		assert_int_equal(l[i].left, 0);
+		assert_string_equal(l[i].text, l[0].text);
+	}
+	/* Data without padding, cleaned names, set-uid gone, links with
+	 * their targets, the FIFO left out, long names whole. */
+	/* d/f and d/h are one file: whichever the directory lists first
+	 * carries the data, the other links to it. */
+	assert_true((strstr(l[0].text, "\n0 d/f 5 0644:hello\n") &&
+			strstr(l[0].text, "\n1 d/h 0 0644 -> d/f:")) ||
+	    (strstr(l[0].text, "\n0 d/h 5 0644:hello\n") &&
+		strstr(l[0].text, "\n1 d/f 0 0644 -> d/h:")));
+	assert_non_null(strstr(l[0].text, "\n0 d/s 1 0755:s\n"));
+	assert_non_null(strstr(l[0].text, "\n2 d/l 0 0777 -> f:\n"));
+	assert_non_null(strstr(l[0].text, "\n5 d/ 0 0755:"));
+	assert_null(strstr(l[0].text, "d/p"));
+	snprintf(want, sizeof(want), "\n0 %s 7 0644:long300", p300);
+	assert_non_null(strstr(l[0].text, want));
+	assert_null(strstr(l[0].text, "\n5 . ")); /* the root itself is not a member */
+	/* A reader that fails stops the filter with its error. */
+	bad->fail_on = 3;
+	assert_int_equal(read_all(in, n, 100, bad, &e), -1);
+	assert_string_equal(e.msg, "the reader went away");
+	free(in);
+	free(l);
+	free(bad);
 }
 
 /* ---- the writer ---- */
@@ -803,6 +930,7 @@ main(void)
 		cmocka_unit_test(test_limits),
 		cmocka_unit_test(test_ends),
 		cmocka_unit_test(test_emit_failure),
+		cmocka_unit_test(test_reader),
 		cmocka_unit_test(test_writer),
 	};
 

@@ -39,6 +39,9 @@ function baseEnv(extra = {}) {
     AAS_LOG_LEVEL: 'info',
     // Tests that need VMs ask for them (vmEnv); the others run without.
     AAS_LIBVIRT_URI: 'none',
+    // The sanitizer build's settings (make asan), leak suppressions among them.
+    ...(process.env.ASAN_OPTIONS ? { ASAN_OPTIONS: process.env.ASAN_OPTIONS } : {}),
+    ...(process.env.LSAN_OPTIONS ? { LSAN_OPTIONS: process.env.LSAN_OPTIONS } : {}),
     ...extra,
   };
 }
