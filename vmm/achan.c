@@ -14,19 +14,20 @@
  *     written (at most 128 KiB);
  *   - per channel, at most ACHAN_MAX_CHANNELS (32) open:
  *     - a send queue of at most ACHAN_CHAN_SENDQ bytes (one frame);
- *     - a receive queue of at most AP_WINDOW_INIT (256 KiB) of data: more
- *       than granted is a hostile guest. Output and LIST entry frames
+ *     - a receive queue of at most AP_WINDOW_INIT (256 KiB) of data, or
+ *       ACHAN_GET_WINDOW (1 MiB) for a large GET: more than granted is a
+ *       hostile guest. Output, file data and LIST entry frames
  *       under ACHAN_COALESCE_FRAME bytes merge into blocks of
  *       ACHAN_COALESCE_MAX, each at least 3/4 full once the next exists
  *       (an entry adds a 4-byte length to its 15 bytes at least): under
- *       600 KiB in all;
+ *       600 KiB in all (1.4 MiB for a large GET);
  *     - one STARTED, EXIT or RESULT (one frame at most), and the frame a
  *       caller holds (achan_exec_next, 128 KiB at most);
  *   - abandoned channels kept to recognise frames still on the way:
  *     ACHAN_MAX_ZOMBIES records of about 100 bytes, the oldest dropped.
- * Worst case about 320 KiB + 32 * 1 MiB + 25 KiB, some 33 MiB, only with
- * 32 large transfers at once and a guest filling every window; a command
- * or a file transfer alone stays under 1 MiB.
+ * Worst case about 320 KiB + 32 * 1.6 MiB + 25 KiB, some 52 MiB, only with
+ * 32 large downloads at once and a guest filling every window; a command
+ * or an upload alone stays under 1 MiB, a download under 2 MiB.
  */
 #include "vmm/achan.h"
 
@@ -533,7 +534,7 @@ static int
 chan_queue(struct achan *c, struct chan *ch, const struct ap_hdr *h, const unsigned char *p)
 {
 	struct frame_in *f, *last = NULL;
-	int out = h->type == AP_T_STDOUT || h->type == AP_T_STDERR;
+	int out = h->type == AP_T_STDOUT || h->type == AP_T_STDERR || h->type == AP_T_DATA;
 	int entry = h->type == AP_T_ENTRY;
 	uint32_t need = h->len + (entry ? 4 : 0);
 	int small = (out || entry) && !(h->flags & AP_F_FIN) && need < ACHAN_COALESCE_FRAME;
@@ -1767,6 +1768,26 @@ out:
 	return rc;
 }
 
+/* A large GET's window grows to ACHAN_GET_WINDOW with a WINDOW frame
+ * queued on the channel itself, so that it reaches the agent after the
+ * GET that opens the channel (any agent takes WINDOW on a GET). The
+ * credit counts here first: the agent cannot use it before it arrives. */
+static int
+get_widen(struct achan *c, struct chan *ch, uint64_t length, long long deadline_ms, struct err *e)
+{
+	uint64_t want = length == 0 || length > ACHAN_GET_WINDOW ? ACHAN_GET_WINDOW : length;
+	unsigned char pl[16];
+	struct ap_out o = { .buf = pl };
+
+	if (want <= AP_WINDOW_INIT)
+		return 0;
+	ap_put_u64(&o, AP_TAG_SIZE, want - AP_WINDOW_INIT);
+	pthread_mutex_lock(&c->lock);
+	ch->window += want - AP_WINDOW_INIT;
+	pthread_mutex_unlock(&c->lock);
+	return chan_send(c, ch, AP_T_WINDOW, 0, o.buf, o.len, deadline_ms, e) < 0 ? -1 : 0;
+}
+
 int
 achan_get(struct achan *c, const char *path, int flags, uint64_t offset, uint64_t length,
     achan_write_fn write_fn, void *ctx, uint64_t *total, long long deadline_ms, struct err *e)
@@ -1790,7 +1811,8 @@ achan_get(struct achan *c, const char *path, int flags, uint64_t offset, uint64_
 	ch = chan_open(c, AP_T_GET, deadline_ms, e);
 	if (ch == NULL ||
 	    chan_send(c, ch, AP_T_GET, file_flags(flags & ACHAN_AS_ROOT), o.buf, o.len, deadline_ms,
-		e) < 0)
+		e) < 0 ||
+	    get_widen(c, ch, length, deadline_ms, e) < 0)
 		goto out;
 	for (;;) {
 		struct frame_in *fr = NULL;

@@ -120,6 +120,11 @@ typedef ssize_t (*achan_read_fn)(void *ctx, void *buf, size_t n, struct err *e);
 /* Takes the bytes of a GET: 0, or -1 with e set to abort. */
 typedef int (*achan_write_fn)(void *ctx, const void *buf, size_t n, struct err *e);
 
+/* The receive window of a GET of more than AP_WINDOW_INIT bytes: the
+ * agent may have this much of a file on its way (more frames in flight
+ * per wake-up; the initial window stays the protocol's). */
+#define ACHAN_GET_WINDOW (1024u * 1024)
+
 #define ACHAN_PUT_TRUNC 1
 #define ACHAN_PUT_PARENTS 2
 #define ACHAN_PUT_EXCL 4

@@ -61,7 +61,7 @@ struct fa {
 	pthread_t th;
 	/* what the agent saw */
 	uint64_t put_sum, put_bytes;
-	uint64_t max_outstanding; /* output sent and not yet granted back */
+	uint64_t max_window; /* the most credit aasd ever gave a channel */
 	uint64_t flood_sent;
 	int signals[8], nsignals;
 	unsigned rows, cols;
@@ -230,6 +230,8 @@ fa_wait_window(struct fa *a, uint32_t chan, uint64_t *window, unsigned char *buf
 			fa_send(a, AP_T_PONG, 0, 0, buf, h.len);
 		else if (h.type == AP_T_WINDOW && h.chan == chan) {
 			*window += field_u64(buf, h.len, AP_TAG_SIZE);
+			if (*window > a->max_window)
+				a->max_window = *window;
 			return 0;
 		} else if (h.type == AP_T_CLOSE && h.chan == chan) {
 			a->closes++;
@@ -258,8 +260,6 @@ fa_stream(struct fa *a, int type, uint32_t chan, uint64_t total, size_t frame, u
 			return -1;
 		a->flood_sent += k;
 		*window -= k;
-		if (AP_WINDOW_INIT - *window > a->max_outstanding)
-			a->max_outstanding = AP_WINDOW_INIT - *window;
 		at += k;
 	}
 	return 0;
@@ -437,7 +437,8 @@ fa_entry(struct fa *a, uint32_t chan, const char *name, uint32_t type, uint64_t 
 	return o.len;
 }
 
-#define MANY_ENTRIES 20000 /* several windows' worth */
+#define MANY_ENTRIES 20000           /* several windows' worth */
+#define TINY_GET_BYTES (512u * 1024) /* a widened window, in 1-byte frames */
 
 static const struct {
 	const char *path;
@@ -465,11 +466,15 @@ fa_file(struct fa *a, const struct ap_hdr *rq, const unsigned char *p, unsigned 
 		fa_put(a, rq->chan, in);
 		break;
 	case AP_T_GET: {
-		/* "/size/N": N bytes of the pattern. */
+		/* "/size/N": N bytes of the pattern; "/tiny/N": the same in
+		 * 1-byte frames. */
 		unsigned long long n = 0;
-		if (sscanf(path, "/size/%llu", &n) != 1)
+		size_t frame = AP_MAX_PAYLOAD;
+		if (sscanf(path, "/tiny/%llu", &n) == 1)
+			frame = 1;
+		else if (sscanf(path, "/size/%llu", &n) != 1)
 			n = 0;
-		if (fa_stream(a, AP_T_DATA, rq->chan, n, AP_MAX_PAYLOAD, &window, buf, in) == 0)
+		if (fa_stream(a, AP_T_DATA, rq->chan, n, frame, &window, buf, in) == 0)
 			fa_result(a, rq->chan, 0, NULL, n);
 		break;
 	}
@@ -747,7 +752,7 @@ test_exec_events_in_order(void **state)
 	}
 	assert_int_equal(out, 2u << 20);
 	assert_int_equal(errb, 100);
-	assert_true(f->a.max_outstanding <= AP_WINDOW_INIT);
+	assert_true(f->a.max_window <= AP_WINDOW_INIT);
 	err_clear(&e);
 	assert_int_equal(achan_exec_next(x, soon(100), NULL, &ev, &e), -1);
 	achan_exec_free(x);
@@ -992,7 +997,9 @@ test_put_get_64m(void **state)
 	/* Bounded while moving: a few frames, far below the 64 MiB. */
 	if (s.peak > 2 * 1024 || g.peak > 2 * 1024)
 		fail_msg("heap grew by %ld KiB (PUT), %ld KiB (GET)", s.peak, g.peak);
-	assert_true(f->a.max_outstanding <= AP_WINDOW_INIT);
+	/* A large GET gets more than the initial window, and never more than
+	 * its own (this agent uses the credit it has before it reads more). */
+	assert_true(f->a.max_window > AP_WINDOW_INIT && f->a.max_window <= ACHAN_GET_WINDOW);
 	free(want);
 	stop(f);
 }
@@ -1410,6 +1417,63 @@ test_tiny_frames_stay_bounded(void **state)
 	stop(f);
 }
 
+struct tiny_get {
+	struct fx *f;
+	long heap0, grew;
+	uint64_t at;
+};
+
+/* The first call waits until the agent has filled the window, and
+ * weighs what is queued; every byte is checked. */
+static int
+tiny_write(void *ctx, const void *p, size_t n, struct err *e)
+{
+	struct tiny_get *t = ctx;
+	unsigned char want[4096];
+
+	(void)e;
+	if (t->at == 0) {
+		for (long long until = soon(20000);
+		     t->f->a.flood_sent < TINY_GET_BYTES && clock_ms() < until;)
+			usleep(10 * 1000);
+		usleep(100 * 1000);
+		t->grew = heap_kib() - t->heap0;
+	}
+	for (size_t i = 0; i < n; i += sizeof(want)) {
+		size_t k = n - i < sizeof(want) ? n - i : sizeof(want);
+
+		pattern(want, t->at + i, k);
+		assert_memory_equal((const unsigned char *)p + i, want, k);
+	}
+	t->at += n;
+	return 0;
+}
+
+/* A download's whole (widened) window in 1-byte DATA frames costs about
+ * the window in memory, not a block per frame. */
+static void
+test_tiny_data_stays_bounded(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	struct tiny_get t = { f, heap_kib(), 0, 0 };
+	char path[64];
+	uint64_t total = 0;
+	struct err e;
+
+	(void)state;
+	ready(f);
+	snprintf(path, sizeof(path), "/tiny/%u", TINY_GET_BYTES);
+	err_clear(&e);
+	assert_int_equal(achan_get(f->c, path, 0, 0, 0, tiny_write, &t, &total, soon(60000), &e),
+	    0);
+	assert_int_equal(t.at, TINY_GET_BYTES);
+	assert_int_equal(f->a.flood_sent, TINY_GET_BYTES);
+	printf("a download's window of 1-byte frames: heap grew by %ld KiB\n", t.grew);
+	if (t.grew > 2 * 1024)
+		fail_msg("heap grew by %ld KiB for %u bytes queued", t.grew, TINY_GET_BYTES);
+	stop(f);
+}
+
 static void
 test_silence_times_out(void **state)
 {
@@ -1786,6 +1850,7 @@ main(void)
 		cmocka_unit_test(test_hostile_no_sync),
 		cmocka_unit_test(test_flood_stops_at_window),
 		cmocka_unit_test(test_tiny_frames_stay_bounded),
+		cmocka_unit_test(test_tiny_data_stays_bounded),
 		cmocka_unit_test(test_silence_times_out),
 		cmocka_unit_test(test_stream_closes_while_waiting),
 		cmocka_unit_test(test_agent_restart_fails_open_calls),
