@@ -101,8 +101,12 @@ br_excl_names(const struct br_excl *x, char *out, size_t n)
 	for (size_t i = 0; i < x->n && count < 32; i++) {
 		size_t k = strlen(x->pat[i]);
 
-		if (x->anchored[i] || k == 0 || k > 255 || strchr(x->pat[i], ',') ||
-		    len + (len > 0) + k + 1 > n)
+		int plain = 1;
+
+		for (size_t j = 0; j < k; j++)
+			plain &= (unsigned char)x->pat[i][j] >= 0x20 && x->pat[i][j] != 0x7f &&
+			    x->pat[i][j] != ',';
+		if (x->anchored[i] || k == 0 || k > 255 || !plain || len + (len > 0) + k + 1 > n)
 			continue;
 		if (len > 0)
 			out[len++] = ',';

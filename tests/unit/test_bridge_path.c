@@ -44,6 +44,32 @@ test_default_excludes(void **state)
 	br_excl_free(NULL);
 }
 
+/* What the service's tree download may leave out itself: single-name
+ * patterns only, each as the service takes it. */
+static void
+test_excl_names(void **state)
+{
+	struct br_excl *d = excl(NULL);
+	struct br_excl *x =
+	    excl("[\"*.o\", \"/build/\", \"docs/*.tmp\", \"a,b\", \"tab\\there\", \"x?\"]");
+	struct br_excl *none = excl("[]");
+	char out[256], tiny[8];
+
+	(void)state;
+	br_excl_names(d, out, sizeof(out));
+	assert_string_equal(out, ".git,node_modules,__pycache__");
+	br_excl_names(x, out, sizeof(out));
+	assert_string_equal(out, "*.o,x?");
+	br_excl_names(none, out, sizeof(out));
+	assert_string_equal(out, "");
+	/* What does not fit is left to the bridge's own check. */
+	br_excl_names(d, tiny, sizeof(tiny));
+	assert_string_equal(tiny, ".git");
+	br_excl_free(d);
+	br_excl_free(x);
+	br_excl_free(none);
+}
+
 static void
 test_given_excludes_replace_defaults(void **state)
 {
@@ -200,6 +226,7 @@ main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_default_excludes),
+		cmocka_unit_test(test_excl_names),
 		cmocka_unit_test(test_given_excludes_replace_defaults),
 		cmocka_unit_test(test_bad_excludes),
 		cmocka_unit_test(test_within),
