@@ -365,29 +365,37 @@ pulled_one(void *ctx, const struct br_entry *en, long long bytes)
 	pulled_progress(p);
 }
 
-/* The files to fetch: many come in one tree download (the service leaves
- * out what it can of the excluded names), the rest (or all, when few) one
- * request each. */
+/* Many files in one tree download, the service leaving out what it can
+ * of the excluded names; got[i] marks those written. */
+static int
+pull_tree(struct sync *s, const struct br_entry **want, size_t n, unsigned char *got,
+    struct pulled *pd, struct err *e)
+{
+	char excl[8192];
+	long long bytes = 0;
+
+	for (size_t i = 0; i < br_tree_count(s->remote); i++)
+		if (br_tree_at(s->remote, i)->type == 'f')
+			bytes += br_tree_at(s->remote, i)->size;
+	br_excl_names(s->x, excl, sizeof(excl));
+	/* The usual bound, and time for the listed bytes at a slow 1 MB/s. */
+	return br_pull_tree(s->c, s->sbx, s->sdir, s->root, excl, want, n, got,
+	    s->c->cfg->request_timeout_s + (long)(bytes / 1000000), pulled_one, pd, e);
+}
+
+/* The files to fetch: many in one tree download, the rest (or all, when
+ * few) one request each. */
 static int
 fetch_all(struct sync *s, const struct br_entry **want, size_t n, struct pulled *pd, struct err *e)
 {
 	unsigned char *got = calloc(n ? n : 1, 1);
-	char excl[8192];
-	long long bytes = 0;
 	int rc = -1;
 
 	if (got == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return -1;
 	}
-	for (size_t i = 0; i < br_tree_count(s->remote); i++)
-		if (br_tree_at(s->remote, i)->type == 'f')
-			bytes += br_tree_at(s->remote, i)->size;
-	br_excl_names(s->x, excl, sizeof(excl));
-	/* The usual bound, and time for the listed bytes at a slow 1 MB/s. */
-	if (n >= SYNC_PULL_TREE_MIN &&
-	    br_pull_tree(s->c, s->sbx, s->sdir, s->root, excl, want, n, got,
-		s->c->cfg->request_timeout_s + (long)(bytes / 1000000), pulled_one, pd, e) < 0)
+	if (n >= SYNC_PULL_TREE_MIN && pull_tree(s, want, n, got, pd, e) < 0)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		if (got[i])
