@@ -29,7 +29,8 @@ enum cfg_kind {
 	CFG_NET,
 	CFG_SCHEME,
 	CFG_CIDRS,
-	CFG_GUEST_ARGS
+	CFG_GUEST_ARGS,
+	CFG_UIDS
 };
 
 struct cfg_entry {
@@ -127,7 +128,9 @@ static const struct cfg_entry cfg_table[] = {
 	{ "AAS_IMAGE_DIR", CFG_STR, "", 0, 0, F(image_dir),
 	    "Guest image (base.qcow2, vmlinuz, initrd.img); empty means <state>/images/current (make image)." },
 	{ "AAS_QEMU_USER", CFG_STR, "aas-qemu", 0, 0, F(qemu_user),
-	    "User QEMU runs as under the embedded driver (created by deploy/install-deps.sh)." },
+	    "User of libvirt's own QEMU probes (qemu.conf's user; created by deploy/install-deps.sh); VMs run as users of their own, AAS_QEMU_UIDS." },
+	{ "AAS_QEMU_UIDS", CFG_UIDS, "3000000-3001023", 0, 0, F(qemu_uids),
+	    "Users (FIRST-LAST) the VMs' QEMUs run as, one per VM, none shared with anything else: no account, group or /etc/subuid range may use them. The isolation rule matches them." },
 	{ "AAS_WARM_POOL", CFG_POOL, "", 0, 0, F(warm_pool_raw),
 	    "Pre-booted VMs kept per size, e.g. small=2,medium=1; empty means none." },
 	{ "AAS_BOOT_TIMEOUT_S", CFG_INT, "120", 5, 3600, F(boot_timeout_s),
@@ -347,6 +350,28 @@ config_cidr_canon(const char *s, char *out, size_t n)
 }
 
 /* AAS_NET_ALLOW: every range checked, kept in canonical form. */
+/* "FIRST-LAST": below 1000 are system users, from 2^31 - 1 on uids are
+ * unsafe for tools that read them as signed. */
+static int
+set_uids(char *field, const char *v)
+{
+	struct config_uids *u = (struct config_uids *)(void *)field;
+	const char *dash = strchr(v, '-');
+	char first[16];
+	long long a, b;
+
+	if (dash == NULL || dash == v || (size_t)(dash - v) >= sizeof(first))
+		return -1;
+	memcpy(first, v, (size_t)(dash - v));
+	first[dash - v] = '\0';
+	if (num_parse_ll(first, &a) < 0 || num_parse_ll(dash + 1, &b) < 0 || a < 1000 || b < a ||
+	    b >= 2147483647LL || b - a + 1 > CONFIG_UIDS_MAX)
+		return -1;
+	u->first = (uint32_t)a;
+	u->count = (uint32_t)(b - a + 1);
+	return 0;
+}
+
 static int
 set_cidrs(char *field, size_t size, const char *v)
 {
@@ -489,6 +514,8 @@ apply_entry(struct config *cfg, const struct cfg_entry *ent, const char *v)
 		return 0;
 	case CFG_CIDRS:
 		return set_cidrs(field, ent->size, v);
+	case CFG_UIDS:
+		return set_uids(field, v);
 	}
 	return -1;
 }
@@ -533,6 +560,11 @@ expected_form(const struct cfg_entry *ent, char *buf, size_t n)
 	case CFG_GUEST_ARGS:
 		snprintf(buf, n,
 		    "empty or aas.agent_test=MODE (oversize, garbage, flood, silent, stall)");
+		break;
+	case CFG_UIDS:
+		snprintf(buf, n,
+		    "FIRST-LAST with 1000 <= FIRST <= LAST < 2147483647, at most %u uids",
+		    (unsigned)CONFIG_UIDS_MAX);
 		break;
 	default:
 		snprintf(buf, n, "a string shorter than %zu bytes", ent->size);

@@ -4,6 +4,7 @@
 #define AAS_CONFIG_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "base/err.h"
 
@@ -12,6 +13,12 @@
 /* Ranges in AAS_NET_ALLOW, and the length of its canonical form. */
 #define CONFIG_MAX_NET_ALLOW 32
 #define CONFIG_NET_ALLOW_MAX (CONFIG_MAX_NET_ALLOW * 44)
+
+/* A range of uids, AAS_QEMU_UIDS. */
+#define CONFIG_UIDS_MAX 65536
+struct config_uids {
+	uint32_t first, count;
+};
 
 struct config {
 	char listen_host[64];
@@ -54,7 +61,8 @@ struct config {
 	int virt;                         /* enum config_virt */
 	char image_dir[CONFIG_STR_MAX];
 	char qemu_user[64];
-	int warm_pool[3]; /* small, medium, large */
+	struct config_uids qemu_uids; /* one per VM */
+	int warm_pool[3];             /* small, medium, large */
 	char warm_pool_raw[128];
 	int boot_timeout_s;
 	int console_max_bytes;

@@ -90,10 +90,18 @@ health_work(struct http_req *req, void *ctx)
 		struct err ve;
 		err_clear(&ve);
 		int ok = orch_wait_ready(o, 0, &ve) == 0;
+		struct orch_confinement conf;
+		char range[32];
+
+		orch_confinement(o, &conf);
+		snprintf(range, sizeof(range), "%u-%u", (unsigned)conf.vm_uid_first,
+		    (unsigned)(conf.vm_uid_first + conf.vm_uid_count - 1));
 		json_object_set_new(out, "vm",
-		    json_pack("{s:s, s:o, s:s}", "status", ok ? "ok" : "unavailable", "accelerator",
+		    json_pack("{s:s, s:o, s:s, s:{s:s, s:s, s:s, s:s}}", "status",
+			ok ? "ok" : "unavailable", "accelerator",
 			accel ? json_string(accel) : json_null(), "note",
-			ok ? orch_accel_reason(o) : ve.msg));
+			ok ? orch_accel_reason(o) : ve.msg, "confinement", "vm_users", "own",
+			"vm_uids", range, "security_drivers", conf.secmodels, "seccomp", "on"));
 	}
 	http_reply_json(req, 200, out);
 }
@@ -153,7 +161,8 @@ netguard_main(const char *what)
 	struct config cfg;
 	struct err e;
 	struct passwd *pw;
-	char rules[NETGUARD_RULES_MAX];
+	struct netguard_users who;
+	char rules[NETGUARD_RULES_MAX], users[NETGUARD_USERS_TEXT];
 
 	err_clear(&e);
 	if (config_load(&cfg, env_get, &e) < 0) {
@@ -165,18 +174,27 @@ netguard_main(const char *what)
 		fprintf(stderr, "aasd: AAS_QEMU_USER: no user %s\n", cfg.qemu_user);
 		return 1;
 	}
+	who.user = (uint32_t)pw->pw_uid;
+	who.first = cfg.qemu_uids.first;
+	who.count = cfg.qemu_uids.count;
+	netguard_users_text(&who, users, sizeof(users));
+	if (strcmp(what, "--netguard-users") == 0) {
+		/* For the test set-up's own rule, which must match the same users. */
+		printf("%s\n", users);
+		return 0;
+	}
 	if (strcmp(what, "--netguard-rules") == 0) {
-		if (netguard_ruleset(pw->pw_uid, cfg.net_allow, rules, sizeof(rules)) < 0)
+		if (netguard_ruleset(&who, cfg.net_allow, rules, sizeof(rules)) < 0)
 			return 1;
 		fputs(rules, stdout);
 		return 0;
 	}
-	if (netguard_ensure(pw->pw_uid, cfg.net_allow, &e) < 0) {
+	if (netguard_ensure(&who, cfg.net_allow, &e) < 0) {
 		fprintf(stderr, "aasd: %s\n", e.msg);
 		return 1;
 	}
-	printf("isolation rule for %s (uid %u) in place: nft table inet %s\n", cfg.qemu_user,
-	    (unsigned)pw->pw_uid, NETGUARD_TABLE);
+	printf("isolation rule for %s and the VM users (uids %s) in place: nft table inet %s\n",
+	    cfg.qemu_user, users, NETGUARD_TABLE);
 	return 0;
 }
 
@@ -213,12 +231,12 @@ main(int argc, char **argv)
 		return 0;
 	}
 	if (argc > 1 &&
-	    (strcmp(argv[1], "--netguard-rules") == 0 ||
+	    (strcmp(argv[1], "--netguard-rules") == 0 || strcmp(argv[1], "--netguard-users") == 0 ||
 		strcmp(argv[1], "--netguard-install") == 0))
 		return netguard_main(argv[1]);
 	if (argc > 1) {
 		fprintf(stderr,
-		    "usage: aasd [--config-table | --netguard-rules | --netguard-install]\n"
+		    "usage: aasd [--config-table | --netguard-rules | --netguard-users | --netguard-install]\n"
 		    "Configuration comes from AAS_* environment variables; see docs/configuration.md.\n");
 		return 2;
 	}

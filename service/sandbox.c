@@ -42,6 +42,8 @@ orch_open(const struct config *cfg, struct err *e)
 		.image_dir = cfg->image_dir,
 		.state_dir = cfg->state_dir,
 		.qemu_user = cfg->qemu_user,
+		.vm_uid_first = cfg->qemu_uids.first,
+		.vm_uid_count = cfg->qemu_uids.count,
 		.boot_timeout_s = cfg->boot_timeout_s,
 		.kvm_probe_timeout_s = cfg->kvm_probe_timeout_s,
 		.net_allow = cfg->net_allow,

@@ -101,7 +101,7 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 	sh tests/net-safety.sh install || { echo "network safety rule failed"; failed=$((failed + 1)); }
 	# VMs of an earlier run (QEMU outlives the aasd that started it) go.
 	pkill -f "qemu-system.*$STATE/vms/" 2>/dev/null || true
-	rm -rf "$STATE"/libvirt-* "$STATE/vms"
+	rm -rf "$STATE"/libvirt-* "$STATE/vms" "$STATE/uids"
 	# A fresh database each run: tests never see a previous run's rows.
 	pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 	if [ "$(id -u)" -eq 0 ]; then aspg="runuser -u postgres --"; else aspg=""; fi

@@ -95,17 +95,40 @@ text_hash(const char *s)
 	return h;
 }
 
+void
+netguard_users_text(const struct netguard_users *who, char *out, size_t n)
+{
+	char range[24];
+
+	if (who->count == 0) {
+		snprintf(out, n, "%u", (unsigned)who->user);
+		return;
+	}
+	if (who->count == 1)
+		snprintf(range, sizeof(range), "%u", (unsigned)who->first);
+	else
+		snprintf(range, sizeof(range), "%u-%u", (unsigned)who->first,
+		    (unsigned)(who->first + who->count - 1));
+	/* In nft's order, so the listing matches what was loaded. */
+	if (who->user < who->first)
+		snprintf(out, n, "{ %u, %s }", (unsigned)who->user, range);
+	else
+		snprintf(out, n, "{ %s, %u }", range, (unsigned)who->user);
+}
+
 /* The ruleset with `mark` as the comment of the private ranges' rule. */
 static int
-ruleset_marked(uid_t uid, const char *allow, const char *mark, char *out, size_t n)
+ruleset_marked(const struct netguard_users *who, const char *allow, const char *mark, char *out,
+    size_t n)
 {
 	char v4[CONFIG_NET_ALLOW_MAX + 2 * CONFIG_MAX_NET_ALLOW];
 	char v6[sizeof(v4)];
 	struct rules r = { out, n, 0, 0 };
-	unsigned u = (unsigned)uid;
+	char u[NETGUARD_USERS_TEXT];
 
 	if (n == 0 || split_allow(allow, v4, v6, sizeof(v4)) < 0)
 		return -1;
+	netguard_users_text(who, u, sizeof(u));
 	/* TCP gets a reset so a guest's connection fails at once rather than
 	 * timing out. "table; delete table; table {...}" replaces any older
 	 * copy in one transaction, and works whether or not the table exists.
@@ -118,23 +141,23 @@ ruleset_marked(uid_t uid, const char *allow, const char *mark, char *out, size_t
 	    "table inet " NETGUARD_TABLE " {\n"
 	    "\tchain output {\n"
 	    "\t\ttype filter hook output priority -10; policy accept;\n"
-	    "\t\tmeta skuid %u fib daddr type { local, broadcast, multicast } ct state new"
+	    "\t\tmeta skuid %s fib daddr type { local, broadcast, multicast } ct state new"
 	    " meta l4proto tcp counter reject with tcp reset\n"
-	    "\t\tmeta skuid %u fib daddr type { local, broadcast, multicast } ct state new counter reject\n"
-	    "\t\tmeta skuid %u ip daddr 169.254.0.0/16 counter reject\n"
-	    "\t\tmeta skuid %u ip6 daddr fe80::/10 counter reject\n",
+	    "\t\tmeta skuid %s fib daddr type { local, broadcast, multicast } ct state new counter reject\n"
+	    "\t\tmeta skuid %s ip daddr 169.254.0.0/16 counter reject\n"
+	    "\t\tmeta skuid %s ip6 daddr fe80::/10 counter reject\n",
 	    u, u, u, u);
 	if (v4[0])
-		put(&r, "\t\tmeta skuid %u ip daddr { %s } ct state new counter accept\n", u, v4);
+		put(&r, "\t\tmeta skuid %s ip daddr { %s } ct state new counter accept\n", u, v4);
 	if (v6[0])
-		put(&r, "\t\tmeta skuid %u ip6 daddr { %s } ct state new counter accept\n", u, v6);
+		put(&r, "\t\tmeta skuid %s ip6 daddr { %s } ct state new counter accept\n", u, v6);
 	put(&r,
-	    "\t\tmeta skuid %u ip daddr { %s } ct state new meta l4proto tcp"
+	    "\t\tmeta skuid %s ip daddr { %s } ct state new meta l4proto tcp"
 	    " counter reject with tcp reset comment \"%s\"\n"
-	    "\t\tmeta skuid %u ip daddr { %s } ct state new counter reject\n"
-	    "\t\tmeta skuid %u ip6 daddr %s ct state new meta l4proto tcp"
+	    "\t\tmeta skuid %s ip daddr { %s } ct state new counter reject\n"
+	    "\t\tmeta skuid %s ip6 daddr %s ct state new meta l4proto tcp"
 	    " counter reject with tcp reset\n"
-	    "\t\tmeta skuid %u ip6 daddr %s ct state new counter reject\n"
+	    "\t\tmeta skuid %s ip6 daddr %s ct state new counter reject\n"
 	    "\t}\n"
 	    "}\n",
 	    u, private_v4, mark, u, private_v4, u, private_v6, u, private_v6);
@@ -145,14 +168,14 @@ ruleset_marked(uid_t uid, const char *allow, const char *mark, char *out, size_t
  * ruleset: a comment naming a hash of its text (with the mark zeroed), so a
  * rule for another allow-list, another user or an older aasd is outdated. */
 static int
-ruleset_mark(uid_t uid, const char *allow, char *mark, size_t n)
+ruleset_mark(const struct netguard_users *who, const char *allow, char *mark, size_t n)
 {
 	char *text = malloc(NETGUARD_RULES_MAX);
 	int rc = -1;
 
 	if (text == NULL)
 		return -1;
-	if (ruleset_marked(uid, allow, NETGUARD_MARK "0000000000000000", text,
+	if (ruleset_marked(who, allow, NETGUARD_MARK "0000000000000000", text,
 		NETGUARD_RULES_MAX) == 0) {
 		snprintf(mark, n, NETGUARD_MARK "%016llx", text_hash(text));
 		rc = 0;
@@ -162,13 +185,13 @@ ruleset_mark(uid_t uid, const char *allow, char *mark, size_t n)
 }
 
 int
-netguard_ruleset(uid_t uid, const char *allow, char *out, size_t n)
+netguard_ruleset(const struct netguard_users *who, const char *allow, char *out, size_t n)
 {
 	char mark[64];
 
-	if (ruleset_mark(uid, allow, mark, sizeof(mark)) < 0)
+	if (ruleset_mark(who, allow, mark, sizeof(mark)) < 0)
 		return -1;
-	return ruleset_marked(uid, allow, mark, out, n);
+	return ruleset_marked(who, allow, mark, out, n);
 }
 
 /* Runs nft with argv, feeding `input` (may be NULL) on stdin and keeping
@@ -268,7 +291,7 @@ first_line(char *s)
 }
 
 int
-netguard_install(uid_t uid, const char *allow, struct err *e)
+netguard_install(const struct netguard_users *who, const char *allow, struct err *e)
 {
 	char rules[NETGUARD_RULES_MAX];
 	char *out = malloc(NFT_OUT_MAX);
@@ -279,7 +302,7 @@ netguard_install(uid_t uid, const char *allow, struct err *e)
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return -1;
 	}
-	if (netguard_ruleset(uid, allow, rules, sizeof(rules)) < 0) {
+	if (netguard_ruleset(who, allow, rules, sizeof(rules)) < 0) {
 		err_set(e, ERR_INTERNAL, "netguard: bad allow-list or ruleset too long");
 		goto out;
 	}
@@ -299,11 +322,11 @@ out:
 }
 
 int
-netguard_check(uid_t uid, const char *allow, struct err *e)
+netguard_check(const struct netguard_users *who, const char *allow, struct err *e)
 {
 	char *const argv[] = { "nft", "list", "table", "inet", NETGUARD_TABLE, NULL };
 	char *out = malloc(NFT_OUT_MAX);
-	char want[128], mark[64];
+	char want[128], mark[64], users[NETGUARD_USERS_TEXT];
 	int rc = -1, st;
 
 	if (out == NULL) {
@@ -322,15 +345,16 @@ netguard_check(uid_t uid, const char *allow, struct err *e)
 	/* nft prints the rule back in its own words; these are the parts that
 	 * make it a guard: the hook, the user, the local-address match and
 	 * the verdict; and the mark of this very ruleset (ruleset_mark). */
-	snprintf(want, sizeof(want), "meta skuid %u fib daddr type { local,", (unsigned)uid);
-	if (ruleset_mark(uid, allow, mark, sizeof(mark)) < 0) {
+	netguard_users_text(who, users, sizeof(users));
+	snprintf(want, sizeof(want), "meta skuid %s fib daddr type { local,", users);
+	if (ruleset_mark(who, allow, mark, sizeof(mark)) < 0) {
 		err_set(e, ERR_INTERNAL, "netguard: bad allow-list");
 		goto out;
 	}
 	if (strstr(out, "hook output") == NULL || strstr(out, want) == NULL ||
 	    strstr(out, "ct state new") == NULL || strstr(out, "reject with tcp reset") == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "netguard: table inet %s lacks the rule for uid %u",
-		    NETGUARD_TABLE, (unsigned)uid);
+		err_set(e, ERR_UNAVAILABLE, "netguard: table inet %s lacks the rule for uids %s",
+		    NETGUARD_TABLE, users);
 		goto out;
 	}
 	if (strstr(out, mark) == NULL) {
@@ -346,14 +370,14 @@ out:
 }
 
 int
-netguard_ensure(uid_t uid, const char *allow, struct err *e)
+netguard_ensure(const struct netguard_users *who, const char *allow, struct err *e)
 {
 	struct err first;
 
 	err_clear(&first);
-	if (netguard_check(uid, allow, &first) == 0)
+	if (netguard_check(who, allow, &first) == 0)
 		return 0;
-	if (netguard_install(uid, allow, e) < 0)
+	if (netguard_install(who, allow, e) < 0)
 		return -1;
-	return netguard_check(uid, allow, e);
+	return netguard_check(who, allow, e);
 }

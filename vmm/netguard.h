@@ -2,7 +2,7 @@
  *
  * Through user-mode networking a guest's connections leave from the QEMU
  * process, so one nftables rule on the host's output hook, matching the
- * user QEMU runs as (a user nothing else uses), stops a guest from opening
+ * users QEMU runs as (users nothing else uses), stops a guest from opening
  * connections to anything on the host itself (loopback, the host's own
  * addresses: PostgreSQL, aasd, libvirt, other sandboxes' forwards) and to
  * link-local addresses (cloud metadata services), nor to the private ranges
@@ -16,7 +16,7 @@
 #define AAS_NETGUARD_H
 
 #include <stddef.h>
-#include <sys/types.h>
+#include <stdint.h>
 
 #include "base/err.h"
 
@@ -26,16 +26,28 @@
 /* Room for the ruleset with the longest allow-list. */
 #define NETGUARD_RULES_MAX 8192
 
-/* The ruleset text for `uid` (what netguard_install loads); -1 when the
+/* Who the rule is for: the QEMU user of libvirt's probes (and of VMs from
+ * before per-VM users) and the range of per-VM users (count 0: none). The
+ * range must not contain `user` (nft refuses overlapping elements). */
+struct netguard_users {
+	uint32_t user;
+	uint32_t first, count;
+};
+
+/* nft's words for them: "999" or "{ 999, 3000000-3001023 }". */
+#define NETGUARD_USERS_TEXT 48
+void netguard_users_text(const struct netguard_users *who, char *out, size_t n);
+
+/* The ruleset text for `who` (what netguard_install loads); -1 when the
  * allow-list is not canonical or the text does not fit in n. */
-int netguard_ruleset(uid_t uid, const char *allow, char *out, size_t n);
+int netguard_ruleset(const struct netguard_users *who, const char *allow, char *out, size_t n);
 /* Loads the ruleset, replacing an older copy of the table atomically.
  * Needs CAP_NET_ADMIN. */
-int netguard_install(uid_t uid, const char *allow, struct err *e);
-/* 0 when the rule for `uid` and this allow-list is in place, -1 (with the
+int netguard_install(const struct netguard_users *who, const char *allow, struct err *e);
+/* 0 when the rule for `who` and this allow-list is in place, -1 (with the
  * reason) when not. */
-int netguard_check(uid_t uid, const char *allow, struct err *e);
+int netguard_check(const struct netguard_users *who, const char *allow, struct err *e);
 /* Checks, installs the rule when it is missing or outdated, checks again. */
-int netguard_ensure(uid_t uid, const char *allow, struct err *e);
+int netguard_ensure(const struct netguard_users *who, const char *allow, struct err *e);
 
 #endif

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <spawn.h>
@@ -21,11 +22,13 @@
 #include "vmm/agent.h"
 #include "vmm/conlog.h"
 #include "vmm/netguard.h"
+#include "vmm/uidpool.h"
 #include "vmm/vm_agent.h"
 #include "base/keys.h"
 #include "base/clock.h"
 #include "base/config.h"
 #include "base/log.h"
+#include "base/num.h"
 
 #define ORCH_STARTER_JOIN_S 20 /* a stopping aasd waits this long for the start-up */
 #define ORCH_MAX_HOSTS 16
@@ -52,6 +55,9 @@ struct orch {
 	char kernel[ORCH_PATH_MAX + 16], initrd[ORCH_PATH_MAX + 16], base[ORCH_PATH_MAX + 16];
 	uid_t qemu_uid;
 	gid_t qemu_gid;
+	struct uidpool *uids; /* one user per VM */
+	struct netguard_users users;
+	gid_t kvm_gid; /* a KVM guest's QEMU group: /dev/kvm's */
 
 	pthread_mutex_t lock;
 	pthread_cond_t ready_cond;
@@ -59,6 +65,7 @@ struct orch {
 	struct err ready_err;
 	enum vm_accel accel;
 	char accel_reason[640];
+	char secmodels[ORCH_SECMODELS_MAX]; /* libvirt's security drivers on the first host */
 	pthread_t starter;
 	int starter_started;
 };
@@ -72,12 +79,6 @@ host_or_err(struct orch *o, const char *uri, struct err *e)
 	if (h == NULL)
 		err_set(e, ERR_UNAVAILABLE, "unknown hypervisor host %s", uri);
 	return h;
-}
-
-uid_t
-orch_qemu_uid(struct orch *o)
-{
-	return o->qemu_uid;
 }
 
 void
@@ -138,42 +139,108 @@ file_ok(const char *path)
 	return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0;
 }
 
-/* Per-VM directory with the overlay, owned by the QEMU user (libvirt is
- * told not to relabel files). The console log in it is aasd's, written by
- * vm_start's console copy (QEMU never writes it). */
+/* Gives back the users of VMs whose directory and domain are both gone
+ * (their aasd stopped between the two). */
 static int
-make_vm_files(struct orch *o, const char *id, char *disk, size_t dn, char *console, size_t cn,
+sweep_one(void *ctx, uint32_t uid, const char *owner)
+{
+	struct orch *o = ctx;
+	char dir[ORCH_PATH_MAX + 64], name[ORCH_USER_MAX + 160];
+	struct stat sb;
+
+	vm_dir(o, owner, dir, sizeof(dir));
+	if (lstat(dir, &sb) == 0 || errno != ENOENT)
+		return 0; /* in use, being made, or unknown: kept */
+	orch_domain_name(owner, name, sizeof(name));
+	for (size_t i = 0; i < o->n_hosts; i++) {
+		struct err e;
+
+		err_clear(&e);
+		if (vm_exists(o->hosts[i], name, &e) != 0)
+			return 0;
+	}
+	if (uidpool_release(o->uids, uid, owner) == 0)
+		log_info("vm: user %u of %s (gone) given back", (unsigned)uid, owner);
+	return 0;
+}
+
+static void
+orch_sweep_users(struct orch *o)
+{
+	uidpool_each(o->uids, sweep_one, o);
+}
+
+/* The user and group VM `id`'s QEMU runs as: a uid of its own from the
+ * pool; its own gid under TCG, /dev/kvm's group under KVM (the one thing
+ * that group opens; every VM file is its owner's only). */
+static int
+claim_user(struct orch *o, const char *id, enum vm_accel accel, uid_t *uid, gid_t *gid,
     struct err *e)
+{
+	uint32_t u = 0;
+
+	if (uidpool_claim(o->uids, id, &u, e) < 0) {
+		if (e->kind != ERR_LIMIT)
+			return -1;
+		/* Claims of VMs that ended while no aasd was there to give
+		 * them back are only found by looking. */
+		err_clear(e);
+		orch_sweep_users(o);
+		if (uidpool_claim(o->uids, id, &u, e) < 0)
+			return -1;
+	}
+	*uid = (uid_t)u;
+	*gid = accel == VM_ACCEL_KVM && o->kvm_gid != (gid_t)-1 ? o->kvm_gid : (gid_t)u;
+	return 0;
+}
+
+/* Per-VM directory: aasd's (0711: QEMU may only pass through it), with the
+ * overlay in it owned by the VM's own user, mode 0600, and the console log
+ * aasd writes (vm_start's console copy; QEMU never sees it). A VM's user
+ * can neither read another VM's overlay nor plant anything where aasd
+ * writes. */
+static int
+make_vm_files(struct orch *o, const char *id, enum vm_accel accel, uid_t *uid, gid_t *gid,
+    char *disk, size_t dn, char *console, size_t cn, struct err *e)
 {
 	char dir[ORCH_PATH_MAX + 64];
 
 	vm_dir(o, id, dir, sizeof(dir));
-	if (mkdir(dir, 0750) < 0 && errno != EEXIST) {
+	if ((mkdir(dir, 0711) < 0 && errno != EEXIST) || chown(dir, geteuid(), getegid()) < 0 ||
+	    chmod(dir, 0711) < 0) {
 		err_set(e, ERR_INTERNAL, "cannot create %s: %s", dir, strerror(errno));
 		return -1;
 	}
+	/* After the directory: a claim whose directory is missing is a
+	 * leftover orch_sweep_users may give back. */
+	if (claim_user(o, id, accel, uid, gid, e) < 0)
+		return -1;
 	snprintf(disk, dn, "%s/disk.qcow2", dir);
 	console_path(o, id, console, cn);
 	/* A console left by an earlier VM of this id is not this one's. */
 	unlink(console);
+	unlink(disk);
 	char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", o->base,
 		disk, NULL };
 	if (run_quiet(argv, e) < 0)
 		return -1;
-	if (chown(dir, o->qemu_uid, o->qemu_gid) < 0 || chown(disk, o->qemu_uid, o->qemu_gid) < 0) {
-		err_set(e, ERR_INTERNAL, "cannot hand VM files to %s: %s", o->qemu_user,
+	if (chown(disk, *uid, *gid) < 0 || chmod(disk, 0600) < 0) {
+		err_set(e, ERR_INTERNAL, "cannot hand %s to uid %u: %s", disk, (unsigned)*uid,
 		    strerror(errno));
 		return -1;
 	}
 	return 0;
 }
 
-/* Stops the console copy of VM `id` on h and removes its files. */
+/* Stops the console copy of VM `id` on h and removes its files; gives its
+ * user back when `vm_gone` (the domain is known to be destroyed: its QEMU
+ * has exited). */
 static void
-remove_vm_files(struct orch *o, struct vm_host *h, const char *id)
+remove_vm_files(struct orch *o, struct vm_host *h, const char *id, int vm_gone)
 {
 	char dir[ORCH_PATH_MAX + 64], path[ORCH_PATH_MAX + 96], name[128];
 	static const char *const files[] = { "disk.qcow2", "console.log", "console.log.new" };
+	uint32_t uid;
 
 	orch_domain_name(id, name, sizeof(name));
 	vm_console_detach(h, name);
@@ -182,7 +249,12 @@ remove_vm_files(struct orch *o, struct vm_host *h, const char *id)
 		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
 		unlink(path);
 	}
-	rmdir(dir);
+	if (rmdir(dir) < 0 && errno != ENOENT) {
+		log_warn("vm %s: cannot remove %s: %s", id, dir, strerror(errno));
+		return;
+	}
+	if (vm_gone && (uid = uidpool_find(o->uids, id)) != 0)
+		uidpool_release(o->uids, uid, id);
 }
 
 static void
@@ -254,13 +326,19 @@ boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel
 	char cmdline[sizeof(ORCH_CMDLINE) + 32 + ORCH_EXTRA_ARGS_MAX];
 	struct vm_spec spec;
 	struct err ignore;
+	uid_t uid;
+	gid_t gid;
+	int gone;
 
 	orch_domain_name(id, name, sizeof(name));
 	if (fn)
 		fn(ctx, 1, 4, "preparing the disk");
-	if (make_vm_files(o, id, disk, sizeof(disk), console, sizeof(console), e) < 0)
+	if (make_vm_files(o, id, accel, &uid, &gid, disk, sizeof(disk), console, sizeof(console),
+		e) < 0)
 		goto fail;
 	fill_spec(o, &spec, name, accel, vcpus, mem, disk, console, agent, sizeof(agent));
+	spec.uid = uid;
+	spec.gid = gid;
 	spec.net = net;
 	cmdline_for(o, net, cmdline, sizeof(cmdline));
 	spec.cmdline = cmdline;
@@ -279,8 +357,8 @@ fail:
 	err_clear(&ignore);
 	vm_agent_forget(h, name); /* before the destroy, as in orch_destroy */
 	vm_console_detach(h, name);
-	vm_destroy(h, name, &ignore);
-	remove_vm_files(o, h, id);
+	gone = vm_destroy(h, name, &ignore) == 0;
+	remove_vm_files(o, h, id, gone);
 	return -1;
 }
 
@@ -307,26 +385,63 @@ warm_up_libvirt(struct orch *o, struct vm_host *h)
 	struct err e;
 	char *xml;
 	virConnectPtr c;
+	uid_t uid;
+	gid_t gid;
+	int gone = 1;
 
 	err_clear(&e);
 	snprintf(id, sizeof(id), "warmup-%d", (int)getpid());
 	orch_domain_name(id, name, sizeof(name));
-	if (make_vm_files(o, id, disk, sizeof(disk), console, sizeof(console), &e) < 0)
+	if (make_vm_files(o, id, VM_ACCEL_TCG, &uid, &gid, disk, sizeof(disk), console,
+		sizeof(console), &e) < 0) {
+		remove_vm_files(o, h, id, 1);
 		return;
+	}
 	fill_spec(o, &spec, name, VM_ACCEL_TCG, 1, 128, disk, console, agent, sizeof(agent));
+	spec.uid = uid;
+	spec.gid = gid;
 	xml = vm_xml_build(&spec, &e);
 	c = vm_host_conn(h);
 	if (xml && c) {
 		virDomainPtr d = virDomainCreateXML(c, xml, VIR_DOMAIN_START_PAUSED);
 		if (d) {
-			virDomainDestroy(d);
+			gone = virDomainDestroy(d) == 0;
 			virDomainFree(d);
 		}
 	}
 	if (c)
 		virConnectClose(c);
 	free(xml);
-	remove_vm_files(o, h, id);
+	remove_vm_files(o, h, id, gone);
+}
+
+/* The security drivers libvirt applies to the first host's domains, from
+ * its capabilities ("<secmodel><model>dac</model>..."), comma-separated:
+ * "dac" alone means ownership only, no AppArmor or SELinux profile. */
+static void
+read_secmodels(struct orch *o)
+{
+	virConnectPtr c = vm_host_conn(o->hosts[0]);
+	char *caps = c ? virConnectGetCapabilities(c) : NULL;
+	size_t used = 0;
+
+	o->secmodels[0] = '\0';
+	for (const char *p = caps; p && (p = strstr(p, "<secmodel>")) != NULL;) {
+		const char *m = strstr(p, "<model>"), *end = m ? strstr(m, "</model>") : NULL;
+		const char *close = strstr(p, "</secmodel>");
+
+		if (m == NULL || end == NULL || close == NULL || m > close)
+			break;
+		m += strlen("<model>");
+		if (end - m > 0 && end - m < 32 && strncmp(m, "none", 4) != 0 &&
+		    used + (size_t)(end - m) + 2 < sizeof(o->secmodels))
+			used += (size_t)snprintf(o->secmodels + used, sizeof(o->secmodels) - used,
+			    "%s%.*s", used ? "," : "", (int)(end - m), m);
+		p = close;
+	}
+	free(caps);
+	if (c)
+		virConnectClose(c);
 }
 
 static void *
@@ -366,8 +481,83 @@ starter_main(void *p)
 	}
 	log_info("vm: accelerator %s%s%s (decided in %lld ms)", vm_accel_name(o->accel),
 	    o->accel_reason[0] ? "; " : "", o->accel_reason, clock_ms() - t0);
+	orch_sweep_users(o);
+	read_secmodels(o);
 	set_ready(o, 1, NULL);
 	return NULL;
+}
+
+/* -1 when [first, first + count) meets [a, a + n). */
+static int
+apart(uint64_t first, uint64_t count, uint64_t a, uint64_t n)
+{
+	return a + n <= first || a >= first + count ? 0 : -1;
+}
+
+/* -1 when a range in /etc/subuid or /etc/subgid ("name:start:count")
+ * meets the VM users. */
+static int
+subid_overlap(const char *path, uint32_t first, uint32_t count, char *what, size_t wn)
+{
+	FILE *f = fopen(path, "r");
+	char line[256];
+	int rc = 0;
+
+	if (f == NULL)
+		return 0;
+	while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+		long long a, n;
+
+		if (c2 == NULL)
+			continue;
+		*c2 = '\0';
+		c2[1 + strcspn(c2 + 1, "\n")] = '\0';
+		if (num_parse_ll(c1 + 1, &a) < 0 || num_parse_ll(c2 + 1, &n) < 0 || a < 0 || n < 0)
+			continue;
+		if (apart(first, count, (uint64_t)a, (uint64_t)n) < 0) {
+			*c1 = '\0';
+			snprintf(what, wn, "%s gives %s the ids from %lld", path, line, a);
+			rc = -1;
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+/* The VM users must be nobody else's: no account, no group, no range of
+ * subordinate ids (a container's users), not the QEMU user of probes. */
+static int
+check_vm_users(struct orch *o, uint32_t first, uint32_t count, struct err *e)
+{
+	char what[300] = "";
+	struct passwd *pw;
+	struct group *gr;
+
+	if (apart(first, count, o->qemu_uid, 1) < 0)
+		snprintf(what, sizeof(what), "it holds %s's uid", o->qemu_user);
+	setpwent();
+	while (what[0] == '\0' && (pw = getpwent()) != NULL)
+		if (apart(first, count, pw->pw_uid, 1) < 0)
+			snprintf(what, sizeof(what), "user %.64s has uid %u", pw->pw_name,
+			    (unsigned)pw->pw_uid);
+	endpwent();
+	setgrent();
+	while (what[0] == '\0' && (gr = getgrent()) != NULL)
+		if (apart(first, count, gr->gr_gid, 1) < 0)
+			snprintf(what, sizeof(what), "group %.64s has gid %u", gr->gr_name,
+			    (unsigned)gr->gr_gid);
+	endgrent();
+	if (what[0] == '\0')
+		subid_overlap("/etc/subuid", first, count, what, sizeof(what));
+	if (what[0] == '\0')
+		subid_overlap("/etc/subgid", first, count, what, sizeof(what));
+	if (what[0] != '\0') {
+		err_set_field(e, "AAS_QEMU_UIDS", "AAS_QEMU_UIDS %u-%u is not free: %s",
+		    (unsigned)first, (unsigned)(first + count - 1), what);
+		return -1;
+	}
+	return 0;
 }
 
 static int
@@ -466,11 +656,27 @@ orch_new(const struct orch_config *cfg, struct err *e)
 		err_set(e, ERR_INTERNAL, "cannot create %s: %s", o->vms_dir, strerror(errno));
 		goto fail;
 	}
-	if (resolve_qemu_user(o, e) < 0)
+	if (resolve_qemu_user(o, e) < 0 ||
+	    check_vm_users(o, cfg->vm_uid_first, cfg->vm_uid_count, e) < 0)
 		goto fail;
-	/* QEMU binds the agent sockets there, as the QEMU user. */
-	if ((mkdir(ORCH_SOCKET_DIR, 0750) < 0 && errno != EEXIST) ||
-	    chown(ORCH_SOCKET_DIR, o->qemu_uid, o->qemu_gid) < 0) {
+	{
+		char dir[ORCH_PATH_MAX + 16];
+		struct group *kvm = getgrnam("kvm");
+
+		snprintf(dir, sizeof(dir), "%s/uids", cfg->state_dir);
+		o->uids = uidpool_new(dir, cfg->vm_uid_first, cfg->vm_uid_count, e);
+		if (o->uids == NULL)
+			goto fail;
+		o->kvm_gid = kvm != NULL ? kvm->gr_gid : (gid_t)-1;
+		o->users.user = (uint32_t)o->qemu_uid;
+		o->users.first = cfg->vm_uid_first;
+		o->users.count = cfg->vm_uid_count;
+	}
+	/* libvirt makes the VMs' channel sockets there and hands QEMU their
+	 * descriptors: no VM's user needs the path, so none can reach
+	 * another VM's agent through it. */
+	if ((mkdir(ORCH_SOCKET_DIR, 0700) < 0 && errno != EEXIST) ||
+	    chown(ORCH_SOCKET_DIR, geteuid(), getegid()) < 0 || chmod(ORCH_SOCKET_DIR, 0700) < 0) {
 		err_set(e, ERR_INTERNAL, "cannot prepare %s: %s", ORCH_SOCKET_DIR, strerror(errno));
 		goto fail;
 	}
@@ -529,6 +735,7 @@ orch_free(struct orch *o)
 		vm_agent_forget_host(o->hosts[i]);
 		vm_host_close(o->hosts[i]);
 	}
+	uidpool_free(o->uids);
 	pthread_mutex_destroy(&o->lock);
 	pthread_cond_destroy(&o->ready_cond);
 	free(o);
@@ -575,6 +782,18 @@ const char *
 orch_accel_reason(struct orch *o)
 {
 	return o->accel_reason;
+}
+
+void
+orch_confinement(struct orch *o, struct orch_confinement *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->vm_uid_first = o->users.first;
+	out->vm_uid_count = o->users.count;
+	pthread_mutex_lock(&o->lock);
+	if (o->ready == 1)
+		snprintf(out->secmodels, sizeof(out->secmodels), "%s", o->secmodels);
+	pthread_mutex_unlock(&o->lock);
 }
 
 size_t
@@ -718,7 +937,7 @@ orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e)
 	vm_console_detach(h, name);
 	if (vm_destroy(h, name, e) < 0)
 		return -1;
-	remove_vm_files(o, h, id);
+	remove_vm_files(o, h, id, 1);
 	return 0;
 }
 
@@ -764,7 +983,7 @@ orch_console_tail(struct orch *o, const char *id, size_t max)
 int
 orch_net_ensure(struct orch *o, struct err *e)
 {
-	return netguard_ensure(orch_qemu_uid(o), o->net_allow, e);
+	return netguard_ensure(&o->users, o->net_allow, e);
 }
 
 /* The host of sandbox `id` and its domain name, or NULL with `e` set. */

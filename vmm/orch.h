@@ -5,6 +5,7 @@
 #define AAS_ORCH_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "base/err.h"
@@ -32,7 +33,9 @@ struct orch_config {
 	enum orch_virt virt;
 	const char *image_dir;         /* vmlinuz, initrd.img, base.qcow2 */
 	const char *state_dir;         /* vms/ (overlays, consoles) and log/ go here */
-	const char *qemu_user;         /* QEMU runs as this user; it owns the VM files */
+	const char *qemu_user;         /* libvirt's QEMU probes run as this user */
+	uint32_t vm_uid_first;         /* each VM's QEMU runs as a user of its own */
+	uint32_t vm_uid_count;         /* from these (uidpool.h) */
 	int boot_timeout_s;            /* start to first guest-agent answer */
 	int kvm_probe_timeout_s;       /* the same for the KVM probe guest (auto) */
 	const char *net_allow;         /* private ranges guests may reach (netguard.h) */
@@ -64,8 +67,17 @@ const char *orch_accel(struct orch *o);
 /* Why KVM is not used (empty when it is). */
 const char *orch_accel_reason(struct orch *o);
 size_t orch_host_count(struct orch *o);
-/* The user QEMU runs as (the isolation rule matches it). */
-uid_t orch_qemu_uid(struct orch *o);
+
+/* How VMs are confined, for /healthz: each VM's QEMU runs as its own user
+ * from the range; `secmodels` names libvirt's security drivers on the
+ * first host ("dac"; "apparmor,dac" where a MAC profile is applied too;
+ * empty until start-up is over). */
+#define ORCH_SECMODELS_MAX 64
+struct orch_confinement {
+	uint32_t vm_uid_first, vm_uid_count;
+	char secmodels[ORCH_SECMODELS_MAX];
+};
+void orch_confinement(struct orch *o, struct orch_confinement *out);
 const char *orch_host_uri_at(struct orch *o, size_t i);
 struct vm_host *orch_host_by_uri(struct orch *o, const char *uri);
 
@@ -93,8 +105,8 @@ int orch_vm_exists(struct orch *o, const char *uri, const char *id, struct err *
 /* CPU, memory and host RSS of sandbox `id`'s domain. */
 int orch_vm_stats(struct orch *o, const char *uri, const char *id, struct vm_stats *out,
     struct err *e);
-/* Checks the host isolation rule for the QEMU user and installs it when it
- * is missing or outdated (netguard). */
+/* Checks the host isolation rule for the QEMU users and installs it when
+ * it is missing or outdated (netguard). */
 int orch_net_ensure(struct orch *o, struct err *e);
 /* Last `max` bytes of the VM's serial console (malloc'd) or NULL. The
  * console is kept in $state/vms/<id>/console.log, at most

@@ -91,6 +91,7 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	char agent[128], aas[140], bench[400] = "";
 	char tcg[128] = "";
 	char net[640] = "";
+	char label[160] = "";
 	char *xml = NULL;
 	int n;
 
@@ -132,6 +133,14 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 		    "    <qemu:arg value='virtio-net-pci,netdev=%s,mac=52:54:00:a5:00:01,bus=pcie.0,addr=0x1c'/>\n"
 		    "  </qemu:commandline>\n",
 		    VM_NETDEV_ID, s->net == VM_NET_ISOLATED ? "on" : "off", VM_NETDEV_ID);
+	/* relabel='no': libvirt changes no file's owner; aasd hands the
+	 * VM's files to this user itself. */
+	if (s->uid != 0)
+		snprintf(label, sizeof(label),
+		    "  <seclabel type='static' model='dac' relabel='no'>\n"
+		    "    <label>+%u:+%u</label>\n"
+		    "  </seclabel>\n",
+		    s->uid, s->gid);
 	xml = malloc(VM_XML_MAX);
 	if (xml == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
@@ -182,11 +191,12 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    "    <memballoon model='none'/>\n"
 	    "  </devices>\n"
 	    "%s"
+	    "%s"
 	    "</domain>\n",
 	    s->accel == VM_ACCEL_KVM ? "kvm" : "qemu", name, s->memory_mib, s->vcpus, kernel,
 	    initrd, cmdline, tcg,
 	    s->accel == VM_ACCEL_KVM ? "  <cpu mode='host-passthrough'/>\n" : "", disk, agent, aas,
-	    bench, net);
+	    bench, net, label);
 	if (n < 0 || n >= VM_XML_MAX) {
 		free(xml);
 		err_set(e, ERR_INTERNAL, "vm: domain XML too long");

@@ -32,8 +32,10 @@ struct vm_spec {
 	                            * sockets allow ~107 bytes) */
 	int tb_cache_mib;         /* TCG translation cache; 0 = QEMU default */
 	enum vm_net net;
-	int bench_port; /* 1: a second port VM_BENCH_PORT_NAME at
-	                 * agent_socket + ".bench", for make bench only */
+	unsigned uid, gid; /* QEMU's user and group (a static DAC label); 0:
+	                    * the driver's configured user */
+	int bench_port;    /* 1: a second port VM_BENCH_PORT_NAME at
+	                    * agent_socket + ".bench", for make bench only */
 };
 
 /* The benchmark port: bytes through the same virtio-serial controller and

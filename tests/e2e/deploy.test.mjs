@@ -70,11 +70,11 @@ test('the unit, tmpfiles and nginx agree with the code and the settings', () => 
   const unit = read('deploy/aasd.service');
   const socketDir = /#define ORCH_SOCKET_DIR "([^"]+)"/.exec(read('vmm/orch.c'))[1];
   assert.match(unit, new RegExp(`^ReadWritePaths=${socketDir}$`, 'm'));
-  assert.match(read('deploy/aas-tmpfiles.conf'), new RegExp(`^d ${socketDir} 0750 aas-qemu aas-qemu -$`, 'm'));
+  assert.match(read('deploy/aas-tmpfiles.conf'), new RegExp(`^d ${socketDir} 0700 aas aas -$`, 'm'));
+  assert.match(unit, /^User=aas$/m);
   const env = envExample();
   assert.match(unit, new RegExp(`^StateDirectory=${path.basename(env.AAS_STATE_DIR)}$`, 'm'));
   assert.match(unit, /^EnvironmentFile=\/etc\/aas\/aasd\.env$/m);
-  assert.match(read('deploy/aas-tmpfiles.conf'), new RegExp(env.AAS_QEMU_USER));
   const site = read('deploy/nginx/aas.conf');
   const body = /client_max_body_size (\d+)m;/.exec(site);
   assert.equal(Number(body[1]) * 1024 * 1024, Number(env.AAS_MAX_BODY_BYTES));

@@ -6,30 +6,12 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import {
-  startAasd, newAccount, vmEnv, post, openSession, sseMessages, sleep, PROTOCOL, psql, SANITIZED
+  startAasd, newAccount, vmEnv, toolCaller, sleep, psql, SANITIZED
 } from './lib/harness.mjs';
 
 const LONG = { timeout: 600000 };
 
-async function client(aasd, acct) {
-  const sid = await openSession(aasd.mcpUrl, { 'x-api-key': acct.api_key });
-  const H = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': PROTOCOL, 'x-api-key': acct.api_key };
-  let n = 1;
-  // The tool result: { isError, text, json }.
-  return async (name, args) => {
-    const id = n++;
-    const r = await post(aasd.mcpUrl, { jsonrpc: '2.0', id, method: 'tools/call',
-      params: { name, arguments: args } }, H);
-    assert.equal(r.status, 200, r.text.slice(0, 300));
-    const msg = r.json ?? sseMessages(r.text).find((m) => m.id === id);
-    assert.ok(msg, r.text.slice(0, 300));
-    const res = msg.result;
-    const text = res?.content?.[0]?.text ?? JSON.stringify(msg.error);
-    let json = null;
-    try { json = JSON.parse(text); } catch { /* an error message */ }
-    return { isError: !!res?.isError || !res, text, json };
-  };
-}
+const client = toolCaller;
 
 function rssKiB(pid) {
   const m = readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmRSS:\s+(\d+) kB/);

@@ -176,10 +176,11 @@ after(async () => {
   removeNetns();
 });
 
-test('the isolation rule is installed and matches the QEMU user', async () => {
+test('the isolation rule is installed and matches the QEMU users', async () => {
   const { stdout } = await run('nft', ['list', 'table', 'inet', 'aas_guard']);
   const uid = Number((await run('id', ['-u', 'aas-qemu'])).stdout.trim());
-  assert.match(stdout, new RegExp(`meta skuid ${uid} fib daddr type \\{ local,`));
+  // The probes' user and every per-VM user (AAS_QEMU_UIDS, default 3000000-3001023).
+  assert.match(stdout, new RegExp(`meta skuid \\{ ${uid}, 3000000-3001023 \\} fib daddr type \\{ local,`));
   assert.match(stdout, /reject with tcp reset/);
 });
 

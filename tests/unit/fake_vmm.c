@@ -1238,13 +1238,6 @@ __wrap_orch_pick_host(struct orch *o)
 	return fk.hosts[best].uri;
 }
 
-uid_t
-__wrap_orch_qemu_uid(struct orch *o)
-{
-	(void)o;
-	return FAKE_QEMU_UID;
-}
-
 /* A new VM slot (lock held), or NULL when the fake is full. */
 static struct fake_vm *
 vm_new(const char *id, size_t host)

@@ -760,6 +760,69 @@ test_put_get_64mib(void **state)
 	free(back);
 }
 
+/* A download while a command's output frames are queued around its data
+ * frames: both streams arrive whole and in order. */
+static void
+test_get_beside_output(void **state)
+{
+	struct agent *a = *state;
+	const size_t fsize = 4u << 20, lines = 200000;
+	const char *const argv[] = { "seq", "1", "200000", NULL };
+	unsigned char *data = malloc(fsize), *back = malloc(fsize);
+	char *out = malloc(lines * 8), *want = malloc(lines * 8);
+	size_t got = 0, nout = 0, nwant = 0;
+	int exited = 0, done = 0;
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	struct ap_out o = { payload, 0, 0 };
+	char path[200];
+
+	assert_non_null(data);
+	assert_non_null(back);
+	assert_non_null(out);
+	assert_non_null(want);
+	for (size_t i = 0; i < fsize; i += 8) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		memcpy(data + i, &x, 8);
+	}
+	for (size_t i = 1; i <= lines; i++)
+		nwant += (size_t)snprintf(want + nwant, lines * 8 - nwant, "%zu\n", i);
+	handshake(a);
+	snprintf(path, sizeof(path), "%s/beside.bin", a->home);
+	put_file(a, 1, 0, path, data, fsize, 0);
+	exec_start(a, 2, 0, argv, NULL, NULL);
+	ap_put_str(&o, AP_TAG_PATH, path);
+	send_out(a, AP_T_GET, 0, 3, &o);
+	while (!exited || !done) {
+		assert_true(recv_frame(a, 10000));
+		if (fr.h.chan == 2 && fr.h.type == AP_T_STDOUT) {
+			assert_true(nout + fr.h.len <= lines * 8);
+			memcpy(out + nout, fr.p, fr.h.len);
+			nout += fr.h.len;
+			if (fr.h.len > 0)
+				send_window(a, 2, fr.h.len);
+		} else if (fr.h.chan == 2 && fr.h.type == AP_T_EXIT) {
+			assert_int_equal(field_u64(AP_TAG_CODE), 0);
+			exited = 1;
+		} else if (fr.h.chan == 3 && fr.h.type == AP_T_DATA) {
+			assert_true(got + fr.h.len <= fsize);
+			memcpy(back + got, fr.p, fr.h.len);
+			got += fr.h.len;
+			send_window(a, 3, fr.h.len);
+		} else if (fr.h.chan == 3 && fr.h.type == AP_T_RESULT) {
+			assert_false(has_field(AP_TAG_ERRNO));
+			done = 1;
+		}
+	}
+	assert_int_equal(got, fsize);
+	assert_memory_equal(back, data, fsize);
+	assert_int_equal(nout, nwant);
+	assert_memory_equal(out, want, nwant);
+	free(data);
+	free(back);
+	free(out);
+	free(want);
+}
+
 static void
 test_put_flags_stat_list(void **state)
 {
@@ -1084,6 +1147,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_signal_group, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_detached_logs_and_exit_file, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_put_get_64mib, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_get_beside_output, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_put_flags_stat_list, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_errors, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_pty_echo_and_resize, setup, teardown),

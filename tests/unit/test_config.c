@@ -116,6 +116,33 @@ test_guest_kernel_args(void **state)
 		expect_bad("AAS_GUEST_KERNEL_ARGS", bad[i], NULL);
 }
 
+/* AAS_QEMU_UIDS: FIRST-LAST, no system uids, nothing signed tools misread. */
+static void
+test_qemu_uids(void **state)
+{
+	static const char *const bad[] = { "", "3000000", "3000000-", "-3000010", "999-2000",
+		"3000010-3000000", "1000-70000", "2147483000-2147483647", " 1000-2000",
+		"1000-2000 ", "1000--2000", "0x1000-0x2000", "1000-2000-3000" };
+	struct config cfg;
+
+	(void)state;
+	env_reset();
+	load_ok(&cfg);
+	assert_int_equal(cfg.qemu_uids.first, 3000000);
+	assert_int_equal(cfg.qemu_uids.count, 1024);
+	env_reset();
+	env_set("AAS_QEMU_UIDS", "1000-1000");
+	load_ok(&cfg);
+	assert_int_equal(cfg.qemu_uids.first, 1000);
+	assert_int_equal(cfg.qemu_uids.count, 1);
+	env_reset();
+	env_set("AAS_QEMU_UIDS", "100000-165535");
+	load_ok(&cfg);
+	assert_int_equal(cfg.qemu_uids.count, 65536);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		expect_bad("AAS_QEMU_UIDS", bad[i], NULL);
+}
+
 static void
 test_defaults(void **state)
 {
@@ -547,6 +574,7 @@ int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup(test_qemu_uids, reset_env),
 		cmocka_unit_test_setup(test_defaults, reset_env),
 		cmocka_unit_test_setup(test_overrides, reset_env),
 		cmocka_unit_test_setup(test_explicit_database_url, reset_env),

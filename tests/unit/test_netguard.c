@@ -15,6 +15,10 @@
 
 #define UID_LINE(rest) "meta skuid 999 " rest "\n"
 
+/* One user alone, the way the rule read before per-VM users. */
+static const struct netguard_users u999 = { 999, 0, 0 };
+static const struct netguard_users u998 = { 998, 0, 0 };
+
 /* Index of `needle` in `hay`, failing the test when it is absent. */
 static size_t
 at(const char *hay, const char *needle)
@@ -33,7 +37,7 @@ test_ruleset_default(void **state)
 	size_t len;
 
 	(void)state;
-	assert_int_equal(netguard_ruleset(999, "", rules, sizeof(rules)), 0);
+	assert_int_equal(netguard_ruleset(&u999, "", rules, sizeof(rules)), 0);
 	at(rules, "delete table inet aas_guard");
 	at(rules,
 	    UID_LINE("fib daddr type { local, broadcast, multicast } ct state new meta l4proto "
@@ -54,13 +58,13 @@ test_ruleset_default(void **state)
 	at(rules, UID_LINE("ip6 daddr fc00::/7 ct state new counter reject"));
 	/* No list, no accept. */
 	assert_null(strstr(rules, "accept\n"));
-	assert_int_equal(netguard_ruleset(999, NULL, rules, sizeof(rules)), 0);
+	assert_int_equal(netguard_ruleset(&u999, NULL, rules, sizeof(rules)), 0);
 	assert_null(strstr(rules, "accept\n"));
 	/* Too small a buffer is an error, not a cut ruleset. */
 	len = strlen(rules);
-	assert_int_equal(netguard_ruleset(999, "", rules, 64), -1);
-	assert_int_equal(netguard_ruleset(999, "", rules, len), -1);
-	assert_int_equal(netguard_ruleset(999, "", rules, len + 1), 0);
+	assert_int_equal(netguard_ruleset(&u999, "", rules, 64), -1);
+	assert_int_equal(netguard_ruleset(&u999, "", rules, len), -1);
+	assert_int_equal(netguard_ruleset(&u999, "", rules, len + 1), 0);
 }
 
 static void
@@ -70,8 +74,8 @@ test_ruleset_allow(void **state)
 	size_t local, link6, acc4, acc6, deny4, deny6;
 
 	(void)state;
-	assert_int_equal(netguard_ruleset(999, "10.99.20.0/24,fd12:3456::/32,192.168.7.1/32", rules,
-			     sizeof(rules)),
+	assert_int_equal(netguard_ruleset(&u999, "10.99.20.0/24,fd12:3456::/32,192.168.7.1/32",
+			     rules, sizeof(rules)),
 	    0);
 	local = at(rules, "meta skuid 999 fib daddr type { local,");
 	link6 = at(rules, UID_LINE("ip6 daddr fe80::/10 counter reject"));
@@ -85,21 +89,45 @@ test_ruleset_allow(void **state)
 	 * allowed ranges, then the private ranges refused. */
 	assert_true(local < link6 && link6 < acc4 && acc4 < acc6 && acc6 < deny4 && deny4 < deny6);
 	/* Only IPv4 ranges: no IPv6 accept. */
-	assert_int_equal(netguard_ruleset(999, "10.99.20.0/24", rules, sizeof(rules)), 0);
+	assert_int_equal(netguard_ruleset(&u999, "10.99.20.0/24", rules, sizeof(rules)), 0);
 	at(rules, UID_LINE("ip daddr { 10.99.20.0/24 } ct state new counter accept"));
 	assert_null(strstr(rules, "ip6 daddr {"));
 	/* The mark differs with the list and the user, so a table made for
 	 * another is outdated; the same input gives the same text. */
-	assert_int_equal(netguard_ruleset(999, "", plain, sizeof(plain)), 0);
+	assert_int_equal(netguard_ruleset(&u999, "", plain, sizeof(plain)), 0);
 	assert_string_not_equal(strstr(rules, "comment"), strstr(plain, "comment"));
-	assert_int_equal(netguard_ruleset(998, "10.99.20.0/24", plain, sizeof(plain)), 0);
+	assert_int_equal(netguard_ruleset(&u998, "10.99.20.0/24", plain, sizeof(plain)), 0);
 	assert_string_not_equal(strstr(rules, "comment"), strstr(plain, "comment"));
-	assert_int_equal(netguard_ruleset(999, "10.99.20.0/24", plain, sizeof(plain)), 0);
+	assert_int_equal(netguard_ruleset(&u999, "10.99.20.0/24", plain, sizeof(plain)), 0);
 	assert_string_equal(rules, plain);
 	/* Whatever reaches it is checked again: nothing else gets into nft's program. */
-	assert_int_equal(netguard_ruleset(999, "10.0.0.0/8 } accept", rules, sizeof(rules)), -1);
-	assert_int_equal(netguard_ruleset(999, "10.0.0.0/8,,", rules, sizeof(rules)), -1);
-	assert_int_equal(netguard_ruleset(999, "10.0.0.1/8", rules, sizeof(rules)), -1);
+	assert_int_equal(netguard_ruleset(&u999, "10.0.0.0/8 } accept", rules, sizeof(rules)), -1);
+	assert_int_equal(netguard_ruleset(&u999, "10.0.0.0/8,,", rules, sizeof(rules)), -1);
+	assert_int_equal(netguard_ruleset(&u999, "10.0.0.1/8", rules, sizeof(rules)), -1);
+}
+
+/* The probes' user and the per-VM range in one set, in nft's order (the
+ * check compares nft's listing with it). */
+static void
+test_ruleset_users(void **state)
+{
+	const struct netguard_users range = { 999, 3000000, 1024 }, one = { 999, 3000000, 1 };
+	const struct netguard_users above = { 4000000, 3000000, 16 };
+	char rules[NETGUARD_RULES_MAX], other[NETGUARD_RULES_MAX], text[NETGUARD_USERS_TEXT];
+
+	(void)state;
+	assert_int_equal(netguard_ruleset(&range, "", rules, sizeof(rules)), 0);
+	at(rules, "meta skuid { 999, 3000000-3001023 } fib daddr type { local,");
+	at(rules,
+	    "meta skuid { 999, 3000000-3001023 } ip6 daddr fc00::/7 ct state new counter reject");
+	assert_null(strstr(rules, "meta skuid 999 "));
+	netguard_users_text(&one, text, sizeof(text));
+	assert_string_equal(text, "{ 999, 3000000 }");
+	netguard_users_text(&above, text, sizeof(text));
+	assert_string_equal(text, "{ 3000000-3000015, 4000000 }");
+	/* Another range is another ruleset: an older table is replaced. */
+	assert_int_equal(netguard_ruleset(&one, "", other, sizeof(other)), 0);
+	assert_string_not_equal(strstr(rules, "comment"), strstr(other, "comment"));
 }
 
 static void
@@ -113,11 +141,11 @@ test_ruleset_longest_list(void **state)
 	for (int i = 0; i < CONFIG_MAX_NET_ALLOW; i++)
 		used += (size_t)snprintf(allow + used, sizeof(allow) - used,
 		    "%sfd00:1111:2222:3333:4444:5555:6666:%04x/128", i ? "," : "", 0x1000 + i);
-	assert_int_equal(netguard_ruleset(999, allow, rules, sizeof(rules)), 0);
+	assert_int_equal(netguard_ruleset(&u999, allow, rules, sizeof(rules)), 0);
 	at(rules, "fd00:1111:2222:3333:4444:5555:6666:101f/128 } ct state new counter accept");
 	/* One more is over the limit. */
 	snprintf(allow + used, sizeof(allow) - used, ",fd00::/8");
-	assert_int_equal(netguard_ruleset(999, allow, rules, sizeof(rules)), -1);
+	assert_int_equal(netguard_ruleset(&u999, allow, rules, sizeof(rules)), -1);
 }
 
 static void
@@ -224,6 +252,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_ruleset_default),
 		cmocka_unit_test(test_ruleset_allow),
+		cmocka_unit_test(test_ruleset_users),
 		cmocka_unit_test(test_ruleset_longest_list),
 		cmocka_unit_test(test_cidr_canon),
 		cmocka_unit_test(test_config_net_allow),

@@ -77,6 +77,34 @@ test_tcg_domain(void **state)
 	free(xml);
 }
 
+/* A VM's own user: a static DAC label, and libvirt told to change no
+ * file's owner (aasd hands the overlay to that user). Without one, no
+ * label: the driver's configured user. */
+static void
+test_own_user(void **state)
+{
+	struct vm_spec s = spec();
+	struct err e;
+	char *xml;
+
+	(void)state;
+	err_clear(&e);
+	xml = vm_xml_build(&s, &e);
+	assert_non_null(xml);
+	assert_null(strstr(xml, "<seclabel"));
+	free(xml);
+	s.uid = 3000007;
+	s.gid = 3000007;
+	xml = vm_xml_build(&s, &e);
+	assert_non_null(xml);
+	has(xml,
+	    "  <seclabel type='static' model='dac' relabel='no'>\n"
+	    "    <label>+3000007:+3000007</label>\n"
+	    "  </seclabel>\n"
+	    "</domain>\n");
+	free(xml);
+}
+
 static void
 test_bench_port(void **state)
 {
@@ -181,6 +209,7 @@ main(void)
 		cmocka_unit_test(test_kvm_domain_and_tb_cache),
 		cmocka_unit_test(test_escaping_and_refusals),
 		cmocka_unit_test(test_network_devices),
+		cmocka_unit_test(test_own_user),
 		cmocka_unit_test(test_bench_port),
 	};
 

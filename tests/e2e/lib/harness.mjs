@@ -205,6 +205,28 @@ export async function openSession(mcpUrl, headers = {}, version = PROTOCOL) {
   return sid;
 }
 
+// An MCP session with acct's key on aasd; returns call(name, args), which
+// resolves to the tool result as { isError, text, json } (json: the text
+// parsed, or null for an error message).
+export async function toolCaller(aasd, acct) {
+  const sid = await openSession(aasd.mcpUrl, { 'x-api-key': acct.api_key });
+  const H = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': PROTOCOL, 'x-api-key': acct.api_key };
+  let n = 1;
+  return async (name, args) => {
+    const id = n++;
+    const r = await post(aasd.mcpUrl, { jsonrpc: '2.0', id, method: 'tools/call',
+      params: { name, arguments: args } }, H);
+    if (r.status !== 200) throw new Error(`${name}: HTTP ${r.status} ${r.text.slice(0, 300)}`);
+    const msg = r.json ?? sseMessages(r.text).find((m) => m.id === id);
+    if (!msg) throw new Error(`${name}: no answer in ${r.text.slice(0, 300)}`);
+    const res = msg.result;
+    const text = res?.content?.[0]?.text ?? JSON.stringify(msg.error);
+    let json = null;
+    try { json = JSON.parse(text); } catch { /* an error message */ }
+    return { isError: !!res?.isError || !res, text, json };
+  };
+}
+
 // Parses an SSE body into the JSON messages it carried.
 export function sseMessages(text) {
   const out = [];
