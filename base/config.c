@@ -131,6 +131,8 @@ static const struct cfg_entry cfg_table[] = {
 	    "User of libvirt's own QEMU probes (qemu.conf's user; created by deploy/install-deps.sh); VMs run as users of their own, AAS_QEMU_UIDS." },
 	{ "AAS_QEMU_UIDS", CFG_UIDS, "3000000-3001023", 0, 0, F(qemu_uids),
 	    "Users (FIRST-LAST) the VMs' QEMUs run as, one per VM, none shared with anything else: no account, group or /etc/subuid range may use them. The isolation rule matches them." },
+	{ "AAS_VM_MEMORY_OVERHEAD_MIB", CFG_INT, "0", 0, 65536, F(vm_memory_overhead_mib),
+	    "Host memory a VM's QEMU may use beyond its size's guest memory; past it the VM is stopped and ends as out_of_memory. 0 means 1280 under TCG (QEMU's translation cache, up to 1 GiB, and QEMU itself) and 256 under KVM." },
 	{ "AAS_WARM_POOL", CFG_POOL, "", 0, 0, F(warm_pool_raw),
 	    "Pre-booted VMs kept per size, e.g. small=2,medium=1; empty means none." },
 	{ "AAS_BOOT_TIMEOUT_S", CFG_INT, "120", 5, 3600, F(boot_timeout_s),

@@ -62,6 +62,7 @@ struct config {
 	char image_dir[CONFIG_STR_MAX];
 	char qemu_user[64];
 	struct config_uids qemu_uids; /* one per VM */
+	int vm_memory_overhead_mib;   /* 0: by accelerator */
 	int warm_pool[3];             /* small, medium, large */
 	char warm_pool_raw[128];
 	int boot_timeout_s;

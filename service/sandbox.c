@@ -44,6 +44,7 @@ orch_open(const struct config *cfg, struct err *e)
 		.qemu_user = cfg->qemu_user,
 		.vm_uid_first = cfg->qemu_uids.first,
 		.vm_uid_count = cfg->qemu_uids.count,
+		.memory_overhead_mib = cfg->vm_memory_overhead_mib,
 		.boot_timeout_s = cfg->boot_timeout_s,
 		.kvm_probe_timeout_s = cfg->kvm_probe_timeout_s,
 		.net_allow = cfg->net_allow,

@@ -266,17 +266,28 @@ static const char *const oom_marks[] = {
 
 #define SBX_CONSOLE_SCAN 4096 /* bytes of console read to tell why a VM stopped */
 
-/* Why a running VM stopped on its own: out_of_memory when its console
- * says so, else guest_shutdown (a crash or a power-off from inside). */
+/* Why a running VM stopped on its own, and the failure_reason to keep:
+ * out_of_memory when the host stopped it at its memory limit or its
+ * console says its kernel ran out, else guest_shutdown (a crash or a
+ * power-off from inside). */
 static enum store_end
-lost_vm_end(struct sbx *s, const char *id)
+lost_vm_end(struct sbx *s, const char *id, const char **why)
 {
-	char *tail = orch_console_tail(s->orch, id, SBX_CONSOLE_SCAN);
+	char *tail;
 	enum store_end end = STORE_END_GUEST_SHUTDOWN;
 
+	*why = "the VM stopped unexpectedly (crash, power-off from inside, or host restart)";
+	if (orch_vm_out_of_memory(s->orch, id)) {
+		*why = "the VM used more memory on its host than its size allows (guest memory "
+		       "plus QEMU's own, AAS_VM_MEMORY_OVERHEAD_MIB) and was stopped";
+		return STORE_END_OUT_OF_MEMORY;
+	}
+	tail = orch_console_tail(s->orch, id, SBX_CONSOLE_SCAN);
 	for (size_t i = 0; tail && i < sizeof(oom_marks) / sizeof(oom_marks[0]); i++)
-		if (strstr(tail, oom_marks[i]) != NULL)
+		if (strstr(tail, oom_marks[i]) != NULL) {
 			end = STORE_END_OUT_OF_MEMORY;
+			*why = "the guest ran out of memory and its kernel stopped";
+		}
 	free(tail);
 	return end;
 }
@@ -307,14 +318,12 @@ reconcile_rows(struct sbx *s, const char *host, char **ids, size_t n)
 		} else if (strcmp(state, "running") == 0 && !in_list(ids, n, id)) {
 			/* Listed before the row was read: check again. */
 			if (orch_vm_exists(s->orch, host, id, &e) == 0) {
-				enum store_end end = lost_vm_end(s, id);
+				const char *why;
+				enum store_end end = lost_vm_end(s, id, &why);
+
 				log_warn("reconcile: sandbox %s lost its VM (%s)", id,
 				    store_end_name(end));
-				mark_failed(s, id, end,
-				    end == STORE_END_OUT_OF_MEMORY ?
-					"the guest ran out of memory and its kernel stopped" :
-					"the VM stopped unexpectedly (crash, power-off"
-					" from inside, or host restart)");
+				mark_failed(s, id, end, why);
 				orch_destroy(s->orch, host, id, &e);
 			}
 		} else if (strcmp(state, "creating") == 0 && rows[i].owner_dead) {

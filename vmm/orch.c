@@ -22,6 +22,7 @@
 #include "vmm/agent.h"
 #include "vmm/conlog.h"
 #include "vmm/netguard.h"
+#include "vmm/oomwatch.h"
 #include "vmm/uidpool.h"
 #include "vmm/vm_agent.h"
 #include "base/keys.h"
@@ -46,6 +47,7 @@ struct orch {
 	char net_allow[CONFIG_NET_ALLOW_MAX];
 	size_t console_max;
 	int bench_port;
+	int memory_overhead_mib;
 	char extra_args[ORCH_EXTRA_ARGS_MAX];
 
 	struct vm_host *hosts[ORCH_MAX_HOSTS];
@@ -57,7 +59,8 @@ struct orch {
 	gid_t qemu_gid;
 	struct uidpool *uids; /* one user per VM */
 	struct netguard_users users;
-	gid_t kvm_gid; /* a KVM guest's QEMU group: /dev/kvm's */
+	struct oomwatch *oom; /* NULL: VMs stopped by their memory limit are not told apart */
+	gid_t kvm_gid;        /* a KVM guest's QEMU group: /dev/kvm's */
 
 	pthread_mutex_t lock;
 	pthread_cond_t ready_cond;
@@ -244,6 +247,7 @@ remove_vm_files(struct orch *o, struct vm_host *h, const char *id, int vm_gone)
 
 	orch_domain_name(id, name, sizeof(name));
 	vm_console_detach(h, name);
+	oomwatch_take(o->oom, name);
 	vm_dir(o, id, dir, sizeof(dir));
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
@@ -280,6 +284,8 @@ static void
 fill_spec(struct orch *o, struct vm_spec *s, const char *name, enum vm_accel accel, int vcpus,
     int mem, const char *disk, const char *console, char *agent, size_t an)
 {
+	int overhead;
+
 	agent_socket_path(name, agent, an);
 	memset(s, 0, sizeof(*s));
 	s->name = name;
@@ -294,6 +300,16 @@ fill_spec(struct orch *o, struct vm_spec *s, const char *name, enum vm_accel acc
 	s->console_max = o->console_max;
 	s->agent_socket = agent;
 	s->bench_port = o->bench_port;
+	/* Host resources by size: CPU weight and block I/O weight in
+	 * proportion to the vCPUs; CPU time capped at the vCPUs plus half a
+	 * core for QEMU's own threads; memory at the guest's plus QEMU's. */
+	s->cpu_shares = 1024u * (unsigned)vcpus;
+	s->cpu_quota_us = 100000u * (unsigned)vcpus + 50000u;
+	s->blkio_weight = vcpus >= 4 ? 1000u : 250u * (unsigned)vcpus;
+	overhead = o->memory_overhead_mib;
+	if (overhead <= 0)
+		overhead = accel == VM_ACCEL_KVM ? ORCH_OVERHEAD_KVM_MIB : ORCH_OVERHEAD_TCG_MIB;
+	s->memory_limit_mib = (unsigned)mem + (unsigned)overhead;
 }
 
 /* Readiness: the guest's aas-agent answered the handshake on its port. */
@@ -316,6 +332,24 @@ wait_agent(struct vm_host *h, const char *name, long long deadline, struct err *
 		err_set(e, ERR_UNAVAILABLE, "the VM stopped while booting");
 	achan_free(c);
 	return rc;
+}
+
+/* Watches the memory cgroup of domain `name`'s QEMU when it runs on this
+ * machine (a qemu:/// URI), so a stop by its memory limit is told apart. */
+static void
+watch_memory(struct orch *o, struct vm_host *h, const char *name)
+{
+	struct err e;
+	pid_t pid;
+
+	if (o->oom == NULL || strncmp(vm_host_uri(h), "qemu:///", 8) != 0 ||
+	    oomwatch_watching(o->oom, name))
+		return;
+	err_clear(&e);
+	pid = oomwatch_qemu_pid(name);
+	if (pid < 0 || oomwatch_add(o->oom, name, pid, &e) < 0)
+		log_debug("vm %s: its memory limit is not watched: %s", name,
+		    pid < 0 ? "no QEMU process found" : e.msg);
 }
 
 static int
@@ -346,6 +380,7 @@ boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel
 		fn(ctx, 2, 4, "starting the VM");
 	if (vm_start(h, &spec, e) < 0)
 		goto fail;
+	watch_memory(o, h, name);
 	if (fn)
 		fn(ctx, 3, 4, "booting the kernel");
 	if (wait_agent(h, name, clock_ms() + timeout_ms, e) < 0)
@@ -642,6 +677,7 @@ orch_new(const struct orch_config *cfg, struct err *e)
 	snprintf(o->net_allow, sizeof(o->net_allow), "%s", cfg->net_allow ? cfg->net_allow : "");
 	o->console_max = cfg->console_max_bytes;
 	o->bench_port = cfg->bench_port;
+	o->memory_overhead_mib = cfg->memory_overhead_mib;
 	if (cfg->guest_kernel_args != NULL)
 		snprintf(o->extra_args, sizeof(o->extra_args), "%s", cfg->guest_kernel_args);
 	if (o->console_max < CONLOG_MIN_BYTES || o->console_max > CONLOG_MAX_BYTES)
@@ -668,6 +704,16 @@ orch_new(const struct orch_config *cfg, struct err *e)
 		if (o->uids == NULL)
 			goto fail;
 		o->kvm_gid = kvm != NULL ? kvm->gr_gid : (gid_t)-1;
+		{
+			struct err we;
+
+			err_clear(&we);
+			o->oom = oomwatch_new("/sys/fs/cgroup", &we);
+			if (o->oom == NULL)
+				log_warn("vm: %s; VMs stopped by their memory limit will show as "
+					 "stopped unexpectedly",
+				    we.msg);
+		}
 		o->users.user = (uint32_t)o->qemu_uid;
 		o->users.first = cfg->vm_uid_first;
 		o->users.count = cfg->vm_uid_count;
@@ -735,6 +781,7 @@ orch_free(struct orch *o)
 		vm_agent_forget_host(o->hosts[i]);
 		vm_host_close(o->hosts[i]);
 	}
+	oomwatch_free(o->oom);
 	uidpool_free(o->uids);
 	pthread_mutex_destroy(&o->lock);
 	pthread_cond_destroy(&o->ready_cond);
@@ -966,6 +1013,8 @@ orch_list(struct orch *o, const char *uri, char ***ids, size_t *n, struct err *e
 		if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) &&
 		    vm_console_attach(h, (*ids)[i], path, o->console_max, &ce) < 0)
 			log_debug("vm %s: %s", (*ids)[i], ce.msg);
+		if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
+			watch_memory(o, h, (*ids)[i]);
 		memmove((*ids)[i], (*ids)[i] + plen, strlen((*ids)[i]) - plen + 1);
 	}
 	return 0;
@@ -995,6 +1044,15 @@ domain_of(struct orch *o, const char *uri, const char *id, char *domain, size_t 
 	if (h != NULL)
 		orch_domain_name(id, domain, n);
 	return h;
+}
+
+int
+orch_vm_out_of_memory(struct orch *o, const char *id)
+{
+	char name[128];
+
+	orch_domain_name(id, name, sizeof(name));
+	return oomwatch_take(o->oom, name);
 }
 
 int

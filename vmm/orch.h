@@ -36,6 +36,8 @@ struct orch_config {
 	const char *qemu_user;         /* libvirt's QEMU probes run as this user */
 	uint32_t vm_uid_first;         /* each VM's QEMU runs as a user of its own */
 	uint32_t vm_uid_count;         /* from these (uidpool.h) */
+	int memory_overhead_mib;       /* QEMU's host memory beyond the guest's;
+	                                * 0: ORCH_OVERHEAD_TCG_MIB or _KVM_ */
 	int boot_timeout_s;            /* start to first guest-agent answer */
 	int kvm_probe_timeout_s;       /* the same for the KVM probe guest (auto) */
 	const char *net_allow;         /* private ranges guests may reach (netguard.h) */
@@ -43,6 +45,12 @@ struct orch_config {
 	const char *guest_kernel_args; /* appended to new VMs' command line (tests) */
 	int bench_port;                /* add VM_BENCH_PORT_NAME to new domains */
 };
+
+/* Host memory a VM's QEMU may use beyond its guest memory, by default:
+ * under TCG QEMU's translation cache (1 GiB at most by default) and QEMU
+ * itself; under KVM QEMU itself. */
+#define ORCH_OVERHEAD_TCG_MIB 1280
+#define ORCH_OVERHEAD_KVM_MIB 256
 
 /* Longest extra kernel command line (base/config.c checks its words). */
 #define ORCH_EXTRA_ARGS_MAX 256
@@ -100,6 +108,10 @@ int orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e)
  * free them with orch_ids_free. */
 int orch_list(struct orch *o, const char *uri, char ***ids, size_t *n, struct err *e);
 void orch_ids_free(char **ids, size_t n);
+/* 1 when sandbox `id`'s VM was stopped by the kernel for going over its
+ * memory limit on the host (its size's memory plus the overhead), as seen
+ * while it ran on this machine; 0 otherwise. Asked once its VM is gone. */
+int orch_vm_out_of_memory(struct orch *o, const char *id);
 /* 1 when sandbox `id`'s domain exists on `uri`, 0 when not, -1 on error. */
 int orch_vm_exists(struct orch *o, const char *uri, const char *id, struct err *e);
 /* CPU, memory and host RSS of sandbox `id`'s domain. */

@@ -173,8 +173,9 @@ prepare_embed_root(const char *uri, const char *qemu_user, struct err *e)
 	    "user = \"%s\"\n"
 	    "group = \"%s\"\n"
 	    "dynamic_ownership = 0\n"
-	    "remember_owner = 0\n",
-	    qemu_user, qemu_user);
+	    "remember_owner = 0\n"
+	    "max_processes = %d\n",
+	    qemu_user, qemu_user, VM_MAX_PROCESSES);
 	if (fclose(f) != 0) {
 		err_set(e, ERR_INTERNAL, "cannot write %s", path);
 		return -1;
@@ -444,13 +445,33 @@ vm_console_detach(struct vm_host *h, const char *name)
 	console_free(c);
 }
 
+/* The memory cgroup limit of the domain's QEMU. Set on the paused domain
+ * rather than in its XML: libvirt raises QEMU's locked-memory limit to a
+ * <hard_limit> in the XML before exec, which needs CAP_SYS_RESOURCE. */
+static int
+set_memory_limit(virDomainPtr d, unsigned mib, const char *name, struct err *e)
+{
+	virTypedParameter p;
+
+	memset(&p, 0, sizeof(p));
+	snprintf(p.field, sizeof(p.field), "%s", VIR_DOMAIN_MEMORY_HARD_LIMIT);
+	p.type = VIR_TYPED_PARAM_ULLONG;
+	p.value.ul = (unsigned long long)mib * 1024; /* KiB */
+	if (virDomainSetMemoryParameters(d, &p, 1, VIR_DOMAIN_AFFECT_LIVE) < 0) {
+		err_set(e, ERR_UNAVAILABLE, "cannot limit the memory of VM %s: %s", name,
+		    last_error());
+		return -1;
+	}
+	return 0;
+}
+
 int
 vm_start(struct vm_host *h, const struct vm_spec *spec, struct err *e)
 {
 	virConnectPtr c = vm_host_conn(h);
 	virDomainPtr d = NULL;
 	char *xml = NULL;
-	int rc = -1;
+	int rc = -1, paused;
 
 	if (c == NULL) {
 		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
@@ -459,12 +480,18 @@ vm_start(struct vm_host *h, const struct vm_spec *spec, struct err *e)
 	xml = vm_xml_build(spec, e);
 	if (xml == NULL)
 		goto out;
-	/* Paused until its console is being read, so that the first lines
-	 * (the ones a failed boot is explained by) are not lost. */
-	d = virDomainCreateXML(c, xml,
-	    spec->console_log ? VIR_DOMAIN_START_PAUSED : VIR_DOMAIN_NONE);
+	/* Paused until its memory is bounded and its console is being read,
+	 * so that the first lines (the ones a failed boot is explained by)
+	 * are not lost. */
+	paused = spec->console_log != NULL || spec->memory_limit_mib > 0;
+	d = virDomainCreateXML(c, xml, paused ? VIR_DOMAIN_START_PAUSED : VIR_DOMAIN_NONE);
 	if (d == NULL) {
 		err_set(e, ERR_UNAVAILABLE, "cannot start VM %s: %s", spec->name, last_error());
+		goto out;
+	}
+	if (spec->memory_limit_mib > 0 &&
+	    set_memory_limit(d, spec->memory_limit_mib, spec->name, e) < 0) {
+		virDomainDestroy(d);
 		goto out;
 	}
 	if (spec->console_log) {
@@ -476,13 +503,12 @@ vm_start(struct vm_host *h, const struct vm_spec *spec, struct err *e)
 		if (console_attach_domain(h, d, spec->name, spec->console_log, spec->console_max,
 			&ce) < 0)
 			log_warn("vm %s: console not kept: %s", spec->name, ce.msg);
-		if (virDomainResume(d) < 0) {
-			err_set(e, ERR_UNAVAILABLE, "cannot start VM %s: %s", spec->name,
-			    last_error());
-			virDomainDestroy(d);
-			vm_console_detach(h, spec->name);
-			goto out;
-		}
+	}
+	if (paused && virDomainResume(d) < 0) {
+		err_set(e, ERR_UNAVAILABLE, "cannot start VM %s: %s", spec->name, last_error());
+		virDomainDestroy(d);
+		vm_console_detach(h, spec->name);
+		goto out;
 	}
 	rc = 0;
 out:

@@ -28,10 +28,15 @@ struct vm_stats {
 int vm_events_start(const char *log_path, struct err *e);
 void vm_events_stop(void);
 
+/* Threads and processes one VM's QEMU may have (RLIMIT_NPROC, qemu.conf's
+ * max_processes): counted per user, and every VM has its own. */
+#define VM_MAX_PROCESSES 256
+
 /* Opens a host. For qemu:///embed URIs the embedded root's qemu.conf is
- * written first (no daemon is involved): QEMU runs as `qemu_user`, and
- * libvirt leaves file ownership alone (the orchestrator hands each VM's
- * files to that user itself). */
+ * written first (no daemon is involved): libvirt's probes run as
+ * `qemu_user`, each domain as the user its spec names, and libvirt leaves
+ * file ownership alone (the orchestrator hands each VM's files to its
+ * user itself). */
 struct vm_host *vm_host_open(const char *uri, const char *qemu_user, struct err *e);
 void vm_host_close(struct vm_host *h);
 const char *vm_host_uri(const struct vm_host *h);

@@ -92,6 +92,7 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	char tcg[128] = "";
 	char net[640] = "";
 	char label[160] = "";
+	char tune[400] = "";
 	char *xml = NULL;
 	int n;
 
@@ -141,6 +142,28 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 		    "    <label>+%u:+%u</label>\n"
 		    "  </seclabel>\n",
 		    s->uid, s->gid);
+	if (s->cpu_shares > 0 || s->cpu_quota_us > 0 || s->blkio_weight > 0) {
+		size_t u = 0;
+
+		if (s->cpu_shares > 0 || s->cpu_quota_us > 0) {
+			u += (size_t)snprintf(tune + u, sizeof(tune) - u, "  <cputune>\n");
+			if (s->cpu_shares > 0)
+				u += (size_t)snprintf(tune + u, sizeof(tune) - u,
+				    "    <shares>%u</shares>\n", s->cpu_shares);
+			/* global_*: the domain's whole cgroup (vCPUs, QEMU's
+			 * main loop and its I/O threads together). */
+			if (s->cpu_quota_us > 0)
+				u += (size_t)snprintf(tune + u, sizeof(tune) - u,
+				    "    <global_period>100000</global_period>\n"
+				    "    <global_quota>%u</global_quota>\n",
+				    s->cpu_quota_us);
+			u += (size_t)snprintf(tune + u, sizeof(tune) - u, "  </cputune>\n");
+		}
+		if (s->blkio_weight > 0)
+			snprintf(tune + u, sizeof(tune) - u,
+			    "  <blkiotune>\n    <weight>%u</weight>\n  </blkiotune>\n",
+			    s->blkio_weight);
+	}
 	xml = malloc(VM_XML_MAX);
 	if (xml == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
@@ -151,6 +174,7 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    "  <name>%s</name>\n"
 	    "  <memory unit='MiB'>%d</memory>\n"
 	    "  <vcpu placement='static'>%d</vcpu>\n"
+	    "%s"
 	    "  <os>\n"
 	    "    <type arch='x86_64' machine='q35'>hvm</type>\n"
 	    "    <kernel>%s</kernel>\n"
@@ -193,7 +217,7 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    "%s"
 	    "%s"
 	    "</domain>\n",
-	    s->accel == VM_ACCEL_KVM ? "kvm" : "qemu", name, s->memory_mib, s->vcpus, kernel,
+	    s->accel == VM_ACCEL_KVM ? "kvm" : "qemu", name, s->memory_mib, s->vcpus, tune, kernel,
 	    initrd, cmdline, tcg,
 	    s->accel == VM_ACCEL_KVM ? "  <cpu mode='host-passthrough'/>\n" : "", disk, agent, aas,
 	    bench, net, label);

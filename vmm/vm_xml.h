@@ -34,8 +34,16 @@ struct vm_spec {
 	enum vm_net net;
 	unsigned uid, gid; /* QEMU's user and group (a static DAC label); 0:
 	                    * the driver's configured user */
-	int bench_port;    /* 1: a second port VM_BENCH_PORT_NAME at
-	                    * agent_socket + ".bench", for make bench only */
+	/* Host resources of the whole QEMU process (cgroups through libvirt);
+	 * 0: not set. */
+	unsigned cpu_shares;       /* relative CPU weight */
+	unsigned cpu_quota_us;     /* CPU time per 100 ms period, all threads */
+	unsigned blkio_weight;     /* 100-1000 */
+	unsigned memory_limit_mib; /* the whole QEMU process, guest memory and
+	                            * QEMU's own; set by vm_start before the
+	                            * guest runs (not in the XML) */
+	int bench_port;            /* 1: a second port VM_BENCH_PORT_NAME at
+	                            * agent_socket + ".bench", for make bench only */
 };
 
 /* The benchmark port: bytes through the same virtio-serial controller and

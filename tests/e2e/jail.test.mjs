@@ -99,6 +99,30 @@ test('each VM runs under a user and group of its own, from the range', () => {
   assert.equal(readFileSync(path.join(STATE, 'uids', String(a.uid)), 'utf8').trim(), idA);
 });
 
+// A v1 controller's directory of pid's cgroup ("memory", "cpu", "blkio").
+function cgroupDir(pid, controller) {
+  const line = readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n')
+    .find((l) => l.split(':')[1]?.split(',').includes(controller));
+  assert.ok(line, `no v1 ${controller} cgroup for ${pid} (this test reads cgroup v1)`);
+  return `/sys/fs/cgroup/${controller}${line.split(':')[2]}`;
+}
+const num = (file) => Number(readFileSync(file, 'utf8').trim());
+
+test('resource bounds by size: CPU weight and quota, I/O weight, memory, processes', () => {
+  const a = qemus().get(idA);
+  // small: 1 vCPU, 512 MiB; the default overhead under TCG is 1280 MiB.
+  assert.equal(num(`${cgroupDir(a.pid, 'memory')}/memory.limit_in_bytes`), (512 + 1280) * 1024 * 1024);
+  // The domain's own group (QEMU's threads sit in groups below it).
+  const cpu = cgroupDir(a.pid, 'cpu').replace(/\/emulator$/, '');
+  assert.equal(num(`${cpu}/cpu.shares`), 1024);
+  assert.equal(num(`${cpu}/cpu.cfs_period_us`), 100000);
+  assert.equal(num(`${cpu}/cpu.cfs_quota_us`), 150000);
+  const blkio = cgroupDir(a.pid, 'blkio');
+  const weight = ['blkio.weight', 'blkio.bfq.weight'].map((f) => path.join(blkio, f)).find(existsSync);
+  if (weight) assert.equal(num(weight), 250);
+  assert.match(readFileSync(`/proc/${a.pid}/limits`, 'utf8'), /^Max processes\s+256\s+256\s+processes/m);
+});
+
 test('/healthz says how VMs are confined', async () => {
   const h = await (await fetch(`${aasd.url}/healthz`)).json();
   const c = h.vm.confinement;
@@ -176,5 +200,35 @@ test('a claim whose VM and directory are gone is given back at start', LONG, asy
     await t('destroy_sandbox', { sandbox_id: id });
   } finally {
     await other.stop();
+  }
+});
+
+test('a VM over its memory limit ends as out_of_memory; another VM and aasd keep running', LONG, async () => {
+  // 1 MiB over the guest's 512: a guest touching most of its memory takes
+  // its QEMU past the limit before its own kernel runs out.
+  const tight = await startAasd(vmEnv('jail-oom', { AAS_VM_MEMORY_OVERHEAD_MIB: '1' }));
+  try {
+    const acct = await newAccount();
+    const t = await client(tight, acct);
+    const { sandbox_id: id } = await t('create_sandbox', { size: 'small' });
+    const q = qemus().get(id);
+    assert.equal(num(`${cgroupDir(q.pid, 'memory')}/memory.limit_in_bytes`), 513 * 1024 * 1024);
+    const r = await (await toolCaller(tight, acct))('run_command', { sandbox_id: id,
+      command: 'python3 -c "b = bytearray(b\'x\') * (400 << 20); import time; time.sleep(30)"', timeout_seconds: 60 });
+    assert.ok(r.isError || r.json?.exit_code !== 0, `the hog finished: ${r.text.slice(0, 300)}`);
+    let g;
+    for (const end = Date.now() + 60000; Date.now() < end; await new Promise((res) => setTimeout(res, 500))) {
+      g = await t('get_sandbox', { sandbox_id: id });
+      if (g.state !== 'running') break;
+    }
+    assert.equal(g.state, 'failed', JSON.stringify(g));
+    assert.equal(g.end_reason, 'out_of_memory', JSON.stringify(g));
+    assert.match(g.failure_reason, /more memory on its host/);
+    // The other aasd's VMs and this aasd are fine.
+    assert.ok(qemus().get(idA), 'another VM went too');
+    assert.equal((await toolA('run_command', { sandbox_id: idA, command: 'echo alive' })).stdout, 'alive\n');
+    assert.equal((await fetch(`${tight.url}/healthz`)).status, 200);
+  } finally {
+    await tight.stop();
   }
 });

@@ -73,6 +73,7 @@ struct fake_vm {
 	size_t nfwds;
 	char console[FAKE_CONSOLE_MAX]; /* "": the default power-down line */
 	char agent_fault[256];          /* "": its guest agent behaves */
+	int oom_killed;                 /* stopped by its memory limit on the host */
 };
 
 /* A host is its URI; the service holds a pointer to one as a vm_host. */
@@ -1539,8 +1540,8 @@ fake_vm_info(const char *id, struct fake_vm_info *out)
 	return rc;
 }
 
-int
-fake_vm_lose(const char *id)
+static int
+lose(const char *id, int oom)
 {
 	struct fake_vm *vm;
 	int rc = -1;
@@ -1549,10 +1550,39 @@ fake_vm_lose(const char *id)
 	if ((vm = vm_find(id)) != NULL && vm->live) {
 		vm->live = 0;
 		vm->nfwds = 0;
+		vm->oom_killed = oom;
 		rc = 0;
 	}
 	unlock();
 	return rc;
+}
+
+int
+fake_vm_lose(const char *id)
+{
+	return lose(id, 0);
+}
+
+int
+fake_vm_lose_oom(const char *id)
+{
+	return lose(id, 1);
+}
+
+int
+__wrap_orch_vm_out_of_memory(struct orch *o, const char *id)
+{
+	struct fake_vm *vm;
+	int oom = 0;
+
+	(void)o;
+	lock();
+	if ((vm = vm_find(id)) != NULL) {
+		oom = vm->oom_killed;
+		vm->oom_killed = 0; /* told once, as the watch forgets it */
+	}
+	unlock();
+	return oom;
 }
 
 int

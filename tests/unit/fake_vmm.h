@@ -77,6 +77,9 @@ int fake_vm_info(const char *id, struct fake_vm_info *out);
 /* The VM stops without anyone asking (crash, power-off from inside):
  * orch_list no longer shows it and every guest call fails. */
 int fake_vm_lose(const char *id);
+/* The same, by the host's kernel for going over its memory limit
+ * (orch_vm_out_of_memory then says so, once). */
+int fake_vm_lose_oom(const char *id);
 /* What the VM's console ends with from now on (orch_console_tail), e.g.
  * the guest kernel's last words; -1 for an unknown VM. */
 int fake_vm_set_console(const char *id, const char *text);

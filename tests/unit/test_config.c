@@ -16,7 +16,7 @@
 
 /* ---- the fake environment ---- */
 
-#define MAX_VARS 32
+#define MAX_VARS 64
 static struct {
 	const char *name, *value;
 } vars[MAX_VARS];

@@ -325,6 +325,34 @@ test_lost_vm_out_of_memory(void **state)
 	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT - SFX_PRICE_SMALL);
 }
 
+/* A VM the host stopped at its memory limit (guest memory plus QEMU's
+ * overhead) ends as out_of_memory too, with its own reason, and is
+ * settled once. */
+static void
+test_lost_vm_memory_limit(void **state)
+{
+	struct sfx *s = *state;
+	char id[ID_MAX], why[256];
+	struct err e;
+
+	sfx_create(s, 10, id);
+	assert_int_equal(fake_vm_lose_oom(id), 0);
+	err_clear(&e);
+	assert_int_equal(sbx_reconcile(s->app->sbx, &e), 0);
+	assert_string_equal(end_reason(s, id), "out_of_memory");
+	sfx_text(s, "SELECT failure_reason FROM sandboxes WHERE id = $1", id, why, sizeof(why));
+	if (strstr(why, "more memory on its host") == NULL)
+		fail_msg("failure_reason: %s", why);
+	err_clear(&e);
+	assert_int_equal(sbx_reconcile(s->app->sbx, &e), 0);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT count(*) FROM ledger WHERE sandbox_id = $1"
+			     " AND kind = 'refund'",
+			     id),
+	    1);
+	assert_int_equal(sfx_balance(s, s->account), SFX_FREE_CREDIT - SFX_PRICE_SMALL);
+}
+
 /* A guest whose agent broke the protocol: the call that sees it fails
  * with a message naming the end, the sandbox is destroyed as
  * agent_protocol with the reason kept, and it is settled once (a second
@@ -568,6 +596,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_lost_vm_is_billed_until_seen,
 		    sfx_setup_short_minute, sfx_teardown),
 		T(test_lost_vm_out_of_memory),
+		T(test_lost_vm_memory_limit),
 		T(test_half_created_is_host_lost),
 		T(test_agent_fault_ends_sandbox),
 		T(test_agent_fault_seen_by_reconcile),
