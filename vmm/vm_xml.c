@@ -196,6 +196,7 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    "      <source file='%s'/>\n"
 	    "      <target dev='vda' bus='virtio'/>\n"
 	    "    </disk>\n"
+	    "    <controller type='usb' model='none'/>\n"
 	    "    <controller type='virtio-serial' index='0'/>\n"
 	    "    <channel type='unix'>\n"
 	    "      <source mode='bind' path='%s'/>\n"

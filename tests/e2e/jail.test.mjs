@@ -88,6 +88,17 @@ test('each VM runs under a user and group of its own, from the range', () => {
   const sandbox = argv[argv.indexOf('-sandbox') + 1] ?? '';
   assert.match(sandbox, /^on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny$/, argv.join(' '));
   assert.match(readFileSync(`/proc/${a.pid}/status`, 'utf8'), /^Seccomp:\s+2$/m);
+  // Only the devices it needs: no USB, no display, no sound.
+  const wanted = new Set(['pcie-root-port', 'virtio-serial-pci', 'isa-serial', 'virtserialport',
+    'virtio-blk-pci', 'virtio-rng-pci', 'virtio-net-pci']);
+  const devices = argv.flatMap((x, i) => (argv[i - 1] === '-device' ? [x] : []))
+    .map((d) => (d.startsWith('{') ? JSON.parse(d).driver : d.split(',')[0]));
+  assert.ok(devices.includes('virtio-blk-pci') && devices.includes('virtserialport'), devices.join(' '));
+  assert.deepEqual(devices.filter((d) => !wanted.has(d)), [], devices.join(' '));
+  assert.ok(!argv.includes('-vnc') && !argv.includes('-spice'), argv.join(' '));
+  // libvirt names an audio backend, "none", for a machine with no sound device.
+  for (const [i, x] of argv.entries())
+    if (x === '-audiodev') assert.equal(JSON.parse(argv[i + 1]).driver, 'none', argv[i + 1]);
   // Its files: the overlay is its own, mode 0600; the directory is aasd's.
   const disk = statSync(path.join(vmDir(idA), 'disk.qcow2'));
   assert.equal(disk.uid, a.uid);

@@ -63,6 +63,10 @@ test_tcg_domain(void **state)
 	    "      <target type='virtio' name='org.aas.agent.0'/>");
 	has(xml, "<rng model='virtio'>");
 	has(xml, "<memballoon model='none'/>");
+	/* Only the devices it needs: libvirt's default USB controller is
+	 * turned off (no graphics, so no video or tablet either). */
+	has(xml, "<controller type='usb' model='none'/>");
+	assert_null(strstr(xml, "<graphics"));
 	has(xml, "<on_reboot>destroy</on_reboot>");
 	/* The console is a pty aasd drains into a bounded log: QEMU writes
 	 * no file a guest could grow. */
