@@ -563,7 +563,16 @@ vm_destroy(struct vm_host *h, const char *name, struct err *e)
 		return -1;
 	}
 	d = virDomainLookupByName(c, name);
-	if (d != NULL) {
+	if (d == NULL) {
+		virErrorPtr ve = virGetLastError();
+
+		/* Not there is what we wanted; not knowing is not (the
+		 * caller would give its user back while it may still run). */
+		if (ve != NULL && ve->code != VIR_ERR_NO_DOMAIN) {
+			err_set(e, ERR_UNAVAILABLE, "cannot look up %s: %s", name, last_error());
+			rc = -1;
+		}
+	} else {
 		if (virDomainDestroy(d) < 0) {
 			virErrorPtr ve = virGetLastError();
 			/* Gone in between: that is what we wanted. */
