@@ -108,6 +108,22 @@ oomwatch_count(const char *text, const char *key)
 	return -1;
 }
 
+/* At most n - 1 bytes of the file at `path`, NUL-terminated: their count,
+ * or -1 when it cannot be opened or read or is empty. */
+static ssize_t
+read_text(const char *path, char *buf, size_t n)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t r = fd >= 0 ? read(fd, buf, n - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (r <= 0)
+		return -1;
+	buf[r] = '\0';
+	return r;
+}
+
 pid_t
 oomwatch_qemu_pid(const char *name)
 {
@@ -125,19 +141,13 @@ oomwatch_qemu_pid(const char *name)
 	while (found < 0 && (de = readdir(d)) != NULL) {
 		long long pid;
 		ssize_t r;
-		int fd;
 		const char *base;
 
 		if (num_parse_ll(de->d_name, &pid) < 0 || pid <= 1)
 			continue;
 		snprintf(path, sizeof(path), "/proc/%lld/cmdline", pid);
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+		if ((r = read_text(path, cmd, sizeof(cmd))) < 0)
 			continue;
-		r = read(fd, cmd, sizeof(cmd) - 1);
-		close(fd);
-		if (r <= 0)
-			continue;
-		cmd[r] = '\0';
 		base = strrchr(cmd, '/');
 		base = base ? base + 1 : cmd;
 		if (strncmp(base, "qemu-system", 11) == 0 &&
@@ -202,8 +212,6 @@ v2_events(struct oomwatch *w)
 		for (size_t i = 0; i < OOMWATCH_MAX; i++) {
 			struct ow_entry *x = &w->e[i];
 			char text[512];
-			ssize_t n;
-			int fd;
 
 			if (!x->used || x->wd != ev->wd)
 				continue;
@@ -211,16 +219,10 @@ v2_events(struct oomwatch *w)
 				x->wd = -1;
 				break;
 			}
-			fd = open(x->events, O_RDONLY | O_CLOEXEC);
-			n = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
-			if (fd >= 0)
-				close(fd);
-			if (n > 0) {
-				text[n] = '\0';
-				if (oomwatch_count(text, "oom_kill") > 0 && !x->oom) {
-					log_warn("vm %s: out of memory in its cgroup", x->name);
-					x->oom = 1;
-				}
+			if (read_text(x->events, text, sizeof(text)) > 0 &&
+			    oomwatch_count(text, "oom_kill") > 0 && !x->oom) {
+				log_warn("vm %s: out of memory in its cgroup", x->name);
+				x->oom = 1;
 			}
 			break;
 		}
@@ -348,23 +350,17 @@ oomwatch_add(struct oomwatch *w, const char *name, pid_t pid, struct err *e)
 	char path[64], text[2048], cg[OW_PATH_MAX], dir[OW_DIR_MAX], root[OW_ROOT_MAX];
 	struct ow_entry *x = NULL;
 	size_t i;
-	ssize_t r;
-	int fd, kind, rc = -1;
+	int kind, rc = -1;
 
 	if (strlen(name) >= OOMWATCH_NAME_MAX) {
 		err_set(e, ERR_INVALID, "oom watch: name too long");
 		return -1;
 	}
 	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	r = fd >= 0 ? read(fd, text, sizeof(text) - 1) : -1;
-	if (fd >= 0)
-		close(fd);
-	if (r <= 0) {
+	if (read_text(path, text, sizeof(text)) < 0) {
 		err_set(e, ERR_NOT_FOUND, "oom watch: no process %d", (int)pid);
 		return -1;
 	}
-	text[r] = '\0';
 	kind = oomwatch_cgroup_of(text, cg, sizeof(cg));
 	if (kind == 0) {
 		err_set(e, ERR_UNAVAILABLE, "oom watch: process %d has no memory cgroup", (int)pid);

@@ -55,8 +55,7 @@ struct orch {
 	size_t n_hosts;
 	char vms_dir[ORCH_PATH_MAX + 8];
 	char kernel[ORCH_PATH_MAX + 16], initrd[ORCH_PATH_MAX + 16], base[ORCH_PATH_MAX + 16];
-	uid_t qemu_uid;
-	gid_t qemu_gid;
+	uid_t qemu_uid;       /* libvirt's probes' user, in the isolation rule */
 	struct uidpool *uids; /* one user per VM */
 	struct netguard_users users;
 	struct oomwatch *oom; /* NULL: VMs stopped by their memory limit are not told apart */
@@ -605,7 +604,6 @@ resolve_qemu_user(struct orch *o, struct err *e)
 		return -1;
 	}
 	o->qemu_uid = pw->pw_uid;
-	o->qemu_gid = pw->pw_gid;
 	return 0;
 }
 
