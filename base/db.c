@@ -438,3 +438,39 @@ db_get_str(const PGresult *r, int row, int col, char *out, size_t n, struct err 
 	memcpy(out, v, len + 1);
 	return 0;
 }
+
+int
+db_array_literal(const char *list, char *out, size_t n)
+{
+	size_t k = 0;
+	int first = 1;
+
+	if (n < 3)
+		return -1;
+	out[k++] = '{';
+	for (const char *p = list; *p;) {
+		size_t len = strcspn(p, ",");
+		if (len > 0) {
+			if (!first)
+				out[k++] = ',';
+			first = 0;
+			out[k++] = '"';
+			for (size_t i = 0; i < len; i++) {
+				if (k + 4 >= n)
+					return -1;
+				if (p[i] == '"' || p[i] == '\\')
+					out[k++] = '\\';
+				out[k++] = p[i];
+			}
+			out[k++] = '"';
+		}
+		p += len;
+		if (*p == ',')
+			p++;
+		if (k + 2 >= n)
+			return -1;
+	}
+	out[k++] = '}';
+	out[k] = '\0';
+	return 0;
+}

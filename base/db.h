@@ -63,6 +63,11 @@ int db_get_str(const PGresult *r, int row, int col, char *out, size_t n, struct 
 /* The field's text (borrowed from r), or NULL when it is SQL NULL. */
 const char *db_get_text(const PGresult *r, int row, int col);
 
+/* A comma-separated list ("a,b") as a PostgreSQL text[] literal
+ * ({"a","b"}, quotes and backslashes escaped; empty items dropped); -1
+ * when it does not fit `n` bytes. */
+int db_array_literal(const char *list, char *out, size_t n);
+
 /* 0 when a trivial query succeeds. */
 int db_ping(struct db *db, struct err *e);
 

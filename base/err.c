@@ -79,6 +79,8 @@ err_kind_name(enum err_kind kind)
 		return "unavailable";
 	case ERR_TIMEOUT:
 		return "timeout";
+	case ERR_CAPACITY:
+		return "no_capacity";
 	case ERR_INTERNAL:
 		return "internal";
 	}
@@ -109,6 +111,8 @@ err_http_status(enum err_kind kind)
 		return 503;
 	case ERR_TIMEOUT:
 		return 504;
+	case ERR_CAPACITY:
+		return 503;
 	case ERR_INTERNAL:
 		return 500;
 	}

@@ -14,6 +14,7 @@ enum err_kind {
 	ERR_PAYMENT,     /* not enough credit */
 	ERR_UNAVAILABLE, /* a dependency (database, hypervisor) is down */
 	ERR_TIMEOUT,
+	ERR_CAPACITY, /* no host has room now; retry later or smaller */
 	ERR_INTERNAL,
 };
 

@@ -402,6 +402,48 @@ render_vms(struct buf *b)
 }
 
 static void
+render_hosts(struct buf *b, const struct metrics_gauges *g)
+{
+	size_t n = g->n_hosts < METRICS_MAX_HOSTS ? g->n_hosts : METRICS_MAX_HOSTS;
+
+	family(b, "aas_host_up", "gauge", "1 when the host answered its last poll.");
+	for (size_t i = 0; i < n; i++)
+		buf_printf(b, "aas_host_up{host=\"%s\"} %d\n", g->hosts[i].name, g->hosts[i].up);
+	family(b, "aas_host_draining", "gauge", "1 while no new sandbox may go to the host.");
+	for (size_t i = 0; i < n; i++)
+		buf_printf(b, "aas_host_draining{host=\"%s\"} %d\n", g->hosts[i].name,
+		    g->hosts[i].draining);
+	family(b, "aas_host_memory_mib", "gauge",
+	    "Host memory in MiB: its RAM, reserved by live sandboxes, free now.");
+	for (size_t i = 0; i < n; i++) {
+		const struct metrics_host *h = &g->hosts[i];
+		buf_printf(b, "aas_host_memory_mib{host=\"%s\",kind=\"capacity\"} %lld\n", h->name,
+		    h->memory_mib);
+		buf_printf(b, "aas_host_memory_mib{host=\"%s\",kind=\"reserved\"} %lld\n", h->name,
+		    h->reserved_memory_mib);
+		if (h->free_memory_mib >= 0)
+			buf_printf(b, "aas_host_memory_mib{host=\"%s\",kind=\"free\"} %lld\n",
+			    h->name, h->free_memory_mib);
+	}
+	family(b, "aas_host_vcpus", "gauge", "Host CPUs, and vCPUs reserved by live sandboxes.");
+	for (size_t i = 0; i < n; i++) {
+		buf_printf(b, "aas_host_vcpus{host=\"%s\",kind=\"capacity\"} %lld\n",
+		    g->hosts[i].name, g->hosts[i].vcpus);
+		buf_printf(b, "aas_host_vcpus{host=\"%s\",kind=\"reserved\"} %lld\n",
+		    g->hosts[i].name, g->hosts[i].reserved_vcpus);
+	}
+	family(b, "aas_host_cpu_busy_ratio", "gauge", "Share of the host's CPU time busy (0-1).");
+	for (size_t i = 0; i < n; i++)
+		if (g->hosts[i].cpu_busy >= 0)
+			buf_printf(b, "aas_host_cpu_busy_ratio{host=\"%s\"} %.3f\n",
+			    g->hosts[i].name, g->hosts[i].cpu_busy);
+	family(b, "aas_host_sandboxes", "gauge", "Live sandboxes on the host (warm VMs left out).");
+	for (size_t i = 0; i < n; i++)
+		buf_printf(b, "aas_host_sandboxes{host=\"%s\"} %lld\n", g->hosts[i].name,
+		    g->hosts[i].sandboxes);
+}
+
+static void
 render_gauges(struct buf *b, const struct metrics_gauges *g)
 {
 	static const char *const states[] = { "creating", "running", "destroying" };
@@ -431,6 +473,8 @@ render_gauges(struct buf *b, const struct metrics_gauges *g)
 			buf_printf(b, "aas_warm_pool_target{size=\"%s\"} %lld\n", sizes[i],
 			    g->pool_target[i]);
 	}
+	if (g && g->n_hosts > 0)
+		render_hosts(b, g);
 }
 
 char *

@@ -52,6 +52,16 @@ void metrics_credits_refunded(int64_t microusd);
 /* Monotonic seconds, for durations. */
 double metrics_now(void);
 
+#define METRICS_MAX_HOSTS 64
+/* One hypervisor host as the hosts table holds it. */
+struct metrics_host {
+	char name[256]; /* the table's name check keeps it a safe label value */
+	int up, draining;
+	long long memory_mib, reserved_memory_mib, free_memory_mib; /* free: -1 unknown */
+	long long vcpus, reserved_vcpus, sandboxes;
+	double cpu_busy; /* -1 unknown */
+};
+
 /* Values read at scrape time by the caller (from the database or the
  * sandbox service); a family whose `have_` flag is 0 is left out. */
 struct metrics_gauges {
@@ -62,6 +72,8 @@ struct metrics_gauges {
 	int have_pool;
 	long long pool_ready[3]; /* small, medium, large */
 	long long pool_target[3];
+	size_t n_hosts; /* 0: the family is left out */
+	struct metrics_host hosts[METRICS_MAX_HOSTS];
 };
 
 /* The whole exposition, malloc'd and NUL-terminated (caller frees); NULL

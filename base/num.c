@@ -27,3 +27,30 @@ num_parse_ll(const char *s, long long *out)
 	*out = v;
 	return 0;
 }
+
+int
+num_parse_decimal(const char *s, double *out)
+{
+	int digits = 0, dots = 0;
+	char *end;
+	double v;
+
+	if (s == NULL)
+		return -1;
+	for (const char *p = s; *p; p++) {
+		if (*p == '.')
+			dots++;
+		else if (*p >= '0' && *p <= '9')
+			digits++;
+		else
+			return -1;
+	}
+	if (digits == 0 || dots > 1 || digits > 30)
+		return -1;
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno != 0 || *end != '\0')
+		return -1;
+	*out = v;
+	return 0;
+}

@@ -1,4 +1,4 @@
-/* num.h - the one strict parser of decimal integers (num_), for every
+/* num.h - the strict parsers of decimal numbers (num_), for every
  * number that arrives as text: configuration, query strings, database
  * answers, command-line options, ids with a number inside. */
 #ifndef AAS_NUM_H
@@ -8,5 +8,9 @@
  * value fits a long long; -1 otherwise (NULL, empty, spaces, '+', "0x",
  * a fraction or exponent, out of range). */
 int num_parse_ll(const char *s, long long *out);
+
+/* 0 and *out for a plain decimal fraction such as "1.5" or "2" (digits,
+ * at most one '.', no sign, exponent, "inf" or "nan"); -1 otherwise. */
+int num_parse_decimal(const char *s, double *out);
 
 #endif

@@ -1,4 +1,4 @@
-/* aasctl.c - admin CLI: accounts, API keys, schema. Talks to PostgreSQL
+/* aasctl.c - admin CLI: accounts, API keys, hosts, schema. Talks to PostgreSQL
  * directly with the same configuration as aasd. Prints JSON. */
 #include <fcntl.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 
 #include "service/accounts.h"
 #include "service/app.h"
+#include "service/hosts.h"
 #include "base/config.h"
 #include "billing/ledger.h"
 #include "service/usage.h"
@@ -33,6 +34,12 @@ static const char usage[] =
     "  key revoke --key KEY_ID\n"
     "  credit grant --account ID --amount N --reason R   add N micro-USD of credit\n"
     "  ledger --account ID [--limit N]           credit movements, newest first\n"
+    "  host add URI [--name N] [--memory-overcommit R] [--cpu-overcommit R]\n"
+    "           [--preview-address A]            register a hypervisor host, or change one\n"
+    "  host list                                 state, capacity, reservations, live use\n"
+    "  host drain HOST | host undrain HOST       stop / resume placing sandboxes there\n"
+    "  host remove HOST                          forget a host with no live sandboxes\n"
+    "                                            (HOST: a host's name or URI)\n"
     "  dev-key --email E --file F                reuse the key in F if it still works,\n"
     "                                            else create account/key and write F (0600)\n"
     "Configuration: the AAS_* environment variables aasd reads (docs/configuration.md).\n";
@@ -174,6 +181,61 @@ cmd_dev_key(struct app *app, const char *email, const char *file, struct err *e)
 	    "reused", 0));
 }
 
+/* An overcommit option: 0 when absent, -1 when not a plain ratio. */
+static int
+ratio_opt(int argc, char **argv, const char *name, double *out, struct err *e)
+{
+	const char *v = opt(argc, argv, name);
+
+	*out = 0;
+	if (v == NULL)
+		return 0;
+	if (num_parse_decimal(v, out) < 0 || *out <= 0) {
+		err_set_field(e, name + 2, "%s: a ratio such as 1 or 1.5", name);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+cmd_host(struct app *app, int argc, char **argv, struct err *e)
+{
+	const char *sub = argc > 2 ? argv[2] : "";
+	const char *arg = argc > 3 && argv[3][0] != '-' ? argv[3] : NULL;
+	json_t *v;
+
+	if (strcmp(sub, "list") == 0) {
+		v = hosts_list_json(app->db, e);
+		return v ? print_json(v) : fail(e);
+	}
+	if (arg == NULL) {
+		fputs(usage, stderr);
+		return 2;
+	}
+	if (strcmp(sub, "add") == 0) {
+		struct hosts_options o = { .name = opt(argc, argv, "--name"),
+			.preview_address = opt(argc, argv, "--preview-address") };
+		if (ratio_opt(argc, argv, "--memory-overcommit", &o.memory_overcommit, e) < 0 ||
+		    ratio_opt(argc, argv, "--cpu-overcommit", &o.cpu_overcommit, e) < 0)
+			return fail(e);
+		v = hosts_add(app->db, arg, &o, e);
+		return v ? print_json(v) : fail(e);
+	}
+	if (strcmp(sub, "drain") == 0 || strcmp(sub, "undrain") == 0) {
+		int drain = strcmp(sub, "drain") == 0;
+		if (hosts_set_draining(app->db, arg, drain, e) < 0)
+			return fail(e);
+		return print_json(json_pack("{s:s, s:b}", "host", arg, "draining", drain));
+	}
+	if (strcmp(sub, "remove") == 0) {
+		if (hosts_remove(app->db, arg, e) < 0)
+			return fail(e);
+		return print_json(json_pack("{s:s, s:b}", "host", arg, "removed", 1));
+	}
+	fputs(usage, stderr);
+	return 2;
+}
+
 static int
 run(struct app *app, int argc, char **argv, struct err *e)
 {
@@ -293,6 +355,8 @@ run(struct app *app, int argc, char **argv, struct err *e)
 			return fail(e);
 		return print_json(json_pack("{s:s, s:b}", "key_id", key_id, "revoked", 1));
 	}
+	if (strcmp(what, "host") == 0)
+		return cmd_host(app, argc, argv, e);
 bad:
 	fputs(usage, stderr);
 	return 2;

@@ -1,5 +1,6 @@
 /* metrics_http.c - the /metrics endpoint. */
 #include "server/metrics_http.h"
+#include "service/hosts.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -23,6 +24,8 @@ struct metrics_http {
 	int db_up;
 	int sandboxes_ok; /* the counts below were read whole */
 	long long sandboxes[3];
+	size_t n_hosts; /* as last read, with read_at */
+	struct metrics_host hosts[METRICS_MAX_HOSTS];
 };
 
 struct metrics_http *
@@ -62,7 +65,50 @@ metrics_http_token_ok(const char *authorization, const char *token)
 	return strlen(p) == n && CRYPTO_memcmp(p, token, n) == 0;
 }
 
-/* Live sandboxes by state, read at most once per GAUGE_CACHE_S. */
+static long long
+member_ll(const json_t *o, const char *a, const char *b, long long none)
+{
+	const json_t *v = json_object_get(o, a);
+
+	if (b != NULL)
+		v = json_object_get(v, b);
+	return json_is_integer(v) ? (long long)json_integer_value(v) : none;
+}
+
+/* The hosts table, under mh->lock. */
+static void
+read_hosts(struct metrics_http *mh)
+{
+	struct err e;
+	json_t *all, *h;
+	size_t i;
+
+	err_clear(&e);
+	mh->n_hosts = 0;
+	all = hosts_list_json(mh->app->db, &e);
+	json_array_foreach(all, i, h) {
+		struct metrics_host *m;
+		const json_t *busy = json_object_get(json_object_get(h, "live"), "cpu_busy");
+		if (mh->n_hosts >= METRICS_MAX_HOSTS)
+			break;
+		m = &mh->hosts[mh->n_hosts++];
+		snprintf(m->name, sizeof(m->name), "%s",
+		    json_string_value(json_object_get(h, "name")));
+		m->up = strcmp(json_string_value(json_object_get(h, "state")), "up") == 0;
+		m->draining = json_is_true(json_object_get(h, "draining"));
+		m->memory_mib = member_ll(h, "capacity", "memory_mib", 0);
+		m->vcpus = member_ll(h, "capacity", "vcpus", 0);
+		m->reserved_memory_mib = member_ll(h, "reserved", "memory_mib", 0);
+		m->reserved_vcpus = member_ll(h, "reserved", "vcpus", 0);
+		m->free_memory_mib = member_ll(h, "live", "free_memory_mib", -1);
+		m->sandboxes = member_ll(h, "sandboxes", NULL, 0);
+		m->cpu_busy = json_is_number(busy) ? json_number_value(busy) : -1;
+	}
+	json_decref(all);
+}
+
+/* Live sandboxes by state and the hosts, read at most once per
+ * GAUGE_CACHE_S. */
 static void
 read_sandboxes(struct metrics_http *mh, struct metrics_gauges *g)
 {
@@ -77,8 +123,11 @@ read_sandboxes(struct metrics_http *mh, struct metrics_gauges *g)
 		mh->db_up = mh->sandboxes_ok || e.kind != ERR_UNAVAILABLE;
 		if (mh->db_up && !mh->sandboxes_ok)
 			log_warn("metrics: sandbox counts: %s", e.msg);
+		read_hosts(mh);
 		mh->read_at = now;
 	}
+	g->n_hosts = mh->n_hosts;
+	memcpy(g->hosts, mh->hosts, sizeof(g->hosts));
 	g->have_database = 1;
 	g->database_up = mh->db_up;
 	g->have_sandboxes = mh->sandboxes_ok;

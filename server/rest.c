@@ -2,6 +2,7 @@
  * origin and key checks, arguments from path, query and body, deferral to
  * the worker pool, JSON errors. The operations are in rest_ops.c. */
 #include "server/rest_int.h"
+#include "service/hosts.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,11 @@ reply_err(struct rest_call *c, const struct err *e)
 		    strcmp(e->field, "sandbox_id") == 0 ? "sandbox" : "such item", value);
 		reply_error(c->req, 404, err_kind_name(ERR_NOT_FOUND), msg, e->field);
 		return;
+	}
+	if (e->kind == ERR_CAPACITY) {
+		char after[16];
+		snprintf(after, sizeof(after), "%d", HOSTS_RETRY_AFTER_S);
+		http_add_header(c->req, "Retry-After", after);
 	}
 	reply_error(c->req, err_http_status(e->kind), err_kind_name(e->kind), e->msg, e->field);
 }

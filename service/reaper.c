@@ -17,7 +17,7 @@
 
 struct reaper {
 	struct db *db;
-	char hosts[4096]; /* PostgreSQL array literal */
+	char hosts[4096]; /* PostgreSQL array literal, under `lock` */
 	char instance[64];
 	reap_destroy_fn destroy;
 	void *ctx;
@@ -28,43 +28,6 @@ struct reaper {
 	int stop;
 };
 
-/* "a,b" -> {"a","b"} with quotes and backslashes escaped. */
-static int
-array_literal(const char *list, char *out, size_t n)
-{
-	size_t k = 0;
-	int first = 1;
-
-	if (n < 3)
-		return -1;
-	out[k++] = '{';
-	for (const char *p = list; *p;) {
-		size_t len = strcspn(p, ",");
-		if (len > 0) {
-			if (!first)
-				out[k++] = ',';
-			first = 0;
-			out[k++] = '"';
-			for (size_t i = 0; i < len; i++) {
-				if (k + 4 >= n)
-					return -1;
-				if (p[i] == '"' || p[i] == '\\')
-					out[k++] = '\\';
-				out[k++] = p[i];
-			}
-			out[k++] = '"';
-		}
-		p += len;
-		if (*p == ',')
-			p++;
-		if (k + 2 >= n)
-			return -1;
-	}
-	out[k++] = '}';
-	out[k] = '\0';
-	return 0;
-}
-
 /* Claims due sandboxes (expired, or of a disabled account) and ends
  * them; returns how many were claimed. */
 static int
@@ -73,9 +36,13 @@ reap_due(struct reaper *r)
 	struct store_due *due;
 	size_t n;
 	struct err e;
+	char hosts[sizeof(r->hosts)];
 
 	err_clear(&e);
-	if (store_claim_due(r->db, r->hosts, r->instance, REAP_BATCH, &due, &n, &e) < 0) {
+	pthread_mutex_lock(&r->lock);
+	memcpy(hosts, r->hosts, sizeof(hosts));
+	pthread_mutex_unlock(&r->lock);
+	if (store_claim_due(r->db, hosts, r->instance, REAP_BATCH, &due, &n, &e) < 0) {
 		log_warn("reaper: %s", e.msg);
 		return -1;
 	}
@@ -95,10 +62,14 @@ next_due_ms(struct reaper *r)
 {
 	struct err e;
 	long long v;
+	char hosts[sizeof(r->hosts)];
 
 	err_clear(&e);
+	pthread_mutex_lock(&r->lock);
+	memcpy(hosts, r->hosts, sizeof(hosts));
+	pthread_mutex_unlock(&r->lock);
 	/* Nothing runs here: sleep until poked or the cap. */
-	if (store_next_expiry_ms(r->db, r->hosts, REAP_MAX_SLEEP_MS, &v, &e) < 0) {
+	if (store_next_expiry_ms(r->db, hosts, REAP_MAX_SLEEP_MS, &v, &e) < 0) {
 		log_warn("reaper: %s", e.msg);
 		return REAP_RETRY_MS;
 	}
@@ -144,7 +115,7 @@ reap_new(struct db *db, const char *hosts, const char *instance, reap_destroy_fn
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
-	if (array_literal(hosts, r->hosts, sizeof(r->hosts)) < 0) {
+	if (db_array_literal(hosts, r->hosts, sizeof(r->hosts)) < 0) {
 		free(r);
 		err_set(e, ERR_INVALID, "reaper: host list too long");
 		return NULL;
@@ -178,6 +149,23 @@ reap_free(struct reaper *r)
 	pthread_mutex_destroy(&r->lock);
 	pthread_cond_destroy(&r->cond);
 	free(r);
+}
+
+int
+reap_set_hosts(struct reaper *r, const char *hosts, struct err *e)
+{
+	char lit[sizeof(r->hosts)];
+
+	if (db_array_literal(hosts, lit, sizeof(lit)) < 0) {
+		err_set(e, ERR_INVALID, "reaper: host list too long");
+		return -1;
+	}
+	pthread_mutex_lock(&r->lock);
+	memcpy(r->hosts, lit, sizeof(lit));
+	r->poked = 1;
+	pthread_cond_signal(&r->cond);
+	pthread_mutex_unlock(&r->lock);
+	return 0;
 }
 
 void

@@ -22,6 +22,8 @@ typedef int (*reap_destroy_fn)(void *ctx, const char *id, const char *host);
 struct reaper *reap_new(struct db *db, const char *hosts, const char *instance,
     reap_destroy_fn destroy, void *ctx, struct err *e);
 void reap_free(struct reaper *r);
+/* The hosts changed (one was added): reaps on `hosts` from now on. */
+int reap_set_hosts(struct reaper *r, const char *hosts, struct err *e);
 /* Something's expiry changed: look again now. */
 void reap_poke(struct reaper *r);
 

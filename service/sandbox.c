@@ -81,7 +81,16 @@ sbx_new(struct app *app, struct err *e)
 	/* Before any VM boots: a network device only behind the rule. */
 	if (sbx_net_init(s, e) < 0)
 		goto fail;
-	s->reaper = reap_new(app->db, app->cfg.libvirt_uri, s->instance, reap_destroy, s, e);
+	if (sbx_hosts_init(s, e) < 0)
+		goto fail;
+	{
+		char csv[ORCH_MAX_HOSTS * 260];
+		if (sbx_hosts_csv(s, csv, sizeof(csv)) < 0) {
+			err_set(e, ERR_INVALID, "host list too long");
+			goto fail;
+		}
+		s->reaper = reap_new(app->db, csv, s->instance, reap_destroy, s, e);
+	}
 	if (s->reaper == NULL)
 		goto fail;
 	atomic_store(&app->reaper, s->reaper);
@@ -230,8 +239,8 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 		return -1;
 	}
 	orch_domain_name(t->id, t->domain, sizeof(t->domain));
-	snprintf(t->host, sizeof(t->host), "%s", orch_pick_host(t->s->orch));
-	t->n.host = t->host;
+	if (sbx_place(c, t->s, t->n.size, t->host, sizeof(t->host), &t->n, e) < 0)
+		return -1;
 	t->n.domain = t->domain;
 	if (store_insert_creating(c, t->id, &t->n, e) < 0)
 		return -1;

@@ -30,7 +30,24 @@ struct sbx {
 	int net_ok;
 	long long net_checked_ms;
 	char net_why[300];
+	long long hosts_polled_ms; /* maintenance thread only */
 };
+
+/* ---- hosts (sandbox_hosts.c) ---- */
+#define SBX_HOST_POLL_S 5  /* capacity and live use of each host */
+#define SBX_HOST_DOWN_S 60 /* unreachable this long since last seen: down */
+/* Registers this aasd's hosts, opens the table's shared ones and polls
+ * them all once, so placement knows their capacity. */
+int sbx_hosts_init(struct sbx *s, struct err *e);
+/* Every SBX_HOST_POLL_S: opens hosts added to the table, polls each. */
+void sbx_hosts_refresh(struct sbx *s, long long now_ms);
+/* The URIs of the hosts this aasd has open, comma-separated. */
+int sbx_hosts_csv(struct sbx *s, char *out, size_t n);
+/* Inside a create's transaction: reserves `size` on the best host with
+ * room (its URI into `host`, the reservation into `row`); ERR_CAPACITY
+ * when none has room. */
+int sbx_place(PGconn *c, struct sbx *s, const char *size, char *host, size_t n,
+    struct store_new *row, struct err *e);
 
 /* A running sandbox's row, domain name and host connection, or an error
  * saying why not. */

@@ -16,7 +16,9 @@
 #include "base/keys.h"
 #include "base/log.h"
 #include "base/metrics.h"
+#include "base/clock.h"
 #include "base/num.h"
+#include "service/hosts.h"
 #include "service/settle.h"
 
 #define SBX_HEARTBEAT_S 2
@@ -359,29 +361,51 @@ sbx_reconcile(struct sbx *s, struct err *e)
 
 /* ---- warm pool ---- */
 
+struct pool_tx {
+	struct sbx *s;
+	struct store_new n;
+	char id[SBX_ID_LEN + 1];
+	char host[STORE_HOST_MAX];
+};
+
+/* A warm VM's row, placed like any create: the pool takes no room a
+ * tenant's create could not have. */
+static int
+pool_tx_fn(PGconn *c, void *arg, struct err *e)
+{
+	struct pool_tx *t = arg;
+
+	if (sbx_place(c, t->s, t->n.size, t->host, sizeof(t->host), &t->n, e) < 0)
+		return -1;
+	return store_insert_pool(c, t->id, &t->n, e);
+}
+
 static void
 refill_pool(struct sbx *s)
 {
 	for (size_t i = 0; i < cat_count(); i++) {
 		const struct cat_size *sz = cat_at(i);
 		int want = s->app->cfg.warm_pool[i];
-		const char *host = orch_pick_host(s->orch);
 		enum vm_net net = sbx_net_pool(s);
-		char id[SBX_ID_LEN + 1] = "sbx-", domain[64];
+		char domain[64], hosts[ORCH_MAX_HOSTS * 260], lit[ORCH_MAX_HOSTS * 270];
 		long long have, stale;
+		struct pool_tx t;
 		struct err e;
 
 		err_clear(&e);
+		if (sbx_hosts_csv(s, hosts, sizeof(hosts)) < 0 ||
+		    db_array_literal(hosts, lit, sizeof(lit)) < 0)
+			return;
 		/* Warm VMs with another network device than new ones get (the
 		 * isolation rule came or went) are surplus. */
-		if (store_pool_counts(s->app->db, sz->name, host, vm_net_name(net), &have, &stale,
+		if (store_pool_counts(s->app->db, sz->name, lit, vm_net_name(net), &have, &stale,
 			&e) < 0)
 			return;
 		if (have > want || stale > 0) {
 			/* The pool was made smaller: drop the newest surplus VM. */
-			char surplus[SBX_ID_LEN + 1];
-			if (store_pool_take_surplus(s->app->db, sz->name, host, s->instance,
-				vm_net_name(net), surplus, &e) == 1) {
+			char surplus[SBX_ID_LEN + 1], host[STORE_HOST_MAX];
+			if (store_pool_take_surplus(s->app->db, sz->name, lit, s->instance,
+				vm_net_name(net), surplus, host, sizeof(host), &e) == 1) {
 				log_info("warm pool: %s VM %s no longer needed", sz->name, surplus);
 				sbx_finish_destroy(s, surplus, host, STORE_END_POOL_SURPLUS, &e);
 				return;
@@ -390,19 +414,26 @@ refill_pool(struct sbx *s)
 		}
 		if (have >= want)
 			continue;
-		if (key_random_base36(id + 4, 16) < 0)
+		memset(&t, 0, sizeof(t));
+		t.s = s;
+		memcpy(t.id, "sbx-", 4);
+		if (key_random_base36(t.id + 4, 16) < 0)
 			return;
-		orch_domain_name(id, domain, sizeof(domain));
-		struct store_new n = { .size = sz->name,
-			.host = host,
-			.domain = domain,
-			.owner = s->instance,
-			.timeout_min = 1,
-			.net = vm_net_name(net) };
-		if (store_insert_pool(s->app->db, id, &n, &e) < 0)
+		orch_domain_name(t.id, domain, sizeof(domain));
+		t.n.size = sz->name;
+		t.n.domain = domain;
+		t.n.owner = s->instance;
+		t.n.timeout_min = 1;
+		t.n.net = vm_net_name(net);
+		if (db_tx(s->app->db, pool_tx_fn, &t, &e) < 0) {
+			if (e.kind == ERR_CAPACITY)
+				log_debug("warm pool: %s", e.msg);
+			else
+				log_warn("warm pool: %s", e.msg);
 			return;
-		if (sbx_boot_row(s, id, host, sz->name, net, NULL, &e) == 0)
-			log_info("warm pool: %s VM %s ready (%lld/%d)", sz->name, id, have + 1,
+		}
+		if (sbx_boot_row(s, t.id, t.host, sz->name, net, NULL, &e) == 0)
+			log_info("warm pool: %s VM %s ready (%lld/%d)", sz->name, t.id, have + 1,
 			    want);
 		return; /* one per round, so the loop keeps its other duties */
 	}
@@ -426,7 +457,8 @@ update_capacity(struct sbx *s)
 	const char *accel = orch_accel(s->orch);
 	long long live, warm[3];
 	struct err e;
-	json_t *c;
+	json_t *c, *fleet;
+	char csv[ORCH_MAX_HOSTS * 260], lit[ORCH_MAX_HOSTS * 270];
 
 	err_clear(&e);
 	if (store_capacity(s->app->db, &live, warm, &e) < 0)
@@ -438,6 +470,12 @@ update_capacity(struct sbx *s)
 	    "medium", (json_int_t)warm[1], "large", (json_int_t)warm[2]);
 	if (c == NULL)
 		return;
+	/* The fleet in aggregate: what fits now, never which host. */
+	err_clear(&e);
+	fleet = NULL;
+	if (sbx_hosts_csv(s, csv, sizeof(csv)) == 0 && db_array_literal(csv, lit, sizeof(lit)) == 0)
+		fleet = hosts_capacity_json(s->app->db, lit, &e);
+	json_object_set_new(c, "room", fleet ? fleet : json_null());
 	pthread_mutex_lock(&s->cap_lock);
 	json_decref(s->capacity);
 	s->capacity = c;
@@ -469,6 +507,7 @@ sbx_maint_main(void *arg)
 	heartbeat(s);
 	do {
 		heartbeat(s);
+		sbx_hosts_refresh(s, clock_ms());
 		update_capacity(s);
 		err_clear(&e);
 		if (orch_wait_ready(s->orch, 0, &e) < 0)

@@ -264,14 +264,23 @@ store_claim_warm(PGconn *c, const struct store_new *n, char *id, char *host, str
 
 static const char insert_sql[] =
     "INSERT INTO sandboxes(id, account_id, in_pool, name, metadata, size,"
-    " host_uri, domain_name, state, owner, timeout_minutes, net)"
+    " host_uri, domain_name, state, owner, timeout_minutes, net, reserved_memory_mib,"
+    " reserved_vcpus)"
     " VALUES ($1, $2::uuid, $2::uuid IS NULL, $3, $4::jsonb, $5, $6, $7, 'creating', $8,"
-    " $9::int, $10)";
+    " $9::int, $10, $11::int, $12::int)";
+
+#define STORE_INSERT_PARAMS 12
+
+struct insert_buf {
+	char tmo[16], mem[16], cpus[16];
+};
 
 static void
-insert_params(const char *id, const struct store_new *n, char *tmo, size_t tn, const char **p)
+insert_params(const char *id, const struct store_new *n, struct insert_buf *b, const char **p)
 {
-	snprintf(tmo, tn, "%d", n->timeout_min);
+	snprintf(b->tmo, sizeof(b->tmo), "%d", n->timeout_min);
+	snprintf(b->mem, sizeof(b->mem), "%d", n->reserved_memory_mib);
+	snprintf(b->cpus, sizeof(b->cpus), "%d", n->reserved_vcpus);
 	p[0] = id;
 	p[1] = n->account;
 	p[2] = n->name;
@@ -280,31 +289,33 @@ insert_params(const char *id, const struct store_new *n, char *tmo, size_t tn, c
 	p[5] = n->host;
 	p[6] = n->domain;
 	p[7] = n->owner;
-	p[8] = tmo;
+	p[8] = b->tmo;
 	p[9] = n->net;
+	p[10] = b->mem;
+	p[11] = b->cpus;
 }
 
 int
 store_insert_creating(PGconn *c, const char *id, const struct store_new *n, struct err *e)
 {
-	char tmo[16];
-	const char *p[10];
+	struct insert_buf b;
+	const char *p[STORE_INSERT_PARAMS];
 
-	insert_params(id, n, tmo, sizeof(tmo), p);
-	return db_conn_exec(c, insert_sql, 10, p, NULL, e);
+	insert_params(id, n, &b, p);
+	return db_conn_exec(c, insert_sql, STORE_INSERT_PARAMS, p, NULL, e);
 }
 
 int
-store_insert_pool(struct db *db, const char *id, const struct store_new *n, struct err *e)
+store_insert_pool(PGconn *c, const char *id, const struct store_new *n, struct err *e)
 {
-	char tmo[16];
-	const char *p[10];
+	struct insert_buf b;
+	const char *p[STORE_INSERT_PARAMS];
 
-	insert_params(id, n, tmo, sizeof(tmo), p);
+	insert_params(id, n, &b, p);
 	p[1] = NULL; /* no account: in_pool */
 	p[2] = NULL;
 	p[3] = "{}";
-	return db_exec(db, insert_sql, 10, p, NULL, e);
+	return db_conn_exec(c, insert_sql, STORE_INSERT_PARAMS, p, NULL, e);
 }
 
 /* ---- state changes ---- */

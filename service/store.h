@@ -4,7 +4,8 @@
  * parameters only, and parses every value it reads back.
  *
  * Lock order (every path that locks more than one row): the account row
- * first (FOR UPDATE), then sandbox rows, then ledger inserts. Functions
+ * first (FOR UPDATE), then host rows (a create's placement, by id,
+ * service/hosts.h), then sandbox rows, then ledger inserts. Functions
  * taking a PGconn run inside the caller's transaction. */
 #ifndef AAS_STORE_H
 #define AAS_STORE_H
@@ -62,6 +63,8 @@ struct store_new {
 	int timeout_min;
 	const char *net;
 	int minute_s;
+	int reserved_memory_mib; /* on its host while it lives (service/hosts.h) */
+	int reserved_vcpus;
 };
 
 /* Claims a warm VM of n->size and n->net for n->account: 1 and its id and
@@ -69,7 +72,7 @@ struct store_new {
 int store_claim_warm(PGconn *c, const struct store_new *n, char *id, char *host, struct err *e);
 /* The row of a new VM, 'creating', before the VM exists. */
 int store_insert_creating(PGconn *c, const char *id, const struct store_new *n, struct err *e);
-int store_insert_pool(struct db *db, const char *id, const struct store_new *n, struct err *e);
+int store_insert_pool(PGconn *c, const char *id, const struct store_new *n, struct err *e);
 
 /* ---- state changes ---- */
 
@@ -246,13 +249,14 @@ struct store_host_row {
 /* Live rows on `host` (malloc'd). */
 int store_host_rows(struct db *db, const char *host, int dead_s, struct store_host_row **rows,
     size_t *n, struct err *e);
-/* Warm VMs of a size on a host: how many have `net`, and how many running
- * ones have another net. */
-int store_pool_counts(struct db *db, const char *size, const char *host, const char *net,
+/* Warm VMs of a size on `hosts` (a text[] literal): how many have `net`,
+ * and how many running ones have another net. */
+int store_pool_counts(struct db *db, const char *size, const char *hosts, const char *net,
     long long *have, long long *stale, struct err *e);
-/* Takes the newest surplus warm VM for destruction: 1 and its id, or 0. */
-int store_pool_take_surplus(struct db *db, const char *size, const char *host, const char *owner,
-    const char *net, char *id, struct err *e);
+/* Takes the newest surplus warm VM on `hosts` for destruction: 1 and its
+ * id and host, or 0. */
+int store_pool_take_surplus(struct db *db, const char *size, const char *hosts, const char *owner,
+    const char *net, char *id, char *host, size_t hn, struct err *e);
 /* Live sandboxes of accounts, and warm VMs per size (small, medium, large). */
 int store_capacity(struct db *db, long long *live, long long warm[3], struct err *e);
 int store_heartbeat(struct db *db, const char *instance, const char *uris, struct err *e);

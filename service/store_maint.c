@@ -122,10 +122,10 @@ store_host_rows(struct db *db, const char *host, int dead_s, struct store_host_r
 }
 
 int
-store_pool_counts(struct db *db, const char *size, const char *host, const char *net,
+store_pool_counts(struct db *db, const char *size, const char *hosts, const char *net,
     long long *have, long long *stale, struct err *e)
 {
-	const char *p[3] = { size, host, net };
+	const char *p[3] = { size, hosts, net };
 	PGresult *r;
 	int rc = -1;
 
@@ -133,7 +133,7 @@ store_pool_counts(struct db *db, const char *size, const char *host, const char 
 	    "SELECT count(*) FILTER (WHERE net = $3),"
 	    " count(*) FILTER (WHERE net <> $3 AND state = 'running') FROM sandboxes"
 	    " WHERE in_pool AND state IN ('creating', 'running') AND size = $1"
-	    " AND host_uri = $2",
+	    " AND host_uri = ANY($2::text[])",
 	    3, p, e);
 	if (r == NULL)
 		return -1;
@@ -144,10 +144,10 @@ store_pool_counts(struct db *db, const char *size, const char *host, const char 
 }
 
 int
-store_pool_take_surplus(struct db *db, const char *size, const char *host, const char *owner,
-    const char *net, char *id, struct err *e)
+store_pool_take_surplus(struct db *db, const char *size, const char *hosts, const char *owner,
+    const char *net, char *id, char *host, size_t hn, struct err *e)
 {
-	const char *p[4] = { size, host, owner, net };
+	const char *p[4] = { size, hosts, owner, net };
 	PGresult *r;
 	int rc = -1;
 
@@ -155,15 +155,16 @@ store_pool_take_surplus(struct db *db, const char *size, const char *host, const
 	    "UPDATE sandboxes SET state = 'destroying',"
 	    " destroying_at = now(), owner = $3, end_reason = 'pool_surplus'"
 	    " WHERE id = (SELECT id FROM sandboxes"
-	    "  WHERE in_pool AND state = 'running' AND size = $1 AND host_uri = $2"
+	    "  WHERE in_pool AND state = 'running' AND size = $1 AND host_uri = ANY($2::text[])"
 	    "  ORDER BY (net = $4), created_at DESC LIMIT 1 FOR UPDATE SKIP LOCKED)"
-	    " RETURNING id",
+	    " RETURNING id, host_uri",
 	    4, p, e);
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) == 0)
 		rc = 0;
-	else if (db_get_str(r, 0, 0, id, STORE_ID_LEN + 1, e) == 0)
+	else if (db_get_str(r, 0, 0, id, STORE_ID_LEN + 1, e) == 0 &&
+	    db_get_str(r, 0, 1, host, hn, e) == 0)
 		rc = 1;
 	PQclear(r);
 	return rc;

@@ -15,9 +15,12 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <libvirt/virterror.h>
 
 #include "vmm/agent.h"
 #include "vmm/conlog.h"
@@ -32,7 +35,6 @@
 #include "base/num.h"
 
 #define ORCH_STARTER_JOIN_S 20 /* a stopping aasd waits this long for the start-up */
-#define ORCH_MAX_HOSTS 16
 #define ORCH_SOCKET_DIR "/run/aas-vm"
 
 extern char **environ;
@@ -50,9 +52,14 @@ struct orch {
 	int memory_overhead_mib;
 	char extra_args[ORCH_EXTRA_ARGS_MAX];
 
+	/* Appended under `lock`, never removed before orch_free: a reader
+	 * sees the first n_hosts entries complete. */
 	struct vm_host *hosts[ORCH_MAX_HOSTS];
-	atomic_int started[ORCH_MAX_HOSTS];
-	size_t n_hosts;
+	_Atomic size_t n_hosts;
+	struct orch_cpu_sample {
+		unsigned long long idle, total;
+	} cpu_prev[ORCH_MAX_HOSTS]; /* orch_host_stats' last reading, under cpu_lock */
+	pthread_mutex_t cpu_lock;
 	char vms_dir[ORCH_PATH_MAX + 8];
 	char kernel[ORCH_PATH_MAX + 16], initrd[ORCH_PATH_MAX + 16], base[ORCH_PATH_MAX + 16];
 	uid_t qemu_uid;       /* libvirt's probes' user, in the isolation rule */
@@ -627,7 +634,6 @@ open_hosts(struct orch *o, struct err *e)
 		o->hosts[o->n_hosts] = vm_host_open(uri, o->qemu_user, e);
 		if (o->hosts[o->n_hosts] == NULL)
 			return -1;
-		atomic_init(&o->started[o->n_hosts], 0);
 		o->n_hosts++;
 	}
 	if (o->n_hosts == 0) {
@@ -681,6 +687,7 @@ orch_new(const struct orch_config *cfg, struct err *e)
 	if (o->console_max < CONLOG_MIN_BYTES || o->console_max > CONLOG_MAX_BYTES)
 		o->console_max = ORCH_CONSOLE_DEFAULT;
 	pthread_mutex_init(&o->lock, NULL);
+	pthread_mutex_init(&o->cpu_lock, NULL);
 	pthread_cond_init(&o->ready_cond, NULL);
 	snprintf(o->vms_dir, sizeof(o->vms_dir), "%s/vms", cfg->state_dir);
 	snprintf(o->kernel, sizeof(o->kernel), "%s/vmlinuz", cfg->image_dir);
@@ -782,6 +789,7 @@ orch_free(struct orch *o)
 	oomwatch_free(o->oom);
 	uidpool_free(o->uids);
 	pthread_mutex_destroy(&o->lock);
+	pthread_mutex_destroy(&o->cpu_lock);
 	pthread_cond_destroy(&o->ready_cond);
 	free(o);
 }
@@ -862,15 +870,135 @@ orch_host_by_uri(struct orch *o, const char *uri)
 	return NULL;
 }
 
-const char *
-orch_pick_host(struct orch *o)
+/* 1 when `uri` names another machine (an authority after "://"). */
+static int
+uri_remote(const char *uri)
 {
-	size_t best = 0;
+	const char *p = strstr(uri, "://");
 
-	for (size_t i = 1; i < o->n_hosts; i++)
-		if (atomic_load(&o->started[i]) < atomic_load(&o->started[best]))
-			best = i;
-	return vm_host_uri(o->hosts[best]);
+	return p != NULL && p[3] != '/' && p[3] != '\0';
+}
+
+int
+orch_uri_private(const char *uri)
+{
+	return strncmp(uri, "test:", 5) == 0 || strstr(uri, ":///embed") != NULL;
+}
+
+int
+orch_host_add(struct orch *o, const char *uri, struct err *e)
+{
+	struct vm_host *h;
+	int rc = -1;
+
+	pthread_mutex_lock(&o->lock);
+	if (orch_host_by_uri(o, uri) != NULL) {
+		rc = 0;
+		goto out;
+	}
+	if (o->n_hosts >= ORCH_MAX_HOSTS) {
+		err_set(e, ERR_LIMIT, "at most %d hosts", ORCH_MAX_HOSTS);
+		goto out;
+	}
+	/* Opening a remote host can take a while; new hosts are rare, and
+	 * only the maintenance thread adds them. */
+	h = vm_host_open(uri, o->qemu_user, e);
+	if (h == NULL)
+		goto out;
+	o->hosts[o->n_hosts] = h;
+	o->n_hosts++;
+	log_info("vm: host %s added", uri);
+	rc = 0;
+out:
+	pthread_mutex_unlock(&o->lock);
+	return rc;
+}
+
+/* The host's CPU busy share since the previous call, or -1 when this is
+ * the first reading or the driver has no CPU statistics. */
+static double
+cpu_busy_since(struct orch *o, size_t i, virConnectPtr c)
+{
+	virNodeCPUStatsPtr params = NULL;
+	int n = 0;
+	unsigned long long idle = 0, total = 0;
+	double busy = -1;
+
+	if (virNodeGetCPUStats(c, VIR_NODE_CPU_STATS_ALL_CPUS, NULL, &n, 0) < 0 || n <= 0 || n > 16)
+		return -1;
+	params = calloc((size_t)n, sizeof(*params));
+	if (params == NULL)
+		return -1;
+	if (virNodeGetCPUStats(c, VIR_NODE_CPU_STATS_ALL_CPUS, params, &n, 0) < 0)
+		goto out;
+	for (int k = 0; k < n; k++) {
+		if (strcmp(params[k].field, VIR_NODE_CPU_STATS_IDLE) == 0 ||
+		    strcmp(params[k].field, VIR_NODE_CPU_STATS_IOWAIT) == 0)
+			idle += params[k].value;
+		if (strcmp(params[k].field, VIR_NODE_CPU_STATS_UTILIZATION) != 0)
+			total += params[k].value;
+	}
+	pthread_mutex_lock(&o->cpu_lock);
+	if (o->cpu_prev[i].total != 0 && total > o->cpu_prev[i].total &&
+	    idle >= o->cpu_prev[i].idle) {
+		double dt = (double)(total - o->cpu_prev[i].total);
+		double di = (double)(idle - o->cpu_prev[i].idle);
+		busy = di >= dt ? 0 : 1 - di / dt;
+	}
+	o->cpu_prev[i].idle = idle;
+	o->cpu_prev[i].total = total;
+	pthread_mutex_unlock(&o->cpu_lock);
+out:
+	free(params);
+	return busy;
+}
+
+int
+orch_host_stats(struct orch *o, const char *uri, struct orch_host_stats *out, struct err *e)
+{
+	virNodeInfo info;
+	virConnectPtr c = NULL;
+	unsigned long long free_bytes;
+	size_t i;
+	int rc = -1, n;
+
+	memset(out, 0, sizeof(*out));
+	out->free_memory_mib = -1;
+	out->cpu_busy = -1;
+	out->disk_free_mib = -1;
+	for (i = 0; i < o->n_hosts; i++)
+		if (strcmp(vm_host_uri(o->hosts[i]), uri) == 0)
+			break;
+	if (i == o->n_hosts) {
+		err_set(e, ERR_NOT_FOUND, "no host %s", uri);
+		return -1;
+	}
+	c = vm_host_conn(o->hosts[i]);
+	if (c == NULL || virNodeGetInfo(c, &info) < 0) {
+		err_set(e, ERR_UNAVAILABLE, "%s: no node information: %s", uri,
+		    virGetLastErrorMessage());
+		goto out;
+	}
+	out->memory_mib = (long long)(info.memory / 1024);
+	out->vcpus = (int)info.cpus;
+	free_bytes = virNodeGetFreeMemory(c);
+	if (free_bytes > 0)
+		out->free_memory_mib = (long long)(free_bytes >> 20);
+	out->cpu_busy = cpu_busy_since(o, i, c);
+	n = virConnectNumOfDomains(c);
+	out->domains = n > 0 ? n : 0;
+	if (!uri_remote(uri)) {
+		struct statvfs sv;
+		if (statvfs(o->vms_dir, &sv) == 0)
+			out->disk_free_mib = (long long)((unsigned long long)sv.f_bavail *
+				sv.f_frsize >>
+			    20);
+	}
+	rc = 0;
+out:
+	if (c)
+		virConnectClose(c);
+	return rc;
 }
 
 int
@@ -883,9 +1011,6 @@ orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int 
 		return -1;
 	if (orch_wait_ready(o, 60000, e) < 0)
 		return -1;
-	for (size_t i = 0; i < o->n_hosts; i++)
-		if (o->hosts[i] == h)
-			atomic_fetch_add(&o->started[i], 1);
 	return boot_with(o, h, id, o->accel, net, vcpus, memory_mib, o->boot_timeout_s * 1000, fn,
 	    ctx, e);
 }

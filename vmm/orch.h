@@ -89,8 +89,24 @@ void orch_confinement(struct orch *o, struct orch_confinement *out);
 const char *orch_host_uri_at(struct orch *o, size_t i);
 struct vm_host *orch_host_by_uri(struct orch *o, const char *uri);
 
-/* The host a new VM should go to (fewest VMs started by this process). */
-const char *orch_pick_host(struct orch *o);
+/* Opens `uri` as one more host (at most ORCH_MAX_HOSTS); 0 when it is
+ * open, already or now. Hosts are never closed before orch_free. */
+#define ORCH_MAX_HOSTS 16
+int orch_host_add(struct orch *o, const char *uri, struct err *e);
+/* 1 for a URI only one process can use (libvirt's embedded and test
+ * drivers): such a host is never opened by an aasd it was not given to. */
+int orch_uri_private(const char *uri);
+
+/* A host's capacity and live use, as libvirt reports them. */
+struct orch_host_stats {
+	long long memory_mib;
+	int vcpus;
+	long long free_memory_mib; /* -1: unknown */
+	double cpu_busy;           /* 0..1 since the previous call; -1: unknown */
+	long long disk_free_mib;   /* where overlays live; -1: unknown (remote) */
+	int domains;               /* running domains, aas's or not */
+};
+int orch_host_stats(struct orch *o, const char *uri, struct orch_host_stats *out, struct err *e);
 
 /* Creates the overlay, starts the domain ORCH_DOMAIN_PREFIX<id> on `uri`
  * and waits for its guest agent. Reports progress through fn. */

@@ -79,6 +79,9 @@ struct fake_vm {
 /* A host is its URI; the service holds a pointer to one as a vm_host. */
 struct fake_host {
 	char uri[512];
+	long long memory_mib; /* 0: the default */
+	int vcpus;
+	int unreachable;
 };
 
 static struct {
@@ -1218,25 +1221,80 @@ __wrap_orch_host_by_uri(struct orch *o, const char *uri)
 	return h;
 }
 
-/* The host with the fewest running VMs. */
-const char *
-__wrap_orch_pick_host(struct orch *o)
+int
+__wrap_orch_host_add(struct orch *o, const char *uri, struct err *e)
 {
-	size_t best = 0, best_n = (size_t)-1;
+	size_t i;
+	int rc = 0;
 
 	(void)o;
 	lock();
-	for (size_t i = 0; i < fk.nhosts; i++) {
-		size_t n = 0;
-		for (size_t k = 0; k < fk.nvms; k++)
-			n += fk.vms[k].live && fk.vms[k].host == i;
-		if (n < best_n) {
-			best = i;
-			best_n = n;
+	if (host_index(uri, &i) < 0) {
+		if (fk.nhosts >= FAKE_MAX_HOSTS || strlen(uri) >= sizeof(fk.hosts[0].uri)) {
+			err_set(e, ERR_LIMIT, "fake: at most %d hosts", FAKE_MAX_HOSTS);
+			rc = -1;
+		} else {
+			snprintf(fk.hosts[fk.nhosts].uri, sizeof(fk.hosts[0].uri), "%s", uri);
+			fk.nhosts++;
 		}
 	}
 	unlock();
-	return fk.hosts[best].uri;
+	return rc;
+}
+
+int
+__wrap_orch_uri_private(const char *uri)
+{
+	return strncmp(uri, "test:", 5) == 0 || strstr(uri, ":///embed") != NULL;
+}
+
+/* A host's figures: its set capacity (64 GiB and 64 CPUs unless a test
+ * set others), free memory less what its live VMs were given. */
+int
+__wrap_orch_host_stats(struct orch *o, const char *uri, struct orch_host_stats *out, struct err *e)
+{
+	size_t i;
+	int rc = -1;
+
+	(void)o;
+	memset(out, 0, sizeof(*out));
+	lock();
+	if (host_index(uri, &i) < 0) {
+		err_set(e, ERR_NOT_FOUND, "fake: no host %s", uri);
+	} else if (fk.hosts[i].unreachable) {
+		err_set(e, ERR_UNAVAILABLE, "fake: %s does not answer", uri);
+	} else {
+		out->memory_mib = fk.hosts[i].memory_mib ? fk.hosts[i].memory_mib : 65536;
+		out->vcpus = fk.hosts[i].vcpus ? fk.hosts[i].vcpus : 64;
+		out->free_memory_mib = out->memory_mib;
+		for (size_t k = 0; k < fk.nvms; k++)
+			if (fk.vms[k].live && fk.vms[k].host == i) {
+				out->free_memory_mib -= fk.vms[k].memory_mib;
+				out->domains++;
+			}
+		out->cpu_busy = 0.1;
+		out->disk_free_mib = -1;
+		rc = 0;
+	}
+	unlock();
+	return rc;
+}
+
+int
+fake_host_set(const char *uri, long long memory_mib, int vcpus, int unreachable)
+{
+	size_t i;
+	int rc = -1;
+
+	lock();
+	if (host_index(uri, &i) == 0) {
+		fk.hosts[i].memory_mib = memory_mib;
+		fk.hosts[i].vcpus = vcpus;
+		fk.hosts[i].unreachable = unreachable;
+		rc = 0;
+	}
+	unlock();
+	return rc;
 }
 
 /* A new VM slot (lock held), or NULL when the fake is full. */

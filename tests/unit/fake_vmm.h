@@ -57,6 +57,10 @@ struct fake_vm_info {
 void fake_vmm_reset(void);
 struct fake_counts fake_vmm_counts(void);
 
+/* A host's capacity as orch_host_stats reports it (0: the defaults, 64
+ * GiB and 64 CPUs) and whether it answers; -1 for an unknown host. */
+int fake_host_set(const char *uri, long long memory_mib, int vcpus, int unreachable);
+
 /* Make the next `n` boots fail (the row then fails and is refunded). */
 void fake_vmm_fail_boots(int n);
 /* 1 (default): guest_run_wait gives a command's output to its sink at the

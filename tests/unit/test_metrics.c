@@ -202,12 +202,42 @@ test_boots_agent_credits_and_gauges(void **state)
 	assert_true(value_of(text, "aas_sandboxes{state=\"running\"}") == 4);
 	assert_true(value_of(text, "aas_warm_pool_ready{size=\"small\"}") == 2);
 	assert_true(value_of(text, "aas_warm_pool_target{size=\"medium\"}") == 1);
+	assert_null(strstr(text, "aas_host_"));
+	free(text);
+	/* A host: capacity, reservations, live use; unknown figures left out. */
+	g.n_hosts = 2;
+	g.hosts[0] = (struct metrics_host){ .name = "h1",
+		.up = 1,
+		.memory_mib = 24000,
+		.reserved_memory_mib = 512,
+		.free_memory_mib = 20000,
+		.vcpus = 2,
+		.reserved_vcpus = 1,
+		.sandboxes = 1,
+		.cpu_busy = 0.25 };
+	g.hosts[1] = (struct metrics_host){ .name = "h2",
+		.draining = 1,
+		.free_memory_mib = -1,
+		.cpu_busy = -1 };
+	text = render(&g);
+	assert_true(value_of(text, "aas_host_up{host=\"h1\"}") == 1);
+	assert_true(value_of(text, "aas_host_up{host=\"h2\"}") == 0);
+	assert_true(value_of(text, "aas_host_draining{host=\"h2\"}") == 1);
+	assert_true(value_of(text, "aas_host_memory_mib{host=\"h1\",kind=\"reserved\"}") == 512);
+	assert_true(value_of(text, "aas_host_memory_mib{host=\"h1\",kind=\"free\"}") == 20000);
+	assert_null(strstr(text, "aas_host_memory_mib{host=\"h2\",kind=\"free\"}"));
+	assert_true(value_of(text, "aas_host_vcpus{host=\"h1\",kind=\"capacity\"}") == 2);
+	assert_true(value_of(text, "aas_host_cpu_busy_ratio{host=\"h1\"}") == 0.25);
+	assert_null(strstr(text, "aas_host_cpu_busy_ratio{host=\"h2\"}"));
+	assert_true(value_of(text, "aas_host_sandboxes{host=\"h1\"}") == 1);
 	free(text);
 	/* Families whose source did not answer are left out. */
 	g.have_sandboxes = g.have_pool = 0;
+	g.n_hosts = 0;
 	text = render(&g);
 	assert_null(strstr(text, "aas_sandboxes"));
 	assert_null(strstr(text, "aas_warm_pool"));
+	assert_null(strstr(text, "aas_host_"));
 	free(text);
 }
 

@@ -1,0 +1,71 @@
+/* hosts.h - the hypervisor hosts every aasd shares (hosts_): registration,
+ * operator settings (overcommit, draining), the capacity and live use the
+ * polling aasd reports, health, and admission: reserving a size's memory
+ * and vCPUs on one host inside the create's transaction.
+ *
+ * Lock order: a create locks the account row, then the eligible host rows
+ * (FOR UPDATE, by id), then inserts its sandbox row. Nothing else locks
+ * more than one host row, and nothing holding a host row locks an account. */
+#ifndef AAS_HOSTS_H
+#define AAS_HOSTS_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+#include <libpq-fe.h>
+
+#include "base/db.h"
+#include "base/err.h"
+#include "service/place.h"
+#include "vmm/orch.h"
+
+#define HOSTS_URI_MAX 256
+#define HOSTS_RETRY_AFTER_S 30 /* told to a create that found no room */
+
+/* Options of `aasctl host add`; 0 or NULL leaves a setting as it is (a new
+ * host gets the defaults). */
+struct hosts_options {
+	const char *name;
+	double memory_overcommit; /* (0, 16] */
+	double cpu_overcommit;    /* (0, 64] */
+	const char *preview_address;
+};
+
+/* Adds the host `uri` unless it is known (aasd's AAS_LIBVIRT_URI): used
+ * by the aasd that lists it only. */
+int hosts_register(struct db *db, const char *uri, struct err *e);
+/* Adds or updates a host (aasctl host add), which every aasd then opens;
+ * its row as JSON. */
+json_t *hosts_add(struct db *db, const char *uri, const struct hosts_options *opt, struct err *e);
+/* Every host: settings, state, capacity, reservations, live use, sandboxes. */
+json_t *hosts_list_json(struct db *db, struct err *e);
+/* Draining: no new sandboxes go there; those on it run on. `host` is a
+ * name or a URI. */
+int hosts_set_draining(struct db *db, const char *host, int draining, struct err *e);
+/* Forgets a host; refused (ERR_CONFLICT) while sandboxes live on it. */
+int hosts_remove(struct db *db, const char *host, struct err *e);
+
+/* Hosts the operator added, which every aasd opens (less those private
+ * to one process, see orch_uri_private): a malloc'd comma-separated list,
+ * "" when none. */
+char *hosts_shared_uris(struct db *db, struct err *e);
+
+/* Records a poll of `uri`: its figures when `st` is set, else the error;
+ * a host failing for `down_after_s` since it was last seen is down. */
+int hosts_report(struct db *db, const char *uri, const struct orch_host_stats *st,
+    const char *error, int down_after_s, struct err *e);
+
+/* Inside the create's transaction, after the account row: locks the
+ * eligible hosts among `uris` (a text[] literal), reads their
+ * reservations and picks one for `need` (place.h). 1 with its URI in
+ * `uri`, 0 when none has room, -1 on error. */
+int hosts_reserve(PGconn *c, const char *uris, const struct place_need *need, char *uri, size_t n,
+    struct err *e);
+
+/* The room a create can find among `uris` (a text[] literal: the
+ * caller's hosts), in aggregate for tenants (no host names): hosts
+ * available, vCPUs and memory in all, reserved, and how many more of each
+ * size fit now. */
+json_t *hosts_capacity_json(struct db *db, const char *uris, struct err *e);
+
+#endif

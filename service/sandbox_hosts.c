@@ -1,0 +1,138 @@
+/* sandbox_hosts.c - the service's side of the host table: the hosts this
+ * aasd opens, their polls, and placement inside a create. */
+#include "service/sandbox_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/clock.h"
+#include "base/log.h"
+#include "service/catalog.h"
+#include "service/hosts.h"
+#include "service/reaper.h"
+
+/* Opens the shared hosts of the table that this aasd has not opened yet;
+ * 1 when one was added. A host that cannot be opened now is tried at the
+ * next refresh (its state comes from the aasd that can reach it). */
+static int
+open_shared(struct sbx *s)
+{
+	struct err e;
+	char *list, *save = NULL;
+	int added = 0;
+
+	err_clear(&e);
+	list = hosts_shared_uris(s->app->db, &e);
+	if (list == NULL)
+		return 0;
+	for (char *u = strtok_r(list, ",", &save); u; u = strtok_r(NULL, ",", &save)) {
+		size_t before = orch_host_count(s->orch);
+		err_clear(&e);
+		if (orch_host_add(s->orch, u, &e) < 0)
+			log_warn("hosts: cannot open %s: %s", u, e.msg);
+		else if (orch_host_count(s->orch) > before)
+			added = 1;
+	}
+	free(list);
+	return added;
+}
+
+int
+sbx_hosts_csv(struct sbx *s, char *out, size_t n)
+{
+	size_t len = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < orch_host_count(s->orch); i++) {
+		int w = snprintf(out + len, n - len, "%s%s", len ? "," : "",
+		    orch_host_uri_at(s->orch, i));
+		if (w < 0 || (size_t)w >= n - len)
+			return -1;
+		len += (size_t)w;
+	}
+	return 0;
+}
+
+static void
+poll_hosts(struct sbx *s)
+{
+	for (size_t i = 0; i < orch_host_count(s->orch); i++) {
+		const char *uri = orch_host_uri_at(s->orch, i);
+		struct orch_host_stats st;
+		struct err e, re;
+
+		err_clear(&e);
+		err_clear(&re);
+		if (orch_host_stats(s->orch, uri, &st, &e) == 0) {
+			if (hosts_report(s->app->db, uri, &st, NULL, SBX_HOST_DOWN_S, &re) < 0)
+				log_warn("hosts: %s: %s", uri, re.msg);
+			continue;
+		}
+		log_warn("hosts: %s: %s", uri, e.msg);
+		if (hosts_report(s->app->db, uri, NULL, e.msg, SBX_HOST_DOWN_S, &re) < 0)
+			log_warn("hosts: %s: %s", uri, re.msg);
+	}
+}
+
+int
+sbx_hosts_init(struct sbx *s, struct err *e)
+{
+	for (size_t i = 0; i < orch_host_count(s->orch); i++)
+		if (hosts_register(s->app->db, orch_host_uri_at(s->orch, i), e) < 0)
+			return -1;
+	open_shared(s);
+	/* Capacity is known before the first create. */
+	poll_hosts(s);
+	s->hosts_polled_ms = clock_ms();
+	return 0;
+}
+
+void
+sbx_hosts_refresh(struct sbx *s, long long now_ms)
+{
+	char csv[ORCH_MAX_HOSTS * 260];
+	struct err e;
+
+	if (now_ms - s->hosts_polled_ms < SBX_HOST_POLL_S * 1000LL)
+		return;
+	s->hosts_polled_ms = now_ms;
+	err_clear(&e);
+	if (open_shared(s) && s->reaper && sbx_hosts_csv(s, csv, sizeof(csv)) == 0 &&
+	    reap_set_hosts(s->reaper, csv, &e) < 0)
+		log_warn("hosts: %s", e.msg);
+	poll_hosts(s);
+}
+
+int
+sbx_place(PGconn *c, struct sbx *s, const char *size, char *host, size_t n, struct store_new *row,
+    struct err *e)
+{
+	const struct cat_size *sz = cat_find(size);
+	char csv[ORCH_MAX_HOSTS * 260], uris[ORCH_MAX_HOSTS * 270];
+	struct place_need need;
+	int rc;
+
+	if (sz == NULL || sbx_hosts_csv(s, csv, sizeof(csv)) < 0 ||
+	    db_array_literal(csv, uris, sizeof(uris)) < 0) {
+		err_set(e, ERR_INTERNAL, "placement: bad size or host list");
+		return -1;
+	}
+	need.memory_mib = sz->memory_mib;
+	need.vcpus = sz->vcpus;
+	rc = hosts_reserve(c, uris, &need, host, n, e);
+	if (rc < 0)
+		return -1;
+	if (rc == 0) {
+		err_set(e, ERR_CAPACITY,
+		    "no capacity for size %s right now: every host is full; try again in %d s"
+		    " or a smaller size",
+		    size, HOSTS_RETRY_AFTER_S);
+		return -1;
+	}
+	row->host = host;
+	row->reserved_memory_mib = sz->memory_mib;
+	row->reserved_vcpus = sz->vcpus;
+	return 0;
+}

@@ -1,0 +1,222 @@
+/* test_service_hosts.c - placement with admission through create_sandbox:
+ * a full host refuses with no_capacity and charges nothing, parallel
+ * creates never reserve past a host's limit, draining and an unreachable
+ * host. The real service, store and billing over PostgreSQL and the fake
+ * hypervisor (fake_vmm.h). Needs AAS_TEST_DATABASE_URL. */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/err.h"
+#include "service/hosts.h"
+#include "service/tools.h"
+#include "tests/unit/fake_vmm.h"
+#include "tests/unit/service_fixture.h"
+
+#define PAR_THREADS 20
+#define PAR_FIT 5 /* small sandboxes the host takes */
+
+/* The host reports `memory_mib` of RAM; the row says so at once (the
+ * service's own poll would within seconds). */
+static void
+set_host_memory(struct sfx *s, long long memory_mib)
+{
+	char mem[32];
+
+	assert_int_equal(fake_host_set(s->host, memory_mib, 64, 0), 0);
+	snprintf(mem, sizeof(mem), "%lld", memory_mib);
+	{
+		const char *p[2] = { s->host, mem };
+		struct err e;
+		err_clear(&e);
+		assert_int_equal(db_exec(s->app->db,
+				     "UPDATE hosts SET memory_mib = $2::bigint WHERE uri = $1", 2,
+				     p, NULL, &e),
+		    0);
+	}
+}
+
+static json_t *
+create(struct sfx *s, struct err *e)
+{
+	return sfx_call(s, s->account, "create_sandbox",
+	    json_pack("{s:s, s:i}", "size", "small", "timeout_minutes", 2), e);
+}
+
+static void
+test_full_host_charges_nothing(void **state)
+{
+	struct sfx *s = *state;
+	char a[32], b[32];
+	long long before;
+	struct err e;
+
+	set_host_memory(s, 1200); /* two small sandboxes of 512 MiB */
+	sfx_create(s, 2, a);
+	sfx_create(s, 2, b);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT sum(reserved_memory_mib) FROM sandboxes WHERE host_uri = $1"
+			     " AND state = 'running'",
+			     s->host),
+	    1024);
+	before = sfx_balance(s, s->account);
+	err_clear(&e);
+	assert_null(create(s, &e));
+	assert_int_equal(e.kind, ERR_CAPACITY);
+	assert_non_null(strstr(e.msg, "no capacity for size small"));
+	assert_int_equal(sfx_balance(s, s->account), before);
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM sandboxes WHERE host_uri = $1", s->host),
+	    2);
+	/* A destroy gives the room back. */
+	json_decref(sfx_ok(s, s->account, "destroy_sandbox", json_pack("{s:s}", "sandbox_id", a)));
+	sfx_create(s, 2, a);
+}
+
+static void
+test_draining_host(void **state)
+{
+	struct sfx *s = *state;
+	char a[32];
+	struct err e;
+
+	err_clear(&e);
+	assert_int_equal(hosts_set_draining(s->app->db, s->host, 1, &e), 0);
+	assert_null(create(s, &e));
+	assert_int_equal(e.kind, ERR_CAPACITY);
+	err_clear(&e);
+	assert_int_equal(hosts_set_draining(s->app->db, s->host, 0, &e), 0);
+	sfx_create(s, 2, a);
+	/* A host with a live sandbox is not forgotten. */
+	err_clear(&e);
+	assert_int_equal(hosts_remove(s->app->db, s->host, &e), -1);
+	assert_int_equal(e.kind, ERR_CONFLICT);
+	err_clear(&e);
+	assert_int_equal(hosts_remove(s->app->db, "no-such-host", &e), -1);
+	assert_int_equal(e.kind, ERR_NOT_FOUND);
+}
+
+struct par {
+	struct sfx *s;
+	pthread_barrier_t go;
+	atomic_int ok, full, other;
+};
+
+static void *
+par_create(void *arg)
+{
+	struct par *p = arg;
+	struct err e;
+	json_t *out;
+
+	err_clear(&e);
+	pthread_barrier_wait(&p->go);
+	out = create(p->s, &e);
+	if (out != NULL)
+		atomic_fetch_add(&p->ok, 1);
+	else if (e.kind == ERR_CAPACITY)
+		atomic_fetch_add(&p->full, 1);
+	else
+		atomic_fetch_add(&p->other, 1);
+	json_decref(out);
+	return NULL;
+}
+
+static void
+test_parallel_creates_stay_within(void **state)
+{
+	struct sfx *s = *state;
+	struct par p = { .s = s };
+	pthread_t t[PAR_THREADS];
+	long long before;
+
+	set_host_memory(s, PAR_FIT * 512 + 100);
+	before = sfx_balance(s, s->account);
+	pthread_barrier_init(&p.go, NULL, PAR_THREADS);
+	for (int i = 0; i < PAR_THREADS; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, par_create, &p), 0);
+	for (int i = 0; i < PAR_THREADS; i++)
+		pthread_join(t[i], NULL);
+	pthread_barrier_destroy(&p.go);
+	assert_int_equal(atomic_load(&p.other), 0);
+	assert_int_equal(atomic_load(&p.ok), PAR_FIT);
+	assert_int_equal(atomic_load(&p.full), PAR_THREADS - PAR_FIT);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT count(*) FROM sandboxes WHERE host_uri = $1"
+			     " AND state IN ('creating', 'running')",
+			     s->host),
+	    PAR_FIT);
+	/* Only the five were charged (2 minutes each). */
+	assert_int_equal(before - sfx_balance(s, s->account), PAR_FIT * 2 * SFX_PRICE_SMALL);
+}
+
+static void
+test_unreachable_host(void **state)
+{
+	struct sfx *s = *state;
+	struct orch_host_stats st = { 0 };
+	struct err e;
+	char text[32];
+
+	err_clear(&e);
+	/* The service's own polls fail too from now on. */
+	assert_int_equal(fake_host_set(s->host, 0, 0, 1), 0);
+	assert_int_equal(hosts_report(s->app->db, s->host, NULL, "connection refused", 60, &e), 0);
+	sfx_text(s, "SELECT state FROM hosts WHERE uri = $1", s->host, text, sizeof(text));
+	assert_string_equal(text, "degraded");
+	/* Still the only host: a degraded host takes sandboxes when no
+	 * healthy one can. */
+	sfx_create(s, 2, text);
+	/* Not seen for longer than the limit: down, and nothing goes there. */
+	{
+		const char *p[1] = { s->host };
+		assert_int_equal(db_exec(s->app->db,
+				     "UPDATE hosts SET seen_at = now() - interval '1 hour'"
+				     " WHERE uri = $1",
+				     1, p, NULL, &e),
+		    0);
+	}
+	assert_int_equal(hosts_report(s->app->db, s->host, NULL, "connection refused", 60, &e), 0);
+	sfx_text(s, "SELECT state FROM hosts WHERE uri = $1", s->host, text, sizeof(text));
+	assert_string_equal(text, "down");
+	assert_null(create(s, &e));
+	assert_int_equal(e.kind, ERR_CAPACITY);
+	/* Back: up again. */
+	assert_int_equal(fake_host_set(s->host, 0, 0, 0), 0);
+	st.memory_mib = 65536;
+	st.vcpus = 64;
+	st.free_memory_mib = -1;
+	st.cpu_busy = -1;
+	st.disk_free_mib = -1;
+	err_clear(&e);
+	assert_int_equal(hosts_report(s->app->db, s->host, &st, NULL, 60, &e), 0);
+	sfx_text(s, "SELECT state FROM hosts WHERE uri = $1", s->host, text, sizeof(text));
+	assert_string_equal(text, "up");
+}
+
+static int
+setup_par(void **state)
+{
+	const struct sfx_opts o = { .max_live = 50, .db_pool = 8 };
+	return sfx_open(state, &o);
+}
+
+int
+main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_full_host_charges_nothing, sfx_setup,
+		    sfx_teardown),
+		cmocka_unit_test_setup_teardown(test_draining_host, sfx_setup, sfx_teardown),
+		cmocka_unit_test_setup_teardown(test_parallel_creates_stay_within, setup_par,
+		    sfx_teardown),
+		cmocka_unit_test_setup_teardown(test_unreachable_host, sfx_setup, sfx_teardown),
+	};
+	return cmocka_run_group_tests(tests, sfx_group_setup, sfx_group_teardown);
+}
