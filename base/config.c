@@ -147,6 +147,8 @@ static const struct cfg_entry cfg_table[] = {
 	    "makes the guest agent break the protocol that way." },
 	{ "AAS_KVM_PROBE_TIMEOUT_S", CFG_INT, "15", 1, 600, F(kvm_probe_timeout_s),
 	    "With AAS_VIRT=auto, how long the KVM probe guest may take to answer." },
+	{ "AAS_HOST_DOWN_S", CFG_INT, "60", 3, 86400, F(host_down_s),
+	    "A hypervisor host that has not answered for this many seconds is down: its sandboxes end as host_lost, billed up to the last time it answered, and no new sandbox goes there." },
 	{ "AAS_RECONCILE_S", CFG_INT, "30", 0, 3600, F(reconcile_s),
 	    "How often VMs and database rows are reconciled, in seconds (also at start); 0 turns it off." },
 	{ "AAS_MAX_OUTPUT_BYTES", CFG_LLONG, "4194304", 1024, 8388608, F(max_output_bytes),

@@ -55,7 +55,7 @@ double metrics_now(void);
 #define METRICS_MAX_HOSTS 64
 /* One hypervisor host as the hosts table holds it. */
 struct metrics_host {
-	char name[256]; /* the table's name check keeps it a safe label value */
+	char name[256]; /* the table's check keeps quotes, backslashes and spaces out */
 	int up, draining;
 	long long memory_mib, reserved_memory_mib, free_memory_mib; /* free: -1 unknown */
 	long long vcpus, reserved_vcpus, sandboxes;

@@ -5,7 +5,7 @@ set -eu
 
 PKGS="build-essential pkg-config make gcc clang clang-format
 libmicrohttpd-dev libjansson-dev libpq-dev libssl-dev libcurl4-openssl-dev
-libvirt-dev libvirt-daemon-driver-qemu libcmocka-dev
+libvirt-dev libvirt-daemon-driver-qemu libvirt-daemon libcmocka-dev
 postgresql postgresql-client
 qemu-system-x86 qemu-utils mmdebstrap busybox-static passt nftables
 curl wrk gdb"

@@ -7,7 +7,8 @@
 -- by the aasd that polls the host.
 CREATE TABLE hosts (
     id                serial PRIMARY KEY,
-    name              text NOT NULL UNIQUE CHECK (name ~ '^[A-Za-z0-9][A-Za-z0-9._:/?=@+-]{0,254}$'),
+    -- Printable, no space, quote or backslash: a safe metrics label value.
+    name              text NOT NULL UNIQUE CHECK (name ~ '^[!#-\[\]-~]{1,255}$'),
     uri               text NOT NULL UNIQUE CHECK (length(uri) BETWEEN 1 AND 255),
     state             text NOT NULL DEFAULT 'up' CHECK (state IN ('up', 'degraded', 'down')),
     state_since       timestamptz NOT NULL DEFAULT now(),
@@ -16,14 +17,14 @@ CREATE TABLE hosts (
     -- only registered from an aasd's AAS_LIBVIRT_URI is that aasd's alone
     -- (a local URI means another machine to another aasd).
     shared            boolean NOT NULL DEFAULT false,
-    memory_overcommit real NOT NULL DEFAULT 1 CHECK (memory_overcommit > 0 AND memory_overcommit <= 16),
-    cpu_overcommit    real NOT NULL DEFAULT 16 CHECK (cpu_overcommit > 0 AND cpu_overcommit <= 64),
+    memory_overcommit double precision NOT NULL DEFAULT 1 CHECK (memory_overcommit > 0 AND memory_overcommit <= 16),
+    cpu_overcommit    double precision NOT NULL DEFAULT 16 CHECK (cpu_overcommit > 0 AND cpu_overcommit <= 64),
     preview_address   text CHECK (length(preview_address) <= 64),
     -- From libvirt; NULL until the host was first seen.
     memory_mib        bigint,
     vcpus             integer,
     free_memory_mib   bigint,
-    cpu_busy          real,          -- 0..1 of all its CPUs, over the last poll interval
+    cpu_busy          double precision,         -- 0..1 of all its CPUs, over the last poll interval
     disk_free_mib     bigint,        -- where the overlays live; NULL when not known
     domains           integer,
     seen_at           timestamptz,

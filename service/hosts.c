@@ -8,9 +8,9 @@
 #include "base/num.h"
 #include "service/catalog.h"
 
-#define HOSTS_MAX_ROWS 64   /* hosts one placement or aggregate reads */
-#define HOSTS_MILLI 1000.0  /* ratios travel as integers in thousandths */
-#define HOSTS_ERROR_MAX 200 /* bytes of a poll's error kept */
+#define HOSTS_MAX_ROWS 64     /* hosts one placement or aggregate reads */
+#define HOSTS_RATIO_SCALE 1e6 /* ratios travel as integers in millionths */
+#define HOSTS_ERROR_MAX 200   /* bytes of a poll's error kept */
 
 static int
 uri_ok(const char *uri, struct err *e)
@@ -47,7 +47,7 @@ ratio_text(double v, double max, const char *field, char *out, size_t n, const c
 		err_set_field(e, field, "%s: a ratio above 0 and at most %g", field, max);
 		return -1;
 	}
-	snprintf(out, n, "%.3f", v);
+	snprintf(out, n, "%.6f", v);
 	*param = out;
 	return 0;
 }
@@ -90,11 +90,11 @@ hosts_add(struct db *db, const char *uri, const struct hosts_options *opt, struc
 	}
 	if (db_exec(db,
 		"INSERT INTO hosts AS h(uri, name, memory_overcommit, cpu_overcommit,"
-		" preview_address, shared) VALUES ($1, coalesce($2, $1), coalesce($3::real, 1),"
-		" coalesce($4::real, 16), $5, true)"
+		" preview_address, shared) VALUES ($1, coalesce($2, $1), coalesce($3::float8, 1),"
+		" coalesce($4::float8, 16), $5, true)"
 		" ON CONFLICT (uri) DO UPDATE SET name = coalesce($2, h.name), shared = true,"
-		" memory_overcommit = coalesce($3::real, h.memory_overcommit),"
-		" cpu_overcommit = coalesce($4::real, h.cpu_overcommit),"
+		" memory_overcommit = coalesce($3::float8, h.memory_overcommit),"
+		" cpu_overcommit = coalesce($4::float8, h.cpu_overcommit),"
 		" preview_address = coalesce($5, h.preview_address)",
 		5, p, NULL, e) < 0) {
 		/* The statement's only checks are the name's. */
@@ -104,8 +104,8 @@ hosts_add(struct db *db, const char *uri, const struct hosts_options *opt, struc
 		} else if (e->kind == ERR_INVALID) {
 			err_clear(e);
 			err_set_field(e, "name",
-			    "name: 1 to 255 of letters, digits and ._:/?=@+-, starting with a"
-			    " letter or digit");
+			    "name: 1 to 255 printable characters, without spaces, quotes or"
+			    " backslashes");
 		}
 		return NULL;
 	}
@@ -273,7 +273,7 @@ hosts_report(struct db *db, const char *uri, const struct orch_host_stats *st, c
 	snprintf(doms, sizeof(doms), "%d", st->domains);
 	return db_exec(db,
 	    "UPDATE hosts SET memory_mib = $2::bigint, vcpus = $3::int,"
-	    " free_memory_mib = $4::bigint, cpu_busy = coalesce($5::real, cpu_busy),"
+	    " free_memory_mib = $4::bigint, cpu_busy = coalesce($5::float8, cpu_busy),"
 	    " disk_free_mib = $6::bigint, domains = $7::int, seen_at = now(), last_error = NULL,"
 	    " state_since = CASE WHEN state <> 'up' THEN now() ELSE state_since END, state = 'up'"
 	    " WHERE uri = $1",
@@ -283,12 +283,12 @@ hosts_report(struct db *db, const char *uri, const struct orch_host_stats *st, c
 /* ---- admission ---- */
 
 /* A host with its reservations, as read_place_host reads it. */
-#define PLACE_COLUMNS                                                                     \
-	"SELECT h.uri, h.memory_mib, h.vcpus, round(h.memory_overcommit * 1000)::bigint," \
-	" round(h.cpu_overcommit * 1000)::bigint, h.free_memory_mib,"                     \
-	" round(h.cpu_busy * 1000)::bigint, h.state = 'degraded',"                        \
-	" coalesce(sum(s.reserved_memory_mib), 0), coalesce(sum(s.reserved_vcpus), 0)"    \
-	" FROM hosts h LEFT JOIN sandboxes s ON s.host_uri = h.uri"                       \
+#define PLACE_COLUMNS                                                                        \
+	"SELECT h.uri, h.memory_mib, h.vcpus, round(h.memory_overcommit * 1000000)::bigint," \
+	" round(h.cpu_overcommit * 1000000)::bigint, h.free_memory_mib,"                     \
+	" round(h.cpu_busy * 1000000)::bigint, h.state = 'degraded',"                        \
+	" coalesce(sum(s.reserved_memory_mib), 0), coalesce(sum(s.reserved_vcpus), 0)"       \
+	" FROM hosts h LEFT JOIN sandboxes s ON s.host_uri = h.uri"                          \
 	"  AND s.state IN ('creating', 'running', 'destroying')"
 
 /* Its columns, in order. */
@@ -310,9 +310,9 @@ read_place_host(const PGresult *r, int i, struct place_host *h, struct err *e)
 		return -1;
 	h->memory_mib = mem;
 	h->vcpus = cpus;
-	h->memory_overcommit = (double)moc / HOSTS_MILLI;
-	h->cpu_overcommit = (double)coc / HOSTS_MILLI;
-	h->cpu_busy = busy < 0 ? -1 : (double)busy / HOSTS_MILLI;
+	h->memory_overcommit = (double)moc / HOSTS_RATIO_SCALE;
+	h->cpu_overcommit = (double)coc / HOSTS_RATIO_SCALE;
+	h->cpu_busy = busy < 0 ? -1 : (double)busy / HOSTS_RATIO_SCALE;
 	h->reserved_memory_mib = rmem;
 	h->reserved_vcpus = rcpu;
 	return 0;

@@ -12,6 +12,8 @@
 #include "service/catalog.h"
 #include "service/hosts.h"
 #include "service/reaper.h"
+#include "service/settle.h"
+#include "service/store.h"
 
 /* Opens the shared hosts of the table that this aasd has not opened yet;
  * 1 when one was added. A host that cannot be opened now is tried at the
@@ -66,14 +68,47 @@ poll_hosts(struct sbx *s)
 		err_clear(&e);
 		err_clear(&re);
 		if (orch_host_stats(s->orch, uri, &st, &e) == 0) {
-			if (hosts_report(s->app->db, uri, &st, NULL, SBX_HOST_DOWN_S, &re) < 0)
+			if (hosts_report(s->app->db, uri, &st, NULL, s->app->cfg.host_down_s, &re) <
+			    0)
 				log_warn("hosts: %s: %s", uri, re.msg);
 			continue;
 		}
 		log_warn("hosts: %s: %s", uri, e.msg);
-		if (hosts_report(s->app->db, uri, NULL, e.msg, SBX_HOST_DOWN_S, &re) < 0)
+		if (hosts_report(s->app->db, uri, NULL, e.msg, s->app->cfg.host_down_s, &re) < 0)
 			log_warn("hosts: %s: %s", uri, re.msg);
 	}
+}
+
+/* Ends the live sandboxes of this aasd's hosts that are down: the VM
+ * cannot be reached, so the row ends without it, billed up to the last
+ * time its host answered. When the host comes back, reconcile destroys
+ * the domains no live row claims and removes their files. */
+static void
+end_lost(struct sbx *s)
+{
+	char csv[ORCH_MAX_HOSTS * 260], lit[ORCH_MAX_HOSTS * 270];
+	struct store_due *lost = NULL;
+	size_t n = 0;
+	struct err e;
+
+	err_clear(&e);
+	if (sbx_hosts_csv(s, csv, sizeof(csv)) < 0 || db_array_literal(csv, lit, sizeof(lit)) < 0)
+		return;
+	if (store_claim_host_lost(s->app->db, lit, s->instance, &lost, &n, &e) < 0) {
+		log_warn("hosts: %s", e.msg);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct bill_settlement st;
+		err_clear(&e);
+		log_warn("sandbox %s: its host %s is down; ending it (host_lost)", lost[i].id,
+		    lost[i].host);
+		sbx_ports_drop(s, lost[i].id);
+		if (settle_end(s->app->db, s->app->cfg.minute_s, lost[i].id, "destroyed",
+			STORE_END_HOST_LOST, "its host stopped answering", 0, &st, &e) < 0)
+			log_warn("sandbox %s: %s", lost[i].id, e.msg);
+	}
+	free(lost);
 }
 
 int
@@ -95,7 +130,11 @@ sbx_hosts_refresh(struct sbx *s, long long now_ms)
 	char csv[ORCH_MAX_HOSTS * 260];
 	struct err e;
 
-	if (now_ms - s->hosts_polled_ms < SBX_HOST_POLL_S * 1000LL)
+	int every_s = s->app->cfg.host_down_s / 3;
+
+	if (every_s > SBX_HOST_POLL_S)
+		every_s = SBX_HOST_POLL_S;
+	if (now_ms - s->hosts_polled_ms < every_s * 1000LL)
 		return;
 	s->hosts_polled_ms = now_ms;
 	err_clear(&e);
@@ -103,6 +142,7 @@ sbx_hosts_refresh(struct sbx *s, long long now_ms)
 	    reap_set_hosts(s->reaper, csv, &e) < 0)
 		log_warn("hosts: %s", e.msg);
 	poll_hosts(s);
+	end_lost(s);
 }
 
 int

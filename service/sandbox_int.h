@@ -34,12 +34,13 @@ struct sbx {
 };
 
 /* ---- hosts (sandbox_hosts.c) ---- */
-#define SBX_HOST_POLL_S 5  /* capacity and live use of each host */
-#define SBX_HOST_DOWN_S 60 /* unreachable this long since last seen: down */
+#define SBX_HOST_POLL_S 5 /* capacity and live use of each host */
 /* Registers this aasd's hosts, opens the table's shared ones and polls
  * them all once, so placement knows their capacity. */
 int sbx_hosts_init(struct sbx *s, struct err *e);
-/* Every SBX_HOST_POLL_S: opens hosts added to the table, polls each. */
+/* Every SBX_HOST_POLL_S (at most AAS_HOST_DOWN_S / 3): opens hosts
+ * added to the table, polls each, and ends the sandboxes of a host that is
+ * down (host_lost, billed up to the last time it answered). */
 void sbx_hosts_refresh(struct sbx *s, long long now_ms);
 /* The URIs of the hosts this aasd has open, comma-separated. */
 int sbx_hosts_csv(struct sbx *s, char *out, size_t n);

@@ -345,18 +345,24 @@ reconcile_rows(struct sbx *s, const char *host, char **ids, size_t n)
 int
 sbx_reconcile(struct sbx *s, struct err *e)
 {
+	int rc = 0;
+
+	/* A host that cannot be listed is skipped, not the ones after it;
+	 * the first failure is reported. */
 	for (size_t i = 0; i < orch_host_count(s->orch); i++) {
 		const char *host = orch_host_uri_at(s->orch, i);
 		char **ids = NULL;
 		size_t n = 0;
 
-		if (orch_list(s->orch, host, &ids, &n, e) < 0)
-			return -1;
+		if (orch_list(s->orch, host, &ids, &n, e) < 0) {
+			rc = -1;
+			continue;
+		}
 		reconcile_domains(s, host, ids, n);
 		reconcile_rows(s, host, ids, n);
 		orch_ids_free(ids, n);
 	}
-	return 0;
+	return rc;
 }
 
 /* ---- warm pool ---- */

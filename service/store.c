@@ -383,9 +383,14 @@ store_mark_destroying(struct db *db, const char *id, const char *account, const 
 	    3, p, NULL, e);
 }
 
+/* A sandbox lost with its host ends when the host last answered. */
 #define MARK_ENDED_SQL                                                    \
 	"UPDATE sandboxes SET state = $2, owner = NULL, in_pool = false," \
-	" destroyed_at = CASE WHEN $2 = 'destroyed' THEN now() END,"      \
+	" destroyed_at = CASE WHEN $2 <> 'destroyed' THEN NULL"           \
+	"  WHEN $4 = 'host_lost' THEN coalesce(least(now(), greatest("    \
+	"   ready_at, (SELECT h.seen_at FROM hosts h"                     \
+	"    WHERE h.uri = sandboxes.host_uri))), now())"                 \
+	"  ELSE now() END,"                                               \
 	" failed_at = CASE WHEN $2 = 'failed' THEN now() END,"            \
 	" failure_reason = coalesce($3, failure_reason),"                 \
 	" end_reason = coalesce(end_reason, $4)"                          \

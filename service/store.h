@@ -232,6 +232,11 @@ struct store_due {
  * moving them to destroying with that end reason (malloc'd). */
 int store_claim_due(struct db *db, const char *hosts, const char *owner, int max,
     struct store_due **due, size_t *n, struct err *e);
+/* Claims the live sandboxes on those of `hosts` that are down (at most
+ * 200 a call), moving them to destroying for `owner` with end reason
+ * host_lost unless they had one. */
+int store_claim_host_lost(struct db *db, const char *hosts, const char *owner,
+    struct store_due **due, size_t *n, struct err *e);
 /* Milliseconds until the nearest expiry on `hosts`; `none` when nothing
  * runs there. */
 int store_next_expiry_ms(struct db *db, const char *hosts, long long none, long long *ms,

@@ -45,6 +45,23 @@ store_claim_due(struct db *db, const char *hosts, const char *owner, int max,
 }
 
 int
+store_claim_host_lost(struct db *db, const char *hosts, const char *owner, struct store_due **due,
+    size_t *n, struct err *e)
+{
+	const char *p[2] = { hosts, owner };
+
+	return store_rows(db,
+	    "UPDATE sandboxes SET state = 'destroying', destroying_at = coalesce(destroying_at,"
+	    " now()), owner = $2, end_reason = coalesce(end_reason, 'host_lost')"
+	    " WHERE id IN (SELECT s.id FROM sandboxes s JOIN hosts h ON h.uri = s.host_uri"
+	    "  WHERE h.state = 'down' AND s.host_uri = ANY($1::text[])"
+	    "  AND s.state IN ('creating', 'running', 'destroying')"
+	    "  ORDER BY s.id LIMIT 200 FOR UPDATE OF s SKIP LOCKED)"
+	    " RETURNING id, host_uri, end_reason",
+	    2, p, sizeof(**due), due_row, (void **)due, n, e);
+}
+
+int
 store_next_expiry_ms(struct db *db, const char *hosts, long long none, long long *ms, struct err *e)
 {
 	const char *p[1] = { hosts };

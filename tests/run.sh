@@ -101,7 +101,8 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 	sh tests/net-safety.sh install || { echo "network safety rule failed"; failed=$((failed + 1)); }
 	# VMs of an earlier run (QEMU outlives the aasd that started it) go.
 	pkill -f "qemu-system.*$STATE/vms/" 2>/dev/null || true
-	rm -rf "$STATE"/libvirt-* "$STATE/vms" "$STATE/uids"
+	pkill -f "libvirtd -f $STATE/hosts/" 2>/dev/null || true
+	rm -rf "$STATE"/libvirt-* "$STATE/vms" "$STATE/uids" "$STATE/hosts"
 	# A fresh database each run: tests never see a previous run's rows.
 	pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 	if [ "$(id -u)" -eq 0 ]; then aspg="runuser -u postgres --"; else aspg=""; fi
@@ -151,6 +152,13 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 		echo "e2e left $left VM(s) running:"
 		pgrep -af "qemu-system.*$STATE/vms/" | grep -o "$STATE/vms/[^/]*" | sort -u
 		pkill -f "qemu-system.*$STATE/vms/" 2>/dev/null || true
+		failed=$((failed + 1))
+	fi
+	# The fleet tests' libvirt daemons too.
+	left=$(pgrep -fc "libvirtd -f $STATE/hosts/" || true)
+	if [ "${left:-0}" -gt 0 ]; then
+		echo "e2e left $left libvirt daemon(s) running"
+		pkill -f "libvirtd -f $STATE/hosts/" 2>/dev/null || true
 		failed=$((failed + 1))
 	fi
 	left=$(pgrep -fc "$ROOT/$B/aasd" || true)

@@ -892,25 +892,29 @@ orch_host_add(struct orch *o, const char *uri, struct err *e)
 	int rc = -1;
 
 	pthread_mutex_lock(&o->lock);
-	if (orch_host_by_uri(o, uri) != NULL) {
-		rc = 0;
-		goto out;
-	}
+	h = orch_host_by_uri(o, uri);
+	pthread_mutex_unlock(&o->lock);
+	if (h != NULL)
+		return 0;
+	/* Opened without the lock (a remote host can take seconds, and start-up
+	 * and every create read under it); only the maintenance thread adds
+	 * hosts, so nobody adds the same one meanwhile. */
+	h = vm_host_open(uri, o->qemu_user, e);
+	if (h == NULL)
+		return -1;
+	pthread_mutex_lock(&o->lock);
 	if (o->n_hosts >= ORCH_MAX_HOSTS) {
 		err_set(e, ERR_LIMIT, "at most %d hosts", ORCH_MAX_HOSTS);
 		goto out;
 	}
-	/* Opening a remote host can take a while; new hosts are rare, and
-	 * only the maintenance thread adds them. */
-	h = vm_host_open(uri, o->qemu_user, e);
-	if (h == NULL)
-		goto out;
 	o->hosts[o->n_hosts] = h;
+	h = NULL;
 	o->n_hosts++;
 	log_info("vm: host %s added", uri);
 	rc = 0;
 out:
 	pthread_mutex_unlock(&o->lock);
+	vm_host_close(h);
 	return rc;
 }
 

@@ -12,6 +12,7 @@
 #include <libvirt/libvirt-qemu.h>
 #include <libvirt/virterror.h>
 
+#include "base/clock.h"
 #include "base/log.h"
 #include "vmm/conlog.h"
 
@@ -43,6 +44,14 @@ struct vm_host {
 	char *uri;
 	virConnectPtr conn;
 	pthread_mutex_t lock;
+	/* Set by libvirt's close callback, on the event thread, which never
+	 * waits for `lock` (a reconnect holds it). */
+	atomic_int closed;
+	/* Under `lock`: when to try the next reconnect and the wait after
+	 * that one (a dead host costs each call a failed connect at most once
+	 * per backoff). */
+	long long retry_at_ms;
+	int backoff_ms;
 	/* Consoles: con_lock guards the list and every entry's fields;
 	 * attach_lock makes find-or-open one step per host. */
 	pthread_mutex_t con_lock;
@@ -183,6 +192,35 @@ prepare_embed_root(const char *uri, const char *qemu_user, struct err *e)
 	return 0;
 }
 
+#define VM_KEEPALIVE_S 5     /* a silent remote connection is probed this often */
+#define VM_KEEPALIVE_COUNT 3 /* and given up after this many unanswered probes */
+#define VM_BACKOFF_FIRST_MS 500
+#define VM_BACKOFF_MAX_MS 30000
+
+static void
+conn_closed(virConnectPtr c, int reason, void *opaque)
+{
+	struct vm_host *h = opaque;
+
+	(void)c;
+	log_warn("vm: connection to %s closed (%s)", h->uri,
+	    reason == VIR_CONNECT_CLOSE_REASON_KEEPALIVE ? "no keepalive answer" :
+		reason == VIR_CONNECT_CLOSE_REASON_EOF   ? "end of file" :
+		reason == VIR_CONNECT_CLOSE_REASON_ERROR ? "error" :
+							   "client");
+	atomic_store(&h->closed, 1);
+}
+
+/* Keepalive and the close callback on a new connection, where the driver
+ * has them (a remote one; the embedded driver has neither). */
+static void
+watch_conn(struct vm_host *h, virConnectPtr c)
+{
+	if (virConnectSetKeepAlive(c, VM_KEEPALIVE_S, VM_KEEPALIVE_COUNT) < 0 ||
+	    virConnectRegisterCloseCallback(c, conn_closed, h, NULL) < 0)
+		virResetLastError();
+}
+
 struct vm_host *
 vm_host_open(const char *uri, const char *qemu_user, struct err *e)
 {
@@ -206,6 +244,7 @@ vm_host_open(const char *uri, const char *qemu_user, struct err *e)
 		vm_host_close(h);
 		return NULL;
 	}
+	watch_conn(h, h->conn);
 	return h;
 }
 
@@ -218,8 +257,10 @@ vm_host_close(struct vm_host *h)
 		vm_console_detach(h, h->consoles->name);
 	if (h->con_timer >= 0)
 		virEventRemoveTimeout(h->con_timer);
-	if (h->conn)
+	if (h->conn) {
+		virConnectUnregisterCloseCallback(h->conn, conn_closed);
 		virConnectClose(h->conn);
+	}
 	pthread_mutex_destroy(&h->lock);
 	pthread_mutex_destroy(&h->con_lock);
 	pthread_mutex_destroy(&h->attach_lock);
@@ -240,10 +281,25 @@ vm_host_conn(struct vm_host *h)
 	virConnectPtr c;
 
 	pthread_mutex_lock(&h->lock);
-	if (h->conn && virConnectIsAlive(h->conn) != 1) {
+	if (h->conn && (atomic_load(&h->closed) || virConnectIsAlive(h->conn) != 1)) {
 		log_warn("vm: connection to %s lost; reconnecting", h->uri);
+		virConnectUnregisterCloseCallback(h->conn, conn_closed);
 		virConnectClose(h->conn);
+		h->conn = NULL;
+		atomic_store(&h->closed, 0);
+		h->retry_at_ms = 0;
+	}
+	if (h->conn == NULL && clock_ms() >= h->retry_at_ms) {
 		h->conn = virConnectOpen(h->uri);
+		if (h->conn != NULL) {
+			h->backoff_ms = 0;
+			watch_conn(h, h->conn);
+		} else {
+			h->backoff_ms = h->backoff_ms == 0         ? VM_BACKOFF_FIRST_MS :
+			    h->backoff_ms >= VM_BACKOFF_MAX_MS / 2 ? VM_BACKOFF_MAX_MS :
+								     h->backoff_ms * 2;
+			h->retry_at_ms = clock_ms() + h->backoff_ms;
+		}
 	}
 	c = h->conn;
 	if (c)

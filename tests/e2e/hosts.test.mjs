@@ -40,10 +40,14 @@ test('aasctl host: bad input is refused and names what is wrong', async () => {
   assert.match((await aasctlFail('host', 'add', uri, '--cpu-overcommit', '99')).stderr,
     /cpu_overcommit/);
   assert.match((await aasctlFail('host', 'add', 'a,b')).stderr, /without commas/);
-  assert.match((await aasctlFail('host', 'add', uri, '--name', 'bad name!')).stderr, /name: 1 to 255/);
+  assert.match((await aasctlFail('host', 'add', uri, '--name', 'bad name!')).stderr, /name: 1 to 255 printable/);
   assert.match((await aasctlFail('host', 'drain', 'no-such-host')).stderr, /not_found/);
   assert.match((await aasctlFail('host', 'remove', 'no-such-host')).stderr, /not_found/);
   assert.equal(await psql(`select count(*) from hosts where uri in ('a,b', '${uri}')`), '0');
+  // Any printable name but quotes, backslashes and spaces; a URI is its default name.
+  const odd = `test:///with_under+score@x?a=b&c=[d]-${process.pid}`;
+  assert.equal((await aasctl('host', 'add', odd)).name, odd);
+  assert.equal((await aasctl('host', 'remove', odd)).removed, true);
 });
 
 test('a full host refuses creates at once with no_capacity and charges nothing', async () => {

@@ -187,6 +187,8 @@ sfx_open(void **state, const struct sfx_opts *o)
 		env_set("AAS_MAX_COMMANDS_KEPT", "%d", o->commands_kept);
 	if (o->warm)
 		env_set("AAS_WARM_POOL", "%s", o->warm);
+	if (o->host_down_s > 0)
+		env_set("AAS_HOST_DOWN_S", "%d", o->host_down_s);
 	env_set("AAS_LOG_LEVEL", "%s", level ? level : "warn");
 	fake_vmm_reset();
 	if (config_load(&cfg, fixture_getenv, &e) < 0)

@@ -39,6 +39,7 @@ struct sfx_opts {
 	int max_ports;        /* AAS_MAX_PORTS_PER_SANDBOX; 0: the default */
 	int max_background;   /* AAS_MAX_BACKGROUND_PER_SANDBOX; 0: the default */
 	int commands_kept;    /* AAS_MAX_COMMANDS_KEPT; 0: the default */
+	int host_down_s;      /* AAS_HOST_DOWN_S; 0: the default */
 };
 
 struct sfx {

@@ -11,11 +11,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "base/err.h"
 #include "service/hosts.h"
+#include "service/sandbox.h"
 #include "service/tools.h"
 #include "tests/unit/fake_vmm.h"
 #include "tests/unit/service_fixture.h"
@@ -200,6 +202,77 @@ test_unreachable_host(void **state)
 	assert_string_equal(text, "up");
 }
 
+/* Waits up to `ms` for the sandbox's state to be `want`. */
+static int
+state_within(struct sfx *s, const char *id, const char *want, int ms)
+{
+	char st[32];
+
+	for (int i = 0; i < ms / 50; i++) {
+		sfx_state(s, id, st, sizeof(st));
+		if (strcmp(st, want) == 0)
+			return 1;
+		usleep(50000);
+	}
+	return 0;
+}
+
+static void
+test_lost_host_ends_its_sandboxes(void **state)
+{
+	struct sfx *s = *state;
+	struct fake_vm_info vm;
+	char id[32], text[64];
+	long long used;
+	struct err e;
+
+	sfx_create(s, 30, id); /* 30 s paid: one billed minute is a second here */
+	usleep(3500 * 1000);   /* the host answers polls (every second) meanwhile */
+	assert_int_equal(fake_host_set(s->host, 0, 0, 1), 0);
+	/* Down AAS_HOST_DOWN_S (3 s) after it last answered: the sandbox ends. */
+	assert_true(state_within(s, id, "destroyed", 10000));
+	sfx_text(s, "SELECT end_reason FROM sandboxes WHERE id = $1", id, text, sizeof(text));
+	assert_string_equal(text, "host_lost");
+	sfx_text(s, "SELECT state FROM hosts WHERE uri = $1", s->host, text, sizeof(text));
+	assert_string_equal(text, "down");
+	/* Billed up to the last answer, not to the moment it was noticed. */
+	assert_int_equal(sfx_ll(s,
+			     "SELECT count(*) FROM sandboxes b JOIN hosts h ON h.uri = b.host_uri"
+			     " WHERE b.id = $1 AND b.destroyed_at = h.seen_at"
+			     " AND b.destroyed_at > b.ready_at",
+			     id),
+	    1);
+	used = sfx_ll(s, "SELECT minutes_used FROM sandboxes WHERE id = $1", id);
+	assert_true(used >= 2 && used <= 5);
+	assert_int_equal(sfx_ll(s, "SELECT refunded FROM sandboxes WHERE id = $1", id),
+	    (30 - used) * SFX_PRICE_SMALL);
+	/* Its reservation is gone with it. */
+	assert_int_equal(sfx_ll(s,
+			     "SELECT count(*) FROM sandboxes WHERE host_uri = $1"
+			     " AND state IN ('creating', 'running', 'destroying')",
+			     s->host),
+	    0);
+	/* Nothing is placed on a down host. */
+	err_clear(&e);
+	assert_null(create(s, &e));
+	assert_int_equal(e.kind, ERR_CAPACITY);
+	/* It comes back: its leftover VM is destroyed, nobody bills it. */
+	assert_int_equal(fake_vm_info(id, &vm), 0);
+	assert_true(vm.live);
+	assert_int_equal(fake_host_set(s->host, 0, 0, 0), 0);
+	err_clear(&e);
+	assert_int_equal(sbx_reconcile(s->app->sbx, &e), 0);
+	assert_int_equal(fake_vm_info(id, &vm), 0);
+	assert_false(vm.live);
+}
+
+static int
+setup_lost(void **state)
+{
+	const struct sfx_opts o = { .minute_s = 1, .host_down_s = 3 };
+	return sfx_open(state, &o);
+}
+
 static int
 setup_par(void **state)
 {
@@ -217,6 +290,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_parallel_creates_stay_within, setup_par,
 		    sfx_teardown),
 		cmocka_unit_test_setup_teardown(test_unreachable_host, sfx_setup, sfx_teardown),
+		cmocka_unit_test_setup_teardown(test_lost_host_ends_its_sandboxes, setup_lost,
+		    sfx_teardown),
 	};
 	return cmocka_run_group_tests(tests, sfx_group_setup, sfx_group_teardown);
 }
