@@ -63,6 +63,7 @@ struct config {
 	char qemu_user[64];
 	struct config_uids qemu_uids; /* one per VM */
 	int vm_memory_overhead_mib;   /* 0: by accelerator */
+	int tcg_tb_cache_mib;         /* AAS_TCG_TB_CACHE_MIB; 0: QEMU's default */
 	int warm_pool[3];             /* small, medium, large */
 	char warm_pool_raw[128];
 	int boot_timeout_s;

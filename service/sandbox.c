@@ -45,6 +45,7 @@ orch_open(const struct config *cfg, struct err *e)
 		.vm_uid_first = cfg->qemu_uids.first,
 		.vm_uid_count = cfg->qemu_uids.count,
 		.memory_overhead_mib = cfg->vm_memory_overhead_mib,
+		.tb_cache_mib = cfg->tcg_tb_cache_mib,
 		.boot_timeout_s = cfg->boot_timeout_s,
 		.kvm_probe_timeout_s = cfg->kvm_probe_timeout_s,
 		.net_allow = cfg->net_allow,
@@ -360,7 +361,8 @@ sbx_destroy(struct sbx *s, const char *account, const char *id, struct err *e)
 		return NULL;
 	/* Destroyed and failed sandboxes have nothing left to destroy. */
 	if (strcmp(row.state, "destroyed") != 0 && strcmp(row.state, "failed") != 0) {
-		if (store_mark_destroying(s->app->db, id, account, s->instance, e) < 0)
+		if (store_mark_destroying(s->app->db, id, account, s->instance, STORE_END_DESTROYED,
+			e) < 0)
 			return NULL;
 		if (sbx_finish_destroy(s, id, row.host, STORE_END_DESTROYED, e) < 0)
 			return NULL;

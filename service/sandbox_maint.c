@@ -149,7 +149,11 @@ end_if_agent_fault(struct sbx *s, const char *id, const char *host, char *why, s
 		return 0;
 	log_warn("sandbox %s: ending it: %s", id, why);
 	err_clear(&e);
-	if (finish_destroy(s, id, host, STORE_END_AGENT_PROTOCOL, why, &e) < 0)
+	/* Claimed before its VM goes: reconcile would otherwise take a
+	 * running row without a domain for a VM that stopped on its own. */
+	if (store_mark_destroying(s->app->db, id, NULL, s->instance, STORE_END_AGENT_PROTOCOL, &e) <
+		0 ||
+	    finish_destroy(s, id, host, STORE_END_AGENT_PROTOCOL, why, &e) < 0)
 		log_warn("sandbox %s: cannot end it yet: %s", id, e.msg);
 	return 1;
 }

@@ -370,17 +370,17 @@ store_mark_running(struct db *db, const char *id, const char *accel, int minute_
 
 int
 store_mark_destroying(struct db *db, const char *id, const char *account, const char *owner,
-    struct err *e)
+    enum store_end end, struct err *e)
 {
-	const char *p[3] = { id, account, owner };
+	const char *p[4] = { id, account, owner, store_end_name(end) };
 
 	return db_exec(db,
 	    "UPDATE sandboxes SET state = 'destroying',"
 	    " destroying_at = coalesce(destroying_at, now()), owner = $3,"
-	    " end_reason = coalesce(end_reason, 'destroyed')"
-	    " WHERE id = $1 AND account_id = $2"
+	    " end_reason = coalesce(end_reason, $4)"
+	    " WHERE id = $1 AND ($2::uuid IS NULL OR account_id = $2::uuid)"
 	    " AND state IN ('creating', 'running', 'destroying')",
-	    3, p, NULL, e);
+	    4, p, NULL, e);
 }
 
 /* A sandbox lost with its host ends when the host last answered. */

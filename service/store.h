@@ -96,10 +96,11 @@ const char *store_end_name(enum store_end end);
 /* creating -> running; *won is 0 when the row was no longer creating. */
 int store_mark_running(struct db *db, const char *id, const char *accel, int minute_s, int *won,
     struct err *e);
-/* A live sandbox of `account` moves to destroying, owned by `owner`; its
- * end reason becomes destroyed unless it already had one. */
+/* A live sandbox of `account` (NULL: any) moves to destroying, owned by
+ * `owner`, so reconcile leaves it to its owner; its end reason becomes
+ * `end` unless it already had one. */
 int store_mark_destroying(struct db *db, const char *id, const char *account, const char *owner,
-    struct err *e);
+    enum store_end end, struct err *e);
 /* A live row ends, inside the caller's transaction (settle_end): `state`
  * destroyed or failed, at now() (destroyed_at or failed_at), with a text
  * reason or NULL. `end` is recorded unless the row already has an end

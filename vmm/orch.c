@@ -50,6 +50,7 @@ struct orch {
 	size_t console_max;
 	int bench_port;
 	int memory_overhead_mib;
+	int tb_cache_mib;
 	char extra_args[ORCH_EXTRA_ARGS_MAX];
 
 	/* Appended under `lock`, never removed before orch_free: a reader
@@ -312,9 +313,15 @@ fill_spec(struct orch *o, struct vm_spec *s, const char *name, enum vm_accel acc
 	s->cpu_shares = 1024u * (unsigned)vcpus;
 	s->cpu_quota_us = 100000u * (unsigned)vcpus + 50000u;
 	s->blkio_weight = vcpus >= 4 ? 1000u : 250u * (unsigned)vcpus;
+	/* A small translation cache (the default) keeps an idle TCG VM's
+	 * QEMU to a quarter of what QEMU's own 1 GiB cache grows to. */
+	if (accel == VM_ACCEL_TCG)
+		s->tb_cache_mib = o->tb_cache_mib;
 	overhead = o->memory_overhead_mib;
 	if (overhead <= 0)
-		overhead = accel == VM_ACCEL_KVM ? ORCH_OVERHEAD_KVM_MIB : ORCH_OVERHEAD_TCG_MIB;
+		overhead = accel == VM_ACCEL_KVM ? ORCH_OVERHEAD_KVM_MIB :
+		    o->tb_cache_mib > 0          ? o->tb_cache_mib + ORCH_OVERHEAD_KVM_MIB :
+						   ORCH_OVERHEAD_TCG_MIB;
 	s->memory_limit_mib = (unsigned)mem + (unsigned)overhead;
 }
 
@@ -682,6 +689,7 @@ orch_new(const struct orch_config *cfg, struct err *e)
 	o->console_max = cfg->console_max_bytes;
 	o->bench_port = cfg->bench_port;
 	o->memory_overhead_mib = cfg->memory_overhead_mib;
+	o->tb_cache_mib = cfg->tb_cache_mib;
 	if (cfg->guest_kernel_args != NULL)
 		snprintf(o->extra_args, sizeof(o->extra_args), "%s", cfg->guest_kernel_args);
 	if (o->console_max < CONLOG_MIN_BYTES || o->console_max > CONLOG_MAX_BYTES)

@@ -36,6 +36,7 @@ struct orch_config {
 	const char *qemu_user;         /* libvirt's QEMU probes run as this user */
 	uint32_t vm_uid_first;         /* each VM's QEMU runs as a user of its own */
 	uint32_t vm_uid_count;         /* from these (uidpool.h) */
+	int tb_cache_mib;              /* TCG translation cache; 0: QEMU's default */
 	int memory_overhead_mib;       /* QEMU's host memory beyond the guest's;
 	                                * 0: ORCH_OVERHEAD_TCG_MIB or _KVM_ */
 	int boot_timeout_s;            /* start to first guest-agent answer */
@@ -49,8 +50,8 @@ struct orch_config {
 /* Host memory a VM's QEMU may use beyond its guest memory, by default:
  * under TCG QEMU's translation cache (1 GiB at most by default) and QEMU
  * itself; under KVM QEMU itself. */
-#define ORCH_OVERHEAD_TCG_MIB 1280
-#define ORCH_OVERHEAD_KVM_MIB 256
+#define ORCH_OVERHEAD_TCG_MIB 1280 /* with QEMU's own translation cache size */
+#define ORCH_OVERHEAD_KVM_MIB 256  /* QEMU itself; also beyond a set TCG cache */
 
 /* Longest extra kernel command line (base/config.c checks its words). */
 #define ORCH_EXTRA_ARGS_MAX 256

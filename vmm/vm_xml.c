@@ -213,7 +213,9 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    "    <serial type='pty'>\n"
 	    "      <target port='0'/>\n"
 	    "    </serial>\n"
-	    "    <memballoon model='none'/>\n"
+	    /* Freed guest pages go back to the host (the guest's
+	     * virtio_balloon reports them); the balloon is never inflated. */
+	    "    <memballoon model='virtio' freePageReporting='on'/>\n"
 	    "  </devices>\n"
 	    "%s"
 	    "%s"

@@ -62,7 +62,8 @@ test_tcg_domain(void **state)
 	    "<source mode='bind' path='/run/aas-vm/x.agent.aas'/>\n"
 	    "      <target type='virtio' name='org.aas.agent.0'/>");
 	has(xml, "<rng model='virtio'>");
-	has(xml, "<memballoon model='none'/>");
+	/* Free page reporting only: freed guest memory goes back to the host. */
+	has(xml, "<memballoon model='virtio' freePageReporting='on'/>");
 	/* Only the devices it needs: libvirt's default USB controller is
 	 * turned off (no graphics, so no video or tablet either). */
 	has(xml, "<controller type='usb' model='none'/>");

@@ -33,7 +33,7 @@ linux-image-cloud-amd64"
 # ext4 (with jbd2, mbcache, crc16 and the generic crc32c) is built into the
 # bookworm cloud kernel; modules there are plain .ko files, but compressed
 # ones would be unpacked below.
-INITRD_MODULES="virtio_pci virtio_blk ext4 virtio_console virtio_rng virtio_net"
+INITRD_MODULES="virtio_pci virtio_blk ext4 virtio_console virtio_rng virtio_net virtio_balloon"
 DISK_SIZE=4G
 
 t0=$(date +%s)
