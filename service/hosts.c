@@ -251,6 +251,7 @@ hosts_report(struct db *db, const char *uri, const struct orch_host_stats *st, c
 	char mem[24], cpus[16], fm[24], busy[24], disk[24], doms[16], down[16],
 	    why[HOSTS_ERROR_MAX];
 
+	/* Only an answer brings a host that is down back up. */
 	if (st == NULL) {
 		const char *p[3] = { uri, why, down };
 		snprintf(why, sizeof(why), "%s", error ? error : "unreachable");
@@ -258,8 +259,9 @@ hosts_report(struct db *db, const char *uri, const struct orch_host_stats *st, c
 		return db_exec(db,
 		    "UPDATE hosts h SET last_error = $2, state = v.s,"
 		    " state_since = CASE WHEN h.state <> v.s THEN now() ELSE h.state_since END"
-		    " FROM (SELECT id, CASE WHEN seen_at IS NULL"
-		    "  OR seen_at < now() - make_interval(secs => $3::int) THEN 'down'"
+		    " FROM (SELECT id, CASE WHEN state = 'down' THEN 'down'"
+		    "  WHEN $3::int >= 0 AND (seen_at IS NULL"
+		    "  OR seen_at < now() - make_interval(secs => $3::int)) THEN 'down'"
 		    "  ELSE 'degraded' END AS s FROM hosts WHERE uri = $1) v WHERE h.id = v.id",
 		    3, p, NULL, e);
 	}

@@ -50,8 +50,10 @@ int hosts_remove(struct db *db, const char *host, struct err *e);
  * "" when none. */
 char *hosts_shared_uris(struct db *db, struct err *e);
 
-/* Records a poll of `uri`: its figures when `st` is set, else the error;
- * a host failing for `down_after_s` since it was last seen is down. */
+/* Records a poll of `uri`: its figures when `st` is set, else the error,
+ * which makes it degraded, or down when `down_after_s` >= 0 and nobody has
+ * seen it answer for that long (the caller passes -1 until its own polls
+ * have failed for that long). */
 int hosts_report(struct db *db, const char *uri, const struct orch_host_stats *st,
     const char *error, int down_after_s, struct err *e);
 

@@ -57,24 +57,36 @@ sbx_hosts_csv(struct sbx *s, char *out, size_t n)
 	return 0;
 }
 
+/* A host is called down only by an aasd whose own polls have all failed
+ * for AAS_HOST_DOWN_S, and only when nobody saw it answer meanwhile: one
+ * failed poll after a long pause of this thread (a slow boot of a warm
+ * VM) is not a lost host. */
 static void
 poll_hosts(struct sbx *s)
 {
-	for (size_t i = 0; i < orch_host_count(s->orch); i++) {
+	long long now = clock_ms();
+
+	for (size_t i = 0; i < orch_host_count(s->orch) && i < ORCH_MAX_HOSTS; i++) {
 		const char *uri = orch_host_uri_at(s->orch, i);
+		long long *since = &s->host_failing_since_ms[i];
 		struct orch_host_stats st;
 		struct err e, re;
+		int long_enough;
 
 		err_clear(&e);
 		err_clear(&re);
 		if (orch_host_stats(s->orch, uri, &st, &e) == 0) {
-			if (hosts_report(s->app->db, uri, &st, NULL, s->app->cfg.host_down_s, &re) <
-			    0)
+			*since = 0;
+			if (hosts_report(s->app->db, uri, &st, NULL, 0, &re) < 0)
 				log_warn("hosts: %s: %s", uri, re.msg);
 			continue;
 		}
+		if (*since == 0)
+			*since = now;
+		long_enough = now - *since >= s->app->cfg.host_down_s * 1000LL;
 		log_warn("hosts: %s: %s", uri, e.msg);
-		if (hosts_report(s->app->db, uri, NULL, e.msg, s->app->cfg.host_down_s, &re) < 0)
+		if (hosts_report(s->app->db, uri, NULL, e.msg,
+			long_enough ? s->app->cfg.host_down_s : -1, &re) < 0)
 			log_warn("hosts: %s: %s", uri, re.msg);
 	}
 }
@@ -107,6 +119,8 @@ end_lost(struct sbx *s)
 		if (settle_end(s->app->db, s->app->cfg.minute_s, lost[i].id, "destroyed",
 			STORE_END_HOST_LOST, "its host stopped answering", 0, &st, &e) < 0)
 			log_warn("sandbox %s: %s", lost[i].id, e.msg);
+		else
+			app_sandbox_ended(s->app, lost[i].id);
 	}
 	free(lost);
 }

@@ -30,7 +30,11 @@ struct sbx {
 	int net_ok;
 	long long net_checked_ms;
 	char net_why[300];
-	long long hosts_polled_ms; /* maintenance thread only */
+	/* Maintenance thread only: when the hosts were last polled, and since
+	 * when each host (by orch index) has failed every poll (0: it
+	 * answered the last one). */
+	long long hosts_polled_ms;
+	long long host_failing_since_ms[ORCH_MAX_HOSTS];
 };
 
 /* ---- hosts (sandbox_hosts.c) ---- */

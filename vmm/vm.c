@@ -407,7 +407,11 @@ console_open(struct vm_host *h, virDomainPtr d, const char *name, const char *pa
 		goto fail;
 	}
 	c->st = virStreamNew(conn, VIR_STREAM_NONBLOCK);
-	if (c->st == NULL || virDomainOpenConsole(d, NULL, c->st, VIR_DOMAIN_CONSOLE_FORCE) < 0) {
+	/* Never taken from another client: several aasd share a host, and the
+	 * first to attach keeps the console (a stream stolen back and forth
+	 * left an abort waiting on the daemon forever). A client that went
+	 * away has released it. */
+	if (c->st == NULL || virDomainOpenConsole(d, NULL, c->st, 0) < 0) {
 		err_set(e, ERR_UNAVAILABLE, "console of %s: %s", name, last_error());
 		goto fail;
 	}

@@ -184,6 +184,10 @@ test_unreachable_host(void **state)
 				     1, p, NULL, &e),
 		    0);
 	}
+	/* One failed poll after a long silence of the poller is not enough. */
+	assert_int_equal(hosts_report(s->app->db, s->host, NULL, "connection refused", -1, &e), 0);
+	sfx_text(s, "SELECT state FROM hosts WHERE uri = $1", s->host, text, sizeof(text));
+	assert_string_equal(text, "degraded");
 	assert_int_equal(hosts_report(s->app->db, s->host, NULL, "connection refused", 60, &e), 0);
 	sfx_text(s, "SELECT state FROM hosts WHERE uri = $1", s->host, text, sizeof(text));
 	assert_string_equal(text, "down");
