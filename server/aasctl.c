@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
@@ -13,6 +14,7 @@
 #include "service/accounts.h"
 #include "service/app.h"
 #include "service/hosts.h"
+#include "base/clock.h"
 #include "base/config.h"
 #include "billing/ledger.h"
 #include "service/usage.h"
@@ -38,6 +40,9 @@ static const char usage[] =
     "           [--preview-address A]            register a hypervisor host, or change one\n"
     "  host list                                 state, capacity, reservations, live use\n"
     "  host drain HOST | host undrain HOST       stop / resume placing sandboxes there\n"
+    "  host evacuate HOST [--wait S]             drain it and move its sandboxes to other\n"
+    "                                            hosts (live migration); waits S seconds\n"
+    "                                            (600) and lists those that cannot move\n"
     "  host remove HOST                          forget a host with no live sandboxes\n"
     "                                            (HOST: a host's name or URI)\n"
     "  dev-key --email E --file F                reuse the key in F if it still works,\n"
@@ -197,6 +202,47 @@ ratio_opt(int argc, char **argv, const char *name, double *out, struct err *e)
 	return 0;
 }
 
+#define EVACUATE_WAIT_DEFAULT_S 600
+#define EVACUATE_WAIT_MAX_S 86400
+
+/* Starts an evacuation and waits until nothing waits or moves; exit 0
+ * when every sandbox moved, 1 when some could not (listed), or the wait
+ * ran out. */
+static int
+cmd_evacuate(struct app *app, int argc, char **argv, const char *host, struct err *e)
+{
+	const char *w = opt(argc, argv, "--wait");
+	long long wait_s = EVACUATE_WAIT_DEFAULT_S, deadline;
+	json_t *v = NULL;
+
+	if (w && (num_parse_ll(w, &wait_s) < 0 || wait_s < 0 || wait_s > EVACUATE_WAIT_MAX_S)) {
+		err_set_field(e, "wait", "--wait: seconds, 0 to %d", EVACUATE_WAIT_MAX_S);
+		return fail(e);
+	}
+	if (hosts_evacuate(app->db, host, e) < 0)
+		return fail(e);
+	deadline = clock_ms() + wait_s * 1000;
+	for (;;) {
+		long long waiting, moving;
+
+		json_decref(v);
+		if ((v = hosts_evacuation_json(app->db, host, e)) == NULL)
+			return fail(e);
+		waiting = json_integer_value(json_object_get(v, "waiting"));
+		moving = json_integer_value(json_object_get(v, "moving"));
+		if ((waiting == 0 && moving == 0) || clock_ms() >= deadline)
+			break;
+		/* The serving aasd looks for work every few seconds. */
+		struct timespec ts = { 0, 500 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	int done = json_integer_value(json_object_get(v, "waiting")) == 0 &&
+	    json_integer_value(json_object_get(v, "moving")) == 0 &&
+	    json_array_size(json_object_get(v, "not_moved")) == 0;
+	print_json(v);
+	return done ? 0 : 1;
+}
+
 static int
 cmd_host(struct app *app, int argc, char **argv, struct err *e)
 {
@@ -227,6 +273,8 @@ cmd_host(struct app *app, int argc, char **argv, struct err *e)
 			return fail(e);
 		return print_json(json_pack("{s:s, s:b}", "host", arg, "draining", drain));
 	}
+	if (strcmp(sub, "evacuate") == 0)
+		return cmd_evacuate(app, argc, argv, arg, e);
 	if (strcmp(sub, "remove") == 0) {
 		if (hosts_remove(app->db, arg, e) < 0)
 			return fail(e);

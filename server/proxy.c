@@ -381,7 +381,7 @@ px_fail(struct px *x, int status, const char *message)
 /* ---- upstream I/O (proxy thread) ---- */
 
 static int
-connect_upstream(int port)
+connect_upstream(const char *address, int port)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), one = 1;
@@ -391,7 +391,8 @@ connect_upstream(int port)
 
 	if (fd < 0)
 		return -1;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (inet_pton(AF_INET, address, &sa.sin_addr) != 1)
+		goto fail;
 	sa.sin_port = htons((uint16_t)port);
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
 		if (errno != EINPROGRESS)
@@ -820,7 +821,7 @@ px_main(void *arg)
 	}
 	if (admit(x, &route) < 0)
 		goto out;
-	x->ufd = connect_upstream(route.upstream_port);
+	x->ufd = connect_upstream(route.upstream_address, route.upstream_port);
 	if (x->ufd < 0) {
 		px_fail(x, 502,
 		    "The sandbox's port could not be reached. If the sandbox was"

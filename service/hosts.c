@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 
 #include "base/num.h"
 #include "service/catalog.h"
@@ -73,6 +74,16 @@ one_host_json(struct db *db, const char *uri, struct err *e)
 	return v;
 }
 
+/* A private address is an IPv4 literal: QEMU's forwards listen on it
+ * and the gateway connects to it, with no name to resolve. */
+static int
+address_ok(const char *a)
+{
+	struct in_addr in;
+
+	return strlen(a) < INET_ADDRSTRLEN && inet_pton(AF_INET, a, &in) == 1;
+}
+
 json_t *
 hosts_add(struct db *db, const char *uri, const struct hosts_options *opt, struct err *e)
 {
@@ -84,8 +95,10 @@ hosts_add(struct db *db, const char *uri, const struct hosts_options *opt, struc
 		0 ||
 	    ratio_text(opt->cpu_overcommit, 64, "cpu_overcommit", co, sizeof(co), &p[3], e) < 0)
 		return NULL;
-	if (opt->preview_address && strlen(opt->preview_address) > 64) {
-		err_set_field(e, "preview_address", "preview_address: at most 64 bytes");
+	if (opt->preview_address && !address_ok(opt->preview_address)) {
+		err_set_field(e, "preview_address",
+		    "preview_address: an IPv4 address of the host that every aasd reaches"
+		    " (its private address), such as 10.0.0.12");
 		return NULL;
 	}
 	if (db_exec(db,
@@ -122,6 +135,11 @@ json_query(struct db *db, const char *sql, int np, const char *const *p, struct 
 
 	if (r == NULL)
 		return NULL;
+	if (PQntuples(r) == 0) {
+		PQclear(r);
+		err_set(e, ERR_NOT_FOUND, "no such host");
+		return NULL;
+	}
 	text = db_get_text(r, 0, 0);
 	if (text == NULL || (v = json_loads(text, 0, &je)) == NULL)
 		err_set(e, ERR_INTERNAL, "hosts: unreadable answer");
@@ -135,6 +153,7 @@ hosts_list_json(struct db *db, struct err *e)
 	return json_query(db,
 	    "SELECT coalesce(json_agg(json_build_object('name', h.name, 'uri', h.uri,"
 	    " 'state', h.state, 'state_since', h.state_since, 'draining', h.draining,"
+	    " 'evacuating', h.evacuating,"
 	    " 'shared', h.shared,"
 	    " 'memory_overcommit', h.memory_overcommit, 'cpu_overcommit', h.cpu_overcommit,"
 	    " 'preview_address', h.preview_address,"
@@ -178,7 +197,8 @@ hosts_set_draining(struct db *db, const char *host, int draining, struct err *e)
 
 	return host_update(db,
 	    draining ? "UPDATE hosts SET draining = true WHERE name = $1 OR uri = $1" :
-		       "UPDATE hosts SET draining = false WHERE name = $1 OR uri = $1",
+		       "UPDATE hosts SET draining = false, evacuating = false"
+		       " WHERE name = $1 OR uri = $1",
 	    host, &n, e);
 }
 
@@ -214,6 +234,92 @@ hosts_remove(struct db *db, const char *host, struct err *e)
 	    " (SELECT 1 FROM sandboxes s WHERE s.host_uri = h.uri"
 	    "  AND s.state IN ('creating', 'running', 'destroying'))",
 	    host, &n, e);
+}
+
+struct evac_start {
+	const char *host;
+	long n;
+};
+
+static int
+evacuate_tx(PGconn *c, void *arg, struct err *e)
+{
+	struct evac_start *a = arg;
+	const char *p[1] = { a->host };
+
+	if (db_conn_exec(c,
+		"UPDATE hosts SET draining = true, evacuating = true, evacuating_since = now()"
+		" WHERE name = $1 OR uri = $1",
+		1, p, &a->n, e) < 0)
+		return -1;
+	/* Those refused before are tried again. */
+	return db_conn_exec(c,
+	    "UPDATE sandboxes SET move_error = NULL WHERE move_error IS NOT NULL"
+	    " AND state = 'running' AND host_uri = (SELECT uri FROM hosts WHERE name = $1 OR uri = $1"
+	    " LIMIT 1)",
+	    1, p, NULL, e);
+}
+
+int
+hosts_evacuate(struct db *db, const char *host, struct err *e)
+{
+	struct evac_start a = { host, 0 };
+
+	if (host == NULL || host[0] == '\0' || strlen(host) >= HOSTS_URI_MAX) {
+		err_set_field(e, "host", "host: a host's name or URI");
+		return -1;
+	}
+	if (db_tx(db, evacuate_tx, &a, e) < 0)
+		return -1;
+	if (a.n == 0) {
+		err_set_at(e, ERR_NOT_FOUND, "host", "host: no host %s", host);
+		return -1;
+	}
+	return 0;
+}
+
+json_t *
+hosts_evacuation_json(struct db *db, const char *host, struct err *e)
+{
+	const char *p[1] = { host };
+	json_t *v = json_query(db,
+	    "SELECT json_build_object('host', h.name, 'evacuating', h.evacuating,"
+	    " 'waiting', count(s.id) FILTER (WHERE s.moving_to IS NULL AND s.move_error IS NULL),"
+	    " 'moving', count(s.id) FILTER (WHERE s.moving_to IS NOT NULL),"
+	    " 'not_moved', coalesce(json_agg(json_build_object('sandbox_id', s.id,"
+	    "  'error', s.move_error) ORDER BY s.id) FILTER (WHERE s.move_error IS NOT NULL), '[]'),"
+	    " 'moved', (SELECT count(*) FROM sandboxes m WHERE m.moved_from = h.uri"
+	    "  AND m.moved_at >= h.evacuating_since))::text"
+	    " FROM hosts h LEFT JOIN sandboxes s ON s.host_uri = h.uri"
+	    "  AND s.state IN ('creating', 'running', 'destroying')"
+	    " WHERE h.name = $1 OR h.uri = $1 GROUP BY h.id LIMIT 1",
+	    1, p, e);
+
+	if (v == NULL && e->kind == ERR_NOT_FOUND) {
+		err_clear(e);
+		err_set_at(e, ERR_NOT_FOUND, "host", "host: no host %s", host);
+	}
+	return v;
+}
+
+int
+hosts_address(struct db *db, const char *uri, char *out, size_t n, struct err *e)
+{
+	const char *p[1] = { uri };
+	PGresult *r = db_query(db, "SELECT coalesce(preview_address, '') FROM hosts WHERE uri = $1",
+	    1, p, e);
+	int rc = -1;
+
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) == 0) {
+		out[0] = '\0';
+		rc = 0;
+	} else if (db_get_str(r, 0, 0, out, n, e) == 0) {
+		rc = 0;
+	}
+	PQclear(r);
+	return rc;
 }
 
 char *
@@ -290,7 +396,7 @@ hosts_report(struct db *db, const char *uri, const struct orch_host_stats *st, c
 	" round(h.cpu_overcommit * 1000000)::bigint, h.free_memory_mib,"                     \
 	" round(h.cpu_busy * 1000000)::bigint, h.state = 'degraded',"                        \
 	" coalesce(sum(s.reserved_memory_mib), 0), coalesce(sum(s.reserved_vcpus), 0)"       \
-	" FROM hosts h LEFT JOIN sandboxes s ON s.host_uri = h.uri"                          \
+	" FROM hosts h LEFT JOIN sandboxes s ON (s.host_uri = h.uri OR s.moving_to = h.uri)" \
 	"  AND s.state IN ('creating', 'running', 'destroying')"
 
 /* Its columns, in order. */

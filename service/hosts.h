@@ -45,6 +45,17 @@ int hosts_set_draining(struct db *db, const char *host, int draining, struct err
 /* Forgets a host; refused (ERR_CONFLICT) while sandboxes live on it. */
 int hosts_remove(struct db *db, const char *host, struct err *e);
 
+/* Evacuation: the host drains, and the aasd serving it live-migrates its
+ * sandboxes elsewhere one by one (its warm VMs are dropped); those refused
+ * before are tried again. */
+int hosts_evacuate(struct db *db, const char *host, struct err *e);
+/* How an evacuation stands: sandboxes waiting, moving, and the ones that
+ * could not move with the reason. */
+json_t *hosts_evacuation_json(struct db *db, const char *host, struct err *e);
+/* The host's private address (forwards listen there, moves arrive there);
+ * "" when it has none. */
+int hosts_address(struct db *db, const char *uri, char *out, size_t n, struct err *e);
+
 /* Hosts the operator added, which every aasd opens (less those private
  * to one process, see orch_uri_private): a malloc'd comma-separated list,
  * "" when none. */

@@ -63,10 +63,11 @@ int preview_set_cookie_strip_domain(const char *in, char *out, size_t n);
 
 /* What the preview resolver decides for one proxied request. */
 struct preview_route {
-	int status;           /* 0: proxy to upstream_port; else answer it */
-	char message[256];    /* shown on the error page */
-	int upstream_port;    /* on 127.0.0.1 */
-	char set_cookie[320]; /* added to the proxied response when set */
+	int status;                /* 0: proxy to upstream_port; else answer it */
+	char message[256];         /* shown on the error page */
+	int upstream_port;         /* on upstream_address */
+	char upstream_address[64]; /* IPv4: the host's private address, or loopback */
+	char set_cookie[320];      /* added to the proxied response when set */
 	/* Whose preview it is, for the proxy's per-sandbox and per-account
 	 * connection caps and for closing them (status 0 only). */
 	char sandbox_id[PREVIEW_ID_MAX + 1];

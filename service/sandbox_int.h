@@ -48,6 +48,12 @@ int sbx_hosts_init(struct sbx *s, struct err *e);
 void sbx_hosts_refresh(struct sbx *s, long long now_ms);
 /* The URIs of the hosts this aasd has open, comma-separated. */
 int sbx_hosts_csv(struct sbx *s, char *out, size_t n);
+/* ---- evacuation (sandbox_move.c) ---- */
+/* Moves some sandboxes off the evacuating hosts this aasd serves (live
+ * migration to the host with the most headroom) and drops their warm VMs;
+ * one that cannot move stays, with the reason on its row. */
+void sbx_evacuate_round(struct sbx *s);
+
 /* Inside a create's transaction: reserves `size` on the best host with
  * room (its URI into `host`, the reservation into `row`); ERR_CAPACITY
  * when none has room. */

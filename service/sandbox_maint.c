@@ -298,6 +298,34 @@ lost_vm_end(struct sbx *s, const char *id, const char **why)
 	return end;
 }
 
+/* A move whose aasd stopped: the sandbox is where its VM is. Still on
+ * its old host, the move did not happen; only on `to`, it did (its previews are
+ * gone with the old QEMU); on neither, it was lost as any VM is (the next
+ * round finds it). */
+static void
+settle_dead_move(struct sbx *s, const char *id, const char *to, int here)
+{
+	int there = 0, won = 0;
+	struct err e;
+
+	err_clear(&e);
+	if (!here) {
+		there = orch_host_by_uri(s->orch, to) != NULL ?
+		    orch_vm_exists(s->orch, to, id, &e) :
+		    -1;
+		if (there < 0)
+			return; /* only an aasd that reaches both can tell */
+	}
+	if (there == 1) {
+		log_warn("reconcile: sandbox %s was moved to %s by an aasd that stopped", id, to);
+		sbx_ports_drop(s, id);
+		if (store_move_done(s->app->db, id, to, NULL, NULL, 0, &won, &e) < 0)
+			log_warn("reconcile: sandbox %s: %s", id, e.msg);
+	} else if (store_move_failed(s->app->db, id, "the aasd moving it stopped", &e) < 0) {
+		log_warn("reconcile: sandbox %s: %s", id, e.msg);
+	}
+}
+
 static void
 reconcile_rows(struct sbx *s, const char *host, char **ids, size_t n)
 {
@@ -315,7 +343,11 @@ reconcile_rows(struct sbx *s, const char *host, char **ids, size_t n)
 
 		err_clear(&e);
 		orch_domain_name(id, domain, sizeof(domain));
-		if (strcmp(state, "running") == 0 && in_list(ids, n, id)) {
+		if (strcmp(state, "running") == 0 && rows[i].moving_to[0]) {
+			/* Its VM may be on either host until the move is recorded. */
+			if (rows[i].mover_dead)
+				settle_dead_move(s, id, rows[i].moving_to, in_list(ids, n, id));
+		} else if (strcmp(state, "running") == 0 && in_list(ids, n, id)) {
 			char why[SBX_AGENT_WHY_MAX];
 
 			/* A guest can break the protocol between calls (output
@@ -522,6 +554,7 @@ sbx_maint_main(void *arg)
 		err_clear(&e);
 		if (orch_wait_ready(s->orch, 0, &e) < 0)
 			continue;
+		sbx_evacuate_round(s);
 		if (s->app->cfg.reconcile_s > 0 &&
 		    time(NULL) - last_reconcile >= s->app->cfg.reconcile_s) {
 			sbx_net_refresh(s);

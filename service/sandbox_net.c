@@ -11,7 +11,7 @@
 #include "base/keys.h"
 #include "base/log.h"
 #include "base/num.h"
-#include "service/preview.h"
+#include "service/hosts.h"
 #include "service/preview.h"
 
 /* A boot with a network device trusts a check at most this old. */
@@ -187,7 +187,7 @@ sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req 
 	int port = req->port;
 	int public = req->public;
 	char token[KEY_TEXT_LEN + 1], hash[KEY_HASH_HEX_LEN + 1] = "", url[512];
-	char domain[64];
+	char domain[64], address[64];
 	struct store_row row;
 	int host_port = 0, exists = 0, inserted = 0;
 	json_t *out = NULL;
@@ -240,13 +240,14 @@ sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req 
 		}
 		key_hash_hex(token, strlen(token), hash, sizeof(hash));
 	}
-	if (orch_forward_add(s->orch, row.host, id, port, &host_port, e) < 0)
+	if (hosts_address(s->app->db, row.host, address, sizeof(address), e) < 0 ||
+	    orch_forward_add(s->orch, row.host, id, address, port, &host_port, e) < 0)
 		return NULL;
 	if (store_port_insert(s->app->db, id, port, public, host_port, hash, &inserted, e) < 0 ||
 	    !inserted) {
 		struct err ignore;
 		err_clear(&ignore);
-		orch_forward_remove(s->orch, row.host, id, host_port, &ignore);
+		orch_forward_remove(s->orch, row.host, id, address, host_port, &ignore);
 		if (e->kind == ERR_NONE)
 			err_set_at(e, ERR_CONFLICT, "port",
 			    "port: %d is already exposed at %s"
@@ -254,8 +255,8 @@ sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req 
 			    port, url);
 		return NULL;
 	}
-	log_info("sandbox %s: port %d exposed (%s) via 127.0.0.1:%d", id, port,
-	    public ? "public" : "private", host_port);
+	log_info("sandbox %s: port %d exposed (%s) via %s:%d", id, port,
+	    public ? "public" : "private", address[0] ? address : ORCH_FORWARD_LOOPBACK, host_port);
 	out = json_pack("{s:s, s:i, s:s, s:b}", "sandbox_id", id, "port", port, "url", url,
 	    "public", public);
 	if (out && !public) {
@@ -291,13 +292,6 @@ route_fail(struct preview_route *out, int status, const char *msg)
 
 /* Forwards listen on the loopback of the VM's host, which is this
  * machine only for local libvirt URIs. */
-static int
-host_is_local(const char *uri)
-{
-	const char *p = strstr(uri, "://");
-	return p != NULL && p[3] == '/';
-}
-
 /* 0 allowed, else the status to answer. A valid signed URL also sets a
  * cookie so the page's own requests (scripts, images) pass. */
 static int
@@ -372,12 +366,16 @@ sbx_preview_route(struct sbx *s, const struct preview_ask *ask, struct preview_r
 	out->upstream_port = pv.host_port;
 	snprintf(out->sandbox_id, sizeof(out->sandbox_id), "%s", id);
 	snprintf(out->account_id, sizeof(out->account_id), "%s", pv.account);
-	if (!host_is_local(pv.host)) {
+	/* Forwards listen on the host's private address; a host on this
+	 * machine without one has them on the loopback. */
+	if (pv.address[0] == '\0' && !orch_uri_this_machine(pv.host)) {
 		route_fail(out, 502,
-		    "This sandbox runs on a remote hypervisor host; previews of"
-		    " remote sandboxes are not served by this instance.");
+		    "This sandbox runs on a hypervisor host without a private address"
+		    " (aasctl host add --preview-address), so its previews cannot be reached.");
 		return;
 	}
+	snprintf(out->upstream_address, sizeof(out->upstream_address), "%s",
+	    pv.address[0] ? pv.address : ORCH_FORWARD_LOOPBACK);
 	if (!pv.public &&
 	    (st = preview_allowed(s->app->cfg.preview_scheme, pv.token_hash, id, port, ask, out)) !=
 		0) {

@@ -40,6 +40,22 @@ store_int_or_null(const PGresult *r, int row, int col)
 }
 
 int
+store_id_host(PGresult *r, char *id, char *host, size_t hn, struct err *e)
+{
+	int rc = -1;
+
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) == 0)
+		rc = 0;
+	else if (db_get_str(r, 0, 0, id, STORE_ID_LEN + 1, e) == 0 &&
+	    db_get_str(r, 0, 1, host, hn, e) == 0)
+		rc = 1;
+	PQclear(r);
+	return rc;
+}
+
+int
 store_rows(struct db *db, const char *sql, int nparams, const char *const *params, size_t size,
     store_row_fn read, void **out, size_t *n, struct err *e)
 {
@@ -238,7 +254,6 @@ store_claim_warm(PGconn *c, const struct store_new *n, char *id, char *host, str
 	char tmo[16], minute[16];
 	const char *p[7] = { n->account, n->size, tmo, n->name, n->metadata, minute, n->net };
 	PGresult *r;
-	int rc = -1;
 
 	snprintf(tmo, sizeof(tmo), "%d", n->timeout_min);
 	snprintf(minute, sizeof(minute), "%d", n->minute_s);
@@ -251,15 +266,7 @@ store_claim_warm(PGconn *c, const struct store_new *n, char *id, char *host, str
 	    "  AND size = $2 AND net = $7 ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)"
 	    " RETURNING id, host_uri",
 	    7, p, e);
-	if (r == NULL)
-		return -1;
-	if (PQntuples(r) == 0)
-		rc = 0;
-	else if (db_get_str(r, 0, 0, id, STORE_ID_LEN + 1, e) == 0 &&
-	    db_get_str(r, 0, 1, host, STORE_HOST_MAX, e) == 0)
-		rc = 1;
-	PQclear(r);
-	return rc;
+	return store_id_host(r, id, host, STORE_HOST_MAX, e);
 }
 
 static const char insert_sql[] =

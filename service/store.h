@@ -178,6 +178,7 @@ struct store_preview {
 	int public;
 	char token_hash[72];
 	char host[STORE_HOST_MAX];
+	char address[64]; /* the host's private address; "" when none */
 	char account[37]; /* uuid text */
 };
 /* 1 and `out` when the port is exposed on a running sandbox of an account
@@ -250,7 +251,9 @@ int store_count_live(struct db *db, long long counts[3], struct err *e);
 struct store_host_row {
 	char id[STORE_ID_LEN + 1];
 	char state[16];
-	int owner_dead; /* no instance has claimed it for dead_s */
+	int owner_dead;                 /* no instance has claimed it for dead_s */
+	char moving_to[STORE_HOST_MAX]; /* "" unless it is being moved */
+	int mover_dead;                 /* ... by an instance silent for dead_s */
 };
 /* Live rows on `host` (malloc'd). */
 int store_host_rows(struct db *db, const char *host, int dead_s, struct store_host_row **rows,
@@ -266,5 +269,33 @@ int store_pool_take_surplus(struct db *db, const char *size, const char *hosts, 
 /* Live sandboxes of accounts, and warm VMs per size (small, medium, large). */
 int store_capacity(struct db *db, long long *live, long long warm[3], struct err *e);
 int store_heartbeat(struct db *db, const char *instance, const char *uris, struct err *e);
+
+/* ---- moves (store_move.c): evacuating a host ---- */
+
+struct store_move {
+	char id[STORE_ID_LEN + 1];
+	char host[STORE_HOST_MAX];
+	int reserved_memory_mib, reserved_vcpus;
+};
+/* Takes a warm VM on an evacuating host among `hosts` (a text[] literal)
+ * for destruction as pool surplus: 1 with its id and host, or 0. */
+int store_move_pool_take(struct db *db, const char *hosts, const char *owner, char *id, char *host,
+    size_t hn, struct err *e);
+/* The next tenant sandbox to move off an evacuating host among `hosts`:
+ * running, not moving, not refused before. 1 and it, or 0. */
+int store_move_next(struct db *db, const char *hosts, struct store_move *out, struct err *e);
+/* In the transaction that reserved room on `to` (after the host rows):
+ * marks the sandbox as moving there; *won is 0 when it stopped running,
+ * left `from` or is moved by someone else already. */
+int store_move_claim(PGconn *c, const char *id, const char *from, const char *to, const char *owner,
+    int *won, struct err *e);
+/* The move to `to` is over: the row's host becomes `to` and its preview
+ * forwards the new host ports in `host_ports` (one per entry of `ports`).
+ * *won is 0 when the sandbox ended meanwhile (its VM on `to` is nobody's). */
+int store_move_done(struct db *db, const char *id, const char *to, const int *ports,
+    const int *host_ports, size_t n, int *won, struct err *e);
+/* The move failed: the sandbox stays where it was with the reason, and is
+ * not tried again until the next evacuate. */
+int store_move_failed(struct db *db, const char *id, const char *why, struct err *e);
 
 #endif

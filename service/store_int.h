@@ -30,4 +30,8 @@ typedef int (*store_row_fn)(const PGresult *r, int row, void *elem, struct err *
 int store_rows(struct db *db, const char *sql, int nparams, const char *const *params, size_t size,
     store_row_fn read, void **out, size_t *n, struct err *e);
 
+/* Takes the answer of an UPDATE ... RETURNING id, host_uri of at most
+ * one row (and clears it): 1 with both, 0 for no row, -1 on error. */
+int store_id_host(PGresult *r, char *id, char *host, size_t hn, struct err *e);
+
 #endif

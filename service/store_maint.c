@@ -116,7 +116,9 @@ host_row(const PGresult *r, int i, void *elem, struct err *e)
 
 	return db_get_str(r, i, 0, h->id, sizeof(h->id), e) < 0 ||
 		db_get_str(r, i, 1, h->state, sizeof(h->state), e) < 0 ||
-		db_get_bool(r, i, 2, &h->owner_dead, e) < 0 ?
+		db_get_bool(r, i, 2, &h->owner_dead, e) < 0 ||
+		db_get_str(r, i, 3, h->moving_to, sizeof(h->moving_to), e) < 0 ||
+		db_get_bool(r, i, 4, &h->mover_dead, e) < 0 ?
 	    -1 :
 	    0;
 }
@@ -132,8 +134,11 @@ store_host_rows(struct db *db, const char *host, int dead_s, struct store_host_r
 	return store_rows(db,
 	    "SELECT s.id, s.state,"
 	    " (s.owner IS NULL OR i.heartbeat_at IS NULL"
-	    "  OR i.heartbeat_at < now() - make_interval(secs => $2::int))"
+	    "  OR i.heartbeat_at < now() - make_interval(secs => $2::int)),"
+	    " coalesce(s.moving_to, ''),"
+	    " (m.heartbeat_at IS NULL OR m.heartbeat_at < now() - make_interval(secs => $2::int))"
 	    " FROM sandboxes s LEFT JOIN aasd_instances i ON i.id = s.owner"
+	    " LEFT JOIN aasd_instances m ON m.id = s.move_owner"
 	    " WHERE s.host_uri = $1 AND s.state IN ('creating', 'running', 'destroying')",
 	    2, p, sizeof(**rows), host_row, (void **)rows, n, e);
 }
@@ -166,7 +171,6 @@ store_pool_take_surplus(struct db *db, const char *size, const char *hosts, cons
 {
 	const char *p[4] = { size, hosts, owner, net };
 	PGresult *r;
-	int rc = -1;
 
 	r = db_query(db,
 	    "UPDATE sandboxes SET state = 'destroying',"
@@ -176,15 +180,7 @@ store_pool_take_surplus(struct db *db, const char *size, const char *hosts, cons
 	    "  ORDER BY (net = $4), created_at DESC LIMIT 1 FOR UPDATE SKIP LOCKED)"
 	    " RETURNING id, host_uri",
 	    4, p, e);
-	if (r == NULL)
-		return -1;
-	if (PQntuples(r) == 0)
-		rc = 0;
-	else if (db_get_str(r, 0, 0, id, STORE_ID_LEN + 1, e) == 0 &&
-	    db_get_str(r, 0, 1, host, hn, e) == 0)
-		rc = 1;
-	PQclear(r);
-	return rc;
+	return store_id_host(r, id, host, hn, e);
 }
 
 int

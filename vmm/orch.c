@@ -1027,19 +1027,19 @@ orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int 
 	    ctx, e);
 }
 
-/* A loopback port free right now (the kernel's choice), or a random one
- * from the ephemeral range when probing fails. QEMU may still lose a race
- * for it; the caller retries. */
+/* A port free right now on `address` (the kernel's choice) when that
+ * address is this machine's, else a random one from the ephemeral range.
+ * QEMU may still lose a race for it; the caller retries. */
 static int
-pick_loopback_port(void)
+pick_port(const char *address)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	socklen_t len = sizeof(sa);
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
 	char r[5];
 
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+	if (fd >= 0 && inet_pton(AF_INET, address, &sa.sin_addr) == 1 &&
+	    bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
 	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
 		port = ntohs(sa.sin_port);
 	if (fd >= 0)
@@ -1055,22 +1055,29 @@ pick_loopback_port(void)
 }
 
 int
-orch_forward_add(struct orch *o, const char *uri, const char *id, int guest_port, int *host_port,
-    struct err *e)
+orch_forward_add(struct orch *o, const char *uri, const char *id, const char *address,
+    int guest_port, int *host_port, struct err *e)
 {
 	struct vm_host *h = host_or_err(o, uri, e);
-	char name[128], cmd[128], reply[256];
+	char name[128], cmd[160], reply[256];
+	struct in_addr a;
 
 	if (h == NULL)
 		return -1;
+	if (address == NULL || address[0] == '\0')
+		address = ORCH_FORWARD_LOOPBACK;
+	if (inet_pton(AF_INET, address, &a) != 1) {
+		err_set(e, ERR_INVALID, "forward address %s is not an IPv4 address", address);
+		return -1;
+	}
 	orch_domain_name(id, name, sizeof(name));
 	for (int attempt = 0; attempt < 8; attempt++) {
-		int hp = pick_loopback_port();
+		int hp = pick_port(address);
 
 		if (hp <= 0)
 			continue;
-		snprintf(cmd, sizeof(cmd), "hostfwd_add %s tcp:127.0.0.1:%d-:%d", VM_NETDEV_ID, hp,
-		    guest_port);
+		snprintf(cmd, sizeof(cmd), "hostfwd_add %s tcp:%s:%d-:%d", VM_NETDEV_ID, address,
+		    hp, guest_port);
 		if (vm_monitor_hmp(h, name, cmd, reply, sizeof(reply), e) < 0)
 			return -1;
 		/* QEMU answers nothing on success, a sentence on failure. */
@@ -1090,15 +1097,18 @@ orch_forward_add(struct orch *o, const char *uri, const char *id, int guest_port
 }
 
 int
-orch_forward_remove(struct orch *o, const char *uri, const char *id, int host_port, struct err *e)
+orch_forward_remove(struct orch *o, const char *uri, const char *id, const char *address,
+    int host_port, struct err *e)
 {
 	struct vm_host *h = host_or_err(o, uri, e);
-	char name[128], cmd[128], reply[256];
+	char name[128], cmd[160], reply[256];
 
 	if (h == NULL)
 		return -1;
+	if (address == NULL || address[0] == '\0')
+		address = ORCH_FORWARD_LOOPBACK;
 	orch_domain_name(id, name, sizeof(name));
-	snprintf(cmd, sizeof(cmd), "hostfwd_remove %s tcp:127.0.0.1:%d", VM_NETDEV_ID, host_port);
+	snprintf(cmd, sizeof(cmd), "hostfwd_remove %s tcp:%s:%d", VM_NETDEV_ID, address, host_port);
 	return vm_monitor_hmp(h, name, cmd, reply, sizeof(reply), e);
 }
 
@@ -1120,6 +1130,53 @@ orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e)
 	if (vm_destroy(h, name, e) < 0)
 		return -1;
 	remove_vm_files(o, h, id, 1);
+	return 0;
+}
+
+int
+orch_uri_this_machine(const char *uri)
+{
+	const char *p = strstr(uri, "://");
+
+	/* qemu:///..., qemu+unix:///...: no host name, so this machine. */
+	return p != NULL && p[3] == '/';
+}
+
+int
+orch_migrate(struct orch *o, const char *from, const char *to, const char *id, struct err *e)
+{
+	struct vm_host *src = host_or_err(o, from, e), *dst;
+	char name[128], console[ORCH_PATH_MAX + 96], base[160], tag[9];
+	struct err ignore;
+
+	if (src == NULL || (dst = host_or_err(o, to, e)) == NULL)
+		return -1;
+	if (src == dst) {
+		err_set(e, ERR_INVALID, "sandbox %s is on %s already", id, to);
+		return -1;
+	}
+	orch_domain_name(id, name, sizeof(name));
+	/* Two hosts on this machine see the same files (its overlay and the
+	 * image); other hosts are assumed to share nothing. */
+	/* Sockets named anew: the old ones go with the old domain. */
+	if (key_random_hex(tag, sizeof(tag), 4) < 0) {
+		err_set(e, ERR_INTERNAL, "random generator failed");
+		return -1;
+	}
+	snprintf(base, sizeof(base), "%s-%s", name, tag);
+	if (vm_migrate(src, dst, name, orch_uri_this_machine(from) && orch_uri_this_machine(to),
+		ORCH_SOCKET_DIR, base, e) < 0)
+		return -1;
+	/* The source's streams ended with its QEMU; the next call opens the
+	 * agent on the new host, and the console copy goes on in its file. */
+	vm_agent_forget(src, name);
+	vm_console_detach(src, name);
+	oomwatch_take(o->oom, name);
+	console_path(o, id, console, sizeof(console));
+	err_clear(&ignore);
+	if (vm_console_attach(dst, name, console, o->console_max, &ignore) < 0)
+		log_warn("vm %s: console not copied after the move: %s", name, ignore.msg);
+	watch_memory(o, dst, name);
 	return 0;
 }
 

@@ -113,12 +113,23 @@ int orch_host_stats(struct orch *o, const char *uri, struct orch_host_stats *out
  * and waits for its guest agent. Reports progress through fn. */
 int orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int vcpus,
     int memory_mib, orch_progress_fn fn, void *ctx, struct err *e);
-/* Adds a forward from 127.0.0.1:<host_port> on the VM's host (a free
- * port, chosen here) to guest_port inside the VM. */
-int orch_forward_add(struct orch *o, const char *uri, const char *id, int guest_port,
-    int *host_port, struct err *e);
-int orch_forward_remove(struct orch *o, const char *uri, const char *id, int host_port,
-    struct err *e);
+/* Adds a forward from <address>:<host_port> on the VM's host (a free
+ * port, chosen here) to guest_port inside the VM. `address`: an IPv4
+ * address of that host the gateway reaches (its private address); NULL or
+ * "" for ORCH_FORWARD_LOOPBACK. */
+#define ORCH_FORWARD_LOOPBACK "127.0.0.1"
+int orch_forward_add(struct orch *o, const char *uri, const char *id, const char *address,
+    int guest_port, int *host_port, struct err *e);
+int orch_forward_remove(struct orch *o, const char *uri, const char *id, const char *address,
+    int host_port, struct err *e);
+/* 1 when `uri` names a libvirt on this machine (qemu:///..., a unix
+ * socket): such hosts see this machine's files. */
+int orch_uri_this_machine(const char *uri);
+/* Live-migrates sandbox `id`'s VM from host `from` to host `to` (see
+ * vm_migrate). Its console copy and agent connection follow; forwards do
+ * not (the caller adds them on the new host). On failure the VM runs on
+ * where it was. */
+int orch_migrate(struct orch *o, const char *from, const char *to, const char *id, struct err *e);
 /* Destroys the domain and deletes its overlay and console log. Idempotent. */
 int orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e);
 /* Ids (not domain names) of this service's running domains on `uri`;

@@ -509,20 +509,26 @@ vm_console_detach(struct vm_host *h, const char *name)
  * rather than in its XML: libvirt raises QEMU's locked-memory limit to a
  * <hard_limit> in the XML before exec, which needs CAP_SYS_RESOURCE. */
 static int
-set_memory_limit(virDomainPtr d, unsigned mib, const char *name, struct err *e)
+set_memory_limit_kib(virDomainPtr d, unsigned long long kib, const char *name, struct err *e)
 {
 	virTypedParameter p;
 
 	memset(&p, 0, sizeof(p));
 	snprintf(p.field, sizeof(p.field), "%s", VIR_DOMAIN_MEMORY_HARD_LIMIT);
 	p.type = VIR_TYPED_PARAM_ULLONG;
-	p.value.ul = (unsigned long long)mib * 1024; /* KiB */
+	p.value.ul = kib;
 	if (virDomainSetMemoryParameters(d, &p, 1, VIR_DOMAIN_AFFECT_LIVE) < 0) {
 		err_set(e, ERR_UNAVAILABLE, "cannot limit the memory of VM %s: %s", name,
 		    last_error());
 		return -1;
 	}
 	return 0;
+}
+
+static int
+set_memory_limit(virDomainPtr d, unsigned mib, const char *name, struct err *e)
+{
+	return set_memory_limit_kib(d, (unsigned long long)mib * 1024, name, e);
 }
 
 int
@@ -747,5 +753,84 @@ vm_stats(struct vm_host *h, const char *name, struct vm_stats *out, struct err *
 	if (d)
 		virDomainFree(d);
 	virConnectClose(c);
+	return rc;
+}
+
+/* The domain's migratable XML ready for dst (vm_xml_for_move), and its
+ * memory limit. */
+static char *
+migratable_xml(virDomainPtr d, const char *dir, const char *base, unsigned long long *limit_kib)
+{
+	char *xml = virDomainGetXMLDesc(d, VIR_DOMAIN_XML_MIGRATABLE);
+	char *moved = xml ? vm_xml_for_move(xml, dir, base, limit_kib) : NULL;
+
+	free(xml);
+	return moved;
+}
+
+int
+vm_migrate(struct vm_host *src, struct vm_host *dst, const char *name, int shared_storage,
+    const char *socket_dir, const char *socket_base, struct err *e)
+{
+	virConnectPtr sc = vm_host_conn(src), dc = NULL;
+	virTypedParameterPtr params = NULL;
+	virDomainPtr d = NULL, moved = NULL;
+	unsigned long long limit_kib = 0;
+	int np = 0, maxp = 0, rc = -1;
+	char *xml = NULL;
+	/* Live: the guest runs while its memory is copied and pauses only for
+	 * the last dirty pages; auto-converge slows a guest that dirties
+	 * memory faster than it can be sent, so the move ends. Peer to peer
+	 * and tunnelled: the source's libvirt opens dst itself and the memory
+	 * travels inside that connection (its TLS or ssh), so no QEMU opens a
+	 * socket to another machine, which the isolation rule would stop. */
+	unsigned flags = VIR_MIGRATE_LIVE | VIR_MIGRATE_AUTO_CONVERGE | VIR_MIGRATE_PEER2PEER |
+	    VIR_MIGRATE_TUNNELLED;
+
+	if (sc == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", src->uri);
+		goto out;
+	}
+	d = virDomainLookupByName(sc, name);
+	if (d == NULL) {
+		err_set(e, ERR_NOT_FOUND, "VM %s is not running on %s", name, src->uri);
+		goto out;
+	}
+	xml = migratable_xml(d, socket_dir, socket_base, &limit_kib);
+	if (xml == NULL ||
+	    virTypedParamsAddString(&params, &np, &maxp, VIR_MIGRATE_PARAM_DEST_XML, xml) < 0) {
+		err_set(e, ERR_UNAVAILABLE, "cannot describe %s for its move: %s", name,
+		    last_error());
+		goto out;
+	}
+	/* Files that are the same on both hosts are safe to share whatever
+	 * their cache mode: QEMU hands the image over at the switch. */
+	flags |= shared_storage ? VIR_MIGRATE_UNSAFE : VIR_MIGRATE_NON_SHARED_INC;
+	if (virDomainMigrateToURI3(d, dst->uri, params, (unsigned)np, flags) < 0) {
+		err_set(e, ERR_UNAVAILABLE, "cannot move %s to %s: %s", name, dst->uri,
+		    last_error());
+		goto out;
+	}
+	rc = 0;
+	/* Moved: a limit that cannot be set again is reported, and the VM
+	 * runs on without it rather than not at all. */
+	if (limit_kib > 0 &&
+	    ((dc = vm_host_conn(dst)) == NULL ||
+		(moved = virDomainLookupByName(dc, name)) == NULL ||
+		set_memory_limit_kib(moved, limit_kib, name, e) < 0))
+		log_warn("vm %s: no memory limit after its move to %s: %s", name, dst->uri,
+		    e->msg[0] ? e->msg : last_error());
+	err_clear(e);
+out:
+	if (moved)
+		virDomainFree(moved);
+	if (d)
+		virDomainFree(d);
+	virTypedParamsFree(params, np);
+	free(xml);
+	if (sc)
+		virConnectClose(sc);
+	if (dc)
+		virConnectClose(dc);
 	return rc;
 }

@@ -69,4 +69,15 @@ int vm_monitor_hmp(struct vm_host *h, const char *name, const char *cmd, char *r
     struct err *e);
 int vm_stats(struct vm_host *h, const char *name, struct vm_stats *out, struct err *e);
 
+/* Live-migrates running domain `name` from src to dst. src's libvirt
+ * connects to dst by dst's URI (hosts reach each other's libvirt by the
+ * URIs aasd uses), and the memory goes through that connection. With
+ * `shared_storage` the disk files are the same on both (one machine, or a
+ * shared file system) and are not copied; without, they are copied to
+ * files dst must already have. The unix sockets of the domain's
+ * channels in `socket_dir` get the file names `socket_base`.<suffix> on
+ * dst (the suffixes kept). The domain runs on at src when the move fails. */
+int vm_migrate(struct vm_host *src, struct vm_host *dst, const char *name, int shared_storage,
+    const char *socket_dir, const char *socket_base, struct err *e);
+
 #endif

@@ -18,6 +18,7 @@
 
 #include "vmm/image/aproto.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,4 +231,59 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 		return NULL;
 	}
 	return xml;
+}
+
+/* xml with the unix sockets in `dir` renamed: in each path='<dir>/F', F's
+ * part before its first '.' becomes `base`. */
+static char *
+rename_sockets(const char *xml, const char *dir, const char *base)
+{
+	char key[128];
+	size_t klen, blen = strlen(base), n = 0, len = 0;
+	const char *p = xml, *hit;
+	char *out;
+
+	if (snprintf(key, sizeof(key), "path='%s/", dir) >= (int)sizeof(key))
+		return NULL;
+	klen = strlen(key);
+	for (hit = xml; (hit = strstr(hit, key)) != NULL; hit += klen)
+		n++;
+	/* Each name grows by at most the base's length. */
+	if ((out = malloc(strlen(xml) + n * blen + 1)) == NULL)
+		return NULL;
+	while ((hit = strstr(p, key)) != NULL) {
+		const char *file = hit + klen, *rest = file + strcspn(file, ".'");
+
+		memcpy(out + len, p, (size_t)(file - p));
+		len += (size_t)(file - p);
+		memcpy(out + len, base, blen);
+		len += blen;
+		p = rest;
+	}
+	memcpy(out + len, p, strlen(p) + 1);
+	return out;
+}
+
+char *
+vm_xml_for_move(const char *xml, const char *dir, const char *base, unsigned long long *limit_kib)
+{
+	char *out = rename_sockets(xml, dir, base), *start, *end, *hard;
+
+	*limit_kib = 0;
+	if (out == NULL || (start = strstr(out, "<memtune>")) == NULL ||
+	    (end = strstr(start, "</memtune>")) == NULL)
+		return out;
+	hard = strstr(start, "<hard_limit");
+	if (hard != NULL && hard < end && (hard = strchr(hard, '>')) != NULL && hard < end) {
+		unsigned long long v;
+		char *stop;
+
+		errno = 0;
+		v = strtoull(hard + 1, &stop, 10);
+		if (errno == 0 && stop > hard + 1 && *stop == '<')
+			*limit_kib = v;
+	}
+	end += strlen("</memtune>");
+	memmove(start, end, strlen(end) + 1);
+	return out;
 }

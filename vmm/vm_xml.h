@@ -56,4 +56,13 @@ const char *vm_net_name(enum vm_net n);
 /* The domain XML (malloc'd), or NULL with e set when a field is unusable. */
 char *vm_xml_build(const struct vm_spec *s, struct err *e);
 
+/* A running domain's migratable XML made ready for its new host
+ * (malloc'd; NULL on OOM): the unix sockets in `dir` get the file names
+ * `base`.<suffix> (the old host's libvirt removes the old files when its
+ * domain stops), and <memtune> goes, its hard limit into *limit_kib (0:
+ * none): libvirt applies a hard limit in the XML as RLIMIT_MEMLOCK before
+ * exec, which needs CAP_SYS_RESOURCE, so it is set once the domain runs. */
+char *vm_xml_for_move(const char *xml, const char *dir, const char *base,
+    unsigned long long *limit_kib);
+
 #endif

@@ -43,10 +43,24 @@ test('aasctl host: bad input is refused and names what is wrong', async () => {
   assert.match((await aasctlFail('host', 'add', uri, '--name', 'bad name!')).stderr, /name: 1 to 255 printable/);
   assert.match((await aasctlFail('host', 'drain', 'no-such-host')).stderr, /not_found/);
   assert.match((await aasctlFail('host', 'remove', 'no-such-host')).stderr, /not_found/);
+  assert.match((await aasctlFail('host', 'evacuate', 'no-such-host')).stderr, /not_found/);
+  for (const bad of ['host.example', '10.0.0.300', '::1', '10.0.0.1:80', '']) {
+    assert.match((await aasctlFail('host', 'add', uri, '--preview-address', bad)).stderr,
+      /preview_address: an IPv4 address/, bad);
+  }
   assert.equal(await psql(`select count(*) from hosts where uri in ('a,b', '${uri}')`), '0');
   // Any printable name but quotes, backslashes and spaces; a URI is its default name.
   const odd = `test:///with_under+score@x?a=b&c=[d]-${process.pid}`;
   assert.equal((await aasctl('host', 'add', odd)).name, odd);
+  assert.match((await aasctlFail('host', 'evacuate', odd, '--wait', '-1')).stderr, /--wait: seconds/);
+  assert.match((await aasctlFail('host', 'evacuate', odd, '--wait', 'soon')).stderr, /--wait: seconds/);
+  assert.equal(JSON.parse(await psql(`select json_build_object('d', draining, 'e', evacuating)::text from hosts where uri = '${odd}'`)).e, false,
+    'a refused evacuate changes nothing');
+  // Nothing lives there: the evacuation is over at once.
+  const ev = await aasctl('host', 'evacuate', odd, '--wait', '5');
+  assert.deepEqual([ev.evacuating, ev.waiting, ev.moving, ev.moved, ev.not_moved], [true, 0, 0, 0, []]);
+  assert.equal((await aasctl('host', 'undrain', odd)).draining, false);
+  assert.equal((await aasctl('host', 'list')).find((h) => h.uri === odd).evacuating, false);
   assert.equal((await aasctl('host', 'remove', odd)).removed, true);
 });
 

@@ -94,6 +94,7 @@ static struct {
 	long next_pid;
 	int next_port;
 	int boot_failures_left;
+	int migrate_failures; /* orch_migrate calls still to fail */
 	int netguard_ok;
 	int ready;
 	int no_sink; /* guest_run_wait does not call the sink */
@@ -114,6 +115,8 @@ void __real_orch_ids_free(char **ids, size_t n);
 int __real_guest_abs_path(const char *path, char *out, size_t n);
 void __real_guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size_t en);
 const char *__real_vm_net_name(enum vm_net n);
+int __real_orch_uri_private(const char *uri);
+int __real_orch_uri_this_machine(const char *uri);
 
 static void
 lock(void)
@@ -1245,7 +1248,52 @@ __wrap_orch_host_add(struct orch *o, const char *uri, struct err *e)
 int
 __wrap_orch_uri_private(const char *uri)
 {
-	return strncmp(uri, "test:", 5) == 0 || strstr(uri, ":///embed") != NULL;
+	return __real_orch_uri_private(uri);
+}
+
+int
+__wrap_orch_uri_this_machine(const char *uri)
+{
+	return __real_orch_uri_this_machine(uri);
+}
+
+void
+fake_migrate_fail(int n)
+{
+	lock();
+	fk.migrate_failures = n;
+	unlock();
+}
+
+/* A move takes the VM to the other host as it is, less its forwards
+ * (QEMU's hostfwd rules are not migrated). */
+int
+__wrap_orch_migrate(struct orch *o, const char *from, const char *to, const char *id, struct err *e)
+{
+	struct fake_vm *vm;
+	size_t src, dst;
+	int rc = -1;
+
+	(void)o;
+	lock();
+	vm = vm_find(id);
+	if (host_index(from, &src) < 0 || host_index(to, &dst) < 0 || vm == NULL || !vm->live ||
+	    vm->host != src) {
+		err_set(e, ERR_NOT_FOUND, "fake: VM %s is not running on %s", id, from);
+		goto out;
+	}
+	if (fk.migrate_failures > 0) {
+		fk.migrate_failures--;
+		err_set(e, ERR_UNAVAILABLE, "fake: migration of %s failed", id);
+		goto out;
+	}
+	vm->host = dst;
+	vm->nfwds = 0;
+	fk.counts.migrations++;
+	rc = 0;
+out:
+	unlock();
+	return rc;
 }
 
 /* A host's figures: its set capacity (64 GiB and 64 CPUs unless a test
@@ -1359,8 +1407,8 @@ __wrap_orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net ne
 }
 
 int
-__wrap_orch_forward_add(struct orch *o, const char *uri, const char *id, int guest_port,
-    int *host_port, struct err *e)
+__wrap_orch_forward_add(struct orch *o, const char *uri, const char *id, const char *address,
+    int guest_port, int *host_port, struct err *e)
 {
 	fake_forward_fn hook = NULL;
 	void *hook_ctx = NULL;
@@ -1368,7 +1416,7 @@ __wrap_orch_forward_add(struct orch *o, const char *uri, const char *id, int gue
 	size_t host;
 	int rc = -1;
 
-	(void)o;
+	(void)o, (void)address;
 	lock();
 	vm = vm_find(id);
 	if (host_index(uri, &host) < 0 || vm == NULL || !vm->live || vm->host != host) {
@@ -1396,13 +1444,13 @@ out:
 }
 
 int
-__wrap_orch_forward_remove(struct orch *o, const char *uri, const char *id, int host_port,
-    struct err *e)
+__wrap_orch_forward_remove(struct orch *o, const char *uri, const char *id, const char *address,
+    int host_port, struct err *e)
 {
 	struct fake_vm *vm;
 	int rc = -1;
 
-	(void)o, (void)uri;
+	(void)o, (void)uri, (void)address;
 	lock();
 	vm = vm_find(id);
 	for (size_t i = 0; vm && i < vm->nfwds; i++) {

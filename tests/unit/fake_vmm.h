@@ -38,6 +38,7 @@ struct fake_counts {
 	int lists; /* orch_list calls */
 	int kills; /* commands stopped through agent_run */
 	int netguard_checks;
+	int migrations; /* orch_migrate calls that moved a VM */
 };
 
 /* One VM as the test sees it. */
@@ -60,6 +61,9 @@ struct fake_counts fake_vmm_counts(void);
 /* A host's capacity as orch_host_stats reports it (0: the defaults, 64
  * GiB and 64 CPUs) and whether it answers; -1 for an unknown host. */
 int fake_host_set(const char *uri, long long memory_mib, int vcpus, int unreachable);
+
+/* Make the next `n` moves (orch_migrate) fail; the VM stays put. */
+void fake_migrate_fail(int n);
 
 /* Make the next `n` boots fail (the row then fails and is refunded). */
 void fake_vmm_fail_boots(int n);

@@ -199,6 +199,12 @@ sfx_open(void **state, const struct sfx_opts *o)
 	s->app = app_new(&cfg, APP_CACHES, &e);
 	if (s->app == NULL || wait_listening(s->app, &e) < 0)
 		goto fail;
+	/* Hosts an earlier (perhaps failed) test added for every aasd are
+	 * not this test's. */
+	if (db_exec(s->app->db,
+		"UPDATE hosts SET shared = false WHERE shared AND uri LIKE 'fake:///svctest-%'", 0,
+		NULL, NULL, &e) < 0)
+		goto fail;
 	s->app->sbx = sbx_new(s->app, &e);
 	if (s->app->sbx == NULL)
 		goto fail;

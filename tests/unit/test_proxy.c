@@ -166,6 +166,7 @@ resolve(void *ctx, const struct preview_ask *ask, struct preview_route *out)
 	    ask->host);
 	snprintf(out->account_id, sizeof(out->account_id), "%s", dot + 1);
 	out->upstream_port = F->uport;
+	snprintf(out->upstream_address, sizeof(out->upstream_address), "127.0.0.1");
 }
 
 #define PATH_MAX_TEST 1024 /* as the HTTP front end's limit */

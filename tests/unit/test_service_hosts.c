@@ -18,6 +18,7 @@
 #include "base/err.h"
 #include "service/hosts.h"
 #include "service/sandbox.h"
+#include "vmm/orch.h"
 #include "service/tools.h"
 #include "tests/unit/fake_vmm.h"
 #include "tests/unit/service_fixture.h"
@@ -270,6 +271,198 @@ test_lost_host_ends_its_sandboxes(void **state)
 	assert_false(vm.live);
 }
 
+/* Waits up to `ms` for a query with one parameter to count 1. */
+static int
+one_within(struct sfx *s, const char *sql, const char *param, int ms)
+{
+	for (int i = 0; i < ms / 50; i++) {
+		if (sfx_ll(s, sql, param) == 1)
+			return 1;
+		usleep(50000);
+	}
+	return 0;
+}
+
+/* A second host, added as an operator would (every aasd opens it), and
+ * polled by the service. */
+static void
+add_host(struct sfx *s, const char *uri)
+{
+	struct hosts_options o = { 0 };
+	struct err e;
+
+	err_clear(&e);
+	json_decref(hosts_add(s->app->db, uri, &o, &e));
+	assert_int_equal(e.kind, ERR_NONE);
+	assert_true(one_within(s,
+	    "SELECT count(*) FROM hosts WHERE uri = $1 AND seen_at IS NOT NULL", uri, 10000));
+}
+
+/* Later tests' services do not open it. */
+static void
+forget_host(struct sfx *s, const char *uri)
+{
+	const char *p[1] = { uri };
+	struct err e;
+
+	err_clear(&e);
+	assert_int_equal(db_exec(s->app->db, "UPDATE hosts SET shared = false WHERE uri = $1", 1, p,
+			     NULL, &e),
+	    0);
+}
+
+static void
+test_evacuation_moves_sandboxes(void **state)
+{
+	struct sfx *s = *state;
+	char b[160], id[32], stay[32], url[512], text[600];
+	struct fake_vm_info vm;
+	json_t *r;
+	struct err e;
+
+	snprintf(b, sizeof(b), "%s-b", s->host);
+	add_host(s, b);
+	err_clear(&e);
+	assert_int_equal(hosts_set_draining(s->app->db, b, 1, &e), 0);
+	sfx_create(s, 30, stay);
+	sfx_create(s, 30, id);
+	r = sfx_ok(s, s->account, "expose_port",
+	    json_pack("{s:s, s:i}", "sandbox_id", id, "port", 8080));
+	snprintf(url, sizeof(url), "%s", json_string_value(json_object_get(r, "url")));
+	json_decref(r);
+	long long old_port = sfx_ll(s, "SELECT host_port FROM sandbox_ports WHERE sandbox_id = $1",
+	    id);
+	long long balance = sfx_balance(s, s->account);
+
+	/* B drains: nowhere to go. Both stay, running, with the reason. */
+	assert_int_equal(hosts_evacuate(s->app->db, s->host, &e), 0);
+	assert_true(one_within(s,
+	    "SELECT count(*) FROM sandboxes WHERE id = $1 AND move_error LIKE 'no other host%'", id,
+	    10000));
+	sfx_state(s, id, text, sizeof(text));
+	assert_string_equal(text, "running");
+	/* Evacuating drains the host: creates go elsewhere or nowhere. */
+	err_clear(&e);
+	assert_null(create(s, &e));
+	assert_int_equal(e.kind, ERR_CAPACITY);
+
+	/* Room on B; one move fails (the VM stays), the other goes. */
+	err_clear(&e);
+	assert_int_equal(hosts_set_draining(s->app->db, b, 0, &e), 0);
+	fake_migrate_fail(1);
+	assert_int_equal(hosts_evacuate(s->app->db, s->host, &e), 0);
+	assert_true(one_within(s, "SELECT count(*) FROM hosts WHERE name = $1 AND evacuating",
+	    s->host, 1000));
+	for (int i = 0; i < 200; i++) {
+		json_t *st = hosts_evacuation_json(s->app->db, s->host, &e);
+		assert_non_null(st);
+		int done = json_integer_value(json_object_get(st, "waiting")) == 0 &&
+		    json_integer_value(json_object_get(st, "moving")) == 0;
+		if (done) {
+			assert_int_equal(json_integer_value(json_object_get(st, "moved")), 1);
+			assert_int_equal(json_array_size(json_object_get(st, "not_moved")), 1);
+			json_decref(st);
+			break;
+		}
+		json_decref(st);
+		usleep(50000);
+	}
+	assert_int_equal(fake_vmm_counts().migrations, 1);
+	/* The first created was tried first, and its move failed. */
+	sfx_text(s, "SELECT host_uri FROM sandboxes WHERE id = $1", id, text, sizeof(text));
+	assert_string_equal(text, b);
+	assert_int_equal(fake_vm_info(id, &vm), 0);
+	assert_string_equal(vm.host, b);
+	assert_true(vm.live);
+	sfx_text(s, "SELECT coalesce(move_error, '') FROM sandboxes WHERE id = $1", stay, text,
+	    sizeof(text));
+	assert_non_null(strstr(text, "migration of"));
+	sfx_text(s, "SELECT host_uri FROM sandboxes WHERE id = $1", stay, text, sizeof(text));
+	assert_string_equal(text, s->host);
+	/* The moved one: same id and URL, a new forward on B, its reservation
+	 * there; nothing charged for the move. */
+	assert_int_equal(vm.forwards, 1);
+	assert_true(sfx_ll(s, "SELECT host_port FROM sandbox_ports WHERE sandbox_id = $1", id) !=
+	    old_port);
+	r = sfx_ok(s, s->account, "get_sandbox", json_pack("{s:s}", "sandbox_id", id));
+	assert_string_equal(json_string_value(json_object_get(
+				json_array_get(json_object_get(r, "ports"), 0), "url")),
+	    url);
+	json_decref(r);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT coalesce(sum(reserved_memory_mib), 0) FROM sandboxes"
+			     " WHERE host_uri = $1 AND state = 'running'",
+			     b),
+	    512);
+	assert_int_equal(sfx_balance(s, s->account), balance);
+	/* Calls reach it on its new host. */
+	json_decref(sfx_ok(s, s->account, "run_command",
+	    json_pack("{s:s, s:s}", "sandbox_id", id, "command", "true")));
+	/* Undrain ends the evacuation. */
+	assert_int_equal(hosts_set_draining(s->app->db, s->host, 0, &e), 0);
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM hosts WHERE uri = $1 AND evacuating",
+			     s->host),
+	    0);
+	forget_host(s, b);
+}
+
+/* An aasd that stopped in the middle of a move: reconcile finds the VM. */
+static void
+test_move_of_a_stopped_aasd(void **state)
+{
+	struct sfx *s = *state;
+	char b[160], moved[32], stayed[32], text[600];
+	struct fake_vm_info vm;
+	struct err e;
+
+	snprintf(b, sizeof(b), "%s-b", s->host);
+	add_host(s, b);
+	err_clear(&e);
+	assert_int_equal(hosts_set_draining(s->app->db, b, 1, &e), 0);
+	sfx_create(s, 30, moved);
+	sfx_create(s, 30, stayed);
+	{
+		const char *p[2] = { b, s->host };
+		err_clear(&e);
+		/* Claimed by an instance that never beats: dead at once. */
+		assert_int_equal(db_exec(s->app->db,
+				     "UPDATE sandboxes SET moving_to = $1,"
+				     " move_owner = 'ffffffffffffffffffffffffffffffff'"
+				     " WHERE host_uri = $2 AND state = 'running'",
+				     2, p, NULL, &e),
+		    0);
+	}
+	/* One VM made it to B before that aasd stopped. */
+	err_clear(&e);
+	assert_int_equal(orch_migrate(NULL, s->host, b, moved, &e), 0);
+	/* While its mover lives (here: is not known dead), nothing is decided;
+	 * this one's is dead: settled by where the VM is. */
+	assert_int_equal(sbx_reconcile(s->app->sbx, &e), 0);
+	sfx_text(s, "SELECT host_uri FROM sandboxes WHERE id = $1", moved, text, sizeof(text));
+	assert_string_equal(text, b);
+	sfx_text(s, "SELECT host_uri FROM sandboxes WHERE id = $1", stayed, text, sizeof(text));
+	assert_string_equal(text, s->host);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT count(*) FROM sandboxes WHERE moving_to IS NOT NULL"
+			     " AND $1::text IS NOT NULL",
+			     s->host),
+	    0);
+	sfx_state(s, moved, text, sizeof(text));
+	assert_string_equal(text, "running");
+	sfx_state(s, stayed, text, sizeof(text));
+	assert_string_equal(text, "running");
+	assert_int_equal(fake_vm_info(moved, &vm), 0);
+	assert_true(vm.live);
+	forget_host(s, b);
+}
+
+static int
+setup_evac(void **state)
+{
+	const struct sfx_opts o = { .host_down_s = 3 };
+	return sfx_open(state, &o);
+}
+
 static int
 setup_lost(void **state)
 {
@@ -295,6 +488,10 @@ main(void)
 		    sfx_teardown),
 		cmocka_unit_test_setup_teardown(test_unreachable_host, sfx_setup, sfx_teardown),
 		cmocka_unit_test_setup_teardown(test_lost_host_ends_its_sandboxes, setup_lost,
+		    sfx_teardown),
+		cmocka_unit_test_setup_teardown(test_evacuation_moves_sandboxes, setup_evac,
+		    sfx_teardown),
+		cmocka_unit_test_setup_teardown(test_move_of_a_stopped_aasd, setup_evac,
 		    sfx_teardown),
 	};
 	return cmocka_run_group_tests(tests, sfx_group_setup, sfx_group_teardown);

@@ -673,6 +673,7 @@ test_expose_port(void **state)
 	sbx_preview_route(s->app->sbx, &(struct preview_ask){ .host = host }, &route);
 	assert_int_equal(route.status, 0);
 	assert_int_equal(route.upstream_port, hp);
+	assert_string_equal(route.upstream_address, "127.0.0.1");
 	/* Whose it is, for the proxy's per-sandbox and per-account caps. */
 	assert_string_equal(route.sandbox_id, id);
 	assert_string_equal(route.account_id, s->account);

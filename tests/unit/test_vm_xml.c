@@ -206,6 +206,49 @@ test_network_devices(void **state)
 	assert_string_equal(vm_net_name(VM_NET_ISOLATED), "isolated");
 }
 
+/* What a move sends to the new host: channel sockets renamed (suffixes
+ * kept, other paths untouched) and the memory limit taken out. */
+static void
+test_xml_for_move(void **state)
+{
+	const char *live =
+	    "<domain><name>aas-sbx-1</name>\n"
+	    "  <memtune>\n    <hard_limit unit='KiB'>851968</hard_limit>\n  </memtune>\n"
+	    "  <disk><source file='/var/vms/sbx-1/disk.qcow2'/></disk>\n"
+	    "  <channel type='unix'><source mode='bind' path='/run/aas-vm/aas-sbx-1.agent'/></channel>\n"
+	    "  <channel type='unix'><source mode='bind' path='/run/aas-vm/aas-sbx-1-0a0b0c0d.agent.aas'/></channel>\n"
+	    "</domain>\n";
+	unsigned long long limit = 1;
+	char *x;
+
+	(void)state;
+	x = vm_xml_for_move(live, "/run/aas-vm", "aas-sbx-1-deadbeef", &limit);
+	assert_non_null(x);
+	assert_int_equal(limit, 851968);
+	assert_null(strstr(x, "memtune"));
+	assert_null(strstr(x, "hard_limit"));
+	has(x, "path='/run/aas-vm/aas-sbx-1-deadbeef.agent'/>");
+	/* A name from an earlier move is replaced, not extended. */
+	has(x, "path='/run/aas-vm/aas-sbx-1-deadbeef.agent.aas'/>");
+	assert_null(strstr(x, "0a0b0c0d"));
+	has(x, "<source file='/var/vms/sbx-1/disk.qcow2'/>");
+	has(x, "<name>aas-sbx-1</name>");
+	free(x);
+	/* No limit, no sockets: unchanged. */
+	x = vm_xml_for_move("<domain><name>d</name></domain>", "/run/aas-vm", "b", &limit);
+	assert_non_null(x);
+	assert_int_equal(limit, 0);
+	assert_string_equal(x, "<domain><name>d</name></domain>");
+	free(x);
+	/* A limit that is not a number is not guessed. */
+	x = vm_xml_for_move("<memtune><hard_limit unit='KiB'>lots</hard_limit></memtune><a/>",
+	    "/run/aas-vm", "b", &limit);
+	assert_non_null(x);
+	assert_int_equal(limit, 0);
+	assert_string_equal(x, "<a/>");
+	free(x);
+}
+
 int
 main(void)
 {
@@ -216,6 +259,7 @@ main(void)
 		cmocka_unit_test(test_network_devices),
 		cmocka_unit_test(test_own_user),
 		cmocka_unit_test(test_bench_port),
+		cmocka_unit_test(test_xml_for_move),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

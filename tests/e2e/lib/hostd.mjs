@@ -5,7 +5,12 @@
 // state, and a restarted one finds its domains again), and listens on a
 // unix socket in STATE/hosts/<name>/sock. aasd reaches it as
 // qemu+unix:///system?socket=... exactly as it would a host over ssh.
-import { spawn } from 'node:child_process';
+// Each daemon has a host UUID of its own, so libvirt moves VMs between
+// them as between machines. With `netns`, the daemon (and so its QEMUs
+// and their forwards) lives in a network namespace made here, joined to
+// this one by a veth pair: the host's private address is netns.peer.
+import { randomUUID } from 'node:crypto';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -32,13 +37,40 @@ function canConnect(sock) {
   });
 }
 
-export async function startHostd(name, qemuUser = 'aas-qemu') {
+// A network namespace with a veth pair: `host` on this side, `peer` in it.
+// Removed by its remove(), and at the latest when the process exits.
+export function makeNetns(name, host, peer) {
+  const ns = `aas-test-${name}-${process.pid}`;
+  const tag = `${name.replace(/[^a-z0-9]/g, '').slice(0, 6)}${process.pid % 10000}`;
+  const vh = `v${tag}a`;
+  const vp = `v${tag}b`;
+  const ip = (...args) => execFileSync('ip', args, { stdio: ['ignore', 'ignore', 'pipe'] });
+  const remove = () => {
+    for (const cmd of [['netns', 'del', ns], ['link', 'del', vh]]) {
+      try { ip(...cmd); } catch { /* already gone */ }
+    }
+  };
+  remove();
+  ip('netns', 'add', ns);
+  ip('link', 'add', vh, 'type', 'veth', 'peer', 'name', vp);
+  ip('link', 'set', vp, 'netns', ns);
+  ip('addr', 'add', `${host}/24`, 'dev', vh);
+  ip('link', 'set', vh, 'up');
+  ip('-n', ns, 'addr', 'add', `${peer}/24`, 'dev', vp);
+  ip('-n', ns, 'link', 'set', vp, 'up');
+  ip('-n', ns, 'link', 'set', 'lo', 'up');
+  process.on('exit', remove);
+  return { ns, host, peer, path: `/run/netns/${ns}`, remove };
+}
+
+export async function startHostd(name, { qemuUser = 'aas-qemu', netns = null } = {}) {
   const dir = path.join(STATE, 'hosts', name);
   const sockDir = path.join(dir, 'sock');
   const sock = path.join(sockDir, 'libvirt-sock');
   for (const d of ['sock', 'run', 'lib', 'cache', 'log', 'etc']) mkdirSync(path.join(dir, d), { recursive: true });
   writeFileSync(path.join(dir, 'etc/libvirtd.conf'), [
     `unix_sock_dir = "${sockDir}"`, 'unix_sock_rw_perms = "0700"', 'auth_unix_rw = "none"',
+    `host_uuid = "${randomUUID()}"`,
     'auth_unix_ro = "none"', 'log_outputs = "3:stderr"', ''].join('\n'));
   // The settings aasd writes for its embedded driver (vmm/vm.c).
   writeFileSync(path.join(dir, 'etc/qemu.conf'), [
@@ -47,8 +79,12 @@ export async function startHostd(name, qemuUser = 'aas-qemu') {
   const h = {
     name, dir, sock, uri: `qemu+unix:///system?socket=${sock}`, proc: null, log: '',
     async start() {
-      this.proc = spawn('unshare', ['--mount', '--propagation', 'private', 'sh', '-c', SCRIPT, 'sh', dir],
-        { stdio: ['ignore', 'pipe', 'pipe'] });
+      // nsenter joins the network namespace only (ip netns exec would
+      // also remount /sys and hide the cgroups libvirt needs).
+      const cmd = ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', SCRIPT, 'sh', dir];
+      this.proc = netns
+        ? spawn('nsenter', [`--net=${netns.path}`, ...cmd], { stdio: ['ignore', 'pipe', 'pipe'] })
+        : spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
       this.proc.stdout.on('data', (d) => { this.log += d; });
       this.proc.stderr.on('data', (d) => { this.log += d; });
       this.exited = new Promise((r) => this.proc.on('exit', r));

@@ -1,0 +1,15 @@
+-- Evacuation: `aasctl host evacuate` sets evacuating (and draining); the
+-- aasd that serves the host live-migrates its sandboxes to other hosts one
+-- at a time. While one moves, moving_to names its new host and counts its
+-- reservation there too (hosts_reserve), and move_owner the aasd moving
+-- it, so reconcile on either host leaves it alone while that aasd lives.
+-- A sandbox that could not move keeps running where it is, with the
+-- reason in move_error, until the next evacuate asks again.
+ALTER TABLE hosts ADD COLUMN evacuating boolean NOT NULL DEFAULT false;
+ALTER TABLE hosts ADD COLUMN evacuating_since timestamptz;
+ALTER TABLE sandboxes ADD COLUMN moving_to text CHECK (length(moving_to) <= 255);
+ALTER TABLE sandboxes ADD COLUMN move_owner text;
+ALTER TABLE sandboxes ADD COLUMN move_error text CHECK (length(move_error) <= 300);
+ALTER TABLE sandboxes ADD COLUMN moved_at timestamptz;
+ALTER TABLE sandboxes ADD COLUMN moved_from text CHECK (length(moved_from) <= 255);
+CREATE INDEX sandboxes_moving_idx ON sandboxes (moving_to) WHERE moving_to IS NOT NULL;
