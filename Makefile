@@ -205,6 +205,10 @@ $(B)/bench_vm_raw: bench/vm_raw.c $(B)/libaas.a
 	@echo "  CC+LD   $<"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libaas.a $(LDLIBS)
 
+$(B)/bench_place: bench/place.c $(B)/libaas.a
+	@echo "  CC+LD   $<"
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libaas.a $(LDLIBS)
+
 unit: $(UNIT_BIN) $(FUZZ_BIN)
 
 install: all
@@ -230,7 +234,7 @@ asan:
 
 bench:
 	sh deploy/install-deps.sh
-	$(MAKE) all $(B)/bench_vm_raw image
+	$(MAKE) all $(B)/bench_vm_raw $(B)/bench_place image
 	B=$(B) sh bench/run.sh
 
 # Every check on every project folder (tools/lint/), then the checks' own

@@ -5,7 +5,7 @@
 # the exit status is 1 when a part failed, and the failed parts are named
 # last. A missed target is a figure, not a failure.
 # BENCH_ONLY="noisy preview" runs only the parts named (mcp_front, vm,
-# files, agent, sync, preview, reaper, noisy, density, jail); empty runs all.
+# files, agent, sync, preview, reaper, noisy, density, fleet, jail); empty runs all.
 set -eu
 
 B=${B:-build}
@@ -104,6 +104,9 @@ part noisy node bench/noisy.mjs "$ROOT/$B" "$STATE"
 
 part density echo "== Host memory per idle sandbox: against what its guest uses =="
 part density node bench/density.mjs "$ROOT/$B" "$STATE"
+
+part fleet echo "== A fleet of hosts: placement, a remote host, evacuation =="
+part fleet node bench/fleet.mjs "$ROOT/$B" "$STATE"
 
 part jail echo "== A busy VM next door: account B's commands while A's VM spins and writes =="
 part jail node bench/jail.mjs "$ROOT/$B" "$STATE"

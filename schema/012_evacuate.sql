@@ -12,4 +12,7 @@ ALTER TABLE sandboxes ADD COLUMN move_owner text;
 ALTER TABLE sandboxes ADD COLUMN move_error text CHECK (length(move_error) <= 300);
 ALTER TABLE sandboxes ADD COLUMN moved_at timestamptz;
 ALTER TABLE sandboxes ADD COLUMN moved_from text CHECK (length(moved_from) <= 255);
+-- How long the guest was paused at the switch of its last move (libvirt's
+-- downtime); NULL when not known.
+ALTER TABLE sandboxes ADD COLUMN move_pause_ms integer CHECK (move_pause_ms >= 0);
 CREATE INDEX sandboxes_moving_idx ON sandboxes (moving_to) WHERE moving_to IS NOT NULL;

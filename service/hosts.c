@@ -289,7 +289,9 @@ hosts_evacuation_json(struct db *db, const char *host, struct err *e)
 	    " 'not_moved', coalesce(json_agg(json_build_object('sandbox_id', s.id,"
 	    "  'error', s.move_error) ORDER BY s.id) FILTER (WHERE s.move_error IS NOT NULL), '[]'),"
 	    " 'moved', (SELECT count(*) FROM sandboxes m WHERE m.moved_from = h.uri"
-	    "  AND m.moved_at >= h.evacuating_since))::text"
+	    "  AND m.moved_at >= h.evacuating_since),"
+	    " 'longest_pause_ms', (SELECT max(m.move_pause_ms) FROM sandboxes m"
+	    "  WHERE m.moved_from = h.uri AND m.moved_at >= h.evacuating_since))::text"
 	    " FROM hosts h LEFT JOIN sandboxes s ON s.host_uri = h.uri"
 	    "  AND s.state IN ('creating', 'running', 'destroying')"
 	    " WHERE h.name = $1 OR h.uri = $1 GROUP BY h.id LIMIT 1",

@@ -319,7 +319,7 @@ settle_dead_move(struct sbx *s, const char *id, const char *to, int here)
 	if (there == 1) {
 		log_warn("reconcile: sandbox %s was moved to %s by an aasd that stopped", id, to);
 		sbx_ports_drop(s, id);
-		if (store_move_done(s->app->db, id, to, NULL, NULL, 0, &won, &e) < 0)
+		if (store_move_done(s->app->db, id, to, -1, NULL, NULL, 0, &won, &e) < 0)
 			log_warn("reconcile: sandbox %s: %s", id, e.msg);
 	} else if (store_move_failed(s->app->db, id, "the aasd moving it stopped", &e) < 0) {
 		log_warn("reconcile: sandbox %s: %s", id, e.msg);

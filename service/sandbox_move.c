@@ -104,7 +104,7 @@ move_one(struct sbx *s, const struct store_move *m)
 	char lit[ORCH_MAX_HOSTS * 270];
 	int ports[SBX_MOVE_PORTS_MAX], host_ports[SBX_MOVE_PORTS_MAX], won = 0;
 	struct move_tx t = { .s = s, .m = m, .uris = lit };
-	long long t0 = clock_ms();
+	long long t0 = clock_ms(), pause = -1;
 	struct err e;
 	size_t np;
 
@@ -126,7 +126,7 @@ move_one(struct sbx *s, const struct store_move *m)
 	if (!t.won)
 		return 0; /* it ended, or moved, meanwhile */
 	log_info("evacuate: moving sandbox %s from %s to %s", m->id, m->host, t.to);
-	if (orch_migrate(s->orch, m->host, t.to, m->id, &e) < 0) {
+	if (orch_migrate(s->orch, m->host, t.to, m->id, &pause, &e) < 0) {
 		struct err ignore;
 
 		err_clear(&ignore);
@@ -137,7 +137,7 @@ move_one(struct sbx *s, const struct store_move *m)
 	}
 	np = forward_again(s, m->id, t.to, ports, host_ports);
 	err_clear(&e);
-	if (store_move_done(s->app->db, m->id, t.to, ports, host_ports, np, &won, &e) < 0) {
+	if (store_move_done(s->app->db, m->id, t.to, pause, ports, host_ports, np, &won, &e) < 0) {
 		/* Its row still says moving: reconcile finds where it is. */
 		log_warn("evacuate: sandbox %s moved but not recorded: %s", m->id, e.msg);
 		return 0;
@@ -151,7 +151,8 @@ move_one(struct sbx *s, const struct store_move *m)
 		orch_destroy(s->orch, t.to, m->id, &e);
 		return 0;
 	}
-	log_info("evacuate: sandbox %s now on %s (%lld ms)", m->id, t.to, clock_ms() - t0);
+	log_info("evacuate: sandbox %s now on %s (%lld ms; the guest paused %lld ms)", m->id, t.to,
+	    clock_ms() - t0, pause);
 	return 1;
 }
 

@@ -72,6 +72,7 @@ store_move_claim(PGconn *c, const char *id, const char *from, const char *to, co
 
 struct move_done {
 	const char *id, *to;
+	long long pause_ms;
 	const int *ports, *host_ports;
 	size_t n;
 	int won;
@@ -81,13 +82,16 @@ static int
 move_done_tx(PGconn *c, void *arg, struct err *e)
 {
 	struct move_done *d = arg;
-	const char *p[2] = { d->id, d->to };
+	char pause[24];
+	const char *p[3] = { d->id, d->to, d->pause_ms >= 0 ? pause : NULL };
 	long n = 0;
 
+	snprintf(pause, sizeof(pause), "%lld", d->pause_ms);
 	if (db_conn_exec(c,
 		"UPDATE sandboxes SET moved_from = host_uri, host_uri = moving_to, moving_to = NULL,"
-		" move_owner = NULL, moved_at = now() WHERE id = $1 AND moving_to = $2 AND state = 'running'",
-		2, p, &n, e) < 0)
+		" move_owner = NULL, moved_at = now(), move_pause_ms = $3::int"
+		" WHERE id = $1 AND moving_to = $2 AND state = 'running'",
+		3, p, &n, e) < 0)
 		return -1;
 	d->won = n == 1;
 	for (size_t i = 0; d->won && i < d->n; i++) {
@@ -106,10 +110,10 @@ move_done_tx(PGconn *c, void *arg, struct err *e)
 }
 
 int
-store_move_done(struct db *db, const char *id, const char *to, const int *ports,
+store_move_done(struct db *db, const char *id, const char *to, long long pause_ms, const int *ports,
     const int *host_ports, size_t n, int *won, struct err *e)
 {
-	struct move_done d = { id, to, ports, host_ports, n, 0 };
+	struct move_done d = { id, to, pause_ms, ports, host_ports, n, 0 };
 
 	if (db_tx(db, move_done_tx, &d, e) < 0)
 		return -1;

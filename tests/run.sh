@@ -161,6 +161,14 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 		pkill -f "libvirtd -f $STATE/hosts/" 2>/dev/null || true
 		failed=$((failed + 1))
 	fi
+	# And the network namespaces the tests made (each removes its own on
+	# exit; a killed test file cannot).
+	left=$(ip netns list 2>/dev/null | awk '/^aas-test-/ {print $1}')
+	if [ -n "$left" ]; then
+		echo "e2e left network namespace(s): $left"
+		for ns in $left; do ip netns del "$ns" 2>/dev/null || true; done
+		failed=$((failed + 1))
+	fi
 	left=$(pgrep -fc "$ROOT/$B/aasd" || true)
 	if [ "${left:-0}" -gt 0 ]; then
 		echo "e2e left $left aasd process(es) running"

@@ -1143,7 +1143,8 @@ orch_uri_this_machine(const char *uri)
 }
 
 int
-orch_migrate(struct orch *o, const char *from, const char *to, const char *id, struct err *e)
+orch_migrate(struct orch *o, const char *from, const char *to, const char *id, long long *pause_ms,
+    struct err *e)
 {
 	struct vm_host *src = host_or_err(o, from, e), *dst;
 	char name[128], console[ORCH_PATH_MAX + 96], base[160], tag[9];
@@ -1165,7 +1166,7 @@ orch_migrate(struct orch *o, const char *from, const char *to, const char *id, s
 	}
 	snprintf(base, sizeof(base), "%s-%s", name, tag);
 	if (vm_migrate(src, dst, name, orch_uri_this_machine(from) && orch_uri_this_machine(to),
-		ORCH_SOCKET_DIR, base, e) < 0)
+		ORCH_SOCKET_DIR, base, pause_ms, e) < 0)
 		return -1;
 	/* The source's streams ended with its QEMU; the next call opens the
 	 * agent on the new host, and the console copy goes on in its file. */

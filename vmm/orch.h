@@ -127,9 +127,11 @@ int orch_forward_remove(struct orch *o, const char *uri, const char *id, const c
 int orch_uri_this_machine(const char *uri);
 /* Live-migrates sandbox `id`'s VM from host `from` to host `to` (see
  * vm_migrate). Its console copy and agent connection follow; forwards do
- * not (the caller adds them on the new host). On failure the VM runs on
- * where it was. */
-int orch_migrate(struct orch *o, const char *from, const char *to, const char *id, struct err *e);
+ * not (the caller adds them on the new host). *pause_ms: how long the
+ * guest was paused (-1: not known). On failure the VM runs on where it
+ * was. */
+int orch_migrate(struct orch *o, const char *from, const char *to, const char *id,
+    long long *pause_ms, struct err *e);
 /* Destroys the domain and deletes its overlay and console log. Idempotent. */
 int orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e);
 /* Ids (not domain names) of this service's running domains on `uri`;

@@ -768,9 +768,30 @@ migratable_xml(virDomainPtr d, const char *dir, const char *base, unsigned long 
 	return moved;
 }
 
+/* How long the guest was paused by the move that brought domain d here
+ * (libvirt's completed-job statistics on the destination), -1 when not
+ * known. */
+static long long
+move_pause_ms(virDomainPtr d)
+{
+	virTypedParameterPtr params = NULL;
+	int np = 0, type = 0;
+	unsigned long long v = 0;
+	long long ms = -1;
+
+	if (virDomainGetJobStats(d, &type, &params, &np, VIR_DOMAIN_JOB_STATS_COMPLETED) < 0) {
+		virResetLastError();
+		return -1;
+	}
+	if (virTypedParamsGetULLong(params, np, VIR_DOMAIN_JOB_DOWNTIME, &v) == 1)
+		ms = (long long)v;
+	virTypedParamsFree(params, np);
+	return ms;
+}
+
 int
 vm_migrate(struct vm_host *src, struct vm_host *dst, const char *name, int shared_storage,
-    const char *socket_dir, const char *socket_base, struct err *e)
+    const char *socket_dir, const char *socket_base, long long *pause_ms, struct err *e)
 {
 	virConnectPtr sc = vm_host_conn(src), dc = NULL;
 	virTypedParameterPtr params = NULL;
@@ -812,12 +833,12 @@ vm_migrate(struct vm_host *src, struct vm_host *dst, const char *name, int share
 		goto out;
 	}
 	rc = 0;
+	*pause_ms = -1;
+	if ((dc = vm_host_conn(dst)) != NULL && (moved = virDomainLookupByName(dc, name)) != NULL)
+		*pause_ms = move_pause_ms(moved);
 	/* Moved: a limit that cannot be set again is reported, and the VM
 	 * runs on without it rather than not at all. */
-	if (limit_kib > 0 &&
-	    ((dc = vm_host_conn(dst)) == NULL ||
-		(moved = virDomainLookupByName(dc, name)) == NULL ||
-		set_memory_limit_kib(moved, limit_kib, name, e) < 0))
+	if (limit_kib > 0 && (moved == NULL || set_memory_limit_kib(moved, limit_kib, name, e) < 0))
 		log_warn("vm %s: no memory limit after its move to %s: %s", name, dst->uri,
 		    e->msg[0] ? e->msg : last_error());
 	err_clear(e);

@@ -76,8 +76,10 @@ int vm_stats(struct vm_host *h, const char *name, struct vm_stats *out, struct e
  * shared file system) and are not copied; without, they are copied to
  * files dst must already have. The unix sockets of the domain's
  * channels in `socket_dir` get the file names `socket_base`.<suffix> on
- * dst (the suffixes kept). The domain runs on at src when the move fails. */
+ * dst (the suffixes kept). *pause_ms: how long the guest was paused at
+ * the switch (-1: not known). The domain runs on at src when the move
+ * fails. */
 int vm_migrate(struct vm_host *src, struct vm_host *dst, const char *name, int shared_storage,
-    const char *socket_dir, const char *socket_base, struct err *e);
+    const char *socket_dir, const char *socket_base, long long *pause_ms, struct err *e);
 
 #endif

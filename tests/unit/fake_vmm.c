@@ -1268,7 +1268,8 @@ fake_migrate_fail(int n)
 /* A move takes the VM to the other host as it is, less its forwards
  * (QEMU's hostfwd rules are not migrated). */
 int
-__wrap_orch_migrate(struct orch *o, const char *from, const char *to, const char *id, struct err *e)
+__wrap_orch_migrate(struct orch *o, const char *from, const char *to, const char *id,
+    long long *pause_ms, struct err *e)
 {
 	struct fake_vm *vm;
 	size_t src, dst;
@@ -1289,6 +1290,7 @@ __wrap_orch_migrate(struct orch *o, const char *from, const char *to, const char
 	}
 	vm->host = dst;
 	vm->nfwds = 0;
+	*pause_ms = FAKE_MOVE_PAUSE_MS;
 	fk.counts.migrations++;
 	rc = 0;
 out:

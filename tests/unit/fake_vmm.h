@@ -62,7 +62,9 @@ struct fake_counts fake_vmm_counts(void);
  * GiB and 64 CPUs) and whether it answers; -1 for an unknown host. */
 int fake_host_set(const char *uri, long long memory_mib, int vcpus, int unreachable);
 
-/* Make the next `n` moves (orch_migrate) fail; the VM stays put. */
+/* Make the next `n` moves (orch_migrate) fail; the VM stays put. A move
+ * that succeeds reports this pause. */
+#define FAKE_MOVE_PAUSE_MS 42
 void fake_migrate_fail(int n);
 
 /* Make the next `n` boots fail (the row then fails and is refunded). */

@@ -360,6 +360,9 @@ test_evacuation_moves_sandboxes(void **state)
 		    json_integer_value(json_object_get(st, "moving")) == 0;
 		if (done) {
 			assert_int_equal(json_integer_value(json_object_get(st, "moved")), 1);
+			assert_int_equal(json_integer_value(json_object_get(st,
+					     "longest_pause_ms")),
+			    FAKE_MOVE_PAUSE_MS);
 			assert_int_equal(json_array_size(json_object_get(st, "not_moved")), 1);
 			json_decref(st);
 			break;
@@ -413,6 +416,7 @@ test_move_of_a_stopped_aasd(void **state)
 	struct sfx *s = *state;
 	char b[160], moved[32], stayed[32], text[600];
 	struct fake_vm_info vm;
+	long long pause;
 	struct err e;
 
 	snprintf(b, sizeof(b), "%s-b", s->host);
@@ -434,7 +438,7 @@ test_move_of_a_stopped_aasd(void **state)
 	}
 	/* One VM made it to B before that aasd stopped. */
 	err_clear(&e);
-	assert_int_equal(orch_migrate(NULL, s->host, b, moved, &e), 0);
+	assert_int_equal(orch_migrate(NULL, s->host, b, moved, &pause, &e), 0);
 	/* While its mover lives (here: is not known dead), nothing is decided;
 	 * this one's is dead: settled by where the VM is. */
 	assert_int_equal(sbx_reconcile(s->app->sbx, &e), 0);

@@ -63,8 +63,8 @@ export function makeNetns(name, host, peer) {
   return { ns, host, peer, path: `/run/netns/${ns}`, remove };
 }
 
-export async function startHostd(name, { qemuUser = 'aas-qemu', netns = null } = {}) {
-  const dir = path.join(STATE, 'hosts', name);
+export async function startHostd(name, { qemuUser = 'aas-qemu', netns = null, base = STATE } = {}) {
+  const dir = path.join(base, 'hosts', name);
   const sockDir = path.join(dir, 'sock');
   const sock = path.join(sockDir, 'libvirt-sock');
   for (const d of ['sock', 'run', 'lib', 'cache', 'log', 'etc']) mkdirSync(path.join(dir, d), { recursive: true });
