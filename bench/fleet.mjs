@@ -30,6 +30,8 @@ if (!BUILD || !STATE) throw new Error('usage: node bench/fleet.mjs BUILD_DIR STA
 if (!Number.isInteger(ROUNDS) || ROUNDS < 1) throw new Error(`BENCH_FLEET_ROUNDS: not a positive integer: ${process.env.BENCH_FLEET_ROUNDS}`);
 
 const env = { ...process.env, AAS_STATE_DIR: STATE };
+// The settings the benchmark's aasd computes its isolation rule from.
+const ruleEnv = { PATH: process.env.PATH };
 const aasctl = async (...args) => JSON.parse((await run(`${BUILD}/aasctl`, args, { env })).stdout);
 const median = (a) => pct(a, 0.5);
 
@@ -88,8 +90,10 @@ function fetchPreview(port, host) {
 async function evacuation(A, B, net) {
   const aasd = await startVmAasd(BUILD, STATE, `${A.uri},${B.uri}`, IMAGE);
   try {
-    await aasctl('host', 'add', A.uri, '--name', 'bench-a', '--preview-address', net.host);
-    await aasctl('host', 'add', B.uri, '--name', 'bench-b', '--preview-address', net.peer);
+    await aasctl('host', 'add', A.uri, '--name', 'bench-a', '--preview-address', net.host,
+      '--isolation-rule', A.installRule(`${BUILD}/aasd`, ruleEnv));
+    await aasctl('host', 'add', B.uri, '--name', 'bench-b', '--preview-address', net.peer,
+      '--isolation-rule', B.installRule(`${BUILD}/aasd`, ruleEnv));
     await aasctl('host', 'undrain', 'bench-a'); // an earlier run may have left it evacuating
     await aasctl('host', 'drain', 'bench-b');
     const c = await client(aasd.url, await account());
@@ -130,7 +134,7 @@ async function evacuation(A, B, net) {
       + ' (the maintenance round that takes it up runs every 2 s)');
     console.log(`  guest paused ${Number.isFinite(pause) ? `${pause} ms` : 'unknown'} (libvirt's downtime);`
       + ` preview did not answer for at most ${worst.toFixed(0)} ms`
-      + (Number.isFinite(pause) && pause > 0 ? ` (${(worst / pause).toFixed(1)}x the pause: the forward is made again after the switch)` : ''));
+      + (Number.isFinite(pause) && pause > 0 ? ` (${(worst / pause).toFixed(1)}x the pause: libvirt ends the move on both hosts before aasd points the gateway at the new one)` : ''));
     await tool(c, 'destroy_sandbox', { sandbox_id: id });
     await c.close();
   } finally {
@@ -156,8 +160,13 @@ let B;
 try {
   A = await startHostd('bench-a', { base: STATE });
   B = await startHostd('bench-b', { base: STATE, netns: net });
-  // Hosts an earlier run left draining take nothing.
-  for (const h of [A, B]) await aasctl('host', 'undrain', h.uri).catch(() => {});
+  // Hosts an earlier run left draining take nothing. The operator's
+  // install step: the isolation rule in B's namespace (A shares this
+  // machine's, where aasd installs it), recorded for both.
+  for (const h of [A, B]) {
+    await aasctl('host', 'add', h.uri, '--isolation-rule', h.installRule(`${BUILD}/aasd`, ruleEnv));
+    await aasctl('host', 'undrain', h.uri);
+  }
   console.log(`create-to-ready, ${ROUNDS} small sandboxes each:`);
   const local = await creates('local (qemu:///embed)', `qemu:///embed?root=${STATE}/libvirt-bench-fleet`);
   const remote = await creates('remote (a libvirt daemon over its socket, in its own network namespace)', B.uri);

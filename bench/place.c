@@ -42,7 +42,7 @@ place_tx(PGconn *c, void *arg, struct err *e)
 	struct bench *b = arg;
 	struct place_need need = { 512, 1 };
 
-	return hosts_reserve(c, b->lit, &need, b->chosen, sizeof(b->chosen), e) == 1 ? 0 : -1;
+	return hosts_reserve(c, b->lit, &need, NULL, b->chosen, sizeof(b->chosen), e) == 1 ? 0 : -1;
 }
 
 /* Host rows as a poll leaves them, and their warm sandboxes. */

@@ -7,6 +7,12 @@
 -- reason in move_error, until the next evacuate asks again.
 ALTER TABLE hosts ADD COLUMN evacuating boolean NOT NULL DEFAULT false;
 ALTER TABLE hosts ADD COLUMN evacuating_since timestamptz;
+-- The sandbox isolation rule the operator installed on the host, as the
+-- SHA-256 of its text (`aasd --netguard-rules-hash`). Sandboxes with a
+-- network device go only to hosts whose recorded hash is the one of the
+-- rule aasd would install now, or to aasd's own machine (qemu:///), where
+-- aasd checks the rule itself.
+ALTER TABLE hosts ADD COLUMN isolation_rule text CHECK (isolation_rule ~ '^[0-9a-f]{64}$');
 ALTER TABLE sandboxes ADD COLUMN moving_to text CHECK (length(moving_to) <= 255);
 ALTER TABLE sandboxes ADD COLUMN move_owner text;
 ALTER TABLE sandboxes ADD COLUMN move_error text CHECK (length(move_error) <= 300);

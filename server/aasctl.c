@@ -38,6 +38,8 @@ static const char usage[] =
     "  ledger --account ID [--limit N]           credit movements, newest first\n"
     "  host add URI [--name N] [--memory-overcommit R] [--cpu-overcommit R]\n"
     "           [--preview-address A]            register a hypervisor host, or change one\n"
+    "           [--isolation-rule HASH]          (HASH: aasd --netguard-rules-hash of the\n"
+    "                                            rule installed there)\n"
     "  host list                                 state, capacity, reservations, live use\n"
     "  host drain HOST | host undrain HOST       stop / resume placing sandboxes there\n"
     "  host evacuate HOST [--wait S]             drain it and move its sandboxes to other\n"
@@ -260,7 +262,8 @@ cmd_host(struct app *app, int argc, char **argv, struct err *e)
 	}
 	if (strcmp(sub, "add") == 0) {
 		struct hosts_options o = { .name = opt(argc, argv, "--name"),
-			.preview_address = opt(argc, argv, "--preview-address") };
+			.preview_address = opt(argc, argv, "--preview-address"),
+			.isolation_rule = opt(argc, argv, "--isolation-rule") };
 		if (ratio_opt(argc, argv, "--memory-overcommit", &o.memory_overcommit, e) < 0 ||
 		    ratio_opt(argc, argv, "--cpu-overcommit", &o.cpu_overcommit, e) < 0)
 			return fail(e);

@@ -10,6 +10,7 @@
 #include "server/auth.h"
 #include "server/card.h"
 #include "base/config.h"
+#include "base/keys.h"
 #include "server/http.h"
 #include "base/log.h"
 #include "server/mcp.h"
@@ -183,10 +184,19 @@ netguard_main(const char *what)
 		printf("%s\n", users);
 		return 0;
 	}
-	if (strcmp(what, "--netguard-rules") == 0) {
+	if (strcmp(what, "--netguard-rules") == 0 || strcmp(what, "--netguard-rules-hash") == 0) {
+		char hash[KEY_HASH_HEX_LEN + 1];
+
 		if (netguard_ruleset(&who, cfg.net_allow, rules, sizeof(rules)) < 0)
 			return 1;
-		fputs(rules, stdout);
+		if (strcmp(what, "--netguard-rules") == 0) {
+			fputs(rules, stdout);
+			return 0;
+		}
+		/* What `aasctl host add --isolation-rule` records for a host
+		 * the rule was installed on. */
+		key_hash_hex(rules, strlen(rules), hash, sizeof(hash));
+		printf("%s\n", hash);
 		return 0;
 	}
 	if (netguard_ensure(&who, cfg.net_allow, &e) < 0) {
@@ -232,11 +242,13 @@ main(int argc, char **argv)
 	}
 	if (argc > 1 &&
 	    (strcmp(argv[1], "--netguard-rules") == 0 || strcmp(argv[1], "--netguard-users") == 0 ||
+		strcmp(argv[1], "--netguard-rules-hash") == 0 ||
 		strcmp(argv[1], "--netguard-install") == 0))
 		return netguard_main(argv[1]);
 	if (argc > 1) {
 		fprintf(stderr,
-		    "usage: aasd [--config-table | --netguard-rules | --netguard-users | --netguard-install]\n"
+		    "usage: aasd [--config-table | --netguard-rules | --netguard-rules-hash |\n"
+		    "             --netguard-users | --netguard-install]\n"
 		    "Configuration comes from AAS_* environment variables; see docs/configuration.md.\n");
 		return 2;
 	}

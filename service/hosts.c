@@ -84,11 +84,18 @@ address_ok(const char *a)
 	return strlen(a) < INET_ADDRSTRLEN && inet_pton(AF_INET, a, &in) == 1;
 }
 
+static int
+rule_hash_ok(const char *h)
+{
+	return strlen(h) == 64 && strspn(h, "0123456789abcdef") == 64;
+}
+
 json_t *
 hosts_add(struct db *db, const char *uri, const struct hosts_options *opt, struct err *e)
 {
 	char mo[32], co[32];
-	const char *p[5] = { uri, opt->name, NULL, NULL, opt->preview_address };
+	const char *p[6] = { uri, opt->name, NULL, NULL, opt->preview_address,
+		opt->isolation_rule };
 
 	if (uri_ok(uri, e) < 0 ||
 	    ratio_text(opt->memory_overcommit, 16, "memory_overcommit", mo, sizeof(mo), &p[2], e) <
@@ -101,15 +108,22 @@ hosts_add(struct db *db, const char *uri, const struct hosts_options *opt, struc
 		    " (its private address), such as 10.0.0.12");
 		return NULL;
 	}
+	if (opt->isolation_rule && !rule_hash_ok(opt->isolation_rule)) {
+		err_set_field(e, "isolation_rule",
+		    "isolation_rule: the SHA-256 (64 hex digits) of the rule installed on the host,"
+		    " as `aasd --netguard-rules-hash` prints it");
+		return NULL;
+	}
 	if (db_exec(db,
 		"INSERT INTO hosts AS h(uri, name, memory_overcommit, cpu_overcommit,"
-		" preview_address, shared) VALUES ($1, coalesce($2, $1), coalesce($3::float8, 1),"
-		" coalesce($4::float8, 16), $5, true)"
+		" preview_address, isolation_rule, shared) VALUES ($1, coalesce($2, $1),"
+		" coalesce($3::float8, 1), coalesce($4::float8, 16), $5, $6, true)"
 		" ON CONFLICT (uri) DO UPDATE SET name = coalesce($2, h.name), shared = true,"
 		" memory_overcommit = coalesce($3::float8, h.memory_overcommit),"
 		" cpu_overcommit = coalesce($4::float8, h.cpu_overcommit),"
-		" preview_address = coalesce($5, h.preview_address)",
-		5, p, NULL, e) < 0) {
+		" preview_address = coalesce($5, h.preview_address),"
+		" isolation_rule = coalesce($6, h.isolation_rule)",
+		6, p, NULL, e) < 0) {
 		/* The statement's only checks are the name's. */
 		if (e->kind == ERR_CONFLICT) {
 			err_clear(e);
@@ -156,7 +170,7 @@ hosts_list_json(struct db *db, struct err *e)
 	    " 'evacuating', h.evacuating,"
 	    " 'shared', h.shared,"
 	    " 'memory_overcommit', h.memory_overcommit, 'cpu_overcommit', h.cpu_overcommit,"
-	    " 'preview_address', h.preview_address,"
+	    " 'preview_address', h.preview_address, 'isolation_rule', h.isolation_rule,"
 	    " 'capacity', json_build_object('memory_mib', h.memory_mib, 'vcpus', h.vcpus),"
 	    " 'reserved', json_build_object('memory_mib', coalesce(r.mem, 0),"
 	    "  'vcpus', coalesce(r.cpu, 0)),"
@@ -258,6 +272,17 @@ evacuate_tx(PGconn *c, void *arg, struct err *e)
 	    " AND state = 'running' AND host_uri = (SELECT uri FROM hosts WHERE name = $1 OR uri = $1"
 	    " LIMIT 1)",
 	    1, p, NULL, e);
+}
+
+int
+hosts_set_isolation(struct db *db, const char *uri, const char *rule, struct err *e)
+{
+	const char *p[2] = { uri, rule };
+
+	return db_exec(db,
+	    "UPDATE hosts SET isolation_rule = $2 WHERE uri = $1"
+	    " AND isolation_rule IS DISTINCT FROM $2",
+	    2, p, NULL, e);
 }
 
 int
@@ -428,34 +453,41 @@ read_place_host(const PGresult *r, int i, struct place_host *h, struct err *e)
 	return 0;
 }
 
+/* $2: the isolation rule's hash when the VM has a network device, else
+ * NULL (any host). */
+#define ELIGIBLE_ISOLATION   " AND ($2::text IS NULL OR isolation_rule = $2)"
+#define ELIGIBLE_ISOLATION_H " AND ($2::text IS NULL OR h.isolation_rule = $2)"
+
 /* The eligible hosts among `uris`, locked, then with their reservations
  * read by a statement of its own, so it sees every create committed
  * before the locks were granted. */
 static PGresult *
-eligible_hosts(PGconn *c, const char *uris, struct err *e)
+eligible_hosts(PGconn *c, const char *uris, const char *rule, struct err *e)
 {
-	const char *p[1] = { uris };
+	const char *p[2] = { uris, rule };
 	PGresult *r;
 
 	r = db_conn_query(c,
 	    "SELECT id FROM hosts WHERE uri = ANY($1::text[]) AND NOT draining"
-	    " AND state <> 'down' AND memory_mib IS NOT NULL ORDER BY id FOR UPDATE",
-	    1, p, e);
+	    " AND state <> 'down' AND memory_mib IS NOT NULL" ELIGIBLE_ISOLATION
+	    " ORDER BY id FOR UPDATE",
+	    2, p, e);
 	if (r == NULL)
 		return NULL;
 	PQclear(r);
 	return db_conn_query(c,
 	    PLACE_COLUMNS " WHERE h.uri = ANY($1::text[]) AND NOT h.draining AND h.state <> 'down'"
-			  "  AND h.memory_mib IS NOT NULL GROUP BY h.id ORDER BY h.id LIMIT 64",
-	    1, p, e);
+			  "  AND h.memory_mib IS NOT NULL" ELIGIBLE_ISOLATION_H
+			  " GROUP BY h.id ORDER BY h.id LIMIT 64",
+	    2, p, e);
 }
 
 int
-hosts_reserve(PGconn *c, const char *uris, const struct place_need *need, char *uri, size_t n,
-    struct err *e)
+hosts_reserve(PGconn *c, const char *uris, const struct place_need *need,
+    const char *isolation_rule, char *uri, size_t n, struct err *e)
 {
 	struct place_host hs[HOSTS_MAX_ROWS];
-	PGresult *r = eligible_hosts(c, uris, e);
+	PGresult *r = eligible_hosts(c, uris, isolation_rule, e);
 	int rows, best, rc = -1;
 
 	if (r == NULL)

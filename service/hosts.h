@@ -29,6 +29,7 @@ struct hosts_options {
 	double memory_overcommit; /* (0, 16] */
 	double cpu_overcommit;    /* (0, 64] */
 	const char *preview_address;
+	const char *isolation_rule; /* hex SHA-256 of the rule installed there */
 };
 
 /* Adds the host `uri` unless it is known (aasd's AAS_LIBVIRT_URI): used
@@ -68,12 +69,18 @@ char *hosts_shared_uris(struct db *db, struct err *e);
 int hosts_report(struct db *db, const char *uri, const struct orch_host_stats *st,
     const char *error, int down_after_s, struct err *e);
 
+/* Records the isolation rule in force on a host whose rule aasd checks
+ * itself (its own machine): `rule` while the check passes, NULL when not. */
+int hosts_set_isolation(struct db *db, const char *uri, const char *rule, struct err *e);
+
 /* Inside the create's transaction, after the account row: locks the
  * eligible hosts among `uris` (a text[] literal), reads their
- * reservations and picks one for `need` (place.h). 1 with its URI in
- * `uri`, 0 when none has room, -1 on error. */
-int hosts_reserve(PGconn *c, const char *uris, const struct place_need *need, char *uri, size_t n,
-    struct err *e);
+ * reservations and picks one for `need` (place.h). With `isolation_rule`
+ * (the VM has a network device), only hosts with that rule recorded are
+ * eligible. 1 with its URI in `uri`, 0 when none has room, -1 on
+ * error. */
+int hosts_reserve(PGconn *c, const char *uris, const struct place_need *need,
+    const char *isolation_rule, char *uri, size_t n, struct err *e);
 
 /* The room a create can find among `uris` (a text[] literal: the
  * caller's hosts), in aggregate for tenants (no host names): hosts

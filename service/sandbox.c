@@ -82,6 +82,10 @@ sbx_new(struct app *app, struct err *e)
 	/* Before any VM boots: a network device only behind the rule. */
 	if (sbx_net_init(s, e) < 0)
 		goto fail;
+	if (orch_net_rule_hash(s->orch, s->net_rule, sizeof(s->net_rule)) < 0) {
+		err_set(e, ERR_INTERNAL, "the isolation rule does not fit its buffer");
+		goto fail;
+	}
 	if (sbx_hosts_init(s, e) < 0)
 		goto fail;
 	{
@@ -240,8 +244,19 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 		return -1;
 	}
 	orch_domain_name(t->id, t->domain, sizeof(t->domain));
-	if (sbx_place(c, t->s, t->n.size, t->host, sizeof(t->host), &t->n, e) < 0)
-		return -1;
+	if (sbx_place(c, t->s, t->n.size, t->net, t->host, sizeof(t->host), &t->n, e) < 0) {
+		/* Only hosts without a confirmed isolation rule have room: a
+		 * sandbox that asked for no internet starts there without a
+		 * network device (it says so), one that asked for it waits. */
+		if (e->kind != ERR_CAPACITY || t->net != VM_NET_ISOLATED)
+			return -1;
+		err_clear(e);
+		if (sbx_place(c, t->s, t->n.size, VM_NET_NONE, t->host, sizeof(t->host), &t->n, e) <
+		    0)
+			return -1;
+		t->net = VM_NET_NONE;
+		t->n.net = vm_net_name(VM_NET_NONE);
+	}
 	t->n.domain = t->domain;
 	if (store_insert_creating(c, t->id, &t->n, e) < 0)
 		return -1;

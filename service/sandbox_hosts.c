@@ -79,6 +79,11 @@ poll_hosts(struct sbx *s)
 			*since = 0;
 			if (hosts_report(s->app->db, uri, &st, NULL, 0, &re) < 0)
 				log_warn("hosts: %s: %s", uri, re.msg);
+			/* A host of this machine has the rule aasd checks. */
+			if (orch_uri_net_checked_here(uri) &&
+			    hosts_set_isolation(s->app->db, uri,
+				sbx_net_available(s, NULL, 0) ? s->net_rule : NULL, &re) < 0)
+				log_warn("hosts: %s: %s", uri, re.msg);
 			continue;
 		}
 		if (*since == 0)
@@ -159,9 +164,15 @@ sbx_hosts_refresh(struct sbx *s, long long now_ms)
 	end_lost(s);
 }
 
+const char *
+sbx_rule_for(struct sbx *s, enum vm_net net)
+{
+	return net == VM_NET_NONE ? NULL : s->net_rule;
+}
+
 int
-sbx_place(PGconn *c, struct sbx *s, const char *size, char *host, size_t n, struct store_new *row,
-    struct err *e)
+sbx_place(PGconn *c, struct sbx *s, const char *size, enum vm_net net, char *host, size_t n,
+    struct store_new *row, struct err *e)
 {
 	const struct cat_size *sz = cat_find(size);
 	char csv[ORCH_MAX_HOSTS * 260], uris[ORCH_MAX_HOSTS * 270];
@@ -175,14 +186,14 @@ sbx_place(PGconn *c, struct sbx *s, const char *size, char *host, size_t n, stru
 	}
 	need.memory_mib = sz->memory_mib;
 	need.vcpus = sz->vcpus;
-	rc = hosts_reserve(c, uris, &need, host, n, e);
+	rc = hosts_reserve(c, uris, &need, sbx_rule_for(s, net), host, n, e);
 	if (rc < 0)
 		return -1;
 	if (rc == 0) {
 		err_set(e, ERR_CAPACITY,
-		    "no capacity for size %s right now: every host is full; try again in %d s"
+		    "no capacity for size %s%s right now: every host is full; try again in %d s"
 		    " or a smaller size",
-		    size, HOSTS_RETRY_AFTER_S);
+		    size, net == VM_NET_NONE ? "" : " with a network device", HOSTS_RETRY_AFTER_S);
 		return -1;
 	}
 	row->host = host;

@@ -35,6 +35,9 @@ struct sbx {
 	 * answered the last one). */
 	long long hosts_polled_ms;
 	long long host_failing_since_ms[ORCH_MAX_HOSTS];
+	/* The isolation rule's hash (orch_net_rule_hash): a VM with a
+	 * network device goes only to a host that has it ("" before start). */
+	char net_rule[72];
 };
 
 /* ---- hosts (sandbox_hosts.c) ---- */
@@ -55,10 +58,14 @@ int sbx_hosts_csv(struct sbx *s, char *out, size_t n);
 void sbx_evacuate_round(struct sbx *s);
 
 /* Inside a create's transaction: reserves `size` on the best host with
- * room (its URI into `host`, the reservation into `row`); ERR_CAPACITY
+ * room (its URI into `host`, the reservation into `row`), among the hosts
+ * with the isolation rule when `net` is a network device; ERR_CAPACITY
  * when none has room. */
-int sbx_place(PGconn *c, struct sbx *s, const char *size, char *host, size_t n,
+int sbx_place(PGconn *c, struct sbx *s, const char *size, enum vm_net net, char *host, size_t n,
     struct store_new *row, struct err *e);
+/* The isolation rule a host must have for a VM with network `net`
+ * (NULL: none needed), as hosts_reserve takes it. */
+const char *sbx_rule_for(struct sbx *s, enum vm_net net);
 
 /* A running sandbox's row, domain name and host connection, or an error
  * saying why not. */

@@ -417,7 +417,8 @@ pool_tx_fn(PGconn *c, void *arg, struct err *e)
 {
 	struct pool_tx *t = arg;
 
-	if (sbx_place(c, t->s, t->n.size, t->host, sizeof(t->host), &t->n, e) < 0)
+	if (sbx_place(c, t->s, t->n.size, sbx_net_parse(t->n.net), t->host, sizeof(t->host), &t->n,
+		e) < 0)
 		return -1;
 	return store_insert_pool(c, t->id, &t->n, e);
 }

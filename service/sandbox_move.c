@@ -34,7 +34,8 @@ move_tx_fn(PGconn *c, void *arg, struct err *e)
 {
 	struct move_tx *t = arg;
 	struct place_need need = { t->m->reserved_memory_mib, t->m->reserved_vcpus };
-	int rc = hosts_reserve(c, t->uris, &need, t->to, sizeof(t->to), e);
+	int rc = hosts_reserve(c, t->uris, &need, sbx_rule_for(t->s, sbx_net_parse(t->m->net)),
+	    t->to, sizeof(t->to), e);
 
 	if (rc <= 0) {
 		t->found = 0;
@@ -117,7 +118,7 @@ move_one(struct sbx *s, const struct store_move *m)
 	}
 	if (!t.found) {
 		store_move_failed(s->app->db, m->id,
-		    "no other host has room for it (or none is served by the aasd of its host)",
+		    "no other host has room for it (for a sandbox with a network device: none with the isolation rule recorded)",
 		    &e);
 		log_warn("evacuate: sandbox %s stays on %s: no other host has room", m->id,
 		    m->host);

@@ -275,6 +275,7 @@ int store_heartbeat(struct db *db, const char *instance, const char *uris, struc
 struct store_move {
 	char id[STORE_ID_LEN + 1];
 	char host[STORE_HOST_MAX];
+	char net[16];
 	int reserved_memory_mib, reserved_vcpus;
 };
 /* Takes a warm VM on an evacuating host among `hosts` (a text[] literal)

@@ -35,7 +35,7 @@ store_move_next(struct db *db, const char *hosts, struct store_move *out, struct
 	int rc = -1;
 
 	r = db_query(db,
-	    "SELECT s.id, s.host_uri, s.reserved_memory_mib, s.reserved_vcpus"
+	    "SELECT s.id, s.host_uri, s.reserved_memory_mib, s.reserved_vcpus, s.net"
 	    " FROM sandboxes s JOIN hosts h ON h.uri = s.host_uri"
 	    " WHERE h.evacuating AND s.host_uri = ANY($1::text[]) AND s.state = 'running'"
 	    " AND NOT s.in_pool AND s.moving_to IS NULL AND s.move_error IS NULL"
@@ -48,7 +48,8 @@ store_move_next(struct db *db, const char *hosts, struct store_move *out, struct
 	else if (db_get_str(r, 0, 0, out->id, sizeof(out->id), e) == 0 &&
 	    db_get_str(r, 0, 1, out->host, sizeof(out->host), e) == 0 &&
 	    db_get_int(r, 0, 2, &out->reserved_memory_mib, e) == 0 &&
-	    db_get_int(r, 0, 3, &out->reserved_vcpus, e) == 0)
+	    db_get_int(r, 0, 3, &out->reserved_vcpus, e) == 0 &&
+	    db_get_str(r, 0, 4, out->net, sizeof(out->net), e) == 0)
 		rc = 1;
 	PQclear(r);
 	return rc;

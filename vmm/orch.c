@@ -1228,6 +1228,24 @@ orch_net_ensure(struct orch *o, struct err *e)
 	return netguard_ensure(&o->users, o->net_allow, e);
 }
 
+int
+orch_uri_net_checked_here(const char *uri)
+{
+	return strncmp(uri, "qemu:///", 8) == 0;
+}
+
+int
+orch_net_rule_hash(struct orch *o, char *out, size_t n)
+{
+	char rules[NETGUARD_RULES_MAX];
+
+	if (netguard_ruleset(&o->users, o->net_allow, rules, sizeof(rules)) < 0 ||
+	    n < KEY_HASH_HEX_LEN + 1)
+		return -1;
+	key_hash_hex(rules, strlen(rules), out, n);
+	return 0;
+}
+
 /* The host of sandbox `id` and its domain name, or NULL with `e` set. */
 static struct vm_host *
 domain_of(struct orch *o, const char *uri, const char *id, char *domain, size_t n, struct err *e)

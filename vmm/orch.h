@@ -150,6 +150,13 @@ int orch_vm_stats(struct orch *o, const char *uri, const char *id, struct vm_sta
 /* Checks the host isolation rule for the QEMU users and installs it when
  * it is missing or outdated (netguard). */
 int orch_net_ensure(struct orch *o, struct err *e);
+/* 1 when the rule orch_net_ensure checks is the one in force for `uri`'s
+ * QEMUs: a libvirt of this machine's own network (qemu:///...). */
+int orch_uri_net_checked_here(const char *uri);
+/* Hex SHA-256 of that rule's text (what `aasd --netguard-rules` prints):
+ * a host whose operator recorded this hash has this very rule installed
+ * (hosts.isolation_rule). */
+int orch_net_rule_hash(struct orch *o, char *out, size_t n);
 /* Last `max` bytes of the VM's serial console (malloc'd) or NULL. The
  * console is kept in $state/vms/<id>/console.log, at most
  * console_max_bytes of its newest output, until orch_destroy. */

@@ -3,14 +3,17 @@
 // their processes, files, id, expiry and preview URL. The second host lives
 // in a network namespace made here (a /24 in 10.99.128.0/17, outside the VM
 // tests' AAS_NET_ALLOW), so its forwards listen on its own private address
-// and the gateway reaches its previews there. A sandbox that cannot move is
-// reported and keeps running.
+// and the gateway reaches its previews there; until the isolation rule is
+// installed in that namespace and recorded (the operator's install step),
+// no sandbox with a network device goes there. A sandbox that cannot move
+// is reported and keeps running.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
+import path from 'node:path';
 import {
-  aasctl, aasctlFail, newAccount, psql, sleep, startAasd, toolCaller, vmEnv,
+  BUILD, TEST_NET_ALLOW, aasctl, aasctlFail, newAccount, psql, sleep, startAasd, toolCaller, vmEnv,
 } from './lib/harness.mjs';
 import { makeNetns, startHostd } from './lib/hostd.mjs';
 
@@ -74,10 +77,16 @@ test('evacuating a host moves a running sandbox with its processes, files and pr
     return r.json;
   };
   let id;
+  const ruleEnv = { PATH: process.env.PATH, AAS_NET_ALLOW: TEST_NET_ALLOW };
+  const aasdBin = path.join(BUILD, 'aasd');
   try {
-    await aasctl('host', 'add', A.uri, '--name', 'evac-a', '--preview-address', NET.host);
+    // A shares this machine's network and its rule (aasd's own).
+    await aasctl('host', 'add', A.uri, '--name', 'evac-a', '--preview-address', NET.host,
+      '--isolation-rule', A.installRule(aasdBin, ruleEnv));
+    // B has more room but no rule yet: the sandbox goes to A.
     await aasctl('host', 'add', B.uri, '--name', 'evac-b', '--preview-address', NET.peer);
-    await aasctl('host', 'drain', 'evac-b');
+    await until('B to be polled', async () =>
+      (await aasctl('host', 'list')).find((h) => h.name === 'evac-b').capacity.memory_mib > 0);
     id = (await ok('create_sandbox', { size: 'small', timeout_minutes: 30 })).sandbox_id;
     assert.equal(await psql(`select host_uri from sandboxes where id = '${id}'`), A.uri);
     const expires = await psql(`select expires_at from sandboxes where id = '${id}'`);
@@ -91,19 +100,21 @@ test('evacuating a host moves a running sandbox with its processes, files and pr
       (await preview(srv, id, 8000)).includes('before the move') && 'ok'), 'ok');
     const count = async () => Number((await ok('run_command', { sandbox_id: id, command: 'cat ~/count' })).stdout);
 
-    // Nowhere to go (the other host drains): reported, not killed.
+    // Nowhere to go (B has no isolation rule): reported, not killed.
     const refused = await aasctlFail('host', 'evacuate', 'evac-a', '--wait', '60');
     assert.equal(refused.code, 1, refused.stderr);
     const report = JSON.parse(refused.stdout);
     assert.equal(report.moved, 0);
     assert.deepEqual(report.not_moved.map((x) => x.sandbox_id), [id]);
-    assert.match(report.not_moved[0].error, /no other host has room/);
+    assert.match(report.not_moved[0].error, /no other host has room .*isolation rule/);
     assert.equal(await psql(`select state from sandboxes where id = '${id}'`), 'running');
     const c0 = await count();
     assert.ok(c0 > 0);
 
-    // With room on B, it moves live.
-    await aasctl('host', 'undrain', 'evac-b');
+    // The rule installed in B's namespace and recorded: it moves, live.
+    await aasctl('host', 'add', B.uri, '--isolation-rule', B.installRule(aasdBin, ruleEnv));
+    const { stdout: rules } = await run('nsenter', [`--net=${NET.path}`, 'nft', 'list', 'table', 'inet', 'aas_guard']);
+    assert.match(rules, /meta skuid/, 'the rule is in force on B');
     const ev = await aasctl('host', 'evacuate', 'evac-a', '--wait', '300');
     assert.deepEqual({ moved: ev.moved, waiting: ev.waiting, moving: ev.moving, not_moved: ev.not_moved },
       { moved: 1, waiting: 0, moving: 0, not_moved: [] }, JSON.stringify(ev));

@@ -7,9 +7,10 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import path from 'node:path';
 import { promisify } from 'node:util';
 import {
-  aasctl, newAccount, psql, sleep, startAasd, toolCaller, vmEnv,
+  BUILD, TEST_NET_ALLOW, aasctl, newAccount, psql, sleep, startAasd, toolCaller, vmEnv,
 } from './lib/harness.mjs';
 import { startHostd } from './lib/hostd.mjs';
 
@@ -23,11 +24,19 @@ let B;
 before(async () => {
   A = await startHostd('fleet-a');
   B = await startHostd('fleet-b');
+  // Both share this machine's network, where aasd installs the isolation
+  // rule itself; recorded as an operator would, so sandboxes with a
+  // network device may go there.
+  const env = { PATH: process.env.PATH, AAS_NET_ALLOW: TEST_NET_ALLOW };
+  for (const h of [A, B]) {
+    await aasctl('host', 'add', h.uri, '--isolation-rule', h.installRule(path.join(BUILD, 'aasd'), env));
+  }
 });
 
 after(async () => {
   await A?.stop();
   await B?.stop();
+  for (const h of [A, B]) if (h) await aasctl('host', 'remove', h.uri).catch(() => {});
 });
 
 function fleetEnv(extra = {}) {

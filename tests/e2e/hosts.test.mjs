@@ -44,6 +44,10 @@ test('aasctl host: bad input is refused and names what is wrong', async () => {
   assert.match((await aasctlFail('host', 'drain', 'no-such-host')).stderr, /not_found/);
   assert.match((await aasctlFail('host', 'remove', 'no-such-host')).stderr, /not_found/);
   assert.match((await aasctlFail('host', 'evacuate', 'no-such-host')).stderr, /not_found/);
+  for (const bad of ['abc', 'A'.repeat(64), `${'0'.repeat(63)}g`, '0'.repeat(65)]) {
+    assert.match((await aasctlFail('host', 'add', uri, '--isolation-rule', bad)).stderr,
+      /isolation_rule: the SHA-256/, bad);
+  }
   for (const bad of ['host.example', '10.0.0.300', '::1', '10.0.0.1:80', '']) {
     assert.match((await aasctlFail('host', 'add', uri, '--preview-address', bad)).stderr,
       /preview_address: an IPv4 address/, bad);

@@ -117,6 +117,7 @@ void __real_guest_log_paths(const char *cmd_id, char *out, size_t on, char *err,
 const char *__real_vm_net_name(enum vm_net n);
 int __real_orch_uri_private(const char *uri);
 int __real_orch_uri_this_machine(const char *uri);
+int __real_orch_uri_net_checked_here(const char *uri);
 
 static void
 lock(void)
@@ -1249,6 +1250,22 @@ int
 __wrap_orch_uri_private(const char *uri)
 {
 	return __real_orch_uri_private(uri);
+}
+
+/* The fake's own hosts are this machine's; others (a test's "remote"
+ * hosts) are not. */
+int
+__wrap_orch_uri_net_checked_here(const char *uri)
+{
+	return strncmp(uri, "fake:///", 8) == 0 || __real_orch_uri_net_checked_here(uri);
+}
+
+int
+__wrap_orch_net_rule_hash(struct orch *o, char *out, size_t n)
+{
+	(void)o;
+	snprintf(out, n, "%s", FAKE_NET_RULE_HASH);
+	return 0;
 }
 
 int

@@ -62,6 +62,9 @@ struct fake_counts fake_vmm_counts(void);
  * GiB and 64 CPUs) and whether it answers; -1 for an unknown host. */
 int fake_host_set(const char *uri, long long memory_mib, int vcpus, int unreachable);
 
+/* What orch_net_rule_hash answers. */
+#define FAKE_NET_RULE_HASH "00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee"
+
 /* Make the next `n` moves (orch_migrate) fail; the VM stays put. A move
  * that succeeds reports this pause. */
 #define FAKE_MOVE_PAUSE_MS 42

@@ -202,7 +202,7 @@ sfx_open(void **state, const struct sfx_opts *o)
 	/* Hosts an earlier (perhaps failed) test added for every aasd are
 	 * not this test's. */
 	if (db_exec(s->app->db,
-		"UPDATE hosts SET shared = false WHERE shared AND uri LIKE 'fake:///svctest-%'", 0,
+		"UPDATE hosts SET shared = false WHERE shared AND uri LIKE 'fake%svctest-%'", 0,
 		NULL, NULL, &e) < 0)
 		goto fail;
 	s->app->sbx = sbx_new(s->app, &e);

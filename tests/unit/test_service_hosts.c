@@ -460,6 +460,68 @@ test_move_of_a_stopped_aasd(void **state)
 	forget_host(s, b);
 }
 
+/* A host whose isolation rule aasd cannot check itself takes sandboxes
+ * with a network device only once its operator recorded the very rule. */
+static void
+test_isolation_rule_per_host(void **state)
+{
+	struct sfx *s = *state;
+	char far[160], a[32], b[32], text[600];
+	struct hosts_options o = { 0 };
+	json_t *r;
+	struct err e;
+
+	/* Not this machine's: more headroom than the local host, no rule. */
+	snprintf(far, sizeof(far), "fake+ssh://far.example/%s", s->host + strlen("fake:///"));
+	add_host(s, far);
+	set_host_memory(s, 1200); /* two small sandboxes locally */
+	sfx_create(s, 2, a);
+	sfx_create(s, 2, b);
+	sfx_text(s, "SELECT string_agg(DISTINCT host_uri, ',') FROM sandboxes WHERE id IN ($1)", a,
+	    text, sizeof(text));
+	assert_string_equal(text, s->host);
+	sfx_text(s, "SELECT host_uri FROM sandboxes WHERE id = $1", b, text, sizeof(text));
+	assert_string_equal(text, s->host);
+	/* Local host full: internet is refused, not placed on `far`. */
+	e = sfx_fails(s, s->account, "create_sandbox",
+	    json_pack("{s:s, s:i, s:b}", "size", "small", "timeout_minutes", 2, "internet", 1),
+	    ERR_CAPACITY);
+	assert_non_null(strstr(e.msg, "with a network device"));
+	/* No internet asked: it starts there, without a network device. */
+	r = sfx_ok(s, s->account, "create_sandbox",
+	    json_pack("{s:s, s:i, s:b}", "size", "small", "timeout_minutes", 2, "internet", 0));
+	assert_string_equal(json_string_value(json_object_get(r, "network")), "none");
+	sfx_text(s, "SELECT host_uri FROM sandboxes WHERE id = $1",
+	    json_string_value(json_object_get(r, "sandbox_id")), text, sizeof(text));
+	assert_string_equal(text, far);
+	json_decref(r);
+	/* Another rule than aasd's (an old one, other users) is no rule. */
+	o.isolation_rule = "1111111111111111111111111111111111111111111111111111111111111111";
+	err_clear(&e);
+	json_decref(hosts_add(s->app->db, far, &o, &e));
+	assert_int_equal(e.kind, ERR_NONE);
+	sfx_fails(s, s->account, "create_sandbox",
+	    json_pack("{s:s, s:i, s:b}", "size", "small", "timeout_minutes", 2, "internet", 1),
+	    ERR_CAPACITY);
+	/* A malformed one is refused and changes nothing. */
+	o.isolation_rule = "not-a-hash";
+	assert_null(hosts_add(s->app->db, far, &o, &e));
+	assert_int_equal(e.kind, ERR_INVALID);
+	/* The operator installed this rule there: networked sandboxes go. */
+	o.isolation_rule = FAKE_NET_RULE_HASH;
+	err_clear(&e);
+	json_decref(hosts_add(s->app->db, far, &o, &e));
+	assert_int_equal(e.kind, ERR_NONE);
+	r = sfx_ok(s, s->account, "create_sandbox",
+	    json_pack("{s:s, s:i, s:b}", "size", "small", "timeout_minutes", 2, "internet", 1));
+	assert_string_equal(json_string_value(json_object_get(r, "network")), "nat");
+	sfx_text(s, "SELECT host_uri FROM sandboxes WHERE id = $1",
+	    json_string_value(json_object_get(r, "sandbox_id")), text, sizeof(text));
+	assert_string_equal(text, far);
+	json_decref(r);
+	forget_host(s, far);
+}
+
 static int
 setup_evac(void **state)
 {
@@ -496,6 +558,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_evacuation_moves_sandboxes, setup_evac,
 		    sfx_teardown),
 		cmocka_unit_test_setup_teardown(test_move_of_a_stopped_aasd, setup_evac,
+		    sfx_teardown),
+		cmocka_unit_test_setup_teardown(test_isolation_rule_per_host, setup_evac,
 		    sfx_teardown),
 	};
 	return cmocka_run_group_tests(tests, sfx_group_setup, sfx_group_teardown);

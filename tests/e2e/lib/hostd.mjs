@@ -9,7 +9,7 @@
 // them as between machines. With `netns`, the daemon (and so its QEMUs
 // and their forwards) lives in a network namespace made here, joined to
 // this one by a veth pair: the host's private address is netns.peer.
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
 import net from 'node:net';
@@ -94,6 +94,16 @@ export async function startHostd(name, { qemuUser = 'aas-qemu', netns = null, ba
         if (Date.now() > deadline) throw new Error(`libvirtd ${name} did not start:\n${this.log}`);
         await sleep(100);
       }
+    },
+    // The operator's install step for this host: the isolation rule that
+    // `aasd` (run with `env`, the aasd's own settings) would install,
+    // loaded into the host's network namespace (on this machine's own,
+    // aasd loads it itself). Returns its hash, for aasctl host add
+    // --isolation-rule.
+    installRule(aasd, env) {
+      const rules = execFileSync(aasd, ['--netguard-rules'], { env, encoding: 'utf8' });
+      if (netns) execFileSync('nsenter', [`--net=${netns.path}`, 'nft', '-f', '-'], { input: rules });
+      return createHash('sha256').update(rules).digest('hex');
     },
     // As a host that crashes: its QEMUs run on, unseen.
     async kill() {
