@@ -455,7 +455,7 @@ read_place_host(const PGresult *r, int i, struct place_host *h, struct err *e)
 
 /* $2: the isolation rule's hash when the VM has a network device, else
  * NULL (any host). */
-#define ELIGIBLE_ISOLATION   " AND ($2::text IS NULL OR isolation_rule = $2)"
+#define ELIGIBLE_ISOLATION " AND ($2::text IS NULL OR isolation_rule = $2)"
 #define ELIGIBLE_ISOLATION_H " AND ($2::text IS NULL OR h.isolation_rule = $2)"
 
 /* The eligible hosts among `uris`, locked, then with their reservations
