@@ -12,6 +12,11 @@ ALTER TABLE hosts ADD COLUMN evacuating_since timestamptz;
 -- network device go only to hosts whose recorded hash is the one of the
 -- rule aasd would install now, or to aasd's own machine (qemu:///), where
 -- aasd checks the rule itself.
+-- Where a host's VMs keep their disks: 'shared' (the host sees aasd's
+-- files at the same paths: this machine, or a shared file system), 'pool'
+-- (its own libvirt storage pool, the image uploaded there), or NULL: shared
+-- for a libvirt of this machine, pool for any other.
+ALTER TABLE hosts ADD COLUMN storage text CHECK (storage IN ('shared', 'pool'));
 ALTER TABLE hosts ADD COLUMN isolation_rule text CHECK (isolation_rule ~ '^[0-9a-f]{64}$');
 ALTER TABLE sandboxes ADD COLUMN moving_to text CHECK (length(moving_to) <= 255);
 ALTER TABLE sandboxes ADD COLUMN move_owner text;

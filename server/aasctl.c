@@ -39,7 +39,8 @@ static const char usage[] =
     "  host add URI [--name N] [--memory-overcommit R] [--cpu-overcommit R]\n"
     "           [--preview-address A]            register a hypervisor host, or change one\n"
     "           [--isolation-rule HASH]          (HASH: aasd --netguard-rules-hash of the\n"
-    "                                            rule installed there)\n"
+    "           [--storage shared|pool]           rule installed there; storage: whether it\n"
+    "                                            sees aasd's files, or keeps its own pool)\n"
     "  host list                                 state, capacity, reservations, live use\n"
     "  host drain HOST | host undrain HOST       stop / resume placing sandboxes there\n"
     "  host evacuate HOST [--wait S]             drain it and move its sandboxes to other\n"
@@ -263,7 +264,8 @@ cmd_host(struct app *app, int argc, char **argv, struct err *e)
 	if (strcmp(sub, "add") == 0) {
 		struct hosts_options o = { .name = opt(argc, argv, "--name"),
 			.preview_address = opt(argc, argv, "--preview-address"),
-			.isolation_rule = opt(argc, argv, "--isolation-rule") };
+			.isolation_rule = opt(argc, argv, "--isolation-rule"),
+			.storage = opt(argc, argv, "--storage") };
 		if (ratio_opt(argc, argv, "--memory-overcommit", &o.memory_overcommit, e) < 0 ||
 		    ratio_opt(argc, argv, "--cpu-overcommit", &o.cpu_overcommit, e) < 0)
 			return fail(e);

@@ -1,6 +1,7 @@
 /* hosts.c - the hosts table: registration, settings, polls, admission. */
 #include "service/hosts.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,8 +95,8 @@ json_t *
 hosts_add(struct db *db, const char *uri, const struct hosts_options *opt, struct err *e)
 {
 	char mo[32], co[32];
-	const char *p[6] = { uri, opt->name, NULL, NULL, opt->preview_address,
-		opt->isolation_rule };
+	const char *p[7] = { uri, opt->name, NULL, NULL, opt->preview_address, opt->isolation_rule,
+		opt->storage };
 
 	if (uri_ok(uri, e) < 0 ||
 	    ratio_text(opt->memory_overcommit, 16, "memory_overcommit", mo, sizeof(mo), &p[2], e) <
@@ -114,16 +115,24 @@ hosts_add(struct db *db, const char *uri, const struct hosts_options *opt, struc
 		    " as `aasd --netguard-rules-hash` prints it");
 		return NULL;
 	}
+	if (opt->storage && strcmp(opt->storage, "shared") != 0 &&
+	    strcmp(opt->storage, "pool") != 0) {
+		err_set_field(e, "storage",
+		    "storage: shared (the host sees aasd's files at the same paths) or pool (its own"
+		    " libvirt storage pool)");
+		return NULL;
+	}
 	if (db_exec(db,
 		"INSERT INTO hosts AS h(uri, name, memory_overcommit, cpu_overcommit,"
-		" preview_address, isolation_rule, shared) VALUES ($1, coalesce($2, $1),"
-		" coalesce($3::float8, 1), coalesce($4::float8, 16), $5, $6, true)"
+		" preview_address, isolation_rule, storage, shared) VALUES ($1, coalesce($2, $1),"
+		" coalesce($3::float8, 1), coalesce($4::float8, 16), $5, $6, $7, true)"
 		" ON CONFLICT (uri) DO UPDATE SET name = coalesce($2, h.name), shared = true,"
 		" memory_overcommit = coalesce($3::float8, h.memory_overcommit),"
 		" cpu_overcommit = coalesce($4::float8, h.cpu_overcommit),"
 		" preview_address = coalesce($5, h.preview_address),"
-		" isolation_rule = coalesce($6, h.isolation_rule)",
-		6, p, NULL, e) < 0) {
+		" isolation_rule = coalesce($6, h.isolation_rule),"
+		" storage = coalesce($7, h.storage)",
+		7, p, NULL, e) < 0) {
 		/* The statement's only checks are the name's. */
 		if (e->kind == ERR_CONFLICT) {
 			err_clear(e);
@@ -171,6 +180,7 @@ hosts_list_json(struct db *db, struct err *e)
 	    " 'shared', h.shared,"
 	    " 'memory_overcommit', h.memory_overcommit, 'cpu_overcommit', h.cpu_overcommit,"
 	    " 'preview_address', h.preview_address, 'isolation_rule', h.isolation_rule,"
+	    " 'storage', h.storage,"
 	    " 'capacity', json_build_object('memory_mib', h.memory_mib, 'vcpus', h.vcpus),"
 	    " 'reserved', json_build_object('memory_mib', coalesce(r.mem, 0),"
 	    "  'vcpus', coalesce(r.cpu, 0)),"
@@ -272,6 +282,44 @@ evacuate_tx(PGconn *c, void *arg, struct err *e)
 	    " AND state = 'running' AND host_uri = (SELECT uri FROM hosts WHERE name = $1 OR uri = $1"
 	    " LIMIT 1)",
 	    1, p, NULL, e);
+}
+
+int
+hosts_storage(struct db *db, const char *uri, struct err *e)
+{
+	const char *p[1] = { uri };
+	PGresult *r = db_query(db, "SELECT coalesce(storage, '') FROM hosts WHERE uri = $1", 1, p,
+	    e);
+	const char *v;
+	int rc = -1;
+
+	if (r == NULL)
+		return -2;
+	v = PQntuples(r) == 1 ? db_get_text(r, 0, 0) : "";
+	if (v && strcmp(v, "pool") == 0)
+		rc = 1;
+	else if (v && strcmp(v, "shared") == 0)
+		rc = 0;
+	PQclear(r);
+	return rc;
+}
+
+int
+hosts_count_without_rule(PGconn *c, const char *uris, const char *rule, struct err *e)
+{
+	const char *p[2] = { uris, rule };
+	PGresult *r = db_conn_query(c,
+	    "SELECT count(*) FROM hosts WHERE uri = ANY($1::text[]) AND NOT draining"
+	    " AND state <> 'down' AND memory_mib IS NOT NULL AND isolation_rule IS DISTINCT FROM $2",
+	    2, p, e);
+	long long n = -1;
+
+	if (r == NULL)
+		return -1;
+	if (db_get_ll(r, 0, 0, &n, e) < 0)
+		n = -1;
+	PQclear(r);
+	return n > INT_MAX ? INT_MAX : (int)n;
 }
 
 int

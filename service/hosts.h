@@ -30,6 +30,7 @@ struct hosts_options {
 	double cpu_overcommit;    /* (0, 64] */
 	const char *preview_address;
 	const char *isolation_rule; /* hex SHA-256 of the rule installed there */
+	const char *storage;        /* "shared" or "pool" */
 };
 
 /* Adds the host `uri` unless it is known (aasd's AAS_LIBVIRT_URI): used
@@ -68,6 +69,15 @@ char *hosts_shared_uris(struct db *db, struct err *e);
  * have failed for that long). */
 int hosts_report(struct db *db, const char *uri, const struct orch_host_stats *st,
     const char *error, int down_after_s, struct err *e);
+
+/* The storage the host's row asks for: 1 "pool", 0 "shared", -1 not set
+ * (the default applies), or -2 on error. */
+int hosts_storage(struct db *db, const char *uri, struct err *e);
+
+/* Inside a create's transaction, without locking: how many of `uris`
+ * could take a VM but not one with a network device (another rule, or
+ * none), or -1 on error. */
+int hosts_count_without_rule(PGconn *c, const char *uris, const char *rule, struct err *e);
 
 /* Records the isolation rule in force on a host whose rule aasd checks
  * itself (its own machine): `rule` while the check passes, NULL when not. */

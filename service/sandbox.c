@@ -104,6 +104,11 @@ sbx_new(struct app *app, struct err *e)
 		goto fail;
 	}
 	s->maint_started = 1;
+	if (pthread_create(&s->mover, NULL, sbx_move_main, s) != 0) {
+		err_set(e, ERR_INTERNAL, "cannot start the sandbox mover thread");
+		goto fail;
+	}
+	s->mover_started = 1;
 	return s;
 fail:
 	sbx_free(s);
@@ -129,6 +134,8 @@ sbx_free(struct sbx *s)
 		pthread_mutex_unlock(&s->wake_lock);
 		pthread_join(s->maint, NULL);
 	}
+	if (s->mover_started)
+		pthread_join(s->mover, NULL);
 	if (s->reaper) {
 		atomic_store(&s->app->reaper, NULL);
 		reap_free(s->reaper);

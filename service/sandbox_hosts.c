@@ -15,6 +15,21 @@
 #include "service/settle.h"
 #include "service/store.h"
 
+/* Tells the VM layer where host `uri` keeps disks: its row's choice, or
+ * its own storage pool for a host not on this machine. */
+static void
+set_storage(struct sbx *s, const char *uri)
+{
+	struct err e;
+	int pooled;
+
+	err_clear(&e);
+	pooled = hosts_storage(s->app->db, uri, &e);
+	if (pooled == -2)
+		return; /* database trouble: as it was */
+	orch_host_set_pooled(s->orch, uri, pooled >= 0 ? pooled : !orch_uri_this_machine(uri));
+}
+
 /* Opens the shared hosts of the table that this aasd has not opened yet;
  * 1 when one was added. A host that cannot be opened now is tried at the
  * next refresh (its state comes from the aasd that can reach it). */
@@ -32,10 +47,12 @@ open_shared(struct sbx *s)
 	for (char *u = strtok_r(list, ",", &save); u; u = strtok_r(NULL, ",", &save)) {
 		size_t before = orch_host_count(s->orch);
 		err_clear(&e);
-		if (orch_host_add(s->orch, u, &e) < 0)
+		if (orch_host_add(s->orch, u, &e) < 0) {
 			log_warn("hosts: cannot open %s: %s", u, e.msg);
-		else if (orch_host_count(s->orch) > before)
+		} else if (orch_host_count(s->orch) > before) {
+			set_storage(s, u);
 			added = 1;
+		}
 	}
 	free(list);
 	return added;
@@ -75,6 +92,7 @@ poll_hosts(struct sbx *s)
 
 		err_clear(&e);
 		err_clear(&re);
+		set_storage(s, uri);
 		if (orch_host_stats(s->orch, uri, &st, &e) == 0) {
 			*since = 0;
 			if (hosts_report(s->app->db, uri, &st, NULL, 0, &re) < 0)
@@ -189,11 +207,22 @@ sbx_place(PGconn *c, struct sbx *s, const char *size, enum vm_net net, char *hos
 	rc = hosts_reserve(c, uris, &need, sbx_rule_for(s, net), host, n, e);
 	if (rc < 0)
 		return -1;
+	/* Hosts that take no network device were not looked at: said so. */
+	if (rc == 0 && net != VM_NET_NONE &&
+	    (rc = hosts_count_without_rule(c, uris, sbx_rule_for(s, net), e)) != 0) {
+		if (rc > 0)
+			err_set(e, ERR_CAPACITY,
+			    "no capacity for size %s with a network device right now: the hosts that"
+			    " can isolate sandbox networks are full; try again in %d s, a smaller size,"
+			    " or internet: false",
+			    size, HOSTS_RETRY_AFTER_S);
+		return -1;
+	}
 	if (rc == 0) {
 		err_set(e, ERR_CAPACITY,
-		    "no capacity for size %s%s right now: every host is full; try again in %d s"
+		    "no capacity for size %s right now: every host is full; try again in %d s"
 		    " or a smaller size",
-		    size, net == VM_NET_NONE ? "" : " with a network device", HOSTS_RETRY_AFTER_S);
+		    size, HOSTS_RETRY_AFTER_S);
 		return -1;
 	}
 	row->host = host;

@@ -18,6 +18,8 @@ struct sbx {
 	char instance[33];
 	pthread_t maint;
 	int maint_started;
+	pthread_t mover; /* evacuations: apart, so a long move never holds up the heartbeat */
+	int mover_started;
 	atomic_int stop;
 	atomic_int calls_stop; /* waiting calls end: the service is stopping */
 	pthread_mutex_t wake_lock;
@@ -56,6 +58,13 @@ int sbx_hosts_csv(struct sbx *s, char *out, size_t n);
  * migration to the host with the most headroom) and drops their warm VMs;
  * one that cannot move stays, with the reason on its row. */
 void sbx_evacuate_round(struct sbx *s);
+/* The mover thread: an evacuation round every SBX_MOVE_POLL_S. Its own
+ * thread, so the heartbeat goes on during a move (a silent instance's
+ * moves are settled by others). */
+#define SBX_MOVE_POLL_S 2
+void *sbx_move_main(void *arg);
+/* Waits `seconds` or until the service stops; 1 when it stops. */
+int sbx_sleep_or_stop(struct sbx *s, int seconds);
 
 /* Inside a create's transaction: reserves `size` on the best host with
  * room (its URI into `host`, the reservation into `row`), among the hosts

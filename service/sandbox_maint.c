@@ -525,8 +525,8 @@ update_capacity(struct sbx *s)
 	pthread_mutex_unlock(&s->cap_lock);
 }
 
-static int
-sleep_or_stop(struct sbx *s, int seconds)
+int
+sbx_sleep_or_stop(struct sbx *s, int seconds)
 {
 	struct timespec ts;
 
@@ -555,7 +555,6 @@ sbx_maint_main(void *arg)
 		err_clear(&e);
 		if (orch_wait_ready(s->orch, 0, &e) < 0)
 			continue;
-		sbx_evacuate_round(s);
 		if (s->app->cfg.reconcile_s > 0 &&
 		    time(NULL) - last_reconcile >= s->app->cfg.reconcile_s) {
 			sbx_net_refresh(s);
@@ -564,6 +563,6 @@ sbx_maint_main(void *arg)
 			last_reconcile = time(NULL);
 		}
 		refill_pool(s);
-	} while (!sleep_or_stop(s, SBX_HEARTBEAT_S));
+	} while (!sbx_sleep_or_stop(s, SBX_HEARTBEAT_S));
 	return NULL;
 }

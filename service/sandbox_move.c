@@ -183,3 +183,17 @@ sbx_evacuate_round(struct sbx *s)
 			break;
 	}
 }
+
+void *
+sbx_move_main(void *arg)
+{
+	struct sbx *s = arg;
+	struct err e;
+
+	do {
+		err_clear(&e);
+		if (orch_wait_ready(s->orch, 0, &e) == 0)
+			sbx_evacuate_round(s);
+	} while (!sbx_sleep_or_stop(s, SBX_MOVE_POLL_S));
+	return NULL;
+}

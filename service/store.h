@@ -293,7 +293,8 @@ int store_move_claim(PGconn *c, const char *id, const char *from, const char *to
 /* The move to `to` is over: the row's host becomes `to` and its preview
  * forwards the new host ports in `host_ports` (one per entry of `ports`);
  * `pause_ms`: how long its guest paused at the switch (-1: not known).
- * *won is 0 when the sandbox ended meanwhile (its VM on `to` is nobody's). */
+ * Recorded whatever became of the claim meanwhile (the VM is on `to` now);
+ * *won is 0 when the sandbox stopped running (its VM on `to` is nobody's). */
 int store_move_done(struct db *db, const char *id, const char *to, long long pause_ms,
     const int *ports, const int *host_ports, size_t n, int *won, struct err *e);
 /* The move failed: the sandbox stays where it was with the reason, and is

@@ -89,9 +89,10 @@ move_done_tx(PGconn *c, void *arg, struct err *e)
 
 	snprintf(pause, sizeof(pause), "%lld", d->pause_ms);
 	if (db_conn_exec(c,
-		"UPDATE sandboxes SET moved_from = host_uri, host_uri = moving_to, moving_to = NULL,"
-		" move_owner = NULL, moved_at = now(), move_pause_ms = $3::int"
-		" WHERE id = $1 AND moving_to = $2 AND state = 'running'",
+		"UPDATE sandboxes SET moved_from = CASE WHEN host_uri <> $2 THEN host_uri"
+		" ELSE moved_from END, host_uri = $2, moving_to = NULL, move_owner = NULL,"
+		" move_error = NULL, moved_at = now(), move_pause_ms = $3::int"
+		" WHERE id = $1 AND state = 'running'",
 		3, p, &n, e) < 0)
 		return -1;
 	d->won = n == 1;

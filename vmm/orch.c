@@ -28,6 +28,7 @@
 #include "vmm/oomwatch.h"
 #include "vmm/uidpool.h"
 #include "vmm/vm_agent.h"
+#include "vmm/vpool.h"
 #include "base/keys.h"
 #include "base/clock.h"
 #include "base/config.h"
@@ -61,6 +62,18 @@ struct orch {
 		unsigned long long idle, total;
 	} cpu_prev[ORCH_MAX_HOSTS]; /* orch_host_stats' last reading, under cpu_lock */
 	pthread_mutex_t cpu_lock;
+	/* Hosts that keep the image and overlays in their own storage pool
+	 * (vpool.h) rather than seeing aasd's files; set by the service from
+	 * the host table. Their image volumes once checked, under pool_lock,
+	 * which also makes one upload per host at a time. */
+	atomic_int pooled[ORCH_MAX_HOSTS];
+	struct orch_pool {
+		int ready;
+		char kernel[VPOOL_PATH_MAX], initrd[VPOOL_PATH_MAX], base[VPOOL_PATH_MAX];
+	} pools[ORCH_MAX_HOSTS];
+	char sha_kernel[VPOOL_SHA256_HEX], sha_initrd[VPOOL_SHA256_HEX], sha_base[VPOOL_SHA256_HEX];
+	int shas_known;
+	pthread_mutex_t pool_lock;
 	char vms_dir[ORCH_PATH_MAX + 8];
 	char kernel[ORCH_PATH_MAX + 16], initrd[ORCH_PATH_MAX + 16], base[ORCH_PATH_MAX + 16];
 	uid_t qemu_uid;       /* libvirt's probes' user, in the isolation rule */
@@ -204,14 +217,112 @@ claim_user(struct orch *o, const char *id, enum vm_accel accel, uid_t *uid, gid_
 	return 0;
 }
 
+static int
+host_idx(struct orch *o, const struct vm_host *h)
+{
+	for (size_t i = 0; i < o->n_hosts; i++)
+		if (o->hosts[i] == h)
+			return (int)i;
+	return -1;
+}
+
+static int
+is_pooled(struct orch *o, const struct vm_host *h)
+{
+	int i = host_idx(o, h);
+
+	return i >= 0 && atomic_load(&o->pooled[i]);
+}
+
+/* The image's volumes on pooled host h (uploaded and checked the first
+ * time): its kernel, initrd and base paths there. */
+static const struct orch_pool *
+pool_ready(struct orch *o, struct vm_host *h, struct err *e)
+{
+	int i = host_idx(o, h);
+	struct orch_pool *pl = i >= 0 ? &o->pools[i] : NULL;
+	virConnectPtr c = NULL;
+	char id[17];
+
+	if (pl == NULL) {
+		err_set(e, ERR_INTERNAL, "unknown host");
+		return NULL;
+	}
+	pthread_mutex_lock(&o->pool_lock);
+	if (pl->ready)
+		goto out;
+	if (!o->shas_known) {
+		if (vpool_sha256_file(o->kernel, o->sha_kernel, sizeof(o->sha_kernel), e) < 0 ||
+		    vpool_sha256_file(o->initrd, o->sha_initrd, sizeof(o->sha_initrd), e) < 0 ||
+		    vpool_sha256_file(o->base, o->sha_base, sizeof(o->sha_base), e) < 0)
+			goto fail;
+		o->shas_known = 1;
+	}
+	/* Volumes are named by the base's hash: a new image gets new ones. */
+	snprintf(id, sizeof(id), "%.16s", o->sha_base);
+	const struct vpool_file files[3] = {
+		{ o->kernel, o->sha_kernel, "vmlinuz" },
+		{ o->initrd, o->sha_initrd, "initrd.img" },
+		{ o->base, o->sha_base, "base.qcow2" },
+	};
+	char *paths[3] = { pl->kernel, pl->initrd, pl->base };
+	if ((c = vm_host_conn(h)) == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", vm_host_uri(h));
+		goto fail;
+	}
+	for (int k = 0; k < 3; k++)
+		if (vpool_file_ensure(c, id, &files[k], paths[k], VPOOL_PATH_MAX, e) < 0)
+			goto fail;
+	pl->ready = 1;
+	log_info("vm: image %s ready in the storage pool of %s", id, vm_host_uri(h));
+out:
+	pthread_mutex_unlock(&o->pool_lock);
+	if (c)
+		virConnectClose(c);
+	return pl;
+fail:
+	pthread_mutex_unlock(&o->pool_lock);
+	if (c)
+		virConnectClose(c);
+	return NULL;
+}
+
+void
+orch_host_set_pooled(struct orch *o, const char *uri, int pooled)
+{
+	for (size_t i = 0; i < o->n_hosts; i++)
+		if (strcmp(vm_host_uri(o->hosts[i]), uri) == 0)
+			atomic_store(&o->pooled[i], pooled != 0);
+}
+
+/* The overlay of VM `id` on pooled host h, a volume owned by its user. */
+static int
+make_pool_overlay(struct orch *o, struct vm_host *h, const char *id, uid_t uid, gid_t gid,
+    char *disk, size_t dn, struct err *e)
+{
+	const struct orch_pool *pl = pool_ready(o, h, e);
+	virConnectPtr c;
+	int rc;
+
+	if (pl == NULL)
+		return -1;
+	if ((c = vm_host_conn(h)) == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", vm_host_uri(h));
+		return -1;
+	}
+	rc = vpool_overlay_create(c, id, pl->base, uid, gid, disk, dn, e);
+	virConnectClose(c);
+	return rc;
+}
+
 /* Per-VM directory: aasd's (0711: QEMU may only pass through it), with the
  * overlay in it owned by the VM's own user, mode 0600, and the console log
  * aasd writes (vm_start's console copy; QEMU never sees it). A VM's user
  * can neither read another VM's overlay nor plant anything where aasd
  * writes. */
 static int
-make_vm_files(struct orch *o, const char *id, enum vm_accel accel, uid_t *uid, gid_t *gid,
-    char *disk, size_t dn, char *console, size_t cn, struct err *e)
+make_vm_files(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel, uid_t *uid,
+    gid_t *gid, char *disk, size_t dn, char *console, size_t cn, struct err *e)
 {
 	char dir[ORCH_PATH_MAX + 64];
 
@@ -230,6 +341,9 @@ make_vm_files(struct orch *o, const char *id, enum vm_accel accel, uid_t *uid, g
 	/* A console left by an earlier VM of this id is not this one's. */
 	unlink(console);
 	unlink(disk);
+	/* A pooled host keeps the overlay; the console copy stays here. */
+	if (is_pooled(o, h))
+		return make_pool_overlay(o, h, id, *uid, *gid, disk, dn, e);
 	char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", o->base,
 		disk, NULL };
 	if (run_quiet(argv, e) < 0)
@@ -255,6 +369,17 @@ remove_vm_files(struct orch *o, struct vm_host *h, const char *id, int vm_gone)
 	orch_domain_name(id, name, sizeof(name));
 	vm_console_detach(h, name);
 	oomwatch_take(o->oom, name);
+	if (is_pooled(o, h)) {
+		virConnectPtr c = vm_host_conn(h);
+		struct err e;
+
+		err_clear(&e);
+		if (c == NULL || vpool_overlay_delete(c, id, &e) < 0)
+			log_warn("vm %s: its overlay on %s stays: %s", id, vm_host_uri(h),
+			    c ? e.msg : "host unreachable");
+		if (c)
+			virConnectClose(c);
+	}
 	vm_dir(o, id, dir, sizeof(dir));
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
@@ -288,10 +413,13 @@ cmdline_for(const struct orch *o, enum vm_net net, char *out, size_t n)
 }
 
 static void
-fill_spec(struct orch *o, struct vm_spec *s, const char *name, enum vm_accel accel, int vcpus,
-    int mem, const char *disk, const char *console, char *agent, size_t an)
+fill_spec(struct orch *o, struct vm_host *h, struct vm_spec *s, const char *name,
+    enum vm_accel accel, int vcpus, int mem, const char *disk, const char *console, char *agent,
+    size_t an)
 {
-	int overhead;
+	int overhead, i = host_idx(o, h);
+	/* A pooled host's image volumes (made ready with its overlay). */
+	const struct orch_pool *pl = i >= 0 && is_pooled(o, h) ? &o->pools[i] : NULL;
 
 	agent_socket_path(name, agent, an);
 	memset(s, 0, sizeof(*s));
@@ -299,8 +427,8 @@ fill_spec(struct orch *o, struct vm_spec *s, const char *name, enum vm_accel acc
 	s->accel = accel;
 	s->vcpus = vcpus;
 	s->memory_mib = mem;
-	s->kernel = o->kernel;
-	s->initrd = o->initrd;
+	s->kernel = pl ? pl->kernel : o->kernel;
+	s->initrd = pl ? pl->initrd : o->initrd;
 	s->cmdline = ORCH_CMDLINE;
 	s->disk = disk;
 	s->console_log = console;
@@ -380,10 +508,10 @@ boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel
 	orch_domain_name(id, name, sizeof(name));
 	if (fn)
 		fn(ctx, 1, 4, "preparing the disk");
-	if (make_vm_files(o, id, accel, &uid, &gid, disk, sizeof(disk), console, sizeof(console),
+	if (make_vm_files(o, h, id, accel, &uid, &gid, disk, sizeof(disk), console, sizeof(console),
 		e) < 0)
 		goto fail;
-	fill_spec(o, &spec, name, accel, vcpus, mem, disk, console, agent, sizeof(agent));
+	fill_spec(o, h, &spec, name, accel, vcpus, mem, disk, console, agent, sizeof(agent));
 	spec.uid = uid;
 	spec.gid = gid;
 	spec.net = net;
@@ -440,12 +568,12 @@ warm_up_libvirt(struct orch *o, struct vm_host *h)
 	err_clear(&e);
 	snprintf(id, sizeof(id), "warmup-%d", (int)getpid());
 	orch_domain_name(id, name, sizeof(name));
-	if (make_vm_files(o, id, VM_ACCEL_TCG, &uid, &gid, disk, sizeof(disk), console,
+	if (make_vm_files(o, h, id, VM_ACCEL_TCG, &uid, &gid, disk, sizeof(disk), console,
 		sizeof(console), &e) < 0) {
 		remove_vm_files(o, h, id, 1);
 		return;
 	}
-	fill_spec(o, &spec, name, VM_ACCEL_TCG, 1, 128, disk, console, agent, sizeof(agent));
+	fill_spec(o, h, &spec, name, VM_ACCEL_TCG, 1, 128, disk, console, agent, sizeof(agent));
 	spec.uid = uid;
 	spec.gid = gid;
 	xml = vm_xml_build(&spec, &e);
@@ -696,6 +824,7 @@ orch_new(const struct orch_config *cfg, struct err *e)
 		o->console_max = ORCH_CONSOLE_DEFAULT;
 	pthread_mutex_init(&o->lock, NULL);
 	pthread_mutex_init(&o->cpu_lock, NULL);
+	pthread_mutex_init(&o->pool_lock, NULL);
 	pthread_cond_init(&o->ready_cond, NULL);
 	snprintf(o->vms_dir, sizeof(o->vms_dir), "%s/vms", cfg->state_dir);
 	snprintf(o->kernel, sizeof(o->kernel), "%s/vmlinuz", cfg->image_dir);
@@ -798,6 +927,7 @@ orch_free(struct orch *o)
 	uidpool_free(o->uids);
 	pthread_mutex_destroy(&o->lock);
 	pthread_mutex_destroy(&o->cpu_lock);
+	pthread_mutex_destroy(&o->pool_lock);
 	pthread_cond_destroy(&o->ready_cond);
 	free(o);
 }
@@ -999,7 +1129,18 @@ orch_host_stats(struct orch *o, const char *uri, struct orch_host_stats *out, st
 	out->cpu_busy = cpu_busy_since(o, i, c);
 	n = virConnectNumOfDomains(c);
 	out->domains = n > 0 ? n : 0;
-	if (!uri_remote(uri)) {
+	if (atomic_load(&o->pooled[i])) {
+		/* Where its overlays live: its pool, once aasd made it. */
+		virStoragePoolPtr p = virStoragePoolLookupByName(c, VPOOL_NAME);
+		virStoragePoolInfo pi;
+
+		if (p != NULL && virStoragePoolGetInfo(p, &pi) == 0)
+			out->disk_free_mib = (long long)(pi.available >> 20);
+		if (p != NULL)
+			virStoragePoolFree(p);
+		else
+			virResetLastError();
+	} else if (!uri_remote(uri)) {
 		struct statvfs sv;
 		if (statvfs(o->vms_dir, &sv) == 0)
 			out->disk_free_mib = (long long)((unsigned long long)sv.f_bavail *
@@ -1157,16 +1298,22 @@ orch_migrate(struct orch *o, const char *from, const char *to, const char *id, l
 		return -1;
 	}
 	orch_domain_name(id, name, sizeof(name));
-	/* Two hosts on this machine see the same files (its overlay and the
-	 * image); other hosts are assumed to share nothing. */
+	/* Hosts that see aasd's files share the disk; libvirt 9 copies other
+	 * disks through QEMU's own connections (NBD), which the isolation
+	 * rule stops and its tunnel cannot carry. */
+	if (is_pooled(o, src) || is_pooled(o, dst)) {
+		err_set(e, ERR_UNAVAILABLE,
+		    "a VM on a host with its own storage pool cannot move yet: its disk would"
+		    " travel over a connection of QEMU's own, which the isolation rule stops");
+		return -1;
+	}
 	/* Sockets named anew: the old ones go with the old domain. */
 	if (key_random_hex(tag, sizeof(tag), 4) < 0) {
 		err_set(e, ERR_INTERNAL, "random generator failed");
 		return -1;
 	}
 	snprintf(base, sizeof(base), "%s-%s", name, tag);
-	if (vm_migrate(src, dst, name, orch_uri_this_machine(from) && orch_uri_this_machine(to),
-		ORCH_SOCKET_DIR, base, pause_ms, e) < 0)
+	if (vm_migrate(src, dst, name, 1, ORCH_SOCKET_DIR, base, pause_ms, e) < 0)
 		return -1;
 	/* The source's streams ended with its QEMU; the next call opens the
 	 * agent on the new host, and the console copy goes on in its file. */

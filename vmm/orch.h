@@ -104,7 +104,7 @@ struct orch_host_stats {
 	int vcpus;
 	long long free_memory_mib; /* -1: unknown */
 	double cpu_busy;           /* 0..1 since the previous call; -1: unknown */
-	long long disk_free_mib;   /* where overlays live; -1: unknown (remote) */
+	long long disk_free_mib;   /* where overlays live (a pooled host: its pool); -1: unknown */
 	int domains;               /* running domains, aas's or not */
 };
 int orch_host_stats(struct orch *o, const char *uri, struct orch_host_stats *out, struct err *e);
@@ -122,6 +122,10 @@ int orch_forward_add(struct orch *o, const char *uri, const char *id, const char
     int guest_port, int *host_port, struct err *e);
 int orch_forward_remove(struct orch *o, const char *uri, const char *id, const char *address,
     int host_port, struct err *e);
+/* Whether host `uri` keeps the image and the overlays in its own storage
+ * pool (vpool.h) instead of seeing aasd's files (the default for a host
+ * not on this machine). */
+void orch_host_set_pooled(struct orch *o, const char *uri, int pooled);
 /* 1 when `uri` names a libvirt on this machine (qemu:///..., a unix
  * socket): such hosts see this machine's files. */
 int orch_uri_this_machine(const char *uri);

@@ -44,6 +44,7 @@ test('aasctl host: bad input is refused and names what is wrong', async () => {
   assert.match((await aasctlFail('host', 'drain', 'no-such-host')).stderr, /not_found/);
   assert.match((await aasctlFail('host', 'remove', 'no-such-host')).stderr, /not_found/);
   assert.match((await aasctlFail('host', 'evacuate', 'no-such-host')).stderr, /not_found/);
+  assert.match((await aasctlFail('host', 'add', uri, '--storage', 'nfs')).stderr, /storage: shared .* or pool/);
   for (const bad of ['abc', 'A'.repeat(64), `${'0'.repeat(63)}g`, '0'.repeat(65)]) {
     assert.match((await aasctlFail('host', 'add', uri, '--isolation-rule', bad)).stderr,
       /isolation_rule: the SHA-256/, bad);

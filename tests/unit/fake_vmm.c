@@ -1275,6 +1275,12 @@ __wrap_orch_uri_this_machine(const char *uri)
 }
 
 void
+__wrap_orch_host_set_pooled(struct orch *o, const char *uri, int pooled)
+{
+	(void)o, (void)uri, (void)pooled;
+}
+
+void
 fake_migrate_fail(int n)
 {
 	lock();

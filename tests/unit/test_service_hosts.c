@@ -486,7 +486,8 @@ test_isolation_rule_per_host(void **state)
 	e = sfx_fails(s, s->account, "create_sandbox",
 	    json_pack("{s:s, s:i, s:b}", "size", "small", "timeout_minutes", 2, "internet", 1),
 	    ERR_CAPACITY);
-	assert_non_null(strstr(e.msg, "with a network device"));
+	assert_non_null(strstr(e.msg,
+	    "with a network device right now: the hosts that can isolate"));
 	/* No internet asked: it starts there, without a network device. */
 	r = sfx_ok(s, s->account, "create_sandbox",
 	    json_pack("{s:s, s:i, s:b}", "size", "small", "timeout_minutes", 2, "internet", 0));

@@ -9,6 +9,8 @@
 // them as between machines. With `netns`, the daemon (and so its QEMUs
 // and their forwards) lives in a network namespace made here, joined to
 // this one by a veth pair: the host's private address is netns.peer.
+// With `hide`, those directories (aasd's VM files, the image) are empty
+// in the daemon's mount namespace: a host that shares nothing with aasd.
 import { createHash, randomUUID } from 'node:crypto';
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
@@ -20,6 +22,7 @@ const START_MS = 20000;
 
 const SCRIPT = `set -e
 D=$1
+shift
 for d in run lib cache log etc; do mkdir -p "$D/$d"; done
 mkdir -p /run/libvirt /var/lib/libvirt /var/cache/libvirt /var/log/libvirt /etc/libvirt
 mount --bind "$D/run" /run/libvirt
@@ -27,6 +30,7 @@ mount --bind "$D/lib" /var/lib/libvirt
 mount --bind "$D/cache" /var/cache/libvirt
 mount --bind "$D/log" /var/log/libvirt
 mount --bind "$D/etc" /etc/libvirt
+for p in "$@"; do mount -t tmpfs -o size=1m,mode=0755 aas-hidden "$p"; done
 exec libvirtd -f "$D/etc/libvirtd.conf" -p "$D/libvirtd.pid"
 `;
 
@@ -63,7 +67,7 @@ export function makeNetns(name, host, peer) {
   return { ns, host, peer, path: `/run/netns/${ns}`, remove };
 }
 
-export async function startHostd(name, { qemuUser = 'aas-qemu', netns = null, base = STATE } = {}) {
+export async function startHostd(name, { qemuUser = 'aas-qemu', netns = null, base = STATE, hide = [] } = {}) {
   const dir = path.join(base, 'hosts', name);
   const sockDir = path.join(dir, 'sock');
   const sock = path.join(sockDir, 'libvirt-sock');
@@ -77,11 +81,11 @@ export async function startHostd(name, { qemuUser = 'aas-qemu', netns = null, ba
     'stdio_handler = "file"', `user = "${qemuUser}"`, `group = "${qemuUser}"`, 'dynamic_ownership = 0',
     'remember_owner = 0', 'max_processes = 256', ''].join('\n'));
   const h = {
-    name, dir, sock, uri: `qemu+unix:///system?socket=${sock}`, proc: null, log: '',
+    name, dir, sock, pool: path.join(dir, 'lib', 'aas'), uri: `qemu+unix:///system?socket=${sock}`, proc: null, log: '',
     async start() {
       // nsenter joins the network namespace only (ip netns exec would
       // also remount /sys and hide the cgroups libvirt needs).
-      const cmd = ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', SCRIPT, 'sh', dir];
+      const cmd = ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', SCRIPT, 'sh', dir, ...hide];
       this.proc = netns
         ? spawn('nsenter', [`--net=${netns.path}`, ...cmd], { stdio: ['ignore', 'pipe', 'pipe'] })
         : spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
