@@ -1283,6 +1283,70 @@ orch_uri_this_machine(const char *uri)
 	return p != NULL && p[3] == '/';
 }
 
+/* A move between two pooled hosts: the guest pauses (QEMU flushes its
+ * disk), its overlay is copied volume to volume through the two libvirt
+ * connections, the memory follows as between hosts that share the disk,
+ * and the guest runs again on the new host. The pause lasts the copy and
+ * the migration. On failure the guest runs on where it was. */
+static int
+move_pooled(struct orch *o, struct vm_host *src, struct vm_host *dst, const char *id,
+    const char *name, const char *base, long long *pause_ms, struct err *e)
+{
+	uid_t uid = (uid_t)uidpool_find(o->uids, id);
+	gid_t gid = o->accel == VM_ACCEL_KVM && o->kvm_gid != (gid_t)-1 ? o->kvm_gid : (gid_t)uid;
+	virConnectPtr sc = NULL, dc = NULL;
+	char disk[VPOOL_PATH_MAX];
+	long long t0, ignored_pause;
+	struct err ignore;
+	int rc = -1, copied = 0;
+
+	if (uid == 0) {
+		err_set(e, ERR_INTERNAL, "VM %s has no user of its own", id);
+		return -1;
+	}
+	/* The image first, while the guest still runs (an upload takes a
+	 * while the first time). */
+	if (pool_ready(o, dst, e) == NULL)
+		return -1;
+	if ((sc = vm_host_conn(src)) == NULL || (dc = vm_host_conn(dst)) == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "a hypervisor is unreachable");
+		goto out;
+	}
+	if (vm_suspend(src, name, e) < 0)
+		goto out;
+	t0 = clock_ms();
+	if (vpool_overlay_copy(sc, dc, id, uid, gid, disk, sizeof(disk), e) < 0)
+		goto resume;
+	copied = 1;
+	if (vm_migrate(src, dst, name, 1, ORCH_SOCKET_DIR, base, &ignored_pause, e) < 0)
+		goto resume;
+	/* A domain paused when it left stays paused where it arrives. */
+	if (vm_resume(dst, name, e) < 0)
+		log_warn("vm %s: %s", name, e->msg);
+	err_clear(e);
+	*pause_ms = clock_ms() - t0;
+	err_clear(&ignore);
+	if (vpool_overlay_delete(sc, id, &ignore) < 0)
+		log_warn("vm %s: its old overlay on %s stays: %s", name, vm_host_uri(src),
+		    ignore.msg);
+	rc = 0;
+	goto out;
+resume:
+	err_clear(&ignore);
+	if (copied && vpool_overlay_delete(dc, id, &ignore) < 0)
+		log_warn("vm %s: a copy of its overlay on %s stays: %s", name, vm_host_uri(dst),
+		    ignore.msg);
+	err_clear(&ignore);
+	if (vm_resume(src, name, &ignore) < 0)
+		log_warn("vm %s: %s", name, ignore.msg);
+out:
+	if (sc)
+		virConnectClose(sc);
+	if (dc)
+		virConnectClose(dc);
+	return rc;
+}
+
 int
 orch_migrate(struct orch *o, const char *from, const char *to, const char *id, long long *pause_ms,
     struct err *e)
@@ -1298,13 +1362,14 @@ orch_migrate(struct orch *o, const char *from, const char *to, const char *id, l
 		return -1;
 	}
 	orch_domain_name(id, name, sizeof(name));
-	/* Hosts that see aasd's files share the disk; libvirt 9 copies other
-	 * disks through QEMU's own connections (NBD), which the isolation
-	 * rule stops and its tunnel cannot carry. */
-	if (is_pooled(o, src) || is_pooled(o, dst)) {
+	/* Hosts that see aasd's files share the disk. Between two pooled
+	 * hosts aasd copies it (libvirt 9 would copy it through QEMU's own
+	 * connections, NBD, which the isolation rule stops and the tunnel
+	 * cannot carry): see move_pooled. */
+	if (is_pooled(o, src) != is_pooled(o, dst)) {
 		err_set(e, ERR_UNAVAILABLE,
-		    "a VM on a host with its own storage pool cannot move yet: its disk would"
-		    " travel over a connection of QEMU's own, which the isolation rule stops");
+		    "a VM cannot move between a host with its own storage pool and one that"
+		    " shares aasd's files");
 		return -1;
 	}
 	/* Sockets named anew: the old ones go with the old domain. */
@@ -1313,8 +1378,12 @@ orch_migrate(struct orch *o, const char *from, const char *to, const char *id, l
 		return -1;
 	}
 	snprintf(base, sizeof(base), "%s-%s", name, tag);
-	if (vm_migrate(src, dst, name, 1, ORCH_SOCKET_DIR, base, pause_ms, e) < 0)
+	if (is_pooled(o, src)) {
+		if (move_pooled(o, src, dst, id, name, base, pause_ms, e) < 0)
+			return -1;
+	} else if (vm_migrate(src, dst, name, 1, ORCH_SOCKET_DIR, base, pause_ms, e) < 0) {
 		return -1;
+	}
 	/* The source's streams ended with its QEMU; the next call opens the
 	 * agent on the new host, and the console copy goes on in its file. */
 	vm_agent_forget(src, name);

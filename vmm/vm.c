@@ -855,3 +855,41 @@ out:
 		virConnectClose(dc);
 	return rc;
 }
+
+/* Runs `op` on domain `name` of h. */
+static int
+domain_op(struct vm_host *h, const char *name, int (*op)(virDomainPtr), const char *what,
+    struct err *e)
+{
+	virConnectPtr c = vm_host_conn(h);
+	virDomainPtr d;
+	int rc = -1;
+
+	if (c == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+		return -1;
+	}
+	d = virDomainLookupByName(c, name);
+	if (d == NULL)
+		err_set(e, ERR_NOT_FOUND, "VM %s is not running on %s", name, h->uri);
+	else if (op(d) < 0)
+		err_set(e, ERR_UNAVAILABLE, "cannot %s %s: %s", what, name, last_error());
+	else
+		rc = 0;
+	if (d)
+		virDomainFree(d);
+	virConnectClose(c);
+	return rc;
+}
+
+int
+vm_suspend(struct vm_host *h, const char *name, struct err *e)
+{
+	return domain_op(h, name, virDomainSuspend, "pause", e);
+}
+
+int
+vm_resume(struct vm_host *h, const char *name, struct err *e)
+{
+	return domain_op(h, name, virDomainResume, "resume", e);
+}

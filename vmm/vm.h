@@ -82,4 +82,9 @@ int vm_stats(struct vm_host *h, const char *name, struct vm_stats *out, struct e
 int vm_migrate(struct vm_host *src, struct vm_host *dst, const char *name, int shared_storage,
     const char *socket_dir, const char *socket_base, long long *pause_ms, struct err *e);
 
+/* Pauses a running domain (QEMU flushes its disks as it stops), and lets
+ * it run again. */
+int vm_suspend(struct vm_host *h, const char *name, struct err *e);
+int vm_resume(struct vm_host *h, const char *name, struct err *e);
+
 #endif

@@ -365,3 +365,93 @@ vpool_overlay_delete(virConnectPtr c, const char *name, struct err *e)
 	virStoragePoolFree(p);
 	return rc;
 }
+
+int
+vpool_overlay_copy(virConnectPtr from, virConnectPtr to, const char *name, uid_t uid, gid_t gid,
+    char *path, size_t n, struct err *e)
+{
+	virStoragePoolPtr sp = pool_get(from, e), dp = NULL;
+	virStorageVolPtr sv = NULL, dv = NULL;
+	virStreamPtr in = NULL, out = NULL;
+	virStorageVolInfo info;
+	char vname[160], xml[VPOOL_XML_MAX], *buf = malloc(VPOOL_CHUNK);
+	int rc = -1, in_going = 0, out_going = 0, r;
+
+	if (sp == NULL || buf == NULL || (dp = pool_get(to, e)) == NULL) {
+		if (buf == NULL)
+			err_set(e, ERR_INTERNAL, "out of memory");
+		goto out;
+	}
+	snprintf(vname, sizeof(vname), "%s.qcow2", name);
+	sv = virStorageVolLookupByName(sp, vname);
+	/* Its size as a file (not the disk it describes). */
+	if (sv == NULL || virStorageVolGetInfoFlags(sv, &info, VIR_STORAGE_VOL_GET_PHYSICAL) < 0) {
+		err_set(e, ERR_UNAVAILABLE, "no overlay %s: %s", vname, vir_msg());
+		goto out;
+	}
+	if ((dv = virStorageVolLookupByName(dp, vname)) != NULL) {
+		vol_delete(dv);
+		virStorageVolFree(dv);
+	}
+	virResetLastError();
+	snprintf(xml, sizeof(xml),
+	    "<volume><name>%s</name><capacity unit='bytes'>%llu</capacity>"
+	    "<target><format type='raw'/><permissions><owner>%u</owner><group>%u</group>"
+	    "<mode>0600</mode></permissions></target></volume>",
+	    vname, info.allocation, (unsigned)uid, (unsigned)gid);
+	dv = virStorageVolCreateXML(dp, xml, 0);
+	in = virStreamNew(from, 0);
+	out = virStreamNew(to, 0);
+	if (dv == NULL || in == NULL || out == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "cannot make overlay %s on the new host: %s", vname,
+		    vir_msg());
+		goto out;
+	}
+	if (virStorageVolDownload(sv, in, 0, 0, 0) < 0) {
+		err_set(e, ERR_UNAVAILABLE, "cannot read overlay %s: %s", vname, vir_msg());
+		goto out;
+	}
+	in_going = 1;
+	if (virStorageVolUpload(dv, out, 0, 0, 0) < 0) {
+		err_set(e, ERR_UNAVAILABLE, "cannot write overlay %s: %s", vname, vir_msg());
+		goto out;
+	}
+	out_going = 1;
+	while ((r = virStreamRecv(in, buf, VPOOL_CHUNK)) > 0) {
+		for (int off = 0; off < r;) {
+			int w = virStreamSend(out, buf + off, (size_t)(r - off));
+			if (w < 0) {
+				err_set(e, ERR_UNAVAILABLE, "copy of overlay %s failed: %s", vname,
+				    vir_msg());
+				goto out;
+			}
+			off += w;
+		}
+	}
+	if (r < 0 || virStreamFinish(in) < 0) {
+		err_set(e, ERR_UNAVAILABLE, "copy of overlay %s failed: %s", vname, vir_msg());
+		goto out;
+	}
+	in_going = 0;
+	if (virStreamFinish(out) < 0) {
+		err_set(e, ERR_UNAVAILABLE, "copy of overlay %s failed: %s", vname, vir_msg());
+		goto out;
+	}
+	out_going = 0;
+	rc = vol_path(dv, path, n, e);
+out:
+	stream_done(in, in_going);
+	stream_done(out, out_going);
+	if (rc < 0 && dv)
+		vol_delete(dv);
+	if (dv)
+		virStorageVolFree(dv);
+	if (sv)
+		virStorageVolFree(sv);
+	if (dp)
+		virStoragePoolFree(dp);
+	if (sp)
+		virStoragePoolFree(sp);
+	free(buf);
+	return rc;
+}

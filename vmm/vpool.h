@@ -46,6 +46,13 @@ int vpool_overlay_create(virConnectPtr c, const char *name, const char *base_pat
  * as deleted. */
 int vpool_overlay_delete(virConnectPtr c, const char *name, struct err *e);
 
+/* Copies overlay <name>.qcow2 from host `from` to host `to` as it is (the
+ * same bytes, so the same backing path: the pool's path is the same
+ * everywhere), owned there by uid:gid, mode 0600. The VM must not write
+ * it meanwhile (paused). Its path on `to` into `path`. */
+int vpool_overlay_copy(virConnectPtr from, virConnectPtr to, const char *name, uid_t uid, gid_t gid,
+    char *path, size_t n, struct err *e);
+
 /* SHA-256 (hex) of a local file. */
 int vpool_sha256_file(const char *path, char *hex, size_t n, struct err *e);
 

@@ -2,8 +2,9 @@
 // (lib/hostd.mjs) in whose mount namespaces aasd's VM directory and the
 // image directory are empty. The image goes into each host's storage pool
 // (uploaded once, checked by its hash), and each VM's overlay is a volume
-// there, deleted with it. Such a sandbox cannot move yet (its disk would
-// need a connection of QEMU's own): evacuation reports it, and it runs on.
+// there, deleted with it. An evacuation between them pauses the guest,
+// copies its overlay through the libvirt connections and moves its memory:
+// processes and files go on on the other host.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -11,7 +12,7 @@ import { existsSync, readdirSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import {
-  BUILD, IMAGE_DIR, STATE, TEST_NET_ALLOW, aasctl, aasctlFail, newAccount, psql, sleep, startAasd, toolCaller,
+  BUILD, IMAGE_DIR, STATE, TEST_NET_ALLOW, aasctl, newAccount, psql, sleep, startAasd, toolCaller,
   vmEnv,
 } from './lib/harness.mjs';
 import { startHostd } from './lib/hostd.mjs';
@@ -40,7 +41,7 @@ async function qemuCmdline(id) {
   return stdout;
 }
 
-test('a host without aasd\'s files gets the image in its pool and overlays as volumes; evacuation reports what cannot move', async () => {
+test('a host without aasd\'s files gets the image in its pool and overlays as volumes; an evacuation copies the disk', async () => {
   const srv = await startAasd(vmEnv('pool', { AAS_LIBVIRT_URI: `${C.uri},${D.uri}` }));
   const acct = await newAccount();
   const call = await toolCaller(srv, acct);
@@ -74,33 +75,34 @@ test('a host without aasd\'s files gets the image in its pool and overlays as vo
     const count = async () => Number((await ok('run_command', { sandbox_id: id, command: 'cat ~/count' })).stdout);
     const c0 = await count();
 
-    // Evacuating C: reported as not moved, and it runs on, untouched.
+    // Evacuating C: D gets the image, the overlay is copied, the memory
+    // follows; the guest paused for the copy and the move.
     await aasctl('host', 'undrain', 'pool-d');
-    const ev = await aasctlFail('host', 'evacuate', 'pool-c', '--wait', '120');
-    assert.equal(ev.code, 1, ev.stderr);
-    const report = JSON.parse(ev.stdout);
-    assert.deepEqual(report.not_moved.map((x) => x.sandbox_id), [id]);
-    assert.match(report.not_moved[0].error, /storage pool cannot move yet/);
-    assert.equal(await psql(`select host_uri || ' ' || state from sandboxes where id = '${id}'`), `${C.uri} running`);
-    assert.ok(volumes(C).includes(`${id}.qcow2`));
-    assert.deepEqual(volumes(D), [], 'nothing was left on D');
+    const ev = await aasctl('host', 'evacuate', 'pool-c', '--wait', '300');
+    assert.deepEqual([ev.moved, ev.not_moved], [1, []], JSON.stringify(ev));
+    assert.ok(ev.longest_pause_ms > 0, JSON.stringify(ev));
+    assert.equal(await psql(`select host_uri || ' ' || state from sandboxes where id = '${id}'`), `${D.uri} running`);
+    assert.ok(!volumes(C).includes(`${id}.qcow2`), 'the old overlay is gone');
+    assert.ok(volumes(D).includes(`${id}.qcow2`));
     const c1 = await count();
     assert.ok(c1 > c0, `counter ${c0} -> ${c1}`);
+    await sleep(1000);
+    assert.ok(await count() > c1, 'it keeps counting on D');
     assert.equal((await ok('read_file', { sandbox_id: id, path: 'notes.txt' })).content, 'kept on the overlay\n');
-    await aasctl('host', 'undrain', 'pool-c');
-    await aasctl('host', 'drain', 'pool-c');
+    // Written after the move, on D's copy.
+    await ok('write_file', { sandbox_id: id, path: 'after.txt', content: 'on d\n' });
+    assert.equal((await ok('run_command', { sandbox_id: id, command: 'cat notes.txt after.txt' })).stdout,
+      'kept on the overlay\non d\n');
 
-    // A VM on D (C drains): D gets the image once; a second VM there
-    // uploads nothing more.
-    const second = (await ok('create_sandbox', { size: 'small', timeout_minutes: 5 })).sandbox_id;
-    ids.push(second);
-    assert.equal(await psql(`select host_uri from sandboxes where id = '${second}'`), D.uri);
+    // A new VM on D (C is evacuated, so drained): the image is there
+    // already and is not written again.
     const image = volumes(D).filter((v) => !v.startsWith('sbx-'));
     assert.equal(image.length, 3, image.join(' '));
     const stat = (v) => statSync(path.join(D.pool, v)).mtimeMs;
     const stamps = image.map(stat);
-    const third = (await ok('create_sandbox', { size: 'small', timeout_minutes: 5 })).sandbox_id;
-    ids.push(third);
+    const second = (await ok('create_sandbox', { size: 'small', timeout_minutes: 5 })).sandbox_id;
+    ids.push(second);
+    assert.equal(await psql(`select host_uri from sandboxes where id = '${second}'`), D.uri);
     assert.deepEqual(volumes(D).filter((v) => !v.startsWith('sbx-')), image);
     assert.deepEqual(image.map(stat), stamps, 'the image was not written again');
 
