@@ -25,7 +25,9 @@ CFLAGS  := -std=c17 -Wall -Wextra -Werror -Wshadow -Wformat=2 -Wvla \
 	-D_GNU_SOURCE -g $(OPT) $(SAN) -MMD -MP \
 	-I. $(PKG_CFLAGS)
 LDFLAGS := $(SAN) -pthread
-LDLIBS  := $(PKG_LIBS) -lm
+# argon2id for passwords (base/passwd.c); plain -largon2 without pkg-config.
+ARGON2_LIBS := $(shell pkg-config --libs libargon2 2>/dev/null || echo -largon2)
+LDLIBS  := $(PKG_LIBS) $(ARGON2_LIBS) -lm
 
 # One static library per layer, each built only from its own folder
 # (docs in README.md, "Layers"); a program links the layers it uses.
@@ -33,7 +35,7 @@ BASE_SRC := \
 	base/log.c base/err.c base/config.c base/keys.c base/db.c base/migrate.c \
 	base/jsonrpc.c base/jsonschema.c base/work.c base/ttlmap.c base/notify.c \
 	base/utf8.c base/metrics.c base/mcp_version.c base/buf.c base/num.c base/tool_result.c base/b64.c \
-	base/tally.c base/bq.c base/tar.c
+	base/tally.c base/bq.c base/tar.c base/passwd.c base/html.c base/smtp.c
 VMM_SRC := vmm/vm_xml.c vmm/conlog.c vmm/uidpool.c vmm/oomwatch.c vmm/vm.c vmm/vm_agent.c vmm/vpool.c vmm/agent.c vmm/agent_reply.c vmm/orch.c vmm/guest.c \
 	vmm/guest_tree.c vmm/netguard.c vmm/aread.c vmm/achan.c vmm/image/aproto.c vmm/image/agent_tree.c
 BILLING_SRC := billing/price.c billing/ledger.c billing/billing.c
@@ -41,18 +43,19 @@ SERVICE_SRC := \
 	service/app.c service/accounts.c service/session.c service/catalog.c \
 	service/tools.c service/tool_info.c service/tool_sandbox.c service/tool_args.c service/tool_files.c service/tool_cmd.c service/reaper.c \
 	service/sandbox.c service/sandbox_maint.c service/sandbox_hosts.c service/hosts.c service/place.c service/sandbox_io.c service/sandbox_tree.c service/sandbox_cmd.c service/sandbox_net.c service/sandbox_pty.c service/sandbox_move.c \
-	service/preview.c service/usage.c service/store.c service/store_cmd.c service/store_port.c service/store_money.c service/store_maint.c service/store_move.c service/settle.c
+	service/preview.c service/usage.c service/store.c service/store_cmd.c service/store_port.c service/store_money.c service/store_maint.c service/store_move.c service/settle.c \
+	service/attempts.c service/mailq.c service/websess.c service/users.c service/pay.c service/pay_stripe.c
 SERVER_SRC := \
 	server/auth.c server/http.c server/sse.c server/mcp.c server/mcp_rpc.c \
 	server/proxy.c server/proxy_parse.c server/metrics_http.c server/card.c \
 	server/rest.c server/rest_ops.c server/rest_query.c server/rest_openapi.c \
-	server/ws.c server/pty.c
-GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c $(B)/gen/embed_openapi.c
+	server/ws.c server/pty.c server/web.c server/web_page.c server/web_dash.c server/web_sbx.c server/web_usage.c server/web_pay.c
+GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c $(B)/gen/embed_openapi.c $(B)/gen/embed_web.c
 
 BASE_OBJ := $(BASE_SRC:%.c=$(B)/%.o) $(B)/gen/embed_migrations.o
 LIB_OBJ := $(BASE_OBJ) $(VMM_SRC:%.c=$(B)/%.o) $(BILLING_SRC:%.c=$(B)/%.o) \
 	$(SERVICE_SRC:%.c=$(B)/%.o) $(SERVER_SRC:%.c=$(B)/%.o) \
-	$(B)/gen/embed_tools.o $(B)/gen/embed_openapi.o
+	$(B)/gen/embed_tools.o $(B)/gen/embed_openapi.o $(B)/gen/embed_web.o
 AASD_OBJ   := $(B)/server/aasd.o
 AASCTL_OBJ := $(B)/server/aasctl.o
 
@@ -113,6 +116,11 @@ $(B)/gen/embed_bridge.c: $(B)/embed bridge/bridge_tools.json
 $(B)/gen/embed_openapi.c: $(B)/embed server/openapi.json
 	@mkdir -p $(dir $@)
 	$(Q)$(B)/embed embed_openapi $@ server/openapi.json
+
+WEB_ASSETS := server/web/app.css server/web/app.js
+$(B)/gen/embed_web.c: $(B)/embed $(WEB_ASSETS)
+	@mkdir -p $(dir $@)
+	$(Q)$(B)/embed embed_web $@ $(WEB_ASSETS)
 
 $(B)/libaas.a: $(LIB_OBJ)
 	$(Q)rm -f $@

@@ -55,7 +55,8 @@ static const struct cfg_entry cfg_table[] = {
 	{ "AAS_PUBLIC_URL", CFG_URL, "", 0, 0, F(public_url),
 	    "Origin clients use to reach the service; empty means http://<AAS_LISTEN>." },
 	{ "AAS_DASHBOARD_URL", CFG_STR, "", 0, 0, F(dashboard_url),
-	    "Where users get API keys; shown by get_service_info and in auth errors when set." },
+	    "Where users get API keys, shown by get_service_info and in auth errors; empty means "
+	    "the service's own sign-up page, <AAS_PUBLIC_URL>/signup." },
 	{ "AAS_ALLOWED_ORIGINS", CFG_ORIGINS, "", 0, 0, F(allowed_origins_raw),
 	    "Comma-separated browser Origins allowed; empty allows loopback origins and AAS_PUBLIC_URL." },
 	{ "AAS_METRICS_TOKEN", CFG_STR, "", 0, 0, F(metrics_token),
@@ -197,6 +198,50 @@ static const struct cfg_entry cfg_table[] = {
 	    "A terminal session with no input and no output for this long is closed." },
 	{ "AAS_PTY_TICKET_TTL_S", CFG_INT, "60", 1, 3600, F(pty_ticket_ttl_s),
 	    "Lifetime of a single-use terminal ticket (POST /v1/sandboxes/{id}/pty/ticket), in seconds." },
+	/* Self-service: the dashboard, web sessions, passwords and mail. */
+	{ "AAS_SMTP_URL", CFG_STR, "", 0, 0, F(smtp_url),
+	    "Where mail goes (smtp://host:port or smtps://host:port, optional user:password@); "
+	    "empty keeps mail in the outbox (aasctl mail pending)." },
+	{ "AAS_MAIL_FROM", CFG_STR, "aas <noreply@localhost>", 0, 0, F(mail_from),
+	    "Sender of the service's mail (verification, password reset)." },
+	{ "AAS_ARGON2_T_COST", CFG_INT, "3", 1, 10, F(argon2_t_cost),
+	    "Passes of argon2id over memory for each password hash." },
+	{ "AAS_ARGON2_M_KIB", CFG_INT, "65536", 8192, 1048576, F(argon2_m_kib),
+	    "Memory of each password hash, in KiB (times AAS_PASSWORD_HASHES at most at once)." },
+	{ "AAS_ARGON2_LANES", CFG_INT, "1", 1, 8, F(argon2_lanes),
+	    "Parallel lanes of each password hash." },
+	{ "AAS_PASSWORD_HASHES", CFG_INT, "2", 1, 64, F(password_hashes),
+	    "Password hashes computed at once; more wait (each takes AAS_ARGON2_M_KIB)." },
+	{ "AAS_WEB_IDLE_S", CFG_INT, "3600", 60, 86400 * 30, F(web_idle_s),
+	    "A dashboard session unused this long ends." },
+	{ "AAS_WEB_ABSOLUTE_S", CFG_INT, "604800", 300, 86400 * 90, F(web_absolute_s),
+	    "A dashboard session ends this long after login, used or not." },
+	{ "AAS_WEB_SESSIONS_PER_ACCOUNT", CFG_INT, "20", 1, 1000, F(web_sessions_per_account),
+	    "Dashboard sessions one account keeps; a new login ends the oldest beyond this." },
+	{ "AAS_LOGIN_FAILURES", CFG_INT, "5", 1, 1000, F(login_failures),
+	    "Failed logins for one e-mail within AAS_LOCKOUT_S before its login is locked." },
+	{ "AAS_LOGIN_FAILURES_PER_ADDRESS", CFG_INT, "30", 1, 100000, F(login_failures_per_address),
+	    "Failed logins from one client address within AAS_LOCKOUT_S before it is locked out." },
+	{ "AAS_LOCKOUT_S", CFG_INT, "900", 10, 86400, F(lockout_s),
+	    "The window failures are counted in, and how long a lockout lasts." },
+	{ "AAS_SIGNUPS_PER_ADDRESS", CFG_INT, "10", 1, 100000, F(signups_per_address),
+	    "Sign-ups (and password-reset or verification mails) from one client address per hour." },
+	{ "AAS_MAILS_PER_ACCOUNT", CFG_INT, "5", 1, 1000, F(mails_per_account),
+	    "Verification and reset mails one account may be sent per hour." },
+	{ "AAS_LINK_TTL_S", CFG_INT, "86400", 60, 86400 * 30, F(link_ttl_s),
+	    "How long an e-mail verification link works (password reset links: an hour at most)." },
+	{ "AAS_STRIPE_SECRET_KEY", CFG_STR, "", 0, 0, F(stripe_secret_key),
+	    "Stripe API key for Checkout top-ups; empty: the dashboard says credit comes from the "
+	    "operator." },
+	{ "AAS_STRIPE_WEBHOOK_SECRET", CFG_STR, "", 0, 0, F(stripe_webhook_secret),
+	    "Signing secret of the Stripe webhook endpoint <AAS_PUBLIC_URL>/v1/billing/stripe/webhook." },
+	{ "AAS_STRIPE_API_URL", CFG_STR, "https://api.stripe.com", 0, 0, F(stripe_api_url),
+	    "Stripe's API origin (tests point it at a local stand-in)." },
+	{ "AAS_TOPUP_USD", CFG_STR, "5,10,25", 0, 0, F(topup_usd),
+	    "Top-up amounts offered, whole US dollars, comma-separated (at most 8, each 1 to 1000)." },
+	{ "AAS_TRUST_X_REAL_IP", CFG_INT, "0", 0, 1, F(trust_x_real_ip),
+	    "1: a request from a loopback peer (a reverse proxy on this machine) is counted "
+	    "under its X-Real-IP header for sign-up and login limits." },
 };
 
 #undef F
@@ -627,6 +672,44 @@ finish_defaults(struct config *cfg, struct err *e)
 		int v6 = strchr(cfg->listen_host, ':') != NULL;
 		snprintf(cfg->public_url, sizeof(cfg->public_url), "http://%s%s%s:%d",
 		    v6 ? "[" : "", cfg->listen_host, v6 ? "]" : "", cfg->listen_port);
+	}
+	if (cfg->dashboard_url[0] == '\0') {
+		/* The service's own dashboard: auth errors point new users there. */
+		int dn = snprintf(cfg->dashboard_url, sizeof(cfg->dashboard_url), "%s/signup",
+		    cfg->public_url);
+		if (dn < 0 || (size_t)dn >= sizeof(cfg->dashboard_url)) {
+			err_set(e, ERR_INVALID, "AAS_DASHBOARD_URL: derived value too long");
+			return -1;
+		}
+	}
+	/* Top-up amounts: whole dollars, a few, each within reason. */
+	{
+		const char *p = cfg->topup_usd;
+
+		cfg->n_topups = 0;
+		while (*p) {
+			long long v = 0;
+			const char *q = p;
+
+			while (*q >= '0' && *q <= '9' && v <= 1000)
+				v = v * 10 + (*q++ - '0');
+			if (q == p || v < 1 || v > 1000 || (*q != ',' && *q != '\0') ||
+			    cfg->n_topups >= CONFIG_MAX_TOPUPS) {
+				err_set_field(e, "AAS_TOPUP_USD",
+				    "AAS_TOPUP_USD: up to %d whole-dollar amounts from 1 to 1000, "
+				    "comma-separated",
+				    CONFIG_MAX_TOPUPS);
+				return -1;
+			}
+			cfg->topups[cfg->n_topups++] = (int)v;
+			p = *q ? q + 1 : q;
+		}
+	}
+	if (cfg->smtp_url[0] && strncmp(cfg->smtp_url, "smtp://", 7) != 0 &&
+	    strncmp(cfg->smtp_url, "smtps://", 8) != 0) {
+		err_set_field(e, "AAS_SMTP_URL",
+		    "AAS_SMTP_URL: expected smtp://host:port or smtps://host:port");
+		return -1;
 	}
 	if (cfg->preview_domain[0] == '\0')
 		snprintf(cfg->preview_domain, sizeof(cfg->preview_domain), "localhost:%d",

@@ -9,6 +9,7 @@
 #include "base/err.h"
 
 #define CONFIG_MAX_ORIGINS 16
+#define CONFIG_MAX_TOPUPS 8
 #define CONFIG_STR_MAX 512
 /* Ranges in AAS_NET_ALLOW, and the length of its canonical form. */
 #define CONFIG_MAX_NET_ALLOW 32
@@ -95,6 +96,29 @@ struct config {
 	int max_pty_per_account;
 	int pty_idle_s;
 	int pty_ticket_ttl_s;
+	/* Self-service */
+	char smtp_url[CONFIG_STR_MAX];
+	char mail_from[256];
+	int argon2_t_cost;
+	int argon2_m_kib;
+	int argon2_lanes;
+	int password_hashes;
+	int web_idle_s;
+	int web_absolute_s;
+	int web_sessions_per_account;
+	int login_failures;
+	int login_failures_per_address;
+	int lockout_s;
+	int signups_per_address;
+	int mails_per_account;
+	int link_ttl_s;
+	int trust_x_real_ip;
+	char stripe_secret_key[256];
+	char stripe_webhook_secret[256];
+	char stripe_api_url[CONFIG_STR_MAX];
+	char topup_usd[64];
+	int topups[CONFIG_MAX_TOPUPS]; /* whole USD, from topup_usd */
+	int n_topups;
 };
 
 enum config_virt { CONFIG_VIRT_AUTO, CONFIG_VIRT_KVM, CONFIG_VIRT_TCG };

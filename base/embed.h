@@ -23,4 +23,8 @@ extern const size_t embed_bridge_tools_count;
 extern const struct embed_file embed_openapi[];
 extern const size_t embed_openapi_count;
 
+/* server/web/ (the dashboard's style sheet and script) */
+extern const struct embed_file embed_web[];
+extern const size_t embed_web_count;
+
 #endif

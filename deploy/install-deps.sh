@@ -8,7 +8,8 @@ libmicrohttpd-dev libjansson-dev libpq-dev libssl-dev libcurl4-openssl-dev
 libvirt-dev libvirt-daemon-driver-qemu libvirt-daemon libcmocka-dev
 postgresql postgresql-client
 qemu-system-x86 qemu-utils mmdebstrap busybox-static passt nftables
-curl wrk gdb"
+curl wrk gdb
+chromium python3-aiosmtpd libargon2-dev"
 
 missing=""
 for p in $PKGS; do

@@ -18,6 +18,7 @@
 #include "base/config.h"
 #include "billing/ledger.h"
 #include "service/usage.h"
+#include "service/mailq.h"
 #include "base/log.h"
 #include "base/num.h"
 
@@ -48,6 +49,8 @@ static const char usage[] =
     "                                            (600) and lists those that cannot move\n"
     "  host remove HOST                          forget a host with no live sandboxes\n"
     "                                            (HOST: a host's name or URI)\n"
+    "  mail pending [--limit N]                  mail not sent yet, with its text (links\n"
+    "                                            included), for operators without SMTP\n"
     "  dev-key --email E --file F                reuse the key in F if it still works,\n"
     "                                            else create account/key and write F (0600)\n"
     "Configuration: the AAS_* environment variables aasd reads (docs/configuration.md).\n";
@@ -410,6 +413,18 @@ run(struct app *app, int argc, char **argv, struct err *e)
 	}
 	if (strcmp(what, "host") == 0)
 		return cmd_host(app, argc, argv, e);
+	if (strcmp(what, "mail") == 0 && strcmp(sub, "pending") == 0) {
+		const char *lim = opt(argc, argv, "--limit");
+		long long l = 100;
+
+		if (lim && (num_parse_ll(lim, &l) < 0 || l < 1 || l > AASCTL_MAX_LEDGER)) {
+			err_set_field(e, "limit", "limit: a whole number from 1 to %d",
+			    AASCTL_MAX_LEDGER);
+			return fail(e);
+		}
+		v = mailq_pending(app->db, (int)l, e);
+		return v ? print_json(v) : fail(e);
+	}
 bad:
 	fputs(usage, stderr);
 	return 2;

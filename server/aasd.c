@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <curl/curl.h>
+
 #include "service/app.h"
 #include "server/auth.h"
 #include "server/card.h"
@@ -21,13 +23,16 @@
 #include "server/proxy.h"
 #include "server/rest.h"
 #include "server/pty.h"
+#include "server/web.h"
+#include "service/mailq.h"
+#include "base/passwd.h"
 #include "service/sandbox.h"
 #include "vmm/vm.h"
 #include "service/tools.h"
 #include "base/work.h"
 
 #define WORK_QUEUE_MAX 4096
-#define MAX_ROUTES 40
+#define MAX_ROUTES 72
 
 static const char *
 env_get(const char *name)
@@ -226,6 +231,8 @@ main(int argc, char **argv)
 	struct metrics_http *metrics = NULL;
 	struct rest *rest = NULL;
 	struct pty_hub *pty = NULL;
+	struct mailq *mq = NULL;
+	struct web *web = NULL;
 	struct http_route routes[MAX_ROUTES];
 	size_t n_rest = 0;
 	struct work_pool *work = NULL;
@@ -266,6 +273,10 @@ main(int argc, char **argv)
 
 	if (tools_init(&e) < 0)
 		log_fatal("tools: %s", e.msg);
+	/* Before any thread: libcurl's global state (mail). */
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0)
+		log_fatal("start: libcurl did not initialise");
+	pw_set_concurrency(cfg.password_hashes);
 	app = app_new(&cfg, APP_CACHES, &e);
 	if (app == NULL) {
 		log_error("start: %s", e.msg);
@@ -287,6 +298,13 @@ main(int argc, char **argv)
 		rest = rest_new(app, &e);
 	if (rest != NULL)
 		pty = pty_new(app, &e);
+	if (pty != NULL)
+		mq = mailq_start(app->db, &app->cfg, &e);
+	if (mq != NULL) {
+		web = web_new(app, mq);
+		if (web == NULL)
+			err_set(&e, ERR_INTERNAL, "out of memory");
+	}
 	work = work_new(cfg.workers, WORK_QUEUE_MAX, &e);
 	if (work != NULL) {
 		struct work_limits lim = {
@@ -300,7 +318,7 @@ main(int argc, char **argv)
 		}
 	}
 	if (mcp == NULL || card == NULL || metrics == NULL || rest == NULL || pty == NULL ||
-	    work == NULL) {
+	    mq == NULL || web == NULL || work == NULL) {
 		log_error("start: %s", e.msg);
 		goto out;
 	}
@@ -322,7 +340,7 @@ main(int argc, char **argv)
 	};
 	const struct http_route *rest_r = rest_routes(rest, &n_rest);
 	size_t n_fixed = sizeof(fixed) / sizeof(fixed[0]);
-	if (n_fixed + PTY_ROUTES + n_rest > MAX_ROUTES) {
+	if (n_fixed + PTY_ROUTES + n_rest + WEB_ROUTES > MAX_ROUTES) {
 		log_error("start: too many HTTP routes");
 		goto out;
 	}
@@ -330,6 +348,7 @@ main(int argc, char **argv)
 	memcpy(routes, fixed, sizeof(fixed));
 	n_fixed += pty_routes(pty, routes + n_fixed, PTY_ROUTES);
 	memcpy(routes + n_fixed, rest_r, n_rest * sizeof(*rest_r));
+	n_rest += web_routes(web, routes + n_fixed + n_rest, WEB_ROUTES);
 	const struct proxy_config pcfg = {
 		.max_conns = cfg.preview_max_conns,
 		.max_per_sandbox = cfg.max_preview_conns_per_sandbox,
@@ -377,6 +396,8 @@ out:
 	work_free(work);
 	pty_stop(pty);
 	http_free(http);
+	web_free(web);
+	mailq_stop(mq);
 	pty_free(pty);
 	mcp_free(mcp);
 	card_free(card);
@@ -390,5 +411,6 @@ out:
 	 * into the proxy through the hooks until then. */
 	proxy_free(proxy);
 	tools_cleanup();
+	curl_global_cleanup();
 	return rc;
 }

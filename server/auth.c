@@ -123,9 +123,11 @@ auth_reply_unauthorized(struct http_req *req, enum auth_found found, const char 
 		    *dash ? "Get a key at " :
 			    "Keys are issued by the operator of this service (aasctl key create).",
 		    dash, *dash ? "." : "");
+	else if (found == AUTH_MALFORMED && why)
+		snprintf(msg, sizeof(msg), "%s", why);
 	else
-		snprintf(msg, sizeof(msg), "%s",
-		    found == AUTH_MALFORMED && why ? why : "invalid or revoked API key");
+		snprintf(msg, sizeof(msg), "invalid or revoked API key.%s%s%s",
+		    *dash ? " Get a new one at " : "", dash, *dash ? "." : "");
 	http_add_header(req, "WWW-Authenticate",
 	    found == AUTH_NO_KEY ?
 		"Bearer" :

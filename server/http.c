@@ -206,6 +206,25 @@ http_request_id(const struct http_req *req)
 	return req->request_id;
 }
 
+int
+http_client_addr(const struct http_req *req, char *out, size_t n)
+{
+	const union MHD_ConnectionInfo *ci = MHD_get_connection_info(req->conn,
+	    MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+	const void *a;
+
+	if (sa == NULL)
+		return -1;
+	if (sa->sa_family == AF_INET)
+		a = &((const struct sockaddr_in *)(const void *)sa)->sin_addr;
+	else if (sa->sa_family == AF_INET6)
+		a = &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr;
+	else
+		return -1;
+	return inet_ntop(sa->sa_family, a, out, (socklen_t)n) ? 0 : -1;
+}
+
 const char *
 http_account(const struct http_req *req)
 {

@@ -115,6 +115,8 @@ const char *http_query(const struct http_req *req);
  * decoded). -1 when there is none or it does not fit in n bytes. */
 int http_path_arg(const struct http_req *req, size_t i, char *out, size_t n);
 const char *http_request_id(const struct http_req *req);
+/* The peer's address as text ("127.0.0.1", "::1"); -1 when unknown. */
+int http_client_addr(const struct http_req *req, char *out, size_t n);
 /* The account the request's API key was resolved to before its body was
  * read; NULL without a key, or on a route that reads none. */
 const char *http_account(const struct http_req *req);

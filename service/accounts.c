@@ -80,7 +80,9 @@ create_tx(PGconn *c, void *arg, struct err *e)
 	PGresult *r;
 	int rc;
 
-	r = db_conn_query(c, "INSERT INTO accounts(email) VALUES ($1) RETURNING id", 1, params, e);
+	r = db_conn_query(c,
+	    "INSERT INTO accounts(email, email_verified_at) VALUES ($1, now()) RETURNING id", 1,
+	    params, e);
 	if (r == NULL) {
 		if (e->kind == ERR_CONFLICT)
 			snprintf(e->msg, sizeof(e->msg), "an account with that e-mail exists");
@@ -200,6 +202,15 @@ keycreate_tx(PGconn *c, void *arg, struct err *e)
 		err_set(e, ERR_NOT_FOUND, "account not found");
 		return -1;
 	}
+	/* Counted under the account's lock: two creates cannot both pass. */
+	if (db_conn_exec(c, "SELECT 1 FROM api_keys WHERE account_id = $1 AND revoked_at IS NULL",
+		1, params, &found, e) < 0)
+		return -1;
+	if (found >= ACCT_MAX_LIVE_KEYS) {
+		err_set_at(e, ERR_LIMIT, "name",
+		    "An account has at most %d live keys; revoke one first.", ACCT_MAX_LIVE_KEYS);
+		return -1;
+	}
 	return insert_key(c, kc->account_id, kc->name, kc->key, e);
 }
 
@@ -248,7 +259,13 @@ acct_key_list(struct db *db, const char *account_id, struct err *e)
 int
 acct_key_revoke(struct db *db, const char *key_id, struct err *e)
 {
-	const char *params[1] = { key_id };
+	return acct_key_revoke_owned(db, NULL, key_id, e);
+}
+
+int
+acct_key_revoke_owned(struct db *db, const char *account_id, const char *key_id, struct err *e)
+{
+	const char *params[2] = { key_id, account_id };
 	long n;
 
 	if (!acct_id_valid(key_id)) {
@@ -257,9 +274,10 @@ acct_key_revoke(struct db *db, const char *key_id, struct err *e)
 	}
 	if (db_exec(db,
 		"WITH u AS (UPDATE api_keys SET revoked_at = now()"
-		" WHERE id = $1 AND revoked_at IS NULL RETURNING key_hash)"
+		" WHERE id = $1 AND ($2::uuid IS NULL OR account_id = $2::uuid)"
+		" AND revoked_at IS NULL RETURNING key_hash)"
 		" SELECT pg_notify('aas_invalidate', 'k:' || key_hash) FROM u",
-		1, params, &n, e) < 0)
+		2, params, &n, e) < 0)
 		return -1;
 	if (n != 1) {
 		err_set(e, ERR_NOT_FOUND, "no live key with that id");

@@ -9,6 +9,7 @@
 #include "base/ttlmap.h"
 
 #define ACCT_ID_LEN 36 /* uuid text */
+#define ACCT_MAX_LIVE_KEYS 50
 
 struct acct_new_key {
 	char key_id[ACCT_ID_LEN + 1];
@@ -32,6 +33,9 @@ json_t *acct_key_list(struct db *db, const char *account_id, struct err *e);
 /* Revokes a key by id and announces it to every aasd (notification
  * "k:<key hash>" on channel aas_invalidate); ERR_NOT_FOUND if no live key has that id. */
 int acct_key_revoke(struct db *db, const char *key_id, struct err *e);
+/* The same, only when the key belongs to `account_id` (NULL: any);
+ * another account's key is ERR_NOT_FOUND, as a key that does not exist. */
+int acct_key_revoke_owned(struct db *db, const char *account_id, const char *key_id, struct err *e);
 
 /* What disabling an account did. */
 struct acct_disabled {

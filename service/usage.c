@@ -91,6 +91,47 @@ usage_ledger_json(struct db *db, const char *account, int limit, int64_t before_
 }
 
 json_t *
+usage_daily_json(struct db *db, const char *account, int days, struct err *e)
+{
+	char nd[16];
+	const char *p[2] = { account, nd };
+	json_t *out;
+	PGresult *r;
+
+	if (days < 1 || days > 366) {
+		err_set_field(e, "days", "days: 1 to 366");
+		return NULL;
+	}
+	snprintf(nd, sizeof(nd), "%d", days);
+	r = db_query(db,
+	    "WITH d AS (SELECT generate_series(date_trunc('day', now() AT TIME ZONE 'UTC') "
+	    "  - make_interval(days => $2::int - 1), date_trunc('day', now() AT TIME ZONE 'UTC'), "
+	    "  interval '1 day') AS day) "
+	    "SELECT to_char(d.day, 'YYYY-MM-DD'), coalesce(-sum(l.amount), 0) "
+	    "FROM d LEFT JOIN ledger l ON l.account_id = $1 AND l.kind IN ('charge', 'refund') "
+	    "  AND l.created_at >= d.day AT TIME ZONE 'UTC' "
+	    "  AND l.created_at < (d.day + interval '1 day') AT TIME ZONE 'UTC' "
+	    "GROUP BY d.day ORDER BY d.day",
+	    2, p, e);
+	if (r == NULL)
+		return NULL;
+	out = json_array();
+	for (int i = 0; out != NULL && i < PQntuples(r); i++) {
+		long long spent;
+
+		if (db_get_ll(r, i, 1, &spent, e) < 0) {
+			json_decref(out);
+			out = NULL;
+			break;
+		}
+		json_array_append_new(out,
+		    json_pack("{s:s,s:I}", "day", PQgetvalue(r, i, 0), "spent", (json_int_t)spent));
+	}
+	PQclear(r);
+	return out;
+}
+
+json_t *
 usage_get(struct app *app, const char *account, const struct usage_req *req, struct err *e)
 {
 	struct usage_totals t;

@@ -26,6 +26,9 @@ struct usage_extend_req {
 /* Ledger entries as JSON, newest first, paged by id (get_usage, aasctl). */
 json_t *usage_ledger_json(struct db *db, const char *account, int limit, int64_t before_id,
     int64_t *next_before, struct err *e);
+/* Net spend (charges less refunds) per UTC day for the last `days` days
+ * (1..366), oldest first: [{"day": "YYYY-MM-DD", "spent": micro-USD}]. */
+json_t *usage_daily_json(struct db *db, const char *account, int days, struct err *e);
 json_t *usage_get(struct app *app, const char *account, const struct usage_req *req, struct err *e);
 /* Charges `minutes` more and moves expires_at, in one transaction;
  * refused past the maximum lifetime or for a sandbox that is not running. */

@@ -175,6 +175,23 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 		pkill -f "$ROOT/$B/aasd" 2>/dev/null || true
 		failed=$((failed + 1))
 	fi
+	# The browser tests' Chromium: each profile is a directory
+	# $STATE/browser/aas-test-chromium-* (tests/e2e/lib/browser.mjs), named
+	# on the command line of the browser and of its child processes; no
+	# other Chromium is touched.
+	left=$(pgrep -fc "$STATE/browser/aas-test-chromium-" || true)
+	if [ "${left:-0}" -gt 0 ]; then
+		echo "e2e left $left Chromium process(es) running"
+		pkill -KILL -f "$STATE/browser/aas-test-chromium-" 2>/dev/null || true
+		failed=$((failed + 1))
+	fi
+	# Profiles of browsers that were killed, and their singleton socket
+	# directories in TMPDIR (each profile's SingletonSocket links there).
+	for l in "$STATE"/browser/aas-test-chromium-*/SingletonSocket; do
+		d=$(dirname "$(readlink "$l" 2>/dev/null || echo /)")
+		case $d in */org.chromium.Chromium.*) rm -rf "$d" ;; esac
+	done
+	rm -rf "$STATE/browser"
 fi
 
 echo "$passed passed, $failed failed"

@@ -160,7 +160,8 @@ test_defaults(void **state)
 	assert_true(cfg.state_dir[0] == '/');
 	snprintf(want, sizeof(want), "postgresql:///aas?host=%s/var/run&user=aas", cwd);
 	assert_string_equal(cfg.database_url, want);
-	assert_string_equal(cfg.dashboard_url, "");
+	/* The service's own sign-up page. */
+	assert_string_equal(cfg.dashboard_url, "http://127.0.0.1:8080/signup");
 	assert_string_equal(cfg.allowed_origins_raw, "");
 	assert_int_equal(cfg.n_allowed_origins, 0);
 	assert_int_equal(cfg.log_level, LOG_LEVEL_INFO);

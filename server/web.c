@@ -1,0 +1,573 @@
+/* web.c - the dashboard's routes, sessions, CSRF and the pages of
+ * signing up, logging in and e-mail links (web_). Handlers run on the
+ * HTTP thread only to hand the request to a worker, queued under the
+ * client's address so one client's slow password hashes never delay
+ * another's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/embed.h"
+#include "base/keys.h"
+#include "base/log.h"
+#include "server/rest_query.h"
+#include "server/web_int.h"
+#include "service/mailq.h"
+#include "service/users.h"
+
+#define COOKIE_SESSION "aas_session"
+#define COOKIE_FORM "aas_form"
+
+const char *
+web_field(const struct web_ctx *c, const char *name)
+{
+	const char *v = c->form ? json_string_value(json_object_get(c->form, name)) : NULL;
+
+	return v ? v : "";
+}
+
+const char *
+web_qarg(const struct web_ctx *c, const char *name)
+{
+	const char *v = c->query ? json_string_value(json_object_get(c->query, name)) : NULL;
+
+	return v ? v : "";
+}
+
+/* The value of cookie `name` (with the __Host- prefix under https) into
+ * out; -1 when absent or too long. */
+static int
+cookie_get(const struct web_ctx *c, const char *name, char *out, size_t n)
+{
+	const char *h = http_header(c->req, "Cookie");
+	char full[64];
+	size_t fl;
+
+	snprintf(full, sizeof(full), "%s%s", c->secure ? "__Host-" : "", name);
+	fl = strlen(full);
+	while (h && *h) {
+		const char *end = strchr(h, ';');
+		size_t len;
+
+		while (*h == ' ')
+			h++;
+		len = end ? (size_t)(end - h) : strlen(h);
+		if (len > fl && strncmp(h, full, fl) == 0 && h[fl] == '=') {
+			len -= fl + 1;
+			if (len >= n)
+				return -1;
+			memcpy(out, h + fl + 1, len);
+			out[len] = '\0';
+			return 0;
+		}
+		h = end ? end + 1 : NULL;
+	}
+	return -1;
+}
+
+static void
+cookie_set(struct web_ctx *c, const char *name, const char *value, int max_age, const char *same)
+{
+	char v[256];
+
+	snprintf(v, sizeof(v), "%s%s=%s; Path=/; HttpOnly; SameSite=%s; Max-Age=%d%s",
+	    c->secure ? "__Host-" : "", name, value ? value : "", same, value ? max_age : 0,
+	    c->secure ? "; Secure" : "");
+	http_add_header(c->req, "Set-Cookie", v);
+}
+
+void
+web_set_session_cookie(struct web_ctx *c, const char *id)
+{
+	/* Lax: a link from a mail or another site arrives logged in, but no
+	 * other site's form posts with the cookie. */
+	cookie_set(c, COOKIE_SESSION, id, c->cfg->web_absolute_s, "Lax");
+}
+
+void
+web_redirect(struct web_ctx *c, const char *location)
+{
+	page_security_headers(c->req);
+	http_add_header(c->req, "Location", location);
+	http_reply_raw(c->req, 303, "text/plain; charset=utf-8", "See Other\n", 10);
+}
+
+int
+web_csrf_check(struct web_ctx *c)
+{
+	const char *origin = http_header(c->req, "Origin");
+	const char *tok = web_field(c, "csrf");
+	int ok;
+
+	/* A browser sends Origin on a POST; another site's is refused. */
+	if (origin && strcmp(origin, "null") != 0 && !config_origin_allowed(c->cfg, origin))
+		ok = 0;
+	else if (c->logged_in)
+		ok = wsess_csrf_ok(&c->sess, tok);
+	else
+		ok = strlen(tok) == WEB_TOKEN_LEN && key_hash_equal(tok, c->form_token) &&
+		    !c->form_token_new;
+	if (!ok)
+		page_message(c, 403, "Form expired",
+		    "This form was not sent from this site's current page (its security token is "
+		    "missing or wrong). Go back, reload the page and send it again.",
+		    NULL, NULL);
+	return ok;
+}
+
+static void
+signup_form(struct web_ctx *c, const struct err *e, int status)
+{
+	const char *ef = e && strcmp(e->field, "email") == 0 ? e->msg : NULL;
+	const char *pf = e && strcmp(e->field, "password") == 0 ? e->msg : NULL;
+
+	page_begin(c, "Create your account");
+	page_f(c,
+	    "<p>New accounts get %M of free credit once the e-mail address is verified. No "
+	    "card needed.</p>",
+	    c->cfg->free_credit);
+	if (e && !ef && !pf)
+		page_alert(c, "error", e->msg);
+	page_f(c, "<form method=\"post\" action=\"/signup\" novalidate>");
+	page_csrf(c);
+	page_input(c, "email", "E-mail address", "email", "email", web_field(c, "email"), NULL, ef);
+	page_input(c, "password", "Password", "password", "new-password", "",
+	    "At least 10 characters; a few words make a good one.", pf);
+	page_f(c,
+	    "<button type=\"submit\">Sign up</button></form>"
+	    "<p>Have an account? <a href=\"/login\">Log in</a>.</p>");
+	page_send(c, status);
+}
+
+static void
+signup(struct web_ctx *c)
+{
+	char account[ACCT_ID_LEN + 1], sid[WSESS_ID_LEN + 1];
+	struct err e;
+
+	if (strcmp(c->method, "POST") != 0) {
+		signup_form(c, NULL, 200);
+		return;
+	}
+	if (!web_csrf_check(c))
+		return;
+	err_clear(&e);
+	if (user_signup(c->w->app->db, c->cfg, web_field(c, "email"), web_field(c, "password"),
+		c->addr, account, &e) < 0) {
+		signup_form(c, &e, e.kind == ERR_LIMIT ? 429 : e.kind == ERR_CONFLICT ? 409 : 400);
+		return;
+	}
+	mailq_poke(c->w->mq);
+	log_info("web: account %s signed up", account);
+	if (wsess_create(c->w->app->db, c->cfg, account, sid, &e) < 0) {
+		page_message(c, 500, "Signed up", "Your account exists; log in to continue.",
+		    "/login", "Log in");
+		return;
+	}
+	web_set_session_cookie(c, sid);
+	web_redirect(c, "/dashboard");
+}
+
+static void
+login_form(struct web_ctx *c, const struct err *e, int status)
+{
+	page_begin(c, "Log in");
+	if (e)
+		page_alert(c, "error", e->msg);
+	page_f(c, "<form method=\"post\" action=\"/login\" novalidate>");
+	page_csrf(c);
+	page_input(c, "email", "E-mail address", "email", "username", web_field(c, "email"), NULL,
+	    NULL);
+	page_input(c, "password", "Password", "password", "current-password", "", NULL, NULL);
+	page_f(c,
+	    "<button type=\"submit\">Log in</button></form>"
+	    "<p><a href=\"/reset\">Forgot your password?</a> · "
+	    "<a href=\"/signup\">Create an account</a></p>");
+	page_send(c, status);
+}
+
+static void
+login(struct web_ctx *c)
+{
+	char account[ACCT_ID_LEN + 1], sid[WSESS_ID_LEN + 1];
+	struct err e;
+
+	if (strcmp(c->method, "POST") != 0) {
+		if (c->logged_in) {
+			web_redirect(c, "/dashboard");
+			return;
+		}
+		login_form(c, NULL, 200);
+		return;
+	}
+	if (!web_csrf_check(c))
+		return;
+	err_clear(&e);
+	if (user_login(c->w->app->db, c->cfg, web_field(c, "email"), web_field(c, "password"),
+		c->addr, account, &e) < 0) {
+		login_form(c, &e,
+		    e.kind == ERR_LIMIT         ? 429 :
+			e.kind == ERR_FORBIDDEN ? 403 :
+			e.kind == ERR_INVALID   ? 400 :
+						  401);
+		return;
+	}
+	if (wsess_create(c->w->app->db, c->cfg, account, sid, &e) < 0) {
+		page_message(c, 503, "Log in", "The service could not log you in now; try again.",
+		    "/login", "Log in");
+		return;
+	}
+	if (c->logged_in)
+		(void)wsess_end(c->w->app->db, c->sid, &e);
+	web_set_session_cookie(c, sid);
+	web_redirect(c, "/dashboard");
+}
+
+static void
+logout(struct web_ctx *c)
+{
+	struct err e;
+
+	if (strcmp(c->method, "POST") != 0) {
+		web_redirect(c, c->logged_in ? "/dashboard" : "/login");
+		return;
+	}
+	if (!c->logged_in) {
+		web_redirect(c, "/login");
+		return;
+	}
+	if (!web_csrf_check(c))
+		return;
+	err_clear(&e);
+	(void)wsess_end(c->w->app->db, c->sid, &e);
+	web_set_session_cookie(c, NULL);
+	c->logged_in = 0;
+	page_message(c, 200, "Logged out", "You are logged out.", "/login", "Log in again");
+}
+
+static int
+link_status(const struct err *e)
+{
+	switch (e->kind) {
+	case ERR_NOT_FOUND:
+		return 404;
+	case ERR_CONFLICT:
+		return 409;
+	case ERR_TIMEOUT:
+		return 410;
+	default:
+		return err_http_status(e->kind);
+	}
+}
+
+static void
+verify(struct web_ctx *c)
+{
+	char account[ACCT_ID_LEN + 1], msg[256];
+	struct err e;
+
+	err_clear(&e);
+	if (user_verify(c->w->app->db, c->cfg, web_qarg(c, "code"), account, &e) < 0) {
+		page_message(c, link_status(&e), "E-mail not verified", e.msg,
+		    c->logged_in ? "/dashboard" : "/login",
+		    c->logged_in ? "Ask for a new link on the overview" : "Log in");
+		return;
+	}
+	log_info("web: account %s verified its e-mail", account);
+	snprintf(msg, sizeof(msg), "Your e-mail address is verified%s.",
+	    c->cfg->free_credit > 0 ? " and your free credit is on your balance" : "");
+	page_message(c, 200, "E-mail verified", msg, "/dashboard", "Go to your dashboard");
+}
+
+static void
+reset_request(struct web_ctx *c)
+{
+	struct err e;
+
+	if (strcmp(c->method, "POST") == 0) {
+		if (!web_csrf_check(c))
+			return;
+		err_clear(&e);
+		if (user_reset_request(c->w->app->db, c->cfg, web_field(c, "email"), c->addr, &e) ==
+		    0) {
+			mailq_poke(c->w->mq);
+			page_message(c, 200, "Check your mail",
+			    "If an account has this address, a link to choose a new password is on "
+			    "its way. It works for one hour.",
+			    "/login", "Back to log in");
+			return;
+		}
+		page_begin(c, "Reset your password");
+		page_alert(c, "error", e.msg);
+	} else {
+		page_begin(c, "Reset your password");
+	}
+	page_f(c,
+	    "<p>We send a link to choose a new password to your e-mail address.</p>"
+	    "<form method=\"post\" action=\"/reset\" novalidate>");
+	page_csrf(c);
+	page_input(c, "email", "E-mail address", "email", "email", web_field(c, "email"), NULL,
+	    NULL);
+	page_f(c, "<button type=\"submit\">Send the link</button></form>");
+	page_send(c, strcmp(c->method, "POST") == 0 ? 400 : 200);
+}
+
+static void
+reset_confirm(struct web_ctx *c)
+{
+	const char *code = strcmp(c->method, "POST") == 0 ? web_field(c, "code") :
+							    web_qarg(c, "code");
+	char account[ACCT_ID_LEN + 1], sid[WSESS_ID_LEN + 1];
+	struct err e;
+	int status = 200;
+
+	err_clear(&e);
+	if (strcmp(c->method, "POST") == 0) {
+		if (!web_csrf_check(c))
+			return;
+		if (user_reset_confirm(c->w->app->db, c->cfg, code, web_field(c, "password"),
+			account, &e) == 0) {
+			if (wsess_create(c->w->app->db, c->cfg, account, sid, &e) == 0) {
+				web_set_session_cookie(c, sid);
+				web_redirect(c, "/dashboard");
+			} else {
+				page_message(c, 200, "Password changed",
+				    "Your new password is set. Log in with it.", "/login",
+				    "Log in");
+			}
+			return;
+		}
+		if (strcmp(e.field, "password") != 0) {
+			page_message(c, link_status(&e), "Password not changed", e.msg, "/reset",
+			    "Ask for a new link");
+			return;
+		}
+		status = 400;
+	} else if (user_reset_check(c->w->app->db, code, &e) < 0) {
+		page_message(c, link_status(&e), "Password not changed", e.msg, "/reset",
+		    "Ask for a new link");
+		return;
+	}
+	page_begin(c, "Choose a new password");
+	page_f(c, "<form method=\"post\" action=\"/reset/confirm\" novalidate>");
+	page_csrf(c);
+	page_f(c, "<input type=\"hidden\" name=\"code\" value=\"%s\">", code);
+	page_input(c, "password", "New password", "password", "new-password", "",
+	    "At least 10 characters.", e.kind != ERR_NONE ? e.msg : NULL);
+	page_f(c, "<button type=\"submit\">Set the password</button></form>");
+	page_send(c, status);
+}
+
+static void
+home(struct web_ctx *c)
+{
+	if (c->logged_in) {
+		web_redirect(c, "/dashboard");
+		return;
+	}
+	page_begin(c, "A real Linux machine for your agent");
+	page_f(c,
+	    "<p>aas gives AI agents disposable Linux virtual machines over the Model Context "
+	    "Protocol: each sandbox is its own VM with its own kernel, billed by the minute and "
+	    "destroyed when it expires.</p>"
+	    "<p>New accounts get %M of free credit once their e-mail address is verified. No card "
+	    "needed.</p>"
+	    "<p class=\"actions\"><a class=\"button\" href=\"/signup\">Sign up</a> "
+	    "<a href=\"/login\">Log in</a></p>",
+	    c->cfg->free_credit);
+	page_send(c, 200);
+}
+
+/* Page functions, by route; `session` 1: logged in only. */
+struct web_page {
+	const char *path;
+	void (*fn)(struct web_ctx *c);
+	int session;
+};
+
+static const struct web_page pages[] = {
+	{ "/", home, 0 },
+	{ "/signup", signup, 0 },
+	{ "/login", login, 0 },
+	{ "/logout", logout, 0 },
+	{ "/verify", verify, 0 },
+	{ "/reset", reset_request, 0 },
+	{ "/reset/confirm", reset_confirm, 0 },
+	{ "/dashboard", web_dash_home, 1 },
+	{ "/dashboard/keys", web_dash_keys, 1 },
+	{ "/dashboard/keys/{id}/revoke", web_dash_revoke, 1 },
+	{ "/dashboard/connect", web_dash_connect, 1 },
+	{ "/dashboard/settings", web_dash_settings, 1 },
+	{ "/dashboard/resend", web_dash_resend, 1 },
+	{ "/dashboard/sandboxes", web_sbx_list, 1 },
+	{ "/dashboard/sandboxes/{id}/destroy", web_sbx_destroy, 1 },
+	{ "/dashboard/sandboxes/{id}/extend", web_sbx_extend, 1 },
+	{ "/dashboard/usage", web_usage_page, 1 },
+	{ "/dashboard/usage.csv", web_usage_csv, 1 },
+	{ "/dashboard/billing/checkout", web_pay_checkout, 1 },
+};
+#define N_PAGES (sizeof(pages) / sizeof(pages[0]))
+_Static_assert(N_PAGES == WEB_PAGES, "WEB_PAGES counts the pages");
+
+struct web_job {
+	struct web *w;
+	const struct web_page *page;
+	char addr[64];
+};
+
+static void
+web_work(struct http_req *req, void *arg)
+{
+	struct web_job *job = arg;
+	struct web_ctx c;
+	struct err e;
+	const char *m = http_method(req);
+
+	memset(&c, 0, sizeof(c));
+	c.w = job->w;
+	c.req = req;
+	c.cfg = &job->w->app->cfg;
+	c.secure = strncmp(c.cfg->public_url, "https://", 8) == 0;
+	snprintf(c.method, sizeof(c.method), "%s", m);
+	snprintf(c.addr, sizeof(c.addr), "%s", job->addr);
+	err_clear(&e);
+	if (strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0 && strcmp(m, "POST") != 0) {
+		http_add_header(req, "Allow", "GET, HEAD, POST");
+		http_reply_error(req, 405, "method_not_allowed", "use GET or POST");
+		goto out;
+	}
+	c.query = rest_query_parse(http_query(req), &e);
+	if (c.query == NULL) {
+		page_message(&c, 400, "Bad link", e.msg, "/", "Home");
+		goto out;
+	}
+	if (strcmp(m, "POST") == 0) {
+		size_t len = 0;
+		const char *body = http_body(req, &len);
+		char *copy = malloc(len + 1);
+
+		if (copy == NULL) {
+			http_reply_error(req, 500, "internal", "out of memory");
+			goto out;
+		}
+		memcpy(copy, body ? body : "", len);
+		copy[len] = '\0';
+		c.form = strlen(copy) == len ? rest_query_parse(copy, &e) : NULL;
+		free(copy);
+		if (c.form == NULL) {
+			page_message(&c, 400, "Bad form",
+			    e.kind ? e.msg : "the form holds a NUL byte", "/", "Home");
+			goto out;
+		}
+	}
+	if (cookie_get(&c, COOKIE_SESSION, c.sid, sizeof(c.sid)) == 0 &&
+	    wsess_resolve(c.w->app->db, c.cfg, c.sid, &c.sess, &e) == 0)
+		c.logged_in = 1;
+	err_clear(&e);
+	if (cookie_get(&c, COOKIE_FORM, c.form_token, sizeof(c.form_token)) < 0 ||
+	    strlen(c.form_token) != WEB_TOKEN_LEN) {
+		if (key_random_hex(c.form_token, sizeof(c.form_token), WEB_TOKEN_LEN / 2) < 0) {
+			http_reply_error(req, 500, "internal", "no randomness");
+			goto out;
+		}
+		c.form_token_new = 1;
+		/* Strict: only this site's own pages ever send it back. */
+		cookie_set(&c, COOKIE_FORM, c.form_token, 86400, "Strict");
+	}
+	if (job->page->session && !c.logged_in) {
+		web_redirect(&c, "/login");
+		goto out;
+	}
+	job->page->fn(&c);
+out:
+	if (c.page_open)
+		buf_free(&c.out);
+	json_decref(c.query);
+	json_decref(c.form);
+}
+
+static void
+web_entry(struct http_req *req, void *ctx)
+{
+	const struct web_route *rt = ctx;
+	struct web_job *job = calloc(1, sizeof(*job));
+	char key[64], hash[KEY_HASH_HEX_LEN + 1];
+	const char *real;
+
+	if (job == NULL) {
+		http_reply_error(req, 500, "internal", "out of memory");
+		return;
+	}
+	job->w = rt->w;
+	job->page = rt->page;
+	if (http_client_addr(req, job->addr, sizeof(job->addr)) < 0)
+		snprintf(job->addr, sizeof(job->addr), "unknown");
+	real = http_header(req, "X-Real-IP");
+	if (real && strlen(real) < sizeof(job->addr) &&
+	    (strcmp(job->addr, "127.0.0.1") == 0 || strcmp(job->addr, "::1") == 0) &&
+	    rt->w->app->cfg.trust_x_real_ip)
+		snprintf(job->addr, sizeof(job->addr), "%s", real);
+	key_hash_hex(job->addr, strlen(job->addr), hash, sizeof(hash));
+	snprintf(key, sizeof(key), "w:%.32s", hash);
+	http_defer_as(req, key, web_work, job, free);
+}
+
+static void
+static_file(struct http_req *req, void *ctx)
+{
+	const struct embed_file *f = ctx;
+	const char *dot = strrchr(f->name, '.');
+	const char *type = dot && strcmp(dot, ".css") == 0 ? "text/css; charset=utf-8" :
+	    dot && strcmp(dot, ".js") == 0                 ? "text/javascript; charset=utf-8" :
+							     "application/octet-stream";
+
+	http_add_header(req, "X-Content-Type-Options", "nosniff");
+	http_add_header(req, "Cache-Control", "public, max-age=3600");
+	http_reply_raw(req, 200, type, f->data, f->len);
+}
+
+struct web *
+web_new(struct app *app, struct mailq *mq)
+{
+	struct web *w = calloc(1, sizeof(*w));
+
+	if (w == NULL)
+		return NULL;
+	w->app = app;
+	w->mq = mq;
+	for (size_t i = 0; i < N_PAGES; i++) {
+		w->routes[i].w = w;
+		w->routes[i].page = &pages[i];
+	}
+	return w;
+}
+
+void
+web_free(struct web *w)
+{
+	free(w);
+}
+
+size_t
+web_routes(struct web *w, struct http_route *out, size_t max)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < N_PAGES && n < max; i++)
+		out[n++] = (struct http_route){ .path = pages[i].path,
+			.handler = web_entry,
+			.ctx = &w->routes[i] };
+	if (n < max)
+		out[n++] = (struct http_route){ .path = "/v1/billing/stripe/webhook",
+			.handler = web_pay_webhook,
+			.ctx = w };
+	for (size_t i = 0; i < embed_web_count && i < WEB_STATIC_MAX && n < max; i++) {
+		snprintf(w->static_paths[i], sizeof(w->static_paths[i]), "/static/%s",
+		    embed_web[i].name);
+		out[n++] = (struct http_route){ .path = w->static_paths[i],
+			.handler = static_file,
+			.ctx = (void *)&embed_web[i] };
+	}
+	return n;
+}

@@ -1,0 +1,24 @@
+/* web.h - the dashboard (web_): sign-up, login, e-mail links, API keys,
+ * connection snippets and settings, as server-rendered pages with a
+ * little plain JavaScript, served from assets compiled into aasd. Every
+ * page has a strict Content-Security-Policy (no inline script) and is
+ * never framed; every form carries a CSRF token; sessions live in a
+ * host-only cookie, so preview hosts never receive it. */
+#ifndef AAS_WEB_H
+#define AAS_WEB_H
+
+#include <stddef.h>
+
+#include "server/http.h"
+
+struct app;
+struct mailq;
+struct web;
+
+struct web *web_new(struct app *app, struct mailq *mq);
+void web_free(struct web *w);
+/* The routes (at most WEB_ROUTES) into out; returns how many. */
+#define WEB_ROUTES 32
+size_t web_routes(struct web *w, struct http_route *out, size_t max);
+
+#endif

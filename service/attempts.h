@@ -1,0 +1,32 @@
+/* attempts.h - events counted against a limit in a sliding window
+ * (att_): failed logins per e-mail and per client address, sign-ups and
+ * mails per address and per account. Rows live in auth_events; every
+ * aasd on the database counts the same events. */
+#ifndef AAS_ATTEMPTS_H
+#define AAS_ATTEMPTS_H
+
+#include <libpq-fe.h>
+
+#include "base/db.h"
+#include "base/err.h"
+
+/* Subjects are "<kind>:<value>" and at most this long. */
+#define ATT_SUBJECT_MAX 300
+
+/* Counts one event of `subject` now. */
+int att_record(PGconn *c, const char *subject, struct err *e);
+/* 1 when `subject` had `max` or more events in the last `window_s`
+ * seconds, with *retry_after_s the seconds until one of them leaves the
+ * window; 0 when under the limit; -1 on a database error. */
+int att_over(PGconn *c, const char *subject, int max, int window_s, long long *retry_after_s,
+    struct err *e);
+/* Forgets the events of `subject` (a successful login clears its failures). */
+int att_clear(PGconn *c, const char *subject, struct err *e);
+/* Deletes events older than a day (no limit's window is longer). */
+int att_prune(struct db *db, struct err *e);
+/* Fills `out` with "<kind>:<value>"; -1 when it does not fit. */
+int att_subject(char *out, size_t n, const char *kind, const char *value);
+/* A user-facing "in N minutes" / "in N seconds" for a retry delay. */
+void att_retry_text(long long retry_after_s, char *out, size_t n);
+
+#endif

@@ -1,0 +1,56 @@
+/* pay.h - buying credit through a payment provider (pay_). A provider
+ * makes a checkout (a page of its own the user pays on) and later tells
+ * aasd through a signed webhook that it was paid. Stripe Checkout is the
+ * first provider (service/pay_stripe.c). Each event is recorded once by
+ * its id, and each paid checkout credits the ledger once (idempotency key
+ * "pay:<provider>:<checkout id>"), however often either is delivered. */
+#ifndef AAS_PAY_H
+#define AAS_PAY_H
+
+#include "base/config.h"
+#include "base/db.h"
+#include "base/err.h"
+#include "service/accounts.h"
+
+#define PAY_URL_MAX 1024
+#define PAY_ID_MAX 255
+#define PAY_TOLERANCE_S 300 /* how old a signed delivery may be */
+#define PAY_MAX_USD 1000
+
+struct pay_checkout {
+	char id[PAY_ID_MAX + 1];
+	char url[PAY_URL_MAX + 1]; /* where the user pays */
+};
+
+struct pay_event {
+	char id[PAY_ID_MAX + 1];
+	char kind[101];
+	char account[ACCT_ID_LEN + 1]; /* "" when the event names none */
+	char checkout_id[PAY_ID_MAX + 1];
+	long long amount; /* micro-USD paid */
+	int paid;         /* credit it */
+};
+
+struct pay_provider {
+	const char *name;
+	/* 1 when its settings are there. */
+	int (*configured)(const struct config *cfg);
+	/* A checkout of `usd` whole dollars for an account. */
+	int (*checkout)(const struct config *cfg, const char *account, const char *email, int usd,
+	    struct pay_checkout *out, struct err *e);
+	/* Checks a webhook delivery's signature (and age, against `now`) and
+	 * reads its event. ERR_UNAUTHORIZED for a bad or old signature,
+	 * ERR_INVALID for a body that is not an event. */
+	int (*parse)(const struct config *cfg, const char *signature, const char *body, size_t len,
+	    long long now, struct pay_event *out, struct err *e);
+};
+
+extern const struct pay_provider pay_stripe;
+
+/* Records the event and, when it says a checkout was paid, credits its
+ * account once; *credited is 1 when this delivery posted the credit.
+ * Lock order: the account row, then the event row, then the ledger. */
+int pay_apply(struct db *db, const struct pay_provider *p, const struct pay_event *ev,
+    int *credited, struct err *e);
+
+#endif

@@ -1,0 +1,684 @@
+/* users.c - sign-up, verification, login and password reset (user_). */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "base/keys.h"
+#include "base/passwd.h"
+#include "billing/ledger.h"
+#include "service/attempts.h"
+#include "service/mailq.h"
+#include "service/users.h"
+#include "service/websess.h"
+
+#define RESET_TTL_S 3600
+#define HOUR_S 3600
+
+static void
+params_of(const struct config *cfg, struct pw_params *p)
+{
+	p->t_cost = (uint32_t)cfg->argon2_t_cost;
+	p->m_kib = (uint32_t)cfg->argon2_m_kib;
+	p->lanes = (uint32_t)cfg->argon2_lanes;
+}
+
+int
+user_email_norm(const char *in, char *out, size_t n, struct err *e)
+{
+	size_t len;
+	const char *at;
+
+	while (*in == ' ' || *in == '\t')
+		in++;
+	len = strlen(in);
+	while (len > 0 && (in[len - 1] == ' ' || in[len - 1] == '\t'))
+		len--;
+	at = memchr(in, '@', len);
+	if (len < 3 || len > USER_EMAIL_MAX || len >= n || at == NULL || at == in ||
+	    at == in + len - 1 || memchr(at + 1, '@', len - (size_t)(at + 1 - in)) != NULL ||
+	    memchr(at, '.', len - (size_t)(at - in)) == NULL) {
+		err_set_field(e, "email", "Enter an e-mail address such as name@example.com.");
+		return -1;
+	}
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)in[i];
+
+		if (c <= 0x20 || c >= 0x7f || c == '<' || c == '>' || c == '"' || c == '\\' ||
+		    c == ',' || c == ';') {
+			err_set_field(e, "email",
+			    "An e-mail address has no spaces, quotes or brackets.");
+			return -1;
+		}
+		out[i] = (char)tolower(c);
+	}
+	out[len] = '\0';
+	return 0;
+}
+
+/* A new single-use link of `purpose` for the account, its token in
+ * `token`; returns the mail's URL in `url`. */
+static int
+link_new(PGconn *c, const struct config *cfg, const char *account, const char *purpose, int ttl_s,
+    char token[USER_LINK_LEN + 1], char *url, size_t un, struct err *e)
+{
+	char hash[KEY_HASH_HEX_LEN + 1], ttl[16];
+	const char *p[4] = { hash, account, purpose, ttl };
+	const char *page = strcmp(purpose, "verify") == 0 ? "verify" : "reset/confirm";
+
+	if (key_random_hex(token, USER_LINK_LEN + 1, USER_LINK_LEN / 2) < 0) {
+		err_set(e, ERR_INTERNAL, "no randomness");
+		return -1;
+	}
+	key_hash_hex(token, USER_LINK_LEN, hash, sizeof(hash));
+	snprintf(ttl, sizeof(ttl), "%d", ttl_s);
+	snprintf(url, un, "%s/%s?code=%s", cfg->public_url, page, token);
+	return db_conn_exec(c,
+	    "INSERT INTO email_links(token_hash, account_id, purpose, expires_at) "
+	    "VALUES ($1, $2, $3, now() + make_interval(secs => $4::int))",
+	    4, p, NULL, e);
+}
+
+static void
+money_text(long long micro, char *out, size_t n)
+{
+	snprintf(out, n, "$%lld.%02lld", micro / 1000000, (micro % 1000000) / 10000);
+}
+
+static int
+mail_verify(PGconn *c, const struct config *cfg, const char *account, const char *email,
+    struct err *e)
+{
+	char token[USER_LINK_LEN + 1], url[CONFIG_STR_MAX + 128], body[2048], credit[32];
+
+	if (link_new(c, cfg, account, "verify", cfg->link_ttl_s, token, url, sizeof(url), e) < 0)
+		return -1;
+	money_text(cfg->free_credit, credit, sizeof(credit));
+	snprintf(body, sizeof(body),
+	    "Welcome to aas.\n\n"
+	    "Open this link to verify your e-mail address%s%s:\n\n%s\n\n"
+	    "The link works once, for %d hours. If you did not sign up, ignore this mail.\n",
+	    cfg->free_credit > 0 ? " and receive your free credit of " : "",
+	    cfg->free_credit > 0 ? credit : "", url, (cfg->link_ttl_s + 3599) / 3600);
+	return mailq_put(c, account, email, "Verify your e-mail address for aas", body, e);
+}
+
+/* ERR_LIMIT with the retry delay when `subject` is over `max` events in
+ * `window_s`; else counts one more. */
+static int
+take_turn(PGconn *c, const char *kind, const char *value, int max, int window_s, const char *what,
+    struct err *e)
+{
+	char subject[ATT_SUBJECT_MAX + 1], when[48];
+	long long retry;
+	int over;
+
+	if (att_subject(subject, sizeof(subject), kind, value) < 0) {
+		err_set(e, ERR_INVALID, "value too long");
+		return -1;
+	}
+	over = att_over(c, subject, max, window_s, &retry, e);
+	if (over < 0)
+		return -1;
+	if (over) {
+		att_retry_text(retry, when, sizeof(when));
+		err_set(e, ERR_LIMIT, "Too many %s. Try again %s.", what, when);
+		return -1;
+	}
+	return att_record(c, subject, e);
+}
+
+struct signup_ctx {
+	const struct config *cfg;
+	const char *email, *addr, *hash;
+	char *account_id;
+};
+
+static int
+signup_gate_tx(PGconn *c, void *arg, struct err *e)
+{
+	struct signup_ctx *sx = arg;
+	const char *p[1] = { sx->email };
+	PGresult *r;
+	int taken;
+
+	if (take_turn(c, "signup-ip", sx->addr, sx->cfg->signups_per_address, HOUR_S,
+		"sign-ups from your network", e) < 0)
+		return -1;
+	r = db_conn_query(c, "SELECT 1 FROM accounts WHERE lower(email) = $1", 1, p, e);
+	if (r == NULL)
+		return -1;
+	taken = PQntuples(r) > 0;
+	PQclear(r);
+	if (taken) {
+		err_set_at(e, ERR_CONFLICT, "email",
+		    "An account with this e-mail address exists. Log in, or reset its password.");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+signup_tx(PGconn *c, void *arg, struct err *e)
+{
+	struct signup_ctx *sx = arg;
+	const char *p[2] = { sx->email, sx->hash };
+	PGresult *r;
+	int rc;
+
+	r = db_conn_query(c,
+	    "INSERT INTO accounts(email, password_hash) SELECT $1, $2 "
+	    "WHERE NOT EXISTS (SELECT 1 FROM accounts WHERE lower(email) = $1) RETURNING id",
+	    2, p, e);
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) == 0) {
+		PQclear(r);
+		err_set_at(e, ERR_CONFLICT, "email",
+		    "An account with this e-mail address exists. Log in, or reset its password.");
+		return -1;
+	}
+	rc = db_get_str(r, 0, 0, sx->account_id, ACCT_ID_LEN + 1, e);
+	PQclear(r);
+	if (rc < 0)
+		return -1;
+	return mail_verify(c, sx->cfg, sx->account_id, sx->email, e);
+}
+
+int
+user_signup(struct db *db, const struct config *cfg, const char *email_in, const char *password,
+    const char *addr, char account_id[ACCT_ID_LEN + 1], struct err *e)
+{
+	char email[USER_EMAIL_MAX + 1], hash[PW_ENCODED_MAX];
+	struct pw_params pp;
+	struct signup_ctx sx = { cfg, email, addr, hash, account_id };
+
+	if (user_email_norm(email_in, email, sizeof(email), e) < 0 ||
+	    pw_policy_check(password, strlen(password), email, e) < 0)
+		return -1;
+	/* The limit and the duplicate are checked before the slow hash. */
+	if (db_tx(db, signup_gate_tx, &sx, e) < 0)
+		return -1;
+	params_of(cfg, &pp);
+	if (pw_hash(&pp, password, strlen(password), hash, sizeof(hash), e) < 0)
+		return -1;
+	return db_tx(db, signup_tx, &sx, e);
+}
+
+/* Reads which account a live link of `purpose` belongs to, without a
+ * lock (the lock order takes the account first). */
+static int
+link_account(PGconn *c, const char *hash, const char *purpose, char *account, struct err *e)
+{
+	const char *p[2] = { hash, purpose };
+	PGresult *r;
+	int rc;
+
+	r = db_conn_query(c,
+	    "SELECT account_id FROM email_links WHERE token_hash = $1 AND purpose = $2", 2, p, e);
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) != 1) {
+		PQclear(r);
+		err_set(e, ERR_NOT_FOUND,
+		    "This link is not valid. Check that the whole link was opened.");
+		return -1;
+	}
+	rc = db_get_str(r, 0, 0, account, ACCT_ID_LEN + 1, e);
+	PQclear(r);
+	return rc;
+}
+
+/* With the account locked: locks the link and checks it is live;
+ * `use` marks it used. */
+static int
+link_take(PGconn *c, const char *hash, int use, struct err *e)
+{
+	const char *p[1] = { hash };
+	PGresult *r;
+	int used, expired, rc = -1;
+
+	r = db_conn_query(c,
+	    "SELECT used_at IS NOT NULL, expires_at <= now() FROM email_links "
+	    "WHERE token_hash = $1 FOR UPDATE",
+	    1, p, e);
+	if (r == NULL)
+		return -1;
+	if (db_get_bool(r, 0, 0, &used, e) < 0 || db_get_bool(r, 0, 1, &expired, e) < 0)
+		goto out;
+	if (used) {
+		err_set(e, ERR_CONFLICT, "This link was used already. Each link works once.");
+		goto out;
+	}
+	if (expired) {
+		err_set(e, ERR_TIMEOUT, "This link expired. Ask for a new one.");
+		goto out;
+	}
+	rc = use ? db_conn_exec(c, "UPDATE email_links SET used_at = now() WHERE token_hash = $1",
+		       1, p, NULL, e) :
+		   0;
+out:
+	PQclear(r);
+	return rc;
+}
+
+static int
+lock_account(PGconn *c, const char *account, struct err *e)
+{
+	const char *p[1] = { account };
+	PGresult *r = db_conn_query(c, "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", 1, p, e);
+	int n;
+
+	if (r == NULL)
+		return -1;
+	n = PQntuples(r);
+	PQclear(r);
+	if (n != 1) {
+		err_set(e, ERR_NOT_FOUND, "no such account");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+token_hash(const char *token, char hash[KEY_HASH_HEX_LEN + 1], struct err *e)
+{
+	size_t n = strlen(token);
+
+	for (size_t i = 0; i < n; i++)
+		if (!isxdigit((unsigned char)token[i]) || isupper((unsigned char)token[i]))
+			n = 0;
+	if (n != USER_LINK_LEN) {
+		err_set(e, ERR_NOT_FOUND,
+		    "This link is not valid. Check that the whole link was opened.");
+		return -1;
+	}
+	key_hash_hex(token, n, hash, KEY_HASH_HEX_LEN + 1);
+	return 0;
+}
+
+struct verify_ctx {
+	const struct config *cfg;
+	const char *hash;
+	char *account_id;
+};
+
+static int
+verify_tx(PGconn *c, void *arg, struct err *e)
+{
+	struct verify_ctx *vx = arg;
+	const char *p[1] = { vx->account_id };
+	char key[64];
+	int posted;
+
+	if (link_account(c, vx->hash, "verify", vx->account_id, e) < 0 ||
+	    lock_account(c, vx->account_id, e) < 0 || link_take(c, vx->hash, 1, e) < 0 ||
+	    db_conn_exec(c,
+		"UPDATE accounts SET email_verified_at = coalesce(email_verified_at, now()) "
+		"WHERE id = $1",
+		1, p, NULL, e) < 0)
+		return -1;
+	if (vx->cfg->free_credit <= 0)
+		return 0;
+	/* The same key as an operator-made account's grant: once per account. */
+	snprintf(key, sizeof(key), "grant:signup:%s", vx->account_id);
+	return bill_post(c, vx->account_id, NULL, "grant", vx->cfg->free_credit, -1,
+	    "free credit for new accounts", key, NULL, &posted, e);
+}
+
+int
+user_verify(struct db *db, const struct config *cfg, const char *token,
+    char account_id[ACCT_ID_LEN + 1], struct err *e)
+{
+	char hash[KEY_HASH_HEX_LEN + 1];
+	struct verify_ctx vx = { cfg, hash, account_id };
+
+	if (token_hash(token, hash, e) < 0)
+		return -1;
+	return db_tx(db, verify_tx, &vx, e);
+}
+
+struct resend_ctx {
+	const struct config *cfg;
+	const char *account, *addr;
+};
+
+static int
+resend_tx(PGconn *c, void *arg, struct err *e)
+{
+	struct resend_ctx *rx = arg;
+	const char *p[1] = { rx->account };
+	char email[USER_EMAIL_MAX + 1];
+	PGresult *r;
+	int verified, rc;
+
+	if (take_turn(c, "mail-ip", rx->addr, rx->cfg->signups_per_address, HOUR_S,
+		"mails asked for from your network", e) < 0 ||
+	    take_turn(c, "mail", rx->account, rx->cfg->mails_per_account, HOUR_S,
+		"mails for this account", e) < 0)
+		return -1;
+	r = db_conn_query(c,
+	    "SELECT email, email_verified_at IS NOT NULL FROM accounts WHERE id = $1", 1, p, e);
+	if (r == NULL)
+		return -1;
+	rc = db_get_str(r, 0, 0, email, sizeof(email), e) < 0 ||
+		db_get_bool(r, 0, 1, &verified, e) < 0 ?
+	    -1 :
+	    0;
+	PQclear(r);
+	if (rc < 0)
+		return -1;
+	if (verified) {
+		err_set(e, ERR_CONFLICT, "This e-mail address is verified already.");
+		return -1;
+	}
+	return mail_verify(c, rx->cfg, rx->account, email, e);
+}
+
+int
+user_resend(struct db *db, const struct config *cfg, const char *account, const char *addr,
+    struct err *e)
+{
+	struct resend_ctx rx = { cfg, account, addr };
+
+	return db_tx(db, resend_tx, &rx, e);
+}
+
+struct login_ctx {
+	const struct config *cfg;
+	const char *email, *addr;
+	char *account_id;
+	char hash[PW_ENCODED_MAX];
+	int found, disabled, failed;
+};
+
+/* Before the password is checked: the lockouts, then the account. */
+static int
+login_gate_tx(PGconn *c, void *arg, struct err *e)
+{
+	struct login_ctx *lx = arg;
+	char subject[ATT_SUBJECT_MAX + 1], when[48];
+	const char *p[1] = { lx->email };
+	long long retry;
+	PGresult *r;
+	int over;
+
+	if (att_subject(subject, sizeof(subject), "login-ip", lx->addr) < 0)
+		return -1;
+	over = att_over(c, subject, lx->cfg->login_failures_per_address, lx->cfg->lockout_s, &retry,
+	    e);
+	if (over == 0) {
+		if (att_subject(subject, sizeof(subject), "login", lx->email) < 0)
+			return -1;
+		over = att_over(c, subject, lx->cfg->login_failures, lx->cfg->lockout_s, &retry, e);
+	}
+	if (over < 0)
+		return -1;
+	if (over) {
+		att_retry_text(retry, when, sizeof(when));
+		err_set(e, ERR_LIMIT, "Too many failed logins. Login is locked; try again %s.",
+		    when);
+		return -1;
+	}
+	r = db_conn_query(c,
+	    "SELECT id, coalesce(password_hash, ''), disabled_at IS NOT NULL FROM accounts "
+	    "WHERE lower(email) = $1 ORDER BY created_at LIMIT 1",
+	    1, p, e);
+	if (r == NULL)
+		return -1;
+	lx->found = PQntuples(r) == 1;
+	if (lx->found &&
+	    (db_get_str(r, 0, 0, lx->account_id, ACCT_ID_LEN + 1, e) < 0 ||
+		db_get_str(r, 0, 1, lx->hash, sizeof(lx->hash), e) < 0 ||
+		db_get_bool(r, 0, 2, &lx->disabled, e) < 0)) {
+		PQclear(r);
+		return -1;
+	}
+	PQclear(r);
+	return 0;
+}
+
+static int
+login_result_tx(PGconn *c, void *arg, struct err *e)
+{
+	struct login_ctx *lx = arg;
+	char subject[ATT_SUBJECT_MAX + 1];
+
+	if (lx->failed) {
+		if (att_subject(subject, sizeof(subject), "login-ip", lx->addr) < 0 ||
+		    att_record(c, subject, e) < 0 ||
+		    att_subject(subject, sizeof(subject), "login", lx->email) < 0)
+			return -1;
+		return att_record(c, subject, e);
+	}
+	if (att_subject(subject, sizeof(subject), "login", lx->email) < 0)
+		return -1;
+	return att_clear(c, subject, e);
+}
+
+int
+user_login(struct db *db, const struct config *cfg, const char *email_in, const char *password,
+    const char *addr, char account_id[ACCT_ID_LEN + 1], struct err *e)
+{
+	char email[USER_EMAIL_MAX + 1];
+	struct login_ctx lx;
+	struct pw_params pp;
+	struct err ignore;
+	int ok = 0;
+	size_t plen = strlen(password);
+
+	if (user_email_norm(email_in, email, sizeof(email), e) < 0)
+		return -1;
+	memset(&lx, 0, sizeof(lx));
+	lx.cfg = cfg;
+	lx.email = email;
+	lx.addr = addr;
+	lx.account_id = account_id;
+	if (db_tx(db, login_gate_tx, &lx, e) < 0)
+		return -1;
+	params_of(cfg, &pp);
+	err_clear(&ignore);
+	if (lx.found && lx.hash[0] != '\0' && plen <= PW_PASSWORD_MAX)
+		ok = pw_verify(lx.hash, password, plen, &ignore) == 1;
+	else /* the same work, so the time does not tell whether it exists */
+		pw_burn(&pp, password, plen < PW_PASSWORD_MAX ? plen : PW_PASSWORD_MAX);
+	lx.failed = !ok;
+	if (db_tx(db, login_result_tx, &lx, e) < 0)
+		return -1;
+	if (!ok) {
+		err_set(e, ERR_UNAUTHORIZED, "Wrong e-mail address or password.");
+		return -1;
+	}
+	if (lx.disabled) {
+		err_set(e, ERR_FORBIDDEN, "This account is disabled. Contact the operator.");
+		return -1;
+	}
+	if (pw_needs_rehash(lx.hash, &pp)) {
+		/* Parameters were raised since: the new hash takes them. */
+		char hash[PW_ENCODED_MAX];
+		const char *p[2] = { account_id, hash };
+
+		if (pw_hash(&pp, password, plen, hash, sizeof(hash), &ignore) == 0)
+			(void)db_exec(db, "UPDATE accounts SET password_hash = $2 WHERE id = $1", 2,
+			    p, NULL, &ignore);
+	}
+	return 0;
+}
+
+struct reset_ctx {
+	const struct config *cfg;
+	const char *email, *addr, *hash, *pwhash;
+	char *account_id;
+};
+
+static int
+reset_request_tx(PGconn *c, void *arg, struct err *e)
+{
+	struct reset_ctx *rx = arg;
+	const char *p[1] = { rx->email };
+	char account[ACCT_ID_LEN + 1], token[USER_LINK_LEN + 1], url[CONFIG_STR_MAX + 128];
+	char body[2048];
+	PGresult *r;
+	int found;
+
+	if (take_turn(c, "mail-ip", rx->addr, rx->cfg->signups_per_address, HOUR_S,
+		"mails asked for from your network", e) < 0)
+		return -1;
+	r = db_conn_query(c,
+	    "SELECT id FROM accounts WHERE lower(email) = $1 AND disabled_at IS NULL "
+	    "ORDER BY created_at LIMIT 1",
+	    1, p, e);
+	if (r == NULL)
+		return -1;
+	found = PQntuples(r) == 1 && db_get_str(r, 0, 0, account, sizeof(account), e) == 0;
+	PQclear(r);
+	if (!found)
+		return 0;
+	/* Over the account's allowance the request is quietly dropped: the
+	 * page must not tell whether the address has an account. */
+	{
+		struct err quiet;
+
+		err_clear(&quiet);
+		if (take_turn(c, "mail", account, rx->cfg->mails_per_account, HOUR_S, "mails",
+			&quiet) < 0) {
+			if (quiet.kind == ERR_LIMIT)
+				return 0;
+			err_set(e, quiet.kind, "%s", quiet.msg);
+			return -1;
+		}
+	}
+	if (link_new(c, rx->cfg, account, "reset", RESET_TTL_S, token, url, sizeof(url), e) < 0)
+		return -1;
+	snprintf(body, sizeof(body),
+	    "Someone asked to reset the password of your aas account.\n\n"
+	    "Open this link to choose a new password:\n\n%s\n\n"
+	    "The link works once, for one hour. If it was not you, ignore this mail: your "
+	    "password stays as it is.\n",
+	    url);
+	return mailq_put(c, account, rx->email, "Reset your aas password", body, e);
+}
+
+int
+user_reset_request(struct db *db, const struct config *cfg, const char *email_in, const char *addr,
+    struct err *e)
+{
+	char email[USER_EMAIL_MAX + 1];
+	struct reset_ctx rx = { cfg, email, addr, NULL, NULL, NULL };
+
+	if (user_email_norm(email_in, email, sizeof(email), e) < 0)
+		return -1;
+	return db_tx(db, reset_request_tx, &rx, e);
+}
+
+static int
+reset_check_tx(PGconn *c, void *arg, struct err *e)
+{
+	const char *hash = arg;
+	char account[ACCT_ID_LEN + 1];
+
+	if (link_account(c, hash, "reset", account, e) < 0 || lock_account(c, account, e) < 0)
+		return -1;
+	return link_take(c, hash, 0, e);
+}
+
+int
+user_reset_check(struct db *db, const char *token, struct err *e)
+{
+	char hash[KEY_HASH_HEX_LEN + 1];
+
+	if (token_hash(token, hash, e) < 0)
+		return -1;
+	return db_tx(db, reset_check_tx, hash, e);
+}
+
+static int
+reset_confirm_tx(PGconn *c, void *arg, struct err *e)
+{
+	struct reset_ctx *rx = arg;
+	const char *p[2] = { rx->account_id, rx->pwhash };
+
+	if (link_account(c, rx->hash, "reset", rx->account_id, e) < 0 ||
+	    lock_account(c, rx->account_id, e) < 0 || link_take(c, rx->hash, 1, e) < 0 ||
+	    db_conn_exec(c,
+		"UPDATE accounts SET password_hash = $2, "
+		"email_verified_at = coalesce(email_verified_at, now()) WHERE id = $1",
+		2, p, NULL, e) < 0 ||
+	    db_conn_exec(c,
+		"UPDATE email_links SET used_at = now() WHERE account_id = $1 AND purpose = 'reset' "
+		"AND used_at IS NULL",
+		1, p, NULL, e) < 0)
+		return -1;
+	return wsess_end_account(c, rx->account_id, e);
+}
+
+int
+user_reset_confirm(struct db *db, const struct config *cfg, const char *token, const char *password,
+    char account_id[ACCT_ID_LEN + 1], struct err *e)
+{
+	char hash[KEY_HASH_HEX_LEN + 1], pwhash[PW_ENCODED_MAX];
+	struct reset_ctx rx = { cfg, NULL, NULL, hash, pwhash, account_id };
+	struct pw_params pp;
+
+	if (token_hash(token, hash, e) < 0 || user_reset_check(db, token, e) < 0)
+		return -1;
+	if (pw_policy_check(password, strlen(password), "", e) < 0)
+		return -1;
+	params_of(cfg, &pp);
+	if (pw_hash(&pp, password, strlen(password), pwhash, sizeof(pwhash), e) < 0)
+		return -1;
+	return db_tx(db, reset_confirm_tx, &rx, e);
+}
+
+struct change_ctx {
+	const char *account, *pwhash;
+};
+
+static int
+change_tx(PGconn *c, void *arg, struct err *e)
+{
+	struct change_ctx *cx = arg;
+	const char *p[2] = { cx->account, cx->pwhash };
+
+	if (lock_account(c, cx->account, e) < 0 ||
+	    db_conn_exec(c, "UPDATE accounts SET password_hash = $2 WHERE id = $1", 2, p, NULL, e) <
+		0)
+		return -1;
+	return wsess_end_account(c, cx->account, e);
+}
+
+int
+user_password_change(struct db *db, const struct config *cfg, const char *account,
+    const char *old_password, const char *new_password, struct err *e)
+{
+	const char *p[1] = { account };
+	char old[PW_ENCODED_MAX], email[USER_EMAIL_MAX + 1], pwhash[PW_ENCODED_MAX];
+	struct change_ctx cx = { account, pwhash };
+	struct pw_params pp;
+	struct err ignore;
+	PGresult *r;
+	int rc;
+
+	r = db_query(db, "SELECT coalesce(password_hash, ''), email FROM accounts WHERE id = $1", 1,
+	    p, e);
+	if (r == NULL)
+		return -1;
+	rc = db_get_str(r, 0, 0, old, sizeof(old), e) < 0 ||
+		db_get_str(r, 0, 1, email, sizeof(email), e) < 0 ?
+	    -1 :
+	    0;
+	PQclear(r);
+	if (rc < 0)
+		return -1;
+	err_clear(&ignore);
+	if (old[0] == '\0' || strlen(old_password) > PW_PASSWORD_MAX ||
+	    pw_verify(old, old_password, strlen(old_password), &ignore) != 1) {
+		err_set_field(e, "current", "The current password is not right.");
+		return -1;
+	}
+	if (pw_policy_check(new_password, strlen(new_password), email, e) < 0)
+		return -1;
+	params_of(cfg, &pp);
+	if (pw_hash(&pp, new_password, strlen(new_password), pwhash, sizeof(pwhash), e) < 0)
+		return -1;
+	return db_tx(db, change_tx, &cx, e);
+}

@@ -1,0 +1,488 @@
+/* test_service_users.c - self-service accounts over PostgreSQL: sign-up
+ * and its verification mail, the free credit granted once (also when two
+ * verifications race), login failures up to the lockout, password reset
+ * through its single-use link, and dashboard sessions (CSRF, idle and
+ * absolute expiry, the per-account maximum, the end on a reset). */
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "base/db.h"
+#include "base/err.h"
+#include "base/keys.h"
+#include "service/mailq.h"
+#include "service/users.h"
+#include "service/websess.h"
+#include "tests/unit/service_fixture.h"
+
+#define PASSWORD "correct horse battery staple"
+
+/* This run's client address: earlier runs' events never count here. */
+static char run_addr[32];
+
+/* Fast password hashes and small limits, for this test's service. */
+static void
+tune(struct sfx *s)
+{
+	s->app->cfg.argon2_t_cost = 1;
+	s->app->cfg.argon2_m_kib = 8192;
+	s->app->cfg.argon2_lanes = 1;
+	s->app->cfg.login_failures = 3;
+	s->app->cfg.login_failures_per_address = 100;
+	s->app->cfg.signups_per_address = 1000;
+	s->app->cfg.mails_per_account = 5;
+	s->app->cfg.web_sessions_per_account = 3;
+	s->app->cfg.web_idle_s = 3600;
+	s->app->cfg.web_absolute_s = 86400;
+	s->app->cfg.link_ttl_s = 86400;
+	s->app->cfg.free_credit = SFX_FREE_CREDIT;
+}
+
+static void
+new_email(char *out, size_t n)
+{
+	char r[13];
+
+	assert_int_equal(key_random_base36(r, sizeof(r) - 1), 0);
+	snprintf(out, n, "User.%s@Example.COM", r);
+}
+
+/* A unique client address, so other tests' events never count here. */
+static void
+new_addr(char *out, size_t n)
+{
+	char r[9];
+
+	assert_int_equal(key_random_base36(r, sizeof(r) - 1), 0);
+	snprintf(out, n, "test-%s", r);
+}
+
+/* The code in the newest mail of `account` with `subject_part`. */
+static void
+mail_code(struct sfx *s, const char *account, const char *subject_part, char code[65])
+{
+	const char *p[2] = { account, subject_part };
+	struct err e;
+	PGresult *r;
+
+	err_clear(&e);
+	r = db_query(s->app->db,
+	    "SELECT substring(body from 'code=([0-9a-f]{64})') FROM mail_outbox "
+	    "WHERE account_id = $1 AND strpos(subject, $2) > 0 ORDER BY id DESC LIMIT 1",
+	    2, p, &e);
+	assert_non_null(r);
+	assert_int_equal(PQntuples(r), 1);
+	snprintf(code, 65, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	assert_int_equal(strlen(code), 64);
+}
+
+static long long
+count(struct sfx *s, const char *sql, const char *arg)
+{
+	const char *p[1] = { arg };
+	long long n = -1;
+	struct err e;
+	PGresult *r;
+
+	err_clear(&e);
+	r = db_query(s->app->db, sql, 1, p, &e);
+	assert_non_null(r);
+	assert_int_equal(db_get_ll(r, 0, 0, &n, &e), 0);
+	PQclear(r);
+	return n;
+}
+
+static long long
+balance(struct sfx *s, const char *account)
+{
+	return count(s, "SELECT balance FROM accounts WHERE id = $1", account);
+}
+
+static void
+signup(struct sfx *s, char *email, size_t n, char account[ACCT_ID_LEN + 1])
+{
+	char addr[32];
+	struct err e;
+
+	new_email(email, n);
+	new_addr(addr, sizeof(addr));
+	err_clear(&e);
+	assert_int_equal(user_signup(s->app->db, &s->app->cfg, email, PASSWORD, addr, account, &e),
+	    0);
+}
+
+static void
+test_signup_verify_grants_once(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], account[ACCT_ID_LEN + 1], again[ACCT_ID_LEN + 1], code[65];
+	struct err e;
+
+	tune(s);
+	signup(s, email, sizeof(email), account);
+	/* Stored in lower case, unverified, no credit yet, one mail waiting. */
+	assert_int_equal(count(s,
+			     "SELECT count(*) FROM accounts WHERE id = $1 AND email = "
+			     "lower(email) AND email_verified_at IS NULL",
+			     account),
+	    1);
+	assert_int_equal(balance(s, account), 0);
+	mail_code(s, account, "Verify", code);
+
+	err_clear(&e);
+	assert_int_equal(user_verify(s->app->db, &s->app->cfg, code, again, &e), 0);
+	assert_string_equal(again, account);
+	assert_int_equal(balance(s, account), SFX_FREE_CREDIT);
+
+	err_clear(&e);
+	assert_int_equal(user_verify(s->app->db, &s->app->cfg, code, again, &e), -1);
+	assert_int_equal(e.kind, ERR_CONFLICT);
+	/* A second link (asked for again) cannot grant twice either. */
+	err_clear(&e);
+	assert_int_equal(user_resend(s->app->db, &s->app->cfg, account, run_addr, &e), -1);
+	assert_int_equal(e.kind, ERR_CONFLICT);
+	assert_int_equal(balance(s, account), SFX_FREE_CREDIT);
+	assert_int_equal(count(s, "SELECT count(*) FROM ledger WHERE account_id = $1", account), 1);
+}
+
+struct racer {
+	struct sfx *s;
+	const char *code;
+	int rc;
+	struct err e;
+};
+
+static void *
+verify_thread(void *arg)
+{
+	struct racer *r = arg;
+	char account[ACCT_ID_LEN + 1];
+
+	err_clear(&r->e);
+	r->rc = user_verify(r->s->app->db, &r->s->app->cfg, r->code, account, &r->e);
+	return NULL;
+}
+
+static void
+test_verifications_racing_grant_once(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], account[ACCT_ID_LEN + 1], code1[65], code2[65], addr[32];
+	struct racer r[4];
+	pthread_t t[4];
+	struct err e;
+	int ok = 0;
+
+	tune(s);
+	signup(s, email, sizeof(email), account);
+	mail_code(s, account, "Verify", code1);
+	new_addr(addr, sizeof(addr));
+	err_clear(&e);
+	assert_int_equal(user_resend(s->app->db, &s->app->cfg, account, addr, &e), 0);
+	mail_code(s, account, "Verify", code2);
+	assert_string_not_equal(code1, code2);
+	/* Two threads on each of two links: one grant in all. */
+	for (int i = 0; i < 4; i++) {
+		r[i].s = s;
+		r[i].code = i % 2 ? code1 : code2;
+		assert_int_equal(pthread_create(&t[i], NULL, verify_thread, &r[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(t[i], NULL);
+		if (r[i].rc == 0)
+			ok++;
+		else
+			assert_int_equal(r[i].e.kind, ERR_CONFLICT);
+	}
+	assert_int_equal(ok, 2); /* each link works once */
+	assert_int_equal(balance(s, account), SFX_FREE_CREDIT);
+}
+
+static void
+test_signup_refuses_bad_input(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], upper[64], account[ACCT_ID_LEN + 1], other[ACCT_ID_LEN + 1];
+	struct err e;
+
+	tune(s);
+	signup(s, email, sizeof(email), account);
+	/* The same address in other letters' case is the same account. */
+	for (size_t i = 0; i <= strlen(email); i++)
+		upper[i] = (char)(email[i] >= 'a' && email[i] <= 'z' ? email[i] - 32 : email[i]);
+	err_clear(&e);
+	assert_int_equal(user_signup(s->app->db, &s->app->cfg, upper, PASSWORD, run_addr, other,
+			     &e),
+	    -1);
+	assert_int_equal(e.kind, ERR_CONFLICT);
+	err_clear(&e);
+	assert_int_equal(user_signup(s->app->db, &s->app->cfg, "fresh-weak@example.com",
+			     "password123", run_addr, other, &e),
+	    -1);
+	assert_int_equal(e.kind, ERR_INVALID);
+	assert_string_equal(e.field, "password");
+	err_clear(&e);
+	assert_int_equal(user_signup(s->app->db, &s->app->cfg, "not an address", PASSWORD, run_addr,
+			     other, &e),
+	    -1);
+	assert_string_equal(e.field, "email");
+	err_clear(&e);
+	assert_int_equal(user_signup(s->app->db, &s->app->cfg, "a@b.c\r\nBcc: x@y.z", PASSWORD,
+			     run_addr, other, &e),
+	    -1);
+	assert_string_equal(e.field, "email");
+	assert_int_equal(count(s, "SELECT count(*) FROM accounts WHERE email = $1",
+			     "fresh-weak@example.com"),
+	    0);
+}
+
+static void
+test_signup_limit_per_address(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], account[ACCT_ID_LEN + 1], addr[32];
+	struct err e;
+
+	tune(s);
+	s->app->cfg.signups_per_address = 2;
+	new_addr(addr, sizeof(addr));
+	for (int i = 0; i < 2; i++) {
+		new_email(email, sizeof(email));
+		err_clear(&e);
+		if (user_signup(s->app->db, &s->app->cfg, email, PASSWORD, addr, account, &e) < 0)
+			fail_msg("sign-up %d: %s", i, e.msg);
+	}
+	new_email(email, sizeof(email));
+	err_clear(&e);
+	assert_int_equal(user_signup(s->app->db, &s->app->cfg, email, PASSWORD, addr, account, &e),
+	    -1);
+	assert_int_equal(e.kind, ERR_LIMIT);
+	assert_non_null(strstr(e.msg, "Try again in"));
+	assert_int_equal(count(s, "SELECT count(*) FROM accounts WHERE lower(email) = lower($1)",
+			     email),
+	    0);
+}
+
+static void
+test_login_locks_out(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], account[ACCT_ID_LEN + 1], got[ACCT_ID_LEN + 1], addr[32], nobody[64];
+	struct err e;
+
+	tune(s);
+	signup(s, email, sizeof(email), account);
+	new_addr(addr, sizeof(addr));
+	err_clear(&e);
+	assert_int_equal(user_login(s->app->db, &s->app->cfg, email, PASSWORD, addr, got, &e), 0);
+	assert_string_equal(got, account);
+	for (int i = 0; i < 3; i++) {
+		err_clear(&e);
+		assert_int_equal(user_login(s->app->db, &s->app->cfg, email, "wrong password!",
+				     addr, got, &e),
+		    -1);
+		assert_int_equal(e.kind, ERR_UNAUTHORIZED);
+	}
+	/* Locked: even the right password waits, and the message says how long. */
+	err_clear(&e);
+	assert_int_equal(user_login(s->app->db, &s->app->cfg, email, PASSWORD, addr, got, &e), -1);
+	assert_int_equal(e.kind, ERR_LIMIT);
+	assert_non_null(strstr(e.msg, "try again in"));
+	/* An unknown address gets the answer a wrong password gets. */
+	err_clear(&e);
+	new_email(nobody, sizeof(nobody));
+	assert_int_equal(user_login(s->app->db, &s->app->cfg, nobody, PASSWORD, addr, got, &e), -1);
+	assert_int_equal(e.kind, ERR_UNAUTHORIZED);
+	assert_string_equal(e.msg, "Wrong e-mail address or password.");
+	/* The lockout ends when its failures leave the window. */
+	assert_int_equal(
+	    count(s,
+		"WITH u AS (UPDATE auth_events SET at = at - interval '1 day' "
+		"WHERE subject = 'login:' || lower($1) RETURNING 1) SELECT count(*) FROM u",
+		email),
+	    3);
+	err_clear(&e);
+	assert_int_equal(user_login(s->app->db, &s->app->cfg, email, PASSWORD, addr, got, &e), 0);
+}
+
+static void
+test_reset_link(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], account[ACCT_ID_LEN + 1], got[ACCT_ID_LEN + 1], code[65];
+	char sid[WSESS_ID_LEN + 1], nobody[64];
+	struct wsess ws;
+	struct err e;
+
+	tune(s);
+	new_email(nobody, sizeof(nobody));
+	signup(s, email, sizeof(email), account);
+	err_clear(&e);
+	assert_int_equal(wsess_create(s->app->db, &s->app->cfg, account, sid, &e), 0);
+	/* No mail for an address without an account, and the same answer. */
+	assert_int_equal(user_reset_request(s->app->db, &s->app->cfg, nobody, run_addr, &e), 0);
+	assert_int_equal(count(s, "SELECT count(*) FROM mail_outbox WHERE to_addr = $1", nobody),
+	    0);
+	assert_int_equal(user_reset_request(s->app->db, &s->app->cfg, email, run_addr, &e), 0);
+	mail_code(s, account, "Reset", code);
+	assert_int_equal(user_reset_check(s->app->db, code, &e), 0);
+	/* A weak password leaves the link usable. */
+	assert_int_equal(user_reset_confirm(s->app->db, &s->app->cfg, code, "short", got, &e), -1);
+	assert_string_equal(e.field, "password");
+	err_clear(&e);
+	assert_int_equal(user_reset_confirm(s->app->db, &s->app->cfg, code,
+			     "a brand new passphrase", got, &e),
+	    0);
+	assert_string_equal(got, account);
+	/* Used once; the old password and the old sessions are gone. */
+	assert_int_equal(user_reset_confirm(s->app->db, &s->app->cfg, code,
+			     "another new passphrase", got, &e),
+	    -1);
+	assert_int_equal(e.kind, ERR_CONFLICT);
+	err_clear(&e);
+	assert_int_equal(user_login(s->app->db, &s->app->cfg, email, PASSWORD, run_addr, got, &e),
+	    -1);
+	err_clear(&e);
+	assert_int_equal(user_login(s->app->db, &s->app->cfg, email, "a brand new passphrase",
+			     run_addr, got, &e),
+	    0);
+	err_clear(&e);
+	assert_int_equal(wsess_resolve(s->app->db, &s->app->cfg, sid, &ws, &e), -1);
+	assert_int_equal(e.kind, ERR_UNAUTHORIZED);
+	/* Garbage and expired links. */
+	err_clear(&e);
+	assert_int_equal(user_reset_check(s->app->db, "zz", &e), -1);
+	assert_int_equal(e.kind, ERR_NOT_FOUND);
+	err_clear(&e);
+	assert_int_equal(user_reset_request(s->app->db, &s->app->cfg, email, run_addr, &e), 0);
+	mail_code(s, account, "Reset", code);
+	assert_int_equal(
+	    count(s,
+		"WITH u AS (UPDATE email_links SET expires_at = now() - interval '1 s' "
+		"WHERE account_id = $1 AND purpose = 'reset' AND used_at IS NULL RETURNING 1) "
+		"SELECT count(*) FROM u",
+		account),
+	    1);
+	assert_int_equal(user_reset_check(s->app->db, code, &e), -1);
+	assert_int_equal(e.kind, ERR_TIMEOUT);
+}
+
+static void
+test_sessions(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], account[ACCT_ID_LEN + 1], sid[4][WSESS_ID_LEN + 1], hash[65];
+	struct wsess ws;
+	struct err e;
+
+	tune(s);
+	signup(s, email, sizeof(email), account);
+	for (int i = 0; i < 4; i++) {
+		err_clear(&e);
+		assert_int_equal(wsess_create(s->app->db, &s->app->cfg, account, sid[i], &e), 0);
+	}
+	/* At most three per account: the oldest ended. */
+	err_clear(&e);
+	assert_int_equal(wsess_resolve(s->app->db, &s->app->cfg, sid[0], &ws, &e), -1);
+	err_clear(&e);
+	assert_int_equal(wsess_resolve(s->app->db, &s->app->cfg, sid[3], &ws, &e), 0);
+	assert_string_equal(ws.account_id, account);
+	assert_int_equal(ws.verified, 0);
+	assert_true(wsess_csrf_ok(&ws, ws.csrf));
+	assert_false(wsess_csrf_ok(&ws, ""));
+	assert_false(wsess_csrf_ok(&ws, NULL));
+	{
+		char bad[WSESS_CSRF_LEN + 1];
+
+		snprintf(bad, sizeof(bad), "%s", ws.csrf);
+		bad[10] = bad[10] == 'a' ? 'b' : 'a';
+		assert_false(wsess_csrf_ok(&ws, bad));
+	}
+	/* Idle too long, or too old: ended. */
+	key_hash_hex(sid[2], WSESS_ID_LEN, hash, sizeof(hash));
+	assert_int_equal(
+	    count(s,
+		"WITH u AS (UPDATE web_sessions SET last_seen_at = now() - interval '2 hours' "
+		"WHERE id_hash = $1 RETURNING 1) SELECT count(*) FROM u",
+		hash),
+	    1);
+	err_clear(&e);
+	assert_int_equal(wsess_resolve(s->app->db, &s->app->cfg, sid[2], &ws, &e), -1);
+	key_hash_hex(sid[1], WSESS_ID_LEN, hash, sizeof(hash));
+	assert_int_equal(
+	    count(s,
+		"WITH u AS (UPDATE web_sessions SET created_at = now() - interval '2 days' "
+		"WHERE id_hash = $1 RETURNING 1) SELECT count(*) FROM u",
+		hash),
+	    1);
+	err_clear(&e);
+	assert_int_equal(wsess_resolve(s->app->db, &s->app->cfg, sid[1], &ws, &e), -1);
+	/* Logout, and ids that are not ids. */
+	err_clear(&e);
+	assert_int_equal(wsess_end(s->app->db, sid[3], &e), 0);
+	assert_int_equal(wsess_resolve(s->app->db, &s->app->cfg, sid[3], &ws, &e), -1);
+	err_clear(&e);
+	assert_int_equal(wsess_resolve(s->app->db, &s->app->cfg, "'; DROP TABLE x; --", &ws, &e),
+	    -1);
+	assert_int_equal(e.kind, ERR_UNAUTHORIZED);
+}
+
+static void
+test_outbox_keeps_mail_without_smtp(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], account[ACCT_ID_LEN + 1];
+	struct err e;
+	json_t *v;
+	int sent = -1;
+
+	tune(s);
+	signup(s, email, sizeof(email), account);
+	v = mailq_pending(s->app->db, 1000, &e);
+	assert_non_null(v);
+	assert_true(json_array_size(v) >= 1);
+	json_decref(v);
+	/* A server that is not there: the mail stays, with the reason. */
+	err_clear(&e);
+	assert_int_equal(db_exec(s->app->db,
+			     "UPDATE mail_outbox SET next_attempt_at = now() + interval '1 day' "
+			     "WHERE account_id IS DISTINCT FROM $1 AND sent_at IS NULL",
+			     1, (const char *const[]){ account }, NULL, &e),
+	    0);
+	assert_int_equal(mailq_send_due(s->app->db, "smtp://127.0.0.1:1", "aas <a@b.c>", 4, &sent,
+			     &e),
+	    0);
+	assert_int_equal(sent, 0);
+	assert_int_equal(count(s,
+			     "SELECT count(*) FROM mail_outbox WHERE account_id = $1 "
+			     "AND sent_at IS NULL AND attempts = 1 AND last_error LIKE 'smtp:%'",
+			     account),
+	    1);
+}
+
+#define T(fn) cmocka_unit_test_setup_teardown(fn, sfx_setup, sfx_teardown)
+
+int
+main(void)
+{
+	new_addr(run_addr, sizeof(run_addr));
+	const struct CMUnitTest tests[] = {
+		T(test_signup_verify_grants_once),
+		T(test_verifications_racing_grant_once),
+		T(test_signup_refuses_bad_input),
+		T(test_signup_limit_per_address),
+		T(test_login_locks_out),
+		T(test_reset_link),
+		T(test_sessions),
+		T(test_outbox_keeps_mail_without_smtp),
+	};
+
+	return cmocka_run_group_tests(tests, sfx_group_setup, sfx_group_teardown);
+}
