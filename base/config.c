@@ -238,7 +238,8 @@ static const struct cfg_entry cfg_table[] = {
 	{ "AAS_STRIPE_API_URL", CFG_STR, "https://api.stripe.com", 0, 0, F(stripe_api_url),
 	    "Stripe's API origin (tests point it at a local stand-in)." },
 	{ "AAS_TOPUP_USD", CFG_STR, "5,10,25", 0, 0, F(topup_usd),
-	    "Top-up amounts offered, whole US dollars, comma-separated (at most 8, each 1 to 1000)." },
+	    "Top-up amounts offered, whole US dollars, comma-separated (at most 8, each 1 to 1000); "
+	    "empty offers none." },
 	{ "AAS_TRUST_X_REAL_IP", CFG_INT, "0", 0, 1, F(trust_x_real_ip),
 	    "1: a request from a loopback peer (a reverse proxy on this machine) is counted "
 	    "under its X-Real-IP header for sign-up and login limits." },
@@ -694,7 +695,7 @@ finish_defaults(struct config *cfg, struct err *e)
 			while (*q >= '0' && *q <= '9' && v <= 1000)
 				v = v * 10 + (*q++ - '0');
 			if (q == p || v < 1 || v > 1000 || (*q != ',' && *q != '\0') ||
-			    cfg->n_topups >= CONFIG_MAX_TOPUPS) {
+			    (*q == ',' && q[1] == '\0') || cfg->n_topups >= CONFIG_MAX_TOPUPS) {
 				err_set_field(e, "AAS_TOPUP_USD",
 				    "AAS_TOPUP_USD: up to %d whole-dollar amounts from 1 to 1000, "
 				    "comma-separated",

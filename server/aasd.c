@@ -301,7 +301,7 @@ main(int argc, char **argv)
 	if (pty != NULL)
 		mq = mailq_start(app->db, &app->cfg, &e);
 	if (mq != NULL) {
-		web = web_new(app, mq);
+		web = web_new(app, mq, pty);
 		if (web == NULL)
 			err_set(&e, ERR_INTERNAL, "out of memory");
 	}

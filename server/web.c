@@ -281,6 +281,26 @@ verify(struct web_ctx *c)
 }
 
 static void
+email_confirm(struct web_ctx *c)
+{
+	char account[ACCT_ID_LEN + 1];
+	struct err e;
+
+	err_clear(&e);
+	if (user_email_change_confirm(c->w->app->db, c->cfg, web_qarg(c, "code"), account, &e) <
+	    0) {
+		page_message(c, link_status(&e), "E-mail address not changed", e.msg,
+		    c->logged_in ? "/dashboard/settings" : "/login",
+		    c->logged_in ? "Back to settings" : "Log in");
+		return;
+	}
+	log_info("web: account %s changed its e-mail address", account);
+	page_message(c, 200, "E-mail address changed",
+	    "Your account now uses this address; log in with it from now on.", "/dashboard",
+	    "Go to your dashboard");
+}
+
+static void
 reset_request(struct web_ctx *c)
 {
 	struct err e;
@@ -403,9 +423,13 @@ static const struct web_page pages[] = {
 	{ "/dashboard/sandboxes", web_sbx_list, 1 },
 	{ "/dashboard/sandboxes/{id}/destroy", web_sbx_destroy, 1 },
 	{ "/dashboard/sandboxes/{id}/extend", web_sbx_extend, 1 },
+	{ "/dashboard/sandboxes/{id}/terminal", web_sbx_terminal, 1 },
 	{ "/dashboard/usage", web_usage_page, 1 },
 	{ "/dashboard/usage.csv", web_usage_csv, 1 },
 	{ "/dashboard/billing/checkout", web_pay_checkout, 1 },
+	{ "/dashboard/settings/email", web_dash_email, 1 },
+	{ "/dashboard/settings/delete", web_dash_delete, 1 },
+	{ "/email/confirm", email_confirm, 0 },
 };
 #define N_PAGES (sizeof(pages) / sizeof(pages[0]))
 _Static_assert(N_PAGES == WEB_PAGES, "WEB_PAGES counts the pages");
@@ -528,7 +552,7 @@ static_file(struct http_req *req, void *ctx)
 }
 
 struct web *
-web_new(struct app *app, struct mailq *mq)
+web_new(struct app *app, struct mailq *mq, struct pty_hub *pty)
 {
 	struct web *w = calloc(1, sizeof(*w));
 
@@ -536,6 +560,7 @@ web_new(struct app *app, struct mailq *mq)
 		return NULL;
 	w->app = app;
 	w->mq = mq;
+	w->pty = pty;
 	for (size_t i = 0; i < N_PAGES; i++) {
 		w->routes[i].w = w;
 		w->routes[i].page = &pages[i];

@@ -15,7 +15,9 @@ struct app;
 struct mailq;
 struct web;
 
-struct web *web_new(struct app *app, struct mailq *mq);
+struct pty_hub;
+/* `pty` (may be NULL) issues the tickets of the terminal page. */
+struct web *web_new(struct app *app, struct mailq *mq, struct pty_hub *pty);
 void web_free(struct web *w);
 /* The routes (at most WEB_ROUTES) into out; returns how many. */
 #define WEB_ROUTES 32

@@ -244,29 +244,123 @@ web_dash_revoke(struct web_ctx *c)
 	web_redirect(c, "/dashboard/keys");
 }
 
+/* The settings page; `form` names the form an error `e` belongs to. */
 static void
-settings_page(struct web_ctx *c, const struct err *e, int status, const char *done)
+settings_page(struct web_ctx *c, const char *form, const struct err *e, int status,
+    const char *done)
 {
-	const char *cur = e && strcmp(e->field, "current") == 0 ? e->msg : NULL;
-	const char *pw = e && strcmp(e->field, "password") == 0 ? e->msg : NULL;
+	const char *cur = NULL, *pw = NULL, *em = NULL, *del = NULL;
 
+	if (e && strcmp(form, "password") == 0) {
+		cur = strcmp(e->field, "current") == 0 ? e->msg : NULL;
+		pw = strcmp(e->field, "password") == 0 ? e->msg : NULL;
+	} else if (e && strcmp(form, "email") == 0) {
+		cur = strcmp(e->field, "current") == 0 ? e->msg : NULL;
+		em = cur ? NULL : e->msg;
+	} else if (e) {
+		del = e->msg;
+	}
 	page_begin(c, "Settings");
 	if (done)
 		page_alert(c, "notice", done);
-	if (e && !cur && !pw)
+	if (e && strcmp(form, "password") == 0 && !cur && !pw)
 		page_alert(c, "error", e->msg);
 	page_f(c,
 	    "<h2>Password</h2><form method=\"post\" action=\"/dashboard/settings\" "
 	    "novalidate>");
 	page_csrf(c);
-	page_input(c, "current", "Current password", "password", "current-password", "", NULL, cur);
+	page_input(c, "current", "Current password", "password", "current-password", "", NULL,
+	    strcmp(form, "password") == 0 ? cur : NULL);
 	page_input(c, "password", "New password", "password", "new-password", "",
 	    "At least 10 characters.", pw);
 	page_f(c,
 	    "<button type=\"submit\">Change password</button></form>"
-	    "<h2>E-mail address</h2><p>%s</p>",
+	    "<h2>E-mail address</h2><p>Now: <b id=\"email\">%s</b></p>"
+	    "<form method=\"post\" action=\"/dashboard/settings/email\" novalidate>",
 	    c->sess.email);
+	page_csrf(c);
+	page_f(c, "<div class=\"field\"><label for=\"f-new-email\">New e-mail address</label>");
+	if (em)
+		page_f(c, "<p class=\"field-error\" id=\"e-new-email\">%s</p>", em);
+	page_f(c,
+	    "<input id=\"f-new-email\" name=\"email\" type=\"email\" autocomplete=\"email\" "
+	    "required%S></div>",
+	    em ? " aria-invalid=\"true\" aria-describedby=\"e-new-email\"" : "");
+	page_f(c, "<div class=\"field\"><label for=\"f-email-current\">Current password</label>");
+	if (strcmp(form, "email") == 0 && cur)
+		page_f(c, "<p class=\"field-error\" id=\"e-email-current\">%s</p>", cur);
+	page_f(c,
+	    "<input id=\"f-email-current\" name=\"current\" type=\"password\" "
+	    "autocomplete=\"current-password\" required></div>"
+	    "<button type=\"submit\">Change e-mail address</button></form>"
+	    "<h2>Delete the account</h2><p>Your sandboxes are destroyed (and billed up to now), "
+	    "your keys stop working, and your address and password are removed. Credit left "
+	    "on the account is not paid out.</p>"
+	    "<form method=\"post\" action=\"/dashboard/settings/delete\" novalidate>");
+	page_csrf(c);
+	page_f(c, "<div class=\"field\"><label for=\"f-delete-current\">Current password</label>");
+	if (del)
+		page_f(c, "<p class=\"field-error\" id=\"e-delete-current\">%s</p>", del);
+	page_f(c,
+	    "<input id=\"f-delete-current\" name=\"current\" type=\"password\" "
+	    "autocomplete=\"current-password\" required></div>"
+	    "<button type=\"submit\" class=\"danger\">Delete my account</button></form>");
 	page_send(c, status);
+}
+
+static int
+settings_post(struct web_ctx *c)
+{
+	if (strcmp(c->method, "POST") != 0) {
+		web_redirect(c, "/dashboard/settings");
+		return 0;
+	}
+	return web_csrf_check(c);
+}
+
+void
+web_dash_email(struct web_ctx *c)
+{
+	struct err e;
+
+	if (!settings_post(c))
+		return;
+	err_clear(&e);
+	if (user_email_change_request(c->w->app->db, c->cfg, c->sess.account_id,
+		web_field(c, "current"), web_field(c, "email"), c->addr, &e) < 0) {
+		settings_page(c, "email", &e,
+		    e.kind == ERR_LIMIT        ? 429 :
+			e.kind == ERR_CONFLICT ? 409 :
+						 400,
+		    NULL);
+		return;
+	}
+	mailq_poke(c->w->mq);
+	settings_page(c, "email", NULL, 200,
+	    "A link is on its way to the new address; the change happens when it is opened.");
+}
+
+void
+web_dash_delete(struct web_ctx *c)
+{
+	struct err e;
+
+	if (!settings_post(c))
+		return;
+	err_clear(&e);
+	if (user_delete(c->w->app->db, c->cfg, c->sess.account_id, web_field(c, "current"), &e) <
+	    0) {
+		settings_page(c, "delete", &e,
+		    e.kind == ERR_INVALID ? 400 : err_http_status(e.kind), NULL);
+		return;
+	}
+	log_info("web: account %s deleted", c->sess.account_id);
+	web_set_session_cookie(c, NULL);
+	c->logged_in = 0;
+	page_message(c, 200, "Account deleted",
+	    "Your account is deleted: its sandboxes are being destroyed and its keys no longer "
+	    "work.",
+	    "/", "Home");
 }
 
 void
@@ -276,7 +370,7 @@ web_dash_settings(struct web_ctx *c)
 	struct err e;
 
 	if (strcmp(c->method, "POST") != 0) {
-		settings_page(c, NULL, 200,
+		settings_page(c, "password", NULL, 200,
 		    strcmp(web_qarg(c, "changed"), "1") == 0 ?
 			"Your password is changed. Other sessions are logged out." :
 			NULL);
@@ -287,7 +381,7 @@ web_dash_settings(struct web_ctx *c)
 	err_clear(&e);
 	if (user_password_change(c->w->app->db, c->cfg, c->sess.account_id, web_field(c, "current"),
 		web_field(c, "password"), &e) < 0) {
-		settings_page(c, &e, 400, NULL);
+		settings_page(c, "password", &e, 400, NULL);
 		return;
 	}
 	/* Every session ended with the old password; this one goes on anew. */

@@ -13,7 +13,7 @@
 #define WEB_PAGE_MAX (512 * 1024)
 #define WEB_TOKEN_LEN 64 /* hex, the anonymous forms' token */
 
-#define WEB_PAGES 19
+#define WEB_PAGES 23
 #define WEB_STATIC_MAX 4
 
 struct web_page;
@@ -25,6 +25,7 @@ struct web_route {
 struct web {
 	struct app *app;
 	struct mailq *mq;
+	struct pty_hub *pty;
 	struct web_route routes[WEB_PAGES];
 	char static_paths[WEB_STATIC_MAX][64];
 };
@@ -64,9 +65,12 @@ void web_dash_revoke(struct web_ctx *c);
 void web_dash_connect(struct web_ctx *c);
 void web_dash_settings(struct web_ctx *c);
 void web_dash_resend(struct web_ctx *c);
+void web_dash_email(struct web_ctx *c);
+void web_dash_delete(struct web_ctx *c);
 void web_sbx_list(struct web_ctx *c);
 void web_sbx_destroy(struct web_ctx *c);
 void web_sbx_extend(struct web_ctx *c);
+void web_sbx_terminal(struct web_ctx *c);
 void web_usage_page(struct web_ctx *c);
 void web_usage_csv(struct web_ctx *c);
 /* The top-up form (or why there is none), inside a page. */

@@ -13,7 +13,7 @@
 static const struct pay_provider *
 provider(const struct config *cfg)
 {
-	return pay_stripe.configured(cfg) ? &pay_stripe : NULL;
+	return pay_stripe.configured(cfg) && cfg->n_topups > 0 ? &pay_stripe : NULL;
 }
 
 void

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "server/pty.h"
 #include "server/rest_query.h"
 #include "server/web_int.h"
 #include "service/tools.h"
@@ -117,9 +118,10 @@ web_sbx_list(struct web_ctx *c)
 				    (long long)json_integer_value(json_object_get(pt, "port")));
 		}
 		page_f(c,
-		    "</td><td><form method=\"post\" action=\"/dashboard/sandboxes/%s/extend\" "
+		    "</td><td><a href=\"/dashboard/sandboxes/%s/terminal\">Terminal</a> "
+		    "<form method=\"post\" action=\"/dashboard/sandboxes/%s/extend\" "
 		    "class=\"inline\">",
-		    id);
+		    id, id);
 		page_csrf(c);
 		page_f(c,
 		    "<label class=\"inline-label\" for=\"m-%s\">Minutes</label> "
@@ -218,4 +220,49 @@ web_sbx_extend(struct web_ctx *c)
 	}
 	json_decref(r);
 	web_redirect(c, "/dashboard/sandboxes");
+}
+
+void
+web_sbx_terminal(struct web_ctx *c)
+{
+	char id[64], ticket[PTY_TICKET_MAX], url[PTY_TICKET_MAX + 128];
+	struct err e;
+	json_t *sb;
+
+	if (http_path_arg(c->req, 0, id, sizeof(id)) < 0)
+		id[0] = '\0';
+	err_clear(&e);
+	/* Only the session's own sandbox, running. */
+	sb = web_tool(c, "get_sandbox", json_pack("{s:s}", "sandbox_id", id), &e);
+	if (sb == NULL || !json_is_string(json_object_get(sb, "state")) ||
+	    strcmp(json_string_value(json_object_get(sb, "state")), "running") != 0) {
+		json_decref(sb);
+		page_message(c, 404, "No terminal", "You have no running sandbox with this id.",
+		    "/dashboard/sandboxes", "Back to your sandboxes");
+		return;
+	}
+	json_decref(sb);
+	if (c->w->pty == NULL ||
+	    pty_ticket_issue(c->w->pty, c->sess.account_id, id, (long long)time(NULL), ticket, &e) <
+		0) {
+		page_message(c, 503, "No terminal", "Terminals are not available now; try again.",
+		    "/dashboard/sandboxes", "Back to your sandboxes");
+		return;
+	}
+	/* The ticket opens this terminal once, within AAS_PTY_TICKET_TTL_S. */
+	snprintf(url, sizeof(url), "/v1/sandboxes/%s/pty?rows=30&cols=100&ticket=%s", id, ticket);
+	page_begin(c, "Terminal");
+	page_f(c,
+	    "<p>A login shell as the user <code>sandbox</code> in <code>%s</code>. Lines you "
+	    "send run as typed; Ctrl-C stops what runs.</p>"
+	    "<div id=\"terminal\" data-ws=\"%s\">"
+	    "<p id=\"term-status\" role=\"status\">Connecting…</p>"
+	    "<pre id=\"term-out\" tabindex=\"0\" role=\"log\" aria-label=\"Terminal output\">"
+	    "</pre><form id=\"term-form\" class=\"term-form\"><label for=\"term-in\">Input"
+	    "</label> <input id=\"term-in\" type=\"text\" autocomplete=\"off\" "
+	    "spellcheck=\"false\"> <button type=\"submit\">Send</button> "
+	    "<button type=\"button\" id=\"term-intr\">Ctrl-C</button></form></div>"
+	    "<p><a href=\"/dashboard/sandboxes\">Back to your sandboxes</a></p>",
+	    id, url);
+	page_send(c, 200);
 }

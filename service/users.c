@@ -9,13 +9,14 @@
 #include "service/attempts.h"
 #include "service/mailq.h"
 #include "service/users.h"
+#include "service/users_int.h"
 #include "service/websess.h"
 
 #define RESET_TTL_S 3600
 #define HOUR_S 3600
 
-static void
-params_of(const struct config *cfg, struct pw_params *p)
+void
+user_params(const struct config *cfg, struct pw_params *p)
 {
 	p->t_cost = (uint32_t)cfg->argon2_t_cost;
 	p->m_kib = (uint32_t)cfg->argon2_m_kib;
@@ -57,13 +58,16 @@ user_email_norm(const char *in, char *out, size_t n, struct err *e)
 
 /* A new single-use link of `purpose` for the account, its token in
  * `token`; returns the mail's URL in `url`. */
-static int
-link_new(PGconn *c, const struct config *cfg, const char *account, const char *purpose, int ttl_s,
-    char token[USER_LINK_LEN + 1], char *url, size_t un, struct err *e)
+int
+user_link_new(PGconn *c, const struct config *cfg, const char *account, const char *purpose,
+    int ttl_s, const char *new_email, char token[USER_LINK_LEN + 1], char *url, size_t un,
+    struct err *e)
 {
 	char hash[KEY_HASH_HEX_LEN + 1], ttl[16];
-	const char *p[4] = { hash, account, purpose, ttl };
-	const char *page = strcmp(purpose, "verify") == 0 ? "verify" : "reset/confirm";
+	const char *p[5] = { hash, account, purpose, ttl, new_email };
+	const char *page = strcmp(purpose, "verify") == 0 ? "verify" :
+	    strcmp(purpose, "email") == 0                 ? "email/confirm" :
+							    "reset/confirm";
 
 	if (key_random_hex(token, USER_LINK_LEN + 1, USER_LINK_LEN / 2) < 0) {
 		err_set(e, ERR_INTERNAL, "no randomness");
@@ -73,13 +77,13 @@ link_new(PGconn *c, const struct config *cfg, const char *account, const char *p
 	snprintf(ttl, sizeof(ttl), "%d", ttl_s);
 	snprintf(url, un, "%s/%s?code=%s", cfg->public_url, page, token);
 	return db_conn_exec(c,
-	    "INSERT INTO email_links(token_hash, account_id, purpose, expires_at) "
-	    "VALUES ($1, $2, $3, now() + make_interval(secs => $4::int))",
-	    4, p, NULL, e);
+	    "INSERT INTO email_links(token_hash, account_id, purpose, expires_at, new_email) "
+	    "VALUES ($1, $2, $3, now() + make_interval(secs => $4::int), $5)",
+	    5, p, NULL, e);
 }
 
-static void
-money_text(long long micro, char *out, size_t n)
+void
+user_money_text(long long micro, char *out, size_t n)
 {
 	snprintf(out, n, "$%lld.%02lld", micro / 1000000, (micro % 1000000) / 10000);
 }
@@ -90,9 +94,10 @@ mail_verify(PGconn *c, const struct config *cfg, const char *account, const char
 {
 	char token[USER_LINK_LEN + 1], url[CONFIG_STR_MAX + 128], body[2048], credit[32];
 
-	if (link_new(c, cfg, account, "verify", cfg->link_ttl_s, token, url, sizeof(url), e) < 0)
+	if (user_link_new(c, cfg, account, "verify", cfg->link_ttl_s, NULL, token, url, sizeof(url),
+		e) < 0)
 		return -1;
-	money_text(cfg->free_credit, credit, sizeof(credit));
+	user_money_text(cfg->free_credit, credit, sizeof(credit));
 	snprintf(body, sizeof(body),
 	    "Welcome to aas.\n\n"
 	    "Open this link to verify your e-mail address%s%s:\n\n%s\n\n"
@@ -104,9 +109,9 @@ mail_verify(PGconn *c, const struct config *cfg, const char *account, const char
 
 /* ERR_LIMIT with the retry delay when `subject` is over `max` events in
  * `window_s`; else counts one more. */
-static int
-take_turn(PGconn *c, const char *kind, const char *value, int max, int window_s, const char *what,
-    struct err *e)
+int
+user_take_turn(PGconn *c, const char *kind, const char *value, int max, int window_s,
+    const char *what, struct err *e)
 {
 	char subject[ATT_SUBJECT_MAX + 1], when[48];
 	long long retry;
@@ -141,7 +146,7 @@ signup_gate_tx(PGconn *c, void *arg, struct err *e)
 	PGresult *r;
 	int taken;
 
-	if (take_turn(c, "signup-ip", sx->addr, sx->cfg->signups_per_address, HOUR_S,
+	if (user_take_turn(c, "signup-ip", sx->addr, sx->cfg->signups_per_address, HOUR_S,
 		"sign-ups from your network", e) < 0)
 		return -1;
 	r = db_conn_query(c, "SELECT 1 FROM accounts WHERE lower(email) = $1", 1, p, e);
@@ -198,7 +203,7 @@ user_signup(struct db *db, const struct config *cfg, const char *email_in, const
 	/* The limit and the duplicate are checked before the slow hash. */
 	if (db_tx(db, signup_gate_tx, &sx, e) < 0)
 		return -1;
-	params_of(cfg, &pp);
+	user_params(cfg, &pp);
 	if (pw_hash(&pp, password, strlen(password), hash, sizeof(hash), e) < 0)
 		return -1;
 	return db_tx(db, signup_tx, &sx, e);
@@ -206,8 +211,8 @@ user_signup(struct db *db, const struct config *cfg, const char *email_in, const
 
 /* Reads which account a live link of `purpose` belongs to, without a
  * lock (the lock order takes the account first). */
-static int
-link_account(PGconn *c, const char *hash, const char *purpose, char *account, struct err *e)
+int
+user_link_account(PGconn *c, const char *hash, const char *purpose, char *account, struct err *e)
 {
 	const char *p[2] = { hash, purpose };
 	PGresult *r;
@@ -230,8 +235,8 @@ link_account(PGconn *c, const char *hash, const char *purpose, char *account, st
 
 /* With the account locked: locks the link and checks it is live;
  * `use` marks it used. */
-static int
-link_take(PGconn *c, const char *hash, int use, struct err *e)
+int
+user_link_take(PGconn *c, const char *hash, int use, struct err *e)
 {
 	const char *p[1] = { hash };
 	PGresult *r;
@@ -261,8 +266,8 @@ out:
 	return rc;
 }
 
-static int
-lock_account(PGconn *c, const char *account, struct err *e)
+int
+user_lock_account(PGconn *c, const char *account, struct err *e)
 {
 	const char *p[1] = { account };
 	PGresult *r = db_conn_query(c, "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", 1, p, e);
@@ -279,8 +284,8 @@ lock_account(PGconn *c, const char *account, struct err *e)
 	return 0;
 }
 
-static int
-token_hash(const char *token, char hash[KEY_HASH_HEX_LEN + 1], struct err *e)
+int
+user_token_hash(const char *token, char hash[KEY_HASH_HEX_LEN + 1], struct err *e)
 {
 	size_t n = strlen(token);
 
@@ -310,8 +315,8 @@ verify_tx(PGconn *c, void *arg, struct err *e)
 	char key[64];
 	int posted;
 
-	if (link_account(c, vx->hash, "verify", vx->account_id, e) < 0 ||
-	    lock_account(c, vx->account_id, e) < 0 || link_take(c, vx->hash, 1, e) < 0 ||
+	if (user_link_account(c, vx->hash, "verify", vx->account_id, e) < 0 ||
+	    user_lock_account(c, vx->account_id, e) < 0 || user_link_take(c, vx->hash, 1, e) < 0 ||
 	    db_conn_exec(c,
 		"UPDATE accounts SET email_verified_at = coalesce(email_verified_at, now()) "
 		"WHERE id = $1",
@@ -332,7 +337,7 @@ user_verify(struct db *db, const struct config *cfg, const char *token,
 	char hash[KEY_HASH_HEX_LEN + 1];
 	struct verify_ctx vx = { cfg, hash, account_id };
 
-	if (token_hash(token, hash, e) < 0)
+	if (user_token_hash(token, hash, e) < 0)
 		return -1;
 	return db_tx(db, verify_tx, &vx, e);
 }
@@ -351,9 +356,9 @@ resend_tx(PGconn *c, void *arg, struct err *e)
 	PGresult *r;
 	int verified, rc;
 
-	if (take_turn(c, "mail-ip", rx->addr, rx->cfg->signups_per_address, HOUR_S,
+	if (user_take_turn(c, "mail-ip", rx->addr, rx->cfg->signups_per_address, HOUR_S,
 		"mails asked for from your network", e) < 0 ||
-	    take_turn(c, "mail", rx->account, rx->cfg->mails_per_account, HOUR_S,
+	    user_take_turn(c, "mail", rx->account, rx->cfg->mails_per_account, HOUR_S,
 		"mails for this account", e) < 0)
 		return -1;
 	r = db_conn_query(c,
@@ -475,7 +480,7 @@ user_login(struct db *db, const struct config *cfg, const char *email_in, const 
 	lx.account_id = account_id;
 	if (db_tx(db, login_gate_tx, &lx, e) < 0)
 		return -1;
-	params_of(cfg, &pp);
+	user_params(cfg, &pp);
 	err_clear(&ignore);
 	if (lx.found && lx.hash[0] != '\0' && plen <= PW_PASSWORD_MAX)
 		ok = pw_verify(lx.hash, password, plen, &ignore) == 1;
@@ -520,7 +525,7 @@ reset_request_tx(PGconn *c, void *arg, struct err *e)
 	PGresult *r;
 	int found;
 
-	if (take_turn(c, "mail-ip", rx->addr, rx->cfg->signups_per_address, HOUR_S,
+	if (user_take_turn(c, "mail-ip", rx->addr, rx->cfg->signups_per_address, HOUR_S,
 		"mails asked for from your network", e) < 0)
 		return -1;
 	r = db_conn_query(c,
@@ -539,7 +544,7 @@ reset_request_tx(PGconn *c, void *arg, struct err *e)
 		struct err quiet;
 
 		err_clear(&quiet);
-		if (take_turn(c, "mail", account, rx->cfg->mails_per_account, HOUR_S, "mails",
+		if (user_take_turn(c, "mail", account, rx->cfg->mails_per_account, HOUR_S, "mails",
 			&quiet) < 0) {
 			if (quiet.kind == ERR_LIMIT)
 				return 0;
@@ -547,7 +552,8 @@ reset_request_tx(PGconn *c, void *arg, struct err *e)
 			return -1;
 		}
 	}
-	if (link_new(c, rx->cfg, account, "reset", RESET_TTL_S, token, url, sizeof(url), e) < 0)
+	if (user_link_new(c, rx->cfg, account, "reset", RESET_TTL_S, NULL, token, url, sizeof(url),
+		e) < 0)
 		return -1;
 	snprintf(body, sizeof(body),
 	    "Someone asked to reset the password of your aas account.\n\n"
@@ -576,9 +582,10 @@ reset_check_tx(PGconn *c, void *arg, struct err *e)
 	const char *hash = arg;
 	char account[ACCT_ID_LEN + 1];
 
-	if (link_account(c, hash, "reset", account, e) < 0 || lock_account(c, account, e) < 0)
+	if (user_link_account(c, hash, "reset", account, e) < 0 ||
+	    user_lock_account(c, account, e) < 0)
 		return -1;
-	return link_take(c, hash, 0, e);
+	return user_link_take(c, hash, 0, e);
 }
 
 int
@@ -586,7 +593,7 @@ user_reset_check(struct db *db, const char *token, struct err *e)
 {
 	char hash[KEY_HASH_HEX_LEN + 1];
 
-	if (token_hash(token, hash, e) < 0)
+	if (user_token_hash(token, hash, e) < 0)
 		return -1;
 	return db_tx(db, reset_check_tx, hash, e);
 }
@@ -597,8 +604,8 @@ reset_confirm_tx(PGconn *c, void *arg, struct err *e)
 	struct reset_ctx *rx = arg;
 	const char *p[2] = { rx->account_id, rx->pwhash };
 
-	if (link_account(c, rx->hash, "reset", rx->account_id, e) < 0 ||
-	    lock_account(c, rx->account_id, e) < 0 || link_take(c, rx->hash, 1, e) < 0 ||
+	if (user_link_account(c, rx->hash, "reset", rx->account_id, e) < 0 ||
+	    user_lock_account(c, rx->account_id, e) < 0 || user_link_take(c, rx->hash, 1, e) < 0 ||
 	    db_conn_exec(c,
 		"UPDATE accounts SET password_hash = $2, "
 		"email_verified_at = coalesce(email_verified_at, now()) WHERE id = $1",
@@ -619,11 +626,11 @@ user_reset_confirm(struct db *db, const struct config *cfg, const char *token, c
 	struct reset_ctx rx = { cfg, NULL, NULL, hash, pwhash, account_id };
 	struct pw_params pp;
 
-	if (token_hash(token, hash, e) < 0 || user_reset_check(db, token, e) < 0)
+	if (user_token_hash(token, hash, e) < 0 || user_reset_check(db, token, e) < 0)
 		return -1;
 	if (pw_policy_check(password, strlen(password), "", e) < 0)
 		return -1;
-	params_of(cfg, &pp);
+	user_params(cfg, &pp);
 	if (pw_hash(&pp, password, strlen(password), pwhash, sizeof(pwhash), e) < 0)
 		return -1;
 	return db_tx(db, reset_confirm_tx, &rx, e);
@@ -639,7 +646,7 @@ change_tx(PGconn *c, void *arg, struct err *e)
 	struct change_ctx *cx = arg;
 	const char *p[2] = { cx->account, cx->pwhash };
 
-	if (lock_account(c, cx->account, e) < 0 ||
+	if (user_lock_account(c, cx->account, e) < 0 ||
 	    db_conn_exec(c, "UPDATE accounts SET password_hash = $2 WHERE id = $1", 2, p, NULL, e) <
 		0)
 		return -1;
@@ -647,37 +654,51 @@ change_tx(PGconn *c, void *arg, struct err *e)
 }
 
 int
-user_password_change(struct db *db, const struct config *cfg, const char *account,
-    const char *old_password, const char *new_password, struct err *e)
+user_check_password(struct db *db, const char *account, const char *password, char *email, size_t n,
+    struct err *e)
 {
 	const char *p[1] = { account };
-	char old[PW_ENCODED_MAX], email[USER_EMAIL_MAX + 1], pwhash[PW_ENCODED_MAX];
-	struct change_ctx cx = { account, pwhash };
-	struct pw_params pp;
+	char old[PW_ENCODED_MAX];
 	struct err ignore;
 	PGresult *r;
 	int rc;
 
-	r = db_query(db, "SELECT coalesce(password_hash, ''), email FROM accounts WHERE id = $1", 1,
-	    p, e);
+	r = db_query(db,
+	    "SELECT coalesce(password_hash, ''), email FROM accounts WHERE id = $1 "
+	    "AND deleted_at IS NULL",
+	    1, p, e);
 	if (r == NULL)
 		return -1;
-	rc = db_get_str(r, 0, 0, old, sizeof(old), e) < 0 ||
-		db_get_str(r, 0, 1, email, sizeof(email), e) < 0 ?
+	rc = PQntuples(r) != 1 || db_get_str(r, 0, 0, old, sizeof(old), e) < 0 ||
+		db_get_str(r, 0, 1, email, n, e) < 0 ?
 	    -1 :
 	    0;
 	PQclear(r);
-	if (rc < 0)
+	if (rc < 0) {
+		err_set(e, ERR_NOT_FOUND, "no such account");
 		return -1;
+	}
 	err_clear(&ignore);
-	if (old[0] == '\0' || strlen(old_password) > PW_PASSWORD_MAX ||
-	    pw_verify(old, old_password, strlen(old_password), &ignore) != 1) {
+	if (old[0] == '\0' || strlen(password) > PW_PASSWORD_MAX ||
+	    pw_verify(old, password, strlen(password), &ignore) != 1) {
 		err_set_field(e, "current", "The current password is not right.");
 		return -1;
 	}
-	if (pw_policy_check(new_password, strlen(new_password), email, e) < 0)
+	return 0;
+}
+
+int
+user_password_change(struct db *db, const struct config *cfg, const char *account,
+    const char *old_password, const char *new_password, struct err *e)
+{
+	char email[USER_EMAIL_MAX + 1], pwhash[PW_ENCODED_MAX];
+	struct change_ctx cx = { account, pwhash };
+	struct pw_params pp;
+
+	if (user_check_password(db, account, old_password, email, sizeof(email), e) < 0 ||
+	    pw_policy_check(new_password, strlen(new_password), email, e) < 0)
 		return -1;
-	params_of(cfg, &pp);
+	user_params(cfg, &pp);
 	if (pw_hash(&pp, new_password, strlen(new_password), pwhash, sizeof(pwhash), e) < 0)
 		return -1;
 	return db_tx(db, change_tx, &cx, e);

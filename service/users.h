@@ -59,4 +59,24 @@ int user_reset_confirm(struct db *db, const struct config *cfg, const char *toke
 int user_password_change(struct db *db, const struct config *cfg, const char *account,
     const char *old_password, const char *new_password, struct err *e);
 
+/* Asks to move a logged-in account to `new_email`, after checking its
+ * password: a link goes to the new address (the change happens when it is
+ * followed) and a notice to the old one. ERR_INVALID ("current",
+ * "email"), ERR_CONFLICT (the address has an account), ERR_LIMIT. */
+int user_email_change_request(struct db *db, const struct config *cfg, const char *account,
+    const char *password, const char *new_email, const char *addr, struct err *e);
+/* Follows the link of an address change: the account's address becomes
+ * the new one, verified. As user_verify for the link; ERR_CONFLICT when
+ * another account took the address meanwhile. */
+int user_email_change_confirm(struct db *db, const struct config *cfg, const char *token,
+    char account_id[ACCT_ID_LEN + 1], struct err *e);
+/* Deletes a logged-in account after checking its password: disabled
+ * first (keys revoked, MCP sessions ended, and every aasd's reaper stops
+ * and settles its sandboxes), then its personal data replaced: the
+ * address becomes deleted-<id>@deleted.invalid, the password, links,
+ * waiting mail, limit events and dashboard sessions go. The ledger and
+ * the sandbox rows stay (no personal data; the money must add up). */
+int user_delete(struct db *db, const struct config *cfg, const char *account, const char *password,
+    struct err *e);
+
 #endif

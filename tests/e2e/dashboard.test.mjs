@@ -113,6 +113,17 @@ test('sign up, verify, key, sandbox over MCP, destroy on the dashboard, charge a
   assert.match(await text(page, `${row} td:nth-child(6)`), /^\$0\.0[0-9]$/);
   await look(page, 'sandboxes');
 
+  // The terminal in the browser, through its single-use ticket.
+  await clickAndWait(page, `${row} a[href$="/terminal"]`);
+  await page.waitForFunction(() => document.getElementById('term-status').textContent === 'Connected.',
+    { timeout: 60000 });
+  await page.type('#term-in', 'echo term-$((6*7))');
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.getElementById('term-out').textContent.includes('term-42'),
+    { timeout: 60000 });
+  await look(page, 'terminal');
+  await clickAndWait(page, 'main a[href="/dashboard/sandboxes"]');
+
   // Another account cannot act on it from its own dashboard.
   const stranger = new WebClient(aasd.url);
   await stranger.submit('/signup', '/signup', { email: randomEmail('stranger'), password: GOOD_PASSWORD });
@@ -120,6 +131,9 @@ test('sign up, verify, key, sandbox over MCP, destroy on the dashboard, charge a
   assert.equal(r.status, 404, r.text.slice(0, 300));
   r = await stranger.submit('/dashboard/sandboxes', `/dashboard/sandboxes/${id}/extend`, { minutes: '5' });
   assert.equal(r.status, 404);
+  r = await stranger.get(`/dashboard/sandboxes/${id}/terminal`);
+  assert.equal(r.status, 404);
+  assert.doesNotMatch(r.text, /ticket=/);
   assert.equal(await psql(`SELECT state FROM sandboxes WHERE id = '${id}'`), 'running');
 
   await clickAndWait(page, `${row} button.danger`);

@@ -340,3 +340,48 @@ test('buying credit: checkout at Stripe, credit once per paid checkout from sign
   assert.match(r.headers.get('content-type'), /text\/csv/);
   assert.match(r.text, new RegExp(`grant",10\\.000000,10000000,,"","credit bought \\(stripe checkout ${req.id}\\)"`));
 });
+
+test('a new address takes effect through the link sent to it; deleting the account ends its keys and frees its address', async () => {
+  const c = client();
+  const email = await signUp(c);
+  const taken = await signUp(client());
+  let r = await c.submit('/dashboard/settings', '/dashboard/settings/email',
+    { email: taken, current: GOOD_PASSWORD });
+  assert.equal(r.status, 409);
+  const fresh = randomEmail('moved');
+  r = await c.submit('/dashboard/settings', '/dashboard/settings/email',
+    { email: fresh, current: 'not the password' });
+  assert.equal(r.status, 400);
+  assert.match(r.text, /current password is not right/);
+  r = await c.submit('/dashboard/settings', '/dashboard/settings/email', { email: fresh, current: GOOD_PASSWORD });
+  assert.equal(r.status, 200);
+  await smtp.waitFor(email, { subject: 'is changing' });
+  const mail = await smtp.waitFor(fresh, { subject: 'Confirm your new' });
+  const link = linkIn(mail, '/email/confirm?code=');
+  r = await c.get('/dashboard/settings');
+  assert.match(r.text, new RegExp(`id="email">${email}<`), 'unchanged until the link is opened');
+  r = await client().get(link.pathname + link.search);
+  assert.equal(r.status, 200);
+  r = await c.get('/dashboard/settings');
+  assert.match(r.text, new RegExp(`id="email">${fresh}<`));
+  r = await client().get(link.pathname + link.search);
+  assert.equal(r.status, 409);
+
+  r = await c.submit('/dashboard/keys', '/dashboard/keys', { name: 'before deletion' });
+  const key = r.text.match(/id="new-key">(aas_sk_[A-Za-z0-9_-]+)</)[1];
+  assert.equal((await mcpWith(key)).status, 200);
+  r = await c.submit('/dashboard/settings', '/dashboard/settings/delete', { current: 'wrong password!' });
+  assert.equal(r.status, 400);
+  assert.equal((await mcpWith(key)).status, 200, 'a wrong password deletes nothing');
+  r = await c.submit('/dashboard/settings', '/dashboard/settings/delete', { current: GOOD_PASSWORD });
+  assert.equal(r.status, 200);
+  assert.match(r.text, /Account deleted/);
+  assert.equal((await mcpWith(key)).status, 401);
+  r = await c.get('/dashboard');
+  assert.equal(r.status, 303);
+  const again = client();
+  r = await again.submit('/login', '/login', { email: fresh, password: GOOD_PASSWORD });
+  assert.equal(r.status, 401);
+  assert.equal(await psql(`SELECT count(*) FROM accounts WHERE lower(email) = '${fresh}'`), '0');
+  await signUp(again, fresh);
+});

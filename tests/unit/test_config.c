@@ -355,6 +355,35 @@ test_bad_ints(void **state)
 }
 
 static void
+test_topups_and_smtp(void **state)
+{
+	static const char *const bad[] = { "0", "1001", "5,", ",5", "5,,10", "5;10", "5 ,10",
+		"1,2,3,4,5,6,7,8,9", "99999999999" };
+	struct config cfg;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		expect_bad("AAS_TOPUP_USD", bad[i], NULL);
+	expect_bad("AAS_SMTP_URL", "http://mail.example", NULL);
+	env_reset();
+	env_set("AAS_TOPUP_USD", "1,20,1000");
+	env_set("AAS_SMTP_URL", "smtp://127.0.0.1:2525");
+	load_ok(&cfg);
+	assert_int_equal(cfg.n_topups, 3);
+	assert_int_equal(cfg.topups[0], 1);
+	assert_int_equal(cfg.topups[1], 20);
+	assert_int_equal(cfg.topups[2], 1000);
+	env_reset();
+	env_set("AAS_TOPUP_USD", ""); /* none offered: no top-up form */
+	load_ok(&cfg);
+	assert_int_equal(cfg.n_topups, 0);
+	env_reset();
+	load_ok(&cfg);
+	assert_int_equal(cfg.n_topups, 3); /* 5, 10, 25 */
+	assert_int_equal(cfg.topups[2], 25);
+}
+
+static void
 test_bad_log_level(void **state)
 {
 	(void)state;
@@ -584,6 +613,7 @@ main(void)
 		cmocka_unit_test_setup(test_bad_listen, reset_env),
 		cmocka_unit_test_setup(test_listen_malformed_host, reset_env),
 		cmocka_unit_test_setup(test_bad_ints, reset_env),
+		cmocka_unit_test_setup(test_topups_and_smtp, reset_env),
 		cmocka_unit_test_setup(test_bad_log_level, reset_env),
 		cmocka_unit_test_setup(test_bad_public_url, reset_env),
 		cmocka_unit_test_setup(test_public_url_without_host, reset_env),

@@ -10,12 +10,14 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "base/db.h"
 #include "base/err.h"
 #include "base/keys.h"
+#include "base/passwd.h"
 #include "service/mailq.h"
 #include "service/users.h"
 #include "service/websess.h"
@@ -467,6 +469,126 @@ test_outbox_keeps_mail_without_smtp(void **state)
 	    1);
 }
 
+static void
+test_email_change(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], account[ACCT_ID_LEN + 1], other_email[64], other[ACCT_ID_LEN + 1];
+	char fresh[64], code[65], got[ACCT_ID_LEN + 1];
+	struct err e;
+
+	tune(s);
+	signup(s, email, sizeof(email), account);
+	signup(s, other_email, sizeof(other_email), other);
+	new_email(fresh, sizeof(fresh));
+	err_clear(&e);
+	assert_int_equal(user_email_change_request(s->app->db, &s->app->cfg, account, "wrong one!!",
+			     fresh, run_addr, &e),
+	    -1);
+	assert_string_equal(e.field, "current");
+	err_clear(&e);
+	assert_int_equal(user_email_change_request(s->app->db, &s->app->cfg, account, PASSWORD,
+			     other_email, run_addr, &e),
+	    -1);
+	assert_int_equal(e.kind, ERR_CONFLICT);
+	err_clear(&e);
+	assert_int_equal(user_email_change_request(s->app->db, &s->app->cfg, account, PASSWORD,
+			     fresh, run_addr, &e),
+	    0);
+	/* Nothing changes before the new address answers; the old one is told. */
+	assert_int_equal(count(s,
+			     "SELECT count(*) FROM accounts WHERE id = $1 AND email = lower(email) "
+			     "AND email <> 'x' AND strpos(email, 'user.') = 1",
+			     account),
+	    1);
+	mail_code(s, account, "Confirm your new", code);
+	assert_int_equal(count(s,
+			     "SELECT count(*) FROM mail_outbox WHERE account_id = $1 "
+			     "AND subject LIKE '%is changing'",
+			     account),
+	    1);
+	err_clear(&e);
+	assert_int_equal(user_email_change_confirm(s->app->db, &s->app->cfg, code, got, &e), 0);
+	assert_string_equal(got, account);
+	for (char *p = fresh; *p; p++)
+		*p = (char)(*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
+	assert_int_equal(count(s, "SELECT count(*) FROM accounts WHERE email = $1", fresh), 1);
+	err_clear(&e);
+	assert_int_equal(user_login(s->app->db, &s->app->cfg, fresh, PASSWORD, run_addr, got, &e),
+	    0);
+	err_clear(&e);
+	assert_int_equal(user_email_change_confirm(s->app->db, &s->app->cfg, code, got, &e), -1);
+	assert_int_equal(e.kind, ERR_CONFLICT);
+}
+
+static void
+wait_destroyed(struct sfx *s, const char *id)
+{
+	char st[16] = "";
+
+	for (int i = 0; i < 1000; i++) {
+		sfx_state(s, id, st, sizeof(st));
+		if (strcmp(st, "destroyed") == 0)
+			return;
+		usleep(10 * 1000);
+	}
+	fail_msg("sandbox %s is %s, not destroyed, after 10 s", id, st);
+}
+
+static void
+test_delete_account(void **state)
+{
+	struct sfx *s = *state;
+	char hash[PW_ENCODED_MAX], id[32], old_email[256], again[ACCT_ID_LEN + 1], v[32];
+	const struct pw_params pp = { 1, 8192, 1 };
+	struct err e;
+
+	tune(s);
+	/* The fixture's account (made by the operator) gets a password. */
+	err_clear(&e);
+	assert_int_equal(pw_hash(&pp, PASSWORD, strlen(PASSWORD), hash, sizeof(hash), &e), 0);
+	assert_int_equal(db_exec(s->app->db, "UPDATE accounts SET password_hash = $2 WHERE id = $1",
+			     2, (const char *const[]){ s->account, hash }, NULL, &e),
+	    0);
+	sfx_text(s, "SELECT email FROM accounts WHERE id = $1", s->account, old_email,
+	    sizeof(old_email));
+	sfx_create(s, 10, id);
+	err_clear(&e);
+	assert_int_equal(user_delete(s->app->db, &s->app->cfg, s->account, "not it at all", &e),
+	    -1);
+	assert_string_equal(e.field, "current");
+	assert_int_equal(count(s,
+			     "SELECT count(*) FROM accounts WHERE id = $1 AND deleted_at IS NULL "
+			     "AND disabled_at IS NULL",
+			     s->account),
+	    1);
+	err_clear(&e);
+	assert_int_equal(user_delete(s->app->db, &s->app->cfg, s->account, PASSWORD, &e), 0);
+	/* Its sandbox stops and is settled; its keys are revoked. */
+	wait_destroyed(s, id);
+	sfx_text(s, "SELECT end_reason FROM sandboxes WHERE id = $1", id, v, sizeof(v));
+	assert_string_equal(v, "account_disabled");
+	assert_int_equal(count(s,
+			     "SELECT count(*) FROM api_keys WHERE account_id = $1 "
+			     "AND revoked_at IS NULL",
+			     s->account),
+	    0);
+	/* No personal data left; the ledger stays and still adds up. */
+	assert_int_equal(count(s,
+			     "SELECT count(*) FROM accounts WHERE id = $1 AND password_hash IS "
+			     "NULL AND email = 'deleted-' || id || '@deleted.invalid'",
+			     s->account),
+	    1);
+	assert_int_equal(count(s, "SELECT count(*) FROM ledger WHERE account_id = $1", s->account),
+	    3);
+	/* The address is free for a new account. */
+	err_clear(&e);
+	assert_int_equal(user_signup(s->app->db, &s->app->cfg, old_email, PASSWORD, run_addr, again,
+			     &e),
+	    0);
+	assert_string_not_equal(again, s->account);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, sfx_setup, sfx_teardown)
 
 int
@@ -482,6 +604,8 @@ main(void)
 		T(test_reset_link),
 		T(test_sessions),
 		T(test_outbox_keeps_mail_without_smtp),
+		T(test_email_change),
+		T(test_delete_account),
 	};
 
 	return cmocka_run_group_tests(tests, sfx_group_setup, sfx_group_teardown);

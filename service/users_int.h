@@ -1,0 +1,36 @@
+/* users_int.h - what the account files share (user_): links, limits,
+ * locks and password checks. */
+#ifndef AAS_USERS_INT_H
+#define AAS_USERS_INT_H
+
+#include <libpq-fe.h>
+
+#include "base/keys.h"
+#include "base/passwd.h"
+#include "service/users.h"
+
+void user_params(const struct config *cfg, struct pw_params *p);
+/* A new single-use link of `purpose` for the account (token into
+ * `token`, its URL into `url`), valid ttl_s; `new_email` for "email". */
+int user_link_new(PGconn *c, const struct config *cfg, const char *account, const char *purpose,
+    int ttl_s, const char *new_email, char token[USER_LINK_LEN + 1], char *url, size_t un,
+    struct err *e);
+void user_money_text(long long micro, char *out, size_t n);
+/* ERR_LIMIT ("Too many <what>. Try again in ...") when `kind:value` had
+ * `max` events in `window_s`; else counts one more. */
+int user_take_turn(PGconn *c, const char *kind, const char *value, int max, int window_s,
+    const char *what, struct err *e);
+/* The account of a link of `purpose`, read without a lock. */
+int user_link_account(PGconn *c, const char *hash, const char *purpose, char *account,
+    struct err *e);
+/* With the account locked: locks the link, checks it is live; `use`
+ * marks it used. */
+int user_link_take(PGconn *c, const char *hash, int use, struct err *e);
+int user_lock_account(PGconn *c, const char *account, struct err *e);
+int user_token_hash(const char *token, char hash[KEY_HASH_HEX_LEN + 1], struct err *e);
+/* Checks a logged-in account's password (ERR_INVALID on field "current"
+ * when wrong); its address into email. */
+int user_check_password(struct db *db, const char *account, const char *password, char *email,
+    size_t n, struct err *e);
+
+#endif
