@@ -18,6 +18,8 @@ cat <<MSG
 aas development service
   MCP endpoint:  http://$listen/v1/mcp
   Health:        http://$listen/healthz
+  Dashboard:     http://$listen/   (sign-up mail waits in the outbox without AAS_SMTP_URL:
+                 $B/aasctl mail pending)
   API key:       $key   (development account dev@localhost; kept in $AAS_STATE_DIR/dev-api-key)
   Claude Code:   claude mcp add --transport http aas http://$listen/v1/mcp --header "x-api-key: $key"
 MSG
