@@ -35,7 +35,7 @@ BASE_SRC := \
 	base/log.c base/err.c base/config.c base/keys.c base/db.c base/migrate.c \
 	base/jsonrpc.c base/jsonschema.c base/work.c base/ttlmap.c base/notify.c \
 	base/utf8.c base/metrics.c base/mcp_version.c base/buf.c base/num.c base/tool_result.c base/b64.c \
-	base/tally.c base/bq.c base/tar.c base/passwd.c base/html.c base/smtp.c
+	base/tally.c base/bq.c base/tar.c base/passwd.c base/html.c base/smtp.c base/gzip.c
 VMM_SRC := vmm/vm_xml.c vmm/conlog.c vmm/uidpool.c vmm/oomwatch.c vmm/vm.c vmm/vm_agent.c vmm/vpool.c vmm/agent.c vmm/agent_reply.c vmm/orch.c vmm/guest.c \
 	vmm/guest_tree.c vmm/netguard.c vmm/aread.c vmm/achan.c vmm/image/aproto.c vmm/image/agent_tree.c
 BILLING_SRC := billing/price.c billing/ledger.c billing/billing.c
@@ -49,13 +49,13 @@ SERVER_SRC := \
 	server/auth.c server/http.c server/sse.c server/mcp.c server/mcp_rpc.c \
 	server/proxy.c server/proxy_parse.c server/metrics_http.c server/card.c \
 	server/rest.c server/rest_ops.c server/rest_query.c server/rest_openapi.c \
-	server/ws.c server/pty.c server/web.c server/web_page.c server/web_dash.c server/web_sbx.c server/web_usage.c server/web_pay.c
-GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c $(B)/gen/embed_openapi.c $(B)/gen/embed_web.c
+	server/ws.c server/pty.c server/web.c server/web_page.c server/web_dash.c server/web_sbx.c server/web_usage.c server/web_pay.c server/npx.c
+GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c $(B)/gen/embed_openapi.c $(B)/gen/embed_web.c $(B)/gen/embed_npx.c
 
 BASE_OBJ := $(BASE_SRC:%.c=$(B)/%.o) $(B)/gen/embed_migrations.o
 LIB_OBJ := $(BASE_OBJ) $(VMM_SRC:%.c=$(B)/%.o) $(BILLING_SRC:%.c=$(B)/%.o) \
 	$(SERVICE_SRC:%.c=$(B)/%.o) $(SERVER_SRC:%.c=$(B)/%.o) \
-	$(B)/gen/embed_tools.o $(B)/gen/embed_openapi.o $(B)/gen/embed_web.o
+	$(B)/gen/embed_tools.o $(B)/gen/embed_openapi.o $(B)/gen/embed_web.o $(B)/gen/embed_npx.o
 AASD_OBJ   := $(B)/server/aasd.o
 AASCTL_OBJ := $(B)/server/aasctl.o
 
@@ -116,6 +116,10 @@ $(B)/gen/embed_bridge.c: $(B)/embed bridge/bridge_tools.json
 $(B)/gen/embed_openapi.c: $(B)/embed server/openapi.json
 	@mkdir -p $(dir $@)
 	$(Q)$(B)/embed embed_openapi $@ server/openapi.json
+
+$(B)/gen/embed_npx.c: $(B)/embed bridge/npx/aas-mcp-remote.js
+	@mkdir -p $(dir $@)
+	$(Q)$(B)/embed embed_npx $@ bridge/npx/aas-mcp-remote.js
 
 WEB_ASSETS := server/web/app.css server/web/app.js
 $(B)/gen/embed_web.c: $(B)/embed $(WEB_ASSETS)

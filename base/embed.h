@@ -23,6 +23,9 @@ extern const size_t embed_bridge_tools_count;
 extern const struct embed_file embed_openapi[];
 extern const size_t embed_openapi_count;
 
+/* bridge/npx/aas-mcp-remote.js (the npm package's program) */
+extern const struct embed_file embed_npx[];
+extern const size_t embed_npx_count;
 /* server/web/ (the dashboard's style sheet and script) */
 extern const struct embed_file embed_web[];
 extern const size_t embed_web_count;

@@ -23,6 +23,7 @@
 #include "server/proxy.h"
 #include "server/rest.h"
 #include "server/pty.h"
+#include "server/npx.h"
 #include "server/web.h"
 #include "service/mailq.h"
 #include "base/passwd.h"
@@ -233,6 +234,7 @@ main(int argc, char **argv)
 	struct pty_hub *pty = NULL;
 	struct mailq *mq = NULL;
 	struct web *web = NULL;
+	struct npx *npx = NULL;
 	struct http_route routes[MAX_ROUTES];
 	size_t n_rest = 0;
 	struct work_pool *work = NULL;
@@ -300,7 +302,9 @@ main(int argc, char **argv)
 		pty = pty_new(app, &e);
 	if (pty != NULL)
 		mq = mailq_start(app->db, &app->cfg, &e);
-	if (mq != NULL) {
+	if (mq != NULL)
+		npx = npx_new(&app->cfg, &e);
+	if (npx != NULL) {
 		web = web_new(app, mq, pty);
 		if (web == NULL)
 			err_set(&e, ERR_INTERNAL, "out of memory");
@@ -329,6 +333,7 @@ main(int argc, char **argv)
 		    .error_fmt = mcp_error_fmt,
 		    .head = mcp_head },
 		{ .path = "/healthz", .handler = health, .ctx = app },
+		{ .path = "/mcp.tgz", .handler = npx_handle, .ctx = npx },
 		{ .path = "/metrics", .handler = metrics_http_handle, .ctx = metrics },
 		{ .path = "/.well-known/mcp/server-card.json",
 		    .handler = card_handle,
@@ -397,6 +402,7 @@ out:
 	pty_stop(pty);
 	http_free(http);
 	web_free(web);
+	npx_free(npx);
 	mailq_stop(mq);
 	pty_free(pty);
 	mcp_free(mcp);
