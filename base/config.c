@@ -14,6 +14,7 @@
 
 #include "base/log.h"
 #include "base/num.h"
+#include "base/smtp.h"
 
 enum cfg_kind {
 	CFG_STR,
@@ -704,6 +705,19 @@ finish_defaults(struct config *cfg, struct err *e)
 			}
 			cfg->topups[cfg->n_topups++] = (int)v;
 			p = *q ? q + 1 : q;
+		}
+	}
+	{
+		char addr[256];
+
+		int printable = 1;
+
+		for (const char *q = cfg->mail_from; *q; q++)
+			printable &= (unsigned char)*q >= 0x20 && (unsigned char)*q <= 0x7e;
+		if (!printable || smtp_address(cfg->mail_from, addr, sizeof(addr)) < 0) {
+			err_set_field(e, "AAS_MAIL_FROM",
+			    "AAS_MAIL_FROM: expected an address, as name@host or Name <name@host>");
+			return -1;
 		}
 	}
 	if (cfg->smtp_url[0] && strncmp(cfg->smtp_url, "smtp://", 7) != 0 &&

@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/utf8.h"
 
@@ -22,19 +23,40 @@
 static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t gate_free = PTHREAD_COND_INITIALIZER;
 static int gate_limit = PW_CONCURRENCY_DEFAULT;
+static int gate_wait_ms = PW_WAIT_MS_DEFAULT;
 static int gate_running;
 static int gate_peak;
 
-static void
-gate_enter(void)
+/* Enters the gate, waiting at most gate_wait_ms: a caller is a worker
+ * thread the rest of the service shares, so a flood of logins must not
+ * hold the workers waiting here. -1 (ERR_UNAVAILABLE) when it stays full. */
+static int
+gate_enter(struct err *e)
 {
+	struct timespec until;
+	int rc = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += gate_wait_ms / 1000;
+	until.tv_nsec += (long)(gate_wait_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
 	pthread_mutex_lock(&gate_lock);
-	while (gate_running >= gate_limit)
-		pthread_cond_wait(&gate_free, &gate_lock);
+	while (gate_running >= gate_limit && rc == 0)
+		rc = pthread_cond_timedwait(&gate_free, &gate_lock, &until);
+	if (gate_running >= gate_limit) {
+		pthread_mutex_unlock(&gate_lock);
+		err_set(e, ERR_UNAVAILABLE,
+		    "too many password checks at once; try again in a moment");
+		return -1;
+	}
 	gate_running++;
 	if (gate_running > gate_peak)
 		gate_peak = gate_running;
 	pthread_mutex_unlock(&gate_lock);
+	return 0;
 }
 
 static void
@@ -43,6 +65,14 @@ gate_leave(void)
 	pthread_mutex_lock(&gate_lock);
 	gate_running--;
 	pthread_cond_signal(&gate_free);
+	pthread_mutex_unlock(&gate_lock);
+}
+
+void
+pw_set_wait_ms(int ms)
+{
+	pthread_mutex_lock(&gate_lock);
+	gate_wait_ms = ms < 0 ? 0 : ms;
 	pthread_mutex_unlock(&gate_lock);
 }
 
@@ -193,7 +223,8 @@ pw_hash(const struct pw_params *p, const char *pw, size_t len, char *out, size_t
 		err_set(e, ERR_INTERNAL, "no random bytes for a password salt");
 		return -1;
 	}
-	gate_enter();
+	if (gate_enter(e) < 0)
+		return -1;
 	rc = argon2id_hash_encoded(p->t_cost, p->m_kib, p->lanes, pw ? pw : "", len, salt,
 	    sizeof(salt), PW_TAG_LEN, out, n);
 	gate_leave();
@@ -219,7 +250,8 @@ pw_verify(const char *encoded, const char *pw, size_t len, struct err *e)
 	/* Parameters from outside this process decide the memory taken. */
 	if (pw_params_check(&p, e) < 0)
 		return -1;
-	gate_enter();
+	if (gate_enter(e) < 0)
+		return -1;
 	rc = argon2id_verify(encoded, pw ? pw : "", len);
 	gate_leave();
 	if (rc == ARGON2_OK)
@@ -244,19 +276,21 @@ pw_needs_rehash(const char *encoded, const struct pw_params *p)
 	return have.t_cost != p->t_cost || have.m_kib != p->m_kib || have.lanes != p->lanes;
 }
 
-void
-pw_burn(const struct pw_params *p, const char *pw, size_t len)
+int
+pw_burn(const struct pw_params *p, const char *pw, size_t len, struct err *e)
 {
 	static const unsigned char salt[PW_SALT_LEN]; /* throwaway: all zero */
 	unsigned char tag[PW_TAG_LEN];
 
 	/* pw_verify refuses these before any work, so a burn does too. */
 	if (pw_params_check(p, NULL) < 0 || len > PW_PASSWORD_MAX)
-		return;
-	gate_enter();
+		return 0;
+	if (gate_enter(e) < 0)
+		return -1;
 	(void)argon2id_hash_raw(p->t_cost, p->m_kib, p->lanes, pw ? pw : "", len, salt,
 	    sizeof(salt), tag, sizeof(tag));
 	gate_leave();
+	return 0;
 }
 
 /* Passwords refused whatever else they pass, compared in any case. Only

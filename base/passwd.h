@@ -33,6 +33,8 @@
 #define PW_POLICY_MAX_LEN 256
 /* Hashes, verifies and burns that run at once unless set otherwise. */
 #define PW_CONCURRENCY_DEFAULT 2
+/* How long a caller waits for its turn before ERR_UNAVAILABLE (ms). */
+#define PW_WAIT_MS_DEFAULT 500
 
 struct pw_params {
 	uint32_t t_cost; /* passes over memory */
@@ -66,11 +68,14 @@ int pw_needs_rehash(const char *encoded, const struct pw_params *p);
 /* Spends the work of one pw_verify at `p` on a throwaway salt, so a login
  * for an unknown e-mail takes as long as one for a known one. Does nothing
  * when `p` is out of range. */
-void pw_burn(const struct pw_params *p, const char *pw, size_t len);
+int pw_burn(const struct pw_params *p, const char *pw, size_t len, struct err *e);
 
 /* Sets how many hashes, verifies and burns may run at once (at least 1;
  * PW_CONCURRENCY_DEFAULT until called) and restarts pw_inflight_max. */
 void pw_set_concurrency(int n);
+/* How long hash, verify and burn wait for their turn (ms), after which
+ * they fail with ERR_UNAVAILABLE: workers are never held for long. */
+void pw_set_wait_ms(int ms);
 
 /* For tests: the most that ran at once since the last pw_set_concurrency
  * (or the start). */

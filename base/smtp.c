@@ -1,4 +1,5 @@
 /* smtp.c - SMTP sending through libcurl (smtp_). */
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -37,6 +38,36 @@ smtp_address(const char *from, char *out, size_t n)
 	memcpy(out, lt, len);
 	out[len] = '\0';
 	return 0;
+}
+
+int
+smtp_url_loopback(const char *url)
+{
+	const char *p = strstr(url, "://"), *at, *end;
+	char host[256];
+	struct in_addr a4;
+	size_t n;
+
+	if (p == NULL)
+		return 0;
+	p += 3;
+	end = p + strcspn(p, "/?#");
+	/* user:password@ comes before the host. */
+	at = memchr(p, '@', (size_t)(end - p));
+	if (at)
+		p = at + 1;
+	if (*p == '[') {
+		n = strcspn(++p, "]");
+	} else {
+		n = strcspn(p, ":/?#");
+	}
+	if (n == 0 || n >= sizeof(host))
+		return 0;
+	memcpy(host, p, n);
+	host[n] = '\0';
+	if (strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0)
+		return 1;
+	return inet_pton(AF_INET, host, &a4) == 1 && (ntohl(a4.s_addr) >> 24) == 127;
 }
 
 int
@@ -137,8 +168,11 @@ smtp_send(const char *url, const struct smtp_msg *m, int timeout_s, struct err *
 	curl_easy_setopt(h, CURLOPT_TIMEOUT, (long)timeout_s);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, (long)timeout_s);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	/* STARTTLS when the server offers it; smtps:// is TLS from the start. */
-	curl_easy_setopt(h, CURLOPT_USE_SSL, (long)CURLUSESSL_TRY);
+	/* TLS always (STARTTLS, or smtps:// from the start), but to a server
+	 * on this machine: mail holds one-time links, and a STARTTLS that can
+	 * be stripped would hand them out. */
+	curl_easy_setopt(h, CURLOPT_USE_SSL,
+	    (long)(smtp_url_loopback(url) ? CURLUSESSL_TRY : CURLUSESSL_ALL));
 	cc = curl_easy_perform(h);
 	if (cc != CURLE_OK) {
 		long code = 0;

@@ -22,6 +22,9 @@ int smtp_format(const struct smtp_msg *m, long long now_s, struct buf *out, stru
 /* The address part of "Name <addr>" (or the whole when there are no
  * angle brackets) into out; -1 when there is none or it does not fit. */
 int smtp_address(const char *from, char *out, size_t n);
+/* 1 when the URL's host is this machine (127.x, localhost, [::1]): only
+ * there may mail go without TLS. */
+int smtp_url_loopback(const char *url);
 /* Sends it to the server at `url` (smtp:// or smtps://), waiting at most
  * timeout_s. ERR_UNAVAILABLE when the server cannot be reached or refuses. */
 int smtp_send(const char *url, const struct smtp_msg *m, int timeout_s, struct err *e);

@@ -8,3 +8,15 @@ ALTER TABLE email_links
     ADD COLUMN new_email text CHECK (length(new_email) BETWEEN 3 AND 254);
 
 ALTER TABLE accounts ADD COLUMN deleted_at timestamptz;
+
+-- Checkouts aasd made: a paid event credits only one of these, for its
+-- account and its amount (not whatever a checkout elsewhere on the same
+-- provider account says).
+CREATE TABLE payment_checkouts (
+    provider    text NOT NULL CHECK (provider IN ('stripe')),
+    checkout_id text NOT NULL CHECK (length(checkout_id) BETWEEN 1 AND 255),
+    account_id  uuid NOT NULL REFERENCES accounts(id),
+    amount      bigint NOT NULL CHECK (amount > 0),
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (provider, checkout_id)
+);

@@ -3,6 +3,7 @@
  * HTTP thread only to hand the request to a worker, queued under the
  * client's address so one client's slow password hashes never delay
  * another's. */
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,18 @@ web_redirect(struct web_ctx *c, const char *location)
 	http_reply_raw(c->req, 303, "text/plain; charset=utf-8", "See Other\n", 10);
 }
 
+static int
+same_origin(const struct web_ctx *c, const char *origin)
+{
+	const char *host = http_header(c->req, "Host");
+	const char *o = strstr(origin, "://");
+
+	if (strcmp(origin, c->cfg->public_url) == 0)
+		return 1;
+	return o != NULL && host != NULL && strcasecmp(o + 3, host) == 0 &&
+	    (strncmp(origin, "http://", 7) == 0 || strncmp(origin, "https://", 8) == 0);
+}
+
 int
 web_csrf_check(struct web_ctx *c)
 {
@@ -100,8 +113,9 @@ web_csrf_check(struct web_ctx *c)
 	const char *tok = web_field(c, "csrf");
 	int ok;
 
-	/* A browser sends Origin on a POST; another site's is refused. */
-	if (origin && strcmp(origin, "null") != 0 && !config_origin_allowed(c->cfg, origin))
+	/* A browser sends Origin on a POST: only this service's own passes
+	 * (AAS_PUBLIC_URL, or the host the request came to). */
+	if (origin && !same_origin(c, origin))
 		ok = 0;
 	else if (c->logged_in)
 		ok = wsess_csrf_ok(&c->sess, tok);
@@ -114,6 +128,26 @@ web_csrf_check(struct web_ctx *c)
 		    "missing or wrong). Go back, reload the page and send it again.",
 		    NULL, NULL);
 	return ok;
+}
+
+/* The status of a form answered again with its error. */
+static int
+form_status(const struct err *e)
+{
+	switch (e->kind) {
+	case ERR_INVALID:
+		return 400;
+	case ERR_UNAUTHORIZED:
+		return 401;
+	case ERR_FORBIDDEN:
+		return 403;
+	case ERR_CONFLICT:
+		return 409;
+	case ERR_LIMIT:
+		return 429;
+	default:
+		return err_http_status(e->kind);
+	}
 }
 
 static void
@@ -155,7 +189,7 @@ signup(struct web_ctx *c)
 	err_clear(&e);
 	if (user_signup(c->w->app->db, c->cfg, web_field(c, "email"), web_field(c, "password"),
 		c->addr, account, &e) < 0) {
-		signup_form(c, &e, e.kind == ERR_LIMIT ? 429 : e.kind == ERR_CONFLICT ? 409 : 400);
+		signup_form(c, &e, form_status(&e));
 		return;
 	}
 	mailq_poke(c->w->mq);
@@ -206,11 +240,7 @@ login(struct web_ctx *c)
 	err_clear(&e);
 	if (user_login(c->w->app->db, c->cfg, web_field(c, "email"), web_field(c, "password"),
 		c->addr, account, &e) < 0) {
-		login_form(c, &e,
-		    e.kind == ERR_LIMIT         ? 429 :
-			e.kind == ERR_FORBIDDEN ? 403 :
-			e.kind == ERR_INVALID   ? 400 :
-						  401);
+		login_form(c, &e, form_status(&e));
 		return;
 	}
 	if (wsess_create(c->w->app->db, c->cfg, account, sid, &e) < 0) {
@@ -266,9 +296,10 @@ verify(struct web_ctx *c)
 {
 	char account[ACCT_ID_LEN + 1], msg[256];
 	struct err e;
+	int granted = 0;
 
 	err_clear(&e);
-	if (user_verify(c->w->app->db, c->cfg, web_qarg(c, "code"), account, &e) < 0) {
+	if (user_verify(c->w->app->db, c->cfg, web_qarg(c, "code"), account, &granted, &e) < 0) {
 		page_message(c, link_status(&e), "E-mail not verified", e.msg,
 		    c->logged_in ? "/dashboard" : "/login",
 		    c->logged_in ? "Ask for a new link on the overview" : "Log in");
@@ -276,7 +307,8 @@ verify(struct web_ctx *c)
 	}
 	log_info("web: account %s verified its e-mail", account);
 	snprintf(msg, sizeof(msg), "Your e-mail address is verified%s.",
-	    c->cfg->free_credit > 0 ? " and your free credit is on your balance" : "");
+	    granted ? " and your free credit is on your balance" :
+		      " (this address has had its free credit before)");
 	page_message(c, 200, "E-mail verified", msg, "/dashboard", "Go to your dashboard");
 }
 
@@ -509,6 +541,22 @@ out:
 		buf_free(&c.out);
 	json_decref(c.query);
 	json_decref(c.form);
+	free(job);
+}
+
+void
+web_addr_group(char *addr, size_t n)
+{
+	struct in6_addr a6;
+
+	/* One IPv6 client holds a whole /64: its limits are counted there. */
+	if (strchr(addr, ':') == NULL || inet_pton(AF_INET6, addr, &a6) != 1)
+		return;
+	memset(a6.s6_addr + 8, 0, 8);
+	char net[INET6_ADDRSTRLEN];
+
+	if (inet_ntop(AF_INET6, &a6, net, sizeof(net)) != NULL)
+		snprintf(addr, n, "%s/64", net);
 }
 
 static void
@@ -532,6 +580,7 @@ web_entry(struct http_req *req, void *ctx)
 	    (strcmp(job->addr, "127.0.0.1") == 0 || strcmp(job->addr, "::1") == 0) &&
 	    rt->w->app->cfg.trust_x_real_ip)
 		snprintf(job->addr, sizeof(job->addr), "%s", real);
+	web_addr_group(job->addr, sizeof(job->addr));
 	key_hash_hex(job->addr, strlen(job->addr), hash, sizeof(hash));
 	snprintf(key, sizeof(key), "w:%.32s", hash);
 	http_defer_as(req, key, web_work, job, free);

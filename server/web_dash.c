@@ -141,11 +141,19 @@ keys_page(struct web_ctx *c, const struct err *e, int status)
 	page_f(c,
 	    "<p>A key lets an agent or a program act for your account: send it as "
 	    "<code>x-api-key</code> or <code>Authorization: Bearer</code>, never in a URL.</p>"
-	    "<h2>Create a key</h2><form method=\"post\" action=\"/dashboard/keys\">");
-	page_csrf(c);
-	page_input(c, "name", "Name", "text", "off", "", "What uses it, for example \"laptop\".",
-	    NULL);
-	page_f(c, "<button type=\"submit\">Create key</button></form><h2>Your keys</h2>");
+	    "<h2>Create a key</h2>");
+	if (c->sess.verified) {
+		page_f(c, "<form method=\"post\" action=\"/dashboard/keys\">");
+		page_csrf(c);
+		page_input(c, "name", "Name", "text", "off", "",
+		    "What uses it, for example \"laptop\".", NULL);
+		page_f(c, "<button type=\"submit\">Create key</button></form>");
+	} else {
+		page_f(c,
+		    "<p id=\"verify-first\">Verify your e-mail address first: open the link we "
+		    "sent you (<a href=\"/dashboard\">the overview</a> can send it again).</p>");
+	}
+	page_f(c, "<h2>Your keys</h2>");
 	if (keys == NULL) {
 		page_alert(c, "error", le.msg);
 	} else if (json_array_size(keys) == 0) {
@@ -201,6 +209,16 @@ web_dash_keys(struct web_ctx *c)
 	}
 	if (!web_csrf_check(c))
 		return;
+	/* A key before the address is verified would let whoever signed up
+	 * with someone else's address keep access after its owner takes the
+	 * account back through a reset. */
+	if (!c->sess.verified) {
+		page_message(c, 403, "Verify your address first",
+		    "API keys are made once your e-mail address is verified: open the link we sent "
+		    "you, or ask for a new one on the overview.",
+		    "/dashboard", "Go to the overview");
+		return;
+	}
 	err_clear(&e);
 	if (acct_key_create(c->w->app->db, c->sess.account_id, web_field(c, "name"), &nk, &e) < 0) {
 		keys_page(c, &e, e.kind == ERR_LIMIT ? 429 : 400);

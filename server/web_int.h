@@ -49,6 +49,9 @@ struct web_ctx {
 	int page_open;
 };
 
+/* A client address as its limits count it: an IPv6 address becomes its
+ * /64 ("2001:db8:1:2::/64"); IPv4 stays. */
+void web_addr_group(char *addr, size_t n);
 /* Fields of the POST form or the query; "" when absent. */
 const char *web_field(const struct web_ctx *c, const char *name);
 const char *web_qarg(const struct web_ctx *c, const char *name);

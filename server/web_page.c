@@ -18,8 +18,9 @@ page_security_headers(struct http_req *req)
 	    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'");
 	http_add_header(req, "X-Frame-Options", "DENY");
 	http_add_header(req, "X-Content-Type-Options", "nosniff");
-	/* Links with one-time codes must not leak through Referer. */
-	http_add_header(req, "Referrer-Policy", "no-referrer");
+	/* Links with one-time codes never leave through Referer; same-origin
+	 * (not no-referrer) keeps the real Origin on our own forms' POSTs. */
+	http_add_header(req, "Referrer-Policy", "same-origin");
 	http_add_header(req, "Cache-Control", "no-store");
 }
 

@@ -1,6 +1,7 @@
 /* accounts.c - account and key storage. Only SHA-256 hashes of keys
  * reach the database; key text is never logged. */
 #include "service/accounts.h"
+#include "service/websess.h"
 
 #include <ctype.h>
 #include <string.h>
@@ -324,6 +325,7 @@ disable_tx(PGconn *c, void *arg, struct err *e)
 		" SELECT pg_notify('aas_invalidate', 'k:' || key_hash) FROM u",
 		1, params, &dc->out->keys_revoked, e) < 0 ||
 	    sess_end_account(c, dc->account_id, &dc->out->sessions_ended, e) < 0 ||
+	    wsess_end_account(c, dc->account_id, e) < 0 ||
 	    store_live_count(c, dc->account_id, &dc->out->sandboxes_live, e) < 0)
 		return -1;
 	return db_conn_exec(c, "SELECT pg_notify('aas_invalidate', 'a:' || $1::text)", 1, params,
@@ -344,6 +346,15 @@ acct_disable(struct db *db, const char *account_id, struct acct_disabled *out, s
 }
 
 int
+acct_disable_in(PGconn *c, const char *account_id, struct acct_disabled *out, struct err *e)
+{
+	struct disable_ctx dc = { account_id, out };
+
+	memset(out, 0, sizeof(*out));
+	return disable_tx(c, &dc, e);
+}
+
+int
 acct_enable(struct db *db, const char *account_id, struct err *e)
 {
 	const char *params[1] = { account_id };
@@ -353,11 +364,13 @@ acct_enable(struct db *db, const char *account_id, struct err *e)
 		err_set_field(e, "account", "account: not an account id");
 		return -1;
 	}
-	if (db_exec(db, "UPDATE accounts SET disabled_at = NULL WHERE id = $1", 1, params, &n, e) <
-	    0)
+	/* A deleted account stays disabled: its owner's data is gone. */
+	if (db_exec(db,
+		"UPDATE accounts SET disabled_at = NULL WHERE id = $1 AND deleted_at IS NULL", 1,
+		params, &n, e) < 0)
 		return -1;
 	if (n != 1) {
-		err_set(e, ERR_NOT_FOUND, "account not found");
+		err_set(e, ERR_NOT_FOUND, "no such account, or it was deleted");
 		return -1;
 	}
 	return 0;

@@ -53,6 +53,9 @@ struct acct_disabled {
  * Disabling a disabled account does it all again (nothing is left to
  * revoke). ERR_NOT_FOUND when there is no such account. */
 int acct_disable(struct db *db, const char *account_id, struct acct_disabled *out, struct err *e);
+/* acct_disable inside the caller's transaction (account deletion); the
+ * account row is locked first. */
+int acct_disable_in(PGconn *c, const char *account_id, struct acct_disabled *out, struct err *e);
 /* Lets a disabled account in again. Its keys stay revoked: a new one is
  * made with acct_key_create. ERR_NOT_FOUND when there is no such account. */
 int acct_enable(struct db *db, const char *account_id, struct err *e);

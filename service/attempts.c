@@ -13,6 +13,15 @@ att_subject(char *out, size_t n, const char *kind, const char *value)
 }
 
 int
+att_lock(PGconn *c, const char *subject, struct err *e)
+{
+	const char *p[1] = { subject };
+
+	return db_conn_exec(c, "SELECT pg_advisory_xact_lock(hashtextextended('att:' || $1, 0))", 1,
+	    p, NULL, e);
+}
+
+int
 att_record(PGconn *c, const char *subject, struct err *e)
 {
 	const char *p[1] = { subject };
@@ -58,6 +67,17 @@ att_clear(PGconn *c, const char *subject, struct err *e)
 	const char *p[1] = { subject };
 
 	return db_conn_exec(c, "DELETE FROM auth_events WHERE subject = $1", 1, p, NULL, e);
+}
+
+int
+att_forget_one(PGconn *c, const char *subject, struct err *e)
+{
+	const char *p[1] = { subject };
+
+	return db_conn_exec(c,
+	    "DELETE FROM auth_events WHERE ctid = (SELECT ctid FROM auth_events WHERE subject = $1 "
+	    "ORDER BY at DESC LIMIT 1)",
+	    1, p, NULL, e);
 }
 
 int

@@ -13,6 +13,12 @@
 /* Subjects are "<kind>:<value>" and at most this long. */
 #define ATT_SUBJECT_MAX 300
 
+/* Serialises the transactions that count under `subject` until the
+ * caller's transaction ends, so a check and the event it then records are
+ * one step (two at once cannot both pass a limit). Subject locks come
+ * before any row lock, and a login takes its e-mail's before its
+ * client's. */
+int att_lock(PGconn *c, const char *subject, struct err *e);
 /* Counts one event of `subject` now. */
 int att_record(PGconn *c, const char *subject, struct err *e);
 /* 1 when `subject` had `max` or more events in the last `window_s`
@@ -22,6 +28,8 @@ int att_over(PGconn *c, const char *subject, int max, int window_s, long long *r
     struct err *e);
 /* Forgets the events of `subject` (a successful login clears its failures). */
 int att_clear(PGconn *c, const char *subject, struct err *e);
+/* Takes back the newest event of `subject` (one counted ahead of time). */
+int att_forget_one(PGconn *c, const char *subject, struct err *e);
 /* Deletes events older than a day (no limit's window is longer). */
 int att_prune(struct db *db, struct err *e);
 /* Fills `out` with "<kind>:<value>"; -1 when it does not fit. */

@@ -1,6 +1,7 @@
 /* mailq.c - the mail outbox and its sending thread (mailq_). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,7 +80,8 @@ claim(struct db *db, long long *id, char **to, char **subject, char **body, stru
 	*id = 0;
 	r = db_query(db,
 	    "UPDATE mail_outbox SET attempts = attempts + 1, "
-	    "  next_attempt_at = now() + make_interval(secs => least(3600, 30 * power(2, attempts))) "
+	    "  next_attempt_at = now() + "
+	    "    make_interval(secs => least(3600, 30 * power(2, least(attempts, 7)))) "
 	    "WHERE id = (SELECT id FROM mail_outbox WHERE sent_at IS NULL AND next_attempt_at <= now() "
 	    "            ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) "
 	    "RETURNING id, to_addr, subject, body",
@@ -117,11 +119,12 @@ mailq_send_due(struct db *db, const char *smtp_url, const char *from, int max, i
 		long long id;
 		int rc;
 
-		if (claim(db, &id, &to, &subject, &body, e) < 0 || id == 0) {
+		rc = claim(db, &id, &to, &subject, &body, e);
+		if (rc < 0 || id == 0) {
 			free(to);
 			free(subject);
 			free(body);
-			return id == 0 ? 0 : -1;
+			return rc;
 		}
 		snprintf(sid, sizeof(sid), "%lld", id);
 		err_clear(&se);
@@ -162,7 +165,8 @@ struct mailq {
 	pthread_t thread;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	int stop, poked;
+	atomic_int stop;
+	int poked;
 };
 
 static void
@@ -194,10 +198,17 @@ mailq_main(void *arg)
 			struct err e;
 			int sent;
 
-			err_clear(&e);
-			if (mailq_send_due(q->db, q->cfg->smtp_url, q->cfg->mail_from, MAILQ_BATCH,
-				&sent, &e) < 0)
-				log_warn("mail: %s", e.msg);
+			/* One at a time, so a stop waits for one message at most. */
+			for (int i = 0; i < MAILQ_BATCH && !q->stop; i++) {
+				err_clear(&e);
+				if (mailq_send_due(q->db, q->cfg->smtp_url, q->cfg->mail_from, 1,
+					&sent, &e) < 0) {
+					log_warn("mail: %s", e.msg);
+					break;
+				}
+				if (sent == 0)
+					break;
+			}
 		}
 		if (time(NULL) - last_prune >= MAILQ_PRUNE_S) {
 			prune(q);

@@ -11,41 +11,70 @@ struct apply_ctx {
 	int *credited;
 };
 
+/* The checkout aasd made under this id: its account and amount. 0 with
+ * account "" when there is none. */
+static int
+checkout_of(PGconn *c, const char *provider, const char *id, char *account, long long *amount,
+    struct err *e)
+{
+	const char *p[2] = { provider, id };
+	PGresult *r;
+	int rc = 0;
+
+	account[0] = '\0';
+	r = db_conn_query(c,
+	    "SELECT account_id, amount FROM payment_checkouts WHERE provider = $1 AND checkout_id = $2",
+	    2, p, e);
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) == 1 &&
+	    (db_get_str(r, 0, 0, account, ACCT_ID_LEN + 1, e) < 0 ||
+		db_get_ll(r, 0, 1, amount, e) < 0))
+		rc = -1;
+	PQclear(r);
+	return rc;
+}
+
 static int
 apply_tx(PGconn *c, void *arg, struct err *e)
 {
 	struct apply_ctx *ax = arg;
 	const struct pay_event *ev = ax->ev;
-	char amount[24], key[PAY_ID_MAX + 32], reason[PAY_ID_MAX + 64];
-	const char *acct = ev->account[0] ? ev->account : NULL;
-	const char *p[6] = { ax->p->name, ev->id, ev->kind, acct,
-		ev->checkout_id[0] ? ev->checkout_id : NULL, amount };
-	long found = 0, fresh = 0;
-	int posted = 0;
+	char amount[24], key[PAY_ID_MAX + 32], reason[PAY_ID_MAX + 64], acct[ACCT_ID_LEN + 1];
+	const char *p[6] = { ax->p->name, ev->id, ev->kind, NULL, NULL, amount };
+	long long made = 0;
+	long fresh = 0;
+	int posted = 0, credit;
 
 	*ax->credited = 0;
 	snprintf(amount, sizeof(amount), "%lld", ev->amount);
-	if (acct != NULL) {
+	acct[0] = '\0';
+	if (ev->checkout_id[0] && checkout_of(c, ax->p->name, ev->checkout_id, acct, &made, e) < 0)
+		return -1;
+	/* Credit only a checkout this service made, for its account and the
+	 * amount it asked for, whatever else the event says. */
+	credit = ev->paid && acct[0] && strcmp(acct, ev->account) == 0 && made == ev->amount;
+	if (acct[0]) {
 		const char *pa[1] = { acct };
 
 		/* The account first, as on every money path. */
-		if (db_conn_exec(c, "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", 1, pa,
-			&found, e) < 0)
+		if (db_conn_exec(c, "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", 1, pa, NULL,
+			e) < 0)
 			return -1;
-		if (found != 1)
-			p[3] = NULL; /* recorded, never credited */
+		p[3] = acct;
+		p[4] = ev->checkout_id;
 	}
 	if (db_conn_exec(c,
 		"INSERT INTO payment_events(provider, event_id, kind, account_id, checkout_id, amount) "
 		"VALUES ($1, $2, $3, $4, $5, $6::bigint) ON CONFLICT DO NOTHING",
 		6, p, &fresh, e) < 0)
 		return -1;
-	if (fresh != 1 || !ev->paid || p[3] == NULL || ev->amount <= 0 || !ev->checkout_id[0])
+	if (fresh != 1 || !credit)
 		return 0; /* a delivery seen before, or nothing to credit */
 	snprintf(key, sizeof(key), "pay:%s:%s", ax->p->name, ev->checkout_id);
 	snprintf(reason, sizeof(reason), "credit bought (%s checkout %s)", ax->p->name,
 	    ev->checkout_id);
-	if (bill_post(c, acct, NULL, "grant", ev->amount, -1, reason, key, NULL, &posted, e) < 0)
+	if (bill_post(c, acct, NULL, "grant", made, -1, reason, key, NULL, &posted, e) < 0)
 		return -1;
 	*ax->credited = posted;
 	if (posted &&
@@ -54,6 +83,20 @@ apply_tx(PGconn *c, void *arg, struct err *e)
 		2, p, NULL, e) < 0)
 		return -1;
 	return 0;
+}
+
+int
+pay_checkout_made(struct db *db, const struct pay_provider *p, const char *account,
+    const struct pay_checkout *co, long long amount, struct err *e)
+{
+	char am[24];
+	const char *pp[4] = { p->name, co->id, account, am };
+
+	snprintf(am, sizeof(am), "%lld", amount);
+	return db_exec(db,
+	    "INSERT INTO payment_checkouts(provider, checkout_id, account_id, amount) "
+	    "VALUES ($1, $2, $3, $4::bigint)",
+	    4, pp, NULL, e);
 }
 
 int

@@ -47,9 +47,14 @@ struct pay_provider {
 
 extern const struct pay_provider pay_stripe;
 
-/* Records the event and, when it says a checkout was paid, credits its
- * account once; *credited is 1 when this delivery posted the credit.
- * Lock order: the account row, then the event row, then the ledger. */
+/* Remembers a checkout made for an account, of `amount` micro-USD: only
+ * such checkouts are ever credited. */
+int pay_checkout_made(struct db *db, const struct pay_provider *p, const char *account,
+    const struct pay_checkout *co, long long amount, struct err *e);
+/* Records the event and, when it says a checkout of this service was
+ * paid (its account, its amount), credits that account once; *credited
+ * is 1 when this delivery posted the credit. Lock order: the account
+ * row, then the event row, then the ledger. */
 int pay_apply(struct db *db, const struct pay_provider *p, const struct pay_event *ev,
     int *credited, struct err *e);
 

@@ -13,7 +13,6 @@
 #include <openssl/hmac.h>
 
 #include "base/buf.h"
-#include "base/keys.h"
 #include "base/num.h"
 #include "service/pay.h"
 
@@ -175,7 +174,7 @@ stripe_checkout(const struct config *cfg, const char *account, const char *email
     struct pay_checkout *out, struct err *e)
 {
 	char url[CONFIG_STR_MAX + 64], ok_url[CONFIG_STR_MAX + 64], cancel_url[CONFIG_STR_MAX + 64];
-	char cents[16], auth[300], idem[80], nonce[33];
+	char cents[16], auth[300];
 	struct curl_slist *hdrs = NULL;
 	struct buf form, reply;
 	json_t *j = NULL;
@@ -190,7 +189,7 @@ stripe_checkout(const struct config *cfg, const char *account, const char *email
 	buf_init(&form, 8192);
 	buf_init(&reply, STRIPE_REPLY_MAX);
 	h = curl_easy_init();
-	if (h == NULL || key_random_hex(nonce, sizeof(nonce), 16) < 0) {
+	if (h == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		goto out;
 	}
@@ -212,9 +211,7 @@ stripe_checkout(const struct config *cfg, const char *account, const char *email
 		goto out;
 	}
 	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", cfg->stripe_secret_key);
-	snprintf(idem, sizeof(idem), "Idempotency-Key: aas-%s", nonce);
 	hdrs = curl_slist_append(hdrs, auth);
-	hdrs = curl_slist_append(hdrs, idem);
 	if (hdrs == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		goto out;

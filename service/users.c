@@ -121,6 +121,8 @@ user_take_turn(PGconn *c, const char *kind, const char *value, int max, int wind
 		err_set(e, ERR_INVALID, "value too long");
 		return -1;
 	}
+	if (att_lock(c, subject, e) < 0)
+		return -1;
 	over = att_over(c, subject, max, window_s, &retry, e);
 	if (over < 0)
 		return -1;
@@ -305,15 +307,52 @@ struct verify_ctx {
 	const struct config *cfg;
 	const char *hash;
 	char *account_id;
+	int *granted;
 };
+
+int
+user_grant_free(PGconn *c, const struct config *cfg, const char *account, int *granted,
+    struct err *e)
+{
+	const char *p[1] = { account };
+	char key[KEY_HASH_HEX_LEN + 32], hash[KEY_HASH_HEX_LEN + 1], email[USER_EMAIL_MAX + 1];
+	PGresult *r;
+	int rc;
+
+	*granted = 0;
+	if (cfg->free_credit <= 0)
+		return 0;
+	r = db_conn_query(c, "SELECT lower(email) FROM accounts WHERE id = $1", 1, p, e);
+	if (r == NULL)
+		return -1;
+	rc = db_get_str(r, 0, 0, email, sizeof(email), e);
+	PQclear(r);
+	if (rc < 0)
+		return -1;
+	/* Keyed by the address, not the account: deleting an account and
+	 * signing up again with the same mailbox grants nothing more. */
+	key_hash_hex(email, strlen(email), hash, sizeof(hash));
+	snprintf(key, sizeof(key), "grant:email:%s", hash);
+	return bill_post(c, account, NULL, "grant", cfg->free_credit, -1,
+	    "free credit for new accounts", key, NULL, granted, e);
+}
+
+int
+user_links_void(PGconn *c, const char *account, struct err *e)
+{
+	const char *p[1] = { account };
+
+	return db_conn_exec(c,
+	    "UPDATE email_links SET used_at = now() WHERE account_id = $1 "
+	    "AND purpose IN ('reset', 'email') AND used_at IS NULL",
+	    1, p, NULL, e);
+}
 
 static int
 verify_tx(PGconn *c, void *arg, struct err *e)
 {
 	struct verify_ctx *vx = arg;
 	const char *p[1] = { vx->account_id };
-	char key[64];
-	int posted;
 
 	if (user_link_account(c, vx->hash, "verify", vx->account_id, e) < 0 ||
 	    user_lock_account(c, vx->account_id, e) < 0 || user_link_take(c, vx->hash, 1, e) < 0 ||
@@ -322,20 +361,15 @@ verify_tx(PGconn *c, void *arg, struct err *e)
 		"WHERE id = $1",
 		1, p, NULL, e) < 0)
 		return -1;
-	if (vx->cfg->free_credit <= 0)
-		return 0;
-	/* The same key as an operator-made account's grant: once per account. */
-	snprintf(key, sizeof(key), "grant:signup:%s", vx->account_id);
-	return bill_post(c, vx->account_id, NULL, "grant", vx->cfg->free_credit, -1,
-	    "free credit for new accounts", key, NULL, &posted, e);
+	return user_grant_free(c, vx->cfg, vx->account_id, vx->granted, e);
 }
 
 int
 user_verify(struct db *db, const struct config *cfg, const char *token,
-    char account_id[ACCT_ID_LEN + 1], struct err *e)
+    char account_id[ACCT_ID_LEN + 1], int *granted, struct err *e)
 {
 	char hash[KEY_HASH_HEX_LEN + 1];
-	struct verify_ctx vx = { cfg, hash, account_id };
+	struct verify_ctx vx = { cfg, hash, account_id, granted };
 
 	if (user_token_hash(token, hash, e) < 0)
 		return -1;
@@ -393,29 +427,42 @@ struct login_ctx {
 	const char *email, *addr;
 	char *account_id;
 	char hash[PW_ENCODED_MAX];
-	int found, disabled, failed;
+	int found, disabled, failed, unchecked;
 };
 
-/* Before the password is checked: the lockouts, then the account. */
+/* The two subjects a login counts under: its e-mail and its client. */
+static int
+login_subjects(const struct login_ctx *lx, char *by_email, char *by_addr, struct err *e)
+{
+	if (att_subject(by_email, ATT_SUBJECT_MAX + 1, "login", lx->email) < 0 ||
+	    att_subject(by_addr, ATT_SUBJECT_MAX + 1, "login-ip", lx->addr) < 0) {
+		err_set(e, ERR_INVALID, "e-mail address or client address too long");
+		return -1;
+	}
+	return 0;
+}
+
+/* Before the password is checked: the lockouts, then the attempt is
+ * counted as a failure (so logins sent at once cannot all pass a count
+ * that is written only after their slow hash), then the account. */
 static int
 login_gate_tx(PGconn *c, void *arg, struct err *e)
 {
 	struct login_ctx *lx = arg;
-	char subject[ATT_SUBJECT_MAX + 1], when[48];
+	char by_email[ATT_SUBJECT_MAX + 1], by_addr[ATT_SUBJECT_MAX + 1], when[48];
 	const char *p[1] = { lx->email };
 	long long retry;
 	PGresult *r;
 	int over;
 
-	if (att_subject(subject, sizeof(subject), "login-ip", lx->addr) < 0)
+	if (login_subjects(lx, by_email, by_addr, e) < 0 || att_lock(c, by_email, e) < 0 ||
+	    att_lock(c, by_addr, e) < 0)
 		return -1;
-	over = att_over(c, subject, lx->cfg->login_failures_per_address, lx->cfg->lockout_s, &retry,
+	over = att_over(c, by_addr, lx->cfg->login_failures_per_address, lx->cfg->lockout_s, &retry,
 	    e);
-	if (over == 0) {
-		if (att_subject(subject, sizeof(subject), "login", lx->email) < 0)
-			return -1;
-		over = att_over(c, subject, lx->cfg->login_failures, lx->cfg->lockout_s, &retry, e);
-	}
+	if (over == 0)
+		over = att_over(c, by_email, lx->cfg->login_failures, lx->cfg->lockout_s, &retry,
+		    e);
 	if (over < 0)
 		return -1;
 	if (over) {
@@ -424,6 +471,8 @@ login_gate_tx(PGconn *c, void *arg, struct err *e)
 		    when);
 		return -1;
 	}
+	if (att_record(c, by_addr, e) < 0 || att_record(c, by_email, e) < 0)
+		return -1;
 	r = db_conn_query(c,
 	    "SELECT id, coalesce(password_hash, ''), disabled_at IS NOT NULL FROM accounts "
 	    "WHERE lower(email) = $1 ORDER BY created_at LIMIT 1",
@@ -442,22 +491,19 @@ login_gate_tx(PGconn *c, void *arg, struct err *e)
 	return 0;
 }
 
+/* After it: a success clears the e-mail's failures and takes back the
+ * client's one; an attempt that could not be checked takes back both. */
 static int
 login_result_tx(PGconn *c, void *arg, struct err *e)
 {
 	struct login_ctx *lx = arg;
-	char subject[ATT_SUBJECT_MAX + 1];
+	char by_email[ATT_SUBJECT_MAX + 1], by_addr[ATT_SUBJECT_MAX + 1];
 
-	if (lx->failed) {
-		if (att_subject(subject, sizeof(subject), "login-ip", lx->addr) < 0 ||
-		    att_record(c, subject, e) < 0 ||
-		    att_subject(subject, sizeof(subject), "login", lx->email) < 0)
-			return -1;
-		return att_record(c, subject, e);
-	}
-	if (att_subject(subject, sizeof(subject), "login", lx->email) < 0)
+	if (lx->failed)
+		return 0;
+	if (login_subjects(lx, by_email, by_addr, e) < 0 || att_forget_one(c, by_addr, e) < 0)
 		return -1;
-	return att_clear(c, subject, e);
+	return lx->unchecked ? att_forget_one(c, by_email, e) : att_clear(c, by_email, e);
 }
 
 int
@@ -467,8 +513,8 @@ user_login(struct db *db, const struct config *cfg, const char *email_in, const 
 	char email[USER_EMAIL_MAX + 1];
 	struct login_ctx lx;
 	struct pw_params pp;
-	struct err ignore;
-	int ok = 0;
+	struct err pe, ignore;
+	int v;
 	size_t plen = strlen(password);
 
 	if (user_email_norm(email_in, email, sizeof(email), e) < 0)
@@ -481,15 +527,21 @@ user_login(struct db *db, const struct config *cfg, const char *email_in, const 
 	if (db_tx(db, login_gate_tx, &lx, e) < 0)
 		return -1;
 	user_params(cfg, &pp);
-	err_clear(&ignore);
+	err_clear(&pe);
 	if (lx.found && lx.hash[0] != '\0' && plen <= PW_PASSWORD_MAX)
-		ok = pw_verify(lx.hash, password, plen, &ignore) == 1;
+		v = pw_verify(lx.hash, password, plen, &pe);
 	else /* the same work, so the time does not tell whether it exists */
-		pw_burn(&pp, password, plen < PW_PASSWORD_MAX ? plen : PW_PASSWORD_MAX);
-	lx.failed = !ok;
+		v = pw_burn(&pp, password, plen < PW_PASSWORD_MAX ? plen : PW_PASSWORD_MAX, &pe);
+	lx.unchecked = v < 0 && pe.kind == ERR_UNAVAILABLE;
+	lx.failed = v != 1 && !lx.unchecked;
 	if (db_tx(db, login_result_tx, &lx, e) < 0)
 		return -1;
-	if (!ok) {
+	if (lx.unchecked) {
+		err_set(e, ERR_UNAVAILABLE,
+		    "Too many logins at this moment. Try again in a few seconds.");
+		return -1;
+	}
+	if (lx.failed) {
 		err_set(e, ERR_UNAUTHORIZED, "Wrong e-mail address or password.");
 		return -1;
 	}
@@ -497,6 +549,7 @@ user_login(struct db *db, const struct config *cfg, const char *email_in, const 
 		err_set(e, ERR_FORBIDDEN, "This account is disabled. Contact the operator.");
 		return -1;
 	}
+	err_clear(&ignore);
 	if (pw_needs_rehash(lx.hash, &pp)) {
 		/* Parameters were raised since: the new hash takes them. */
 		char hash[PW_ENCODED_MAX];
@@ -604,16 +657,17 @@ reset_confirm_tx(PGconn *c, void *arg, struct err *e)
 	struct reset_ctx *rx = arg;
 	const char *p[2] = { rx->account_id, rx->pwhash };
 
+	int granted;
+
+	/* Every other reset or address-change link goes with the old password. */
 	if (user_link_account(c, rx->hash, "reset", rx->account_id, e) < 0 ||
 	    user_lock_account(c, rx->account_id, e) < 0 || user_link_take(c, rx->hash, 1, e) < 0 ||
 	    db_conn_exec(c,
 		"UPDATE accounts SET password_hash = $2, "
 		"email_verified_at = coalesce(email_verified_at, now()) WHERE id = $1",
 		2, p, NULL, e) < 0 ||
-	    db_conn_exec(c,
-		"UPDATE email_links SET used_at = now() WHERE account_id = $1 AND purpose = 'reset' "
-		"AND used_at IS NULL",
-		1, p, NULL, e) < 0)
+	    user_links_void(c, rx->account_id, e) < 0 ||
+	    user_grant_free(c, rx->cfg, rx->account_id, &granted, e) < 0)
 		return -1;
 	return wsess_end_account(c, rx->account_id, e);
 }
@@ -626,9 +680,23 @@ user_reset_confirm(struct db *db, const struct config *cfg, const char *token, c
 	struct reset_ctx rx = { cfg, NULL, NULL, hash, pwhash, account_id };
 	struct pw_params pp;
 
+	const char *ph[1] = { hash };
+	char email[USER_EMAIL_MAX + 1] = "";
+	PGresult *r;
+
 	if (user_token_hash(token, hash, e) < 0 || user_reset_check(db, token, e) < 0)
 		return -1;
-	if (pw_policy_check(password, strlen(password), "", e) < 0)
+	/* The policy's rule on the address's local part holds here too. */
+	r = db_query(db,
+	    "SELECT a.email FROM email_links l JOIN accounts a ON a.id = l.account_id "
+	    "WHERE l.token_hash = $1",
+	    1, ph, e);
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) == 1)
+		snprintf(email, sizeof(email), "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+	if (pw_policy_check(password, strlen(password), email, e) < 0)
 		return -1;
 	user_params(cfg, &pp);
 	if (pw_hash(&pp, password, strlen(password), pwhash, sizeof(pwhash), e) < 0)
@@ -648,7 +716,8 @@ change_tx(PGconn *c, void *arg, struct err *e)
 
 	if (user_lock_account(c, cx->account, e) < 0 ||
 	    db_conn_exec(c, "UPDATE accounts SET password_hash = $2 WHERE id = $1", 2, p, NULL, e) <
-		0)
+		0 ||
+	    user_links_void(c, cx->account, e) < 0)
 		return -1;
 	return wsess_end_account(c, cx->account, e);
 }

@@ -30,10 +30,11 @@ int user_email_norm(const char *in, char *out, size_t n, struct err *e);
 int user_signup(struct db *db, const struct config *cfg, const char *email, const char *password,
     const char *addr, char account_id[ACCT_ID_LEN + 1], struct err *e);
 /* Follows a verification link: marks the address verified and grants the
- * free credit the first time. ERR_NOT_FOUND (no such link), ERR_CONFLICT
- * (used already), ERR_TIMEOUT (expired). */
+ * free credit, once per address (*granted: 1 when this call did).
+ * ERR_NOT_FOUND (no such link), ERR_CONFLICT (used already), ERR_TIMEOUT
+ * (expired). */
 int user_verify(struct db *db, const struct config *cfg, const char *token,
-    char account_id[ACCT_ID_LEN + 1], struct err *e);
+    char account_id[ACCT_ID_LEN + 1], int *granted, struct err *e);
 /* Mails a new verification link to a logged-in, unverified account. */
 int user_resend(struct db *db, const struct config *cfg, const char *account, const char *addr,
     struct err *e);

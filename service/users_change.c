@@ -106,10 +106,24 @@ confirm_tx(PGconn *c, void *arg, struct err *e)
 	if (rc < 0 || taken(c, email, cx->account_out, e) < 0)
 		return -1;
 	const char *p[2] = { cx->account_out, email };
-	return db_conn_exec(c,
-	    "UPDATE accounts SET email = $2, email_verified_at = now() WHERE id = $1 "
-	    "AND deleted_at IS NULL",
-	    2, p, NULL, e);
+	PGresult *old = db_conn_query(c, "SELECT email FROM accounts WHERE id = $1", 1, p, e);
+	char was[USER_EMAIL_MAX + 1], body[512];
+
+	if (old == NULL)
+		return -1;
+	rc = db_get_str(old, 0, 0, was, sizeof(was), e);
+	PQclear(old);
+	if (rc < 0 ||
+	    db_conn_exec(c,
+		"UPDATE accounts SET email = $2, email_verified_at = now() WHERE id = $1 "
+		"AND deleted_at IS NULL",
+		2, p, NULL, e) < 0 ||
+	    user_links_void(c, cx->account_out, e) < 0)
+		return -1;
+	snprintf(body, sizeof(body),
+	    "Your aas account now uses another e-mail address. If you did not ask for this, "
+	    "contact the operator of the service.\n");
+	return mailq_put(c, cx->account_out, was, "Your aas e-mail address changed", body, e);
 }
 
 int
@@ -136,7 +150,12 @@ delete_tx(PGconn *c, void *arg, struct err *e)
 	char subject[ATT_SUBJECT_MAX + 1];
 	const char *ps[1] = { subject };
 
-	if (user_lock_account(c, dx->account, e) < 0 ||
+	struct acct_disabled dis;
+
+	/* Disabled first, in the same transaction (the account row is locked
+	 * first there): no key works from the commit on, and every aasd stops
+	 * the account's sandboxes, settling each. */
+	if (acct_disable_in(c, dx->account, &dis, e) < 0 ||
 	    db_conn_exec(c,
 		"UPDATE accounts SET email = 'deleted-' || id || '@deleted.invalid', "
 		"password_hash = NULL, deleted_at = coalesce(deleted_at, now()) WHERE id = $1",
@@ -153,6 +172,9 @@ delete_tx(PGconn *c, void *arg, struct err *e)
 	if (att_subject(subject, sizeof(subject), "login", dx->email) == 0 &&
 	    db_conn_exec(c, "DELETE FROM auth_events WHERE subject = $1", 1, ps, NULL, e) < 0)
 		return -1;
+	if (att_subject(subject, sizeof(subject), "mail", dx->account) == 0 &&
+	    db_conn_exec(c, "DELETE FROM auth_events WHERE subject = $1", 1, ps, NULL, e) < 0)
+		return -1;
 	return 0;
 }
 
@@ -161,15 +183,10 @@ user_delete(struct db *db, const struct config *cfg, const char *account, const 
     struct err *e)
 {
 	char email[USER_EMAIL_MAX + 1];
-	struct acct_disabled dis;
 	struct delete_ctx dx = { account, email };
 
 	(void)cfg;
 	if (user_check_password(db, account, password, email, sizeof(email), e) < 0)
-		return -1;
-	/* Disabling first: from here no key works and every aasd stops the
-	 * account's sandboxes, settling each, whatever happens next. */
-	if (acct_disable(db, account, &dis, e) < 0)
 		return -1;
 	return db_tx(db, delete_tx, &dx, e);
 }

@@ -33,4 +33,13 @@ int user_token_hash(const char *token, char hash[KEY_HASH_HEX_LEN + 1], struct e
 int user_check_password(struct db *db, const char *account, const char *password, char *email,
     size_t n, struct err *e);
 
+/* Grants the free credit once per e-mail address (the account's now),
+ * inside the caller's transaction with the account locked; *granted 1
+ * when this call posted it. */
+int user_grant_free(PGconn *c, const struct config *cfg, const char *account, int *granted,
+    struct err *e);
+/* Marks every unused reset and address-change link of the account used
+ * (its password or address changed: they were asked for under the old). */
+int user_links_void(PGconn *c, const char *account, struct err *e);
+
 #endif

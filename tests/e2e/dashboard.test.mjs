@@ -201,6 +201,11 @@ test('the main flow works with the keyboard alone', async () => {
   await page.keyboard.type(GOOD_PASSWORD);
   await enterAndWait(page);
   assert.equal(new URL(page.url()).pathname, '/dashboard');
+  // The mail's link (keys come after verification), then the keyboard again.
+  const mail = await smtp.waitFor(email, { subject: 'Verify' });
+  await page.goto(linkIn(mail, '/verify?code=').href);
+  await tabTo(page, (e) => e.href === '/dashboard' && e.text.startsWith('Go to'));
+  await enterAndWait(page);
   await tabTo(page, (e) => e.href === '/dashboard/keys');
   await enterAndWait(page);
   await tabTo(page, (e) => e.name === 'name');

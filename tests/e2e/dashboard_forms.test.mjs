@@ -225,7 +225,12 @@ async function mcpWith(key) {
 test('keys made on the dashboard work on /v1/mcp until revoked there; another account\'s key is not found', async () => {
   const c = client();
   const email = await signUp(c);
-  let r = await c.submit('/dashboard/keys', '/dashboard/keys', { name: 'laptop <b>' });
+  // No key before the address is verified.
+  let r = await c.submit('/dashboard/keys', '/dashboard/keys', { name: 'too early' });
+  assert.equal(r.status, 403);
+  assert.match((await c.get('/dashboard/keys')).text, /id="verify-first"/);
+  await verify(c, email);
+  r = await c.submit('/dashboard/keys', '/dashboard/keys', { name: 'laptop <b>' });
   assert.equal(r.status, 201);
   const key = r.text.match(/id="new-key">(aas_sk_[A-Za-z0-9_-]+)</)[1];
   assert.ok(r.text.includes(`x-api-key: ${key}`), 'the Connect snippets carry the new key');
@@ -318,7 +323,15 @@ test('buying credit: checkout at Stripe, credit once per paid checkout from sign
   assert.equal((await deliver(body.replace('1000', '9000'), stripeSign(WEBHOOK_SECRET, body))).status, 400);
   assert.equal(await balanceText(c), '$0.00');
 
-  let d = await deliver(body);
+  // Signed, but not what this service asked for: another amount, or a
+  // checkout it never made (a Payment Link on the same Stripe account).
+  let d = await deliver(checkoutEvent(`evt_${crypto.randomBytes(8).toString('hex')}`, req.id, account, 90000));
+  assert.deepEqual([d.status, d.body.credited], [200, false]);
+  d = await deliver(checkoutEvent(`evt_${crypto.randomBytes(8).toString('hex')}`, 'cs_elsewhere', account, 1000));
+  assert.deepEqual([d.status, d.body.credited], [200, false]);
+  assert.equal(await balanceText(c), '$0.00');
+
+  d = await deliver(body);
   assert.equal(d.status, 200);
   assert.equal(d.body.credited, true);
   assert.equal(await balanceText(c), '$10.00');

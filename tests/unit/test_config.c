@@ -365,6 +365,8 @@ test_topups_and_smtp(void **state)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		expect_bad("AAS_TOPUP_USD", bad[i], NULL);
 	expect_bad("AAS_SMTP_URL", "http://mail.example", NULL);
+	expect_bad("AAS_MAIL_FROM", "no address here", NULL);
+	expect_bad("AAS_MAIL_FROM", "aas <a@b.c>\r\nBcc: x@y.z", NULL);
 	env_reset();
 	env_set("AAS_TOPUP_USD", "1,20,1000");
 	env_set("AAS_SMTP_URL", "smtp://127.0.0.1:2525");

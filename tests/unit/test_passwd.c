@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -282,11 +283,11 @@ test_burn(void **state)
 
 	(void)state;
 	pw_set_concurrency(2);
-	pw_burn(&fast, "whatever", 8);
+	pw_burn(&fast, "whatever", 8, NULL);
 	assert_int_equal(pw_inflight_max(), 1);
 	pw_set_concurrency(2);
-	pw_burn(&bad, "whatever", 8);
-	pw_burn(&fast, "x", PW_PASSWORD_MAX + 1);
+	pw_burn(&bad, "whatever", 8, NULL);
+	pw_burn(&fast, "x", PW_PASSWORD_MAX + 1, NULL);
 	assert_int_equal(pw_inflight_max(), 0);
 }
 
@@ -302,13 +303,56 @@ worker(void *arg)
 	err_clear(&e);
 	*ok = pw_hash(&fast, "pw", 2, enc, sizeof(enc), &e) == 0 &&
 	    pw_verify(enc, "pw", 2, &e) == 1;
-	pw_burn(&fast, "pw", 2);
+	pw_burn(&fast, "pw", 2, NULL);
 	return NULL;
+}
+
+static void *
+slow_hash(void *arg)
+{
+	static const struct pw_params slow = { .t_cost = 4, .m_kib = 131072, .lanes = 1 };
+	char enc[PW_ENCODED_MAX];
+	struct err e;
+
+	err_clear(&e);
+	*(int *)arg = pw_hash(&slow, "pw", 2, enc, sizeof(enc), &e);
+	return NULL;
+}
+
+/* A full gate answers ERR_UNAVAILABLE after the wait instead of holding
+ * the caller: workers are shared with every other call. */
+static void
+test_full_gate_refuses(void **state)
+{
+	char enc[PW_ENCODED_MAX];
+	struct err e;
+	pthread_t t;
+	int slow_rc = -1;
+
+	(void)state;
+	pw_set_concurrency(1);
+	pw_set_wait_ms(0);
+	assert_int_equal(pthread_create(&t, NULL, slow_hash, &slow_rc), 0);
+	while (pw_inflight_max() < 1)
+		usleep(1000);
+	err_clear(&e);
+	/* Still inside: the slow hash takes far longer than this check. */
+	assert_int_equal(pw_hash(&fast, "pw", 2, enc, sizeof(enc), &e), -1);
+	assert_int_equal(e.kind, ERR_UNAVAILABLE);
+	err_clear(&e);
+	assert_int_equal(pw_burn(&fast, "pw", 2, &e), -1);
+	assert_int_equal(e.kind, ERR_UNAVAILABLE);
+	pthread_join(t, NULL);
+	assert_int_equal(slow_rc, 0);
+	pw_set_wait_ms(60000);
+	assert_int_equal(pw_hash(&fast, "pw", 2, enc, sizeof(enc), &e), 0);
+	pw_set_wait_ms(PW_WAIT_MS_DEFAULT);
 }
 
 static void
 run_threads(void)
 {
+	pw_set_wait_ms(60000); /* here every caller must get its turn */
 	pthread_t t[THREADS];
 	int ok[THREADS];
 
@@ -475,6 +519,7 @@ main(void)
 		cmocka_unit_test(test_policy_repeated),
 		cmocka_unit_test(test_policy_email),
 		cmocka_unit_test(test_policy_common),
+		cmocka_unit_test(test_full_gate_refuses),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -126,6 +126,7 @@ test_signup_verify_grants_once(void **state)
 	struct sfx *s = *state;
 	char email[64], account[ACCT_ID_LEN + 1], again[ACCT_ID_LEN + 1], code[65];
 	struct err e;
+	int granted = 0;
 
 	tune(s);
 	signup(s, email, sizeof(email), account);
@@ -139,12 +140,13 @@ test_signup_verify_grants_once(void **state)
 	mail_code(s, account, "Verify", code);
 
 	err_clear(&e);
-	assert_int_equal(user_verify(s->app->db, &s->app->cfg, code, again, &e), 0);
+	assert_int_equal(user_verify(s->app->db, &s->app->cfg, code, again, &granted, &e), 0);
 	assert_string_equal(again, account);
+	assert_int_equal(granted, 1);
 	assert_int_equal(balance(s, account), SFX_FREE_CREDIT);
 
 	err_clear(&e);
-	assert_int_equal(user_verify(s->app->db, &s->app->cfg, code, again, &e), -1);
+	assert_int_equal(user_verify(s->app->db, &s->app->cfg, code, again, &granted, &e), -1);
 	assert_int_equal(e.kind, ERR_CONFLICT);
 	/* A second link (asked for again) cannot grant twice either. */
 	err_clear(&e);
@@ -166,9 +168,10 @@ verify_thread(void *arg)
 {
 	struct racer *r = arg;
 	char account[ACCT_ID_LEN + 1];
+	int granted;
 
 	err_clear(&r->e);
-	r->rc = user_verify(r->s->app->db, &r->s->app->cfg, r->code, account, &r->e);
+	r->rc = user_verify(r->s->app->db, &r->s->app->cfg, r->code, account, &granted, &r->e);
 	return NULL;
 }
 
@@ -589,6 +592,107 @@ test_delete_account(void **state)
 	assert_string_not_equal(again, s->account);
 }
 
+/* One mailbox gets the free credit once: deleting the account and signing
+ * up again with the same address grants nothing more. */
+static void
+test_free_credit_once_per_address(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], account[ACCT_ID_LEN + 1], again[ACCT_ID_LEN + 1], code[65];
+	struct err e;
+	int granted = -1;
+
+	tune(s);
+	signup(s, email, sizeof(email), account);
+	mail_code(s, account, "Verify", code);
+	err_clear(&e);
+	assert_int_equal(user_verify(s->app->db, &s->app->cfg, code, again, &granted, &e), 0);
+	assert_int_equal(granted, 1);
+	assert_int_equal(user_delete(s->app->db, &s->app->cfg, account, PASSWORD, &e), 0);
+	err_clear(&e);
+	assert_int_equal(user_signup(s->app->db, &s->app->cfg, email, PASSWORD, run_addr, again,
+			     &e),
+	    0);
+	mail_code(s, again, "Verify", code);
+	assert_int_equal(user_verify(s->app->db, &s->app->cfg, code, again, &granted, &e), 0);
+	assert_int_equal(granted, 0);
+	assert_int_equal(balance(s, again), 0);
+}
+
+/* A password change voids the address-change links asked for under the
+ * old one (someone who knew it cannot move the account later). */
+static void
+test_password_change_voids_links(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], account[ACCT_ID_LEN + 1], fresh[64], code[65], got[ACCT_ID_LEN + 1];
+	struct err e;
+
+	tune(s);
+	signup(s, email, sizeof(email), account);
+	new_email(fresh, sizeof(fresh));
+	err_clear(&e);
+	assert_int_equal(user_email_change_request(s->app->db, &s->app->cfg, account, PASSWORD,
+			     fresh, run_addr, &e),
+	    0);
+	mail_code(s, account, "Confirm your new", code);
+	assert_int_equal(user_password_change(s->app->db, &s->app->cfg, account, PASSWORD,
+			     "a wholly new passphrase", &e),
+	    0);
+	err_clear(&e);
+	assert_int_equal(user_email_change_confirm(s->app->db, &s->app->cfg, code, got, &e), -1);
+	assert_int_equal(e.kind, ERR_CONFLICT);
+	/* Still at its first address. */
+	assert_int_equal(count(s, "SELECT count(*) FROM accounts WHERE email = lower($1)", email),
+	    1);
+}
+
+struct guesser {
+	struct sfx *s;
+	const char *email;
+	struct err e;
+};
+
+static void *
+guess_thread(void *arg)
+{
+	struct guesser *g = arg;
+	char got[ACCT_ID_LEN + 1];
+
+	err_clear(&g->e);
+	(void)user_login(g->s->app->db, &g->s->app->cfg, g->email, "a wrong guess!", run_addr, got,
+	    &g->e);
+	return NULL;
+}
+
+/* Guesses sent at once cannot all pass the count: each is counted before
+ * its slow check. */
+static void
+test_parallel_guesses_counted(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], account[ACCT_ID_LEN + 1];
+	struct guesser g[8];
+	pthread_t t[8];
+	int wrong = 0;
+
+	tune(s);
+	signup(s, email, sizeof(email), account);
+	for (int i = 0; i < 8; i++) {
+		g[i].s = s;
+		g[i].email = email;
+		assert_int_equal(pthread_create(&t[i], NULL, guess_thread, &g[i]), 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		if (g[i].e.kind == ERR_UNAUTHORIZED)
+			wrong++;
+		else
+			assert_true(g[i].e.kind == ERR_LIMIT || g[i].e.kind == ERR_UNAVAILABLE);
+	}
+	assert_true(wrong <= 3);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, sfx_setup, sfx_teardown)
 
 int
@@ -606,6 +710,9 @@ main(void)
 		T(test_outbox_keeps_mail_without_smtp),
 		T(test_email_change),
 		T(test_delete_account),
+		T(test_free_credit_once_per_address),
+		T(test_password_change_voids_links),
+		T(test_parallel_guesses_counted),
 	};
 
 	return cmocka_run_group_tests(tests, sfx_group_setup, sfx_group_teardown);

@@ -79,6 +79,21 @@ test_address(void **state)
 }
 
 static void
+test_loopback(void **state)
+{
+	(void)state;
+	assert_true(smtp_url_loopback("smtp://127.0.0.1:2525"));
+	assert_true(smtp_url_loopback("smtp://user:pw@127.0.0.1:25"));
+	assert_true(smtp_url_loopback("smtp://localhost:25"));
+	assert_true(smtp_url_loopback("smtp://[::1]:25"));
+	assert_false(smtp_url_loopback("smtp://mail.example.com:587"));
+	assert_false(smtp_url_loopback("smtp://127.0.0.1.example.com:587"));
+	assert_false(smtp_url_loopback("smtp://localhost.example.com:25"));
+	assert_false(smtp_url_loopback("smtp://user:127.0.0.1@mail.example.com"));
+	assert_false(smtp_url_loopback("garbage"));
+}
+
+static void
 test_too_large(void **state)
 {
 	static char body[SMTP_MAX_MESSAGE + 10];
@@ -103,6 +118,7 @@ main(void)
 		cmocka_unit_test(test_header_injection_refused),
 		cmocka_unit_test(test_address),
 		cmocka_unit_test(test_too_large),
+		cmocka_unit_test(test_loopback),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
