@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/html.h"
 #include "server/pty.h"
 #include "server/rest_query.h"
 #include "server/web_int.h"
@@ -111,8 +112,7 @@ web_sbx_list(struct web_ctx *c)
 		json_array_foreach(ports, j, pt) {
 			const char *url = json_string_value(json_object_get(pt, "url"));
 
-			if (url &&
-			    (strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0))
+			if (url && html_attr_url_ok(url))
 				page_f(c, "<a href=\"%s\" rel=\"noopener noreferrer\">port %L</a> ",
 				    url,
 				    (long long)json_integer_value(json_object_get(pt, "port")));

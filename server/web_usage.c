@@ -148,13 +148,13 @@ out:
 	page_send(c, status);
 }
 
-/* A CSV field: quoted, quotes doubled, and a leading = + - @ made
+/* A CSV field: quoted, quotes doubled, and a leading = + - @ tab or CR made
  * inert so a spreadsheet never runs it as a formula. */
 static void
 csv_field(struct buf *b, const char *s)
 {
 	buf_append(b, "\"", 1);
-	if (s && (*s == '=' || *s == '+' || *s == '-' || *s == '@'))
+	if (s && (*s == '=' || *s == '+' || *s == '-' || *s == '@' || *s == '\t' || *s == '\r'))
 		buf_append(b, "'", 1);
 	for (; s && *s; s++) {
 		if (*s == '"')
