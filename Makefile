@@ -121,7 +121,7 @@ $(B)/gen/embed_npx.c: $(B)/embed bridge/npx/aas-mcp-remote.js
 	@mkdir -p $(dir $@)
 	$(Q)$(B)/embed embed_npx $@ bridge/npx/aas-mcp-remote.js
 
-WEB_ASSETS := server/web/app.css server/web/app.js
+WEB_ASSETS := server/web/app.css server/web/app.js server/web/icon.svg
 $(B)/gen/embed_web.c: $(B)/embed $(WEB_ASSETS)
 	@mkdir -p $(dir $@)
 	$(Q)$(B)/embed embed_web $@ $(WEB_ASSETS)

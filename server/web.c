@@ -591,7 +591,8 @@ static_file(struct http_req *req, void *ctx)
 {
 	const struct embed_file *f = ctx;
 	const char *dot = strrchr(f->name, '.');
-	const char *type = dot && strcmp(dot, ".css") == 0 ? "text/css; charset=utf-8" :
+	const char *type = dot && strcmp(dot, ".svg") == 0 ? "image/svg+xml" :
+	    dot && strcmp(dot, ".css") == 0                ? "text/css; charset=utf-8" :
 	    dot && strcmp(dot, ".js") == 0                 ? "text/javascript; charset=utf-8" :
 							     "application/octet-stream";
 

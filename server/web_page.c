@@ -96,6 +96,7 @@ page_begin(struct web_ctx *c, const char *title)
 	    "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
 	    "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
 	    "<title>%s · aas</title><link rel=\"stylesheet\" href=\"/static/app.css\">"
+	    "<link rel=\"icon\" href=\"/static/icon.svg\" type=\"image/svg+xml\">"
 	    "<script src=\"/static/app.js\" defer></script></head><body>"
 	    "<a class=\"skip\" href=\"#main\">Skip to content</a>"
 	    "<header><a class=\"brand\" href=\"/\">aas</a><nav aria-label=\"Main\"><ul>",

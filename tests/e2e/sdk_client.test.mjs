@@ -37,6 +37,8 @@ test('anonymous client lists exactly the 14 tools with complete metadata', async
   assert.deepEqual(tools.map((t) => t.name).sort(), TOOL_NAMES);
   for (const t of tools) {
     assert.ok(t.title, `${t.name} title`);
+    assert.equal(t.icons?.[0]?.mimeType, 'image/svg+xml', `${t.name} icon`);
+    assert.ok(t.icons[0].src.startsWith('data:image/svg+xml;base64,'), `${t.name} icon is self-contained`);
     assert.ok(t.description.length > 40, `${t.name} description`);
     assert.equal(t.inputSchema.type, 'object', `${t.name} inputSchema`);
     assert.equal(t.outputSchema.type, 'object', `${t.name} outputSchema`);
