@@ -46,7 +46,7 @@ SERVICE_SRC := \
 	service/preview.c service/usage.c service/store.c service/store_cmd.c service/store_port.c service/store_money.c service/store_maint.c service/store_move.c service/settle.c \
 	service/attempts.c service/mailq.c service/websess.c service/users.c service/users_change.c service/pay.c service/pay_stripe.c
 SERVER_SRC := \
-	server/auth.c server/http.c server/sse.c server/mcp.c server/mcp_rpc.c \
+	server/auth.c server/http.c server/sse.c server/mcp.c server/mcp_rpc.c server/mcp_era.c \
 	server/proxy.c server/proxy_parse.c server/metrics_http.c server/card.c \
 	server/rest.c server/rest_ops.c server/rest_query.c server/rest_openapi.c \
 	server/ws.c server/pty.c server/web.c server/web_page.c server/web_dash.c server/web_sbx.c server/web_usage.c server/web_pay.c server/npx.c

@@ -14,6 +14,12 @@
 #define RPC_INTERNAL_ERROR -32603
 #define RPC_SERVER_ERROR -32000 /* transport-level, as the SDK uses it */
 #define RPC_SESSION_NOT_FOUND -32001
+/* 2026-07-28: headers that do not match the body, or are missing. */
+#define RPC_HEADER_MISMATCH -32020
+/* 2026-07-28: a capability the request needs and the client lacks. */
+#define RPC_MISSING_CAPABILITY -32021
+/* 2026-07-28: a protocol version this server does not speak. */
+#define RPC_UNSUPPORTED_VERSION -32022
 
 enum rpc_kind { RPC_REQUEST, RPC_NOTIFICATION, RPC_RESPONSE, RPC_INVALID };
 

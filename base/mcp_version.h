@@ -6,6 +6,11 @@
 
 #include <stddef.h>
 
+/* The stateless revision (no initialize, no session; the version, client
+ * info and capabilities ride in each request's _meta), served beside the
+ * others on the same endpoint, chosen per request. */
+#define MCP_VERSION_STATELESS "2026-07-28"
+
 /* The revision whose JSON-RPC batches are allowed. */
 #define MCP_VERSION_BATCH "2025-03-26"
 

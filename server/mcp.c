@@ -329,7 +329,7 @@ reply_post(struct http_req *req, struct mcp_job *job, struct call_env *env)
 			json_decref(out);
 			out = NULL;
 		}
-	} else if (reply_precomputed(req, env->m, job->body)) {
+	} else if (!env->stateless && reply_precomputed(req, env->m, job->body)) {
 		return;
 	} else {
 		int init = is_initialize_request(job->body);
@@ -349,6 +349,8 @@ reply_post(struct http_req *req, struct mcp_job *job, struct call_env *env)
 	int code = (int)json_integer_value(json_object_get(err, "code"));
 	if (err && (code == RPC_INVALID_REQUEST || code == RPC_PARSE_ERROR))
 		status = 400;
+	else if (err && env->stateless && code == RPC_METHOD_NOT_FOUND)
+		status = 404; /* 2026-07-28: an unknown method is 404 */
 	http_reply_json(req, status, out);
 }
 
@@ -532,6 +534,7 @@ mcp_process(struct http_req *req, void *arg)
 	memset(&env, 0, sizeof(env));
 	env.m = m;
 	env.req = req;
+	env.stateless = job->stateless;
 	if (authenticate(req, m, account_id, &has_account) < 0)
 		goto out;
 	env.account_id = has_account ? account_id : NULL;
@@ -664,6 +667,7 @@ handle_post(struct http_req *req, struct mcp *m)
 	json_t *parsed;
 	char msg[200];
 	struct mcp_job *job;
+	int stateless;
 
 	if (!mcp_content_type_is_json(http_header(req, "Content-Type"))) {
 		http_reply_error(req, 415, "unsupported_media_type",
@@ -676,20 +680,25 @@ handle_post(struct http_req *req, struct mcp *m)
 		    "Not Acceptable: Accept must list application/json and text/event-stream");
 		return;
 	}
-	if (check_protocol_header(req) < 0)
-		return;
 	body = http_body(req, &len);
 	parsed = rpc_parse(body, len, msg, sizeof(msg));
 	if (parsed == NULL) {
 		http_reply_error(req, 400, "parse_error", msg);
 		return;
 	}
-	job = new_job(m, JOB_POST, req, !is_initialize_request(parsed));
+	stateless = mcp_era_stateless(req, parsed);
+	if (stateless ? mcp_era_check(req, parsed) < 0 : check_protocol_header(req) < 0) {
+		json_decref(parsed);
+		return;
+	}
+	/* The stateless revision has no session: any Mcp-Session-Id is ignored. */
+	job = new_job(m, JOB_POST, req, !stateless && !is_initialize_request(parsed));
 	if (job == NULL) {
 		json_decref(parsed);
 		return;
 	}
 	job->body = parsed;
+	job->stateless = stateless;
 	if (can_run_inline(req, m, job))
 		mcp_process(req, job);
 	else
@@ -730,6 +739,15 @@ mcp_handle(struct http_req *req, void *ctx)
 	}
 	if (strcmp(method, "POST") == 0) {
 		handle_post(req, m);
+		return;
+	}
+	if ((strcmp(method, "GET") == 0 || strcmp(method, "DELETE") == 0) &&
+	    http_header(req, "MCP-Protocol-Version") != NULL &&
+	    strcmp(http_header(req, "MCP-Protocol-Version"), MCP_VERSION_STATELESS) == 0) {
+		/* 2026-07-28 is POST only: there is no session to stream or end. */
+		http_add_header(req, "Allow", "POST");
+		http_reply_error(req, 405, "method_not_allowed",
+		    "Method Not Allowed: protocol version 2026-07-28 uses POST only");
 		return;
 	}
 	if (strcmp(method, "GET") == 0) {

@@ -51,6 +51,7 @@ struct mcp_job {
 	json_t *body; /* parsed message or batch */
 	char session[SESS_ID_LEN + 1];
 	int has_session;
+	int stateless; /* a 2026-07-28 request */
 	enum { JOB_POST, JOB_GET, JOB_DELETE } kind;
 };
 
@@ -62,7 +63,32 @@ struct call_env {
 	struct sess_info sess;
 	const char *session_id;
 	int in_batch;
+	int stateless; /* 2026-07-28: results carry resultType and serverInfo */
 };
+
+/* The 2026-07-28 revision (mcp_era.c). */
+#define MCP_META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define MCP_META_CAPS "io.modelcontextprotocol/clientCapabilities"
+#define MCP_META_CLIENT "io.modelcontextprotocol/clientInfo"
+#define MCP_META_SERVER "io.modelcontextprotocol/serverInfo"
+#define MCP_LIST_TTL_MS 300000 /* how long a client may keep tools/list */
+
+/* 1 when the request is of the stateless revision: its _meta or its
+ * MCP-Protocol-Version header names one (initialize never is). */
+int mcp_era_stateless(struct http_req *req, json_t *body);
+/* On the HTTP thread: the revision's header and _meta rules. Answers 400
+ * (and returns -1) for an unsupported version, a missing or mismatched
+ * header, missing _meta, or a batch. */
+int mcp_era_check(struct http_req *req, json_t *body);
+/* The server's instructions (initialize and server/discover). */
+const char *mcp_instructions(void);
+/* server/discover's result. */
+json_t *mcp_era_discover(void);
+/* tools/list's result under the revision. */
+json_t *mcp_era_tools_list(void);
+/* Marks a result of the revision (resultType, serverInfo); takes and
+ * returns it. */
+json_t *mcp_era_result(json_t *result);
 
 /* Handles one JSON-RPC message. Returns the response (NULL for
  * notifications and when the reply went out as a stream). `new_session`

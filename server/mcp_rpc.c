@@ -155,6 +155,12 @@ progress_to_sse(void *p, double progress, double total, const char *message)
 	send_progress(ps, progress, total, message);
 }
 
+const char *
+mcp_instructions(void)
+{
+	return instructions;
+}
+
 /* ---- method handlers (worker thread) ---- */
 
 static json_t *
@@ -283,7 +289,7 @@ tools_call_streamed(struct call_env *env, struct rpc_msg *msg, struct tool_call 
 		json_decref(res);
 	} else {
 		send_drop_notice(&ps);
-		reply = rpc_result(msg->id, res);
+		reply = rpc_result(msg->id, env->stateless ? mcp_era_result(res) : res);
 		text = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
 		if (text)
 			sse_send_message(ps.sse, text, strlen(text));
@@ -314,8 +320,10 @@ do_tools_call(struct call_env *env, struct rpc_msg *msg, int *streamed)
 	call_ctx_init(&cx, env);
 	/* Refused calls are answered at once, unstreamed. */
 	err_clear(&e);
-	if ((call = tools_prepare(&cx, tool, args, &e)) == NULL)
-		return rpc_result(msg->id, tool_result_error(&e));
+	if ((call = tools_prepare(&cx, tool, args, &e)) == NULL) {
+		res = tool_result_error(&e);
+		return rpc_result(msg->id, env->stateless ? mcp_era_result(res) : res);
+	}
 	if (!env->in_batch && env->req && (token != NULL || tool_is_long(tool))) {
 		*streamed = tools_call_streamed(env, msg, call, token);
 		if (*streamed) {
@@ -328,7 +336,7 @@ do_tools_call(struct call_env *env, struct rpc_msg *msg, int *streamed)
 	res = tools_call_prepared(&cx, call);
 	inflight_remove(env->m, f);
 	tool_call_free(call);
-	return rpc_result(msg->id, res);
+	return rpc_result(msg->id, env->stateless ? mcp_era_result(res) : res);
 }
 
 json_t *
@@ -353,6 +361,22 @@ mcp_handle_message(struct call_env *env, json_t *raw, char *new_session, int *st
 				inflight_cancel(env->m, env->session_id, rid);
 		}
 		return NULL;
+	}
+	if (env->stateless) {
+		/* 2026-07-28: no initialize, no ping; discover instead. */
+		if (strcmp(msg.method, "server/discover") == 0)
+			return rpc_result(msg.id, mcp_era_discover());
+		if (strcmp(msg.method, "tools/list") == 0) {
+			if (json_object_get(msg.params, "cursor") != NULL)
+				return rpc_error(msg.id, RPC_INVALID_PARAMS,
+				    "invalid cursor: the tool list has a single page", NULL);
+			return rpc_result(msg.id, mcp_era_tools_list());
+		}
+		if (strcmp(msg.method, "tools/call") == 0)
+			return do_tools_call(env, &msg, streamed);
+		char text[200];
+		snprintf(text, sizeof(text), "Method not found: %.120s", msg.method);
+		return rpc_error(msg.id, RPC_METHOD_NOT_FOUND, text, NULL);
 	}
 	if (strcmp(msg.method, "initialize") == 0) {
 		json_t *r;

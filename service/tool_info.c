@@ -56,6 +56,9 @@ versions_json(void)
 {
 	json_t *arr = json_array();
 
+	/* The stateless revision first (newest), then those with sessions. */
+	if (arr)
+		json_array_append_new(arr, json_string(MCP_VERSION_STATELESS));
 	for (size_t i = 0; arr && i < mcp_version_count(); i++)
 		json_array_append_new(arr, json_string(mcp_version_at(i)));
 	return arr;

@@ -55,7 +55,7 @@ test('get_service_info works without a key and matches its output schema', async
   assert.ok(!r.isError);
   const s = r.structuredContent;
   assert.equal(s.name, 'aas');
-  assert.deepEqual(s.protocol_versions, ['2025-11-25', '2025-06-18', '2025-03-26']);
+  assert.deepEqual(s.protocol_versions, ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26']);
   assert.equal(s.tools.length, 14);
   assert.ok(s.auth.headers.some((h) => h.startsWith('x-api-key')));
   assert.ok(s.endpoints.mcp.endsWith('/v1/mcp'));

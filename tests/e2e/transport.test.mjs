@@ -73,11 +73,11 @@ test('400 for an unsupported MCP-Protocol-Version', async () => {
   assert.match(r.json.error.message, /MCP-Protocol-Version/);
 });
 
-test('a 2026-07-28 server/discover probe gets 400 with -32000', async () => {
+test('a 2026-07-28 server/discover without the revision\'s headers gets 400 with -32020', async () => {
   const r = await post(aasd.mcpUrl, rpc('server/discover', {}),
     { 'MCP-Protocol-Version': '2026-07-28' });
   assert.equal(r.status, 400);
-  assert.equal(r.json.error.code, -32000);
+  assert.equal(r.json.error.code, -32020);
 });
 
 test('403 for a foreign Origin, loopback origins allowed', async () => {

@@ -1,0 +1,240 @@
+/* mcp_era.c - MCP revision 2026-07-28 on the same endpoint as the older
+ * ones (mcp_era_): stateless requests whose version, client info and
+ * capabilities ride in params._meta, headers that must agree with the
+ * body (MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Param-*),
+ * server/discover, and results marked with resultType. Older revisions
+ * keep their sessions and answers unchanged. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "base/b64.h"
+#include "base/mcp_version.h"
+#include "base/version.h"
+#include "server/mcp_int.h"
+#include "service/tools.h"
+
+#define HEADER_VALUE_MAX 512
+
+static json_t *
+meta_of(json_t *body)
+{
+	return json_object_get(json_object_get(body, "params"), "_meta");
+}
+
+int
+mcp_era_stateless(struct http_req *req, json_t *body)
+{
+	const char *h = http_header(req, "MCP-Protocol-Version");
+	const char *method = json_string_value(json_object_get(body, "method"));
+
+	if (method && strcmp(method, "initialize") == 0)
+		return 0;
+	if (json_is_array(body)) {
+		size_t i;
+		json_t *it;
+
+		json_array_foreach(body, i, it)
+			if (json_object_get(meta_of(it), MCP_META_VERSION) != NULL)
+				return 1;
+		return 0;
+	}
+	if (json_object_get(meta_of(body), MCP_META_VERSION) != NULL)
+		return 1;
+	/* The new era's version header without _meta: its rules apply (and
+	 * say what is missing). Any other version header is the older
+	 * revisions' to judge. */
+	return h != NULL && strcmp(h, MCP_VERSION_STATELESS) == 0;
+}
+
+static void
+refuse(struct http_req *req, int code, const char *msg, json_t *data)
+{
+	http_reply_json(req, 400, rpc_error(NULL, code, msg, data));
+}
+
+/* A header value as sent: plain, or "=?base64?...?=" for bytes a header
+ * cannot carry. Decoded into out; -1 when malformed or too long. */
+static int
+header_value(const char *h, char *out, size_t n)
+{
+	size_t len = strlen(h);
+
+	if (len > 11 && strncmp(h, "=?base64?", 9) == 0 && strcmp(h + len - 2, "?=") == 0) {
+		size_t got = 0;
+		struct err e;
+
+		err_clear(&e);
+		if (b64_decode(h + 9, len - 11, (unsigned char *)out, n - 1, &got, &e) < 0)
+			return -1;
+		out[got] = '\0';
+		return strlen(out) == got ? 0 : -1;
+	}
+	if (len >= n)
+		return -1;
+	memcpy(out, h, len + 1);
+	return 0;
+}
+
+/* The value an argument marked x-mcp-header must arrive with. */
+static int
+param_text(const json_t *v, char *out, size_t n)
+{
+	if (json_is_string(v))
+		return snprintf(out, n, "%s", json_string_value(v)) < (int)n ? 0 : -1;
+	if (json_is_integer(v))
+		return snprintf(out, n, "%lld", (long long)json_integer_value(v)) < (int)n ? 0 : -1;
+	if (json_is_boolean(v))
+		return snprintf(out, n, "%s", json_is_true(v) ? "true" : "false") < (int)n ? 0 : -1;
+	return -1;
+}
+
+/* tools/call: every argument whose schema carries x-mcp-header must come
+ * with the same value in Mcp-Param-<name>. */
+static int
+check_params(struct http_req *req, json_t *params)
+{
+	const char *name = json_string_value(json_object_get(params, "name"));
+	const json_t *schema = name ? tools_input_schema(name) : NULL;
+	json_t *args = json_object_get(params, "arguments");
+	const char *key;
+	json_t *prop;
+
+	json_object_foreach((json_t *)json_object_get(schema, "properties"), key, prop) {
+		const char *hname = json_string_value(json_object_get(prop, "x-mcp-header"));
+		json_t *v = json_object_get(args, key);
+		char full[128], want[HEADER_VALUE_MAX], got[HEADER_VALUE_MAX], msg[200];
+		const char *h;
+
+		if (hname == NULL || v == NULL || json_is_null(v))
+			continue;
+		snprintf(full, sizeof(full), "Mcp-Param-%s", hname);
+		h = http_header(req, full);
+		if (h == NULL || param_text(v, want, sizeof(want)) < 0 ||
+		    header_value(h, got, sizeof(got)) < 0 || strcmp(want, got) != 0) {
+			snprintf(msg, sizeof(msg), "Header mismatch: %s %s the argument %s", full,
+			    h ? "does not match" : "is missing for", key);
+			refuse(req, RPC_HEADER_MISMATCH, msg, NULL);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int
+mcp_era_check(struct http_req *req, json_t *body)
+{
+	const char *hv = http_header(req, "MCP-Protocol-Version");
+	const char *hm = http_header(req, "Mcp-Method");
+	const char *hn = http_header(req, "Mcp-Name");
+	json_t *meta = meta_of(body);
+	const char *version, *method, *name = NULL;
+	char got[HEADER_VALUE_MAX], msg[200];
+
+	if (json_is_array(body)) {
+		refuse(req, RPC_INVALID_REQUEST,
+		    "Invalid Request: a 2026-07-28 body is one request or notification, not a batch",
+		    NULL);
+		return -1;
+	}
+	version = json_string_value(json_object_get(meta, MCP_META_VERSION));
+	if (version == NULL)
+		version = hv;
+	if (version == NULL || strcmp(version, MCP_VERSION_STATELESS) != 0) {
+		json_t *supported = json_array();
+
+		json_array_append_new(supported, json_string(MCP_VERSION_STATELESS));
+		for (size_t i = 0; i < mcp_version_count(); i++)
+			json_array_append_new(supported, json_string(mcp_version_at(i)));
+		refuse(req, RPC_UNSUPPORTED_VERSION,
+		    "Unsupported protocol version (the _meta protocol version and MCP-Protocol-Version)",
+		    json_pack("{s:o,s:s?}", "supported", supported, "requested", version));
+		return -1;
+	}
+	method = json_string_value(json_object_get(body, "method"));
+	if (hv == NULL || strcmp(hv, version) != 0) {
+		refuse(req, RPC_HEADER_MISMATCH,
+		    "Header mismatch: MCP-Protocol-Version must equal the _meta protocol version",
+		    NULL);
+		return -1;
+	}
+	if (hm == NULL || method == NULL || strcmp(hm, method) != 0) {
+		refuse(req, RPC_HEADER_MISMATCH,
+		    hm == NULL ? "Header mismatch: Mcp-Method is required" :
+				 "Header mismatch: Mcp-Method must equal the body's method",
+		    NULL);
+		return -1;
+	}
+	if (json_object_get(body, "id") == NULL)
+		return 0; /* a notification: the revision sets no more header rules */
+	if (!json_is_object(json_object_get(meta, MCP_META_CAPS))) {
+		refuse(req, RPC_INVALID_PARAMS,
+		    "Invalid params: _meta must carry " MCP_META_VERSION " and " MCP_META_CAPS,
+		    NULL);
+		return -1;
+	}
+	if (strcmp(method, "tools/call") == 0)
+		name = json_string_value(json_object_get(json_object_get(body, "params"), "name"));
+	if (name != NULL) {
+		if (hn == NULL || header_value(hn, got, sizeof(got)) < 0 ||
+		    strcmp(got, name) != 0) {
+			snprintf(msg, sizeof(msg), "Header mismatch: Mcp-Name %s",
+			    hn ? "must equal params.name" : "is required for tools/call");
+			refuse(req, RPC_HEADER_MISMATCH, msg, NULL);
+			return -1;
+		}
+		return check_params(req, json_object_get(body, "params"));
+	}
+	return 0;
+}
+
+static json_t *
+server_info(void)
+{
+	return json_pack("{s:s,s:s,s:s}", "name", "aas", "title", "Sandbox as a Service", "version",
+	    AAS_VERSION);
+}
+
+json_t *
+mcp_era_result(json_t *result)
+{
+	json_t *meta;
+
+	if (!json_is_object(result))
+		return result;
+	json_object_set_new(result, "resultType", json_string("complete"));
+	meta = json_object_get(result, "_meta");
+	if (!json_is_object(meta)) {
+		meta = json_object();
+		json_object_set_new(result, "_meta", meta);
+	}
+	json_object_set_new(meta, MCP_META_SERVER, server_info());
+	return result;
+}
+
+json_t *
+mcp_era_discover(void)
+{
+	json_t *versions = json_array();
+
+	json_array_append_new(versions, json_string(MCP_VERSION_STATELESS));
+	for (size_t i = 0; i < mcp_version_count(); i++)
+		json_array_append_new(versions, json_string(mcp_version_at(i)));
+	return mcp_era_result(json_pack("{s:o,s:{s:{s:b}},s:s,s:i,s:s}", "supportedVersions",
+	    versions, "capabilities", "tools", "listChanged", 0, "instructions", mcp_instructions(),
+	    "ttlMs", MCP_LIST_TTL_MS, "cacheScope", "public"));
+}
+
+json_t *
+mcp_era_tools_list(void)
+{
+	json_t *cat = tools_list_result();
+	json_t *list = json_deep_copy(cat);
+
+	json_decref(cat);
+
+	/* The catalogue is the same for everyone: shared caches may keep it. */
+	json_object_set_new(list, "ttlMs", json_integer(MCP_LIST_TTL_MS));
+	json_object_set_new(list, "cacheScope", json_string("public"));
+	return mcp_era_result(list);
+}

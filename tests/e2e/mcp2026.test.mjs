@@ -1,0 +1,178 @@
+// MCP revision 2026-07-28 beside the older ones on /v1/mcp: the official
+// v2 TypeScript client negotiates it (server/discover) and runs every
+// tool; the same client left to its default, and the 1.x client of the
+// other tests, stay on 2025-11-25 with sessions. Raw requests check the
+// revision's header and _meta rules and its error codes.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
+import { startAasd, vmEnv, newAccount } from './lib/harness.mjs';
+
+const V = '2026-07-28';
+let aasd;
+let account;
+const made = [];
+
+before(async () => {
+  aasd = await startAasd(vmEnv('mcp2026'));
+  account = await newAccount();
+});
+after(async () => {
+  for (const id of made) {
+    await fetch(`${aasd.url}/v1/sandboxes/${id}`, { method: 'DELETE', headers: { 'x-api-key': account.api_key } })
+      .catch(() => {});
+  }
+  await aasd?.stop();
+});
+
+async function connect({ key, mode = 'auto' } = {}) {
+  const transport = new StreamableHTTPClientTransport(new URL(aasd.mcpUrl),
+    key ? { requestInit: { headers: { 'x-api-key': key } } } : {});
+  const client = new Client({ name: 'aas-v2-e2e', version: '1.0.0' },
+    mode ? { versionNegotiation: { mode } } : {});
+  await client.connect(transport);
+  return client;
+}
+
+// One raw request of the revision, with whatever headers and _meta the case needs.
+async function raw(method, params = {}, { headers = {}, meta, id = 1, omit = [] } = {}) {
+  const body = {
+    jsonrpc: '2.0', id, method,
+    params: {
+      ...params,
+      _meta: meta ?? {
+        'io.modelcontextprotocol/protocolVersion': V,
+        'io.modelcontextprotocol/clientCapabilities': {},
+        'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' },
+      },
+    },
+  };
+  const h = {
+    'content-type': 'application/json',
+    accept: 'application/json, text/event-stream',
+    'mcp-protocol-version': V,
+    'mcp-method': method,
+    ...(method === 'tools/call' ? { 'mcp-name': params.name } : {}),
+    ...headers,
+  };
+  for (const o of omit) delete h[o];
+  const r = await fetch(aasd.mcpUrl, { method: 'POST', headers: h, body: JSON.stringify(body) });
+  const text = await r.text();
+  let json = null;
+  try { json = JSON.parse(text); } catch { /* SSE or empty */ }
+  return { status: r.status, headers: r.headers, text, json };
+}
+
+test('the v2 client negotiates 2026-07-28 and runs the whole tool surface', async () => {
+  const client = await connect({ key: account.api_key });
+  assert.equal(client.getNegotiatedProtocolVersion(), V);
+  assert.equal(client.getServerVersion().name, 'aas');
+  const { tools } = await client.listTools();
+  assert.equal(tools.length, 14);
+  const call = async (name, args, opts = {}) => {
+    const r = await client.callTool({ name, arguments: args }, undefined, { timeout: 300000, ...opts });
+    assert.ok(!r.isError, `${name}: ${r.content?.[0]?.text}`);
+    return r.structuredContent;
+  };
+  assert.equal((await call('get_service_info', {})).name, 'aas');
+  const id = (await call('create_sandbox', { timeout_minutes: 10 })).sandbox_id;
+  made.push(id);
+  // Progress goes out on the response stream (checked raw below); the v2
+  // client 2.4.0 does not hand it to onprogress under this revision.
+  const ran = await call('run_command', { sandbox_id: id, command: 'for i in 1 2 3; do echo l$i; sleep 0.2; done' },
+    { onprogress: () => {} });
+  assert.equal(ran.stdout, 'l1\nl2\nl3\n');
+  await call('write_file', { sandbox_id: id, path: 'hello.txt', content: 'héllo' });
+  assert.equal((await call('read_file', { sandbox_id: id, path: 'hello.txt' })).content, 'héllo');
+  assert.ok((await call('list_files', { sandbox_id: id, path: '.' })).entries.some((e) => e.path.endsWith('hello.txt')));
+  assert.match((await call('expose_port', { sandbox_id: id, port: 8000 })).url, /^http/);
+  assert.equal((await call('get_sandbox', { sandbox_id: id })).state, 'running');
+  assert.ok((await call('list_sandboxes', {})).sandboxes.some((s) => s.sandbox_id === id));
+  assert.ok((await call('extend_sandbox', { sandbox_id: id, minutes: 1 })).expires_at);
+  const bg = await call('run_command', { sandbox_id: id, command: 'sleep 30; echo done', background: true });
+  const st = await call('get_command', { sandbox_id: id, command_id: bg.command_id });
+  assert.equal(st.state, 'running');
+  await call('kill_command', { sandbox_id: id, command_id: bg.command_id });
+  assert.ok((await call('get_usage', {})).balance >= 0);
+  assert.equal((await call('destroy_sandbox', { sandbox_id: id })).state, 'destroyed');
+  await client.close();
+});
+
+test('the same client left to its default, and an anonymous one, keep the older revisions', async () => {
+  const legacy = await connect({ key: account.api_key, mode: null });
+  assert.equal(legacy.getNegotiatedProtocolVersion(), '2025-11-25');
+  assert.ok((await legacy.callTool({ name: 'get_usage', arguments: {} })).structuredContent);
+  await legacy.close();
+  const anon = await connect();
+  assert.equal(anon.getNegotiatedProtocolVersion(), V);
+  const r = await anon.callTool({ name: 'get_usage', arguments: {} });
+  assert.ok(r.isError);
+  assert.match(r.content[0].text, /API key/);
+  await anon.close();
+});
+
+test('results carry resultType and serverInfo; tools/list can be cached; no session', async () => {
+  const d = await raw('server/discover');
+  assert.equal(d.status, 200);
+  assert.equal(d.headers.get('mcp-session-id'), null);
+  assert.equal(d.json.result.resultType, 'complete');
+  assert.ok(d.json.result.supportedVersions.includes(V));
+  assert.ok(d.json.result.supportedVersions.includes('2025-11-25'));
+  assert.equal(d.json.result._meta['io.modelcontextprotocol/serverInfo'].name, 'aas');
+  const l = await raw('tools/list');
+  assert.equal(l.json.result.resultType, 'complete');
+  assert.equal(l.json.result.cacheScope, 'public');
+  assert.ok(l.json.result.ttlMs > 0);
+  const sb = l.json.result.tools.find((t) => t.name === 'get_sandbox');
+  assert.equal(sb.inputSchema.properties.sandbox_id['x-mcp-header'], 'Sandbox-Id');
+  const c = await raw('tools/call', { name: 'get_service_info', arguments: {} });
+  assert.equal(c.json.result.resultType, 'complete');
+  // A session id sent along is ignored, never echoed.
+  const s = await raw('tools/list', {}, { headers: { 'mcp-session-id': 'not-a-session' } });
+  assert.equal(s.status, 200);
+  assert.equal(s.headers.get('mcp-session-id'), null);
+});
+
+test('the revision\'s errors: versions, headers, _meta, batches, methods, GET', async () => {
+  let r = await raw('tools/list', {}, { headers: { 'mcp-method': 'tools/call' } });
+  assert.deepEqual([r.status, r.json.error.code], [400, -32020]);
+  r = await raw('tools/list', {}, { omit: ['mcp-method'] });
+  assert.deepEqual([r.status, r.json.error.code], [400, -32020]);
+  r = await raw('tools/call', { name: 'get_service_info', arguments: {} }, { headers: { 'mcp-name': 'get_usage' } });
+  assert.deepEqual([r.status, r.json.error.code], [400, -32020]);
+  r = await raw('tools/call', { name: 'get_service_info', arguments: {} }, { omit: ['mcp-name'] });
+  assert.deepEqual([r.status, r.json.error.code], [400, -32020]);
+  r = await raw('tools/call', { name: 'get_sandbox', arguments: { sandbox_id: 'sbx-0123456789abcdef' } },
+    { headers: { 'mcp-param-sandbox-id': 'sbx-aaaaaaaaaaaaaaaa' } });
+  assert.deepEqual([r.status, r.json.error.code], [400, -32020]);
+  r = await raw('tools/call', { name: 'get_sandbox', arguments: { sandbox_id: 'sbx-0123456789abcdef' } });
+  assert.deepEqual([r.status, r.json.error.code], [400, -32020], 'the argument needs its header');
+  r = await raw('tools/list', {}, { headers: { 'mcp-protocol-version': '2025-11-25' } });
+  assert.deepEqual([r.status, r.json.error.code], [400, -32020]);
+  r = await raw('tools/list', {}, {
+    headers: { 'mcp-protocol-version': '2099-01-01' },
+    meta: { 'io.modelcontextprotocol/protocolVersion': '2099-01-01', 'io.modelcontextprotocol/clientCapabilities': {} },
+  });
+  assert.deepEqual([r.status, r.json.error.code], [400, -32022]);
+  assert.ok(r.json.error.data.supported.includes(V));
+  assert.equal(r.json.error.data.requested, '2099-01-01');
+  r = await raw('tools/list', {}, { meta: { 'io.modelcontextprotocol/protocolVersion': V } });
+  assert.deepEqual([r.status, r.json.error.code], [400, -32602], 'clientCapabilities is required');
+  r = await raw('ping');
+  assert.deepEqual([r.status, r.json.error.code], [404, -32601], 'ping is gone in this revision');
+  r = await raw('no/such/method');
+  assert.deepEqual([r.status, r.json.error.code], [404, -32601]);
+  const batch = await fetch(aasd.mcpUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': V, 'mcp-method': 'tools/list' },
+    body: JSON.stringify([{ jsonrpc: '2.0', id: 1, method: 'tools/list',
+      params: { _meta: { 'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {} } } }]),
+  });
+  assert.equal(batch.status, 400);
+  assert.equal((await batch.json()).error.code, -32600);
+  for (const method of ['GET', 'DELETE']) {
+    const g = await fetch(aasd.mcpUrl, { method, headers: { accept: 'text/event-stream', 'mcp-protocol-version': V } });
+    assert.equal(g.status, 405, method);
+  }
+});
