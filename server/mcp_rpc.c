@@ -254,6 +254,31 @@ tools_call_params(struct rpc_msg *msg, const struct tool **tool, json_t **args, 
 	return NULL;
 }
 
+/* 2026-07-28: closing the response stream cancels the call. The flag is
+ * shared by the call and the stream's close callback, which may run
+ * after the call ended (once the last byte went out): whichever is last
+ * frees it. */
+struct close_cancel {
+	atomic_int cancelled;
+	atomic_int refs;
+};
+
+static void
+close_cancel_drop(struct close_cancel *cc)
+{
+	if (atomic_fetch_sub(&cc->refs, 1) == 1)
+		free(cc);
+}
+
+static void
+close_cancel_fire(void *arg)
+{
+	struct close_cancel *cc = arg;
+
+	atomic_store(&cc->cancelled, 1);
+	close_cancel_drop(cc);
+}
+
 /* tools/call answered as an SSE stream: progress notifications, then the
  * result. The HTTP reply leaves before the tool runs; req is not touched
  * after http_send_now. Returns 1 when it took over the reply. */
@@ -262,6 +287,7 @@ tools_call_streamed(struct call_env *env, struct rpc_msg *msg, struct tool_call 
     json_t *token)
 {
 	struct progress_sink ps = { NULL, token, 0, { 0, 0 } };
+	struct close_cancel *cc = NULL;
 	struct call_ctx cx;
 	struct inflight *f;
 	json_t *res, *reply;
@@ -283,8 +309,13 @@ tools_call_streamed(struct call_env *env, struct rpc_msg *msg, struct tool_call 
 		cx.progress_sink = &ps;
 	}
 	cx.cancelled = &f->cancelled;
+	if (env->stateless && (cc = calloc(1, sizeof(*cc))) != NULL) {
+		atomic_init(&cc->refs, 2);
+		cx.cancelled = &cc->cancelled;
+		sse_on_close(ps.sse, close_cancel_fire, cc);
+	}
 	res = tools_call_prepared(&cx, call);
-	if (atomic_load(&f->cancelled)) {
+	if (atomic_load(&f->cancelled) || (cc && atomic_load(&cc->cancelled))) {
 		/* A cancelled request gets no result. */
 		json_decref(res);
 	} else {
@@ -298,6 +329,8 @@ tools_call_streamed(struct call_env *env, struct rpc_msg *msg, struct tool_call 
 	}
 	sse_finish(ps.sse);
 	sse_unref(ps.sse);
+	if (cc)
+		close_cancel_drop(cc);
 	inflight_remove(env->m, f);
 	return 1;
 }

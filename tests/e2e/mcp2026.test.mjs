@@ -14,7 +14,8 @@ let account;
 const made = [];
 
 before(async () => {
-  aasd = await startAasd(vmEnv('mcp2026'));
+  // Keep-alives every second: a closed response stream is noticed soon.
+  aasd = await startAasd(vmEnv('mcp2026', { AAS_SSE_KEEPALIVE_S: '1' }));
   account = await newAccount();
 });
 after(async () => {
@@ -175,4 +176,44 @@ test('the revision\'s errors: versions, headers, _meta, batches, methods, GET', 
     const g = await fetch(aasd.mcpUrl, { method, headers: { accept: 'text/event-stream', 'mcp-protocol-version': V } });
     assert.equal(g.status, 405, method);
   }
+});
+
+test('closing the response stream cancels the call: the command is gone', async () => {
+  const client = await connect({ key: account.api_key });
+  const created = await client.callTool({ name: 'create_sandbox', arguments: { timeout_minutes: 5 } },
+    undefined, { timeout: 300000 });
+  const id = created.structuredContent.sandbox_id;
+  made.push(id);
+  await client.listTools();
+  const ac = new AbortController();
+  const pending = raw('tools/call', { name: 'run_command', arguments: { sandbox_id: id, command: 'sleep 120' } },
+    { headers: { 'x-api-key': account.api_key, 'mcp-param-sandbox-id': id } });
+  // The same request, aborted: raw() has no signal, so a second fetch is the one cut.
+  const cut = fetch(aasd.mcpUrl, {
+    method: 'POST',
+    signal: ac.signal,
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': V, 'mcp-method': 'tools/call', 'mcp-name': 'run_command',
+      'mcp-param-sandbox-id': id, 'x-api-key': account.api_key },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'tools/call', params: { name: 'run_command',
+      arguments: { sandbox_id: id, command: 'sleep 121' }, _meta: { progressToken: 9,
+        'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {} } } }),
+  }).then((r) => r.text()).catch(() => 'aborted');
+  await new Promise((r) => setTimeout(r, 3000));
+  ac.abort();
+  assert.equal(await cut, 'aborted');
+  let left = '';
+  for (let i = 0; i < 40; i++) {
+    const r = await client.callTool({ name: 'run_command', arguments: { sandbox_id: id, command: 'pgrep -fx "sleep 121" || echo none' } });
+    left = r.structuredContent.stdout.trim();
+    if (left === 'none') break;
+    await new Promise((res) => setTimeout(res, 500));
+  }
+  assert.equal(left, 'none', 'the cut call\'s command was stopped');
+  // The call whose stream stayed open is not touched.
+  const still = await client.callTool({ name: 'run_command', arguments: { sandbox_id: id, command: 'pgrep -fx "sleep 120" >/dev/null && echo yes' } });
+  assert.equal(still.structuredContent.stdout.trim(), 'yes');
+  await client.callTool({ name: 'destroy_sandbox', arguments: { sandbox_id: id } });
+  await pending.catch(() => {});
+  await client.close();
 });
