@@ -28,6 +28,7 @@
 #include "service/mailq.h"
 #include "base/passwd.h"
 #include "service/sandbox.h"
+#include "service/tasks.h"
 #include "vmm/vm.h"
 #include "service/tools.h"
 #include "base/work.h"
@@ -235,6 +236,7 @@ main(int argc, char **argv)
 	struct mailq *mq = NULL;
 	struct web *web = NULL;
 	struct npx *npx = NULL;
+	struct tasks *tasks = NULL;
 	struct http_route routes[MAX_ROUTES];
 	size_t n_rest = 0;
 	struct work_pool *work = NULL;
@@ -293,6 +295,12 @@ main(int argc, char **argv)
 	} else {
 		log_info("vm: AAS_LIBVIRT_URI=none; sandbox tools are unavailable");
 	}
+	tasks = tasks_new(app, &e);
+	if (tasks == NULL) {
+		log_error("start: %s", e.msg);
+		goto out;
+	}
+	atomic_store(&app->tasks, tasks);
 	mcp = mcp_new(app, &e);
 	card = card_new(&app->cfg, &e);
 	metrics = metrics_http_new(app, &e);
@@ -401,6 +409,10 @@ out:
 	work_free(work);
 	pty_stop(pty);
 	http_free(http);
+	/* Tasks stop before the service under them does. */
+	if (app)
+		atomic_store(&app->tasks, NULL);
+	tasks_free(tasks);
 	web_free(web);
 	npx_free(npx);
 	mailq_stop(mq);

@@ -12,6 +12,8 @@
 #include "base/mcp_version.h"
 #include "base/version.h"
 #include "server/mcp_int.h"
+#include "base/tool_result.h"
+#include "service/tasks.h"
 #include "service/tools.h"
 
 #define HEADER_VALUE_MAX 512
@@ -175,15 +177,20 @@ mcp_era_check(struct http_req *req, json_t *body)
 	}
 	if (strcmp(method, "tools/call") == 0)
 		name = json_string_value(json_object_get(json_object_get(body, "params"), "name"));
+	else if (strncmp(method, "tasks/", 6) == 0)
+		name = json_string_value(json_object_get(json_object_get(body, "params"),
+		    "taskId"));
 	if (name != NULL) {
 		if (hn == NULL || header_value(hn, got, sizeof(got)) < 0 ||
 		    strcmp(got, name) != 0) {
 			snprintf(msg, sizeof(msg), "Header mismatch: Mcp-Name %s",
-			    hn ? "must equal params.name" : "is required for tools/call");
+			    hn ? "must equal params.name (params.taskId)" :
+				 "is required for tools/call and tasks/*");
 			refuse(req, RPC_HEADER_MISMATCH, msg, NULL);
 			return -1;
 		}
-		return check_params(req, json_object_get(body, "params"));
+		if (strcmp(method, "tools/call") == 0)
+			return check_params(req, json_object_get(body, "params"));
 	}
 	return 0;
 }
@@ -220,9 +227,10 @@ mcp_era_discover(void)
 	json_array_append_new(versions, json_string(MCP_VERSION_STATELESS));
 	for (size_t i = 0; i < mcp_version_count(); i++)
 		json_array_append_new(versions, json_string(mcp_version_at(i)));
-	return mcp_era_result(json_pack("{s:o,s:{s:{s:b}},s:s,s:i,s:s}", "supportedVersions",
-	    versions, "capabilities", "tools", "listChanged", 0, "instructions", mcp_instructions(),
-	    "ttlMs", MCP_LIST_TTL_MS, "cacheScope", "public"));
+	return mcp_era_result(json_pack("{s:o,s:{s:{s:b},s:{s:{}}},s:s,s:i,s:s}",
+	    "supportedVersions", versions, "capabilities", "tools", "listChanged", 0, "extensions",
+	    MCP_EXT_TASKS, "instructions", mcp_instructions(), "ttlMs", MCP_LIST_TTL_MS,
+	    "cacheScope", "public"));
 }
 
 json_t *
@@ -237,4 +245,110 @@ mcp_era_tools_list(void)
 	json_object_set_new(list, "ttlMs", json_integer(MCP_LIST_TTL_MS));
 	json_object_set_new(list, "cacheScope", json_string("public"));
 	return mcp_era_result(list);
+}
+
+/* ---- tasks ---- */
+
+static int
+opted_in(json_t *params)
+{
+	json_t *caps = json_object_get(json_object_get(params, "_meta"), MCP_META_CAPS);
+
+	return json_object_get(json_object_get(caps, "extensions"), MCP_EXT_TASKS) != NULL;
+}
+
+int
+mcp_era_wants_task(json_t *params, const char *tool, json_t *args)
+{
+	if (!opted_in(params))
+		return 0;
+	if (strcmp(tool, "create_sandbox") == 0)
+		return 1;
+	return strcmp(tool, "run_command") == 0 &&
+	    !json_is_true(json_object_get(args, "background"));
+}
+
+static json_t *
+error_of(json_t *id, const struct err *e)
+{
+	int code = e->kind == ERR_INVALID || e->kind == ERR_NOT_FOUND ? RPC_INVALID_PARAMS :
+	    e->kind == ERR_INTERNAL                                   ? RPC_INTERNAL_ERROR :
+									RPC_SERVER_ERROR;
+
+	return rpc_error(id, code, e->msg, NULL);
+}
+
+json_t *
+mcp_era_task_call(struct call_env *env, struct rpc_msg *msg, const struct tool *tool, json_t *args)
+{
+	struct tasks *t = atomic_load(&env->m->app->tasks);
+	struct call_ctx cx;
+	struct tool_call *call;
+	char id[TASK_ID_LEN + 1];
+	json_t *task;
+	struct err e;
+
+	memset(&cx, 0, sizeof(cx));
+	cx.app = env->m->app;
+	cx.account_id = env->account_id;
+	cx.request_id = env->req ? http_request_id(env->req) : "-";
+	err_clear(&e);
+	/* The key and the arguments are checked now, not in the task. */
+	if ((call = tools_prepare(&cx, tool, args, &e)) == NULL)
+		return rpc_result(msg->id, mcp_era_result(tool_result_error(&e)));
+	if (t == NULL || env->account_id == NULL) {
+		tool_call_free(call);
+		err_set(&e, ERR_UNAVAILABLE, "tasks are not available here");
+		return error_of(msg->id, &e);
+	}
+	if (tasks_start(t, env->account_id, tool_name(tool), call, id, &e) < 0) {
+		tool_call_free(call);
+		return error_of(msg->id, &e);
+	}
+	if ((task = tasks_get(t, env->account_id, id, &e)) == NULL)
+		return error_of(msg->id, &e);
+	task = mcp_era_result(task);
+	json_object_set_new(task, "resultType", json_string("task"));
+	return rpc_result(msg->id, task);
+}
+
+json_t *
+mcp_era_task_method(struct call_env *env, struct rpc_msg *msg)
+{
+	struct tasks *t = atomic_load(&env->m->app->tasks);
+	const char *id = json_string_value(json_object_get(msg->params, "taskId"));
+	json_t *task;
+	struct err e;
+
+	err_clear(&e);
+	if (!opted_in(msg->params))
+		return rpc_error(msg->id, RPC_MISSING_CAPABILITY,
+		    "tasks/* needs the client capability extensions." MCP_EXT_TASKS,
+		    json_pack("{s:{s:{s:{}}}}", "requiredCapabilities", "extensions",
+			MCP_EXT_TASKS));
+	if (t == NULL || env->account_id == NULL) {
+		err_set_field(&e, "taskId", "no such task (tasks belong to an API key's account)");
+		return error_of(msg->id, &e);
+	}
+	if (strcmp(msg->method, "tasks/get") == 0) {
+		task = tasks_get(t, env->account_id, id, &e);
+		return task ? rpc_result(msg->id, mcp_era_result(task)) : error_of(msg->id, &e);
+	}
+	if (strcmp(msg->method, "tasks/cancel") == 0)
+		return tasks_cancel(t, env->account_id, id, &e) < 0 ?
+		    error_of(msg->id, &e) :
+		    rpc_result(msg->id, mcp_era_result(json_object()));
+	if (strcmp(msg->method, "tasks/update") == 0) {
+		if ((task = tasks_get(t, env->account_id, id, &e)) == NULL)
+			return error_of(msg->id, &e);
+		json_decref(task);
+		return rpc_error(msg->id, RPC_INVALID_PARAMS,
+		    "this task asks for no input: tasks/update has nothing to give it", NULL);
+	}
+	{
+		char text[200];
+
+		snprintf(text, sizeof(text), "Method not found: %.120s", msg->method);
+		return rpc_error(msg->id, RPC_METHOD_NOT_FOUND, text, NULL);
+	}
 }

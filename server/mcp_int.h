@@ -72,6 +72,7 @@ struct call_env {
 #define MCP_META_CLIENT "io.modelcontextprotocol/clientInfo"
 #define MCP_META_SERVER "io.modelcontextprotocol/serverInfo"
 #define MCP_LIST_TTL_MS 300000 /* how long a client may keep tools/list */
+#define MCP_EXT_TASKS "io.modelcontextprotocol/tasks"
 
 /* 1 when the request is of the stateless revision: its _meta or its
  * MCP-Protocol-Version header names one (initialize never is). */
@@ -89,6 +90,16 @@ json_t *mcp_era_tools_list(void);
 /* Marks a result of the revision (resultType, serverInfo); takes and
  * returns it. */
 json_t *mcp_era_result(json_t *result);
+/* Tasks (io.modelcontextprotocol/tasks): 1 when the client opted in on
+ * this request and the call may run long (create_sandbox, a run_command
+ * in the foreground). */
+int mcp_era_wants_task(json_t *params, const char *tool, json_t *args);
+struct tool;
+/* Starts the call as a task and answers with it (resultType "task"). */
+json_t *mcp_era_task_call(struct call_env *env, struct rpc_msg *msg, const struct tool *tool,
+    json_t *args);
+/* tasks/get, tasks/update, tasks/cancel. */
+json_t *mcp_era_task_method(struct call_env *env, struct rpc_msg *msg);
 
 /* Handles one JSON-RPC message. Returns the response (NULL for
  * notifications and when the reply went out as a stream). `new_session`

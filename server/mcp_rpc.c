@@ -348,6 +348,8 @@ do_tools_call(struct call_env *env, struct rpc_msg *msg, int *streamed)
 	bad = tools_call_params(msg, &tool, &args, &token);
 	if (bad)
 		return bad;
+	if (env->stateless && mcp_era_wants_task(msg->params, tool_name(tool), args))
+		return mcp_era_task_call(env, msg, tool, args);
 	if (env->req)
 		http_log_detail(env->req, "tool", tool_name(tool));
 	call_ctx_init(&cx, env);
@@ -407,6 +409,8 @@ mcp_handle_message(struct call_env *env, json_t *raw, char *new_session, int *st
 		}
 		if (strcmp(msg.method, "tools/call") == 0)
 			return do_tools_call(env, &msg, streamed);
+		if (strncmp(msg.method, "tasks/", 6) == 0)
+			return mcp_era_task_method(env, &msg);
 		char text[200];
 		snprintf(text, sizeof(text), "Method not found: %.120s", msg.method);
 		return rpc_error(msg.id, RPC_METHOD_NOT_FOUND, text, NULL);

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "service/accounts.h"
 #include "service/reaper.h"
+#include "service/tasks.h"
 #include <stdatomic.h>
 #include "base/migrate.h"
 
@@ -97,6 +98,8 @@ invalidate(const char *payload, void *ctx)
 		reap_poke(atomic_load(&app->reaper));
 	else if (strncmp(payload, "a:", 2) == 0)
 		account_disabled(app, payload + 2);
+	else if (strncmp(payload, "t:", 2) == 0)
+		tasks_notice(atomic_load(&app->tasks), payload + 2);
 }
 
 void

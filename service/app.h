@@ -15,6 +15,7 @@
 
 struct sbx;
 struct reaper;
+struct tasks;
 
 /* What the front end does when a tenant's live connections must end: an
  * ended session ("s:<id>") closes its GET streams, a disabled account
@@ -41,6 +42,9 @@ struct app {
 	/* Its expiry reaper, woken by "e:" and "a:" notifications (set once
 	 * running). */
 	struct reaper *_Atomic reaper;
+	/* MCP tasks running here (set once running): "t:" notifications
+	 * cancel them. */
+	struct tasks *_Atomic tasks;
 	/* The front end's hooks (app_set_hooks), under hooks_lock. */
 	pthread_mutex_t hooks_lock;
 	struct app_hooks hooks;

@@ -217,3 +217,93 @@ test('closing the response stream cancels the call: the command is gone', async 
   await pending.catch(() => {});
   await client.close();
 });
+
+const TASKS = { 'io.modelcontextprotocol/tasks': {} };
+function taskMeta() {
+  return {
+    'io.modelcontextprotocol/protocolVersion': V,
+    'io.modelcontextprotocol/clientCapabilities': { extensions: TASKS },
+  };
+}
+async function taskRpc(url, method, params, extra = {}) {
+  const r = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': V, 'mcp-method': method,
+      'mcp-name': method === 'tools/call' ? params.name : params.taskId,
+      'x-api-key': account.api_key, ...extra },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method, params: { ...params, _meta: taskMeta() } }),
+  });
+  return { status: r.status, json: await r.json() };
+}
+async function pollTask(url, id, want, limitMs = 120000) {
+  const t0 = Date.now();
+  for (;;) {
+    const r = await taskRpc(url, 'tasks/get', { taskId: id });
+    assert.equal(r.status, 200, JSON.stringify(r.json));
+    if (r.json.result.status === want) return r.json.result;
+    assert.equal(r.json.result.status, 'working', JSON.stringify(r.json.result));
+    if (Date.now() - t0 > limitMs) throw new Error(`task ${id} still ${r.json.result.status}`);
+    await new Promise((res) => setTimeout(res, 500));
+  }
+}
+
+test('tasks: a 20 s command runs as a task, is polled to completion, another is cancelled, and a second aasd answers after the first is gone', async () => {
+  const client = await connect({ key: account.api_key });
+  await client.listTools(); // it sends Mcp-Param-Sandbox-Id once it knows the schemas
+  const created = await client.callTool({ name: 'create_sandbox', arguments: { timeout_minutes: 5 } },
+    undefined, { timeout: 300000 });
+  const id = created.structuredContent.sandbox_id;
+  made.push(id);
+  const disc = await raw('server/discover');
+  assert.ok(disc.json.result.capabilities.extensions['io.modelcontextprotocol/tasks']);
+
+  const started = await taskRpc(aasd.mcpUrl, 'tools/call',
+    { name: 'run_command', arguments: { sandbox_id: id, command: 'sleep 20; echo done' } },
+    { 'mcp-param-sandbox-id': id });
+  assert.equal(started.status, 200, JSON.stringify(started.json));
+  assert.equal(started.json.result.resultType, 'task');
+  assert.equal(started.json.result.status, 'working');
+  const taskId = started.json.result.taskId;
+  assert.match(taskId, /^task-[a-z0-9]{24}$/);
+  // Without the opt-in the same call is answered as ever.
+  const plain = await raw('tools/call', { name: 'get_service_info', arguments: {} });
+  assert.equal(plain.json.result.resultType, 'complete');
+  const done = await pollTask(aasd.mcpUrl, taskId, 'completed');
+  assert.equal(done.result.structuredContent.stdout, 'done\n');
+
+  const second = await taskRpc(aasd.mcpUrl, 'tools/call',
+    { name: 'run_command', arguments: { sandbox_id: id, command: 'sleep 119' } },
+    { 'mcp-param-sandbox-id': id });
+  const t2 = second.json.result.taskId;
+  await new Promise((res) => setTimeout(res, 2000));
+  const c = await taskRpc(aasd.mcpUrl, 'tasks/cancel', { taskId: t2 });
+  assert.deepEqual(c.json.result.resultType, 'complete');
+  await pollTask(aasd.mcpUrl, t2, 'cancelled');
+  const left = await client.callTool({ name: 'run_command', arguments: { sandbox_id: id, command: 'pgrep -fx "sleep 119" || echo none' } });
+  assert.equal(left.structuredContent.stdout.trim(), 'none', 'the cancelled task\'s process is gone');
+
+  // Other accounts see no task; unknown ids are -32602; tasks/* need the opt-in.
+  const other = await newAccount();
+  const r = await fetch(aasd.mcpUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': V, 'mcp-method': 'tasks/get', 'mcp-name': taskId, 'x-api-key': other.api_key },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tasks/get', params: { taskId, _meta: taskMeta() } }),
+  });
+  assert.equal((await r.json()).error.code, -32602);
+  const noOpt = await raw('tasks/get', { taskId }, { headers: { 'mcp-name': taskId, 'x-api-key': account.api_key } });
+  assert.equal(noOpt.json.error.code, -32021);
+
+  await client.callTool({ name: 'destroy_sandbox', arguments: { sandbox_id: id } });
+  await client.close();
+  // The first aasd goes away for good; another one on the same database answers.
+  await aasd.kill();
+  const b = await startAasd({});
+  try {
+    const again = await pollTask(b.mcpUrl, taskId, 'completed');
+    assert.equal(again.result.structuredContent.stdout, 'done\n');
+  } finally {
+    await b.stop();
+  }
+});

@@ -1,0 +1,294 @@
+/* tasks.c - MCP tasks: rows in PostgreSQL, calls on threads (task_). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/keys.h"
+#include "base/log.h"
+#include "service/accounts.h"
+#include "service/tasks.h"
+
+struct running {
+	char id[TASK_ID_LEN + 1];
+	char account[ACCT_ID_LEN + 1];
+	atomic_int cancelled;
+	struct tool_call *call;
+	struct tasks *t;
+	struct running *next;
+};
+
+struct tasks {
+	struct app *app;
+	pthread_mutex_t lock;
+	pthread_cond_t idle;
+	struct running *list;
+	int n;
+};
+
+int
+tasks_id_valid(const char *id)
+{
+	if (id == NULL || strlen(id) != TASK_ID_LEN || strncmp(id, "task-", 5) != 0)
+		return 0;
+	for (const char *p = id + 5; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9')))
+			return 0;
+	return 1;
+}
+
+struct tasks *
+tasks_new(struct app *app, struct err *e)
+{
+	struct tasks *t = calloc(1, sizeof(*t));
+
+	if (t == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	t->app = app;
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->idle, NULL);
+	return t;
+}
+
+void
+tasks_free(struct tasks *t)
+{
+	struct timespec until;
+
+	if (t == NULL)
+		return;
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 10;
+	pthread_mutex_lock(&t->lock);
+	for (struct running *r = t->list; r; r = r->next)
+		atomic_store(&r->cancelled, 1);
+	while (t->n > 0)
+		if (pthread_cond_timedwait(&t->idle, &t->lock, &until) != 0)
+			break;
+	if (t->n > 0) {
+		/* Threads still inside a call keep their own pointer: leak t. */
+		log_warn("tasks: %d still running at stop", t->n);
+		pthread_mutex_unlock(&t->lock);
+		return;
+	}
+	pthread_mutex_unlock(&t->lock);
+	pthread_mutex_destroy(&t->lock);
+	pthread_cond_destroy(&t->idle);
+	free(t);
+}
+
+static void
+finish(struct running *r, json_t *result)
+{
+	struct tasks *t = r->t;
+	int cancelled = atomic_load(&r->cancelled);
+	char *text = result ? json_dumps(result, JSON_COMPACT) : NULL;
+	const char *status = cancelled ? "cancelled" : text ? "completed" : "failed";
+	const char *msg = cancelled ? "cancelled" : text ? NULL : "the call produced no result";
+	const char *p[4] = { r->id, status, cancelled ? NULL : text, msg };
+	struct err e;
+
+	err_clear(&e);
+	if (db_exec(t->app->db,
+		"UPDATE mcp_tasks SET status = $2, result = $3::jsonb, status_message = $4, "
+		"updated_at = now() WHERE id = $1 AND status = 'working'",
+		4, p, NULL, &e) < 0)
+		log_warn("task %s: outcome not recorded: %s", r->id, e.msg);
+	free(text);
+}
+
+static void *
+task_main(void *arg)
+{
+	struct running *r = arg;
+	struct tasks *t = r->t;
+	struct call_ctx cx;
+	json_t *res;
+
+	memset(&cx, 0, sizeof(cx));
+	cx.app = t->app;
+	cx.account_id = r->account;
+	cx.request_id = r->id;
+	cx.cancelled = &r->cancelled;
+	res = tools_call_prepared(&cx, r->call);
+	finish(r, res);
+	json_decref(res);
+	tool_call_free(r->call);
+	pthread_mutex_lock(&t->lock);
+	for (struct running **pp = &t->list; *pp; pp = &(*pp)->next)
+		if (*pp == r) {
+			*pp = r->next;
+			break;
+		}
+	t->n--;
+	pthread_cond_broadcast(&t->idle);
+	pthread_mutex_unlock(&t->lock);
+	free(r);
+	return NULL;
+}
+
+int
+tasks_start(struct tasks *t, const char *account, const char *tool, struct tool_call *call,
+    char id[TASK_ID_LEN + 1], struct err *e)
+{
+	char rnd[25], ttl[16];
+	const char *p[4] = { id, account, tool, ttl };
+	struct running *r = NULL;
+	pthread_attr_t attr;
+	pthread_t th;
+	long working = 0;
+	int rc = -1;
+
+	if (key_random_base36(rnd, 24) < 0) {
+		err_set(e, ERR_INTERNAL, "no randomness");
+		goto out;
+	}
+	snprintf(id, TASK_ID_LEN + 1, "task-%s", rnd);
+	snprintf(ttl, sizeof(ttl), "%d", TASK_TTL_S);
+	/* The account's working tasks, all processes together. */
+	if (db_exec(t->app->db,
+		"SELECT 1 FROM mcp_tasks WHERE account_id = $1 AND status = 'working' "
+		"AND expires_at > now()",
+		1, p + 1, &working, e) < 0)
+		goto out;
+	if (working >= TASKS_MAX_PER_ACCOUNT) {
+		err_set(e, ERR_LIMIT, "at most %d tasks of an account run at once",
+		    TASKS_MAX_PER_ACCOUNT);
+		goto out;
+	}
+	r = calloc(1, sizeof(*r));
+	if (r == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto out;
+	}
+	pthread_mutex_lock(&t->lock);
+	if (t->n >= TASKS_MAX_RUNNING) {
+		pthread_mutex_unlock(&t->lock);
+		err_set(e, ERR_LIMIT, "this server runs %d tasks already; try again later",
+		    TASKS_MAX_RUNNING);
+		goto out;
+	}
+	t->n++;
+	pthread_mutex_unlock(&t->lock);
+	if (db_exec(t->app->db,
+		"INSERT INTO mcp_tasks(id, account_id, tool, status, expires_at) "
+		"VALUES ($1, $2, $3, 'working', now() + make_interval(secs => $4::int))",
+		4, p, NULL, e) < 0)
+		goto undo;
+	snprintf(r->id, sizeof(r->id), "%s", id);
+	snprintf(r->account, sizeof(r->account), "%s", account);
+	r->call = call;
+	r->t = t;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_mutex_lock(&t->lock);
+	r->next = t->list;
+	t->list = r;
+	if (pthread_create(&th, &attr, task_main, r) != 0) {
+		t->list = r->next;
+		pthread_mutex_unlock(&t->lock);
+		pthread_attr_destroy(&attr);
+		(void)db_exec(t->app->db, "DELETE FROM mcp_tasks WHERE id = $1", 1, p, NULL, e);
+		err_set(e, ERR_UNAVAILABLE, "cannot start the task");
+		goto undo;
+	}
+	pthread_mutex_unlock(&t->lock);
+	pthread_attr_destroy(&attr);
+	rc = 0;
+	r = NULL; /* the thread's now */
+	goto out;
+undo:
+	pthread_mutex_lock(&t->lock);
+	t->n--;
+	pthread_mutex_unlock(&t->lock);
+out:
+	free(r);
+	return rc;
+}
+
+json_t *
+tasks_get(struct tasks *t, const char *account, const char *id, struct err *e)
+{
+	const char *p[2] = { id, account };
+	json_t *out = NULL;
+	PGresult *r;
+
+	if (!tasks_id_valid(id)) {
+		err_set_field(e, "taskId", "no such task");
+		return NULL;
+	}
+	r = db_query(t->app->db,
+	    "SELECT status, status_message, result::text, "
+	    "  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
+	    "  to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
+	    "  greatest(0, extract(epoch FROM expires_at - now()) * 1000)::bigint "
+	    "FROM mcp_tasks WHERE id = $1 AND account_id = $2 AND expires_at > now()",
+	    2, p, e);
+	if (r == NULL)
+		return NULL;
+	if (PQntuples(r) != 1) {
+		err_set_field(e, "taskId", "no such task (unknown, expired or not yours)");
+		goto out;
+	}
+	{
+		long long ttl = 0;
+		const char *msg = db_get_text(r, 0, 1), *res = db_get_text(r, 0, 2);
+
+		if (db_get_ll(r, 0, 5, &ttl, e) < 0)
+			goto out;
+		out = json_pack("{s:s,s:s,s:s,s:s,s:I,s:i}", "taskId", id, "status",
+		    PQgetvalue(r, 0, 0), "createdAt", PQgetvalue(r, 0, 3), "lastUpdatedAt",
+		    PQgetvalue(r, 0, 4), "ttlMs", (json_int_t)ttl, "pollIntervalMs", TASK_POLL_MS);
+		if (out && msg)
+			json_object_set_new(out, "statusMessage", json_string(msg));
+		if (out && res && strcmp(PQgetvalue(r, 0, 0), "completed") == 0)
+			json_object_set_new(out, "result", json_loads(res, 0, NULL));
+		if (out && strcmp(PQgetvalue(r, 0, 0), "failed") == 0)
+			json_object_set_new(out, "error",
+			    json_pack("{s:i,s:s}", "code", -32603, "message",
+				msg ? msg : "failed"));
+	}
+out:
+	PQclear(r);
+	return out;
+}
+
+int
+tasks_cancel(struct tasks *t, const char *account, const char *id, struct err *e)
+{
+	const char *p[2] = { id, account };
+	long n = 0;
+
+	if (!tasks_id_valid(id)) {
+		err_set_field(e, "taskId", "no such task");
+		return -1;
+	}
+	if (db_exec(t->app->db,
+		"SELECT pg_notify('aas_invalidate', 't:' || id) FROM mcp_tasks "
+		"WHERE id = $1 AND account_id = $2 AND expires_at > now()",
+		2, p, &n, e) < 0)
+		return -1;
+	if (n != 1) {
+		err_set_field(e, "taskId", "no such task (unknown, expired or not yours)");
+		return -1;
+	}
+	/* Here at once; elsewhere through the notice. */
+	tasks_notice(t, id);
+	return 0;
+}
+
+void
+tasks_notice(struct tasks *t, const char *id)
+{
+	if (t == NULL)
+		return;
+	pthread_mutex_lock(&t->lock);
+	for (struct running *r = t->list; r; r = r->next)
+		if (strcmp(r->id, id) == 0)
+			atomic_store(&r->cancelled, 1);
+	pthread_mutex_unlock(&t->lock);
+}

@@ -1,0 +1,46 @@
+/* tasks.h - tool calls run as MCP tasks (task_), the
+ * io.modelcontextprotocol/tasks extension. A task is a row in mcp_tasks:
+ * the call runs on a thread of the aasd that started it, and its outcome
+ * (the CallToolResult) is written there, so any aasd on the database
+ * answers tasks/get, also after the first one stopped. A cancel reaches
+ * the running call through a notification ("t:<id>") wherever it runs.
+ * Bounds: TASKS_MAX_RUNNING per process, TASKS_MAX_PER_ACCOUNT working
+ * tasks per account; outcomes are kept TASK_TTL_S. */
+#ifndef AAS_TASKS_H
+#define AAS_TASKS_H
+
+#include <jansson.h>
+
+#include "base/err.h"
+#include "service/app.h"
+#include "service/tools.h"
+
+#define TASK_ID_LEN 29 /* "task-" and 24 of [a-z0-9] */
+#define TASKS_MAX_RUNNING 64
+#define TASKS_MAX_PER_ACCOUNT 8
+#define TASK_TTL_S 3600
+#define TASK_POLL_MS 1000 /* the interval suggested to pollers */
+
+struct tasks;
+
+struct tasks *tasks_new(struct app *app, struct err *e);
+/* Cancels what still runs here and waits for it (a few seconds at most). */
+void tasks_free(struct tasks *t);
+/* Starts a prepared call (taken) as a task of `account`; its id into id.
+ * ERR_LIMIT when this process or the account runs too many. */
+int tasks_start(struct tasks *t, const char *account, const char *tool, struct tool_call *call,
+    char id[TASK_ID_LEN + 1], struct err *e);
+/* The task as the extension shows it: taskId, status, statusMessage,
+ * createdAt, lastUpdatedAt, ttlMs, pollIntervalMs, and result (the
+ * CallToolResult) once completed. ERR_NOT_FOUND for an unknown, expired
+ * or other account's task. */
+json_t *tasks_get(struct tasks *t, const char *account, const char *id, struct err *e);
+/* Asks the call to stop, wherever it runs; a finished task is left as it
+ * is. ERR_NOT_FOUND as tasks_get. */
+int tasks_cancel(struct tasks *t, const char *account, const char *id, struct err *e);
+/* A "t:<id>" notification: cancels the call if it runs here. */
+void tasks_notice(struct tasks *t, const char *id);
+/* 1 when `id` has the shape of a task id. */
+int tasks_id_valid(const char *id);
+
+#endif
