@@ -130,26 +130,6 @@ web_csrf_check(struct web_ctx *c)
 	return ok;
 }
 
-/* The status of a form answered again with its error. */
-static int
-form_status(const struct err *e)
-{
-	switch (e->kind) {
-	case ERR_INVALID:
-		return 400;
-	case ERR_UNAUTHORIZED:
-		return 401;
-	case ERR_FORBIDDEN:
-		return 403;
-	case ERR_CONFLICT:
-		return 409;
-	case ERR_LIMIT:
-		return 429;
-	default:
-		return err_http_status(e->kind);
-	}
-}
-
 static void
 signup_form(struct web_ctx *c, const struct err *e, int status)
 {
@@ -189,7 +169,7 @@ signup(struct web_ctx *c)
 	err_clear(&e);
 	if (user_signup(c->w->app->db, c->cfg, web_field(c, "email"), web_field(c, "password"),
 		c->addr, account, &e) < 0) {
-		signup_form(c, &e, form_status(&e));
+		signup_form(c, &e, err_http_status(e.kind));
 		return;
 	}
 	mailq_poke(c->w->mq);
@@ -240,7 +220,7 @@ login(struct web_ctx *c)
 	err_clear(&e);
 	if (user_login(c->w->app->db, c->cfg, web_field(c, "email"), web_field(c, "password"),
 		c->addr, account, &e) < 0) {
-		login_form(c, &e, form_status(&e));
+		login_form(c, &e, err_http_status(e.kind));
 		return;
 	}
 	if (wsess_create(c->w->app->db, c->cfg, account, sid, &e) < 0) {
