@@ -160,6 +160,16 @@ action_start(struct web_ctx *c, char *id, size_t n)
 	return 1;
 }
 
+/* An action's tool call failed: a malformed id is "no such sandbox"
+ * (404), as another account's is; anything else says what went wrong. */
+static void
+action_failed(struct web_ctx *c, const char *title, const struct err *e)
+{
+	page_message(c, e->kind == ERR_INVALID ? 404 : err_http_status(e->kind), title,
+	    e->kind == ERR_INVALID ? "There is no such sandbox." : e->msg, "/dashboard/sandboxes",
+	    "Back to your sandboxes");
+}
+
 void
 web_sbx_destroy(struct web_ctx *c)
 {
@@ -172,10 +182,7 @@ web_sbx_destroy(struct web_ctx *c)
 	err_clear(&e);
 	r = web_tool(c, "destroy_sandbox", json_pack("{s:s}", "sandbox_id", id), &e);
 	if (r == NULL) {
-		page_message(c, e.kind == ERR_INVALID ? 404 : err_http_status(e.kind),
-		    "Sandbox not destroyed",
-		    e.kind == ERR_INVALID ? "There is no such sandbox." : e.msg,
-		    "/dashboard/sandboxes", "Back to your sandboxes");
+		action_failed(c, "Sandbox not destroyed", &e);
 		return;
 	}
 	snprintf(msg, sizeof(msg), "Sandbox %s is destroyed.", id);
@@ -212,10 +219,7 @@ web_sbx_extend(struct web_ctx *c)
 	r = web_tool(c, "extend_sandbox",
 	    json_pack("{s:s,s:I}", "sandbox_id", id, "minutes", (json_int_t)minutes), &e);
 	if (r == NULL) {
-		page_message(c, e.kind == ERR_INVALID ? 404 : err_http_status(e.kind),
-		    "Sandbox not extended",
-		    e.kind == ERR_INVALID ? "There is no such sandbox." : e.msg,
-		    "/dashboard/sandboxes", "Back to your sandboxes");
+		action_failed(c, "Sandbox not extended", &e);
 		return;
 	}
 	json_decref(r);
