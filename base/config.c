@@ -244,6 +244,23 @@ static const struct cfg_entry cfg_table[] = {
 	{ "AAS_TRUST_X_REAL_IP", CFG_INT, "0", 0, 1, F(trust_x_real_ip),
 	    "1: a request from a loopback peer (a reverse proxy on this machine) is counted "
 	    "under its X-Real-IP header for sign-up and login limits." },
+	/* OAuth 2.1 for MCP clients that connect with only a URL. */
+	{ "AAS_OAUTH", CFG_INT, "1", 0, 1, F(oauth),
+	    "1: aasd is an OAuth authorization server for /v1/mcp (docs/oauth.md); 0: API keys only." },
+	{ "AAS_OAUTH_ACCESS_TTL_S", CFG_INT, "3600", 60, 86400, F(oauth_access_ttl_s),
+	    "Lifetime of an OAuth access token, in seconds." },
+	{ "AAS_OAUTH_REFRESH_TTL_S", CFG_INT, "2592000", 300, 86400 * 365, F(oauth_refresh_ttl_s),
+	    "Lifetime of an OAuth refresh token (each use replaces it), in seconds." },
+	{ "AAS_OAUTH_CODE_TTL_S", CFG_INT, "60", 10, 600, F(oauth_code_ttl_s),
+	    "Lifetime of an authorization code, in seconds." },
+	{ "AAS_OAUTH_GRANTS_PER_ACCOUNT", CFG_INT, "20", 1, 1000, F(oauth_grants_per_account),
+	    "Applications one account may have connected at once." },
+	{ "AAS_OAUTH_REGISTRATIONS_PER_ADDRESS", CFG_INT, "20", 1, 100000,
+	    F(oauth_registrations_per_address),
+	    "Dynamic client registrations from one client address per hour." },
+	{ "AAS_OAUTH_LOCAL_DOCUMENTS", CFG_INT, "0", 0, 1, F(oauth_local_documents),
+	    "1: client metadata documents may be fetched over http from loopback and private "
+	    "addresses (tests only; never on a service that strangers use)." },
 };
 
 #undef F

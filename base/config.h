@@ -119,6 +119,13 @@ struct config {
 	char topup_usd[64];
 	int topups[CONFIG_MAX_TOPUPS]; /* whole USD, from topup_usd */
 	int n_topups;
+	int oauth;
+	int oauth_access_ttl_s;
+	int oauth_refresh_ttl_s;
+	int oauth_code_ttl_s;
+	int oauth_grants_per_account;
+	int oauth_registrations_per_address;
+	int oauth_local_documents;
 };
 
 enum config_virt { CONFIG_VIRT_AUTO, CONFIG_VIRT_KVM, CONFIG_VIRT_TCG };

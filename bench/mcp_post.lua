@@ -2,7 +2,9 @@
 --
 -- Usage:
 --   MCP_SESSION_ID=<sid> wrk -t2 -c50 -d5s --latency -s bench/mcp_post.lua URL -- WORKLOAD [SESSION_ID]
--- WORKLOAD: tools/list (default) | get_service_info  (tools/call of that tool, no arguments)
+-- WORKLOAD: tools/list (default) | get_service_info | get_usage (tools/call of that tool, no
+-- arguments, under 2025-11-25) | get_usage_2026 (the same call under the stateless 2026-07-28:
+-- no session, _meta and the Mcp-Method / Mcp-Name headers). MCP_API_KEY (env) goes as x-api-key.
 -- The session id is taken from the 2nd script argument, else from env MCP_SESSION_ID
 -- (omitted from the request when both are empty).
 --
@@ -54,8 +56,21 @@ function init(args)
     body_prefix = '{"jsonrpc":"2.0","id":'
     body_suffix = ',"method":"tools/call","params":{"name":"get_service_info","arguments":{}}}'
     is_call = true
+  elseif workload == "get_usage" then
+    body_prefix = '{"jsonrpc":"2.0","id":'
+    body_suffix = ',"method":"tools/call","params":{"name":"get_usage","arguments":{}}}'
+    is_call = true
+  elseif workload == "get_usage_2026" then
+    -- The stateless revision: no session; version, capabilities and client in _meta.
+    body_prefix = '{"jsonrpc":"2.0","id":'
+    body_suffix = ',"method":"tools/call","params":{"name":"get_usage","arguments":{},'
+      .. '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+      .. '"io.modelcontextprotocol/clientCapabilities":{},'
+      .. '"io.modelcontextprotocol/clientInfo":{"name":"aas-bench","version":"1"}}}}'
+    is_call = true
   else
-    error("mcp_post.lua: unknown workload '" .. workload .. "' (tools/list | get_service_info)")
+    error("mcp_post.lua: unknown workload '" .. workload
+      .. "' (tools/list | get_service_info | get_usage | get_usage_2026)")
   end
 
   local host = wrk.headers["Host"] or wrk.host
@@ -64,8 +79,19 @@ function init(args)
     "Host: " .. host,
     "Content-Type: application/json",
     "Accept: application/json, text/event-stream",
-    "MCP-Protocol-Version: " .. PROTOCOL_VERSION,
   }
+  if workload == "get_usage_2026" then
+    table.insert(lines, "MCP-Protocol-Version: 2026-07-28")
+    table.insert(lines, "Mcp-Method: tools/call")
+    table.insert(lines, "Mcp-Name: get_usage")
+  else
+    table.insert(lines, "MCP-Protocol-Version: " .. PROTOCOL_VERSION)
+  end
+  -- The key (env MCP_API_KEY) for tools that need one.
+  local key = os.getenv("MCP_API_KEY")
+  if key ~= nil and key ~= "" then
+    table.insert(lines, "x-api-key: " .. key)
+  end
   if sid ~= nil and sid ~= "" then
     table.insert(lines, "Mcp-Session-Id: " .. sid)
   end

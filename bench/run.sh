@@ -4,7 +4,7 @@
 # Every part runs even when an earlier one failed (each starts its own aasd);
 # the exit status is 1 when a part failed, and the failed parts are named
 # last. A missed target is a figure, not a failure.
-# BENCH_ONLY="noisy preview" runs only the parts named (mcp_front, vm,
+# BENCH_ONLY="noisy preview" runs only the parts named (mcp_front, mcp_era, vm,
 # files, agent, sync, preview, reaper, noisy, density, fleet, jail); empty runs all.
 set -eu
 
@@ -55,22 +55,28 @@ sh deploy/devdb.sh start "$STATE" || die "setup: the benchmark database did not 
 # sends may leave for addresses beyond loopback.
 sh tests/net-safety.sh install || die "setup: the network safety rule was not installed"
 
-mcp_front() {
+# start_front_aasd LOG: an aasd on a free port of 127.0.0.1 (no VMs) into
+# $aasd, its port into $port; 1 when it did not start.
+start_front_aasd() {
 	port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
 	AAS_STATE_DIR=$STATE AAS_LISTEN=127.0.0.1:$port AAS_LOG_LEVEL=warn \
-		"$B/aasd" >"$STATE/log/aasd-bench.log" 2>&1 &
+		"$B/aasd" >"$STATE/log/$1" 2>&1 &
 	aasd=$!
 	i=0
 	until curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; do
 		i=$((i + 1))
 		if [ $i -ge 200 ] || ! kill -0 "$aasd" 2>/dev/null; then
 			echo "bench: aasd did not start" >&2
-			cat "$STATE/log/aasd-bench.log" >&2
+			cat "$STATE/log/$1" >&2
 			stop_aasd
 			return 1
 		fi
 		sleep 0.05
 	done
+}
+
+mcp_front() {
+	start_front_aasd aasd-bench.log || return 1
 	front_rc=0
 	bash bench/mcp_front.sh "http://127.0.0.1:$port/v1/mcp" || front_rc=$?
 	stop_aasd
@@ -79,6 +85,22 @@ mcp_front() {
 
 part mcp_front echo "== MCP front end: aasd vs the official TypeScript SDK server =="
 part mcp_front mcp_front
+
+# get_usage with a key: 2026-07-28 (stateless) against 2025-11-25 (session),
+# both against the SDK server.
+mcp_era() {
+	start_front_aasd aasd-bench-era.log || return 1
+	era_rc=0
+	key=$(AAS_STATE_DIR=$STATE "$B/aasctl" account create --email "bench-era-$$@bench.invalid" |
+		node -e 'process.stdout.write(JSON.parse(require("fs").readFileSync(0,"utf8")).api_key)') ||
+		era_rc=1
+	[ "$era_rc" -ne 0 ] || MCP_API_KEY=$key bash bench/mcp_era.sh "http://127.0.0.1:$port/v1/mcp" ||
+		era_rc=$?
+	stop_aasd
+	return "$era_rc"
+}
+part mcp_era echo "== MCP revisions: 2026-07-28 stateless vs 2025-11-25 with a session =="
+part mcp_era mcp_era
 
 # The VM layer: real guests (TCG here), the image from `make image`.
 part vm echo "== VMs: aasd vs raw libvirt and guest agent =="

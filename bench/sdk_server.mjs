@@ -6,7 +6,8 @@
 //   SERVICE_INFO.json  the JSON object returned by the tool get_service_info
 //                      (as structuredContent and, serialized, as text content)
 //   PORT               listening port on 127.0.0.1 (default: env PORT, else 0 = any free port)
-// Env: MCP_PATH (default /v1/mcp).
+// Env: MCP_PATH (default /v1/mcp). SDK_USAGE_JSON: a file whose object the tool get_usage
+//      answers with (bench/mcp_era.sh).
 //      SDK_FIX_JSON_LEAK=1  work around SDK v1.x issue #2559 (JSON-response mode never
 //      deletes its per-POST _streamMapping entry, so a long-lived session grows by one
 //      entry per request); off by default so the baseline is the SDK as shipped.
@@ -42,6 +43,9 @@ if (!serviceInfo || typeof serviceInfo !== 'object' || Array.isArray(serviceInfo
   process.exit(2);
 }
 const serviceInfoText = JSON.stringify(serviceInfo);
+// SDK_USAGE_JSON (env): a get_usage structuredContent to answer that tool with.
+const usage = process.env.SDK_USAGE_JSON ? JSON.parse(readFileSync(process.env.SDK_USAGE_JSON, 'utf8')) : null;
+const usageText = JSON.stringify(usage);
 const port = Number(portArg ?? process.env.PORT ?? 0);
 const mcpPath = process.env.MCP_PATH || '/v1/mcp';
 const fixJsonLeak = process.env.SDK_FIX_JSON_LEAK === '1';
@@ -78,6 +82,9 @@ function newMcpServer() {
         content: [{ type: 'text', text: serviceInfoText }],
         structuredContent: serviceInfo,
       };
+    }
+    if (request.params.name === 'get_usage' && usage) {
+      return { content: [{ type: 'text', text: usageText }], structuredContent: usage };
     }
     return {
       content: [{ type: 'text', text: `unknown tool: ${request.params.name}` }],

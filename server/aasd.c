@@ -24,6 +24,7 @@
 #include "server/rest.h"
 #include "server/pty.h"
 #include "server/npx.h"
+#include "server/oauth.h"
 #include "server/web.h"
 #include "service/mailq.h"
 #include "base/passwd.h"
@@ -34,7 +35,7 @@
 #include "base/work.h"
 
 #define WORK_QUEUE_MAX 4096
-#define MAX_ROUTES 72
+#define MAX_ROUTES 88
 
 static const char *
 env_get(const char *name)
@@ -123,16 +124,6 @@ health(struct http_req *req, void *ctx)
 		return;
 	}
 	http_defer(req, health_work, ctx, NULL);
-}
-
-/* OAuth discovery probes get a JSON 404 so OAuth-capable clients stop
- * looking and fall back to the configured header. */
-static void
-no_oauth(struct http_req *req, void *ctx)
-{
-	(void)ctx;
-	http_reply_error(req, 404, "not_found",
-	    "this service uses API keys (Authorization: Bearer or x-api-key), not OAuth");
 }
 
 /* ---- previews ---- */
@@ -346,19 +337,16 @@ main(int argc, char **argv)
 		{ .path = "/.well-known/mcp/server-card.json",
 		    .handler = card_handle,
 		    .ctx = card },
-		{ .path = "/.well-known/oauth-protected-resource", .handler = no_oauth },
-		{ .path = "/.well-known/oauth-protected-resource/v1/mcp", .handler = no_oauth },
-		{ .path = "/.well-known/oauth-authorization-server", .handler = no_oauth },
-		{ .path = "/.well-known/openid-configuration", .handler = no_oauth },
 	};
 	const struct http_route *rest_r = rest_routes(rest, &n_rest);
 	size_t n_fixed = sizeof(fixed) / sizeof(fixed[0]);
-	if (n_fixed + PTY_ROUTES + n_rest + WEB_ROUTES > MAX_ROUTES) {
+	if (n_fixed + OAUTH_HTTP_ROUTES + PTY_ROUTES + n_rest + WEB_ROUTES > MAX_ROUTES) {
 		log_error("start: too many HTTP routes");
 		goto out;
 	}
 	/* The MCP and fixed routes first: the first route that matches wins. */
 	memcpy(routes, fixed, sizeof(fixed));
+	n_fixed += oauth_http_routes(app, routes + n_fixed, OAUTH_HTTP_ROUTES);
 	n_fixed += pty_routes(pty, routes + n_fixed, PTY_ROUTES);
 	memcpy(routes + n_fixed, rest_r, n_rest * sizeof(*rest_r));
 	n_rest += web_routes(web, routes + n_fixed + n_rest, WEB_ROUTES);

@@ -6,8 +6,10 @@
 #include <strings.h>
 
 #include "base/keys.h"
+#include "server/oauth.h"
 #include "service/accounts.h"
 #include "service/app.h"
+#include "service/oauth.h"
 
 static const char *
 trim(const char *s, size_t *len)
@@ -135,12 +137,70 @@ auth_reply_unauthorized(struct http_req *req, enum auth_found found, const char 
 	http_reply_error(req, 401, "unauthorized", msg);
 }
 
+void
+auth_reply_refused(struct http_req *req, const struct config *cfg, const struct err *e)
+{
+	const char *key, *why;
+	size_t keylen;
+	char challenge[CONFIG_STR_MAX + 800], meta[CONFIG_STR_MAX + 120];
+
+	/* The OAuth challenge only where tokens are accepted: elsewhere a
+	 * client that refreshed would only be refused again. */
+	if (auth_extract(http_header(req, "Authorization"), http_header(req, "x-api-key"), &key,
+		&keylen, &why) != AUTH_KEY ||
+	    !oauth_access_shaped(key, keylen) || !cfg->oauth ||
+	    strcmp(http_path(req), "/v1/mcp") != 0) {
+		if (e->kind == ERR_UNAUTHORIZED && oauth_access_shaped(key, keylen)) {
+			http_add_header(req, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
+			http_reply_error(req, 401, "unauthorized", e->msg);
+			return;
+		}
+		auth_reply_unauthorized(req, AUTH_KEY, NULL, cfg->dashboard_url);
+		return;
+	}
+	oauth_http_challenge(cfg, meta, sizeof(meta));
+	/* The message is ours (never the token), quotes left out. */
+	snprintf(challenge, sizeof(challenge),
+	    "%s, error=\"invalid_token\", error_description=\"%s\"", meta,
+	    e->msg[0] && strchr(e->msg, '"') == NULL ? e->msg : "invalid access token");
+	http_add_header(req, "WWW-Authenticate", challenge);
+	http_reply_error(req, 401, "unauthorized", e->msg[0] ? e->msg : "invalid access token");
+}
+
+int
+auth_resolve(struct app *app, const char *path, const char *key, size_t keylen, char *account,
+    size_t n, struct err *e)
+{
+	char id[ACCT_ID_LEN + 1], resource[CONFIG_STR_MAX + 16];
+
+	if (n < sizeof(id)) {
+		err_set(e, ERR_INTERNAL, "account id buffer too small");
+		return -1;
+	}
+	if (oauth_access_shaped(key, keylen)) {
+		if (!app->cfg.oauth || path == NULL || strcmp(path, "/v1/mcp") != 0) {
+			err_set(e, ERR_UNAUTHORIZED,
+			    "an OAuth access token is for /v1/mcp only; use an API key here");
+			return -1;
+		}
+		/* The audience: this service's /v1/mcp, checked on every call. */
+		oauth_http_resource(&app->cfg, resource, sizeof(resource));
+		if (oauth_resolve_access(app->db, key, keylen, resource, id, e) < 0)
+			return -1;
+	} else if (acct_resolve_key_cached(app->db, app->keys, key, keylen, id, e) < 0) {
+		return -1;
+	}
+	memcpy(account, id, sizeof(id));
+	return 0;
+}
+
 static int
 hook_peek(void *ctx, const char *key, size_t keylen, char *account, size_t n)
 {
 	struct app *app = ctx;
 	char id[ACCT_ID_LEN + 1];
 
+	/* Tokens are not cached: expiry and revocation count at once. */
 	if (n < sizeof(id) || !acct_key_cache_peek(app->keys, key, keylen, id))
 		return 0;
 	memcpy(account, id, sizeof(id));
@@ -148,19 +208,10 @@ hook_peek(void *ctx, const char *key, size_t keylen, char *account, size_t n)
 }
 
 static int
-hook_resolve(void *ctx, const char *key, size_t keylen, char *account, size_t n, struct err *e)
+hook_resolve(void *ctx, const char *path, const char *key, size_t keylen, char *account, size_t n,
+    struct err *e)
 {
-	struct app *app = ctx;
-	char id[ACCT_ID_LEN + 1];
-
-	if (n < sizeof(id)) {
-		err_set(e, ERR_INTERNAL, "account id buffer too small");
-		return -1;
-	}
-	if (acct_resolve_key_cached(app->db, app->keys, key, keylen, id, e) < 0)
-		return -1;
-	memcpy(account, id, sizeof(id));
-	return 0;
+	return auth_resolve(ctx, path, key, keylen, account, n, e);
 }
 
 void

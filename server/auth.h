@@ -1,5 +1,6 @@
-/* auth.h - reading the API key from request headers (auth_). Keys are
- * accepted only in `Authorization: Bearer <key>` or `x-api-key: <key>`. */
+/* auth.h - reading the credential from request headers (auth_): an API
+ * key, or on /v1/mcp an OAuth access token. Both are accepted only in
+ * `Authorization: Bearer <key>` or `x-api-key: <key>`. */
 #ifndef AAS_AUTH_H
 #define AAS_AUTH_H
 
@@ -32,9 +33,21 @@ void auth_work_key(const char *authorization, const char *x_api_key, char *out, 
 void auth_reply_unauthorized(struct http_req *req, enum auth_found found, const char *why,
     const char *dashboard_url);
 
+/* Answers 401 for a credential that was presented and refused (`e`
+ * says why): an API key, or an OAuth access token (then the challenge
+ * says invalid_token and where the metadata is, so the client refreshes
+ * it or authorizes again). */
+struct config;
+void auth_reply_refused(struct http_req *req, const struct config *cfg, const struct err *e);
+
+/* Resolves an API key, or an OAuth access token when `path` is the
+ * resource tokens are for (/v1/mcp): ERR_UNAUTHORIZED otherwise. */
+struct app;
+int auth_resolve(struct app *app, const char *path, const char *key, size_t keylen, char *account,
+    size_t n, struct err *e);
+
 /* Key resolution for the HTTP front end (http_new): the key cache of
  * `app`, then its database. */
-struct app;
 void auth_hooks(struct app *app, struct http_auth *out);
 
 /* http_defer_as under the request's credential (auth_work_key), so one

@@ -66,18 +66,44 @@ config_schema(const struct config *cfg)
 	/* clang-format on */
 }
 
+/* What the fixed shape below leaves out: every revision, and OAuth when
+ * it is on. */
+static int
+card_extend(json_t *card, const struct config *cfg)
+{
+	json_t *versions = json_array(), *auth = json_object_get(card, "authentication");
+	char meta[CONFIG_STR_MAX + 64];
+
+	if (versions == NULL || auth == NULL) {
+		json_decref(versions);
+		return -1;
+	}
+	json_array_append_new(versions, json_string(MCP_VERSION_STATELESS));
+	for (size_t i = 0; i < mcp_version_count(); i++)
+		json_array_append_new(versions, json_string(mcp_version_at(i)));
+	json_object_set_new(card, "protocolVersions", versions);
+	if (!cfg->oauth)
+		return 0;
+	snprintf(meta, sizeof(meta), "%s/.well-known/oauth-protected-resource/v1/mcp",
+	    cfg->public_url);
+	json_array_append_new(json_object_get(auth, "schemes"), json_string("oauth2"));
+	return json_object_set_new(auth, "oauth2",
+	    json_pack("{s:s, s:s, s:[s]}", "protectedResourceMetadata", meta, "authorizationServer",
+		cfg->public_url, "scopes", "mcp"));
+}
+
 json_t *
 card_build(const struct config *cfg)
 {
 	char url[CONFIG_STR_MAX + 16];
-	json_t *tools = tools_json();
+	json_t *tools = tools_json(), *card;
 
 	if (tools == NULL)
 		return NULL;
 	snprintf(url, sizeof(url), "%s/v1/mcp", cfg->public_url);
 	/* The layout shows the nesting of the object. */
 	/* clang-format off */
-	return json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:s,"
+	card = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:s,"
 	    " s:{s:s, s:s, s:s}, s:{s:{s:b}}, s:{s:b, s:[s], s:[s, s]},"
 	    " s:o, s:o, s:[], s:[]}",
 	    "version", "1.0",
@@ -104,6 +130,11 @@ card_build(const struct config *cfg)
 	    "resources",
 	    "prompts");
 	/* clang-format on */
+	if (card != NULL && card_extend(card, cfg) < 0) {
+		json_decref(card);
+		return NULL;
+	}
+	return card;
 }
 
 struct card *

@@ -35,9 +35,12 @@ enum key_state { KEY_UNCHECKED, KEY_LOOKING, KEY_OK, KEY_REFUSED, KEY_BUSY };
 /* What the headers stage decided. */
 enum head_next { HEAD_READ_BODY, HEAD_WAIT, HEAD_REPLY };
 
+/* A response header; values are copied (a Location or a CSP may be a few
+ * KiB) up to HTTP_MAX_HEADER_VALUE. */
+#define HTTP_MAX_HEADER_VALUE 8192
 struct out_header {
 	char name[48];
-	char value[256];
+	char *value;
 };
 
 struct http_req {
@@ -422,8 +425,16 @@ http_add_header(struct http_req *req, const char *name, const char *value)
 		log_warn("http: too many response headers, dropping %s", name);
 		return;
 	}
+	if (strlen(value) > HTTP_MAX_HEADER_VALUE || strlen(name) >= sizeof(req->headers[0].name)) {
+		log_warn("http: response header %.40s too long, dropped", name);
+		return;
+	}
+	req->headers[req->n_headers].value = strdup(value);
+	if (req->headers[req->n_headers].value == NULL) {
+		log_warn("http: out of memory, dropping response header %s", name);
+		return;
+	}
 	snprintf(req->headers[req->n_headers].name, sizeof(req->headers[0].name), "%s", name);
-	snprintf(req->headers[req->n_headers].value, sizeof(req->headers[0].value), "%s", value);
 	req->n_headers++;
 }
 
@@ -707,6 +718,8 @@ static void
 req_free(struct http_req *req)
 {
 	reset_reply(req);
+	for (int i = 0; i < req->n_headers; i++)
+		free(req->headers[i].value);
 	bq_free(req->in);
 	pthread_mutex_destroy(&req->slock);
 	free(req->query);
@@ -854,8 +867,8 @@ key_lookup_main(void *p)
 	err_clear(&req->key_err);
 	if (auth_extract(http_header(req, "Authorization"), http_header(req, "x-api-key"), &key,
 		&keylen, &why) == AUTH_KEY &&
-	    srv->auth.resolve(srv->auth.ctx, key, keylen, req->account, sizeof(req->account),
-		&req->key_err) == 0)
+	    srv->auth.resolve(srv->auth.ctx, http_path(req), key, keylen, req->account,
+		sizeof(req->account), &req->key_err) == 0)
 		req->key_state = KEY_OK;
 	else
 		req->key_state = KEY_REFUSED;
@@ -894,7 +907,7 @@ key_outcome(struct http_server *srv, struct http_req *req)
 		return HEAD_REPLY;
 	case KEY_REFUSED:
 		if (req->key_err.kind == ERR_UNAUTHORIZED || req->key_err.kind == ERR_NONE)
-			auth_reply_unauthorized(req, AUTH_KEY, NULL, srv->cfg->dashboard_url);
+			auth_reply_refused(req, srv->cfg, &req->key_err);
 		else
 			http_reply_error(req, err_http_status(req->key_err.kind), "unavailable",
 			    req->key_err.msg);

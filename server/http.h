@@ -61,10 +61,11 @@ struct http_route {
 struct http_auth {
 	/* 1 when a cache resolves the key to its account (no database). */
 	int (*peek)(void *ctx, const char *key, size_t keylen, char *account, size_t n);
-	/* Resolves the key (may use the database; runs on a worker thread):
+	/* Resolves the key presented at `path` (may use the database; runs on
+	 * a worker thread):
 	 * 0, or -1 with `e` (ERR_UNAUTHORIZED: unknown, revoked, disabled). */
-	int (*resolve)(void *ctx, const char *key, size_t keylen, char *account, size_t n,
-	    struct err *e);
+	int (*resolve)(void *ctx, const char *path, const char *key, size_t keylen, char *account,
+	    size_t n, struct err *e);
 	void *ctx;
 };
 

@@ -15,6 +15,7 @@
 
 #include "service/accounts.h"
 #include "server/auth.h"
+#include "server/oauth.h"
 #include "base/jsonrpc.h"
 #include "base/log.h"
 #include "base/mcp_version.h"
@@ -187,7 +188,7 @@ authenticate(struct http_req *req, struct mcp *m, char *account_id, int *has_acc
 		return 0;
 	err_clear(&e);
 	if (found == AUTH_KEY &&
-	    acct_resolve_key_cached(m->app->db, m->app->keys, key, keylen, account_id, &e) == 0) {
+	    auth_resolve(m->app, "/v1/mcp", key, keylen, account_id, ACCT_ID_LEN + 1, &e) == 0) {
 		*has_account = 1;
 		return 0;
 	}
@@ -195,7 +196,55 @@ authenticate(struct http_req *req, struct mcp *m, char *account_id, int *has_acc
 		http_reply_error(req, err_http_status(e.kind), "unavailable", e.msg);
 		return -1;
 	}
-	auth_reply_unauthorized(req, found, why, NULL);
+	if (found == AUTH_KEY)
+		auth_reply_refused(req, &m->app->cfg, &e);
+	else
+		auth_reply_unauthorized(req, found, why, NULL);
+	return -1;
+}
+
+/* 1 when the message (or one in a batch) is a request only a credential
+ * may make: a tool other than the anonymous ones, or a task method. */
+static int
+needs_credential(json_t *body)
+{
+	const char *method, *tool;
+	json_t *x;
+	size_t i;
+
+	if (json_is_array(body)) {
+		json_array_foreach(body, i, x)
+			if (needs_credential(x))
+				return 1;
+		return 0;
+	}
+	method = json_string_value(json_object_get(body, "method"));
+	if (method == NULL || json_object_get(body, "id") == NULL)
+		return 0;
+	if (mcp_era_is_task_method(method))
+		return 1;
+	tool = json_string_value(json_object_get(json_object_get(body, "params"), "name"));
+	/* An unknown tool is the caller's error (-32602), known or not. */
+	return strcmp(method, "tools/call") == 0 && tool != NULL && tools_find(tool) != NULL &&
+	    !tools_is_anonymous(tool);
+}
+
+/* Without a credential, a call that needs one is answered 401 with the
+ * OAuth challenge, so a client that has only the URL starts authorizing
+ * (docs/oauth.md). With OAuth off it stays an isError result. */
+static int
+refuse_anonymous(struct http_req *req, struct mcp *m, json_t *body)
+{
+	char challenge[CONFIG_STR_MAX + 120];
+
+	if (!m->app->cfg.oauth || !needs_credential(body))
+		return 0;
+	oauth_http_challenge(&m->app->cfg, challenge, sizeof(challenge));
+	http_add_header(req, "WWW-Authenticate", challenge);
+	http_reply_error(req, 401, "unauthorized",
+	    "this call needs a credential: an API key sent as 'Authorization: Bearer <key>' or "
+	    "'x-api-key: <key>', or an OAuth access token (an MCP client that supports OAuth gets "
+	    "one through the authorization server the WWW-Authenticate header names)");
 	return -1;
 }
 
@@ -351,6 +400,8 @@ reply_post(struct http_req *req, struct mcp_job *job, struct call_env *env)
 		status = 400;
 	else if (err && env->stateless && code == RPC_METHOD_NOT_FOUND)
 		status = 404; /* 2026-07-28: an unknown method is 404 */
+	else if (err && env->stateless && code == RPC_MISSING_CAPABILITY)
+		status = 400; /* 2026-07-28: a capability the request needs is missing */
 	http_reply_json(req, status, out);
 }
 
@@ -538,6 +589,8 @@ mcp_process(struct http_req *req, void *arg)
 	if (authenticate(req, m, account_id, &has_account) < 0)
 		goto out;
 	env.account_id = has_account ? account_id : NULL;
+	if (!has_account && job->kind == JOB_POST && refuse_anonymous(req, m, job->body) < 0)
+		goto out;
 	if (job->has_session && load_session(req, m, job, &env, has_account) < 0)
 		goto out;
 	switch (job->kind) {

@@ -28,10 +28,7 @@ int
 mcp_era_stateless(struct http_req *req, json_t *body)
 {
 	const char *h = http_header(req, "MCP-Protocol-Version");
-	const char *method = json_string_value(json_object_get(body, "method"));
 
-	if (method && strcmp(method, "initialize") == 0)
-		return 0;
 	if (json_is_array(body)) {
 		size_t i;
 		json_t *it;
@@ -49,20 +46,63 @@ mcp_era_stateless(struct http_req *req, json_t *body)
 	return h != NULL && strcmp(h, MCP_VERSION_STATELESS) == 0;
 }
 
+/* A 400 with the JSON-RPC error; it carries the request's id when the
+ * body has a usable one (every error answers its request). */
 static void
-refuse(struct http_req *req, int code, const char *msg, json_t *data)
+refuse_as(struct http_req *req, int status, json_t *body, int code, const char *msg, json_t *data)
 {
-	http_reply_json(req, 400, rpc_error(NULL, code, msg, data));
+	json_t *id = json_is_object(body) ? json_object_get(body, "id") : NULL;
+
+	if (!json_is_string(id) && !json_is_integer(id))
+		id = NULL;
+	http_reply_json(req, status, rpc_error(id, code, msg, data));
+}
+
+static void
+refuse(struct http_req *req, json_t *body, int code, const char *msg, json_t *data)
+{
+	refuse_as(req, 400, body, code, msg, data);
+}
+
+/* Optional whitespace around a field value is not part of it (RFC 9110
+ * 5.5): the value without it, its length in *len. */
+static const char *
+trim_ows(const char *h, size_t *len)
+{
+	size_t n = strlen(h);
+
+	while (n > 0 && (*h == ' ' || *h == '\t')) {
+		h++;
+		n--;
+	}
+	while (n > 0 && (h[n - 1] == ' ' || h[n - 1] == '\t'))
+		n--;
+	*len = n;
+	return h;
+}
+
+/* 1 when header value h (whitespace around it aside) is `want`. */
+static int
+header_is(const char *h, const char *want)
+{
+	size_t n;
+	const char *v;
+
+	if (h == NULL || want == NULL)
+		return 0;
+	v = trim_ows(h, &n);
+	return strlen(want) == n && memcmp(v, want, n) == 0;
 }
 
 /* A header value as sent: plain, or "=?base64?...?=" for bytes a header
  * cannot carry. Decoded into out; -1 when malformed or too long. */
 static int
-header_value(const char *h, char *out, size_t n)
+header_value(const char *raw, char *out, size_t n)
 {
-	size_t len = strlen(h);
+	size_t len;
+	const char *h = trim_ows(raw, &len);
 
-	if (len > 11 && strncmp(h, "=?base64?", 9) == 0 && strcmp(h + len - 2, "?=") == 0) {
+	if (len > 11 && strncmp(h, "=?base64?", 9) == 0 && memcmp(h + len - 2, "?=", 2) == 0) {
 		size_t got = 0;
 		struct err e;
 
@@ -74,7 +114,8 @@ header_value(const char *h, char *out, size_t n)
 	}
 	if (len >= n)
 		return -1;
-	memcpy(out, h, len + 1);
+	memcpy(out, h, len);
+	out[len] = '\0';
 	return 0;
 }
 
@@ -94,7 +135,7 @@ param_text(const json_t *v, char *out, size_t n)
 /* tools/call: every argument whose schema carries x-mcp-header must come
  * with the same value in Mcp-Param-<name>. */
 static int
-check_params(struct http_req *req, json_t *params)
+check_params(struct http_req *req, json_t *body, json_t *params)
 {
 	const char *name = json_string_value(json_object_get(params, "name"));
 	const json_t *schema = name ? tools_input_schema(name) : NULL;
@@ -116,7 +157,7 @@ check_params(struct http_req *req, json_t *params)
 		    header_value(h, got, sizeof(got)) < 0 || strcmp(want, got) != 0) {
 			snprintf(msg, sizeof(msg), "Header mismatch: %s %s the argument %s", full,
 			    h ? "does not match" : "is missing for", key);
-			refuse(req, RPC_HEADER_MISMATCH, msg, NULL);
+			refuse(req, body, RPC_HEADER_MISMATCH, msg, NULL);
 			return -1;
 		}
 	}
@@ -134,34 +175,41 @@ mcp_era_check(struct http_req *req, json_t *body)
 	char got[HEADER_VALUE_MAX], msg[200];
 
 	if (json_is_array(body)) {
-		refuse(req, RPC_INVALID_REQUEST,
+		refuse(req, body, RPC_INVALID_REQUEST,
 		    "Invalid Request: a 2026-07-28 body is one request or notification, not a batch",
 		    NULL);
 		return -1;
 	}
 	version = json_string_value(json_object_get(meta, MCP_META_VERSION));
-	if (version == NULL)
-		version = hv;
+	/* Both there and different: the header disagrees with the body. */
+	if (version != NULL && hv != NULL && !header_is(hv, version)) {
+		refuse(req, body, RPC_HEADER_MISMATCH,
+		    "Header mismatch: MCP-Protocol-Version must equal the _meta protocol version",
+		    NULL);
+		return -1;
+	}
+	if (version == NULL && hv != NULL && header_is(hv, MCP_VERSION_STATELESS))
+		version = MCP_VERSION_STATELESS;
 	if (version == NULL || strcmp(version, MCP_VERSION_STATELESS) != 0) {
 		json_t *supported = json_array();
 
 		json_array_append_new(supported, json_string(MCP_VERSION_STATELESS));
 		for (size_t i = 0; i < mcp_version_count(); i++)
 			json_array_append_new(supported, json_string(mcp_version_at(i)));
-		refuse(req, RPC_UNSUPPORTED_VERSION,
+		refuse(req, body, RPC_UNSUPPORTED_VERSION,
 		    "Unsupported protocol version (the _meta protocol version and MCP-Protocol-Version)",
 		    json_pack("{s:o,s:s?}", "supported", supported, "requested", version));
 		return -1;
 	}
 	method = json_string_value(json_object_get(body, "method"));
-	if (hv == NULL || strcmp(hv, version) != 0) {
-		refuse(req, RPC_HEADER_MISMATCH,
+	if (hv == NULL || !header_is(hv, version)) {
+		refuse(req, body, RPC_HEADER_MISMATCH,
 		    "Header mismatch: MCP-Protocol-Version must equal the _meta protocol version",
 		    NULL);
 		return -1;
 	}
-	if (hm == NULL || method == NULL || strcmp(hm, method) != 0) {
-		refuse(req, RPC_HEADER_MISMATCH,
+	if (hm == NULL || method == NULL || !header_is(hm, method)) {
+		refuse(req, body, RPC_HEADER_MISMATCH,
 		    hm == NULL ? "Header mismatch: Mcp-Method is required" :
 				 "Header mismatch: Mcp-Method must equal the body's method",
 		    NULL);
@@ -169,8 +217,16 @@ mcp_era_check(struct http_req *req, json_t *body)
 	}
 	if (json_object_get(body, "id") == NULL)
 		return 0; /* a notification: the revision sets no more header rules */
-	if (!json_is_object(json_object_get(meta, MCP_META_CAPS))) {
-		refuse(req, RPC_INVALID_PARAMS,
+	if (strcmp(method, "initialize") == 0) {
+		/* Gone in this revision (server/discover replaces it). */
+		refuse_as(req, 404, body, RPC_METHOD_NOT_FOUND,
+		    "Method not found: initialize is not part of 2026-07-28; use server/discover",
+		    NULL);
+		return -1;
+	}
+	if (!json_is_string(json_object_get(meta, MCP_META_VERSION)) ||
+	    !json_is_object(json_object_get(meta, MCP_META_CAPS))) {
+		refuse(req, body, RPC_INVALID_PARAMS,
 		    "Invalid params: _meta must carry " MCP_META_VERSION " and " MCP_META_CAPS,
 		    NULL);
 		return -1;
@@ -186,11 +242,11 @@ mcp_era_check(struct http_req *req, json_t *body)
 			snprintf(msg, sizeof(msg), "Header mismatch: Mcp-Name %s",
 			    hn ? "must equal params.name (params.taskId)" :
 				 "is required for tools/call and tasks/*");
-			refuse(req, RPC_HEADER_MISMATCH, msg, NULL);
+			refuse(req, body, RPC_HEADER_MISMATCH, msg, NULL);
 			return -1;
 		}
 		if (strcmp(method, "tools/call") == 0)
-			return check_params(req, json_object_get(body, "params"));
+			return check_params(req, body, json_object_get(body, "params"));
 	}
 	return 0;
 }
@@ -321,6 +377,13 @@ mcp_era_task_method(struct call_env *env, struct rpc_msg *msg)
 	struct err e;
 
 	err_clear(&e);
+	/* tasks/result and tasks/list are gone from the extension. */
+	if (!mcp_era_is_task_method(msg->method)) {
+		char text[200];
+
+		snprintf(text, sizeof(text), "Method not found: %.120s", msg->method);
+		return rpc_error(msg->id, RPC_METHOD_NOT_FOUND, text, NULL);
+	}
 	if (!opted_in(msg->params))
 		return rpc_error(msg->id, RPC_MISSING_CAPABILITY,
 		    "tasks/* needs the client capability extensions." MCP_EXT_TASKS,
@@ -345,10 +408,13 @@ mcp_era_task_method(struct call_env *env, struct rpc_msg *msg)
 		return rpc_error(msg->id, RPC_INVALID_PARAMS,
 		    "this task asks for no input: tasks/update has nothing to give it", NULL);
 	}
-	{
-		char text[200];
+	return rpc_error(msg->id, RPC_INTERNAL_ERROR, "task method without a handler", NULL);
+}
 
-		snprintf(text, sizeof(text), "Method not found: %.120s", msg->method);
-		return rpc_error(msg->id, RPC_METHOD_NOT_FOUND, text, NULL);
-	}
+int
+mcp_era_is_task_method(const char *method)
+{
+	return method != NULL &&
+	    (strcmp(method, "tasks/get") == 0 || strcmp(method, "tasks/cancel") == 0 ||
+		strcmp(method, "tasks/update") == 0);
 }

@@ -100,6 +100,8 @@ json_t *mcp_era_task_call(struct call_env *env, struct rpc_msg *msg, const struc
     json_t *args);
 /* tasks/get, tasks/update, tasks/cancel. */
 json_t *mcp_era_task_method(struct call_env *env, struct rpc_msg *msg);
+/* 1 for the extension's methods: tasks/get, tasks/cancel, tasks/update. */
+int mcp_era_is_task_method(const char *method);
 
 /* Handles one JSON-RPC message. Returns the response (NULL for
  * notifications and when the reply went out as a stream). `new_session`

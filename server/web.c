@@ -183,14 +183,34 @@ signup(struct web_ctx *c)
 	web_redirect(c, "/dashboard");
 }
 
+/* Where to go after logging in: an authorization request waiting for
+ * it, else the dashboard. Only that one local path is followed. */
+static const char *
+login_next(const struct web_ctx *c)
+{
+	const char *next = strcmp(c->method, "POST") == 0 ? web_field(c, "next") :
+							    web_qarg(c, "next");
+
+	if (strncmp(next, "/oauth/authorize?", 17) != 0 || strlen(next) > 4096)
+		return "";
+	for (const char *p = next; *p; p++)
+		if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 127 || *p == '\\')
+			return "";
+	return next;
+}
+
 static void
 login_form(struct web_ctx *c, const struct err *e, int status)
 {
 	page_begin(c, "Log in");
+	if (*login_next(c))
+		page_alert(c, "notice", "Log in to connect the application that sent you here.");
 	if (e)
 		page_alert(c, "error", e->msg);
 	page_f(c, "<form method=\"post\" action=\"/login\" novalidate>");
 	page_csrf(c);
+	if (*login_next(c))
+		page_f(c, "<input type=\"hidden\" name=\"next\" value=\"%s\">", login_next(c));
 	page_input(c, "email", "E-mail address", "email", "username", web_field(c, "email"), NULL,
 	    NULL);
 	page_input(c, "password", "Password", "password", "current-password", "", NULL, NULL);
@@ -209,7 +229,7 @@ login(struct web_ctx *c)
 
 	if (strcmp(c->method, "POST") != 0) {
 		if (c->logged_in) {
-			web_redirect(c, "/dashboard");
+			web_redirect(c, *login_next(c) ? login_next(c) : "/dashboard");
 			return;
 		}
 		login_form(c, NULL, 200);
@@ -231,7 +251,7 @@ login(struct web_ctx *c)
 	if (c->logged_in)
 		(void)wsess_end(c->w->app->db, c->sid, &e);
 	web_set_session_cookie(c, sid);
-	web_redirect(c, "/dashboard");
+	web_redirect(c, *login_next(c) ? login_next(c) : "/dashboard");
 }
 
 static void
@@ -442,6 +462,9 @@ static const struct web_page pages[] = {
 	{ "/dashboard/settings/email", web_dash_email, 1 },
 	{ "/dashboard/settings/delete", web_dash_delete, 1 },
 	{ "/email/confirm", email_confirm, 0 },
+	{ "/oauth/authorize", web_oauth_authorize, 0 },
+	{ "/dashboard/apps", web_oauth_apps, 1 },
+	{ "/dashboard/apps/{id}/revoke", web_oauth_revoke, 1 },
 };
 #define N_PAGES (sizeof(pages) / sizeof(pages[0]))
 _Static_assert(N_PAGES == WEB_PAGES, "WEB_PAGES counts the pages");
@@ -539,13 +562,25 @@ web_addr_group(char *addr, size_t n)
 		snprintf(addr, n, "%s/64", net);
 }
 
+void
+web_client_addr(struct http_req *req, int trust_x_real_ip, char *out, size_t n)
+{
+	const char *real = http_header(req, "X-Real-IP");
+
+	if (http_client_addr(req, out, n) < 0)
+		snprintf(out, n, "unknown");
+	if (real && strlen(real) < n &&
+	    (strcmp(out, "127.0.0.1") == 0 || strcmp(out, "::1") == 0) && trust_x_real_ip)
+		snprintf(out, n, "%s", real);
+	web_addr_group(out, n);
+}
+
 static void
 web_entry(struct http_req *req, void *ctx)
 {
 	const struct web_route *rt = ctx;
 	struct web_job *job = calloc(1, sizeof(*job));
 	char key[64], hash[KEY_HASH_HEX_LEN + 1];
-	const char *real;
 
 	if (job == NULL) {
 		http_reply_error(req, 500, "internal", "out of memory");
@@ -553,14 +588,7 @@ web_entry(struct http_req *req, void *ctx)
 	}
 	job->w = rt->w;
 	job->page = rt->page;
-	if (http_client_addr(req, job->addr, sizeof(job->addr)) < 0)
-		snprintf(job->addr, sizeof(job->addr), "unknown");
-	real = http_header(req, "X-Real-IP");
-	if (real && strlen(real) < sizeof(job->addr) &&
-	    (strcmp(job->addr, "127.0.0.1") == 0 || strcmp(job->addr, "::1") == 0) &&
-	    rt->w->app->cfg.trust_x_real_ip)
-		snprintf(job->addr, sizeof(job->addr), "%s", real);
-	web_addr_group(job->addr, sizeof(job->addr));
+	web_client_addr(req, rt->w->app->cfg.trust_x_real_ip, job->addr, sizeof(job->addr));
 	key_hash_hex(job->addr, strlen(job->addr), hash, sizeof(hash));
 	snprintf(key, sizeof(key), "w:%.32s", hash);
 	http_defer_as(req, key, web_work, job, free);

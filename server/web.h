@@ -23,4 +23,9 @@ void web_free(struct web *w);
 #define WEB_ROUTES 32
 size_t web_routes(struct web *w, struct http_route *out, size_t max);
 
+/* The client a request's per-address limits count under: the peer, or
+ * X-Real-IP from a loopback peer when `trust_x_real_ip` (a reverse proxy
+ * on this machine); an IPv6 address as its /64. */
+void web_client_addr(struct http_req *req, int trust_x_real_ip, char *out, size_t n);
+
 #endif

@@ -123,6 +123,14 @@ web_dash_connect(struct web_ctx *c)
 	    "and this page comes back with it filled in. Below, replace "
 	    "<code>aas_sk_...</code> with your key.</p>");
 	snippets(c, "aas_sk_...");
+	if (c->cfg->oauth)
+		page_f(c,
+		    "<h2>With only the URL</h2><p>Clients that support OAuth (custom connectors in "
+		    "chat apps, SDK clients with an OAuth provider) need no key: give them "
+		    "<code>%s/v1/mcp</code>, and approve the client on the page it opens. "
+		    "<a href=\"/dashboard/apps\">Connected apps</a> lists them and disconnects "
+		    "any.</p>",
+		    c->cfg->public_url);
 	page_send(c, 200);
 }
 

@@ -13,7 +13,7 @@
 #define WEB_PAGE_MAX (512 * 1024)
 #define WEB_TOKEN_LEN 64 /* hex, the anonymous forms' token */
 
-#define WEB_PAGES 23
+#define WEB_PAGES 26
 #define WEB_STATIC_MAX 4
 
 struct web_page;
@@ -47,6 +47,7 @@ struct web_ctx {
 	json_t *query;
 	struct buf out;
 	int page_open;
+	char form_action[600]; /* another source forms may answer to (CSP) */
 };
 
 /* A client address as its limits count it: an IPv6 address becomes its
@@ -81,6 +82,10 @@ void web_pay_form(struct web_ctx *c);
 void web_pay_checkout(struct web_ctx *c);
 /* The provider's webhook route (ctx: the web). */
 void web_pay_webhook(struct http_req *req, void *ctx);
+/* OAuth: the authorization endpoint and consent page, connected apps. */
+void web_oauth_authorize(struct web_ctx *c);
+void web_oauth_apps(struct web_ctx *c);
+void web_oauth_revoke(struct web_ctx *c);
 /* Runs a tool as the session's account, as MCP and REST do; takes args. */
 json_t *web_tool(struct web_ctx *c, const char *tool, json_t *args, struct err *e);
 
@@ -103,5 +108,8 @@ void page_message(struct web_ctx *c, int status, const char *title, const char *
     const char *link, const char *link_text);
 /* The headers every page has (CSP, framing, caching, referrer). */
 void page_security_headers(struct http_req *req);
+/* Lets the page's forms lead to `source` too (CSP form-action: a consent
+ * form's answer redirects to the application); "" adds nothing. */
+void page_form_action(struct web_ctx *c, const char *source);
 
 #endif

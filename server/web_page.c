@@ -9,19 +9,35 @@
 #include "base/html.h"
 #include "server/web_int.h"
 
-void
-page_security_headers(struct http_req *req)
+static void
+security_headers(struct http_req *req, const char *form_source)
 {
+	char csp[800];
+
 	/* No inline script or style anywhere: the CSP allows only our own files. */
-	http_add_header(req, "Content-Security-Policy",
+	snprintf(csp, sizeof(csp),
 	    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-	    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'");
+	    "connect-src 'self'; form-action 'self'%s%s; frame-ancestors 'none'; base-uri 'none'",
+	    form_source[0] ? " " : "", form_source);
+	http_add_header(req, "Content-Security-Policy", csp);
 	http_add_header(req, "X-Frame-Options", "DENY");
 	http_add_header(req, "X-Content-Type-Options", "nosniff");
 	/* Links with one-time codes never leave through Referer; same-origin
 	 * (not no-referrer) keeps the real Origin on our own forms' POSTs. */
 	http_add_header(req, "Referrer-Policy", "same-origin");
 	http_add_header(req, "Cache-Control", "no-store");
+}
+
+void
+page_security_headers(struct http_req *req)
+{
+	security_headers(req, "");
+}
+
+void
+page_form_action(struct web_ctx *c, const char *source)
+{
+	snprintf(c->form_action, sizeof(c->form_action), "%s", source);
 }
 
 static void
@@ -108,6 +124,7 @@ page_begin(struct web_ctx *c, const char *title)
 		    "<li><a href=\"/dashboard/sandboxes\">Sandboxes</a></li>"
 		    "<li><a href=\"/dashboard/usage\">Usage</a></li>"
 		    "<li><a href=\"/dashboard/connect\">Connect</a></li>"
+		    "<li><a href=\"/dashboard/apps\">Connected apps</a></li>"
 		    "<li><a href=\"/dashboard/settings\">Settings</a></li>"
 		    "<li><form method=\"post\" action=\"/logout\" class=\"inline\">");
 		page_csrf(c);
@@ -170,7 +187,7 @@ page_send(struct web_ctx *c, int status)
 	}
 	html = buf_steal(&c->out, &len);
 	c->page_open = 0;
-	page_security_headers(c->req);
+	security_headers(c->req, c->form_action);
 	http_reply_raw(c->req, status, "text/html; charset=utf-8", html ? html : "", len);
 	free(html);
 }

@@ -324,6 +324,12 @@ disable_tx(PGconn *c, void *arg, struct err *e)
 		" WHERE account_id = $1 AND revoked_at IS NULL RETURNING key_hash)"
 		" SELECT pg_notify('aas_invalidate', 'k:' || key_hash) FROM u",
 		1, params, &dc->out->keys_revoked, e) < 0 ||
+	    /* OAuth grants end too (their tokens are checked against the
+	     * account anyway; this takes them off Connected apps for good). */
+	    db_conn_exec(c,
+		"UPDATE oauth_grants SET revoked_at = now(), revoke_reason = 'account'"
+		" WHERE account_id = $1 AND revoked_at IS NULL",
+		1, params, NULL, e) < 0 ||
 	    sess_end_account(c, dc->account_id, &dc->out->sessions_ended, e) < 0 ||
 	    wsess_end_account(c, dc->account_id, e) < 0 ||
 	    store_live_count(c, dc->account_id, &dc->out->sandboxes_live, e) < 0)

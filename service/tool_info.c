@@ -106,6 +106,20 @@ info_run(struct call_ctx *cx, void *req, struct err *e)
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
+	if (cfg->oauth) {
+		char meta[CONFIG_STR_MAX + 64];
+
+		snprintf(meta, sizeof(meta), "%s/.well-known/oauth-protected-resource/v1/mcp",
+		    cfg->public_url);
+		json_object_set_new(json_object_get(out, "auth"), "oauth",
+		    json_pack("{s:s, s:s, s:s, s:s}", "how",
+			"MCP clients that support OAuth connect with only the URL: a call that needs "
+			"a credential answers 401 with the metadata below, the user logs in to the "
+			"dashboard and approves the client, and the client sends its access token as "
+			"'Authorization: Bearer <token>' (on /v1/mcp only).",
+			"protected_resource_metadata", meta, "authorization_server",
+			cfg->public_url, "scope", "mcp"));
+	}
 	json_object_set_new(out, "capacity",
 	    cx->app->sbx ? sbx_capacity(cx->app->sbx) :
 			   json_pack("{s:s}", "note", "this server runs without a VM layer"));

@@ -80,7 +80,10 @@ test('the unit, tmpfiles and nginx agree with the code and the settings', () => 
   assert.equal(Number(body[1]) * 1024 * 1024, Number(env.AAS_MAX_BODY_BYTES));
   assert.equal(site.match(/client_max_body_size/g).length, 2);
   assert.match(site, new RegExp(`server ${env.AAS_LISTEN.replace(/\./g, '\\.')};`));
+  // Calls naming a sandbox (Mcp-Param-Sandbox-Id) stay on one aasd.
+  assert.match(site, /hash \$http_mcp_param_sandbox_id consistent;/);
   const proxy = read('deploy/nginx/aas-proxy.conf');
+  assert.match(proxy, /^proxy_pass http:\/\/\$aas_upstream;$/m);
   for (const d of ['proxy_buffering off;', 'proxy_http_version 1.1;', 'proxy_read_timeout 3600s;',
     'proxy_set_header Upgrade $http_upgrade;', 'proxy_set_header X-Forwarded-For',
     'proxy_set_header X-Forwarded-Proto $scheme;']) {

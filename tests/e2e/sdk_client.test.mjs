@@ -75,15 +75,33 @@ test('get_service_info with a progress token is answered over SSE', async () => 
   await client.close();
 });
 
-test('run_command without a key is an isError result naming the headers', async () => {
+test('run_command without a key is refused with 401 naming the headers and the OAuth metadata', async () => {
   const { client, transport } = await connect();
-  const r = await client.callTool({ name: 'run_command',
-    arguments: { sandbox_id: 'sbx-0123456789abcdef', command: 'true' } });
-  assert.equal(r.isError, true);
-  assert.match(r.content[0].text, /x-api-key/);
-  assert.match(r.content[0].text, /Authorization: Bearer/);
+  // A client without OAuth support sees the 401's text: what to send.
+  await assert.rejects(client.callTool({ name: 'run_command',
+    arguments: { sandbox_id: 'sbx-0123456789abcdef', command: 'true' } }),
+  (err) => /401/.test(String(err?.code ?? '') + err.message) && /x-api-key/.test(err.message)
+    && /Authorization: Bearer/.test(err.message));
   await transport.terminateSession();
   await client.close();
+});
+
+test('with AAS_OAUTH=0, run_command without a key is an isError result naming the headers', async () => {
+  const keysOnly = await startAasd({ AAS_OAUTH: '0' });
+  try {
+    const transport = new StreamableHTTPClientTransport(new URL(keysOnly.mcpUrl));
+    const client = new Client({ name: 'aas-e2e', version: '1.0.0' });
+    await client.connect(transport);
+    const r = await client.callTool({ name: 'run_command',
+      arguments: { sandbox_id: 'sbx-0123456789abcdef', command: 'true' } });
+    assert.equal(r.isError, true);
+    assert.match(r.content[0].text, /x-api-key/);
+    assert.match(r.content[0].text, /Authorization: Bearer/);
+    await transport.terminateSession();
+    await client.close();
+  } finally {
+    await keysOnly.stop();
+  }
 });
 
 test('a bad key is refused with HTTP 401', async () => {

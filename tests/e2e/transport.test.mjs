@@ -236,10 +236,18 @@ test('a key in the query string is refused and never logged', async () => {
   assert.ok(!aasd.log().includes('apiKey='), 'query strings are not logged');
 });
 
-test('OAuth discovery URLs answer a JSON 404', async () => {
-  const r = await fetch(`${aasd.url}/.well-known/oauth-protected-resource`);
-  assert.equal(r.status, 404);
-  assert.ok((await r.json()).error);
+test('with AAS_OAUTH=0 the OAuth discovery URLs answer a JSON 404', async () => {
+  const keysOnly = await startAasd({ AAS_OAUTH: '0' });
+  try {
+    for (const p of ['oauth-protected-resource', 'oauth-protected-resource/v1/mcp',
+      'oauth-authorization-server']) {
+      const r = await fetch(`${keysOnly.url}/.well-known/${p}`);
+      assert.equal(r.status, 404, p);
+      assert.match((await r.json()).error.message, /API keys/);
+    }
+  } finally {
+    await keysOnly.stop();
+  }
 });
 
 test('one log line per request with method, path, status, duration and request id', async () => {
