@@ -11,6 +11,9 @@
 #include "service/accounts.h"
 #include "service/tasks.h"
 
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
 struct running {
 	char id[TASK_ID_LEN + 1];
 	char account[ACCT_ID_LEN + 1];
@@ -26,7 +29,56 @@ struct tasks {
 	pthread_cond_t idle;
 	struct running *list;
 	int n;
+	/* The heartbeat thread: marks this process's running tasks alive. */
+	pthread_t beat;
+	int beating;
+	int stopping;
+	pthread_cond_t wake;
 };
+
+/* Marks the tasks running here alive, every TASK_BEAT_S until stopped. */
+static void *
+beat_main(void *arg)
+{
+	struct tasks *t = arg;
+	/* "{" + up to TASKS_MAX_RUNNING ids and commas + "}" */
+	char ids[TASKS_MAX_RUNNING * (TASK_ID_LEN + 1) + 3];
+	struct timespec until;
+	struct err e;
+
+	pthread_mutex_lock(&t->lock);
+	while (!t->stopping) {
+		size_t len = 0;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += TASK_BEAT_S;
+		while (!t->stopping && pthread_cond_timedwait(&t->wake, &t->lock, &until) == 0)
+			;
+		if (t->stopping || t->list == NULL)
+			continue;
+		ids[len++] = '{';
+		for (struct running *r = t->list; r; r = r->next) {
+			memcpy(ids + len, r->id, TASK_ID_LEN);
+			len += TASK_ID_LEN;
+			ids[len++] = r->next ? ',' : '}';
+		}
+		ids[len] = '\0';
+		pthread_mutex_unlock(&t->lock);
+		{
+			const char *p[1] = { ids };
+
+			err_clear(&e);
+			if (db_exec(t->app->db,
+				"UPDATE mcp_tasks SET heartbeat_at = now() "
+				"WHERE id = ANY($1::text[]) AND status = 'working'",
+				1, p, NULL, &e) < 0)
+				log_warn("tasks: heartbeat not recorded: %s", e.msg);
+		}
+		pthread_mutex_lock(&t->lock);
+	}
+	pthread_mutex_unlock(&t->lock);
+	return NULL;
+}
 
 int
 tasks_id_valid(const char *id)
@@ -51,6 +103,16 @@ tasks_new(struct app *app, struct err *e)
 	t->app = app;
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->idle, NULL);
+	pthread_cond_init(&t->wake, NULL);
+	if (pthread_create(&t->beat, NULL, beat_main, t) != 0) {
+		err_set(e, ERR_INTERNAL, "cannot start the task heartbeat");
+		pthread_cond_destroy(&t->wake);
+		pthread_cond_destroy(&t->idle);
+		pthread_mutex_destroy(&t->lock);
+		free(t);
+		return NULL;
+	}
+	t->beating = 1;
 	return t;
 }
 
@@ -61,6 +123,12 @@ tasks_free(struct tasks *t)
 
 	if (t == NULL)
 		return;
+	pthread_mutex_lock(&t->lock);
+	t->stopping = 1;
+	pthread_cond_broadcast(&t->wake);
+	pthread_mutex_unlock(&t->lock);
+	if (t->beating)
+		pthread_join(t->beat, NULL);
 	clock_gettime(CLOCK_REALTIME, &until);
 	until.tv_sec += 10;
 	pthread_mutex_lock(&t->lock);
@@ -78,6 +146,7 @@ tasks_free(struct tasks *t)
 	pthread_mutex_unlock(&t->lock);
 	pthread_mutex_destroy(&t->lock);
 	pthread_cond_destroy(&t->idle);
+	pthread_cond_destroy(&t->wake);
 	free(t);
 }
 
@@ -152,7 +221,8 @@ tasks_start(struct tasks *t, const char *account, const char *tool, struct tool_
 	/* The account's working tasks, all processes together. */
 	if (db_exec(t->app->db,
 		"SELECT 1 FROM mcp_tasks WHERE account_id = $1 AND status = 'working' "
-		"AND expires_at > now()",
+		"AND expires_at > now() "
+		"AND heartbeat_at > now() - make_interval(secs => " STR(TASK_STALE_S) ")",
 		1, p + 1, &working, e) < 0)
 		goto out;
 	if (working >= TASKS_MAX_PER_ACCOUNT) {
@@ -221,6 +291,14 @@ tasks_get(struct tasks *t, const char *account, const char *id, struct err *e)
 		err_set_field(e, "taskId", "no such task");
 		return NULL;
 	}
+	/* Its aasd stopped while it ran: what it did is lost, say so. */
+	if (db_exec(t->app->db,
+		"UPDATE mcp_tasks SET status = 'failed', updated_at = now(), status_message = "
+		"'the server running this task stopped before it ended; its outcome is lost' "
+		"WHERE id = $1 AND account_id = $2 AND status = 'working' "
+		"AND heartbeat_at < now() - make_interval(secs => " STR(TASK_STALE_S) ")",
+		2, p, NULL, e) < 0)
+		return NULL;
 	r = db_query(t->app->db,
 	    "SELECT status, status_message, result::text, "
 	    "  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "

@@ -4,8 +4,9 @@
  * (the CallToolResult) is written there, so any aasd on the database
  * answers tasks/get, also after the first one stopped. A cancel reaches
  * the running call through a notification ("t:<id>") wherever it runs.
- * Bounds: TASKS_MAX_RUNNING per process, TASKS_MAX_PER_ACCOUNT working
- * tasks per account; outcomes are kept TASK_TTL_S. */
+  * Bounds: TASKS_MAX_RUNNING per process, TASKS_MAX_PER_ACCOUNT working
+ * tasks per account; outcomes are kept TASK_TTL_S. A task whose aasd
+ * stopped while it ran (no heartbeat for TASK_STALE_S) reads as failed. */
 #ifndef AAS_TASKS_H
 #define AAS_TASKS_H
 
@@ -20,6 +21,8 @@
 #define TASKS_MAX_PER_ACCOUNT 8
 #define TASK_TTL_S 3600
 #define TASK_POLL_MS 1000 /* the interval suggested to pollers */
+#define TASK_BEAT_S 5     /* a running task's aasd marks it alive this often */
+#define TASK_STALE_S 30   /* a working task unmarked this long is failed */
 
 struct tasks;
 

@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -107,7 +108,13 @@ test_task_cancelled(void **state)
 				 json_pack("{s:s,s:s}", "sandbox_id", sbx, "command", "sleep 30")),
 			     id, &e),
 	    0);
-	usleep(200000);
+	/* While it runs, its heartbeat moves on. */
+	usleep((TASK_BEAT_S + 1) * 1000000);
+	assert_int_equal(sfx_ll(s,
+			     "SELECT (heartbeat_at > created_at + interval '1 second')::int "
+			     "FROM mcp_tasks WHERE id = $1",
+			     id),
+	    1);
 	assert_int_equal(tasks_cancel(t, s->account, id, &e), 0);
 	v = wait_done(t, s, id);
 	assert_string_equal(json_string_value(json_object_get(v, "status")), "cancelled");
@@ -148,6 +155,42 @@ test_task_limit_per_account(void **state)
 	    json_pack("{s:s}", "sandbox_id", sbx)));
 }
 
+/* A task whose aasd stopped while it ran (its heartbeat is old) reads as
+ * failed, and no longer counts against the account's working tasks. */
+static void
+test_orphaned_task_fails(void **state)
+{
+	struct sfx *s = *state;
+	struct tasks *t = tasks_new(s->app, NULL);
+	char id[TASK_ID_LEN + 1];
+	const char *p[2] = { id, s->account };
+	struct err e;
+	json_t *v;
+	size_t n = 5;
+
+	/* An id of this test's own: its account's uuid without the dashes. */
+	snprintf(id, sizeof(id), "task-");
+	for (const char *c = s->account; *c && n < TASK_ID_LEN; c++)
+		if (*c != '-')
+			id[n++] = *c;
+	id[n] = '\0';
+	assert_non_null(t);
+	assert_true(tasks_id_valid(id));
+	err_clear(&e);
+	assert_int_equal(db_exec(s->app->db,
+			     "INSERT INTO mcp_tasks(id, account_id, tool, status, expires_at, "
+			     "heartbeat_at) VALUES ($1, $2, 'run_command', 'working', "
+			     "now() + interval '1 hour', now() - interval '1 minute')",
+			     2, p, NULL, &e),
+	    0);
+	v = tasks_get(t, s->account, id, &e);
+	assert_non_null(v);
+	assert_string_equal(json_string_value(json_object_get(v, "status")), "failed");
+	assert_non_null(strstr(json_string_value(json_object_get(v, "statusMessage")), "stopped"));
+	json_decref(v);
+	tasks_free(t);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, sfx_setup, sfx_teardown)
 
 int
@@ -157,6 +200,7 @@ main(void)
 		T(test_task_completes),
 		T(test_task_cancelled),
 		T(test_task_limit_per_account),
+		T(test_orphaned_task_fails),
 	};
 
 	return cmocka_run_group_tests(tests, sfx_group_setup, sfx_group_teardown);
