@@ -266,6 +266,7 @@ web_dash_revoke(struct web_ctx *c)
 		    "/dashboard/keys", "Back to your keys");
 		return;
 	}
+	acct_key_cache_forget_account(c->w->app->keys, c->sess.account_id);
 	log_info("web: account %s revoked key %s", c->sess.account_id, id);
 	web_redirect(c, "/dashboard/keys");
 }
@@ -380,6 +381,7 @@ web_dash_delete(struct web_ctx *c)
 		    e.kind == ERR_INVALID ? 400 : err_http_status(e.kind), NULL);
 		return;
 	}
+	acct_key_cache_forget_account(c->w->app->keys, c->sess.account_id);
 	log_info("web: account %s deleted", c->sess.account_id);
 	web_set_session_cookie(c, NULL);
 	c->logged_in = 0;

@@ -453,6 +453,19 @@ acct_key_cache_peek(struct ttl_map *cache, const char *key, size_t keylen,
 	return hit;
 }
 
+static int
+same_account(const char *val, void *ctx)
+{
+	return strcmp(val, ctx) == 0;
+}
+
+void
+acct_key_cache_forget_account(struct ttl_map *cache, const char *account_id)
+{
+	if (cache != NULL)
+		ttl_del_matching(cache, same_account, (void *)account_id);
+}
+
 int
 acct_resolve_key_cached(struct db *db, struct ttl_map *cache, const char *key, size_t keylen,
     char account_id[ACCT_ID_LEN + 1], struct err *e)

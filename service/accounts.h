@@ -75,6 +75,10 @@ int acct_resolve_key_cached(struct db *db, struct ttl_map *cache, const char *ke
 /* 1 when the cache resolves the key (no database access). */
 int acct_key_cache_peek(struct ttl_map *cache, const char *key, size_t keylen,
     char account_id[ACCT_ID_LEN + 1]);
+/* Drops the account's keys from this process's cache (cache may be NULL):
+ * a revocation made here counts here at once, not when its notification
+ * comes back (other processes hear of it that way). */
+void acct_key_cache_forget_account(struct ttl_map *cache, const char *account_id);
 
 /* 1 when `s` is a canonical lower-case uuid. */
 int acct_id_valid(const char *s);
