@@ -258,10 +258,10 @@ test('HTTP, MCP and tool counters move with traffic', async () => {
   const h = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': PROTOCOL };
   const list = await post(aasd.mcpUrl, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, h);
   assert.equal(list.status, 200);
-  // A failing call: get_usage needs a key.
+  // A refused call: get_usage needs a credential (401 before it runs).
   const noKey = await post(aasd.mcpUrl, { jsonrpc: '2.0', id: 3, method: 'tools/call',
     params: { name: 'get_usage', arguments: {} } }, h);
-  assert.equal(noKey.json.result.isError, true);
+  assert.equal(noKey.status, 401);
   // Bad arguments, with a key.
   const bad = await post(aasd.mcpUrl, { jsonrpc: '2.0', id: 4, method: 'tools/call',
     params: { name: 'get_sandbox', arguments: { sandbox_id: 7 } } },
@@ -280,7 +280,8 @@ test('HTTP, MCP and tool counters move with traffic', async () => {
 
   const after = (await scrape()).values;
   const d = (key) => v(after, key) - v(before, key);
-  assert.ok(d('aas_http_requests_total{route="/v1/mcp",status="200"}') >= 6);
+  assert.ok(d('aas_http_requests_total{route="/v1/mcp",status="200"}') >= 5);
+  assert.equal(d('aas_http_requests_total{route="/v1/mcp",status="401"}'), 1);
   assert.equal(d('aas_http_requests_total{route="/v1/mcp",status="202"}'), 1); // initialized
   assert.equal(d('aas_http_requests_total{route="/healthz",status="200"}'), 1);
   assert.equal(d('aas_http_requests_total{route="unmatched",status="404"}'), 1);
@@ -288,8 +289,7 @@ test('HTTP, MCP and tool counters move with traffic', async () => {
   assert.equal(d('aas_mcp_messages_total{method="initialize"}'), 1);
   assert.equal(d('aas_mcp_messages_total{method="notifications/initialized"}'), 1);
   assert.equal(d('aas_mcp_messages_total{method="tools/list"}'), 1);
-  assert.equal(d('aas_mcp_messages_total{method="tools/call"}'), 4);
-  assert.equal(d('aas_tool_calls_total{result="unauthorized",tool="get_usage"}'), 1);
+  assert.equal(d('aas_mcp_messages_total{method="tools/call"}'), 3);
   assert.equal(d('aas_tool_calls_total{result="invalid_argument",tool="get_sandbox"}'), 1);
   assert.equal(d('aas_tool_calls_total{result="invalid_argument",tool="other"}'), 1);
   assert.equal(d('aas_tool_calls_total{result="ok",tool="get_service_info"}'), 1);

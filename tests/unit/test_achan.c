@@ -849,7 +849,11 @@ test_signal_and_resize(void **state)
 }
 
 /* A signal sent just before the channel is given up reaches the agent,
- * before the CLOSE (a terminal's hang-up, a download's kill). */
+ * before the CLOSE (a terminal's hang-up, a download's kill). The fake
+ * agent records a SIGNAL only while the command waits, so a CLOSE that
+ * overtook it would leave it unrecorded. Whether a CLOSE follows depends
+ * on which comes first, the release or the agent's EXIT (after an EXIT
+ * the channel is over and nothing more is sent): at most one. */
 static void
 test_signal_then_free(void **state)
 {
@@ -864,11 +868,12 @@ test_signal_then_free(void **state)
 		err_clear(&e);
 		assert_int_equal(achan_exec_signal(x, 9, &e), 0);
 		achan_exec_free(x);
-		for (int t = 0; t < 200 && f->a.closes < i + 1; t++)
+		/* A bound for a machine busy with other work, not a speed. */
+		for (int t = 0; t < 3000 && f->a.nsignals < i + 1; t++)
 			usleep(10 * 1000);
-		assert_int_equal(f->a.closes, i + 1);
 		assert_int_equal(f->a.nsignals, i + 1);
 		assert_int_equal(f->a.signals[i], 9);
+		assert_true(f->a.closes <= i + 1);
 	}
 	stop(f);
 }
