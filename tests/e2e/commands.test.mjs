@@ -94,6 +94,25 @@ test('the tools are listed with schemas and annotations', async () => {
   assert.equal(info.limits.max_wait_seconds, 60);
 });
 
+// A command runs in the static build of the packaged bash (it starts in a
+// fifth of the time under TCG); what the command sees is the packaged bash's:
+// $0, $BASH, the version, the locale (a two-byte character is one), ~user,
+// arrays, regular expressions, process substitution and the exit status.
+test('run_command: the static bash behaves as the packaged one, with $0 and $BASH unchanged', LONG, async () => {
+  const probe = 'echo "$0|$BASH|$BASH_VERSION|$(/bin/bash -c \'echo $BASH_VERSION\')"; ' +
+    'readlink /proc/$$/exe; echo ~root; y=$\'\\u00e9\'; x=(a b c); ' +
+    'echo "$y|${#y}|${x[1]}|$((6*7))"; [[ sandbox =~ ^s(and) ]] && echo "${BASH_REMATCH[1]}"; ' +
+    'id -un; cat <(echo substituted); exit 3';
+  const r = await sh(probe);
+  assert.equal(r.exit_code, 3, r.stderr);
+  const v = r.stdout.split('\n');
+  const [zero, bash, version, packaged] = v[0].split('|');
+  assert.deepEqual([zero, bash], ['/bin/bash', '/bin/bash']);
+  assert.ok(version && version === packaged, v[0]);
+  assert.equal(v[1], '/usr/bin/bash-static');
+  assert.deepEqual(v.slice(2), ['/root', '\u00e9|1|b|42', 'and', 'sandbox', 'substituted', '']);
+});
+
 test('get_command with wait_seconds returns when a background command ends', LONG, async () => {
   const r = await ok('run_command', { sandbox_id: sbx, command: 'sleep 30; echo done',
     background: true });

@@ -58,6 +58,8 @@
 #define AG_PTY_MAX_DIM 10000
 #define AG_ENV_DEFAULTS 8
 #define AG_MSG_MAX 512
+/* Debian's bash-static: the same bash, linked statically. */
+#define AG_STATIC_BASH "/bin/bash-static"
 
 static int port_fd = -1;
 static int port_is_dev; /* a device path: reopen is never needed, hup is polled */
@@ -757,6 +759,7 @@ open_log(const char *path, uid_t uid, gid_t gid, char *msg, size_t mn)
 }
 
 struct spawn {
+	const char *path; /* what is executed; argv[0] is what the program sees */
 	char **argv;
 	char **envp;
 	const char *cwd;
@@ -826,8 +829,20 @@ spawn_child(const struct spawn *s)
 	}
 	umask(022);
 	environ = s->envp;
-	execvp(s->argv[0], s->argv);
+	execvp(s->path, s->argv);
 	spawn_fail(s, 4);
+}
+
+/* A command names /bin/bash. Under TCG most of bash's start is the dynamic
+ * loader's (47 ms against 9 ms for the static build here), so commands start
+ * the static build of the same bash, with argv[0], $0 and $BASH unchanged. A
+ * terminal keeps the packaged bash: it starts once, and interactively. */
+static const char *
+exec_path(char *const *argv, int pty)
+{
+	if (!pty && strcmp(argv[0], "/bin/bash") == 0 && access(AG_STATIC_BASH, X_OK) == 0)
+		return AG_STATIC_BASH;
+	return argv[0];
 }
 
 /* Adds "NAME=value" to env (replacing an entry of the same name). */
@@ -1070,6 +1085,7 @@ do_exec(uint32_t id, uint16_t flags, size_t nf)
 		snprintf(msg, sizeof(msg), "pipe: %s", strerror(errno));
 		goto out;
 	}
+	sp.path = exec_path(argv, pty);
 	sp.argv = argv;
 	sp.envp = envp;
 	sp.cwd = cwd;

@@ -26,7 +26,7 @@ export PATH
 umask 022
 
 SUITE=bookworm
-PACKAGES="qemu-guest-agent bash coreutils util-linux procps iproute2 passwd
+PACKAGES="qemu-guest-agent bash bash-static coreutils util-linux procps iproute2 passwd
 ca-certificates curl git python3 python3-pip python3-venv nodejs npm
 linux-image-cloud-amd64"
 # Loaded by the initramfs, with their dependencies, before switch_root.
