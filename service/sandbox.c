@@ -17,6 +17,7 @@
 #include "service/settle.h"
 #include "billing/price.h"
 #include "base/utf8.h"
+#include "base/work.h"
 #include "service/store.h"
 
 /* The reaper's action for a sandbox it claimed; the claim recorded why
@@ -72,6 +73,7 @@ sbx_new(struct app *app, struct err *e)
 	pthread_mutex_init(&s->wake_lock, NULL);
 	pthread_cond_init(&s->wake, NULL);
 	pthread_mutex_init(&s->cap_lock, NULL);
+	pthread_mutex_init(&s->teardown_lock, NULL);
 	if (key_random_hex(s->instance, sizeof(s->instance), 16) < 0) {
 		err_set(e, ERR_INTERNAL, "random generator failed");
 		goto fail;
@@ -87,6 +89,9 @@ sbx_new(struct app *app, struct err *e)
 		goto fail;
 	}
 	if (sbx_hosts_init(s, e) < 0)
+		goto fail;
+	s->teardown = work_new(SBX_TEARDOWN_THREADS, SBX_TEARDOWN_MAX, e);
+	if (s->teardown == NULL)
 		goto fail;
 	{
 		char csv[ORCH_MAX_HOSTS * 260];
@@ -140,9 +145,12 @@ sbx_free(struct sbx *s)
 		atomic_store(&s->app->reaper, NULL);
 		reap_free(s->reaper);
 	}
+	/* VMs of sandboxes destroyed just before the stop go first. */
+	work_free(s->teardown);
 	orch_free(s->orch);
 	json_decref(s->capacity);
 	pthread_mutex_destroy(&s->cap_lock);
+	pthread_mutex_destroy(&s->teardown_lock);
 	pthread_mutex_destroy(&s->wake_lock);
 	pthread_cond_destroy(&s->wake);
 	free(s);
@@ -386,7 +394,7 @@ sbx_destroy(struct sbx *s, const char *account, const char *id, struct err *e)
 		if (store_mark_destroying(s->app->db, id, account, s->instance, STORE_END_DESTROYED,
 			e) < 0)
 			return NULL;
-		if (sbx_finish_destroy(s, id, row.host, STORE_END_DESTROYED, e) < 0)
+		if (sbx_destroy_detached(s, id, row.host, STORE_END_DESTROYED, e) < 0)
 			return NULL;
 	}
 	json_t *out = store_sandbox_json(s->app->db, account, id, e);

@@ -11,6 +11,10 @@
 #include "service/store.h"
 
 #define SBX_ID_LEN STORE_ID_LEN
+#define SBX_TEARDOWN_MAX 16 /* VMs torn down in the background at once; beyond, a destroy waits */
+#define SBX_TEARDOWN_THREADS 2
+/* How long a VM directory may outlive its sandbox's end before a sweep. */
+#define SBX_SWEEP_GRACE_S 30
 
 struct sbx {
 	struct app *app;
@@ -40,6 +44,12 @@ struct sbx {
 	/* The isolation rule's hash (orch_net_rule_hash): a VM with a
 	 * network device goes only to a host that has it ("" before start). */
 	char net_rule[72];
+	/* VMs of destroyed sandboxes being torn down after the answer
+	 * (sandbox_maint.c): the pool that does it, and their ids (under
+	 * teardown_lock) for reconcile to leave alone meanwhile. */
+	struct work_pool *teardown;
+	pthread_mutex_t teardown_lock;
+	char tearing[SBX_TEARDOWN_MAX][SBX_ID_LEN + 1];
 };
 
 /* ---- hosts (sandbox_hosts.c) ---- */
@@ -106,13 +116,21 @@ enum vm_net sbx_net_parse(const char *name);
 json_t *sbx_ports_json(struct sbx *s, const char *id, struct err *e);
 /* Forgets a sandbox's ports (its forwards went with its VM). */
 void sbx_ports_drop(struct sbx *s, const char *id);
-/* Destroys a sandbox's VM, marks the row destroyed for `end` (unless it
- * already has an end reason) and settles it. */
 /* After a guest call on sandbox `id` failed with e: when its guest broke
  * the agent protocol, ends the sandbox (end reason agent_protocol, the
  * reason kept) and says so in e. Returns -1. */
 int sbx_guest_failed(struct sbx *s, const char *id, const char *host, struct err *e);
 #define SBX_AGENT_WHY_MAX 256
+/* A user's destroy of a row marked destroying: settles it once its VM is
+ * out of reach (orch_detach) and tears the VM down in the background; when
+ * the VM cannot be detached or SBX_TEARDOWN_MAX are under way, as
+ * sbx_finish_destroy. */
+int sbx_destroy_detached(struct sbx *s, const char *id, const char *host, enum store_end end,
+    struct err *e);
+/* Whether sandbox id's VM is being torn down in the background. */
+int sbx_tearing_down(struct sbx *s, const char *id);
+/* Destroys a sandbox's VM, marks the row destroyed for `end` (unless it
+ * already has an end reason) and settles it. */
 int sbx_finish_destroy(struct sbx *s, const char *id, const char *host, enum store_end end,
     struct err *e);
 void *sbx_maint_main(void *arg);

@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/clock.h"
+#include "base/work.h"
 #include "base/num.h"
 #include "service/hosts.h"
 #include "service/settle.h"
@@ -137,6 +138,108 @@ sbx_finish_destroy(struct sbx *s, const char *id, const char *host, enum store_e
 	return finish_destroy(s, id, host, end, NULL, e);
 }
 
+/* ---- teardown after the answer ---- */
+
+struct teardown {
+	struct sbx *s;
+	char id[SBX_ID_LEN + 1];
+	char host[STORE_HOST_MAX];
+	long long answered_ms;
+};
+
+/* Takes a slot for id; 0 when every slot is taken. */
+static int
+tearing_add(struct sbx *s, const char *id)
+{
+	int ok = 0;
+
+	pthread_mutex_lock(&s->teardown_lock);
+	for (size_t i = 0; i < SBX_TEARDOWN_MAX && !ok; i++)
+		if (s->tearing[i][0] == '\0') {
+			snprintf(s->tearing[i], sizeof(s->tearing[i]), "%s", id);
+			ok = 1;
+		}
+	pthread_mutex_unlock(&s->teardown_lock);
+	return ok;
+}
+
+static void
+tearing_remove(struct sbx *s, const char *id)
+{
+	pthread_mutex_lock(&s->teardown_lock);
+	for (size_t i = 0; i < SBX_TEARDOWN_MAX; i++)
+		if (strcmp(s->tearing[i], id) == 0)
+			s->tearing[i][0] = '\0';
+	pthread_mutex_unlock(&s->teardown_lock);
+}
+
+int
+sbx_tearing_down(struct sbx *s, const char *id)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&s->teardown_lock);
+	for (size_t i = 0; i < SBX_TEARDOWN_MAX && !found; i++)
+		found = strcmp(s->tearing[i], id) == 0;
+	pthread_mutex_unlock(&s->teardown_lock);
+	return found;
+}
+
+static void
+teardown_main(void *arg)
+{
+	struct teardown *t = arg;
+	struct err e;
+
+	err_clear(&e);
+	/* On failure the domain outlives its row; reconcile destroys it. */
+	if (orch_destroy(t->s->orch, t->host, t->id, &e) < 0)
+		log_warn("sandbox %s: its VM stays until reconcile: %s", t->id, e.msg);
+	else
+		log_info("sandbox %s: VM torn down %lld ms after the answer", t->id,
+		    clock_ms() - t->answered_ms);
+	tearing_remove(t->s, t->id);
+	free(t);
+}
+
+int
+sbx_destroy_detached(struct sbx *s, const char *id, const char *host, enum store_end end,
+    struct err *e)
+{
+	struct teardown *t = calloc(1, sizeof(*t));
+	struct bill_settlement st;
+	int rc = -1;
+
+	if (t == NULL || s->teardown == NULL || !tearing_add(s, id)) {
+		free(t);
+		return finish_destroy(s, id, host, end, NULL, e);
+	}
+	if (orch_detach(s->orch, host, id, e) < 0) {
+		log_warn("sandbox %s: cannot pause its VM (%s); destroying it first", id, e->msg);
+		tearing_remove(s, id);
+		free(t);
+		err_clear(e);
+		return finish_destroy(s, id, host, end, NULL, e);
+	}
+	/* Out of reach: billing stops now, as it would once the VM is gone. */
+	if (settle_end(s->app->db, s->app->cfg.minute_s, id, "destroyed", end, NULL, 0, &st, e) ==
+	    0) {
+		log_info("sandbox %s: destroyed (%s); its VM goes in the background", id,
+		    store_end_name(end));
+		app_sandbox_ended(s->app, id);
+		sbx_ports_drop(s, id);
+		rc = 0;
+	}
+	/* The VM goes either way; a row left destroying is reconcile's. */
+	t->s = s;
+	snprintf(t->id, sizeof(t->id), "%s", id);
+	snprintf(t->host, sizeof(t->host), "%s", host);
+	t->answered_ms = clock_ms();
+	if (work_submit(s->teardown, teardown_main, t) < 0)
+		teardown_main(t);
+	return rc;
+}
+
 /* A guest that broke the agent protocol cannot be trusted with another
  * call: its sandbox is destroyed, settled once whoever notices first, and
  * the reason kept on its row. 1 when that was the case. */
@@ -254,7 +357,7 @@ reconcile_domains(struct sbx *s, const char *host, char **ids, size_t n)
 		}
 		if (store_is_live(s->app->db, ids[i], &live, &e) < 0)
 			continue; /* database trouble: decide nothing */
-		if (!live) {
+		if (!live && !sbx_tearing_down(s, ids[i])) {
 			log_warn("reconcile: VM %s has no live sandbox row; destroying it", ids[i]);
 			orch_destroy(s->orch, host, ids[i], &e);
 		}
@@ -378,6 +481,23 @@ reconcile_rows(struct sbx *s, const char *host, char **ids, size_t n)
 	free(rows);
 }
 
+/* A directory whose sandbox ended a while ago (or never had a row) and
+ * is not being torn down here. The wait leaves alone a teardown that
+ * another aasd sharing the state directory has under way. */
+static int
+dir_unowned(void *ctx, const char *id)
+{
+	struct sbx *s = ctx;
+	struct err e;
+	int ended = 0;
+
+	err_clear(&e);
+	if (sbx_tearing_down(s, id) ||
+	    store_ended_before(s->app->db, id, SBX_SWEEP_GRACE_S, &ended, &e) < 0)
+		return 0;
+	return ended;
+}
+
 int
 sbx_reconcile(struct sbx *s, struct err *e)
 {
@@ -398,6 +518,7 @@ sbx_reconcile(struct sbx *s, struct err *e)
 		reconcile_rows(s, host, ids, n);
 		orch_ids_free(ids, n);
 	}
+	orch_sweep_dirs(s->orch, dir_unowned, s);
 	return rc;
 }
 

@@ -228,6 +228,26 @@ store_is_live(struct db *db, const char *id, int *live, struct err *e)
 	return 0;
 }
 
+int
+store_ended_before(struct db *db, const char *id, int seconds, int *ended, struct err *e)
+{
+	char secs[16];
+	const char *p[2] = { id, secs };
+	PGresult *r;
+
+	snprintf(secs, sizeof(secs), "%d", seconds);
+	r = db_query(db,
+	    "SELECT state NOT IN ('creating', 'running', 'destroying')"
+	    " AND coalesce(destroyed_at, settled_at, created_at)"
+	    " < now() - make_interval(secs => $2::int) FROM sandboxes WHERE id = $1",
+	    2, p, e);
+	if (r == NULL)
+		return -1;
+	*ended = PQntuples(r) == 0 || strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+	PQclear(r);
+	return 0;
+}
+
 /* ---- creating ---- */
 
 int

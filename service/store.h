@@ -45,6 +45,8 @@ json_t *store_list_json(struct db *db, const char *account, const char *state, c
     int limit, struct err *e);
 /* 1 when `id` has a live row (creating, running or destroying). */
 int store_is_live(struct db *db, const char *id, int *live, struct err *e);
+/* *ended = 1 when sandbox id has no row, or ended more than `seconds` ago. */
+int store_ended_before(struct db *db, const char *id, int seconds, int *ended, struct err *e);
 
 /* ---- creating ---- */
 

@@ -1,6 +1,7 @@
 /* orch.c - VM orchestration over libvirt. */
 #include "vmm/orch.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -359,12 +360,31 @@ make_vm_files(struct orch *o, struct vm_host *h, const char *id, enum vm_accel a
 /* Stops the console copy of VM `id` on h and removes its files; gives its
  * user back when `vm_gone` (the domain is known to be destroyed: its QEMU
  * has exited). */
+/* The VM's directory on this machine, and its user once the VM is gone. */
+static void
+remove_local_files(struct orch *o, const char *id, int vm_gone)
+{
+	char dir[ORCH_PATH_MAX + 64], path[ORCH_PATH_MAX + 96];
+	static const char *const files[] = { "disk.qcow2", "console.log", "console.log.new" };
+	uint32_t uid;
+
+	vm_dir(o, id, dir, sizeof(dir));
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+		unlink(path);
+	}
+	if (rmdir(dir) < 0 && errno != ENOENT) {
+		log_warn("vm %s: cannot remove %s: %s", id, dir, strerror(errno));
+		return;
+	}
+	if (vm_gone && (uid = uidpool_find(o->uids, id)) != 0)
+		uidpool_release(o->uids, uid, id);
+}
+
 static void
 remove_vm_files(struct orch *o, struct vm_host *h, const char *id, int vm_gone)
 {
-	char dir[ORCH_PATH_MAX + 64], path[ORCH_PATH_MAX + 96], name[128];
-	static const char *const files[] = { "disk.qcow2", "console.log", "console.log.new" };
-	uint32_t uid;
+	char name[128];
 
 	orch_domain_name(id, name, sizeof(name));
 	vm_console_detach(h, name);
@@ -380,17 +400,44 @@ remove_vm_files(struct orch *o, struct vm_host *h, const char *id, int vm_gone)
 		if (c)
 			virConnectClose(c);
 	}
-	vm_dir(o, id, dir, sizeof(dir));
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
-		unlink(path);
-	}
-	if (rmdir(dir) < 0 && errno != ENOENT) {
-		log_warn("vm %s: cannot remove %s: %s", id, dir, strerror(errno));
+	remove_local_files(o, id, vm_gone);
+}
+
+void
+orch_sweep_dirs(struct orch *o, int (*unowned)(void *ctx, const char *id), void *ctx)
+{
+	DIR *d = opendir(o->vms_dir);
+	struct dirent *de;
+	size_t seen = 0;
+
+	if (d == NULL)
 		return;
+	while ((de = readdir(d)) != NULL && seen < ORCH_SWEEP_MAX) {
+		char id[72], name[128];
+		int runs = 0;
+
+		if (strncmp(de->d_name, "sbx-", 4) != 0 || strlen(de->d_name) >= sizeof(id))
+			continue;
+		seen++;
+		snprintf(id, sizeof(id), "%s", de->d_name);
+		if (!unowned(ctx, id))
+			continue;
+		orch_domain_name(id, name, sizeof(name));
+		for (size_t i = 0; i < o->n_hosts && !runs; i++) {
+			struct err e;
+
+			err_clear(&e);
+			/* Unknown (-1) counts as running. */
+			runs = vm_exists(o->hosts[i], name, &e) != 0;
+		}
+		if (runs)
+			continue;
+		log_warn("vm %s: files left with neither a domain nor a live row; removing them",
+		    id);
+		oomwatch_take(o->oom, name);
+		remove_local_files(o, id, 1);
 	}
-	if (vm_gone && (uid = uidpool_find(o->uids, id)) != 0)
-		uidpool_release(o->uids, uid, id);
+	closedir(d);
 }
 
 static void
@@ -1253,24 +1300,48 @@ orch_forward_remove(struct orch *o, const char *uri, const char *id, const char 
 	return vm_monitor_hmp(h, name, cmd, reply, sizeof(reply), e);
 }
 
+/* The domain's host, with its agent and console streams closed while the
+ * domain still runs: libvirt 9.0 deadlocks when a stream is aborted while
+ * another thread frees the ended domain's devices (seen in a reconcile's
+ * domain listing racing a destroy). */
+static struct vm_host *
+close_streams(struct orch *o, const char *uri, const char *id, char *name, size_t n, struct err *e)
+{
+	struct vm_host *h = host_or_err(o, uri, e);
+
+	if (h == NULL)
+		return NULL;
+	orch_domain_name(id, name, n);
+	vm_agent_forget(h, name);
+	vm_console_detach(h, name);
+	return h;
+}
+
 int
 orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e)
 {
-	struct vm_host *h = host_or_err(o, uri, e);
 	char name[128];
+	struct vm_host *h = close_streams(o, uri, id, name, sizeof(name), e);
+
+	if (h == NULL || vm_destroy(h, name, e) < 0)
+		return -1;
+	remove_vm_files(o, h, id, 1);
+	return 0;
+}
+
+int
+orch_detach(struct orch *o, const char *uri, const char *id, struct err *e)
+{
+	char name[128];
+	struct vm_host *h = close_streams(o, uri, id, name, sizeof(name), e);
 
 	if (h == NULL)
 		return -1;
-	orch_domain_name(id, name, sizeof(name));
-	/* Streams on the domain's character devices close while it still
-	 * runs: libvirt 9.0 deadlocks when a stream is aborted while another
-	 * thread frees the ended domain's devices (seen in a reconcile's
-	 * domain listing racing a destroy). */
-	vm_agent_forget(h, name);
-	vm_console_detach(h, name);
-	if (vm_destroy(h, name, e) < 0)
-		return -1;
-	remove_vm_files(o, h, id, 1);
+	if (vm_suspend(h, name, e) < 0) {
+		if (e->kind != ERR_NOT_FOUND)
+			return -1;
+		err_clear(e);
+	}
 	return 0;
 }
 

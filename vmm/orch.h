@@ -138,6 +138,17 @@ int orch_migrate(struct orch *o, const char *from, const char *to, const char *i
     long long *pause_ms, struct err *e);
 /* Destroys the domain and deletes its overlay and console log. Idempotent. */
 int orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e);
+/* Puts a VM out of reach before orch_destroy: its agent and console
+ * streams close and its vCPUs stop (its memory stays until the destroy).
+ * A VM that does not run counts as done. */
+int orch_detach(struct orch *o, const char *uri, const char *id, struct err *e);
+#define ORCH_SWEEP_MAX 4096 /* VM directories looked at per sweep */
+/* Removes the directories under $state/vms left by a VM that ended while
+ * its aasd did (a crash in the middle of a teardown): those that
+ * unowned(ctx, id) says belong to no live sandbox and whose domain runs on
+ * none of the hosts (a host that cannot tell keeps them). Their users are
+ * given back. Pooled hosts' overlay volumes are not looked for. */
+void orch_sweep_dirs(struct orch *o, int (*unowned)(void *ctx, const char *id), void *ctx);
 /* Ids (not domain names) of this service's running domains on `uri`;
  * free them with orch_ids_free. */
 int orch_list(struct orch *o, const char *uri, char ***ids, size_t *n, struct err *e);

@@ -109,7 +109,7 @@ test('a host without aasd\'s files gets the image in its pool and overlays as vo
     // Destroyed: each overlay volume goes with its VM.
     for (const x of ids.splice(0)) await ok('destroy_sandbox', { sandbox_id: x });
     const overlays = () => [...volumes(C), ...volumes(D)].filter((v) => v.startsWith('sbx-'));
-    for (let i = 0; i < 50 && overlays().length; i++) await sleep(100);
+    for (let i = 0; i < 300 && overlays().length; i++) await sleep(100);
     assert.deepEqual(overlays(), []);
   } finally {
     for (const x of ids) await call('destroy_sandbox', { sandbox_id: x });

@@ -270,6 +270,9 @@ test('destroy removes the domain and the overlay, and is idempotent', async () =
   const d = await call(a, 'destroy_sandbox', { sandbox_id: sbx });
   assert.ok(!d.isError, d.content?.[0]?.text);
   assert.equal(d.structuredContent.state, 'destroyed');
+  // The answer comes once the sandbox is out of reach and settled; its VM
+  // and overlay go right after, in the background.
+  for (let i = 0; i < 150 && (existsSync(disk) || await qemuRunning(sbx)); i++) await sleep(200);
   assert.ok(!existsSync(disk), 'overlay deleted');
   assert.equal(await qemuRunning(sbx), false, 'domain gone');
   const again = await call(a, 'destroy_sandbox', { sandbox_id: sbx });

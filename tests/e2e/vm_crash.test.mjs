@@ -2,6 +2,7 @@
 // leaves no domain without a live row and no live row without a domain.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
 import {
   startAasd, newAccount, vmEnv, STATE, DB_URL, post, openSession, sleep, PROTOCOL, psql, qemuIds
 } from './lib/harness.mjs';
@@ -15,6 +16,14 @@ async function waitFor(what, fn, ms) {
     if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
     await sleep(250);
   }
+}
+
+// tools/call over one MCP session: (request id, tool, arguments) -> reply.
+async function toolPoster(aasd, acct) {
+  const sid = await openSession(aasd.mcpUrl, { 'x-api-key': acct.api_key });
+  const H = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': PROTOCOL, 'x-api-key': acct.api_key };
+  return (id, name, args) => post(aasd.mcpUrl, { jsonrpc: '2.0', id, method: 'tools/call',
+    params: { name, arguments: args } }, H);
 }
 
 test('kill -9 during create, restart: rows and domains agree', async () => {
@@ -59,10 +68,7 @@ test('kill -9 during destroy, extend and reaping: settled once, ledger equals ba
   const host = env.AAS_LIBVIRT_URI;
   let aasd = await startAasd(env);
   const acct = await newAccount();
-  const sid = await openSession(aasd.mcpUrl, { 'x-api-key': acct.api_key });
-  const H = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': PROTOCOL, 'x-api-key': acct.api_key };
-  const tool = (id, name, args) => post(aasd.mcpUrl, { jsonrpc: '2.0', id, method: 'tools/call',
-    params: { name, arguments: args } }, H);
+  const tool = await toolPoster(aasd, acct);
   const created = [];
   for (const [i, minutes] of [[1, 10], [2, 10], [3, 1]]) {
     const r = await tool(i, 'create_sandbox', { size: 'small', timeout_minutes: minutes });
@@ -94,13 +100,51 @@ test('kill -9 during destroy, extend and reaping: settled once, ledger equals ba
       await psql(`select balance from accounts where id = '${acct.account_id}'`));
     const live = (await psql(`select id from sandboxes where host_uri = '${host}'
       and state in ('creating', 'running', 'destroying')`)).split('\n').filter(Boolean);
-    const vms = (await qemuIds()).filter((v) => created.includes(v));
-    assert.deepEqual(vms.sort(), live.filter((v) => created.includes(v)).sort(), 'no orphan VM, no VM-less live row');
+    // A destroy answered before the kill may have left its VM to the
+    // restarted aasd's reconcile.
+    const want = live.filter((v) => created.includes(v)).sort();
+    let vms = [];
+    for (let i = 0; i < 120; i++) {
+      vms = (await qemuIds()).filter((v) => created.includes(v)).sort();
+      if (JSON.stringify(vms) === JSON.stringify(want)) break;
+      await sleep(250);
+    }
+    assert.deepEqual(vms, want, 'no orphan VM, no VM-less live row');
   } finally {
     // Leave nothing running.
     await psql(`update sandboxes set expires_at = now() where id in (${created.map((x) => `'${x}'`).join(',')}) and state = 'running'`);
     await psql(`select pg_notify('aas_invalidate', 'e:')`);
     await waitFor('cleanup', async () => (await psql(`select count(*) from sandboxes where host_uri = '${host}' and state = 'running'`)) === '0', 30000).catch(() => null);
+    await aasd.stop();
+  }
+});
+
+test('kill -9 right after a destroy answered: the VM and its files go after the restart, settled once', async () => {
+  const env = vmEnv('crash4', { AAS_RECONCILE_S: '1' });
+  let aasd = await startAasd(env);
+  const acct = await newAccount();
+  const tool = await toolPoster(aasd, acct);
+  const r = await tool(1, 'create_sandbox', { size: 'small' });
+  const m = r.text.match(/"sandbox_id":"(sbx-[a-z0-9]{16})"/);
+  assert.ok(m, r.text.slice(0, 300));
+  const id = m[1];
+  const dir = `${STATE}/vms/${id}`;
+  assert.ok(existsSync(dir));
+  const d = await tool(2, 'destroy_sandbox', { sandbox_id: id });
+  assert.match(d.text, /\\?"state\\?":\\?"destroyed\\?"/);
+  // The answer came with the VM out of reach and its teardown under way,
+  // which the kill cuts short.
+  await aasd.kill();
+  assert.equal(await psql(`select state from sandboxes where id = '${id}'`), 'destroyed');
+
+  aasd = await startAasd(env);
+  try {
+    await waitFor('its VM to go', async () => !(await qemuIds()).includes(id), 60000);
+    await waitFor('its files to go', async () => !existsSync(dir), 90000);
+    assert.equal(await psql(`select count(*) from ledger where sandbox_id = '${id}' and kind = 'refund'`), '1');
+    assert.equal(await psql(`select sum(amount) from ledger where account_id = '${acct.account_id}'`),
+      await psql(`select balance from accounts where id = '${acct.account_id}'`));
+  } finally {
     await aasd.stop();
   }
 });

@@ -65,6 +65,7 @@ struct fake_vm {
 	enum vm_net net;
 	int boots;
 	int destroys;
+	int paused; /* orch_detach: out of reach, not yet destroyed */
 	struct fake_file files[FAKE_MAX_FILES];
 	size_t nfiles;
 	struct fake_cmd cmds[FAKE_MAX_CMDS];
@@ -94,6 +95,7 @@ static struct {
 	long next_pid;
 	int next_port;
 	int boot_failures_left;
+	int detach_failures_left;
 	int migrate_failures; /* orch_migrate calls still to fail */
 	int netguard_ok;
 	int ready;
@@ -152,6 +154,7 @@ fake_vmm_reset(void)
 	fk.next_pid = FAKE_PID_BASE;
 	fk.next_port = FAKE_FIRST_HOST_PORT;
 	fk.boot_failures_left = 0;
+	fk.detach_failures_left = 0;
 	fk.no_sink = 0;
 	fk.netguard_ok = 1;
 	fk.ready = 1;
@@ -176,6 +179,14 @@ fake_vmm_fail_boots(int n)
 {
 	lock();
 	fk.boot_failures_left = n;
+	unlock();
+}
+
+void
+fake_vmm_fail_detaches(int n)
+{
+	lock();
+	fk.detach_failures_left = n;
 	unlock();
 }
 
@@ -1510,6 +1521,32 @@ __wrap_orch_destroy(struct orch *o, const char *uri, const char *id, struct err 
 }
 
 int
+__wrap_orch_detach(struct orch *o, const char *uri, const char *id, struct err *e)
+{
+	struct fake_vm *vm;
+
+	(void)o, (void)uri;
+	lock();
+	if (fk.detach_failures_left > 0) {
+		fk.detach_failures_left--;
+		unlock();
+		err_set(e, ERR_UNAVAILABLE, "fake: cannot pause %s", id);
+		return -1;
+	}
+	if ((vm = vm_find(id)) != NULL && vm->live)
+		vm->paused = 1;
+	unlock();
+	return 0;
+}
+
+/* The fake keeps no VM directories. */
+void
+__wrap_orch_sweep_dirs(struct orch *o, int (*unowned)(void *ctx, const char *id), void *ctx)
+{
+	(void)o, (void)unowned, (void)ctx;
+}
+
+int
 __wrap_orch_list(struct orch *o, const char *uri, char ***ids, size_t *n, struct err *e)
 {
 	size_t host, count = 0, k = 0;
@@ -1663,12 +1700,26 @@ fake_vm_info(const char *id, struct fake_vm_info *out)
 		out->net = vm->net;
 		out->boots = vm->boots;
 		out->destroys = vm->destroys;
+		out->paused = vm->paused;
 		out->forwards = (int)vm->nfwds;
 		snprintf(out->host, sizeof(out->host), "%s", fk.hosts[vm->host].uri);
 		rc = 0;
 	}
 	unlock();
 	return rc;
+}
+
+int
+fake_vm_wait_destroyed(const char *id, int timeout_ms)
+{
+	struct fake_vm_info vm;
+
+	for (int waited = 0; waited <= timeout_ms; waited += 5) {
+		if (fake_vm_info(id, &vm) == 0 && vm.destroys > 0)
+			return 0;
+		usleep(5000);
+	}
+	return -1;
 }
 
 static int

@@ -49,6 +49,7 @@ struct fake_vm_info {
 	enum vm_net net;
 	int boots;
 	int destroys;
+	int paused;   /* out of reach (orch_detach) */
 	int forwards; /* forwards in place */
 	char host[512];
 };
@@ -57,6 +58,9 @@ struct fake_vm_info {
  * isolation in place, boots succeed). */
 void fake_vmm_reset(void);
 struct fake_counts fake_vmm_counts(void);
+/* Waits until sandbox id's VM has been destroyed (a destroy's teardown
+ * runs after its answer); -1 after timeout_ms. */
+int fake_vm_wait_destroyed(const char *id, int timeout_ms);
 
 /* A host's capacity as orch_host_stats reports it (0: the defaults, 64
  * GiB and 64 CPUs) and whether it answers; -1 for an unknown host. */
@@ -72,6 +76,8 @@ void fake_migrate_fail(int n);
 
 /* Make the next `n` boots fail (the row then fails and is refunded). */
 void fake_vmm_fail_boots(int n);
+/* The next n orch_detach calls fail. */
+void fake_vmm_fail_detaches(int n);
 /* 1 (default): guest_run_wait gives a command's output to its sink at the
  * end, one chunk per stream; 0: never, as a transport that does not stream. */
 void fake_vmm_set_sink(int on);

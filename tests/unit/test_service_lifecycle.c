@@ -180,6 +180,10 @@ test_destroy_refunds_unused_minutes_once(void **state)
 	assert_int_equal(sfx_ll(s, "SELECT refunded FROM sandboxes WHERE id = $1", id),
 	    9 * SFX_PRICE_SMALL);
 	assert_int_equal(sfx_ll(s, "SELECT minutes_used FROM sandboxes WHERE id = $1", id), 1);
+	/* The answer came with the VM out of reach; it goes right after. */
+	assert_int_equal(fake_vm_info(id, &vm), 0);
+	assert_true(vm.paused);
+	assert_int_equal(fake_vm_wait_destroyed(id, 10000), 0);
 	assert_int_equal(fake_vm_info(id, &vm), 0);
 	assert_false(vm.live);
 	assert_int_equal(vm.destroys, 1);
@@ -519,6 +523,28 @@ test_ended_row_needs_a_reason(void **state)
 	json_decref(destroy(s, id));
 }
 
+/* A VM that cannot be put out of reach is destroyed before the answer,
+ * as every destroy was before teardowns moved after it. */
+static void
+test_destroy_waits_when_vm_cannot_pause(void **state)
+{
+	struct sfx *s = *state;
+	struct fake_vm_info vm;
+	char id[ID_MAX];
+	json_t *r;
+
+	sfx_create(s, 10, id);
+	fake_vmm_fail_detaches(1);
+	r = destroy(s, id);
+	assert_string_equal(sfx_str(r, "state"), "destroyed");
+	assert_int_equal(sfx_int(r, "refunded"), 9 * SFX_PRICE_SMALL);
+	json_decref(r);
+	assert_int_equal(fake_vm_info(id, &vm), 0);
+	assert_false(vm.paused);
+	assert_false(vm.live);
+	assert_int_equal(vm.destroys, 1);
+}
+
 static void
 test_reconcile_destroys_vm_without_row(void **state)
 {
@@ -605,6 +631,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_pool_surplus, sfx_setup_warm_pool,
 		    sfx_teardown),
 		T(test_reconcile_destroys_vm_without_row),
+		T(test_destroy_waits_when_vm_cannot_pause),
 		cmocka_unit_test_setup_teardown(test_expiry_destroys_and_settles,
 		    sfx_setup_short_minute, sfx_teardown),
 	};
