@@ -201,7 +201,7 @@ db_query(struct db *db, const char *sql, int nparams, const char *const *params,
 		err_clear(&local);
 		slot = db_acquire(db, &local);
 		if (slot == NULL) {
-			err_set(e, local.kind, "%s", local.msg);
+			err_set_at(e, local.kind, local.field, "%s", local.msg);
 			return NULL;
 		}
 		r = db_conn_query(slot->conn, sql, nparams, params, &local);
@@ -211,7 +211,7 @@ db_query(struct db *db, const char *sql, int nparams, const char *const *params,
 		if (r != NULL)
 			return r;
 		if (!broken || attempt == 1) {
-			err_set(e, local.kind, "%s", local.msg);
+			err_set_at(e, local.kind, local.field, "%s", local.msg);
 			return NULL;
 		}
 		log_warn("db: connection broken, retrying once");
@@ -241,7 +241,7 @@ db_tx(struct db *db, db_tx_fn fn, void *arg, struct err *e)
 		last_state[0] = '\0';
 		slot = db_acquire(db, &local);
 		if (slot == NULL) {
-			err_set(e, local.kind, "%s", local.msg);
+			err_set_at(e, local.kind, local.field, "%s", local.msg);
 			return -1;
 		}
 		r = db_conn_query(slot->conn, "BEGIN", 0, NULL, &local);
@@ -250,7 +250,7 @@ db_tx(struct db *db, db_tx_fn fn, void *arg, struct err *e)
 			db_release(db, slot);
 			if (broken && reconnects++ == 0)
 				continue;
-			err_set(e, local.kind, "%s", local.msg);
+			err_set_at(e, local.kind, local.field, "%s", local.msg);
 			return -1;
 		}
 		PQclear(r);
@@ -279,7 +279,7 @@ db_tx(struct db *db, db_tx_fn fn, void *arg, struct err *e)
 		if (retry)
 			continue;
 		if (rc != 0)
-			err_set(e, local.kind, "%s", local.msg);
+			err_set_at(e, local.kind, local.field, "%s", local.msg);
 		return rc;
 	}
 }

@@ -271,7 +271,6 @@ struct code_tx {
 	const struct config *cfg;
 	const struct oauth_code_req *r;
 	const char *hash;
-	struct err why; /* a limit's OAuth error (db_tx keeps kind and message) */
 };
 
 static int
@@ -316,12 +315,11 @@ code_issue_tx(PGconn *c, void *arg, struct err *e)
 	PGresult *res;
 
 	snprintf(ttl, sizeof(ttl), "%d", t->cfg->oauth_code_ttl_s);
-	err_clear(&t->why);
 	if (account_lock(c, r->account_id, e) < 0 ||
 	    grants_other(c, r->account_id, r->client->id, &n, e) < 0)
 		return -1;
 	if (n >= t->cfg->oauth_grants_per_account) {
-		err_set_at(&t->why, ERR_LIMIT, "access_denied",
+		err_set_at(e, ERR_LIMIT, "access_denied",
 		    "this account has %lld connected applications, the most it may have; disconnect "
 		    "one under Connected apps first",
 		    n);
@@ -336,7 +334,7 @@ code_issue_tx(PGconn *c, void *arg, struct err *e)
 	}
 	PQclear(res);
 	if (n >= CODES_PER_ACCOUNT) {
-		err_set_at(&t->why, ERR_LIMIT, "temporarily_unavailable",
+		err_set_at(e, ERR_LIMIT, "temporarily_unavailable",
 		    "too many authorizations under way for this account; try again in a minute");
 		return -1;
 	}
@@ -358,7 +356,7 @@ oauth_code_issue(struct db *db, const struct config *cfg, const struct oauth_cod
     char code[OAUTH_CODE_LEN + 1], struct err *e)
 {
 	char hash[KEY_HASH_HEX_LEN + 1];
-	struct code_tx t = { cfg, r, hash, { 0 } };
+	struct code_tx t = { cfg, r, hash };
 	int rc;
 
 	if (!oauth_challenge_valid(r->challenge) || !oauth_scope_ok(r->scope)) {
@@ -371,13 +369,8 @@ oauth_code_issue(struct db *db, const struct config *cfg, const struct oauth_cod
 	}
 	key_hash_hex(code, OAUTH_CODE_LEN, hash, sizeof(hash));
 	rc = db_tx(db, code_issue_tx, &t, e);
-	if (rc < 0) {
-		if (t.why.kind != ERR_NONE) {
-			err_clear(e);
-			*e = t.why;
-		}
+	if (rc < 0)
 		OPENSSL_cleanse(code, OAUTH_CODE_LEN + 1);
-	}
 	return rc;
 }
 
@@ -451,8 +444,8 @@ struct redeem_tx {
 	const char *hash, *client_id, *redirect_uri, *verifier, *resource;
 	struct oauth_tokens *out;
 	/* 1: the code was used before (its grant is now revoked); -1: a wrong
-	 * try spent it. Both commit, then fail. `why`: the OAuth error (db_tx
-	 * keeps only kind and message of a failure). */
+	 * try spent it. Both commit, then fail. `why`: the wrong try's OAuth
+	 * error (its transaction commits, so db_tx reports nothing). */
 	int replay;
 	struct err why;
 };
@@ -477,7 +470,7 @@ redeem_tx(PGconn *c, void *arg, struct err *e)
 		return -1;
 	if (PQntuples(r) != 1) {
 		PQclear(r);
-		err_set_at(&t->why, ERR_INVALID, "invalid_grant",
+		err_set_at(e, ERR_INVALID, "invalid_grant",
 		    "unknown or expired authorization code");
 		return -1;
 	}
@@ -518,7 +511,7 @@ redeem_tx(PGconn *c, void *arg, struct err *e)
 	}
 	if (t->resource[0] && strcmp(t->resource, resource) != 0) {
 		PQclear(r);
-		err_set_at(&t->why, ERR_INVALID, "invalid_target",
+		err_set_at(e, ERR_INVALID, "invalid_target",
 		    "resource is not the one of the authorization request");
 		return -1;
 	}
@@ -538,8 +531,7 @@ redeem_tx(PGconn *c, void *arg, struct err *e)
 		}
 		if (n_live != 1) {
 			PQclear(r);
-			err_set_at(&t->why, ERR_INVALID, "invalid_grant",
-			    "the account is disabled");
+			err_set_at(e, ERR_INVALID, "invalid_grant", "the account is disabled");
 			return -1;
 		}
 		if (account_lock(c, account, e) < 0 ||
@@ -549,7 +541,7 @@ redeem_tx(PGconn *c, void *arg, struct err *e)
 		}
 		if (others >= t->cfg->oauth_grants_per_account) {
 			PQclear(r);
-			err_set_at(&t->why, ERR_INVALID, "invalid_grant",
+			err_set_at(e, ERR_INVALID, "invalid_grant",
 			    "the account has as many connected applications as it may");
 			return -1;
 		}
@@ -599,13 +591,8 @@ oauth_code_redeem(struct db *db, const struct config *cfg, const char *code, con
 		return -1;
 	}
 	key_hash_hex(code, OAUTH_CODE_LEN, hash, sizeof(hash));
-	if (db_tx(db, redeem_tx, &t, e) < 0) {
-		if (t.why.kind != ERR_NONE) {
-			err_clear(e);
-			*e = t.why;
-		}
+	if (db_tx(db, redeem_tx, &t, e) < 0)
 		return -1;
-	}
 	if (t.replay == 1) {
 		log_info("oauth: an authorization code was used twice; its grant is revoked");
 		err_set_at(e, ERR_INVALID, "invalid_grant",
@@ -624,7 +611,6 @@ struct refresh_tx {
 	const char *hash, *client_id, *resource;
 	struct oauth_tokens *out;
 	int replay;
-	struct err why; /* the OAuth error (db_tx keeps only kind and message) */
 };
 
 static int
@@ -636,7 +622,6 @@ refresh_tx(PGconn *c, void *arg, struct err *e)
 	PGresult *r;
 
 	t->replay = 0;
-	err_clear(&t->why);
 	r = db_conn_query(c,
 	    "SELECT t.grant_id, g.client_id, g.resource, g.scope, t.expires_at < now(),"
 	    " t.used_at IS NOT NULL, g.revoked_at IS NULL AND a.disabled_at IS NULL"
@@ -652,7 +637,7 @@ refresh_tx(PGconn *c, void *arg, struct err *e)
 	    db_get_bool(r, 0, 4, &expired, e) < 0 || db_get_bool(r, 0, 5, &used, e) < 0 ||
 	    db_get_bool(r, 0, 6, &live, e) < 0 || strcmp(db_get_text(r, 0, 1), t->client_id) != 0) {
 		PQclear(r);
-		err_set_at(&t->why, ERR_INVALID, "invalid_grant", "unknown refresh token");
+		err_set_at(e, ERR_INVALID, "invalid_grant", "unknown refresh token");
 		return -1;
 	}
 	PQclear(r);
@@ -661,13 +646,13 @@ refresh_tx(PGconn *c, void *arg, struct err *e)
 		return grant_revoke_in(c, grant, "refresh_reuse", e);
 	}
 	if (used || !live || expired) {
-		err_set_at(&t->why, ERR_INVALID, "invalid_grant",
+		err_set_at(e, ERR_INVALID, "invalid_grant",
 		    !live ? "the grant was revoked; authorize again" :
 			    "the refresh token has expired or was used; authorize again");
 		return -1;
 	}
 	if (t->resource[0] && strcmp(t->resource, resource) != 0) {
-		err_set_at(&t->why, ERR_INVALID, "invalid_target", "resource is not the grant's");
+		err_set_at(e, ERR_INVALID, "invalid_target", "resource is not the grant's");
 		return -1;
 	}
 	if (db_conn_exec(c, "UPDATE oauth_tokens SET used_at = now() WHERE token_hash = $1", 1,
@@ -681,7 +666,7 @@ oauth_refresh(struct db *db, const struct config *cfg, const char *refresh, cons
     const char *resource, struct oauth_tokens *out, struct err *e)
 {
 	char hash[KEY_HASH_HEX_LEN + 1];
-	struct refresh_tx t = { cfg, hash, client_id, resource, out, 0, { 0 } };
+	struct refresh_tx t = { cfg, hash, client_id, resource, out, 0 };
 
 	memset(out, 0, sizeof(*out));
 	if (refresh == NULL || strlen(refresh) != OAUTH_TOKEN_LEN ||
@@ -690,13 +675,8 @@ oauth_refresh(struct db *db, const struct config *cfg, const char *refresh, cons
 		return -1;
 	}
 	key_hash_hex(refresh, OAUTH_TOKEN_LEN, hash, sizeof(hash));
-	if (db_tx(db, refresh_tx, &t, e) < 0) {
-		if (t.why.kind != ERR_NONE) {
-			err_clear(e);
-			*e = t.why;
-		}
+	if (db_tx(db, refresh_tx, &t, e) < 0)
 		return -1;
-	}
 	if (t.replay) {
 		log_info("oauth: a used refresh token came back; its grant is revoked");
 		err_set_at(e, ERR_INVALID, "invalid_grant",
