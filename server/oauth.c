@@ -150,7 +150,6 @@ read_form(struct http_req *req)
 	size_t len = 0;
 	const char *body = http_body(req, &len);
 	const char *ct = http_header(req, "Content-Type");
-	char *copy;
 	struct err e;
 	json_t *form;
 
@@ -160,19 +159,12 @@ read_form(struct http_req *req)
 		    "send the parameters as application/x-www-form-urlencoded");
 		return NULL;
 	}
-	copy = malloc(len + 1);
-	if (copy == NULL) {
-		oauth_error(req, 500, "server_error", "out of memory");
-		return NULL;
-	}
-	memcpy(copy, body ? body : "", len);
-	copy[len] = '\0';
 	err_clear(&e);
-	form = strlen(copy) == len ? rest_query_parse(copy, &e) : NULL;
-	free(copy);
-	if (form == NULL)
-		oauth_error(req, 400, "invalid_request",
-		    e.kind ? e.msg : "the form holds a NUL byte");
+	form = rest_query_parse_body(body, len, &e);
+	if (form == NULL && e.kind == ERR_INTERNAL)
+		oauth_error(req, 500, "server_error", e.msg);
+	else if (form == NULL)
+		oauth_error(req, 400, "invalid_request", e.msg);
 	return form;
 }
 

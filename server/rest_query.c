@@ -48,6 +48,29 @@ decode(const char *s, size_t n, char *out)
 }
 
 json_t *
+rest_query_parse_body(const char *body, size_t len, struct err *e)
+{
+	char *copy;
+	json_t *form;
+
+	if (len > 0 && memchr(body, '\0', len) != NULL) {
+		err_set_field(e, "form", "the form holds a NUL byte");
+		return NULL;
+	}
+	copy = malloc(len + 1);
+	if (copy == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	if (len > 0)
+		memcpy(copy, body, len);
+	copy[len] = '\0';
+	form = rest_query_parse(copy, e);
+	free(copy);
+	return form;
+}
+
+json_t *
 rest_query_parse(const char *qs, struct err *e)
 {
 	json_t *out = json_object();

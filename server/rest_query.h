@@ -14,6 +14,9 @@
  * the parameter) bad %-escapes, %00, invalid UTF-8, a name given twice,
  * an empty name and more than REST_QUERY_MAX_PARAMS parameters. */
 json_t *rest_query_parse(const char *qs, struct err *e);
+/* rest_query_parse of a form body (application/x-www-form-urlencoded) of
+ * len bytes, not NUL-terminated; a body holding a NUL byte is refused. */
+json_t *rest_query_parse_body(const char *body, size_t len, struct err *e);
 
 /* A strict decimal integer: optional '-', digits, nothing else (no
  * blanks, '+', hex or exponent) and within long long. 0 or -1. */

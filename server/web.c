@@ -504,19 +504,14 @@ web_work(struct http_req *req, void *arg)
 	if (strcmp(m, "POST") == 0) {
 		size_t len = 0;
 		const char *body = http_body(req, &len);
-		char *copy = malloc(len + 1);
 
-		if (copy == NULL) {
-			http_reply_error(req, 500, "internal", "out of memory");
+		c.form = rest_query_parse_body(body, len, &e);
+		if (c.form == NULL && e.kind == ERR_INTERNAL) {
+			http_reply_error(req, 500, "internal", e.msg);
 			goto out;
 		}
-		memcpy(copy, body ? body : "", len);
-		copy[len] = '\0';
-		c.form = strlen(copy) == len ? rest_query_parse(copy, &e) : NULL;
-		free(copy);
 		if (c.form == NULL) {
-			page_message(&c, 400, "Bad form",
-			    e.kind ? e.msg : "the form holds a NUL byte", "/", "Home");
+			page_message(&c, 400, "Bad form", e.msg, "/", "Home");
 			goto out;
 		}
 	}

@@ -117,6 +117,29 @@ test_parse_refusals(void **state)
 }
 
 static void
+test_parse_body(void **state)
+{
+	static const char nul[] = "a=1\0&b=2";
+	struct err e;
+	json_t *q;
+
+	(void)state;
+	err_clear(&e);
+	q = rest_query_parse_body("a=1&b=x+y&rest", 9, &e); /* only its first 9 bytes */
+	assert_non_null(q);
+	assert_string_equal(json_string_value(json_object_get(q, "b")), "x y");
+	assert_null(json_object_get(q, "rest"));
+	json_decref(q);
+	q = rest_query_parse_body(NULL, 0, &e);
+	assert_non_null(q);
+	assert_int_equal(json_object_size(q), 0);
+	json_decref(q);
+	assert_null(rest_query_parse_body(nul, sizeof(nul) - 1, &e));
+	assert_int_equal(e.kind, ERR_INVALID);
+	assert_string_equal(e.field, "form");
+}
+
+static void
 test_int(void **state)
 {
 	long long v = 42;
@@ -247,6 +270,7 @@ main(void)
 		cmocka_unit_test(test_parse_basic),
 		cmocka_unit_test(test_parse_decoding),
 		cmocka_unit_test(test_parse_refusals),
+		cmocka_unit_test(test_parse_body),
 		cmocka_unit_test(test_int),
 		cmocka_unit_test(test_args_typed),
 		cmocka_unit_test(test_args_refusals),
