@@ -473,6 +473,11 @@ render_gauges(struct buf *b, const struct metrics_gauges *g)
 			buf_printf(b, "aas_warm_pool_target{size=\"%s\"} %lld\n", sizes[i],
 			    g->pool_target[i]);
 	}
+	if (g && g->have_teardowns) {
+		family(b, "aas_sandbox_teardowns", "gauge",
+		    "VMs of destroyed sandboxes this process is still tearing down.");
+		buf_printf(b, "aas_sandbox_teardowns %lld\n", g->teardowns);
+	}
 	if (g && g->n_hosts > 0)
 		render_hosts(b, g);
 }

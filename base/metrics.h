@@ -72,7 +72,9 @@ struct metrics_gauges {
 	int have_pool;
 	long long pool_ready[3]; /* small, medium, large */
 	long long pool_target[3];
-	size_t n_hosts; /* 0: the family is left out */
+	int have_teardowns;
+	long long teardowns; /* this process's VMs being torn down after a destroy's answer */
+	size_t n_hosts;      /* 0: the family is left out */
 	struct metrics_host hosts[METRICS_MAX_HOSTS];
 };
 

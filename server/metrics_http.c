@@ -153,6 +153,8 @@ read_pool(struct metrics_http *mh, struct metrics_gauges *g)
 	}
 	g->have_pool = 1;
 	json_decref(cap);
+	g->teardowns = sbx_teardowns(mh->app->sbx);
+	g->have_teardowns = 1;
 }
 
 static void

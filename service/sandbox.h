@@ -255,6 +255,8 @@ void sbx_cmd_res_clear(struct sbx_cmd_res *res);
 /* Live capacity (refreshed by the maintenance thread): accelerator, hosts,
  * live sandboxes, warm VMs per size. New reference. */
 json_t *sbx_capacity(struct sbx *s);
+/* VMs of destroyed sandboxes being torn down after the answer, now. */
+int sbx_teardowns(struct sbx *s);
 
 /* One reconcile pass (also run periodically): domains without a live row
  * are destroyed, live rows without a domain fail. Exposed for tests. */

@@ -185,6 +185,18 @@ sbx_tearing_down(struct sbx *s, const char *id)
 	return found;
 }
 
+int
+sbx_teardowns(struct sbx *s)
+{
+	int n = 0;
+
+	pthread_mutex_lock(&s->teardown_lock);
+	for (size_t i = 0; i < SBX_TEARDOWN_MAX; i++)
+		n += s->tearing[i][0] != '\0';
+	pthread_mutex_unlock(&s->teardown_lock);
+	return n;
+}
+
 static void
 teardown_main(void *arg)
 {

@@ -329,6 +329,9 @@ test('one VM: the boot histogram and the charged and refunded credit move', asyn
   assert.equal(d('aas_tool_calls_total{result="ok",tool="destroy_sandbox"}'), 1);
   assert.equal(d('aas_tool_call_duration_seconds_count{tool="create_sandbox"}'), 1);
   assert.ok(!text.includes(id), 'no sandbox id in the exposition');
+  // The destroy's teardown runs after its answer: 0 or 1 of them now.
+  assert.ok(after.has('aas_sandbox_teardowns{}'), 'the teardown gauge is exposed');
+  assert.ok(v(after, 'aas_sandbox_teardowns{}') <= 1);
 });
 
 test('promtool accepts the exposition after that traffic (when promtool is installed)', async (t) => {

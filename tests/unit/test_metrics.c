@@ -169,7 +169,9 @@ test_boots_agent_credits_and_gauges(void **state)
 		.sandboxes = { 1, 4, 0 },
 		.have_pool = 1,
 		.pool_ready = { 2, 0, 0 },
-		.pool_target = { 2, 1, 0 } };
+		.pool_target = { 2, 1, 0 },
+		.have_teardowns = 1,
+		.teardowns = 3 };
 	char *text;
 
 	(void)state;
@@ -201,6 +203,7 @@ test_boots_agent_credits_and_gauges(void **state)
 	assert_true(value_of(text, "aas_database_up") == 1);
 	assert_true(value_of(text, "aas_sandboxes{state=\"running\"}") == 4);
 	assert_true(value_of(text, "aas_warm_pool_ready{size=\"small\"}") == 2);
+	assert_true(value_of(text, "aas_sandbox_teardowns") == 3);
 	assert_true(value_of(text, "aas_warm_pool_target{size=\"medium\"}") == 1);
 	assert_null(strstr(text, "aas_host_"));
 	free(text);
