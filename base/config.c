@@ -155,6 +155,8 @@ static const struct cfg_entry cfg_table[] = {
 	    "A hypervisor host that has not answered for this many seconds is down: its sandboxes end as host_lost, billed up to the last time it answered, and no new sandbox goes there." },
 	{ "AAS_RECONCILE_S", CFG_INT, "30", 0, 3600, F(reconcile_s),
 	    "How often VMs and database rows are reconciled, in seconds (also at start); 0 turns it off." },
+	{ "AAS_SWEEP_GRACE_S", CFG_INT, "30", 1, 86400, F(sweep_grace_s),
+	    "Reconcile removes a VM directory (overlay, console log) whose domain runs on no host once its sandbox ended this many seconds ago; the wait leaves alone a teardown another aasd sharing the state directory has under way." },
 	{ "AAS_MAX_OUTPUT_BYTES", CFG_LLONG, "4194304", 1024, 8388608, F(max_output_bytes),
 	    "Hard cap on run_command's max_output_bytes per stream." },
 	{ "AAS_MAX_WAIT_SECONDS", CFG_INT, "60", 1, 600, F(max_wait_s),

@@ -73,6 +73,7 @@ struct config {
 	char guest_kernel_args[256]; /* words for new VMs' kernel (tests only) */
 	int kvm_probe_timeout_s;
 	int reconcile_s;
+	int sweep_grace_s;
 	int host_down_s; /* AAS_HOST_DOWN_S */
 	long long max_output_bytes;
 	int max_wait_s; /* get_command's wait_seconds cap */

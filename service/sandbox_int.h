@@ -13,8 +13,6 @@
 #define SBX_ID_LEN STORE_ID_LEN
 #define SBX_TEARDOWN_MAX 16 /* VMs torn down in the background at once; beyond, a destroy waits */
 #define SBX_TEARDOWN_THREADS 2
-/* How long a VM directory may outlive its sandbox's end before a sweep. */
-#define SBX_SWEEP_GRACE_S 30
 
 struct sbx {
 	struct app *app;

@@ -505,7 +505,7 @@ dir_unowned(void *ctx, const char *id)
 
 	err_clear(&e);
 	if (sbx_tearing_down(s, id) ||
-	    store_ended_before(s->app->db, id, SBX_SWEEP_GRACE_S, &ended, &e) < 0)
+	    store_ended_before(s->app->db, id, s->app->cfg.sweep_grace_s, &ended, &e) < 0)
 		return 0;
 	return ended;
 }

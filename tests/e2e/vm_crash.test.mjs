@@ -120,7 +120,7 @@ test('kill -9 during destroy, extend and reaping: settled once, ledger equals ba
 });
 
 test('kill -9 right after a destroy answered: the VM and its files go after the restart, settled once', async () => {
-  const env = vmEnv('crash4', { AAS_RECONCILE_S: '1' });
+  const env = vmEnv('crash4', { AAS_RECONCILE_S: '1', AAS_SWEEP_GRACE_S: '2' });
   let aasd = await startAasd(env);
   const acct = await newAccount();
   const tool = await toolPoster(aasd, acct);
