@@ -357,9 +357,6 @@ make_vm_files(struct orch *o, struct vm_host *h, const char *id, enum vm_accel a
 	return 0;
 }
 
-/* Stops the console copy of VM `id` on h and removes its files; gives its
- * user back when `vm_gone` (the domain is known to be destroyed: its QEMU
- * has exited). */
 /* The VM's directory on this machine, and its user once the VM is gone. */
 static void
 remove_local_files(struct orch *o, const char *id, int vm_gone)
@@ -381,6 +378,9 @@ remove_local_files(struct orch *o, const char *id, int vm_gone)
 		uidpool_release(o->uids, uid, id);
 }
 
+/* Stops the console copy of VM `id` on h and removes its files; gives its
+ * user back when `vm_gone` (the domain is known to be destroyed: its QEMU
+ * has exited). */
 static void
 remove_vm_files(struct orch *o, struct vm_host *h, const char *id, int vm_gone)
 {
