@@ -153,6 +153,14 @@ read_pool(struct metrics_http *mh, struct metrics_gauges *g)
 	}
 	g->have_pool = 1;
 	json_decref(cap);
+}
+
+/* This process's teardowns after a destroy's answer. */
+static void
+read_teardowns(struct metrics_http *mh, struct metrics_gauges *g)
+{
+	if (mh->app->sbx == NULL)
+		return;
 	g->teardowns = sbx_teardowns(mh->app->sbx);
 	g->have_teardowns = 1;
 }
@@ -168,6 +176,7 @@ scrape(struct http_req *req, void *ctx)
 	memset(&g, 0, sizeof(g));
 	read_sandboxes(mh, &g);
 	read_pool(mh, &g);
+	read_teardowns(mh, &g);
 	text = metrics_render(&g, &len);
 	if (text == NULL) {
 		http_reply_error(req, 500, "internal", "out of memory");

@@ -109,6 +109,24 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size, 
 	return 0;
 }
 
+/* A sandbox whose VM is gone or out of reach: billing stops with the end,
+ * in one transaction (unused whole minutes go back, all of them when it
+ * never became ready), and its forwards go. `how` ends the log line. */
+static int
+settle_destroyed(struct sbx *s, const char *id, enum store_end end, const char *reason,
+    const char *how, struct err *e)
+{
+	struct bill_settlement st;
+
+	if (settle_end(s->app->db, s->app->cfg.minute_s, id, "destroyed", end, reason, 0, &st, e) <
+	    0)
+		return -1;
+	log_info("sandbox %s: destroyed (%s)%s", id, store_end_name(end), how);
+	app_sandbox_ended(s->app, id);
+	sbx_ports_drop(s, id);
+	return 0;
+}
+
 static int
 finish_destroy(struct sbx *s, const char *id, const char *host, enum store_end end,
     const char *reason, struct err *e)
@@ -118,17 +136,8 @@ finish_destroy(struct sbx *s, const char *id, const char *host, enum store_end e
 		log_warn("sandbox %s: destroy failed: %s", id, e->msg);
 		return -1;
 	}
-	/* Billing stops with the end, in one transaction: unused whole
-	 * minutes go back (all of them when it never became ready). */
-	struct bill_settlement st;
-	if (settle_end(s->app->db, s->app->cfg.minute_s, id, "destroyed", end, reason, 0, &st, e) <
-	    0)
-		return -1;
-	log_info("sandbox %s: destroyed (%s)", id, store_end_name(end));
-	app_sandbox_ended(s->app, id);
 	/* Its forwards went with the VM. */
-	sbx_ports_drop(s, id);
-	return 0;
+	return settle_destroyed(s, id, end, reason, "", e);
 }
 
 int
@@ -219,8 +228,7 @@ sbx_destroy_detached(struct sbx *s, const char *id, const char *host, enum store
     struct err *e)
 {
 	struct teardown *t = calloc(1, sizeof(*t));
-	struct bill_settlement st;
-	int rc = -1;
+	int rc;
 
 	if (t == NULL || s->teardown == NULL || !tearing_add(s, id)) {
 		free(t);
@@ -234,14 +242,7 @@ sbx_destroy_detached(struct sbx *s, const char *id, const char *host, enum store
 		return finish_destroy(s, id, host, end, NULL, e);
 	}
 	/* Out of reach: billing stops now, as it would once the VM is gone. */
-	if (settle_end(s->app->db, s->app->cfg.minute_s, id, "destroyed", end, NULL, 0, &st, e) ==
-	    0) {
-		log_info("sandbox %s: destroyed (%s); its VM goes in the background", id,
-		    store_end_name(end));
-		app_sandbox_ended(s->app, id);
-		sbx_ports_drop(s, id);
-		rc = 0;
-	}
+	rc = settle_destroyed(s, id, end, NULL, "; its VM goes in the background", e);
 	/* The VM goes either way; a row left destroying is reconcile's. */
 	t->s = s;
 	snprintf(t->id, sizeof(t->id), "%s", id);

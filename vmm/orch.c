@@ -163,6 +163,21 @@ file_ok(const char *path)
 	return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0;
 }
 
+/* Whether domain `name` runs on any of the hosts; a host that cannot
+ * tell counts as running it. */
+static int
+runs_anywhere(struct orch *o, const char *name)
+{
+	for (size_t i = 0; i < o->n_hosts; i++) {
+		struct err e;
+
+		err_clear(&e);
+		if (vm_exists(o->hosts[i], name, &e) != 0)
+			return 1;
+	}
+	return 0;
+}
+
 /* Gives back the users of VMs whose directory and domain are both gone
  * (their aasd stopped between the two). */
 static int
@@ -176,13 +191,8 @@ sweep_one(void *ctx, uint32_t uid, const char *owner)
 	if (lstat(dir, &sb) == 0 || errno != ENOENT)
 		return 0; /* in use, being made, or unknown: kept */
 	orch_domain_name(owner, name, sizeof(name));
-	for (size_t i = 0; i < o->n_hosts; i++) {
-		struct err e;
-
-		err_clear(&e);
-		if (vm_exists(o->hosts[i], name, &e) != 0)
-			return 0;
-	}
+	if (runs_anywhere(o, name))
+		return 0;
 	if (uidpool_release(o->uids, uid, owner) == 0)
 		log_info("vm: user %u of %s (gone) given back", (unsigned)uid, owner);
 	return 0;
@@ -414,7 +424,6 @@ orch_sweep_dirs(struct orch *o, int (*unowned)(void *ctx, const char *id), void 
 		return;
 	while ((de = readdir(d)) != NULL && seen < ORCH_SWEEP_MAX) {
 		char id[72], name[128];
-		int runs = 0;
 
 		if (strncmp(de->d_name, "sbx-", 4) != 0 || strlen(de->d_name) >= sizeof(id))
 			continue;
@@ -423,14 +432,7 @@ orch_sweep_dirs(struct orch *o, int (*unowned)(void *ctx, const char *id), void 
 		if (!unowned(ctx, id))
 			continue;
 		orch_domain_name(id, name, sizeof(name));
-		for (size_t i = 0; i < o->n_hosts && !runs; i++) {
-			struct err e;
-
-			err_clear(&e);
-			/* Unknown (-1) counts as running. */
-			runs = vm_exists(o->hosts[i], name, &e) != 0;
-		}
-		if (runs)
+		if (runs_anywhere(o, name))
 			continue;
 		log_warn("vm %s: files left with neither a domain nor a live row; removing them",
 		    id);
