@@ -123,6 +123,8 @@ static const struct cfg_entry cfg_table[] = {
 	    "Price of a medium sandbox per started minute, in micro-USD." },
 	{ "AAS_PRICE_LARGE", CFG_LLONG, "8000", 0, 100000000, F(price_large),
 	    "Price of a large sandbox per started minute, in micro-USD." },
+	{ "AAS_PRICE_STORAGE", CFG_LLONG, "20", 0, 100000000, F(price_storage),
+	    "Price of a paused sandbox (its saved memory and disk) per started minute, in micro-USD; compute is not billed while paused." },
 	{ "AAS_LIBVIRT_URI", CFG_STR, "", 0, 0, F(libvirt_uri),
 	    "Hypervisor hosts (comma-separated libvirt URIs); empty means qemu:///embed?root=<state>/libvirt (no daemon)." },
 	{ "AAS_VIRT", CFG_VIRT, "auto", 0, 0, F(virt),

@@ -57,6 +57,7 @@ struct config {
 	long long price_small;
 	long long price_medium;
 	long long price_large;
+	long long price_storage; /* a paused sandbox, per minute */
 	/* VMs */
 	char libvirt_uri[CONFIG_STR_MAX]; /* comma-separated hosts */
 	int virt;                         /* enum config_virt */

@@ -4,7 +4,7 @@
 # Every part runs even when an earlier one failed (each starts its own aasd);
 # the exit status is 1 when a part failed, and the failed parts are named
 # last. A missed target is a figure, not a failure.
-# BENCH_ONLY="noisy preview" runs only the parts named (mcp_front, mcp_era, vm,
+# BENCH_ONLY="noisy preview" runs only the parts named (mcp_front, mcp_era, vm, pause,
 # files, agent, sync, preview, reaper, noisy, density, fleet, jail); empty runs all.
 set -eu
 
@@ -117,6 +117,9 @@ part sync node bench/sync.mjs "$ROOT/$B" "$STATE"
 
 part preview echo "== Preview proxy: aasd vs the raw forwarded port =="
 part preview node bench/preview.mjs "$ROOT/$B" "$STATE"
+
+part pause echo "== Pause and resume: against a cold create of the same size =="
+part pause node bench/pause.mjs "$ROOT/$B" "$STATE"
 
 part reaper echo "== Expiry reaper =="
 part reaper node bench/reaper.mjs "$ROOT/$B" "$STATE"

@@ -107,3 +107,92 @@ bill_refund_tx(PGconn *c, const char *account, const char *id, const struct bill
 	}
 	return 0;
 }
+
+/* ---- pauses ---- */
+
+int
+bill_pause_refund(PGconn *c, const char *account, const char *id, int pause, int minutes,
+    int64_t price, int64_t *refund, struct err *e)
+{
+	char key[64], reason[160];
+	int posted;
+
+	*refund = bill_cost(minutes, price);
+	if (*refund < 0) {
+		err_set(e, ERR_INTERNAL, "refund overflow");
+		return -1;
+	}
+	if (*refund == 0)
+		return 0;
+	snprintf(key, sizeof(key), "refund:pause:%s:%d", id, pause);
+	snprintf(reason, sizeof(reason), "sandbox %s paused: %d unused minutes of compute", id,
+	    minutes);
+	return bill_post(c, account, id, "refund", *refund, minutes, reason, key, NULL, &posted, e);
+}
+
+int
+bill_charge_storage(PGconn *c, const char *account, const char *id, const char *tag,
+    int64_t minutes, int64_t price, int64_t *cost, struct err *e)
+{
+	char key[80], reason[160];
+	int64_t balance;
+	int posted;
+
+	*cost = bill_cost(minutes, price);
+	if (*cost < 0) {
+		err_set(e, ERR_INTERNAL, "price overflow");
+		return -1;
+	}
+	if (bill_lock_balance(c, account, &balance, e) < 0)
+		return -1;
+	/* Billed for time already past: never refused, never below zero. */
+	if (*cost > balance)
+		*cost = balance;
+	if (*cost == 0)
+		return 0;
+	snprintf(key, sizeof(key), "charge:storage:%s:%s", id, tag);
+	snprintf(reason, sizeof(reason), "sandbox %s paused: storage, %" PRId64 " min", id,
+	    minutes);
+	return bill_post(c, account, id, "charge", -*cost,
+	    minutes > INT32_MAX ? INT32_MAX : (int)minutes, reason, key, NULL, &posted, e);
+}
+
+int
+bill_charge_resume(PGconn *c, const char *account, const char *id, int resume, int minutes,
+    int64_t price, int64_t *cost, int64_t *balance, struct err *e)
+{
+	char key[64], reason[160];
+	int64_t before;
+	int posted;
+
+	*cost = bill_cost(minutes, price);
+	if (bill_lock_balance(c, account, &before, e) < 0)
+		return -1;
+	if (*cost < 0 || before < *cost) {
+		err_set(e, ERR_PAYMENT,
+		    "not enough credit: your balance is %" PRId64 " micro-USD; the %d minutes"
+		    " until this sandbox expires cost %" PRId64 " and your balance buys %" PRId64
+		    " minutes",
+		    before, minutes, *cost, bill_affordable_minutes(before, price));
+		return -1;
+	}
+	snprintf(key, sizeof(key), "charge:resume:%s:%d", id, resume);
+	snprintf(reason, sizeof(reason), "resume sandbox %s for %d minutes", id, minutes);
+	return bill_post(c, account, id, "charge", -*cost, minutes, reason, key, balance, &posted,
+	    e);
+}
+
+int
+bill_resume_refund(PGconn *c, const char *account, const char *id, int resume, int minutes,
+    int64_t amount, struct err *e)
+{
+	char key[64], reason[160];
+	int posted;
+
+	if (amount <= 0)
+		return 0;
+	snprintf(key, sizeof(key), "refund:resume:%s:%d", id, resume);
+	snprintf(reason, sizeof(reason), "sandbox %s could not resume: %d minutes back", id,
+	    minutes);
+	return bill_post(c, account, id, "refund", amount, minutes, reason, key, NULL, &posted, e);
+}

@@ -52,4 +52,22 @@ struct bill_use {
 int bill_refund_tx(PGconn *c, const char *account, const char *id, const struct bill_use *u,
     int minute_s, struct bill_settlement *out, struct err *e);
 
+/* Pauses (docs/billing.md#pause-and-resume), inside the caller's
+ * transaction, the account row locked first. */
+/* Refunds `minutes` of compute at `price` when pause number `pause` begins. */
+int bill_pause_refund(PGconn *c, const char *account, const char *id, int pause, int minutes,
+    int64_t price, int64_t *refund, struct err *e);
+/* Charges `minutes` of storage at `price` (`tag` makes its key), at most
+ * the balance: it pays for time past and is never refused. *cost: what
+ * was charged. */
+int bill_charge_storage(PGconn *c, const char *account, const char *id, const char *tag,
+    int64_t minutes, int64_t price, int64_t *cost, struct err *e);
+/* Charges resume number `resume`: `minutes` of compute at `price`.
+ * ERR_PAYMENT stating the balance when it does not cover them. */
+int bill_charge_resume(PGconn *c, const char *account, const char *id, int resume, int minutes,
+    int64_t price, int64_t *cost, int64_t *balance, struct err *e);
+/* Gives back what resume number `resume` paid when it failed. */
+int bill_resume_refund(PGconn *c, const char *account, const char *id, int resume, int minutes,
+    int64_t amount, struct err *e);
+
 #endif

@@ -57,6 +57,10 @@ static const struct route routes[] = {
 	    NULL },
 	{ "destroy_sandbox", "DELETE", "sandboxes", 1, NULL, NULL, NULL, { NULL }, 0, T_CREATE,
 	    NULL },
+	{ "pause_sandbox", "POST", "sandboxes", 1, "pause", NULL, NULL, { NULL }, 0, T_CREATE,
+	    NULL },
+	{ "resume_sandbox", "POST", "sandboxes", 1, "resume", NULL, NULL, { NULL }, 0, T_CREATE,
+	    NULL },
 	{ "get_usage", "GET", "usage", 0, NULL, NULL, NULL, { "limit", "cursor", NULL }, 0,
 	    T_NORMAL, NULL },
 	{ "get_service_info", "GET", "info", 0, NULL, NULL, NULL, { NULL }, 0, T_NORMAL, NULL },
@@ -70,7 +74,7 @@ static const struct route routes[] = {
 };
 
 #define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
-#define N_FORWARDED 14 /* the server's tools come first */
+#define N_FORWARDED 16 /* the server's tools come first */
 
 int
 br_tools_init(struct err *e)

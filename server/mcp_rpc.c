@@ -23,6 +23,8 @@ static const char instructions[] =
     "them with get_command (wait_seconds waits for news) and stop them with "
     "kill_command; expose_port gives a server a URL. A sandbox is destroyed automatically when it expires "
     "(extend_sandbox keeps it longer); destroy_sandbox refunds unused whole minutes. "
+    "pause_sandbox keeps a sandbox's processes and files without paying for compute "
+    "until resume_sandbox. "
     "Every tool except get_service_info needs an API key sent as "
     "'Authorization: Bearer <key>' or 'x-api-key: <key>'.";
 

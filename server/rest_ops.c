@@ -407,6 +407,8 @@ const struct rest_op rest_ops[] = {
 	{ "GET", SBX, rest_op_tool, "get_sandbox", NULL, 0, 200 },
 	{ "DELETE", SBX, rest_op_tool, "destroy_sandbox", NULL, 0, 200 },
 	{ "POST", SBX "/extend", rest_op_tool, "extend_sandbox", NULL, REST_JSON_BODY, 200 },
+	{ "POST", SBX "/pause", rest_op_tool, "pause_sandbox", NULL, 0, 200 },
+	{ "POST", SBX "/resume", rest_op_tool, "resume_sandbox", NULL, 0, 200 },
 	{ "POST", SBX "/commands", op_run, "run_command", NULL, REST_JSON_BODY, 200 },
 	{ "GET", SBX "/commands/{command_id}", op_command, "get_command", cmd_q, 0, 200 },
 	{ "POST", SBX "/commands/{command_id}/kill", rest_op_tool, "kill_command", NULL,

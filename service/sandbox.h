@@ -170,6 +170,12 @@ struct guest_pty *sbx_pty_open(struct sbx *s, const char *account, const char *s
     unsigned rows, unsigned cols, struct err *e);
 json_t *sbx_list(struct sbx *s, const char *account, const struct sbx_list_req *req, struct err *e);
 json_t *sbx_destroy(struct sbx *s, const char *account, const char *sandbox_id, struct err *e);
+/* pause_sandbox: a running sandbox's memory is saved and its VM ends; the
+ * compute minutes not started are refunded and storage is billed while it
+ * is paused. resume_sandbox: it runs again, processes and files as they
+ * were, charged compute until its expiry. ERR_CONFLICT in any other state. */
+json_t *sbx_pause(struct sbx *s, const char *account, const char *sandbox_id, struct err *e);
+json_t *sbx_resume(struct sbx *s, const char *account, const char *sandbox_id, struct err *e);
 /* 0 with `res` filled (sbx_run_res_clear it), -1 with `e`. */
 int sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
     const struct sbx_progress *pg, struct sbx_run_res *res, struct err *e);

@@ -80,6 +80,23 @@ int sbx_sleep_or_stop(struct sbx *s, int seconds);
  * when none has room. */
 int sbx_place(PGconn *c, struct sbx *s, const char *size, enum vm_net net, char *host, size_t n,
     struct store_new *row, struct err *e);
+/* A live sandbox whose VM is gone (and, pausing or resuming, has no saved
+ * memory either): failed as out_of_memory or guest_shutdown, settled, and
+ * its files removed. */
+void sbx_vm_lost(struct sbx *s, const char *host, const char *id);
+/* Reconcile's end of a pause or resume whose aasd stopped (`state`
+ * pausing or resuming; `runs`: whether its domain runs): whichever state
+ * the VM is in is recorded, with its money, once. */
+void sbx_reconcile_pause(struct sbx *s, const char *host, const char *id, const char *state,
+    int runs);
+/* Most forwards a sandbox brings to a new QEMU (a move, a resume);
+ * AAS_MAX_PORTS_PER_SANDBOX is less. */
+#define SBX_FORWARDS_MAX 64
+/* Sandbox `id`'s preview forwards again, on its new QEMU on `host`: the
+ * same guest ports (into `ports`), new host ports (`host_ports`), the same
+ * URLs; at most `max`. How many were added. */
+size_t sbx_forward_again(struct sbx *s, const char *id, const char *host, int *ports,
+    int *host_ports, size_t max);
 /* The isolation rule a host must have for a VM with network `net`
  * (NULL: none needed), as hosts_reserve takes it. */
 const char *sbx_rule_for(struct sbx *s, enum vm_net net);

@@ -414,6 +414,19 @@ lost_vm_end(struct sbx *s, const char *id, const char **why)
 	return end;
 }
 
+void
+sbx_vm_lost(struct sbx *s, const char *host, const char *id)
+{
+	const char *why;
+	enum store_end end = lost_vm_end(s, id, &why);
+	struct err e;
+
+	log_warn("reconcile: sandbox %s lost its VM (%s)", id, store_end_name(end));
+	mark_failed(s, id, end, why);
+	err_clear(&e);
+	orch_destroy(s->orch, host, id, &e);
+}
+
 /* A move whose aasd stopped: the sandbox is where its VM is. Still on
  * its old host, the move did not happen; only on `to`, it did (its previews are
  * gone with the old QEMU); on neither, it was lost as any VM is (the next
@@ -471,15 +484,14 @@ reconcile_rows(struct sbx *s, const char *host, char **ids, size_t n)
 			end_if_agent_fault(s, id, host, why, sizeof(why));
 		} else if (strcmp(state, "running") == 0 && !in_list(ids, n, id)) {
 			/* Listed before the row was read: check again. */
-			if (orch_vm_exists(s->orch, host, id, &e) == 0) {
-				const char *why;
-				enum store_end end = lost_vm_end(s, id, &why);
+			if (orch_vm_exists(s->orch, host, id, &e) == 0)
+				sbx_vm_lost(s, host, id);
+		} else if ((strcmp(state, "pausing") == 0 || strcmp(state, "resuming") == 0) &&
+		    rows[i].owner_dead) {
+			int runs = in_list(ids, n, id) ? 1 : orch_vm_exists(s->orch, host, id, &e);
 
-				log_warn("reconcile: sandbox %s lost its VM (%s)", id,
-				    store_end_name(end));
-				mark_failed(s, id, end, why);
-				orch_destroy(s->orch, host, id, &e);
-			}
+			if (runs >= 0)
+				sbx_reconcile_pause(s, host, id, state, runs);
 		} else if (strcmp(state, "creating") == 0 && rows[i].owner_dead) {
 			log_warn("reconcile: sandbox %s was left half-created; failing it", id);
 			orch_destroy(s->orch, host, id, &e);

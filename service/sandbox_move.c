@@ -16,8 +16,6 @@
 /* Sandboxes one maintenance round moves at most: the round's other work
  * (heartbeat, reconcile, the pool) waits meanwhile. */
 #define SBX_MOVES_PER_ROUND 4
-/* Most forwards a sandbox brings along (AAS_MAX_PORTS_PER_SANDBOX is less). */
-#define SBX_MOVE_PORTS_MAX 64
 
 struct move_tx {
 	struct sbx *s;
@@ -67,43 +65,13 @@ other_hosts(struct sbx *s, const char *except, char *lit, size_t n)
 	return db_array_literal(csv, lit, n);
 }
 
-/* The preview forwards again on the new host (QEMU's are not migrated):
- * the same guest ports, new host ports, the same URLs. */
-static size_t
-forward_again(struct sbx *s, const char *id, const char *to, int *ports, int *host_ports)
-{
-	struct store_port *list = NULL;
-	char address[64];
-	size_t n = 0, done = 0;
-	struct err e;
-
-	err_clear(&e);
-	if (hosts_address(s->app->db, to, address, sizeof(address), &e) < 0 ||
-	    store_ports(s->app->db, id, &list, &n, &e) < 0) {
-		log_warn("sandbox %s: its previews were not moved: %s", id, e.msg);
-		return 0;
-	}
-	for (size_t i = 0; i < n && done < SBX_MOVE_PORTS_MAX; i++) {
-		err_clear(&e);
-		if (orch_forward_add(s->orch, to, id, address, list[i].port, &host_ports[done],
-			&e) < 0) {
-			log_warn("sandbox %s: port %d not forwarded after the move: %s", id,
-			    list[i].port, e.msg);
-			continue;
-		}
-		ports[done++] = list[i].port;
-	}
-	free(list);
-	return done;
-}
-
 /* Moves one sandbox: 1 moved, 0 not (recorded on its row), -1 nowhere to
  * look (database trouble). */
 static int
 move_one(struct sbx *s, const struct store_move *m)
 {
 	char lit[ORCH_MAX_HOSTS * 270];
-	int ports[SBX_MOVE_PORTS_MAX], host_ports[SBX_MOVE_PORTS_MAX], won = 0;
+	int ports[SBX_FORWARDS_MAX], host_ports[SBX_FORWARDS_MAX], won = 0;
 	struct move_tx t = { .s = s, .m = m, .uris = lit };
 	long long t0 = clock_ms(), pause = -1;
 	struct err e;
@@ -136,7 +104,7 @@ move_one(struct sbx *s, const struct store_move *m)
 			log_warn("evacuate: sandbox %s: %s", m->id, ignore.msg);
 		return 0;
 	}
-	np = forward_again(s, m->id, t.to, ports, host_ports);
+	np = sbx_forward_again(s, m->id, t.to, ports, host_ports, SBX_FORWARDS_MAX);
 	err_clear(&e);
 	if (store_move_done(s->app->db, m->id, t.to, pause, ports, host_ports, np, &won, &e) < 0) {
 		/* Its row still says moving: reconcile finds where it is. */

@@ -180,6 +180,35 @@ sbx_ports_drop(struct sbx *s, const char *id)
 		log_warn("sandbox %s: cannot forget its ports: %s", id, e.msg);
 }
 
+size_t
+sbx_forward_again(struct sbx *s, const char *id, const char *host, int *ports, int *host_ports,
+    size_t max)
+{
+	struct store_port *list = NULL;
+	char address[64];
+	size_t n = 0, done = 0;
+	struct err e;
+
+	err_clear(&e);
+	if (hosts_address(s->app->db, host, address, sizeof(address), &e) < 0 ||
+	    store_ports(s->app->db, id, &list, &n, &e) < 0) {
+		log_warn("sandbox %s: its previews were not forwarded again: %s", id, e.msg);
+		return 0;
+	}
+	for (size_t i = 0; i < n && done < max; i++) {
+		err_clear(&e);
+		if (orch_forward_add(s->orch, host, id, address, list[i].port, &host_ports[done],
+			&e) < 0) {
+			log_warn("sandbox %s: port %d not forwarded again: %s", id, list[i].port,
+			    e.msg);
+			continue;
+		}
+		ports[done++] = list[i].port;
+	}
+	free(list);
+	return done;
+}
+
 json_t *
 sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req *req, struct err *e)
 {

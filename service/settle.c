@@ -5,6 +5,7 @@
 
 #include "base/metrics.h"
 #include "billing/ledger.h"
+#include "billing/price.h"
 #include "service/store.h"
 
 struct settle_tx {
@@ -25,7 +26,7 @@ settle_fn(PGconn *c, void *arg, struct err *e)
 	struct store_paid paid;
 	struct bill_use use;
 	char account[40];
-	int64_t balance;
+	int64_t balance, storage = 0;
 
 	memset(out, 0, sizeof(*out));
 	if (store_account_of(c, t->id, account, sizeof(account), e) < 0)
@@ -53,9 +54,19 @@ settle_fn(PGconn *c, void *arg, struct err *e)
 		use.price = paid.price;
 		use.ran_ms = paid.ran_ms;
 		use.full_refund = t->full_refund;
-		if (bill_refund_tx(c, account, t->id, &use, t->minute_s, out, e) < 0 ||
-		    store_mark_settled(c, t->id, out->minutes_used, out->refunded, e) < 0)
+		if (bill_refund_tx(c, account, t->id, &use, t->minute_s, out, e) < 0)
 			return -1;
+		/* Ended while paused: the storage since the pause (or the last
+		 * resume that failed) is due. */
+		if (paid.storage_billed && account[0] != '\0' &&
+		    bill_charge_storage(c, account, t->id, "end",
+			bill_minutes_used(paid.storage_ms, t->minute_s), paid.storage_price,
+			&storage, e) < 0)
+			return -1;
+		if (store_mark_settled(c, t->id, out->minutes_used, out->refunded, storage, e) < 0)
+			return -1;
+		out->charged += storage;
+		out->refunded += paid.refunded;
 	}
 	if (account[0] != '\0' && bill_lock_balance(c, account, &out->balance, e) < 0)
 		return -1;

@@ -193,7 +193,7 @@ store_list_json(struct db *db, const char *account, const char *state, const cha
 	p[3] = limbuf;
 	r = db_query(db,
 	    "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE account_id = $1"
-	    " AND ($2 = '' OR state = $2 OR ($2 = 'live' AND state IN ('creating', 'running')))"
+	    " AND ($2 = '' OR state = $2 OR ($2 = 'live' AND state IN " STORE_ACTIVE_STATES ")))"
 	    " AND ($3 = '' OR (created_at, id) < (SELECT created_at, id FROM sandboxes"
 	    "  WHERE id = $3 AND account_id = $1))"
 	    " ORDER BY created_at DESC, id DESC LIMIT $4::int",
@@ -217,9 +217,7 @@ store_is_live(struct db *db, const char *id, int *live, struct err *e)
 {
 	const char *p[1] = { id };
 	PGresult *r = db_query(db,
-	    "SELECT 1 FROM sandboxes WHERE id = $1"
-	    " AND state IN ('creating', 'running', 'destroying')",
-	    1, p, e);
+	    "SELECT 1 FROM sandboxes WHERE id = $1 AND state IN " STORE_LIVE_STATES, 1, p, e);
 
 	if (r == NULL)
 		return -1;
@@ -237,7 +235,7 @@ store_ended_before(struct db *db, const char *id, int seconds, int *ended, struc
 
 	snprintf(secs, sizeof(secs), "%d", seconds);
 	r = db_query(db,
-	    "SELECT state NOT IN ('creating', 'running', 'destroying')"
+	    "SELECT state NOT IN " STORE_LIVE_STATES
 	    " AND coalesce(destroyed_at, settled_at, created_at)"
 	    " < now() - make_interval(secs => $2::int) FROM sandboxes WHERE id = $1",
 	    2, p, e);
@@ -259,7 +257,7 @@ store_live_count(PGconn *c, const char *account, long long *live, struct err *e)
 
 	r = db_conn_query(c,
 	    "SELECT count(*) FROM sandboxes WHERE account_id = $1"
-	    " AND state IN ('creating', 'running')",
+	    " AND state IN " STORE_ACTIVE_STATES,
 	    1, p, e);
 	if (r == NULL)
 		return -1;
@@ -400,14 +398,26 @@ store_mark_destroying(struct db *db, const char *id, const char *account, const 
     enum store_end end, struct err *e)
 {
 	const char *p[4] = { id, account, owner, store_end_name(end) };
+	struct store_row row;
+	long n = 0;
 
-	return db_exec(db,
-	    "UPDATE sandboxes SET state = 'destroying',"
-	    " destroying_at = coalesce(destroying_at, now()), owner = $3,"
-	    " end_reason = coalesce(end_reason, $4)"
-	    " WHERE id = $1 AND ($2::uuid IS NULL OR account_id = $2::uuid)"
-	    " AND state IN ('creating', 'running', 'destroying')",
-	    4, p, NULL, e);
+	if (db_exec(db,
+		"UPDATE sandboxes SET state = 'destroying',"
+		" destroying_at = coalesce(destroying_at, now()), owner = $3,"
+		" end_reason = coalesce(end_reason, $4)"
+		" WHERE id = $1 AND ($2::uuid IS NULL OR account_id = $2::uuid)"
+		" AND state IN ('creating', 'running', 'destroying', 'paused')",
+		4, p, &n, e) < 0)
+		return -1;
+	/* A pause or a resume under way ends first: its aasd owns the VM. */
+	if (n == 0 && store_load(db, account, id, &row, e) == 0 &&
+	    (strcmp(row.state, "pausing") == 0 || strcmp(row.state, "resuming") == 0)) {
+		err_set(e, ERR_CONFLICT, "sandbox %s is %s; try again in a few seconds", id,
+		    row.state);
+		return -1;
+	}
+	err_clear(e);
+	return 0;
 }
 
 /* A sandbox lost with its host ends when the host last answered. */
@@ -421,7 +431,7 @@ store_mark_destroying(struct db *db, const char *id, const char *account, const 
 	" failed_at = CASE WHEN $2 = 'failed' THEN now() END,"            \
 	" failure_reason = coalesce($3, failure_reason),"                 \
 	" end_reason = coalesce(end_reason, $4)"                          \
-	" WHERE id = $1 AND state IN ('creating', 'running', 'destroying')"
+	" WHERE id = $1 AND state IN " STORE_LIVE_STATES
 
 int
 store_conn_mark_ended(PGconn *c, const char *id, const char *state, enum store_end end,

@@ -31,6 +31,13 @@ struct store_row {
 	char net[16]; /* nat, isolated or none */
 };
 
+/* Row states, as SQL lists: every state of a sandbox that has not ended;
+ * those with a VM on their host (what its reservation counts); those that
+ * count against an account's live sandboxes. */
+#define STORE_LIVE_STATES "('creating', 'running', 'destroying', 'pausing', 'paused', 'resuming')"
+#define STORE_VM_STATES "('creating', 'running', 'destroying', 'pausing', 'resuming')"
+#define STORE_ACTIVE_STATES "('creating', 'running', 'pausing', 'paused', 'resuming')"
+
 /* ---- reading sandboxes ---- */
 
 /* A sandbox of `account` (NULL: any, for maintenance). ERR_NOT_FOUND
@@ -200,8 +207,16 @@ struct store_paid {
 	long long refunded;
 	int minutes_used; /* when settled */
 	int settled;
-	long long ran_ms;  /* from ready to its end, or to now */
+	long long ran_ms;  /* from ready to its end, or to now, less the pauses */
 	long long life_ms; /* from ready to expiry */
+	/* Pauses (schema/018_pause.sql). */
+	int storage_billed;      /* paused: storage due since storage_from */
+	long long storage_ms;    /* from storage_from to the end, or to now */
+	long long storage_price; /* per minute, recorded at the pause */
+	int pauses, resumes;     /* how many began (ledger keys) */
+	long long resume_charge; /* what a resume under way paid */
+	int resume_minutes;      /* ... for these minutes */
+	long long expires_in_ms; /* from now to expiry (negative: past) */
 };
 
 /* The account a sandbox belongs to ("" for a warm VM), unlocked: what
@@ -217,7 +232,10 @@ int store_set_paid(PGconn *c, const char *id, long long price, int minutes, long
  * expiry (ISO 8601) into `expires`. */
 int store_add_paid(PGconn *c, const char *id, int minutes, long long cost, int minute_s,
     char *expires, size_t n, struct err *e);
-int store_mark_settled(PGconn *c, const char *id, int used, long long refund, struct err *e);
+/* The final settlement: minutes_used, `refund` added to refunded, and
+ * `storage` (a paused sandbox's last storage charge) to charged. */
+int store_mark_settled(PGconn *c, const char *id, int used, long long refund, long long storage,
+    struct err *e);
 /* store_expiry_changed inside a transaction: sent when it commits. */
 int store_expiry_changed_tx(PGconn *c, struct err *e);
 
@@ -271,6 +289,32 @@ int store_pool_take_surplus(struct db *db, const char *size, const char *hosts, 
 /* Live sandboxes of accounts, and warm VMs per size (small, medium, large). */
 int store_capacity(struct db *db, long long *live, long long warm[3], struct err *e);
 int store_heartbeat(struct db *db, const char *instance, const char *uris, struct err *e);
+
+/* ---- pauses (store_pause.c) ---- */
+
+/* running -> pausing for `owner`, from now (paused_at); the host into
+ * `host`. ERR_CONFLICT naming the state when it is not running (or is
+ * moving), ERR_NOT_FOUND when the account has no such sandbox. */
+int store_pause_begin(struct db *db, const char *id, const char *account, const char *owner,
+    char *host, size_t hn, struct err *e);
+/* pausing -> running: the VM could not be saved and runs on. */
+int store_pause_undo(struct db *db, const char *id, struct err *e);
+/* In the pause's money transaction: pausing -> paused, `paid_minutes`
+ * the compute minutes it keeps, `refund` added to refunded, storage
+ * billed from paused_at at `storage_price`. */
+int store_conn_mark_paused(PGconn *c, const char *id, int paid_minutes, long long refund,
+    long long storage_price, struct err *e);
+/* In the resume's money transaction: paused -> resuming for `owner`,
+ * `minutes` more paid for `compute`, `storage` charged up to now. */
+int store_conn_mark_resuming(PGconn *c, const char *id, const char *owner, int minutes,
+    long long compute, long long storage, struct err *e);
+/* In a failed resume's transaction: resuming -> paused, its compute back
+ * (the caller posted the refund). */
+int store_conn_resume_undo(PGconn *c, const char *id, struct err *e);
+/* resuming -> running, with the preview forwards' new host ports; *won
+ * is 0 when the row was no longer resuming. */
+int store_resume_done(struct db *db, const char *id, const int *ports, const int *host_ports,
+    size_t n, int *won, struct err *e);
 
 /* ---- moves (store_move.c): evacuating a host ---- */
 

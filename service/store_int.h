@@ -34,4 +34,9 @@ int store_rows(struct db *db, const char *sql, int nparams, const char *const *p
  * one row (and clears it): 1 with both, 0 for no row, -1 on error. */
 int store_id_host(PGresult *r, char *id, char *host, size_t hn, struct err *e);
 
+/* The preview forwards of sandbox `id` now go to `host_ports` (one per
+ * entry of `ports`): its VM started again on a new QEMU. */
+int store_conn_ports_rebind(PGconn *c, const char *id, const int *ports, const int *host_ports,
+    size_t n, struct err *e);
+
 #endif

@@ -37,7 +37,7 @@ store_claim_due(struct db *db, const char *hosts, const char *owner, int max,
 	    "   AND a.disabled_at IS NOT NULL) THEN 'account_disabled' ELSE 'expired' END"
 	    " WHERE id IN (SELECT s.id FROM sandboxes s"
 	    "  LEFT JOIN accounts a ON a.id = s.account_id AND a.disabled_at IS NOT NULL"
-	    "  WHERE s.state = 'running' AND NOT s.in_pool"
+	    "  WHERE s.state IN ('running', 'paused') AND NOT s.in_pool"
 	    "  AND (s.expires_at <= now() OR a.id IS NOT NULL) AND s.host_uri = ANY($1::text[])"
 	    "  ORDER BY s.expires_at LIMIT $3::int FOR UPDATE OF s SKIP LOCKED)"
 	    " RETURNING id, host_uri, end_reason",
@@ -55,7 +55,7 @@ store_claim_host_lost(struct db *db, const char *hosts, const char *owner, struc
 	    " now()), owner = $2, end_reason = coalesce(end_reason, 'host_lost')"
 	    " WHERE id IN (SELECT s.id FROM sandboxes s JOIN hosts h ON h.uri = s.host_uri"
 	    "  WHERE h.state = 'down' AND s.host_uri = ANY($1::text[])"
-	    "  AND s.state IN ('creating', 'running', 'destroying')"
+	    "  AND s.state IN " STORE_LIVE_STATES
 	    "  ORDER BY s.id LIMIT 200 FOR UPDATE OF s SKIP LOCKED)"
 	    " RETURNING id, host_uri, end_reason",
 	    2, p, sizeof(**due), due_row, (void **)due, n, e);
@@ -70,7 +70,7 @@ store_next_expiry_ms(struct db *db, const char *hosts, long long none, long long
 
 	r = db_query(db,
 	    "SELECT ceil(extract(epoch FROM (min(expires_at) - now())) * 1000)"
-	    "::bigint FROM sandboxes WHERE state = 'running' AND NOT in_pool"
+	    "::bigint FROM sandboxes WHERE state IN ('running', 'paused') AND NOT in_pool"
 	    " AND host_uri = ANY($1::text[])",
 	    1, p, e);
 	if (r == NULL)
@@ -139,7 +139,7 @@ store_host_rows(struct db *db, const char *host, int dead_s, struct store_host_r
 	    " (m.heartbeat_at IS NULL OR m.heartbeat_at < now() - make_interval(secs => $2::int))"
 	    " FROM sandboxes s LEFT JOIN aasd_instances i ON i.id = s.owner"
 	    " LEFT JOIN aasd_instances m ON m.id = s.move_owner"
-	    " WHERE s.host_uri = $1 AND s.state IN ('creating', 'running', 'destroying')",
+	    " WHERE s.host_uri = $1 AND s.state IN " STORE_LIVE_STATES,
 	    2, p, sizeof(**rows), host_row, (void **)rows, n, e);
 }
 

@@ -26,12 +26,22 @@ store_lock_paid(PGconn *c, const char *id, const char *account, struct store_pai
 	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
+	/* The end is destroyed_at or failed_at, or now. Compute ran from
+	 * ready to the end, less the pauses that ended (paused_ms) and the one
+	 * under way (from paused_at). */
 	r = db_conn_query(c,
 	    "SELECT coalesce(account_id::text, ''), state, paid_minutes,"
 	    " price_per_minute, charged, refunded, minutes_used, settled_at IS NOT NULL,"
-	    " coalesce(trunc(extract(epoch FROM (coalesce(destroyed_at, failed_at, now())"
-	    "  - ready_at)) * 1000), 0)::bigint,"
-	    " coalesce(trunc(extract(epoch FROM (expires_at - ready_at)) * 1000), 0)::bigint"
+	    " greatest(0, coalesce(trunc(extract(epoch FROM"
+	    "  (coalesce(destroyed_at, failed_at, now()) - ready_at)) * 1000), 0) - paused_ms"
+	    "  - coalesce(trunc(extract(epoch FROM"
+	    "  (coalesce(destroyed_at, failed_at, now()) - paused_at)) * 1000), 0))::bigint,"
+	    " coalesce(trunc(extract(epoch FROM (expires_at - ready_at)) * 1000), 0)::bigint,"
+	    " storage_from IS NOT NULL,"
+	    " greatest(0, coalesce(trunc(extract(epoch FROM"
+	    "  (coalesce(destroyed_at, failed_at, now()) - storage_from)) * 1000), 0))::bigint,"
+	    " storage_price, pauses, resumes, resume_charge, resume_minutes,"
+	    " coalesce(trunc(extract(epoch FROM (expires_at - now())) * 1000), 0)::bigint"
 	    " FROM sandboxes WHERE id = $1 AND ($2::uuid IS NULL OR account_id = $2::uuid)"
 	    " FOR UPDATE",
 	    2, p, e);
@@ -48,7 +58,15 @@ store_lock_paid(PGconn *c, const char *id, const char *account, struct store_pai
 	    db_get_ll_or(r, 0, 5, 0, &out->refunded, e) < 0 ||
 	    db_get_int_or(r, 0, 6, 0, &out->minutes_used, e) < 0 ||
 	    db_get_bool(r, 0, 7, &out->settled, e) < 0 || db_get_ll(r, 0, 8, &out->ran_ms, e) < 0 ||
-	    db_get_ll(r, 0, 9, &out->life_ms, e) < 0)
+	    db_get_ll(r, 0, 9, &out->life_ms, e) < 0 ||
+	    db_get_bool(r, 0, 10, &out->storage_billed, e) < 0 ||
+	    db_get_ll(r, 0, 11, &out->storage_ms, e) < 0 ||
+	    db_get_ll(r, 0, 12, &out->storage_price, e) < 0 ||
+	    db_get_int(r, 0, 13, &out->pauses, e) < 0 ||
+	    db_get_int(r, 0, 14, &out->resumes, e) < 0 ||
+	    db_get_ll(r, 0, 15, &out->resume_charge, e) < 0 ||
+	    db_get_int(r, 0, 16, &out->resume_minutes, e) < 0 ||
+	    db_get_ll(r, 0, 17, &out->expires_in_ms, e) < 0)
 		goto out;
 	rc = 0;
 out:
@@ -93,17 +111,20 @@ store_add_paid(PGconn *c, const char *id, int minutes, long long cost, int minut
 }
 
 int
-store_mark_settled(PGconn *c, const char *id, int used, long long refund, struct err *e)
+store_mark_settled(PGconn *c, const char *id, int used, long long refund, long long storage,
+    struct err *e)
 {
-	char used_s[16], refund_s[24];
-	const char *p[3] = { id, used_s, refund_s };
+	char used_s[16], refund_s[24], storage_s[24];
+	const char *p[4] = { id, used_s, refund_s, storage_s };
 
 	snprintf(used_s, sizeof(used_s), "%d", used);
 	snprintf(refund_s, sizeof(refund_s), "%lld", refund);
+	snprintf(storage_s, sizeof(storage_s), "%lld", storage);
 	return db_conn_exec(c,
 	    "UPDATE sandboxes SET minutes_used = $2::int,"
-	    " refunded = $3::bigint, settled_at = now() WHERE id = $1",
-	    3, p, NULL, e);
+	    " refunded = refunded + $3::bigint, charged = charged + $4::bigint,"
+	    " storage_from = NULL, settled_at = now() WHERE id = $1",
+	    4, p, NULL, e);
 }
 
 int

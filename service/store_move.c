@@ -96,18 +96,8 @@ move_done_tx(PGconn *c, void *arg, struct err *e)
 		3, p, &n, e) < 0)
 		return -1;
 	d->won = n == 1;
-	for (size_t i = 0; d->won && i < d->n; i++) {
-		char port[16], hp[16];
-		const char *q[3] = { d->id, port, hp };
-
-		snprintf(port, sizeof(port), "%d", d->ports[i]);
-		snprintf(hp, sizeof(hp), "%d", d->host_ports[i]);
-		if (db_conn_exec(c,
-			"UPDATE sandbox_ports SET host_port = $3::int"
-			" WHERE sandbox_id = $1 AND port = $2::int",
-			3, q, NULL, e) < 0)
-			return -1;
-	}
+	if (d->won && store_conn_ports_rebind(c, d->id, d->ports, d->host_ports, d->n, e) < 0)
+		return -1;
 	return 0;
 }
 

@@ -120,3 +120,22 @@ store_port_count(struct db *db, const char *sandbox_id, long long *n, struct err
 	return store_count(db, "SELECT count(*) FROM sandbox_ports WHERE sandbox_id = $1",
 	    sandbox_id, n, e);
 }
+
+int
+store_conn_ports_rebind(PGconn *c, const char *id, const int *ports, const int *host_ports,
+    size_t n, struct err *e)
+{
+	for (size_t i = 0; i < n; i++) {
+		char port[16], hp[16];
+		const char *p[3] = { id, port, hp };
+
+		snprintf(port, sizeof(port), "%d", ports[i]);
+		snprintf(hp, sizeof(hp), "%d", host_ports[i]);
+		if (db_conn_exec(c,
+			"UPDATE sandbox_ports SET host_port = $3::int"
+			" WHERE sandbox_id = $1 AND port = $2::int",
+			3, p, NULL, e) < 0)
+			return -1;
+	}
+	return 0;
+}

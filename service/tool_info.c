@@ -81,7 +81,7 @@ info_run(struct call_ctx *cx, void *req, struct err *e)
 			" s:{s:s, s:s, s:s, s:s*},"
 			" s:o,"
 			" s:{s:i, s:i, s:i, s:I, s:i, s:i, s:i},"
-			" s:{s:s, s:s, s:I, s:s}}",
+			" s:{s:s, s:s, s:I, s:I, s:s}}",
 	    "name", "aas", "version", AAS_VERSION, "description",
 	    "Sandbox as a Service: a disposable Linux VM with its own kernel for each sandbox.",
 	    "protocol_versions", versions_json(), "tools", tool_lines(), "auth", "headers",
@@ -100,8 +100,12 @@ info_run(struct call_ctx *cx, void *req, struct err *e)
 	    262144, "max_output_bytes_per_stream", 4194304, "max_wait_seconds", cfg->max_wait_s,
 	    "pricing", "currency", "USD", "unit",
 	    "micro-USD (1,000,000 = 1 USD); every started minute is billed",
-	    "free_credit_new_account", (json_int_t)cfg->free_credit, "billing",
-	    "Minutes are charged up front at create/extend; destroy_sandbox refunds unused whole minutes.");
+	    "free_credit_new_account", (json_int_t)cfg->free_credit, "paused_price_per_minute",
+	    (json_int_t)cfg->price_storage, "billing",
+	    "Minutes are charged up front at create/extend; destroy_sandbox refunds unused whole "
+	    "minutes. pause_sandbox refunds the compute minutes not started; a paused sandbox "
+	    "costs paused_price_per_minute, charged when it resumes or ends; resume_sandbox "
+	    "charges compute again until the sandbox's expiry.");
 	if (out == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;

@@ -236,6 +236,22 @@ destroy_run(struct call_ctx *cx, void *req, struct err *e)
 	return s ? sbx_destroy(s, cx->account_id, ((struct id_args *)req)->sandbox_id, e) : NULL;
 }
 
+static json_t *
+pause_run(struct call_ctx *cx, void *req, struct err *e)
+{
+	struct sbx *s = tool_sbx(cx, e);
+
+	return s ? sbx_pause(s, cx->account_id, ((struct id_args *)req)->sandbox_id, e) : NULL;
+}
+
+static json_t *
+resume_run(struct call_ctx *cx, void *req, struct err *e)
+{
+	struct sbx *s = tool_sbx(cx, e);
+
+	return s ? sbx_resume(s, cx->account_id, ((struct id_args *)req)->sandbox_id, e) : NULL;
+}
+
 static int
 list_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err *e)
 {
@@ -309,6 +325,8 @@ const struct tool_impl tool_sandbox_impls[] = {
 	{ "list_sandboxes", list_parse, list_run, NULL, NULL, 0, 0 },
 	{ "extend_sandbox", extend_parse, extend_run, NULL, NULL, 0, 0 },
 	{ "destroy_sandbox", id_parse, destroy_run, NULL, NULL, 0, 1 },
+	{ "pause_sandbox", id_parse, pause_run, NULL, NULL, 0, 1 },
+	{ "resume_sandbox", id_parse, resume_run, NULL, NULL, 0, 1 },
 	{ "get_usage", usage_parse, usage_run, NULL, NULL, 0, 0 },
 };
 const size_t tool_sandbox_impls_count = sizeof(tool_sandbox_impls) / sizeof(tool_sandbox_impls[0]);

@@ -805,3 +805,38 @@ guest_pty_free(struct guest_pty *p)
 	achan_free(p->c);
 	free(p);
 }
+
+int
+guest_set_clock(struct vm_host *h, const char *dom, struct err *e)
+{
+	char when[48];
+	const char *argv[] = { "/bin/date", "-u", "-s", when, NULL };
+	struct achan_exec_req req = { .argv = argv, .as_root = 1, .timeout_s = 10 };
+	long long deadline = clock_ms() + 10000;
+	struct achan *c = agent(h, dom, e);
+	struct achan_exec *x;
+	struct achan_ev ev;
+	struct timespec now;
+	long pid;
+	int rc = -1, got;
+
+	if (c == NULL)
+		return -1;
+	clock_gettime(CLOCK_REALTIME, &now);
+	snprintf(when, sizeof(when), "@%lld.%09ld", (long long)now.tv_sec, now.tv_nsec);
+	if ((x = achan_exec_start(c, &req, &pid, e)) == NULL)
+		goto out;
+	/* Its one line of output is read and dropped. */
+	while ((got = achan_exec_next(x, deadline, NULL, &ev, e)) == 1 && ev.kind != ACHAN_EV_EXIT)
+		;
+	if (got == 1 && ev.code == 0 && ev.signal == 0)
+		rc = 0;
+	else if (got == 1)
+		err_set(e, ERR_UNAVAILABLE, "the guest's date -s failed (%d)", ev.code);
+	else if (got == 0)
+		err_set(e, ERR_TIMEOUT, "the guest's clock was not set in time");
+	achan_exec_free(x);
+out:
+	achan_free(c);
+	return rc;
+}

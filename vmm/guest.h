@@ -161,4 +161,8 @@ void guest_pty_free(struct guest_pty *p);
  * -1 when the result would not fit. */
 int guest_abs_path(const char *path, char *out, size_t n);
 
+/* Sets the guest's clock to the host's (UTC, to the nanosecond as sent),
+ * as root: a guest restored from saved memory has the clock of its save. */
+int guest_set_clock(struct vm_host *h, const char *dom, struct err *e);
+
 #endif

@@ -372,7 +372,8 @@ static void
 remove_local_files(struct orch *o, const char *id, int vm_gone)
 {
 	char dir[ORCH_PATH_MAX + 64], path[ORCH_PATH_MAX + 96];
-	static const char *const files[] = { "disk.qcow2", "console.log", "console.log.new" };
+	static const char *const files[] = { "disk.qcow2", "console.log", "console.log.new",
+		ORCH_SAVE_FILE, ORCH_SAVE_FILE ".new" };
 	uint32_t uid;
 
 	vm_dir(o, id, dir, sizeof(dir));
@@ -1344,6 +1345,127 @@ orch_detach(struct orch *o, const char *uri, const char *id, struct err *e)
 			return -1;
 		err_clear(e);
 	}
+	return 0;
+}
+
+/* ---- pause and resume ---- */
+
+static void
+save_path(struct orch *o, const char *id, const char *suffix, char *out, size_t n)
+{
+	snprintf(out, n, "%s/%s/" ORCH_SAVE_FILE "%s", o->vms_dir, id, suffix);
+}
+
+/* A host whose files aasd sees: the saved memory lives in the VM's
+ * directory. A pooled host's would have to live in its pool. */
+static struct vm_host *
+save_host(struct orch *o, const char *uri, struct err *e)
+{
+	struct vm_host *h = host_or_err(o, uri, e);
+
+	if (h != NULL && is_pooled(o, h)) {
+		err_set(e, ERR_UNAVAILABLE,
+		    "pausing is not available on a host that keeps its disks in its own storage pool");
+		return NULL;
+	}
+	return h;
+}
+
+int
+orch_saved(struct orch *o, const char *id)
+{
+	char path[ORCH_PATH_MAX + 96], tmp[ORCH_PATH_MAX + 96];
+
+	save_path(o, id, "", path, sizeof(path));
+	save_path(o, id, ".new", tmp, sizeof(tmp));
+	if (file_ok(path))
+		return 1;
+	/* libvirt ends a domain only once its save is complete: with the
+	 * domain gone, a file its aasd did not live to rename is whole. */
+	return file_ok(tmp) && rename(tmp, path) == 0;
+}
+
+int
+orch_pause(struct orch *o, const char *uri, const char *id, long long *bytes, struct err *e)
+{
+	char name[128], tmp[ORCH_PATH_MAX + 96], path[ORCH_PATH_MAX + 96];
+	char console[ORCH_PATH_MAX + 96];
+	struct vm_host *h = save_host(o, uri, e);
+	struct stat sb;
+	struct err ignore;
+
+	*bytes = 0;
+	if (h == NULL || close_streams(o, uri, id, name, sizeof(name), e) == NULL)
+		return -1;
+	save_path(o, id, ".new", tmp, sizeof(tmp));
+	save_path(o, id, "", path, sizeof(path));
+	unlink(tmp);
+	/* Written under a temporary name: a file under the final name is a
+	 * complete save, whatever stopped in between (reconcile relies on it). */
+	if (vm_save(h, name, tmp, e) < 0) {
+		unlink(tmp);
+		/* libvirt lets a domain whose save failed run on. */
+		console_path(o, id, console, sizeof(console));
+		err_clear(&ignore);
+		if (vm_console_attach(h, name, console, o->console_max, &ignore) < 0)
+			log_debug("vm %s: %s", name, ignore.msg);
+		return -1;
+	}
+	oomwatch_take(o->oom, name);
+	if (rename(tmp, path) < 0) {
+		err_set(e, ERR_INTERNAL, "cannot keep the saved memory of %s: %s", name,
+		    strerror(errno));
+		unlink(tmp);
+		return -1;
+	}
+	if (stat(path, &sb) == 0)
+		*bytes = (long long)sb.st_size;
+	return 0;
+}
+
+int
+orch_continue(struct orch *o, const char *uri, const char *id, struct err *e)
+{
+	char name[128], tmp[ORCH_PATH_MAX + 96];
+	struct vm_host *h = host_or_err(o, uri, e);
+	struct err ignore;
+
+	if (h == NULL)
+		return -1;
+	orch_domain_name(id, name, sizeof(name));
+	save_path(o, id, ".new", tmp, sizeof(tmp));
+	unlink(tmp);
+	/* Refused when its vCPUs run already: that is the state wanted. */
+	err_clear(&ignore);
+	if (vm_resume(h, name, &ignore) < 0)
+		log_debug("vm %s: %s", name, ignore.msg);
+	return 0;
+}
+
+int
+orch_resume(struct orch *o, const char *uri, const char *id, struct err *e)
+{
+	char name[128], path[ORCH_PATH_MAX + 96], console[ORCH_PATH_MAX + 96];
+	struct vm_host *h = save_host(o, uri, e);
+	struct err ce;
+
+	if (h == NULL)
+		return -1;
+	orch_domain_name(id, name, sizeof(name));
+	save_path(o, id, "", path, sizeof(path));
+	if (!file_ok(path)) {
+		err_set(e, ERR_NOT_FOUND, "the saved memory of %s is missing", name);
+		return -1;
+	}
+	if (vm_restore(h, name, path, e) < 0)
+		return -1;
+	console_path(o, id, console, sizeof(console));
+	err_clear(&ce);
+	if (vm_console_attach(h, name, console, o->console_max, &ce) < 0)
+		log_warn("vm %s: console not copied after the resume: %s", name, ce.msg);
+	watch_memory(o, h, name);
+	/* The domain runs: the file is of no more use. */
+	unlink(path);
 	return 0;
 }
 

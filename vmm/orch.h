@@ -142,6 +142,22 @@ int orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e)
  * streams close and its vCPUs stop (its memory stays until the destroy).
  * A VM that does not run counts as done. */
 int orch_detach(struct orch *o, const char *uri, const char *id, struct err *e);
+/* Pause: the VM's memory and device state go to ORCH_SAVE_FILE in its
+ * directory and the domain ends (its host memory is free; its disk, user
+ * and directory stay). *bytes: the file's size. On failure the VM runs on.
+ * Not on a host with its own storage pool (ERR_UNAVAILABLE). */
+#define ORCH_SAVE_FILE "memory.save"
+int orch_pause(struct orch *o, const char *uri, const char *id, long long *bytes, struct err *e);
+/* Resume: the domain starts again from that file, on the same host,
+ * processes and open files as they were; its console copy goes on and the
+ * file goes. Its clock (guest_set_clock) and forwards are the caller's. */
+int orch_resume(struct orch *o, const char *uri, const char *id, struct err *e);
+/* After a save that stopped half-way (its aasd did): the VM's vCPUs run
+ * again and the partial file goes. */
+int orch_continue(struct orch *o, const char *uri, const char *id, struct err *e);
+/* 1 when VM `id`, whose domain does not run, has a complete saved state
+ * (a pause that finished, whether or not its aasd lived to say so). */
+int orch_saved(struct orch *o, const char *id);
 #define ORCH_SWEEP_MAX 4096 /* VM directories looked at per sweep */
 /* Removes the directories under $state/vms left by a VM that ended while
  * its aasd did (a crash in the middle of a teardown): those that

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <libvirt/libvirt-qemu.h>
 #include <libvirt/virterror.h>
@@ -856,10 +857,10 @@ out:
 	return rc;
 }
 
-/* Runs `op` on domain `name` of h. */
+/* Runs `op` on domain `name` of h, with `arg`. */
 static int
-domain_op(struct vm_host *h, const char *name, int (*op)(virDomainPtr), const char *what,
-    struct err *e)
+domain_op(struct vm_host *h, const char *name, int (*op)(virDomainPtr, const char *),
+    const char *arg, const char *what, struct err *e)
 {
 	virConnectPtr c = vm_host_conn(h);
 	virDomainPtr d;
@@ -872,7 +873,7 @@ domain_op(struct vm_host *h, const char *name, int (*op)(virDomainPtr), const ch
 	d = virDomainLookupByName(c, name);
 	if (d == NULL)
 		err_set(e, ERR_NOT_FOUND, "VM %s is not running on %s", name, h->uri);
-	else if (op(d) < 0)
+	else if (op(d, arg) < 0)
 		err_set(e, ERR_UNAVAILABLE, "cannot %s %s: %s", what, name, last_error());
 	else
 		rc = 0;
@@ -882,14 +883,88 @@ domain_op(struct vm_host *h, const char *name, int (*op)(virDomainPtr), const ch
 	return rc;
 }
 
+static int
+suspend_op(virDomainPtr d, const char *unused)
+{
+	(void)unused;
+	return virDomainSuspend(d);
+}
+
+static int
+resume_op(virDomainPtr d, const char *unused)
+{
+	(void)unused;
+	return virDomainResume(d);
+}
+
+/* The domain is restored running whatever state it was saved in. */
+static int
+save_op(virDomainPtr d, const char *path)
+{
+	return virDomainSaveFlags(d, path, NULL, VIR_DOMAIN_SAVE_RUNNING);
+}
+
 int
 vm_suspend(struct vm_host *h, const char *name, struct err *e)
 {
-	return domain_op(h, name, virDomainSuspend, "pause", e);
+	return domain_op(h, name, suspend_op, NULL, "pause", e);
 }
 
 int
 vm_resume(struct vm_host *h, const char *name, struct err *e)
 {
-	return domain_op(h, name, virDomainResume, "resume", e);
+	return domain_op(h, name, resume_op, NULL, "resume", e);
+}
+
+int
+vm_save(struct vm_host *h, const char *name, const char *path, struct err *e)
+{
+	return domain_op(h, name, save_op, path, "save", e);
+}
+
+int
+vm_restore(struct vm_host *h, const char *name, const char *path, struct err *e)
+{
+	virConnectPtr c = vm_host_conn(h);
+	unsigned long long limit_kib = 0;
+	char *saved = NULL, *xml = NULL;
+	virDomainPtr d = NULL;
+	int rc = -1;
+
+	if (c == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+		return -1;
+	}
+	/* The memory limit as at start: set on the paused domain, not in
+	 * its XML (see set_memory_limit_kib). */
+	saved = virDomainSaveImageGetXMLDesc(c, path, 0);
+	if (saved == NULL || (xml = vm_xml_without_memtune(saved, &limit_kib)) == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "cannot read the saved state %s: %s", path,
+		    saved ? "out of memory" : last_error());
+		goto out;
+	}
+	if (virDomainRestoreFlags(c, path, xml, VIR_DOMAIN_SAVE_PAUSED) < 0) {
+		err_set(e, ERR_UNAVAILABLE, "cannot restore %s: %s", path, last_error());
+		goto out;
+	}
+	d = virDomainLookupByName(c, name);
+	if (d == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "VM %s is gone after its restore", name);
+		goto out;
+	}
+	if ((limit_kib > 0 && set_memory_limit_kib(d, limit_kib, name, e) < 0) ||
+	    virDomainResume(d) < 0) {
+		if (e->kind == ERR_NONE)
+			err_set(e, ERR_UNAVAILABLE, "cannot run %s: %s", name, last_error());
+		virDomainDestroy(d);
+		goto out;
+	}
+	rc = 0;
+out:
+	if (d)
+		virDomainFree(d);
+	free(saved);
+	free(xml);
+	virConnectClose(c);
+	return rc;
 }

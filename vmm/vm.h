@@ -86,5 +86,10 @@ int vm_migrate(struct vm_host *src, struct vm_host *dst, const char *name, int s
  * it run again. */
 int vm_suspend(struct vm_host *h, const char *name, struct err *e);
 int vm_resume(struct vm_host *h, const char *name, struct err *e);
+/* Saves a running domain's memory and device state into `path` (a file
+ * on the host) and ends the domain; vm_restore starts domain `name` again
+ * from such a file, running, with the same devices and memory limit. */
+int vm_save(struct vm_host *h, const char *name, const char *path, struct err *e);
+int vm_restore(struct vm_host *h, const char *name, const char *path, struct err *e);
 
 #endif

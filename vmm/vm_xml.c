@@ -265,9 +265,9 @@ rename_sockets(const char *xml, const char *dir, const char *base)
 }
 
 char *
-vm_xml_for_move(const char *xml, const char *dir, const char *base, unsigned long long *limit_kib)
+vm_xml_without_memtune(const char *xml, unsigned long long *limit_kib)
 {
-	char *out = rename_sockets(xml, dir, base), *start, *end, *hard;
+	char *out = strdup(xml), *start, *end, *hard;
 
 	*limit_kib = 0;
 	if (out == NULL || (start = strstr(out, "<memtune>")) == NULL ||
@@ -285,5 +285,18 @@ vm_xml_for_move(const char *xml, const char *dir, const char *base, unsigned lon
 	}
 	end += strlen("</memtune>");
 	memmove(start, end, strlen(end) + 1);
+	return out;
+}
+
+char *
+vm_xml_for_move(const char *xml, const char *dir, const char *base, unsigned long long *limit_kib)
+{
+	char *renamed = rename_sockets(xml, dir, base), *out;
+
+	*limit_kib = 0;
+	if (renamed == NULL)
+		return NULL;
+	out = vm_xml_without_memtune(renamed, limit_kib);
+	free(renamed);
 	return out;
 }

@@ -62,6 +62,9 @@ char *vm_xml_build(const struct vm_spec *s, struct err *e);
  * domain stops), and <memtune> goes, its hard limit into *limit_kib (0:
  * none): libvirt applies a hard limit in the XML as RLIMIT_MEMLOCK before
  * exec, which needs CAP_SYS_RESOURCE, so it is set once the domain runs. */
+/* The same for a domain restored from its saved state on its own host:
+ * only <memtune> goes. */
+char *vm_xml_without_memtune(const char *xml, unsigned long long *limit_kib);
 char *vm_xml_for_move(const char *xml, const char *dir, const char *base,
     unsigned long long *limit_kib);
 

@@ -28,7 +28,7 @@ async function connect(headers) {
   return { client, transport };
 }
 
-test('anonymous client lists exactly the 14 tools with complete metadata', async () => {
+test('anonymous client lists exactly the 16 tools with complete metadata', async () => {
   const { client, transport } = await connect();
   const info = client.getServerVersion();
   assert.equal(info.name, 'aas');
@@ -56,7 +56,7 @@ test('get_service_info works without a key and matches its output schema', async
   const s = r.structuredContent;
   assert.equal(s.name, 'aas');
   assert.deepEqual(s.protocol_versions, ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26']);
-  assert.equal(s.tools.length, 14);
+  assert.equal(s.tools.length, 16);
   assert.ok(s.auth.headers.some((h) => h.startsWith('x-api-key')));
   assert.ok(s.endpoints.mcp.endsWith('/v1/mcp'));
   assert.deepEqual(s.sizes.map((z) => z.name), ['small', 'medium', 'large']);

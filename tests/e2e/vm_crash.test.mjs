@@ -4,19 +4,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import {
-  startAasd, newAccount, vmEnv, STATE, DB_URL, post, openSession, sleep, PROTOCOL, psql, qemuIds
+  startAasd, newAccount, vmEnv, STATE, DB_URL, post, openSession, sleep, PROTOCOL, psql, qemuIds,
+  waitFor
 } from './lib/harness.mjs';
 
-
-async function waitFor(what, fn, ms) {
-  const t0 = Date.now();
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
-    await sleep(250);
-  }
-}
 
 // tools/call over one MCP session: (request id, tool, arguments) -> reply.
 async function toolPoster(aasd, acct) {

@@ -66,6 +66,7 @@ struct fake_vm {
 	int boots;
 	int destroys;
 	int paused; /* orch_detach: out of reach, not yet destroyed */
+	int saved;  /* orch_pause: its memory on disk, no domain */
 	struct fake_file files[FAKE_MAX_FILES];
 	size_t nfiles;
 	struct fake_cmd cmds[FAKE_MAX_CMDS];
@@ -96,6 +97,8 @@ static struct {
 	int next_port;
 	int boot_failures_left;
 	int detach_failures_left;
+	int pause_failures_left;
+	int resume_failures_left;
 	int migrate_failures; /* orch_migrate calls still to fail */
 	int netguard_ok;
 	int ready;
@@ -155,6 +158,8 @@ fake_vmm_reset(void)
 	fk.next_port = FAKE_FIRST_HOST_PORT;
 	fk.boot_failures_left = 0;
 	fk.detach_failures_left = 0;
+	fk.pause_failures_left = 0;
+	fk.resume_failures_left = 0;
 	fk.no_sink = 0;
 	fk.netguard_ok = 1;
 	fk.ready = 1;
@@ -187,6 +192,22 @@ fake_vmm_fail_detaches(int n)
 {
 	lock();
 	fk.detach_failures_left = n;
+	unlock();
+}
+
+void
+fake_vmm_fail_pauses(int n)
+{
+	lock();
+	fk.pause_failures_left = n;
+	unlock();
+}
+
+void
+fake_vmm_fail_resumes(int n)
+{
+	lock();
+	fk.resume_failures_left = n;
 	unlock();
 }
 
@@ -1539,6 +1560,88 @@ __wrap_orch_detach(struct orch *o, const char *uri, const char *id, struct err *
 	return 0;
 }
 
+int
+__wrap_orch_pause(struct orch *o, const char *uri, const char *id, long long *bytes, struct err *e)
+{
+	struct fake_vm *vm;
+	int rc = -1;
+
+	(void)o, (void)uri;
+	*bytes = 0;
+	lock();
+	if (fk.pause_failures_left > 0) {
+		fk.pause_failures_left--;
+		err_set(e, ERR_UNAVAILABLE, "fake: cannot save %s", id);
+	} else if ((vm = vm_find(id)) == NULL || !vm->live) {
+		err_set(e, ERR_NOT_FOUND, "fake: VM %s is not running", id);
+	} else {
+		vm->live = 0;
+		vm->saved = 1;
+		vm->nfwds = 0; /* forwards go with the QEMU process */
+		fk.counts.pauses++;
+		*bytes = (long long)vm->memory_mib << 20;
+		rc = 0;
+	}
+	unlock();
+	return rc;
+}
+
+int
+__wrap_orch_resume(struct orch *o, const char *uri, const char *id, struct err *e)
+{
+	struct fake_vm *vm;
+	int rc = -1;
+
+	(void)o, (void)uri;
+	lock();
+	if (fk.resume_failures_left > 0) {
+		fk.resume_failures_left--;
+		err_set(e, ERR_UNAVAILABLE, "fake: cannot restore %s", id);
+	} else if ((vm = vm_find(id)) == NULL || !vm->saved) {
+		err_set(e, ERR_NOT_FOUND, "fake: the saved memory of %s is missing", id);
+	} else {
+		vm->live = 1;
+		vm->saved = 0;
+		fk.counts.resumes++;
+		rc = 0;
+	}
+	unlock();
+	return rc;
+}
+
+int
+__wrap_orch_saved(struct orch *o, const char *id)
+{
+	struct fake_vm *vm;
+	int saved;
+
+	(void)o;
+	lock();
+	saved = (vm = vm_find(id)) != NULL && vm->saved;
+	unlock();
+	return saved;
+}
+
+int
+__wrap_orch_continue(struct orch *o, const char *uri, const char *id, struct err *e)
+{
+	struct fake_vm *vm;
+
+	(void)o, (void)uri, (void)e;
+	lock();
+	if ((vm = vm_find(id)) != NULL)
+		vm->paused = 0;
+	unlock();
+	return 0;
+}
+
+int
+__wrap_guest_set_clock(struct vm_host *h, const char *dom, struct err *e)
+{
+	(void)h, (void)dom, (void)e;
+	return 0;
+}
+
 /* The fake keeps no VM directories. */
 void
 __wrap_orch_sweep_dirs(struct orch *o, int (*unowned)(void *ctx, const char *id), void *ctx)
@@ -1701,6 +1804,7 @@ fake_vm_info(const char *id, struct fake_vm_info *out)
 		out->boots = vm->boots;
 		out->destroys = vm->destroys;
 		out->paused = vm->paused;
+		out->saved = vm->saved;
 		out->forwards = (int)vm->nfwds;
 		snprintf(out->host, sizeof(out->host), "%s", fk.hosts[vm->host].uri);
 		rc = 0;

@@ -39,6 +39,8 @@ struct fake_counts {
 	int kills; /* commands stopped through agent_run */
 	int netguard_checks;
 	int migrations; /* orch_migrate calls that moved a VM */
+	int pauses;     /* orch_pause calls that saved a VM */
+	int resumes;    /* orch_resume calls that restored one */
 };
 
 /* One VM as the test sees it. */
@@ -50,6 +52,7 @@ struct fake_vm_info {
 	int boots;
 	int destroys;
 	int paused;   /* out of reach (orch_detach) */
+	int saved;    /* its memory saved, no domain (orch_pause) */
 	int forwards; /* forwards in place */
 	char host[512];
 };
@@ -78,6 +81,9 @@ void fake_migrate_fail(int n);
 void fake_vmm_fail_boots(int n);
 /* The next n orch_detach calls fail. */
 void fake_vmm_fail_detaches(int n);
+/* The next n orch_pause / orch_resume calls fail; the VM stays as it was. */
+void fake_vmm_fail_pauses(int n);
+void fake_vmm_fail_resumes(int n);
 /* 1 (default): guest_run_wait gives a command's output to its sink at the
  * end, one chunk per stream; 0: never, as a transport that does not stream. */
 void fake_vmm_set_sink(int on);

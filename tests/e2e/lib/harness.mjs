@@ -130,6 +130,18 @@ export async function startAasd(env = {}) {
 
 export function sleep(ms) { return new Promise((r) => setTimeout(r, ms)); }
 
+// Polls fn every 250 ms until it returns something truthy (returned), or
+// throws naming `what` after `ms`.
+export async function waitFor(what, fn, ms) {
+  const t0 = Date.now();
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() - t0 > ms) throw new Error(`timed out waiting for ${what}`);
+    await sleep(250);
+  }
+}
+
 // How long aasd may take to exit after SIGTERM (VM teardown included).
 const STOP_WAIT_MS = 60000;
 
