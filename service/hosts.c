@@ -192,7 +192,7 @@ hosts_list_json(struct db *db, struct err *e)
 	    " ORDER BY h.id), '[]')::text"
 	    " FROM hosts h LEFT JOIN (SELECT host_uri, sum(reserved_memory_mib) AS mem,"
 	    "  sum(reserved_vcpus) AS cpu, count(*) FILTER (WHERE NOT in_pool) AS n"
-	    "  FROM sandboxes WHERE state IN " STORE_VM_STATES ""
+	    "  FROM sandboxes WHERE state IN " STORE_VM_STATES
 	    "  GROUP BY host_uri) r ON r.host_uri = h.uri",
 	    0, NULL, e);
 }
@@ -238,7 +238,7 @@ hosts_remove(struct db *db, const char *host, struct err *e)
 
 	r = db_query(db,
 	    "SELECT count(s.id) FROM hosts h JOIN sandboxes s ON s.host_uri = h.uri"
-	    " WHERE (h.name = $1 OR h.uri = $1) AND s.state IN " STORE_VM_STATES "",
+	    " WHERE (h.name = $1 OR h.uri = $1) AND s.state IN " STORE_VM_STATES,
 	    1, p, e);
 	if (r == NULL)
 		return -1;
@@ -367,7 +367,7 @@ hosts_evacuation_json(struct db *db, const char *host, struct err *e)
 	    " 'longest_pause_ms', (SELECT max(m.move_pause_ms) FROM sandboxes m"
 	    "  WHERE m.moved_from = h.uri AND m.moved_at >= h.evacuating_since))::text"
 	    " FROM hosts h LEFT JOIN sandboxes s ON s.host_uri = h.uri"
-	    "  AND s.state IN " STORE_VM_STATES ""
+	    "  AND s.state IN " STORE_VM_STATES
 	    " WHERE h.name = $1 OR h.uri = $1 GROUP BY h.id LIMIT 1",
 	    1, p, e);
 
@@ -473,7 +473,7 @@ hosts_report(struct db *db, const char *uri, const struct orch_host_stats *st, c
 	" round(h.cpu_busy * 1000000)::bigint, h.state = 'degraded',"                        \
 	" coalesce(sum(s.reserved_memory_mib), 0), coalesce(sum(s.reserved_vcpus), 0)"       \
 	" FROM hosts h LEFT JOIN sandboxes s ON (s.host_uri = h.uri OR s.moving_to = h.uri)" \
-	"  AND s.state IN " STORE_VM_STATES ""
+	"  AND s.state IN " STORE_VM_STATES
 
 /* Its columns, in order. */
 enum { C_URI, C_MEM, C_CPUS, C_MOC, C_COC, C_FREE, C_BUSY, C_DEGRADED, C_RES_MEM, C_RES_CPU };

@@ -154,6 +154,18 @@ resume_undo_tx(PGconn *c, void *arg, struct err *e)
 
 /* ---- the two moves ---- */
 
+/* A move whose end could not be recorded (the database failed us) goes
+ * to reconcile, which tells from the host where it stands. */
+static void
+hand_to_reconcile(struct sbx *s, const char *id)
+{
+	struct err e;
+
+	err_clear(&e);
+	if (store_disown(s->app->db, id, &e) < 0)
+		log_warn("sandbox %s: left to reconcile after a restart: %s", id, e.msg);
+}
+
 /* A saved VM becomes a paused row; on failure the row stays pausing for
  * reconcile, which sees the saved file and finishes the same way. */
 static int
@@ -176,8 +188,10 @@ undo_resume(struct sbx *s, const char *id)
 	struct err e;
 
 	err_clear(&e);
-	if (db_tx(s->app->db, resume_undo_tx, &t, &e) < 0)
+	if (db_tx(s->app->db, resume_undo_tx, &t, &e) < 0) {
 		log_warn("sandbox %s: its failed resume is not undone yet: %s", id, e.msg);
+		hand_to_reconcile(s, id);
+	}
 }
 
 /* The VM runs again: its clock is set, its previews are forwarded to the
@@ -225,12 +239,15 @@ sbx_pause(struct sbx *s, const char *account, const char *id, struct err *e)
 
 		log_warn("sandbox %s: pause failed, it runs on: %s", id, e->msg);
 		err_clear(&ue);
-		if (store_pause_undo(s->app->db, id, &ue) < 0)
+		if (store_pause_undo(s->app->db, id, &ue) < 0) {
 			log_warn("sandbox %s: %s", id, ue.msg);
+			hand_to_reconcile(s, id);
+		}
 		return NULL;
 	}
 	if (finish_pause(s, id, &t, e) < 0) {
 		log_warn("sandbox %s: saved, not yet recorded as paused: %s", id, e->msg);
+		hand_to_reconcile(s, id);
 		return NULL;
 	}
 	log_info("sandbox %s: paused in %lld ms (%lld bytes of memory saved)", id, clock_ms() - t0,
@@ -273,6 +290,7 @@ sbx_resume(struct sbx *s, const char *account, const char *id, struct err *e)
 	}
 	if (finish_resume(s, id, row.host, e) < 0) {
 		log_warn("sandbox %s: running again, not yet recorded: %s", id, e->msg);
+		hand_to_reconcile(s, id);
 		return NULL;
 	}
 	log_info("sandbox %s: resumed in %lld ms", id, clock_ms() - t0);

@@ -193,7 +193,7 @@ store_list_json(struct db *db, const char *account, const char *state, const cha
 	p[3] = limbuf;
 	r = db_query(db,
 	    "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE account_id = $1"
-	    " AND ($2 = '' OR state = $2 OR ($2 = 'live' AND state IN " STORE_ACTIVE_STATES ")))"
+	    " AND ($2 = '' OR state = $2 OR ($2 = 'live' AND state IN " STORE_ACTIVE_STATES "))"
 	    " AND ($3 = '' OR (created_at, id) < (SELECT created_at, id FROM sandboxes"
 	    "  WHERE id = $3 AND account_id = $1))"
 	    " ORDER BY created_at DESC, id DESC LIMIT $4::int",

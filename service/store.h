@@ -299,6 +299,9 @@ int store_pause_begin(struct db *db, const char *id, const char *account, const 
     char *host, size_t hn, struct err *e);
 /* pausing -> running: the VM could not be saved and runs on. */
 int store_pause_undo(struct db *db, const char *id, struct err *e);
+/* A pause or resume this aasd could not record: reconcile finishes it
+ * from what is on the host, as for an aasd that stopped. */
+int store_disown(struct db *db, const char *id, struct err *e);
 /* In the pause's money transaction: pausing -> paused, `paid_minutes`
  * the compute minutes it keeps, `refund` added to refunded, storage
  * billed from paused_at at `storage_price`. */

@@ -56,6 +56,16 @@ store_pause_undo(struct db *db, const char *id, struct err *e)
 }
 
 int
+store_disown(struct db *db, const char *id, struct err *e)
+{
+	const char *p[1] = { id };
+
+	return db_exec(db,
+	    "UPDATE sandboxes SET owner = NULL WHERE id = $1 AND state IN ('pausing', 'resuming')",
+	    1, p, NULL, e);
+}
+
+int
 store_conn_mark_paused(PGconn *c, const char *id, int paid_minutes, long long refund,
     long long storage_price, struct err *e)
 {

@@ -8,7 +8,7 @@ import { startAasd, newAccount } from './lib/harness.mjs';
 const TOOL_NAMES = [
   'create_sandbox', 'destroy_sandbox', 'expose_port', 'extend_sandbox', 'get_command',
   'get_sandbox', 'get_service_info', 'get_usage', 'kill_command', 'list_files',
-  'list_sandboxes', 'read_file', 'run_command', 'write_file',
+  'list_sandboxes', 'pause_sandbox', 'read_file', 'resume_sandbox', 'run_command', 'write_file',
 ];
 
 let aasd;

@@ -106,6 +106,10 @@ test_pause_refunds_resume_charges(void **state)
 	r = call(s, "get_sandbox", id);
 	assert_string_equal(sfx_str(r, "state"), "paused");
 	json_decref(r);
+	/* Still live: listed as such, and counted against the account's cap. */
+	r = sfx_ok(s, s->account, "list_sandboxes", json_pack("{s:s}", "state", "live"));
+	assert_int_equal(json_array_size(json_object_get(r, "sandboxes")), 1);
+	json_decref(r);
 
 	r = call(s, "resume_sandbox", id);
 	assert_string_equal(sfx_str(r, "state"), "running");
