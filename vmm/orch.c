@@ -76,6 +76,7 @@ struct orch {
 	int shas_known;
 	pthread_mutex_t pool_lock;
 	char vms_dir[ORCH_PATH_MAX + 8];
+	char saved_dir[ORCH_PATH_MAX + 8]; /* paused VMs' memory: aasd's alone */
 	char kernel[ORCH_PATH_MAX + 16], initrd[ORCH_PATH_MAX + 16], base[ORCH_PATH_MAX + 16];
 	uid_t qemu_uid;       /* libvirt's probes' user, in the isolation rule */
 	struct uidpool *uids; /* one user per VM */
@@ -115,6 +116,14 @@ static void
 vm_dir(struct orch *o, const char *id, char *out, size_t n)
 {
 	snprintf(out, n, "%s/%s", o->vms_dir, id);
+}
+
+/* Where a paused VM's memory is kept (ORCH_SAVE_SUFFIX; with ".new"
+ * while it is written). */
+static void
+save_path(struct orch *o, const char *id, const char *suffix, char *out, size_t n)
+{
+	snprintf(out, n, "%s/%s" ORCH_SAVE_SUFFIX "%s", o->saved_dir, id, suffix);
 }
 
 static void
@@ -372,10 +381,13 @@ static void
 remove_local_files(struct orch *o, const char *id, int vm_gone)
 {
 	char dir[ORCH_PATH_MAX + 64], path[ORCH_PATH_MAX + 96];
-	static const char *const files[] = { "disk.qcow2", "console.log", "console.log.new",
-		ORCH_SAVE_FILE, ORCH_SAVE_FILE ".new" };
+	static const char *const files[] = { "disk.qcow2", "console.log", "console.log.new" };
 	uint32_t uid;
 
+	save_path(o, id, "", path, sizeof(path));
+	unlink(path);
+	save_path(o, id, ".new", path, sizeof(path));
+	unlink(path);
 	vm_dir(o, id, dir, sizeof(dir));
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
@@ -884,6 +896,13 @@ orch_new(const struct orch_config *cfg, struct err *e)
 		err_set(e, ERR_INTERNAL, "cannot create %s: %s", o->vms_dir, strerror(errno));
 		goto fail;
 	}
+	/* Not in the VM's directory, which its QEMU's user can write: a saved
+	 * state names the domain's devices and user, and libvirt trusts it. */
+	snprintf(o->saved_dir, sizeof(o->saved_dir), "%s/saved", cfg->state_dir);
+	if ((mkdir(o->saved_dir, 0700) < 0 && errno != EEXIST) || chmod(o->saved_dir, 0700) < 0) {
+		err_set(e, ERR_INTERNAL, "cannot create %s: %s", o->saved_dir, strerror(errno));
+		goto fail;
+	}
 	if (resolve_qemu_user(o, e) < 0 ||
 	    check_vm_users(o, cfg->vm_uid_first, cfg->vm_uid_count, e) < 0)
 		goto fail;
@@ -1349,12 +1368,6 @@ orch_detach(struct orch *o, const char *uri, const char *id, struct err *e)
 }
 
 /* ---- pause and resume ---- */
-
-static void
-save_path(struct orch *o, const char *id, const char *suffix, char *out, size_t n)
-{
-	snprintf(out, n, "%s/%s/" ORCH_SAVE_FILE "%s", o->vms_dir, id, suffix);
-}
 
 /* A host whose files aasd sees: the saved memory lives in the VM's
  * directory. A pooled host's would have to live in its pool. */

@@ -142,11 +142,12 @@ int orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e)
  * streams close and its vCPUs stop (its memory stays until the destroy).
  * A VM that does not run counts as done. */
 int orch_detach(struct orch *o, const char *uri, const char *id, struct err *e);
-/* Pause: the VM's memory and device state go to ORCH_SAVE_FILE in its
- * directory and the domain ends (its host memory is free; its disk, user
- * and directory stay). *bytes: the file's size. On failure the VM runs on.
- * Not on a host with its own storage pool (ERR_UNAVAILABLE). */
-#define ORCH_SAVE_FILE "memory.save"
+/* Pause: the VM's memory and device state go to $state/saved/<id>.save
+ * (a directory only aasd's user can write: libvirt starts the domain the
+ * file describes) and the domain ends (its host memory is free; its disk,
+ * user and directory stay). *bytes: the file's size. On failure the VM
+ * runs on. Not on a host with its own storage pool (ERR_UNAVAILABLE). */
+#define ORCH_SAVE_SUFFIX ".save"
 int orch_pause(struct orch *o, const char *uri, const char *id, long long *bytes, struct err *e);
 /* Resume: the domain starts again from that file, on the same host,
  * processes and open files as they were; its console copy goes on and the

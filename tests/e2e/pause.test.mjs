@@ -4,7 +4,7 @@
 // leaves one consistent state, charged once, with no file left behind.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import {
@@ -72,7 +72,10 @@ test('pause and resume keep processes, files, the clock and the preview URL', LO
   assert.equal(p.state, 'paused');
   assert.ok(p.memory_bytes > 0 && p.refunded > 0, JSON.stringify(p));
   assert.ok(!(await qemuIds()).includes(id), 'a paused sandbox has no VM');
-  assert.ok(existsSync(`${dir}/memory.save`), 'its memory is on disk');
+  assert.ok(existsSync(`${STATE}/saved/${id}.save`), 'its memory is on disk');
+  // Where only aasd's user can write: libvirt trusts what a saved state says.
+  assert.equal(statSync(`${STATE}/saved`).mode & 0o777, 0o700);
+  assert.equal(statSync(`${STATE}/saved/${id}.save`).uid, process.getuid());
   assert.equal((await ok(a, 'get_sandbox', { sandbox_id: id })).state, 'paused');
   const busy = await a('run_command', { sandbox_id: id, command: 'true' });
   assert.ok(busy.isError && /paused/.test(busy.text), busy.text);
@@ -83,7 +86,7 @@ test('pause and resume keep processes, files, the clock and the preview URL', LO
   const r = await ok(a, 'resume_sandbox', { sandbox_id: id });
   assert.equal(r.state, 'running');
   assert.ok(r.charged > 0, JSON.stringify(r));
-  assert.ok(!existsSync(`${dir}/memory.save`), 'the saved memory goes once it runs');
+  assert.ok(!existsSync(`${STATE}/saved/${id}.save`), 'the saved memory goes once it runs');
   // The same process, still counting from where it was.
   assert.equal((await sh(a, id, `test -d /proc/${pid} && cat ~/counter.pid`)).trim(), pid);
   const after1 = Number((await sh(a, id, 'cat ~/count')).trim());
@@ -169,8 +172,8 @@ test('kill -9 during a pause and during a resume: one state, charged once, no fi
   const consistent = async (state) => {
     const vm = (await qemuIds()).includes(id);
     assert.equal(vm, state === 'running', `${state} with${vm ? '' : 'out'} a VM`);
-    assert.equal(existsSync(`${dir}/memory.save`), state === 'paused');
-    assert.ok(!existsSync(`${dir}/memory.save.new`), 'no half-written save');
+    assert.equal(existsSync(`${STATE}/saved/${id}.save`), state === 'paused');
+    assert.ok(!existsSync(`${STATE}/saved/${id}.save.new`), 'no half-written save');
     if (state === 'running') assert.equal((await sh(call, id, 'cat ~/f')).trim(), 'survives');
     await ledgerMatchesBalance(owner);
     // Each move is charged once: a resume that did not finish gave its
