@@ -757,7 +757,8 @@ test_tools_other_schemas(void **state)
 	ok_s(input_schema("expose_port"), "{" SBX ",\"port\":8080,\"public\":false}");
 	ok_s(input_schema("list_sandboxes"), "{\"state\":\"live\",\"limit\":100}");
 	bad_s(input_schema("list_sandboxes"), "{\"state\":\"zombie\"}", "state",
-	    "state: must be one of: creating, running, destroying, destroyed, failed, live");
+	    "state: must be one of: creating, running, pausing, paused, resuming, destroying,"
+	    " destroyed, failed, live");
 	bad_s(input_schema("extend_sandbox"), "{" SBX ",\"minutes\":0}", "minutes",
 	    "minutes: must be at least 1");
 	ok_s(input_schema("extend_sandbox"), "{" SBX ",\"minutes\":60}");
