@@ -279,12 +279,29 @@ sbx_guest_failed(struct sbx *s, const char *id, const char *host, struct err *e)
 {
 	char why[SBX_AGENT_WHY_MAX];
 
+	struct store_row row;
+	struct err le;
+
 	if (e->kind == ERR_UNAVAILABLE && end_if_agent_fault(s, id, host, why, sizeof(why))) {
 		err_clear(e);
 		err_set(e, ERR_UNAVAILABLE,
 		    "sandbox %s ended (agent_protocol): its guest agent broke the protocol (%s); "
 		    "create a new one",
 		    id, why);
+		return -1;
+	}
+	/* A pause or a destroy closes the agent's channel under a call that
+	 * began while the sandbox ran: the call lost a race, the service is
+	 * fine. */
+	err_clear(&le);
+	if (e->kind == ERR_UNAVAILABLE && store_load(s->app->db, NULL, id, &row, &le) == 0 &&
+	    strcmp(row.state, "running") != 0) {
+		err_clear(e);
+		err_set(e, ERR_CONFLICT, "sandbox %s became %s while the call ran; %s", id,
+		    row.state,
+		    strcmp(row.state, "pausing") == 0 || strcmp(row.state, "paused") == 0 ?
+			"resume_sandbox, then try again" :
+			"it no longer runs");
 	}
 	return -1;
 }

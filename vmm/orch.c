@@ -1424,6 +1424,9 @@ orch_pause(struct orch *o, const char *uri, const char *id, long long *bytes, st
 			log_debug("vm %s: %s", name, ignore.msg);
 		return -1;
 	}
+	/* A call that raced the save may have opened them again meanwhile. */
+	vm_agent_forget(h, name);
+	vm_console_detach(h, name);
 	oomwatch_take(o->oom, name);
 	if (rename(tmp, path) < 0) {
 		err_set(e, ERR_INTERNAL, "cannot keep the saved memory of %s: %s", name,
