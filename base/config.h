@@ -57,7 +57,7 @@ struct config {
 	long long price_small;
 	long long price_medium;
 	long long price_large;
-	long long price_storage; /* a paused sandbox, per minute */
+	long long price_storage; /* a paused sandbox or a snapshot, per minute */
 	/* VMs */
 	char libvirt_uri[CONFIG_STR_MAX]; /* comma-separated hosts */
 	int virt;                         /* enum config_virt */
@@ -79,6 +79,10 @@ struct config {
 	long long max_output_bytes;
 	int max_wait_s; /* get_command's wait_seconds cap */
 	int max_live_sandboxes;
+	int boot_snapshots;        /* start VMs from booted-image snapshots */
+	int max_snapshots;         /* per account */
+	int snapshot_keep_min;     /* default keep_minutes */
+	int snapshot_max_keep_min; /* largest keep_minutes */
 	int max_ports_per_sandbox;
 	int max_background_per_sandbox;
 	int max_commands_kept;

@@ -25,7 +25,7 @@ async function timed(fn) { const t0 = performance.now(); const v = await fn(); r
 const { stdout: acctJson } = await run(`${BUILD}/aasctl`, ['account', 'create', '--email',
   `bench-${randomBytes(4).toString('hex')}@bench.invalid`], { env: { ...process.env, AAS_STATE_DIR: STATE } });
 const key = JSON.parse(acctJson).api_key;
-const aasd = await startVmAasd(BUILD, STATE, URI, IMAGE);
+const aasd = await startVmAasd(BUILD, STATE, URI, IMAGE, { AAS_BOOT_SNAPSHOTS: '0' });
 try {
   const c = await client(aasd.url, key);
   const cold = [];

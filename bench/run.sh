@@ -4,7 +4,7 @@
 # Every part runs even when an earlier one failed (each starts its own aasd);
 # the exit status is 1 when a part failed, and the failed parts are named
 # last. A missed target is a figure, not a failure.
-# BENCH_ONLY="noisy preview" runs only the parts named (mcp_front, mcp_era, vm, pause,
+# BENCH_ONLY="noisy preview" runs only the parts named (mcp_front, mcp_era, vm, pause, snapshot,
 # files, agent, sync, preview, reaper, noisy, density, fleet, jail); empty runs all.
 set -eu
 
@@ -120,6 +120,9 @@ part preview node bench/preview.mjs "$ROOT/$B" "$STATE"
 
 part pause echo "== Pause and resume: against a cold create of the same size =="
 part pause node bench/pause.mjs "$ROOT/$B" "$STATE"
+
+part snapshot echo "== Snapshots: booted-image creates and forks against a cold create and a warm-pool claim =="
+part snapshot node bench/snapshot.mjs "$ROOT/$B" "$STATE"
 
 part reaper echo "== Expiry reaper =="
 part reaper node bench/reaper.mjs "$ROOT/$B" "$STATE"

@@ -29,7 +29,7 @@ const IMAGE = process.env.AAS_IMAGE_DIR || `${STATE}/../images/current`;
 const median = (a) => { const s = [...a].sort((x, y) => x - y); return s[Math.floor((s.length - 1) / 2)]; };
 const f1 = (x) => x.toFixed(1);
 
-const startAasd = (extra = {}) => startVmAasd(BUILD, STATE, URI, IMAGE, extra);
+const startAasd = (extra = {}) => startVmAasd(BUILD, STATE, URI, IMAGE, { AAS_BOOT_SNAPSHOTS: '0', ...extra });
 
 async function timed(fn) { const t0 = performance.now(); const v = await fn(); return [performance.now() - t0, v]; }
 

@@ -196,3 +196,44 @@ bill_resume_refund(PGconn *c, const char *account, const char *id, int resume, i
 	    minutes);
 	return bill_post(c, account, id, "refund", amount, minutes, reason, key, NULL, &posted, e);
 }
+
+int
+bill_charge_snapshot(PGconn *c, const char *account, const char *snap, int minutes, int64_t price,
+    int64_t *cost, int64_t *balance, struct err *e)
+{
+	char key[64], reason[160];
+	int64_t before;
+	int posted;
+
+	*cost = bill_cost(minutes, price);
+	if (bill_lock_balance(c, account, &before, e) < 0)
+		return -1;
+	if (*cost < 0 || before < *cost) {
+		err_set(e, ERR_PAYMENT,
+		    "not enough credit: your balance is %" PRId64 " micro-USD and keeping a"
+		    " snapshot %d minutes costs %" PRId64,
+		    before, minutes, *cost);
+		return -1;
+	}
+	if (*cost == 0)
+		return bill_lock_balance(c, account, balance, e);
+	snprintf(key, sizeof(key), "charge:snapshot:%s", snap);
+	snprintf(reason, sizeof(reason), "snapshot %s: storage, %d min", snap, minutes);
+	return bill_post(c, account, NULL, "charge", -*cost, minutes, reason, key, balance, &posted,
+	    e);
+}
+
+int
+bill_snapshot_refund(PGconn *c, const char *account, const char *snap, int minutes, int64_t amount,
+    struct err *e)
+{
+	char key[64], reason[160];
+	int posted;
+
+	if (amount <= 0)
+		return 0;
+	snprintf(key, sizeof(key), "refund:snapshot:%s", snap);
+	snprintf(reason, sizeof(reason), "snapshot %s ended early: %d minutes back", snap, minutes);
+	return bill_post(c, account, NULL, "refund", amount, minutes, reason, key, NULL, &posted,
+	    e);
+}

@@ -69,5 +69,13 @@ int bill_charge_resume(PGconn *c, const char *account, const char *id, int resum
 /* Gives back what resume number `resume` paid when it failed. */
 int bill_resume_refund(PGconn *c, const char *account, const char *id, int resume, int minutes,
     int64_t amount, struct err *e);
+/* Snapshots (docs/billing.md#snapshots): storage for `minutes` at `price`
+ * charged when snapshot `snap` is taken (ERR_PAYMENT when the balance does
+ * not cover it), and `amount` for the `minutes` not begun given back when
+ * it ends early. The account row locked first. */
+int bill_charge_snapshot(PGconn *c, const char *account, const char *snap, int minutes,
+    int64_t price, int64_t *cost, int64_t *balance, struct err *e);
+int bill_snapshot_refund(PGconn *c, const char *account, const char *snap, int minutes,
+    int64_t amount, struct err *e);
 
 #endif

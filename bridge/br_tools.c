@@ -61,6 +61,11 @@ static const struct route routes[] = {
 	    NULL },
 	{ "resume_sandbox", "POST", "sandboxes", 1, "resume", NULL, NULL, { NULL }, 0, T_CREATE,
 	    NULL },
+	{ "snapshot_sandbox", "POST", "sandboxes", 1, "snapshots", NULL, NULL, { NULL }, 1,
+	    T_CREATE, NULL },
+	{ "list_snapshots", "GET", "snapshots", 0, NULL, NULL, NULL, { NULL }, 0, T_NORMAL, NULL },
+	{ "delete_snapshot", "DELETE", "snapshots", 0, NULL, "snapshot_id", NULL, { NULL }, 0,
+	    T_NORMAL, NULL },
 	{ "get_usage", "GET", "usage", 0, NULL, NULL, NULL, { "limit", "cursor", NULL }, 0,
 	    T_NORMAL, NULL },
 	{ "get_service_info", "GET", "info", 0, NULL, NULL, NULL, { NULL }, 0, T_NORMAL, NULL },
@@ -74,7 +79,7 @@ static const struct route routes[] = {
 };
 
 #define N_ROUTES (sizeof(routes) / sizeof(routes[0]))
-#define N_FORWARDED 16 /* the server's tools come first */
+#define N_FORWARDED 19 /* the server's tools come first */
 
 int
 br_tools_init(struct err *e)

@@ -66,7 +66,10 @@ reply_err(struct rest_call *c, const struct err *e)
 		char value[REST_MAX_PATH_ARG] = "", msg[300];
 		http_path_arg(c->req, (size_t)i, value, sizeof(value));
 		snprintf(msg, sizeof(msg), "%s: no %s '%s' in your account", e->field,
-		    strcmp(e->field, "sandbox_id") == 0 ? "sandbox" : "such item", value);
+		    strcmp(e->field, "sandbox_id") == 0      ? "sandbox" :
+			strcmp(e->field, "snapshot_id") == 0 ? "snapshot" :
+							       "such item",
+		    value);
 		reply_error(c->req, 404, err_kind_name(ERR_NOT_FOUND), msg, e->field);
 		return;
 	}

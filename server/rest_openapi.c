@@ -26,7 +26,7 @@ static const char *const http_methods[] = {
 static json_t *
 arguments_schema(const json_t *input)
 {
-	static const char *const in_path[] = { "sandbox_id", "command_id" };
+	static const char *const in_path[] = { "sandbox_id", "command_id", "snapshot_id" };
 	json_t *s = json_deep_copy(input);
 	json_t *req = json_object_get(s, "required");
 	size_t i;

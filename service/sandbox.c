@@ -11,6 +11,7 @@
 #include "service/accounts.h"
 #include "service/reaper.h"
 #include "service/catalog.h"
+#include "service/hosts.h"
 #include "base/keys.h"
 #include "base/log.h"
 #include "base/metrics.h"
@@ -53,6 +54,7 @@ orch_open(const struct config *cfg, struct err *e)
 		.console_max_bytes = (size_t)cfg->console_max_bytes,
 		.bench_port = cfg->bench_port,
 		.guest_kernel_args = cfg->guest_kernel_args,
+		.boot_snapshots = cfg->boot_snapshots,
 	};
 
 	return orch_new(&oc, e);
@@ -203,6 +205,7 @@ sbx_running(struct sbx *s, const char *account, const char *id, struct store_row
 struct create_tx {
 	struct sbx *s;
 	struct store_new n;
+	const char *size_asked; /* NULL: the default */
 	char id[SBX_ID_LEN + 1];
 	char host[STORE_HOST_MAX];
 	char domain[64];
@@ -220,6 +223,73 @@ charge(PGconn *c, struct create_tx *t, struct err *e)
 		return -1;
 	return store_set_paid(c, t->id, t->price, t->n.timeout_min,
 	    bill_cost(t->n.timeout_min, t->price), e);
+}
+
+/* A fork: on its snapshot's host, of its size and network. */
+static int
+fork_tx(PGconn *c, struct create_tx *t, struct err *e)
+{
+	const struct config *cfg = &t->s->app->cfg;
+	const struct cat_size *sz;
+	struct store_snap sn;
+	const char *snap = t->n.from_snapshot;
+
+	if (store_conn_snap_read(c, t->n.account, snap, 0, &sn, e) < 0) {
+		if (e->kind == ERR_NOT_FOUND)
+			err_set_field(e, "from_snapshot",
+			    "from_snapshot: no snapshot %.40s in your account", snap);
+		return -1;
+	}
+	if (strcmp(sn.state, "ready") != 0) {
+		err_set(e, ERR_CONFLICT,
+		    "snapshot %s is still being taken; try again in a few"
+		    " seconds",
+		    snap);
+		return -1;
+	}
+	if (strcmp(sn.image, orch_image_id(t->s->orch)) != 0) {
+		err_set(e, ERR_CONFLICT,
+		    "snapshot %s was taken on a guest image this service no"
+		    " longer runs; it cannot start (delete it and take a new one)",
+		    snap);
+		return -1;
+	}
+	if ((sz = cat_find(sn.size)) == NULL) {
+		err_set(e, ERR_INTERNAL, "snapshot %s has an unknown size %s", snap, sn.size);
+		return -1;
+	}
+	if (t->size_asked && strcmp(t->size_asked, sz->name) != 0) {
+		err_set_field(e, "size",
+		    "size: snapshot %s is %s; a sandbox started from it is"
+		    " too (leave size out)",
+		    snap, sz->name);
+		return -1;
+	}
+	t->n.size = sz->name;
+	t->price = cat_price(cfg, sz);
+	t->net = sbx_net_parse(sn.net);
+	t->n.net = vm_net_name(t->net);
+	memcpy(t->id, "sbx-", 4);
+	if (key_random_base36(t->id + 4, 16) < 0) {
+		err_set(e, ERR_INTERNAL, "random generator failed");
+		return -1;
+	}
+	orch_domain_name(t->id, t->domain, sizeof(t->domain));
+	if (sbx_place_in(c, t->s, sn.host, sz->name, t->net, t->host, sizeof(t->host), &t->n, e) <
+	    0) {
+		if (e->kind == ERR_CAPACITY) {
+			err_clear(e);
+			err_set(e, ERR_CAPACITY,
+			    "the host of snapshot %s has no room right now; try"
+			    " again in %d s",
+			    snap, HOSTS_RETRY_AFTER_S);
+		}
+		return -1;
+	}
+	t->n.domain = t->domain;
+	if (store_insert_creating(c, t->id, &t->n, e) < 0)
+		return -1;
+	return charge(c, t, e);
 }
 
 static int
@@ -245,6 +315,8 @@ create_tx_fn(PGconn *c, void *arg, struct err *e)
 		    live, cfg->max_live_sandboxes);
 		return -1;
 	}
+	if (t->n.from_snapshot)
+		return fork_tx(c, t, e);
 	claimed = store_claim_warm(c, &t->n, t->id, t->host, e);
 	if (claimed < 0)
 		return -1;
@@ -305,6 +377,8 @@ sbx_create(struct sbx *s, const char *account, const struct sbx_create_req *req,
 		return NULL;
 	}
 	t.n.size = size->name;
+	t.size_asked = req->size;
+	t.n.from_snapshot = req->from_snapshot;
 	t.price = cat_price(cfg, size);
 	if (sbx_net_for(s, req->internet, &t.net, e) < 0)
 		return NULL;
@@ -320,7 +394,8 @@ sbx_create(struct sbx *s, const char *account, const struct sbx_create_req *req,
 			pg->fn(pg->ctx, 4, 4, "ready (pre-booted VM)");
 		log_info("sandbox %s: claimed from the warm pool", t.id);
 		sbx_expiry_changed(s);
-	} else if (sbx_boot_row(s, t.id, t.host, t.n.size, t.net, pg, e) < 0) {
+	} else if (sbx_boot_row_from(s, t.id, t.host, t.n.size, t.net, req->from_snapshot, pg, e) <
+	    0) {
 		return NULL;
 	}
 	return store_sandbox_json(s->app->db, account, t.id, e);

@@ -50,6 +50,14 @@ struct sbx_create_req {
 	const char *name;     /* NULL: none */
 	const char *metadata; /* a JSON object as text, or NULL: {} */
 	int internet;
+	const char *from_snapshot; /* NULL: a new VM from the image */
+};
+
+/* snapshot_sandbox's arguments. */
+struct sbx_snapshot_req {
+	const char *sandbox_id;
+	const char *name; /* NULL: none */
+	int keep_minutes; /* 0: AAS_SNAPSHOT_KEEP_MIN */
 };
 
 struct sbx_list_req {
@@ -176,6 +184,15 @@ json_t *sbx_destroy(struct sbx *s, const char *account, const char *sandbox_id, 
  * were, charged compute until its expiry. ERR_CONFLICT in any other state. */
 json_t *sbx_pause(struct sbx *s, const char *account, const char *sandbox_id, struct err *e);
 json_t *sbx_resume(struct sbx *s, const char *account, const char *sandbox_id, struct err *e);
+/* snapshot_sandbox: the running sandbox's memory and disk kept as a
+ * snapshot of the account (its storage charged for keep_minutes up
+ * front); the sandbox runs on. list_snapshots and delete_snapshot (the
+ * minutes not begun go back). Another account's ids are not found. */
+json_t *sbx_snapshot(struct sbx *s, const char *account, const struct sbx_snapshot_req *req,
+    struct err *e);
+json_t *sbx_snapshot_list(struct sbx *s, const char *account, struct err *e);
+json_t *sbx_snapshot_delete(struct sbx *s, const char *account, const char *snapshot_id,
+    struct err *e);
 /* 0 with `res` filled (sbx_run_res_clear it), -1 with `e`. */
 int sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
     const struct sbx_progress *pg, struct sbx_run_res *res, struct err *e);

@@ -158,17 +158,17 @@ read_from(struct vm_host *h, const char *domain, const char *path, const char *f
 }
 
 /* A guest call failed on sandbox `id`: it ends when its guest broke the
- * agent protocol (sbx_guest_failed). Returns -1. */
+ * agent protocol, and a call that lost a race with a pause, a snapshot or
+ * a destroy says so (sbx_guest_failed; the row need not run any more).
+ * Returns -1. */
 static int
 guest_failed(struct sbx *s, const char *account, const char *id, struct err *e)
 {
 	struct store_row row;
-	char domain[64];
 	struct err le;
 
 	err_clear(&le);
-	if (e->kind != ERR_UNAVAILABLE ||
-	    sbx_running(s, account, id, &row, domain, sizeof(domain), &le) == NULL)
+	if (e->kind != ERR_UNAVAILABLE || store_load(s->app->db, account, id, &row, &le) < 0)
 		return -1;
 	return sbx_guest_failed(s, id, row.host, e);
 }

@@ -192,13 +192,25 @@ int
 sbx_place(PGconn *c, struct sbx *s, const char *size, enum vm_net net, char *host, size_t n,
     struct store_new *row, struct err *e)
 {
+	char csv[ORCH_MAX_HOSTS * 260];
+
+	if (sbx_hosts_csv(s, csv, sizeof(csv)) < 0) {
+		err_set(e, ERR_INTERNAL, "placement: bad host list");
+		return -1;
+	}
+	return sbx_place_in(c, s, csv, size, net, host, n, row, e);
+}
+
+int
+sbx_place_in(PGconn *c, struct sbx *s, const char *csv, const char *size, enum vm_net net,
+    char *host, size_t n, struct store_new *row, struct err *e)
+{
 	const struct cat_size *sz = cat_find(size);
-	char csv[ORCH_MAX_HOSTS * 260], uris[ORCH_MAX_HOSTS * 270];
+	char uris[ORCH_MAX_HOSTS * 270];
 	struct place_need need;
 	int rc;
 
-	if (sz == NULL || sbx_hosts_csv(s, csv, sizeof(csv)) < 0 ||
-	    db_array_literal(csv, uris, sizeof(uris)) < 0) {
+	if (sz == NULL || db_array_literal(csv, uris, sizeof(uris)) < 0) {
 		err_set(e, ERR_INTERNAL, "placement: bad size or host list");
 		return -1;
 	}

@@ -80,6 +80,9 @@ int sbx_sleep_or_stop(struct sbx *s, int seconds);
  * when none has room. */
 int sbx_place(PGconn *c, struct sbx *s, const char *size, enum vm_net net, char *host, size_t n,
     struct store_new *row, struct err *e);
+/* The same among the hosts in `csv` (comma-separated URIs) only. */
+int sbx_place_in(PGconn *c, struct sbx *s, const char *csv, const char *size, enum vm_net net,
+    char *host, size_t n, struct store_new *row, struct err *e);
 /* A live sandbox whose VM is gone (and, pausing or resuming, has no saved
  * memory either): failed as out_of_memory or guest_shutdown, settled, and
  * its files removed. */
@@ -87,6 +90,10 @@ void sbx_vm_lost(struct sbx *s, const char *host, const char *id);
 /* Reconcile's end of a pause or resume whose aasd stopped (`state`
  * pausing or resuming; `runs`: whether its domain runs): whichever state
  * the VM is in is recorded, with its money, once. */
+/* A 'snapshotting' sandbox whose aasd stopped (sandbox_snap.c). */
+void sbx_reconcile_snapshot(struct sbx *s, const char *host, const char *id);
+/* Ends the snapshots past their expiry (sandbox_snap.c). */
+void sbx_snapshots_expire(struct sbx *s);
 void sbx_reconcile_pause(struct sbx *s, const char *host, const char *id, const char *state,
     int runs);
 /* Most forwards a sandbox brings to a new QEMU (a move, a resume);
@@ -112,6 +119,9 @@ struct vm_host *sbx_file_vm(struct sbx *s, const char *account, const char *id, 
 /* Boots the VM of a 'creating' row and moves it to running (or failed). */
 int sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size, enum vm_net net,
     const struct sbx_progress *pg, struct err *e);
+/* The same from snapshot `snap` (NULL: a cold boot). */
+int sbx_boot_row_from(struct sbx *s, const char *id, const char *host, const char *size,
+    enum vm_net net, const char *snap, const struct sbx_progress *pg, struct err *e);
 
 /* ---- networking (sandbox_net.c) ---- */
 /* Checks (and under AAS_NET=auto/on installs) the isolation rule. -1 only

@@ -66,7 +66,39 @@ int
 sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size, enum vm_net net,
     const struct sbx_progress *pg, struct err *e)
 {
+	return sbx_boot_row_from(s, id, host, size, net, NULL, pg, e);
+}
+
+/* A VM from snapshot `snap`: restored, then given an identity of its own
+ * before anyone's first command. */
+static int
+boot_from_snapshot(struct sbx *s, const char *id, const char *host, const char *snap,
+    const struct sbx_progress *pg, struct err *e)
+{
+	struct vm_host *h;
+	char domain[64];
+	struct err ignore;
+
+	if (orch_boot_snapshot(s->orch, host, id, snap, boot_progress, (void *)pg, e) < 0)
+		return -1;
+	orch_domain_name(id, domain, sizeof(domain));
+	h = orch_host_by_uri(s->orch, host);
+	if (h == NULL || guest_new_identity(h, domain, e) < 0) {
+		if (h == NULL)
+			err_set(e, ERR_UNAVAILABLE, "host %s is gone", host);
+		err_clear(&ignore);
+		orch_destroy(s->orch, host, id, &ignore);
+		return -1;
+	}
+	return 0;
+}
+
+int
+sbx_boot_row_from(struct sbx *s, const char *id, const char *host, const char *size,
+    enum vm_net net, const char *snap, const struct sbx_progress *pg, struct err *e)
+{
 	const struct cat_size *sz = cat_find(size);
+	enum orch_booted how = ORCH_BOOTED_COLD;
 	const char *accel;
 	double t0;
 	int won = 0;
@@ -83,8 +115,9 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size, 
 		return -1;
 	}
 	t0 = metrics_now();
-	if (orch_boot(s->orch, host, id, net, sz->vcpus, sz->memory_mib, boot_progress, (void *)pg,
-		e) < 0) {
+	if (snap ? boot_from_snapshot(s, id, host, snap, pg, e) < 0 :
+		   orch_boot(s->orch, host, id, net, sz->vcpus, sz->memory_mib, boot_progress,
+		       (void *)pg, &how, e) < 0) {
 		metrics_boot(0, 0);
 		log_warn("sandbox %s: boot failed: %s", id, e->msg);
 		mark_failed(s, id, STORE_END_BOOT_FAILED, e->msg);
@@ -92,7 +125,8 @@ sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size, 
 	}
 	metrics_boot(1, metrics_now() - t0);
 	accel = orch_accel(s->orch);
-	if (store_mark_running(s->app->db, id, accel ? accel : "tcg", s->app->cfg.minute_s, &won,
+	if (store_mark_running(s->app->db, id, accel ? accel : "tcg",
+		how == ORCH_BOOTED_SNAPSHOT ? "image_snapshot" : NULL, s->app->cfg.minute_s, &won,
 		e) < 0)
 		won = 0;
 	if (!won) {
@@ -301,7 +335,8 @@ sbx_guest_failed(struct sbx *s, const char *id, const char *host, struct err *e)
 		    row.state,
 		    strcmp(row.state, "pausing") == 0 || strcmp(row.state, "paused") == 0 ?
 			"resume_sandbox, then try again" :
-			"it no longer runs");
+			strcmp(row.state, "snapshotting") == 0 ? "try again in a few seconds" :
+								 "it no longer runs");
 	}
 	return -1;
 }
@@ -509,6 +544,8 @@ reconcile_rows(struct sbx *s, const char *host, char **ids, size_t n)
 
 			if (runs >= 0)
 				sbx_reconcile_pause(s, host, id, state, runs);
+		} else if (strcmp(state, "snapshotting") == 0 && rows[i].owner_dead) {
+			sbx_reconcile_snapshot(s, host, id);
 		} else if (strcmp(state, "creating") == 0 && rows[i].owner_dead) {
 			log_warn("reconcile: sandbox %s was left half-created; failing it", id);
 			orch_destroy(s->orch, host, id, &e);
@@ -726,6 +763,7 @@ sbx_maint_main(void *arg)
 			last_reconcile = time(NULL);
 		}
 		refill_pool(s);
+		sbx_snapshots_expire(s);
 	} while (!sbx_sleep_or_stop(s, SBX_HEARTBEAT_S));
 	return NULL;
 }

@@ -8,9 +8,10 @@
 
 #include "service/catalog.h"
 
-#define SANDBOX_COLUMNS                                                                            \
-	"id, coalesce(name, ''), state, size, accelerator, " STORE_TS("created_at") ", " STORE_TS( \
-	    "ready_at") ", " STORE_TS("expires_at") ", " STORE_TS("destroyed_at") ", failure_reason, metadata::text, host_uri, net, end_reason"
+#define SANDBOX_COLUMNS                                                                                                                          \
+	"id, coalesce(name, ''), state, size, accelerator, " STORE_TS("created_at") ", " STORE_TS(                                               \
+	    "ready_at") ", " STORE_TS("expires_at") ", " STORE_TS("destroyed_at") ", failure_reason, metadata::text, host_uri, net, end_reason," \
+										  " boot, from_snapshot"
 
 void
 store_not_found(const char *id, struct err *e)
@@ -147,7 +148,7 @@ sandbox_json(const PGresult *r, int i)
 	json_t *meta = json_loads(PQgetvalue(r, i, 10), 0, NULL);
 
 	return json_pack(
-	    "{s:s, s:o, s:s, s:s, s:i, s:i, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:s}",
+	    "{s:s, s:o, s:s, s:s, s:i, s:i, s:o, s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:s, s:s, s:o}",
 	    "sandbox_id", PQgetvalue(r, i, 0), "name", store_text_or_null(r, i, 1), "state",
 	    PQgetvalue(r, i, 2), "size", PQgetvalue(r, i, 3), "vcpus", sz ? sz->vcpus : 0,
 	    "memory_mib", sz ? sz->memory_mib : 0, "accelerator", store_text_or_null(r, i, 4),
@@ -155,7 +156,8 @@ sandbox_json(const PGresult *r, int i)
 	    "expires_at", store_text_or_null(r, i, 7), "destroyed_at", store_text_or_null(r, i, 8),
 	    "failure_reason", store_text_or_null(r, i, 9), "end_reason",
 	    store_text_or_null(r, i, 13), "metadata", meta ? meta : json_object(), "network",
-	    PQgetvalue(r, i, 12));
+	    PQgetvalue(r, i, 12), "boot", PQgetvalue(r, i, 14), "from_snapshot",
+	    store_text_or_null(r, i, 15));
 }
 
 json_t *
@@ -277,7 +279,7 @@ store_claim_warm(PGconn *c, const struct store_new *n, char *id, char *host, str
 	snprintf(minute, sizeof(minute), "%d", n->minute_s);
 	/* A warm VM no account has touched, claimed in one statement. */
 	r = db_conn_query(c,
-	    "UPDATE sandboxes SET account_id = $1, in_pool = false,"
+	    "UPDATE sandboxes SET account_id = $1, in_pool = false, boot = 'pool',"
 	    " name = $4, metadata = $5::jsonb, timeout_minutes = $3::int, claimed_at = now(),"
 	    " ready_at = now(), expires_at = now() + make_interval(secs => $3::int * $6::int)"
 	    " WHERE id = (SELECT id FROM sandboxes WHERE in_pool AND state = 'running'"
@@ -290,11 +292,12 @@ store_claim_warm(PGconn *c, const struct store_new *n, char *id, char *host, str
 static const char insert_sql[] =
     "INSERT INTO sandboxes(id, account_id, in_pool, name, metadata, size,"
     " host_uri, domain_name, state, owner, timeout_minutes, net, reserved_memory_mib,"
-    " reserved_vcpus)"
+    " reserved_vcpus, boot, from_snapshot)"
     " VALUES ($1, $2::uuid, $2::uuid IS NULL, $3, $4::jsonb, $5, $6, $7, 'creating', $8,"
-    " $9::int, $10, $11::int, $12::int)";
+    " $9::int, $10, $11::int, $12::int, CASE WHEN $13::text IS NULL THEN 'cold'"
+    "  ELSE 'snapshot' END, $13)";
 
-#define STORE_INSERT_PARAMS 12
+#define STORE_INSERT_PARAMS 13
 
 struct insert_buf {
 	char tmo[16], mem[16], cpus[16];
@@ -318,6 +321,7 @@ insert_params(const char *id, const struct store_new *n, struct insert_buf *b, c
 	p[9] = n->net;
 	p[10] = b->mem;
 	p[11] = b->cpus;
+	p[12] = n->from_snapshot;
 }
 
 int
@@ -372,22 +376,22 @@ store_end_name(enum store_end end)
 }
 
 int
-store_mark_running(struct db *db, const char *id, const char *accel, int minute_s, int *won,
-    struct err *e)
+store_mark_running(struct db *db, const char *id, const char *accel, const char *boot, int minute_s,
+    int *won, struct err *e)
 {
 	char minute[16];
-	const char *p[3] = { id, accel, minute };
+	const char *p[4] = { id, accel, minute, boot };
 	long n = 0;
 
 	snprintf(minute, sizeof(minute), "%d", minute_s);
 	/* Expiry counts from readiness; warm VMs get theirs when claimed. */
 	if (db_exec(db,
 		"UPDATE sandboxes SET state = 'running', ready_at = now(),"
-		" accelerator = $2, owner = NULL,"
+		" accelerator = $2, owner = NULL, boot = coalesce($4, boot),"
 		" expires_at = CASE WHEN in_pool THEN NULL"
 		"  ELSE now() + make_interval(secs => timeout_minutes * $3::int) END"
 		" WHERE id = $1 AND state = 'creating'",
-		3, p, &n, e) < 0)
+		4, p, &n, e) < 0)
 		return -1;
 	*won = n == 1;
 	return 0;
@@ -409,9 +413,9 @@ store_mark_destroying(struct db *db, const char *id, const char *account, const 
 		" AND state IN ('creating', 'running', 'destroying', 'paused')",
 		4, p, &n, e) < 0)
 		return -1;
-	/* A pause or a resume under way ends first: its aasd owns the VM. */
-	if (n == 0 && store_load(db, account, id, &row, e) == 0 &&
-	    (strcmp(row.state, "pausing") == 0 || strcmp(row.state, "resuming") == 0)) {
+	/* A pause, resume or snapshot under way ends first: its aasd owns
+	 * the VM. */
+	if (n == 0 && store_load(db, account, id, &row, e) == 0 && store_state_moving(row.state)) {
 		err_set(e, ERR_CONFLICT, "sandbox %s is %s; try again in a few seconds", id,
 		    row.state);
 		return -1;
@@ -432,6 +436,13 @@ store_mark_destroying(struct db *db, const char *id, const char *account, const 
 	" failure_reason = coalesce($3, failure_reason),"                 \
 	" end_reason = coalesce(end_reason, $4)"                          \
 	" WHERE id = $1 AND state IN " STORE_LIVE_STATES
+
+int
+store_state_moving(const char *state)
+{
+	return strcmp(state, "pausing") == 0 || strcmp(state, "resuming") == 0 ||
+	    strcmp(state, "snapshotting") == 0;
+}
 
 int
 store_conn_mark_ended(PGconn *c, const char *id, const char *state, enum store_end end,

@@ -34,9 +34,19 @@ struct store_row {
 /* Row states, as SQL lists: every state of a sandbox that has not ended;
  * those with a VM on their host (what its reservation counts); those that
  * count against an account's live sandboxes. */
-#define STORE_LIVE_STATES "('creating', 'running', 'destroying', 'pausing', 'paused', 'resuming')"
-#define STORE_VM_STATES "('creating', 'running', 'destroying', 'pausing', 'resuming')"
-#define STORE_ACTIVE_STATES "('creating', 'running', 'pausing', 'paused', 'resuming')"
+#define STORE_LIVE_STATES \
+	"('creating', 'running', 'destroying', 'pausing', 'paused', 'resuming', 'snapshotting')"
+#define STORE_VM_STATES \
+	"('creating', 'running', 'destroying', 'pausing', 'resuming', 'snapshotting')"
+#define STORE_ACTIVE_STATES \
+	"('creating', 'running', 'pausing', 'paused', 'resuming', 'snapshotting')"
+
+/* 1 for a state a pause, resume or snapshot under way holds for seconds. */
+int store_state_moving(const char *state);
+/* Why sandbox `id` is not in the state `want` a move needs: the
+ * ERR_CONFLICT a caller sees (or ERR_NOT_FOUND). */
+void store_wrong_state(struct db *db, const char *id, const char *account, const char *want,
+    struct err *e);
 
 /* ---- reading sandboxes ---- */
 
@@ -74,6 +84,7 @@ struct store_new {
 	int minute_s;
 	int reserved_memory_mib; /* on its host while it lives (service/hosts.h) */
 	int reserved_vcpus;
+	const char *from_snapshot; /* NULL: a VM booted from the image */
 };
 
 /* Claims a warm VM of n->size and n->net for n->account: 1 and its id and
@@ -103,8 +114,8 @@ enum store_end {
 const char *store_end_name(enum store_end end);
 
 /* creating -> running; *won is 0 when the row was no longer creating. */
-int store_mark_running(struct db *db, const char *id, const char *accel, int minute_s, int *won,
-    struct err *e);
+int store_mark_running(struct db *db, const char *id, const char *accel, const char *boot,
+    int minute_s, int *won, struct err *e);
 /* A live sandbox of `account` (NULL: any) moves to destroying, owned by
  * `owner`, so reconcile leaves it to its owner; its end reason becomes
  * `end` unless it already had one. */
@@ -349,5 +360,70 @@ int store_move_done(struct db *db, const char *id, const char *to, long long pau
 /* The move failed: the sandbox stays where it was with the reason, and is
  * not tried again until the next evacuate. */
 int store_move_failed(struct db *db, const char *id, const char *why, struct err *e);
+
+/* ---- snapshots (store_snap.c) ---- */
+
+#define STORE_SNAP_ID_LEN 20 /* "snp-" and 16 base36 characters */
+#define STORE_IMAGE_MAX 80
+
+struct store_snap_new {
+	const char *id, *account, *name, *sandbox_id, *host, *size, *net, *image;
+	int keep_minutes;
+	long long storage_price, charged;
+};
+
+struct store_snap {
+	char id[STORE_SNAP_ID_LEN + 1];
+	char account[40];
+	char sandbox_id[STORE_ID_LEN + 1];
+	char host[STORE_HOST_MAX];
+	char size[8];
+	char net[16];
+	char image[STORE_IMAGE_MAX];
+	char state[16];
+	int keep_minutes;
+	long long charged;
+	long long left_ms; /* until it expires */
+};
+
+struct store_snap_due {
+	char id[STORE_SNAP_ID_LEN + 1];
+	char account[40];
+};
+
+/* ERR_NOT_FOUND naming snapshot_id. */
+void store_snap_not_found(const char *snap, struct err *e);
+/* Snapshots of `account` not deleted (the per-account cap counts them). */
+int store_conn_snap_count(PGconn *c, const char *account, long long *n, struct err *e);
+/* running -> snapshotting, owned by `owner`; ERR_CONFLICT otherwise. */
+int store_conn_mark_snapshotting(PGconn *c, const char *id, const char *account, const char *owner,
+    struct err *e);
+int store_conn_snap_insert(PGconn *c, const struct store_snap_new *n, struct err *e);
+/* The account's snapshot, not deleted (locked FOR UPDATE when asked: after
+ * the account and sandbox rows); ERR_NOT_FOUND otherwise. Under the
+ * account row's lock a plain read is stable: every change of a snapshot
+ * locks its account first. */
+int store_conn_snap_read(PGconn *c, const char *account, const char *snap, int for_update,
+    struct store_snap *out, struct err *e);
+/* The snapshot sandbox `sandbox_id` is being taken: 1 with it, 0 none. */
+int store_snap_saving(struct db *db, const char *sandbox_id, struct store_snap *out, struct err *e);
+/* saving -> ready with its size on disk. */
+int store_conn_snap_ready(PGconn *c, const char *snap, long long bytes, struct err *e);
+/* -> deleted, for `reason` (deleted, expired, failed, image_changed),
+ * `refunded` given back. */
+int store_conn_snap_end(PGconn *c, const char *snap, const char *reason, long long refunded,
+    struct err *e);
+/* snapshotting -> running; its forwards rebound when `ports` is not NULL
+ * (its VM runs on a new QEMU). */
+int store_conn_snap_sandbox_back(PGconn *c, const char *sandbox_id, const int *ports,
+    const int *host_ports, size_t n, struct err *e);
+/* A snapshot whose end could not be recorded: left to reconcile. */
+int store_snap_disown(struct db *db, const char *sandbox_id, struct err *e);
+json_t *store_snap_json(struct db *db, const char *account, const char *snap, struct err *e);
+/* The account's snapshots not deleted, newest first (at most 1000; the
+ * per-account cap is far below). */
+json_t *store_snap_list_json(struct db *db, const char *account, struct err *e);
+/* Up to `max` ready snapshots past their expiry. */
+int store_snap_due(struct db *db, struct store_snap_due *due, size_t max, size_t *n, struct err *e);
 
 #endif

@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Why a row is not in the state a move needs: the error a caller sees. */
-static void
-wrong_state(struct db *db, const char *id, const char *account, const char *want, struct err *e)
+void
+store_wrong_state(struct db *db, const char *id, const char *account, const char *want,
+    struct err *e)
 {
 	struct store_row row;
 	struct err le;
@@ -19,9 +19,7 @@ wrong_state(struct db *db, const char *id, const char *account, const char *want
 		return;
 	}
 	err_set(e, ERR_CONFLICT, "sandbox %s is %s, not %s%s", id, row.state, want,
-	    strcmp(row.state, "pausing") == 0 || strcmp(row.state, "resuming") == 0 ?
-		"; try again in a few seconds" :
-		"");
+	    store_state_moving(row.state) ? "; try again in a few seconds" : "");
 }
 
 int
@@ -40,7 +38,7 @@ store_pause_begin(struct db *db, const char *id, const char *account, const char
 			       3, p, e),
 	    got, host, hn, e);
 	if (rc == 0)
-		wrong_state(db, id, account, "running", e);
+		store_wrong_state(db, id, account, "running", e);
 	return rc == 1 ? 0 : -1;
 }
 

@@ -80,7 +80,7 @@ info_run(struct call_ctx *cx, void *req, struct err *e)
 			" s:{s:[ss], s:s, s:s, s:s},"
 			" s:{s:s, s:s, s:s, s:s*},"
 			" s:o,"
-			" s:{s:i, s:i, s:i, s:I, s:i, s:i, s:i},"
+			" s:{s:i, s:i, s:i, s:I, s:i, s:i, s:i, s:i, s:i, s:i},"
 			" s:{s:s, s:s, s:I, s:I, s:s}}",
 	    "name", "aas", "version", AAS_VERSION, "description",
 	    "Sandbox as a Service: a disposable Linux VM with its own kernel for each sandbox.",
@@ -98,14 +98,17 @@ info_run(struct call_ctx *cx, void *req, struct err *e)
 	    cfg->max_lifetime_min, "default_timeout_minutes", cfg->default_timeout_min,
 	    "max_request_bytes", (json_int_t)cfg->max_body_bytes, "default_output_bytes_per_stream",
 	    262144, "max_output_bytes_per_stream", 4194304, "max_wait_seconds", cfg->max_wait_s,
-	    "pricing", "currency", "USD", "unit",
-	    "micro-USD (1,000,000 = 1 USD); every started minute is billed",
+	    "max_snapshots", cfg->max_snapshots, "snapshot_keep_minutes", cfg->snapshot_keep_min,
+	    "snapshot_max_keep_minutes", cfg->snapshot_max_keep_min, "pricing", "currency", "USD",
+	    "unit", "micro-USD (1,000,000 = 1 USD); every started minute is billed",
 	    "free_credit_new_account", (json_int_t)cfg->free_credit, "paused_price_per_minute",
 	    (json_int_t)cfg->price_storage, "billing",
 	    "Minutes are charged up front at create/extend; destroy_sandbox refunds unused whole "
 	    "minutes. pause_sandbox refunds the compute minutes not started; a paused sandbox "
 	    "costs paused_price_per_minute, charged when it resumes or ends; resume_sandbox "
-	    "charges compute again until the sandbox's expiry.");
+	    "charges compute again until the sandbox's expiry. snapshot_sandbox charges "
+	    "paused_price_per_minute for its keep_minutes up front; delete_snapshot refunds the "
+	    "minutes not begun.");
 	if (out == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;

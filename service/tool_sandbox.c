@@ -33,7 +33,8 @@ create_parse(const struct call_ctx *cx, const json_t *args, void *req, struct er
 	    tool_arg_int32(args, "timeout_minutes", cx->app->cfg.default_timeout_min, 1, 100000,
 		&a->rq.timeout_min, e) < 0 ||
 	    tool_arg_str(args, "name", &a->rq.name, e) < 0 ||
-	    tool_arg_bool(args, "internet", 1, &a->rq.internet, e) < 0)
+	    tool_arg_bool(args, "internet", 1, &a->rq.internet, e) < 0 ||
+	    tool_arg_str(args, "from_snapshot", &a->rq.from_snapshot, e) < 0)
 		return -1;
 	if (meta != NULL) {
 		a->metadata = json_dumps(meta, JSON_COMPACT);
@@ -252,6 +253,69 @@ resume_run(struct call_ctx *cx, void *req, struct err *e)
 	return s ? sbx_resume(s, cx->account_id, ((struct id_args *)req)->sandbox_id, e) : NULL;
 }
 
+/* ---- snapshots ---- */
+
+static int
+snap_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err *e)
+{
+	struct sbx_snapshot_req *r = req;
+
+	return tool_arg_need(args, "sandbox_id", &r->sandbox_id, e) < 0 ||
+		tool_arg_str(args, "name", &r->name, e) < 0 ||
+		tool_arg_int32(args, "keep_minutes", 0, 1, cx->app->cfg.snapshot_max_keep_min,
+		    &r->keep_minutes, e) < 0 ?
+	    -1 :
+	    0;
+}
+
+static json_t *
+snap_run(struct call_ctx *cx, void *req, struct err *e)
+{
+	struct sbx *s = tool_sbx(cx, e);
+
+	return s ? sbx_snapshot(s, cx->account_id, req, e) : NULL;
+}
+
+static int
+none_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err *e)
+{
+	(void)cx;
+	(void)args;
+	(void)req;
+	(void)e;
+	return 0;
+}
+
+static json_t *
+snap_list_run(struct call_ctx *cx, void *req, struct err *e)
+{
+	struct sbx *s = tool_sbx(cx, e);
+
+	(void)req;
+	return s ? sbx_snapshot_list(s, cx->account_id, e) : NULL;
+}
+
+struct snap_id_args {
+	const char *snapshot_id;
+};
+
+static int
+snap_id_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err *e)
+{
+	(void)cx;
+	return tool_arg_need(args, "snapshot_id", &((struct snap_id_args *)req)->snapshot_id, e);
+}
+
+static json_t *
+snap_delete_run(struct call_ctx *cx, void *req, struct err *e)
+{
+	struct sbx *s = tool_sbx(cx, e);
+
+	return s ?
+	    sbx_snapshot_delete(s, cx->account_id, ((struct snap_id_args *)req)->snapshot_id, e) :
+	    NULL;
+}
+
 static int
 list_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err *e)
 {
@@ -327,6 +391,9 @@ const struct tool_impl tool_sandbox_impls[] = {
 	{ "destroy_sandbox", id_parse, destroy_run, NULL, NULL, 0, 1 },
 	{ "pause_sandbox", id_parse, pause_run, NULL, NULL, 0, 1 },
 	{ "resume_sandbox", id_parse, resume_run, NULL, NULL, 0, 1 },
+	{ "snapshot_sandbox", snap_parse, snap_run, NULL, NULL, 0, 1 },
+	{ "list_snapshots", none_parse, snap_list_run, NULL, NULL, 0, 0 },
+	{ "delete_snapshot", snap_id_parse, snap_delete_run, NULL, NULL, 0, 0 },
 	{ "get_usage", usage_parse, usage_run, NULL, NULL, 0, 0 },
 };
 const size_t tool_sandbox_impls_count = sizeof(tool_sandbox_impls) / sizeof(tool_sandbox_impls[0]);

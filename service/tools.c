@@ -28,7 +28,7 @@ struct tool_call {
 	_Alignas(max_align_t) unsigned char req[TOOL_MAX_REQ];
 };
 
-#define N_TOOLS 16
+#define N_TOOLS 19
 static struct tool catalogue_tools[N_TOOLS];
 
 static json_t *catalogue; /* {"tools": [...]} with $refs resolved */

@@ -1,6 +1,8 @@
 /* conlog.c - a VM's serial console in a file of bounded size. */
 #include "vmm/conlog.h"
 
+#include "base/fcopy.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -20,25 +22,6 @@ struct conlog {
 	char tmp[CONLOG_PATH_MAX + 8];
 };
 
-/* Writes all n bytes or fails. */
-static int
-write_all(int fd, const void *data, size_t n)
-{
-	const char *p = data;
-
-	while (n > 0) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return -1;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* Copies [off, off+n) of `from` to the end of `to`. */
 static int
 copy_range(int from, off_t off, size_t n, int to)
@@ -51,7 +34,7 @@ copy_range(int from, off_t off, size_t n, int to)
 
 		if (r < 0 && errno == EINTR)
 			continue;
-		if (r <= 0 || write_all(to, buf, (size_t)r) < 0)
+		if (r <= 0 || fcopy_write(to, buf, (size_t)r) < 0)
 			return -1;
 		off += r;
 		n -= (size_t)r;
@@ -75,7 +58,7 @@ compact(struct conlog *l, const char *data, size_t n, struct err *e)
 	if (fd < 0)
 		goto fail;
 	if (copy_range(l->fd, (off_t)(l->size - from_file), from_file, fd) < 0 ||
-	    write_all(fd, data + (n - from_data), from_data) < 0 || rename(l->tmp, l->path) < 0) {
+	    fcopy_write(fd, data + (n - from_data), from_data) < 0 || rename(l->tmp, l->path) < 0) {
 		close(fd);
 		unlink(l->tmp);
 		goto fail;
@@ -136,7 +119,7 @@ conlog_append(struct conlog *l, const void *data, size_t n, struct err *e)
 	if (n == 0)
 		return 0;
 	if (l->size <= l->max && n <= l->max - l->size) {
-		if (write_all(l->fd, data, n) == 0) {
+		if (fcopy_write(l->fd, data, n) == 0) {
 			l->size += n;
 			return 0;
 		}

@@ -13,6 +13,7 @@
 #include "vmm/achan.h"
 #include "vmm/vm_agent.h"
 #include "base/clock.h"
+#include "base/keys.h"
 #include "base/log.h"
 
 #define GUEST_ENV_MAX 80
@@ -806,37 +807,78 @@ guest_pty_free(struct guest_pty *p)
 	free(p);
 }
 
-int
-guest_set_clock(struct vm_host *h, const char *dom, struct err *e)
+/* Runs argv as root in the guest, its output dropped; 0 when it exits 0
+ * within 10 s. `what` names it in errors. */
+static int
+run_root_quiet(struct vm_host *h, const char *dom, const char **argv, const char *what,
+    struct err *e)
 {
-	char when[48];
-	const char *argv[] = { "/bin/date", "-u", "-s", when, NULL };
 	struct achan_exec_req req = { .argv = argv, .as_root = 1, .timeout_s = 10 };
 	long long deadline = clock_ms() + 10000;
 	struct achan *c = agent(h, dom, e);
 	struct achan_exec *x;
 	struct achan_ev ev;
-	struct timespec now;
 	long pid;
 	int rc = -1, got;
 
 	if (c == NULL)
 		return -1;
-	clock_gettime(CLOCK_REALTIME, &now);
-	snprintf(when, sizeof(when), "@%lld.%09ld", (long long)now.tv_sec, now.tv_nsec);
 	if ((x = achan_exec_start(c, &req, &pid, e)) == NULL)
 		goto out;
-	/* Its one line of output is read and dropped. */
 	while ((got = achan_exec_next(x, deadline, NULL, &ev, e)) == 1 && ev.kind != ACHAN_EV_EXIT)
 		;
 	if (got == 1 && ev.code == 0 && ev.signal == 0)
 		rc = 0;
 	else if (got == 1)
-		err_set(e, ERR_UNAVAILABLE, "the guest's date -s failed (%d)", ev.code);
+		err_set(e, ERR_UNAVAILABLE, "the guest's %s failed (%d)", what, ev.code);
 	else if (got == 0)
-		err_set(e, ERR_TIMEOUT, "the guest's clock was not set in time");
+		err_set(e, ERR_TIMEOUT, "the guest's %s did not finish in time", what);
 	achan_exec_free(x);
 out:
 	achan_free(c);
 	return rc;
+}
+
+/* The host's time as "seconds.nanoseconds". */
+static void
+now_text(char *out, size_t n)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	snprintf(out, n, "%lld.%09ld", (long long)now.tv_sec, now.tv_nsec);
+}
+
+int
+guest_set_clock(struct vm_host *h, const char *dom, struct err *e)
+{
+	char when[48];
+	const char *argv[] = { "/bin/date", "-u", "-s", when, NULL };
+
+	when[0] = '@';
+	now_text(when + 1, sizeof(when) - 1);
+	return run_root_quiet(h, dom, argv, "date -s", e);
+}
+
+int
+guest_drop_caches(struct vm_host *h, const char *dom, struct err *e)
+{
+	const char *argv[] = { "/bin/sh", "-c", "sync && echo 3 > /proc/sys/vm/drop_caches", NULL };
+
+	return run_root_quiet(h, dom, argv, "drop_caches", e);
+}
+
+int
+guest_new_identity(struct vm_host *h, const char *dom, struct err *e)
+{
+	char seed[2 * GUEST_SEED_BYTES + 1], id[33], when[48];
+	const char *argv[] = { GUEST_IDENTITY_PATH, seed, id, when, NULL };
+
+	if (key_random_hex(seed, sizeof(seed), GUEST_SEED_BYTES) < 0 ||
+	    key_random_hex(id, sizeof(id), 16) < 0) {
+		err_set(e, ERR_INTERNAL, "random generator failed");
+		return -1;
+	}
+	now_text(when, sizeof(when));
+	return run_root_quiet(h, dom, argv, "aas-identity", e);
 }

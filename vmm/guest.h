@@ -164,5 +164,14 @@ int guest_abs_path(const char *path, char *out, size_t n);
 /* Sets the guest's clock to the host's (UTC, to the nanosecond as sent),
  * as root: a guest restored from saved memory has the clock of its save. */
 int guest_set_clock(struct vm_host *h, const char *dom, struct err *e);
+/* A guest started from a snapshot made its own (vmm/image/identity.c): its
+ * random generator reseeded from GUEST_SEED_BYTES of the host's, a new
+ * /etc/machine-id, and the host's clock. */
+/* The guest's clean page cache dropped (as root), so that a saved state
+ * holds what its processes use, not what they read once. */
+int guest_drop_caches(struct vm_host *h, const char *dom, struct err *e);
+#define GUEST_IDENTITY_PATH "/usr/local/sbin/aas-identity"
+#define GUEST_SEED_BYTES 32
+int guest_new_identity(struct vm_host *h, const char *dom, struct err *e);
 
 #endif

@@ -45,6 +45,7 @@ struct orch_config {
 	size_t console_max_bytes;      /* a VM's console kept on the host (conlog.h) */
 	const char *guest_kernel_args; /* appended to new VMs' command line (tests) */
 	int bench_port;                /* add VM_BENCH_PORT_NAME to new domains */
+	int boot_snapshots;            /* start VMs from booted snapshots (orch_boot) */
 };
 
 /* Host memory a VM's QEMU may use beyond its guest memory, by default:
@@ -109,10 +110,24 @@ struct orch_host_stats {
 };
 int orch_host_stats(struct orch *o, const char *uri, struct orch_host_stats *out, struct err *e);
 
+/* How orch_boot started a VM. */
+enum orch_booted {
+	ORCH_BOOTED_COLD,     /* its kernel booted */
+	ORCH_BOOTED_SNAPSHOT, /* restored from the image's booted snapshot */
+};
+/* Booted snapshots: $state/saved/<prefix><image>-<settings>.save and
+ * .qcow2, one per image, VM shape, network mode and guest command line. */
+#define ORCH_BOOT_SNAP_PREFIX "boot-"
+
 /* Creates the overlay, starts the domain ORCH_DOMAIN_PREFIX<id> on `uri`
- * and waits for its guest agent. Reports progress through fn. */
+ * and waits for its guest agent. Reports progress through fn. With
+ * boot_snapshots, a host whose files aasd sees starts it from the booted
+ * snapshot of the same image and settings when there is one (with a fresh
+ * identity, guest_new_identity), else boots it cold and makes that
+ * snapshot in the background (one at a time) for the next. *how (when not
+ * NULL) says which. */
 int orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int vcpus,
-    int memory_mib, orch_progress_fn fn, void *ctx, struct err *e);
+    int memory_mib, orch_progress_fn fn, void *ctx, enum orch_booted *how, struct err *e);
 /* Adds a forward from <address>:<host_port> on the VM's host (a free
  * port, chosen here) to guest_port inside the VM. `address`: an IPv4
  * address of that host the gateway reaches (its private address); NULL or
@@ -159,6 +174,34 @@ int orch_continue(struct orch *o, const char *uri, const char *id, struct err *e
 /* 1 when VM `id`, whose domain does not run, has a complete saved state
  * (a pause that finished, whether or not its aasd lived to say so). */
 int orch_saved(struct orch *o, const char *id);
+/* What names the guest image VMs start from (its recipe hash): a snapshot
+ * taken from another image cannot start (its disk is an overlay on it). */
+#define ORCH_IMAGE_ID_MAX 80
+const char *orch_image_id(struct orch *o);
+/* Snapshot `snap` of VM `id`: its memory and device state and a copy of
+ * its disk, taken while the domain is stopped, kept in aasd's saved
+ * directory as <snap>.save and <snap>.qcow2; the VM then runs on from
+ * that state on a new QEMU (its clock and forwards are the caller's).
+ * *bytes: the two files' size. *restarted: 1 once the VM runs on a new
+ * QEMU (its forwards are gone), also when the snapshot failed after its
+ * save. On failure no snapshot file is left unless the restore failed (the
+ * VM is lost, orch_vm_exists tells, and a whole snapshot stays). */
+int orch_snapshot(struct orch *o, const char *uri, const char *id, const char *snap,
+    long long *bytes, int *restarted, struct err *e);
+/* After a snapshot whose aasd stopped: the VM runs again (*restarted: on a
+ * new QEMU) and *kept says whether the snapshot is whole (else its files
+ * are gone). ERR_NOT_FOUND when the VM ended with no saved state. */
+int orch_snapshot_recover(struct orch *o, const char *uri, const char *id, const char *snap,
+    int *kept, int *restarted, struct err *e);
+/* 1 when both files of snapshot `snap` are there (*bytes: their size). */
+int orch_snapshot_whole(struct orch *o, const char *snap, long long *bytes);
+void orch_snapshot_delete(struct orch *o, const char *snap);
+/* A new VM `id` on `uri` from snapshot `snap`: a copy of its disk, its
+ * memory restored into a domain of its own (name, UUID, generation ID,
+ * user, sockets), then its guest agent waited for. Its identity inside the
+ * guest is the caller's (guest_new_identity). */
+int orch_boot_snapshot(struct orch *o, const char *uri, const char *id, const char *snap,
+    orch_progress_fn fn, void *ctx, struct err *e);
 #define ORCH_SWEEP_MAX 4096 /* VM directories looked at per sweep */
 /* Removes the directories under $state/vms left by a VM that ended while
  * its aasd did (a crash in the middle of a teardown): those that

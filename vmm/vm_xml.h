@@ -67,5 +67,12 @@ char *vm_xml_build(const struct vm_spec *s, struct err *e);
 char *vm_xml_without_memtune(const char *xml, unsigned long long *limit_kib);
 char *vm_xml_for_move(const char *xml, const char *dir, const char *base,
     unsigned long long *limit_kib);
+/* A saved domain's XML for a copy of it that is sandbox `to_id`: every
+ * mention of `from_id` (its name, disk and sockets) names the copy, the
+ * UUID and the VM generation ID (when the domain has one) are the new ones
+ * given, so two copies never share either, and QEMU runs as uid:gid (when
+ * not 0). NULL on OOM. */
+char *vm_xml_for_fork(const char *xml, const char *from_id, const char *to_id, unsigned uid,
+    unsigned gid, const char *uuid, const char *genid);
 
 #endif

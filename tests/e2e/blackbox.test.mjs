@@ -157,6 +157,11 @@ function validString(schema, name, sbxOk) {
     const c = chance(0.75) && cmdIds.length ? pick(cmdIds) : 'cmd-0000000000000000';
     if (stringFits(schema, c)) return c;
   }
+  if (/snapshot/.test(name)) {
+    // One that names nothing, or another account's shape of one.
+    const c = pick(['snp-0000000000000000', `snp-${ids.random().slice(4)}`]);
+    if (stringFits(schema, c)) return c;
+  }
   const fits = [...(HINTS[name] ?? []), schema.default, 'a', 'hello', 'x'.repeat(schema.minLength ?? 1)]
     .filter((c) => typeof c === 'string' && stringFits(schema, c));
   return fits.length ? pick(fits) : minimal(schema, [ids.own]);
@@ -692,6 +697,7 @@ function pathFor(template, forDelete) {
   const sbxPick = chance(0.5) && !forDelete ? ids.own : pick([ids.other, ids.random(), ...ODD_IDS]);
   p = p.replace('{sandbox_id}', sbxPick);
   p = p.replace('{command_id}', chance(0.4) && cmdIds.length ? pick(cmdIds) : pick(['cmd-0000000000000000', ...ODD_IDS]));
+  p = p.replace('{snapshot_id}', pick(['snp-0000000000000000', ...ODD_IDS]));
   return p;
 }
 

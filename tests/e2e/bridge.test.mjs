@@ -18,7 +18,7 @@ import { startAasd, newAccount, vmEnv, freePort, BUILD } from './lib/harness.mjs
 const BRIDGE = path.join(BUILD, 'aas-mcp');
 const FORWARDED = ['create_sandbox', 'run_command', 'write_file', 'read_file', 'list_files',
   'expose_port', 'get_sandbox', 'list_sandboxes', 'extend_sandbox', 'destroy_sandbox',
-  'pause_sandbox', 'resume_sandbox',
+  'pause_sandbox', 'resume_sandbox', 'snapshot_sandbox', 'list_snapshots', 'delete_snapshot',
   'get_usage', 'get_service_info', 'get_command', 'kill_command'];
 const LONG = { timeout: 300000 };
 

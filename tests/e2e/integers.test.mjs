@@ -13,6 +13,7 @@ import {
 } from './lib/schema.mjs';
 
 const NO_CMD = 'cmd-0000000000000000';
+const NO_SNAP = 'snp-0000000000000000';
 // Stands in the arguments where the real goes: JSON.stringify writes 60.0
 // as 60, so the real is put into the text afterwards.
 const SENTINEL = '__aas_real_here__';
@@ -26,8 +27,8 @@ let rpcId = 100;
 // ---- schemas ----
 
 // The smallest instance the schema takes; a string field that fits takes
-// the real sandbox's id (or a command id).
-const minimal = (schema) => minimalOf(schema, [sbx, NO_CMD]);
+// the real sandbox's id (or a command or snapshot id naming nothing).
+const minimal = (schema) => minimalOf(schema, [sbx, NO_CMD, NO_SNAP]);
 
 // Every integer field below schema: {steps, schema}, a step being
 // {key, schema} for a property or {index: 0, schema} for an array item.
@@ -143,7 +144,7 @@ function expect400(r, field, what) {
 }
 
 function concrete(p) {
-  return p.replace('{sandbox_id}', sbx).replace('{command_id}', NO_CMD);
+  return p.replace('{sandbox_id}', sbx).replace('{command_id}', NO_CMD).replace('{snapshot_id}', NO_SNAP);
 }
 
 // What must not move: the balance and the newest ledger entry.

@@ -69,7 +69,7 @@ test('the v2 client negotiates 2026-07-28 and runs the whole tool surface', asyn
   assert.equal(client.getNegotiatedProtocolVersion(), V);
   assert.equal(client.getServerVersion().name, 'aas');
   const { tools } = await client.listTools();
-  assert.equal(tools.length, 16);
+  assert.equal(tools.length, 19);
   const call = async (name, args, opts = {}) => {
     const r = await client.callTool({ name, arguments: args }, undefined, { timeout: 300000, ...opts });
     assert.ok(!r.isError, `${name}: ${r.content?.[0]?.text}`);

@@ -193,7 +193,7 @@ test('request bodies and query parameters are the tools\' own schemas', async ()
   const list = await post(aasd.mcpUrl, { jsonrpc: '2.0', id: 3, method: 'tools/list' },
     { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': PROTOCOL });
   const tools = Object.fromEntries(list.json.result.tools.map((t) => [t.name, t]));
-  assert.equal(Object.keys(tools).length, 16);
+  assert.equal(Object.keys(tools).length, 19);
   const bodies = { '/v1/sandboxes': 'create_sandbox', '/v1/sandboxes/{sandbox_id}/extend': 'extend_sandbox',
     '/v1/sandboxes/{sandbox_id}/commands': 'run_command', '/v1/sandboxes/{sandbox_id}/ports': 'expose_port' };
   for (const [p, tool] of Object.entries(bodies)) {

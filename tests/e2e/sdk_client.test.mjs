@@ -6,9 +6,10 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { startAasd, newAccount } from './lib/harness.mjs';
 
 const TOOL_NAMES = [
-  'create_sandbox', 'destroy_sandbox', 'expose_port', 'extend_sandbox', 'get_command',
-  'get_sandbox', 'get_service_info', 'get_usage', 'kill_command', 'list_files',
-  'list_sandboxes', 'pause_sandbox', 'read_file', 'resume_sandbox', 'run_command', 'write_file',
+  'create_sandbox', 'delete_snapshot', 'destroy_sandbox', 'expose_port', 'extend_sandbox',
+  'get_command', 'get_sandbox', 'get_service_info', 'get_usage', 'kill_command', 'list_files',
+  'list_sandboxes', 'list_snapshots', 'pause_sandbox', 'read_file', 'resume_sandbox',
+  'run_command', 'snapshot_sandbox', 'write_file',
 ];
 
 let aasd;
@@ -28,7 +29,7 @@ async function connect(headers) {
   return { client, transport };
 }
 
-test('anonymous client lists exactly the 16 tools with complete metadata', async () => {
+test('anonymous client lists exactly the 19 tools with complete metadata', async () => {
   const { client, transport } = await connect();
   const info = client.getServerVersion();
   assert.equal(info.name, 'aas');
@@ -56,7 +57,7 @@ test('get_service_info works without a key and matches its output schema', async
   const s = r.structuredContent;
   assert.equal(s.name, 'aas');
   assert.deepEqual(s.protocol_versions, ['2026-07-28', '2025-11-25', '2025-06-18', '2025-03-26']);
-  assert.equal(s.tools.length, 16);
+  assert.equal(s.tools.length, 19);
   assert.ok(s.auth.headers.some((h) => h.startsWith('x-api-key')));
   assert.ok(s.endpoints.mcp.endsWith('/v1/mcp'));
   assert.deepEqual(s.sizes.map((z) => z.name), ['small', 'medium', 'large']);

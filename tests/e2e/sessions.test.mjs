@@ -27,7 +27,7 @@ test('a session created through one aasd is served by another', async () => {
   const H = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': PROTOCOL };
   const r = await post(b.mcpUrl, rpc('tools/list'), H);
   assert.equal(r.status, 200);
-  assert.equal(r.json.result.tools.length, 16);
+  assert.equal(r.json.result.tools.length, 19);
   const d = await fetch(b.mcpUrl, { method: 'DELETE', headers: H });
   assert.equal(d.status, 200);
   // The other aasd learns of the end through a database notification.

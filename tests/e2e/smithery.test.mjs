@@ -23,7 +23,7 @@ async function connect(headers) {
   return client;
 }
 
-test('the server card is JSON describing the server, its transport and 16 tools', async () => {
+test('the server card is JSON describing the server, its transport and 19 tools', async () => {
   const r = await fetch(`${aasd.url}/.well-known/mcp/server-card.json`);
   assert.equal(r.status, 200);
   assert.match(r.headers.get('content-type'), /^application\/json/);
@@ -44,7 +44,7 @@ test('the server card is JSON describing the server, its transport and 16 tools'
   const client = await connect();
   const { tools } = await client.listTools();
   await client.close();
-  assert.equal(card.tools.length, 16);
+  assert.equal(card.tools.length, 19);
   assert.deepEqual(card.tools.map((t) => t.name), tools.map((t) => t.name));
   for (const t of card.tools) {
     const live = tools.find((x) => x.name === t.name);

@@ -78,6 +78,13 @@ struct fake_vm {
 	int oom_killed;                 /* stopped by its memory limit on the host */
 };
 
+/* A snapshot: the VM it was taken from as it was then. */
+#define FAKE_MAX_SNAPS 16
+struct fake_snap {
+	char id[FAKE_ID_MAX];
+	struct fake_vm vm; /* a copy, files included */
+};
+
 /* A host is its URI; the service holds a pointer to one as a vm_host. */
 struct fake_host {
 	char uri[512];
@@ -99,6 +106,9 @@ static struct {
 	int detach_failures_left;
 	int pause_failures_left;
 	int resume_failures_left;
+	int snapshot_failures_left;
+	struct fake_snap snaps[FAKE_MAX_SNAPS];
+	size_t nsnaps;
 	int migrate_failures; /* orch_migrate calls still to fail */
 	int netguard_ok;
 	int ready;
@@ -160,6 +170,10 @@ fake_vmm_reset(void)
 	fk.detach_failures_left = 0;
 	fk.pause_failures_left = 0;
 	fk.resume_failures_left = 0;
+	fk.snapshot_failures_left = 0;
+	for (size_t i = 0; i < fk.nsnaps; i++)
+		vm_clear(&fk.snaps[i].vm);
+	fk.nsnaps = 0;
 	fk.no_sink = 0;
 	fk.netguard_ok = 1;
 	fk.ready = 1;
@@ -1420,7 +1434,7 @@ vm_new(const char *id, size_t host)
 
 int
 __wrap_orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int vcpus,
-    int memory_mib, orch_progress_fn fn, void *ctx, struct err *e)
+    int memory_mib, orch_progress_fn fn, void *ctx, enum orch_booted *how, struct err *e)
 {
 	static const char *const steps[] = { "creating the disk", "starting the VM",
 		"waiting for the guest agent", "guest agent answered" };
@@ -1428,6 +1442,8 @@ __wrap_orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net ne
 	size_t host;
 
 	(void)o;
+	if (how)
+		*how = ORCH_BOOTED_COLD;
 	lock();
 	if (host_index(uri, &host) < 0) {
 		unlock();
@@ -1632,6 +1648,194 @@ __wrap_orch_continue(struct orch *o, const char *uri, const char *id, struct err
 	if ((vm = vm_find(id)) != NULL)
 		vm->paused = 0;
 	unlock();
+	return 0;
+}
+
+/* ---- snapshots ---- */
+
+void
+fake_vmm_fail_snapshots(int n)
+{
+	lock();
+	fk.snapshot_failures_left = n;
+	unlock();
+}
+
+static struct fake_snap *
+snap_find(const char *id)
+{
+	for (size_t i = 0; i < fk.nsnaps; i++)
+		if (strcmp(fk.snaps[i].id, id) == 0)
+			return &fk.snaps[i];
+	return NULL;
+}
+
+/* `to` becomes a copy of `from`, its files duplicated (lock held). */
+static int
+vm_copy(struct fake_vm *to, const struct fake_vm *from)
+{
+	*to = *from;
+	for (size_t i = 0; i < from->nfiles; i++) {
+		to->files[i].data = malloc(from->files[i].len ? from->files[i].len : 1);
+		if (to->files[i].data == NULL) {
+			to->nfiles = i;
+			return -1;
+		}
+		memcpy(to->files[i].data, from->files[i].data, from->files[i].len);
+	}
+	return 0;
+}
+
+int
+__wrap_orch_snapshot(struct orch *o, const char *uri, const char *id, const char *snap,
+    long long *bytes, int *restarted, struct err *e)
+{
+	struct fake_vm *vm;
+	struct fake_snap *sn;
+	int rc = -1;
+
+	(void)o, (void)uri;
+	*bytes = 0;
+	*restarted = 0;
+	lock();
+	if (fk.snapshot_failures_left > 0) {
+		fk.snapshot_failures_left--;
+		err_set(e, ERR_UNAVAILABLE, "fake: cannot save %s", id);
+	} else if ((vm = vm_find(id)) == NULL || !vm->live) {
+		err_set(e, ERR_NOT_FOUND, "fake: VM %s is not running", id);
+	} else if (fk.nsnaps >= FAKE_MAX_SNAPS) {
+		err_set(e, ERR_LIMIT, "fake: more than %d snapshots", FAKE_MAX_SNAPS);
+	} else {
+		sn = &fk.snaps[fk.nsnaps];
+		memset(sn, 0, sizeof(*sn));
+		snprintf(sn->id, sizeof(sn->id), "%s", snap);
+		if (vm_copy(&sn->vm, vm) == 0) {
+			fk.nsnaps++;
+			vm->nfwds = 0; /* restored on a new QEMU */
+			*restarted = 1;
+			*bytes = (long long)vm->memory_mib << 20;
+			fk.counts.snapshots++;
+			rc = 0;
+		} else {
+			vm_clear(&sn->vm);
+			err_set(e, ERR_INTERNAL, "fake: out of memory");
+		}
+	}
+	unlock();
+	return rc;
+}
+
+int
+__wrap_orch_snapshot_recover(struct orch *o, const char *uri, const char *id, const char *snap,
+    int *kept, int *restarted, struct err *e)
+{
+	struct fake_vm *vm;
+	int rc = 0;
+
+	(void)o, (void)uri;
+	lock();
+	*kept = snap_find(snap) != NULL;
+	*restarted = *kept;
+	if ((vm = vm_find(id)) == NULL || (!vm->live && !*kept)) {
+		err_set(e, ERR_NOT_FOUND, "fake: VM %s ended with no saved state", id);
+		rc = -1;
+	} else {
+		vm->live = 1;
+		vm->paused = 0;
+	}
+	unlock();
+	return rc;
+}
+
+int
+__wrap_orch_snapshot_whole(struct orch *o, const char *snap, long long *bytes)
+{
+	struct fake_snap *sn;
+
+	(void)o;
+	lock();
+	sn = snap_find(snap);
+	if (sn && bytes)
+		*bytes = (long long)sn->vm.memory_mib << 20;
+	unlock();
+	return sn != NULL;
+}
+
+void
+__wrap_orch_snapshot_delete(struct orch *o, const char *snap)
+{
+	struct fake_snap *sn;
+
+	(void)o;
+	lock();
+	if ((sn = snap_find(snap)) != NULL) {
+		vm_clear(&sn->vm);
+		*sn = fk.snaps[--fk.nsnaps];
+		fk.counts.snapshot_deletes++;
+	}
+	unlock();
+}
+
+const char *
+__wrap_orch_image_id(struct orch *o)
+{
+	(void)o;
+	return FAKE_IMAGE_ID;
+}
+
+int
+__wrap_orch_boot_snapshot(struct orch *o, const char *uri, const char *id, const char *snap,
+    orch_progress_fn fn, void *ctx, struct err *e)
+{
+	struct fake_snap *sn;
+	struct fake_vm *vm;
+	size_t host;
+	int rc = -1;
+
+	(void)o;
+	lock();
+	if (host_index(uri, &host) < 0) {
+		err_set(e, ERR_INVALID, "fake: no host %s", uri);
+	} else if (fk.boot_failures_left > 0) {
+		fk.boot_failures_left--;
+		fk.counts.boot_failures++;
+		err_set(e, ERR_UNAVAILABLE, "the guest agent did not answer in time (fake)");
+	} else if ((sn = snap_find(snap)) == NULL) {
+		err_set(e, ERR_NOT_FOUND, "fake: no snapshot %s", snap);
+	} else if ((vm = vm_new(id, host)) == NULL) {
+		err_set(e, ERR_LIMIT, "fake: more than %d VMs in one test", FAKE_MAX_VMS);
+	} else if (vm_copy(vm, &sn->vm) < 0) {
+		err_set(e, ERR_INTERNAL, "fake: out of memory");
+	} else {
+		snprintf(vm->id, sizeof(vm->id), "%s", id);
+		vm->host = host;
+		vm->live = 1;
+		vm->boots = 1;
+		vm->destroys = 0;
+		vm->nfwds = 0;
+		fk.counts.forks++;
+		rc = 0;
+	}
+	unlock();
+	if (rc == 0 && fn)
+		fn(ctx, 4, 4, "guest agent answered");
+	return rc;
+}
+
+int
+__wrap_guest_new_identity(struct vm_host *h, const char *dom, struct err *e)
+{
+	(void)h, (void)dom, (void)e;
+	lock();
+	fk.counts.identities++;
+	unlock();
+	return 0;
+}
+
+int
+__wrap_guest_drop_caches(struct vm_host *h, const char *dom, struct err *e)
+{
+	(void)h, (void)dom, (void)e;
 	return 0;
 }
 

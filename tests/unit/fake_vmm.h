@@ -38,9 +38,13 @@ struct fake_counts {
 	int lists; /* orch_list calls */
 	int kills; /* commands stopped through agent_run */
 	int netguard_checks;
-	int migrations; /* orch_migrate calls that moved a VM */
-	int pauses;     /* orch_pause calls that saved a VM */
-	int resumes;    /* orch_resume calls that restored one */
+	int migrations;       /* orch_migrate calls that moved a VM */
+	int pauses;           /* orch_pause calls that saved a VM */
+	int resumes;          /* orch_resume calls that restored one */
+	int snapshots;        /* orch_snapshot calls that kept one */
+	int snapshot_deletes; /* snapshots whose files went */
+	int forks;            /* VMs started from a snapshot */
+	int identities;       /* guest_new_identity calls */
 };
 
 /* One VM as the test sees it. */
@@ -84,6 +88,10 @@ void fake_vmm_fail_detaches(int n);
 /* The next n orch_pause / orch_resume calls fail; the VM stays as it was. */
 void fake_vmm_fail_pauses(int n);
 void fake_vmm_fail_resumes(int n);
+/* The next n orch_snapshot calls fail before the save; the VM runs on. */
+void fake_vmm_fail_snapshots(int n);
+/* What orch_image_id answers. */
+#define FAKE_IMAGE_ID "fake-image"
 /* 1 (default): guest_run_wait gives a command's output to its sink at the
  * end, one chunk per stream; 0: never, as a transport that does not stream. */
 void fake_vmm_set_sink(int on);

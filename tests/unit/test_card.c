@@ -42,7 +42,7 @@ test_card_describes_transport_and_tools(void **state)
 				"url")),
 	    "https://api.example.com/v1/mcp");
 	tools = json_object_get(card, "tools");
-	assert_int_equal(json_array_size(tools), 16);
+	assert_int_equal(json_array_size(tools), 19);
 	json_array_foreach(tools, i, t) {
 		assert_string_equal(json_string_value(json_object_get(t, "name")),
 		    tools_name_at(i));

@@ -88,6 +88,7 @@ minimal_string(const json_t *schema)
 	static const char *const candidates[] = {
 		"sbx-0123456789abcdef",
 		"cmd-0123456789abcdef",
+		"snp-0123456789abcdef",
 		"a",
 		"A",
 		"0644",

@@ -249,11 +249,52 @@ test_xml_for_move(void **state)
 	free(x);
 }
 
+/* A fork's XML: every mention of the source id names the fork, its UUID,
+ * generation ID and user are the new ones, nothing else moves. */
+static void
+test_xml_for_fork(void **state)
+{
+	const char *saved =
+	    "<domain type='qemu'>\n"
+	    "  <name>aas-sbx-aaaaaaaaaaaaaaaa</name>\n"
+	    "  <uuid>11111111-1111-4111-8111-111111111111</uuid>\n"
+	    "  <genid>22222222-2222-4222-8222-222222222222</genid>\n"
+	    "  <memtune><hard_limit unit='KiB'>1835008</hard_limit></memtune>\n"
+	    "  <source file='/s/vms/sbx-aaaaaaaaaaaaaaaa/disk.qcow2'/>\n"
+	    "  <source mode='bind' path='/run/aas/aas-sbx-aaaaaaaaaaaaaaaa.agent'/>\n"
+	    "  <seclabel type='static' model='dac' relabel='no'>\n"
+	    "    <label>+990001:+990001</label>\n"
+	    "  </seclabel>\n"
+	    "</domain>\n";
+	char *x = vm_xml_for_fork(saved, "sbx-aaaaaaaaaaaaaaaa", "sbx-bbbbbbbbbbbbbbbb", 1000123,
+	    1000123, "33333333-3333-4333-8333-333333333333",
+	    "44444444-4444-4444-8444-444444444444");
+
+	(void)state;
+	assert_non_null(x);
+	assert_null(strstr(x, "aaaaaaaaaaaaaaaa"));
+	assert_non_null(strstr(x, "<name>aas-sbx-bbbbbbbbbbbbbbbb</name>"));
+	assert_non_null(strstr(x, "/s/vms/sbx-bbbbbbbbbbbbbbbb/disk.qcow2"));
+	assert_non_null(strstr(x, "/run/aas/aas-sbx-bbbbbbbbbbbbbbbb.agent'"));
+	assert_non_null(strstr(x, "<uuid>33333333-3333-4333-8333-333333333333</uuid>"));
+	assert_non_null(strstr(x, "<genid>44444444-4444-4444-8444-444444444444</genid>"));
+	assert_non_null(strstr(x, "<label>+1000123:+1000123</label>"));
+	assert_null(strstr(x, "1111"));
+	assert_null(strstr(x, "2222"));
+	assert_null(strstr(x, "990001"));
+	/* The memory limit stays for vm_restore to take out and apply. */
+	assert_non_null(strstr(x, "<hard_limit unit='KiB'>1835008</hard_limit>"));
+	free(x);
+	/* An empty source id would rename everything: refused. */
+	assert_null(vm_xml_for_fork(saved, "", "sbx-b", 1, 1, "u", "g"));
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tcg_domain),
+		cmocka_unit_test(test_xml_for_fork),
 		cmocka_unit_test(test_kvm_domain_and_tb_cache),
 		cmocka_unit_test(test_escaping_and_refusals),
 		cmocka_unit_test(test_network_devices),

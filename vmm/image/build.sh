@@ -139,7 +139,8 @@ gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -o "$WORK/aas-init" "$HERE/ini
 # "vmm/image/aproto.h" from the repository root.
 gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -I "$HERE/../.." -o "$WORK/aas-agent" \
 	"$HERE/aas-agent.c" "$HERE/aproto.c" "$HERE/agent_tree.c"
-log "aas-init and aas-agent compiled"
+gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -o "$WORK/aas-identity" "$HERE/identity.c"
+log "aas-init, aas-agent and aas-identity compiled"
 
 # 2. Apt sources: the host's Debian bookworm repositories (main, updates,
 # security) as its apt configuration has them, so the build uses whatever
@@ -213,6 +214,8 @@ install -m 0755 "$WORK/aas-init" "$ROOT/sbin/aas-init"
 install -m 0755 "$HERE/shutdown" "$ROOT/sbin/shutdown"
 # aasd's agent on the port org.aas.agent.0, started and respawned by aas-init.
 install -D -m 0755 "$WORK/aas-agent" "$ROOT/usr/local/sbin/aas-agent"
+# A fresh identity for a sandbox started from a snapshot (identity.c).
+install -D -m 0755 "$WORK/aas-identity" "$ROOT/usr/local/sbin/aas-identity"
 # Command logs and exit files, written by aas-agent as root in a directory
 # the sandbox user cannot write, so a command cannot redirect them.
 install -d -m 0755 "$ROOT/var/lib/aas" "$ROOT/var/lib/aas/cmd"

@@ -28,6 +28,7 @@
 #include <sys/mount.h>
 #include <sys/reboot.h>
 #include <sys/socket.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -414,6 +415,33 @@ on_signal(int sig)
 	(void)sig; /* never runs: the signals stay blocked and are taken with sigtimedwait */
 }
 
+/* A machine id of its own for each sandbox, made at its first boot (a
+ * copy started from a snapshot is given a new one by aas-identity). */
+static void
+machine_id(void)
+{
+	unsigned char r[16];
+	char hex[34];
+	FILE *f;
+
+	if (access("/etc/machine-id", F_OK) == 0)
+		return;
+	/* Never waits for the generator: an id, not a key. */
+	if (getrandom(r, sizeof(r), GRND_INSECURE) != (ssize_t)sizeof(r)) {
+		say("getrandom: %s", strerror(errno));
+		return;
+	}
+	for (size_t i = 0; i < sizeof(r); i++)
+		snprintf(hex + 2 * i, 3, "%02x", r[i]);
+	if ((f = fopen("/etc/machine-id", "we")) == NULL) {
+		say("/etc/machine-id: %s", strerror(errno));
+		return;
+	}
+	fprintf(f, "%s\n", hex);
+	if (fclose(f) != 0 || chmod("/etc/machine-id", 0444) < 0)
+		say("/etc/machine-id: %s", strerror(errno));
+}
+
 int
 main(void)
 {
@@ -447,6 +475,7 @@ main(void)
 
 	if (sethostname("sandbox", 7) < 0)
 		say("sethostname: %s", strerror(errno));
+	machine_id();
 	lo_up();
 	net_up();
 	reporting_order();

@@ -55,12 +55,15 @@ export const TEST_NET_ALLOW = '10.99.0.0/17';
 
 // Environment for an aasd with a VM layer: its own embedded libvirt root
 // (one process per root), TCG (KVM hangs on these machines), the image
-// built by `make image`.
+// built by `make image`. Every VM boots its kernel unless a test asks for
+// booted snapshots (snapshot.test.mjs): a test of something else then never
+// shares the two cores with a snapshot being made in the background.
 export function vmEnv(rootName, extra = {}) {
   return {
     AAS_LIBVIRT_URI: `qemu:///embed?root=${STATE}/libvirt-${rootName}`,
     AAS_IMAGE_DIR: IMAGE_DIR,
     AAS_VIRT: 'tcg',
+    AAS_BOOT_SNAPSHOTS: '0',
     AAS_RECONCILE_S: '2',
     AAS_NET_ALLOW: TEST_NET_ALLOW,
     ...extra,
