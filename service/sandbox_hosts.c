@@ -17,8 +17,8 @@
 
 /* Tells the VM layer where host `uri` keeps disks: its row's choice, or
  * its own storage pool for a host not on this machine. */
-static void
-set_storage(struct sbx *s, const char *uri)
+void
+sbx_host_storage(struct sbx *s, const char *uri)
 {
 	struct err e;
 	int pooled;
@@ -50,7 +50,7 @@ open_shared(struct sbx *s)
 		if (orch_host_add(s->orch, u, &e) < 0) {
 			log_warn("hosts: cannot open %s: %s", u, e.msg);
 		} else if (orch_host_count(s->orch) > before) {
-			set_storage(s, u);
+			sbx_host_storage(s, u);
 			added = 1;
 		}
 	}
@@ -92,7 +92,7 @@ poll_hosts(struct sbx *s)
 
 		err_clear(&e);
 		err_clear(&re);
-		set_storage(s, uri);
+		sbx_host_storage(s, uri);
 		if (orch_host_stats(s->orch, uri, &st, &e) == 0) {
 			*since = 0;
 			if (hosts_report(s->app->db, uri, &st, NULL, 0, &re) < 0)

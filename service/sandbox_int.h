@@ -61,6 +61,10 @@ int sbx_hosts_init(struct sbx *s, struct err *e);
 void sbx_hosts_refresh(struct sbx *s, long long now_ms);
 /* The URIs of the hosts this aasd has open, comma-separated. */
 int sbx_hosts_csv(struct sbx *s, char *out, size_t n);
+/* Tells the VM layer where host `uri` keeps disks, from its row now (a
+ * boot does not wait for the next poll: a host just added with its own
+ * storage pool must not be given a local disk). */
+void sbx_host_storage(struct sbx *s, const char *uri);
 /* ---- evacuation (sandbox_move.c) ---- */
 /* Moves some sandboxes off the evacuating hosts this aasd serves (live
  * migration to the host with the most headroom) and drops their warm VMs;

@@ -114,6 +114,7 @@ sbx_boot_row_from(struct sbx *s, const char *id, const char *host, const char *s
 		mark_failed(s, id, STORE_END_BOOT_FAILED, e->msg);
 		return -1;
 	}
+	sbx_host_storage(s, host);
 	t0 = metrics_now();
 	if (snap ? boot_from_snapshot(s, id, host, snap, pg, e) < 0 :
 		   orch_boot(s->orch, host, id, net, sz->vcpus, sz->memory_mib, boot_progress,

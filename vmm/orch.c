@@ -45,6 +45,9 @@
 
 extern char **environ;
 
+#define ORCH_SAVING_MAX 256 /* saves under way at once that are tracked */
+#define ORCH_NAME_MAX 128   /* a domain name */
+
 struct orch {
 	/* From struct orch_config. */
 	char libvirt_uri[ORCH_URI_LIST_MAX];
@@ -79,6 +82,10 @@ struct orch {
 	char sha_kernel[VPOOL_SHA256_HEX], sha_initrd[VPOOL_SHA256_HEX], sha_base[VPOOL_SHA256_HEX];
 	int shas_known;
 	pthread_mutex_t pool_lock;
+	/* Domains being saved (a pause, a snapshot, a booted state): a
+	 * domain listing does not copy their consoles again meanwhile. */
+	pthread_mutex_t saving_lock;
+	char saving[ORCH_SAVING_MAX][ORCH_NAME_MAX];
 	char vms_dir[ORCH_PATH_MAX + 8];
 	char saved_dir[ORCH_PATH_MAX + 8]; /* paused VMs' memory: aasd's alone */
 	char image_id[ORCH_IMAGE_ID_MAX];  /* the image directory's own name */
@@ -919,6 +926,7 @@ orch_new(const struct orch_config *cfg, struct err *e)
 	pthread_mutex_init(&o->lock, NULL);
 	pthread_mutex_init(&o->cpu_lock, NULL);
 	pthread_mutex_init(&o->pool_lock, NULL);
+	pthread_mutex_init(&o->saving_lock, NULL);
 	pthread_cond_init(&o->ready_cond, NULL);
 	snprintf(o->vms_dir, sizeof(o->vms_dir), "%s/vms", cfg->state_dir);
 	snprintf(o->kernel, sizeof(o->kernel), "%s/vmlinuz", cfg->image_dir);
@@ -1034,6 +1042,7 @@ orch_free(struct orch *o)
 	pthread_mutex_destroy(&o->lock);
 	pthread_mutex_destroy(&o->cpu_lock);
 	pthread_mutex_destroy(&o->pool_lock);
+	pthread_mutex_destroy(&o->saving_lock);
 	pthread_cond_destroy(&o->ready_cond);
 	free(o);
 }
@@ -1345,6 +1354,40 @@ orch_forward_remove(struct orch *o, const char *uri, const char *id, const char 
 	return vm_monitor_hmp(h, name, cmd, reply, sizeof(reply), e);
 }
 
+/* Domain `name` is being saved (on) or no longer (off). A full table
+ * leaves it unmarked: the listing's console copy is then only less
+ * careful, as before the table existed. */
+static void
+saving_mark(struct orch *o, const char *name, int on)
+{
+	pthread_mutex_lock(&o->saving_lock);
+	for (size_t i = 0; i < ORCH_SAVING_MAX; i++) {
+		char *slot = o->saving[i];
+
+		if (on && slot[0] == '\0') {
+			snprintf(slot, ORCH_NAME_MAX, "%s", name);
+			break;
+		}
+		if (!on && strcmp(slot, name) == 0) {
+			slot[0] = '\0';
+			break;
+		}
+	}
+	pthread_mutex_unlock(&o->saving_lock);
+}
+
+static int
+saving_has(struct orch *o, const char *name)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&o->saving_lock);
+	for (size_t i = 0; i < ORCH_SAVING_MAX && !found; i++)
+		found = strcmp(o->saving[i], name) == 0;
+	pthread_mutex_unlock(&o->saving_lock);
+	return found;
+}
+
 /* The domain's host, with its agent and console streams closed while the
  * domain still runs: libvirt 9.0 deadlocks when a stream is aborted while
  * another thread frees the ended domain's devices (seen in a reconcile's
@@ -1448,8 +1491,24 @@ orch_saved(struct orch *o, const char *id)
 	return file_ok(tmp) && rename(tmp, path) == 0;
 }
 
+static int pause_vm(struct orch *o, const char *uri, const char *id, long long *bytes,
+    struct err *e);
+
 int
 orch_pause(struct orch *o, const char *uri, const char *id, long long *bytes, struct err *e)
+{
+	char name[ORCH_NAME_MAX];
+	int rc;
+
+	orch_domain_name(id, name, sizeof(name));
+	saving_mark(o, name, 1);
+	rc = pause_vm(o, uri, id, bytes, e);
+	saving_mark(o, name, 0);
+	return rc;
+}
+
+static int
+pause_vm(struct orch *o, const char *uri, const char *id, long long *bytes, struct err *e)
 {
 	char name[128], tmp[ORCH_PATH_MAX + 96], path[ORCH_PATH_MAX + 96];
 	struct vm_host *h = save_host(o, uri, e);
@@ -1600,8 +1659,25 @@ orch_snapshot_delete(struct orch *o, const char *snap)
 	}
 }
 
+static int snapshot_vm(struct orch *o, const char *uri, const char *id, const char *snap,
+    long long *bytes, int *restarted, struct err *e);
+
 int
 orch_snapshot(struct orch *o, const char *uri, const char *id, const char *snap, long long *bytes,
+    int *restarted, struct err *e)
+{
+	char name[ORCH_NAME_MAX];
+	int rc;
+
+	orch_domain_name(id, name, sizeof(name));
+	saving_mark(o, name, 1);
+	rc = snapshot_vm(o, uri, id, snap, bytes, restarted, e);
+	saving_mark(o, name, 0);
+	return rc;
+}
+
+static int
+snapshot_vm(struct orch *o, const char *uri, const char *id, const char *snap, long long *bytes,
     int *restarted, struct err *e)
 {
 	char name[128], tmp[SNAP_PATH_MAX], path[SNAP_PATH_MAX], disk[SNAP_PATH_MAX];
@@ -1865,7 +1941,7 @@ build_main(void *arg)
 	long long t0 = clock_ms();
 	struct err e, ignore;
 	char r8[9];
-	int gone;
+	int gone, saved;
 
 	err_clear(&e);
 	/* A helper domain: the pid names it, so a crash's is cleaned up. */
@@ -1884,14 +1960,17 @@ build_main(void *arg)
 	/* What a new sandbox does not need: its state restores faster. */
 	if (guest_drop_caches(r->h, dom, &ignore) < 0)
 		log_debug("vm %s: %s", dom, ignore.msg);
+	saving_mark(o, dom, 1);
 	vm_agent_forget(r->h, dom);
 	vm_console_detach(r->h, dom);
 	oomwatch_take(o->oom, dom);
 	unlink(tmp);
 	unlink(dtmp);
 	orch_disk_path(o, id, own_disk, sizeof(own_disk));
-	if (vm_save(r->h, dom, tmp, &e) < 0 || fcopy_path(own_disk, dtmp, 0600, &e) < 0 ||
-	    rename(dtmp, disk) < 0 || rename(tmp, path) < 0) {
+	saved = vm_save(r->h, dom, tmp, &e);
+	saving_mark(o, dom, 0);
+	if (saved < 0 || fcopy_path(own_disk, dtmp, 0600, &e) < 0 || rename(dtmp, disk) < 0 ||
+	    rename(tmp, path) < 0) {
 		if (e.kind == ERR_NONE)
 			err_set(&e, ERR_INTERNAL, "cannot keep %s: %s", r->name, strerror(errno));
 		unlink(tmp);
@@ -2165,7 +2244,10 @@ orch_list(struct orch *o, const char *uri, char ***ids, size_t *n, struct err *e
 		vm_dir(o, (*ids)[i] + plen, dir, sizeof(dir));
 		console_path(o, (*ids)[i] + plen, path, sizeof(path));
 		err_clear(&ce);
-		if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+		/* Nor one being saved: libvirt 9.0 hangs when the save ends a
+		 * domain whose console stream is open (the pause closed it,
+		 * a listing must not open it again). */
+		if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) && !saving_has(o, (*ids)[i]) &&
 		    vm_console_attach(h, (*ids)[i], path, o->console_max, &ce) < 0)
 			log_debug("vm %s: %s", (*ids)[i], ce.msg);
 		if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
