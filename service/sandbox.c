@@ -235,9 +235,11 @@ fork_tx(PGconn *c, struct create_tx *t, struct err *e)
 	const char *snap = t->n.from_snapshot;
 
 	if (store_conn_snap_read(c, t->n.account, snap, 0, &sn, e) < 0) {
-		if (e->kind == ERR_NOT_FOUND)
-			err_set_field(e, "from_snapshot",
+		if (e->kind == ERR_NOT_FOUND) {
+			err_clear(e);
+			err_set_at(e, ERR_NOT_FOUND, "from_snapshot",
 			    "from_snapshot: no snapshot %.40s in your account", snap);
+		}
 		return -1;
 	}
 	if (strcmp(sn.state, "ready") != 0) {

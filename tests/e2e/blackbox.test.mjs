@@ -570,11 +570,13 @@ before(async () => {
   // over REST for alice, one over MCP for bob.
   requestMs = BOOT_MS;
   const createSchema = tools.find((t) => t.name === 'create_sandbox').inputSchema;
-  const argsA = { ...valid(createSchema), size: 'small', timeout_minutes: 30 };
+  // (Never from a snapshot: none exists yet.)
+  const fresh = () => { const a = valid(createSchema); delete a.from_snapshot; return a; };
+  const argsA = { ...fresh(), size: 'small', timeout_minutes: 30 };
   const ra = await request('POST', '/v1/sandboxes', { 'x-api-key': alice.api_key, 'Content-Type': 'application/json' }, enc(argsA));
   assert.equal(ra.status, 201, `create ${enc(argsA)}: ${ra.text}`);
   ids.own = ra.json.sandbox_id;
-  const argsB = { ...valid(createSchema), size: 'small', timeout_minutes: 30 };
+  const argsB = { ...fresh(), size: 'small', timeout_minutes: 30 };
   bobBefore = await callOk(bob.who, 'create_sandbox', argsB);
   ids.other = bobBefore.sandbox_id;
   requestMs = REQUEST_MS;
