@@ -22,14 +22,12 @@
 #include <unistd.h>
 
 #include <libvirt/virterror.h>
-#include <openssl/evp.h>
 
 #include "vmm/agent.h"
 #include "vmm/conlog.h"
-#include "vmm/guest.h"
 #include "vmm/netguard.h"
 #include "vmm/oomwatch.h"
-#include "vmm/saveimg.h"
+#include "vmm/orch_int.h"
 #include "vmm/uidpool.h"
 #include "vmm/vm_agent.h"
 #include "vmm/vpool.h"
@@ -45,75 +43,9 @@
 
 extern char **environ;
 
-#define ORCH_SAVING_MAX 256 /* saves under way at once that are tracked */
-#define ORCH_NAME_MAX 128   /* a domain name */
-
-struct orch {
-	/* From struct orch_config. */
-	char libvirt_uri[ORCH_URI_LIST_MAX];
-	char qemu_user[ORCH_USER_MAX];
-	enum orch_virt virt;
-	int boot_timeout_s;
-	int kvm_probe_timeout_s;
-	char net_allow[CONFIG_NET_ALLOW_MAX];
-	size_t console_max;
-	int bench_port;
-	int memory_overhead_mib;
-	int tb_cache_mib;
-	char extra_args[ORCH_EXTRA_ARGS_MAX];
-
-	/* Appended under `lock`, never removed before orch_free: a reader
-	 * sees the first n_hosts entries complete. */
-	struct vm_host *hosts[ORCH_MAX_HOSTS];
-	_Atomic size_t n_hosts;
-	struct orch_cpu_sample {
-		unsigned long long idle, total;
-	} cpu_prev[ORCH_MAX_HOSTS]; /* orch_host_stats' last reading, under cpu_lock */
-	pthread_mutex_t cpu_lock;
-	/* Hosts that keep the image and overlays in their own storage pool
-	 * (vpool.h) rather than seeing aasd's files; set by the service from
-	 * the host table. Their image volumes once checked, under pool_lock,
-	 * which also makes one upload per host at a time. */
-	atomic_int pooled[ORCH_MAX_HOSTS];
-	struct orch_pool {
-		int ready;
-		char kernel[VPOOL_PATH_MAX], initrd[VPOOL_PATH_MAX], base[VPOOL_PATH_MAX];
-	} pools[ORCH_MAX_HOSTS];
-	char sha_kernel[VPOOL_SHA256_HEX], sha_initrd[VPOOL_SHA256_HEX], sha_base[VPOOL_SHA256_HEX];
-	int shas_known;
-	pthread_mutex_t pool_lock;
-	/* Domains being saved (a pause, a snapshot, a booted state): a
-	 * domain listing does not copy their consoles again meanwhile. */
-	pthread_mutex_t saving_lock;
-	char saving[ORCH_SAVING_MAX][ORCH_NAME_MAX];
-	char vms_dir[ORCH_PATH_MAX + 8];
-	char saved_dir[ORCH_PATH_MAX + 8]; /* paused VMs' memory: aasd's alone */
-	char image_id[ORCH_IMAGE_ID_MAX];  /* the image directory's own name */
-	int boot_snapshots;                /* start VMs from booted-image snapshots */
-	atomic_int building;               /* a booted-image snapshot is being made */
-	pthread_t builder;
-	atomic_int builder_started;
-	char kernel[ORCH_PATH_MAX + 16], initrd[ORCH_PATH_MAX + 16], base[ORCH_PATH_MAX + 16];
-	uid_t qemu_uid;       /* libvirt's probes' user, in the isolation rule */
-	struct uidpool *uids; /* one user per VM */
-	struct netguard_users users;
-	struct oomwatch *oom; /* NULL: VMs stopped by their memory limit are not told apart */
-	gid_t kvm_gid;        /* a KVM guest's QEMU group: /dev/kvm's */
-
-	pthread_mutex_t lock;
-	pthread_cond_t ready_cond;
-	int ready; /* 1 ok, -1 failed, 0 still starting */
-	struct err ready_err;
-	enum vm_accel accel;
-	char accel_reason[640];
-	char secmodels[ORCH_SECMODELS_MAX]; /* libvirt's security drivers on the first host */
-	pthread_t starter;
-	int starter_started;
-};
-
 /* The host of `uri`, or NULL with the error every operation reports. */
-static struct vm_host *
-host_or_err(struct orch *o, const char *uri, struct err *e)
+struct vm_host *
+orch_host_or_err(struct orch *o, const char *uri, struct err *e)
 {
 	struct vm_host *h = orch_host_by_uri(o, uri);
 
@@ -136,14 +68,14 @@ vm_dir(struct orch *o, const char *id, char *out, size_t n)
 
 /* Where a paused VM's memory is kept (ORCH_SAVE_SUFFIX; with ".new"
  * while it is written). */
-static void
-save_path(struct orch *o, const char *id, const char *suffix, char *out, size_t n)
+void
+orch_save_path(struct orch *o, const char *id, const char *suffix, char *out, size_t n)
 {
 	snprintf(out, n, "%s/%s" ORCH_SAVE_SUFFIX "%s", o->saved_dir, id, suffix);
 }
 
-static void
-console_path(struct orch *o, const char *id, char *out, size_t n)
+void
+orch_console_path(struct orch *o, const char *id, char *out, size_t n)
 {
 	snprintf(out, n, "%s/%s/console.log", o->vms_dir, id);
 }
@@ -180,8 +112,8 @@ run_quiet(char *const argv[], struct err *e)
 	return 0;
 }
 
-static int
-file_ok(const char *path)
+int
+orch_file_ok(const char *path)
 {
 	struct stat sb;
 
@@ -262,8 +194,8 @@ host_idx(struct orch *o, const struct vm_host *h)
 	return -1;
 }
 
-static int
-is_pooled(struct orch *o, const struct vm_host *h)
+int
+orch_is_pooled(struct orch *o, const struct vm_host *h)
 {
 	int i = host_idx(o, h);
 
@@ -356,8 +288,8 @@ make_pool_overlay(struct orch *o, struct vm_host *h, const char *id, uid_t uid, 
  * aasd writes (vm_start's console copy; QEMU never sees it). A VM's user
  * can neither read another VM's overlay nor plant anything where aasd
  * writes. */
-static int
-make_vm_files_from(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel,
+int
+orch_make_vm_files_from(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel,
     const char *from_disk, uid_t *uid, gid_t *gid, char *disk, size_t dn, char *console, size_t cn,
     struct err *e)
 {
@@ -374,12 +306,12 @@ make_vm_files_from(struct orch *o, struct vm_host *h, const char *id, enum vm_ac
 	if (claim_user(o, id, accel, uid, gid, e) < 0)
 		return -1;
 	snprintf(disk, dn, "%s/disk.qcow2", dir);
-	console_path(o, id, console, cn);
+	orch_console_path(o, id, console, cn);
 	/* A console left by an earlier VM of this id is not this one's. */
 	unlink(console);
 	unlink(disk);
 	/* A pooled host keeps the overlay; the console copy stays here. */
-	if (is_pooled(o, h))
+	if (orch_is_pooled(o, h))
 		return make_pool_overlay(o, h, id, *uid, *gid, disk, dn, e);
 	char *argv[] = { "qemu-img", "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", o->base,
 		disk, NULL };
@@ -398,7 +330,7 @@ static int
 make_vm_files(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel, uid_t *uid,
     gid_t *gid, char *disk, size_t dn, char *console, size_t cn, struct err *e)
 {
-	return make_vm_files_from(o, h, id, accel, NULL, uid, gid, disk, dn, console, cn, e);
+	return orch_make_vm_files_from(o, h, id, accel, NULL, uid, gid, disk, dn, console, cn, e);
 }
 
 /* The VM's directory on this machine, and its user once the VM is gone. */
@@ -409,9 +341,9 @@ remove_local_files(struct orch *o, const char *id, int vm_gone)
 	static const char *const files[] = { "disk.qcow2", "console.log", "console.log.new" };
 	uint32_t uid;
 
-	save_path(o, id, "", path, sizeof(path));
+	orch_save_path(o, id, "", path, sizeof(path));
 	unlink(path);
-	save_path(o, id, ".new", path, sizeof(path));
+	orch_save_path(o, id, ".new", path, sizeof(path));
 	unlink(path);
 	vm_dir(o, id, dir, sizeof(dir));
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
@@ -429,15 +361,15 @@ remove_local_files(struct orch *o, const char *id, int vm_gone)
 /* Stops the console copy of VM `id` on h and removes its files; gives its
  * user back when `vm_gone` (the domain is known to be destroyed: its QEMU
  * has exited). */
-static void
-remove_vm_files(struct orch *o, struct vm_host *h, const char *id, int vm_gone)
+void
+orch_remove_vm_files(struct orch *o, struct vm_host *h, const char *id, int vm_gone)
 {
 	char name[128];
 
 	orch_domain_name(id, name, sizeof(name));
 	vm_console_detach(h, name);
 	oomwatch_take(o->oom, name);
-	if (is_pooled(o, h)) {
+	if (orch_is_pooled(o, h)) {
 		virConnectPtr c = vm_host_conn(h);
 		struct err e;
 
@@ -488,8 +420,8 @@ agent_socket_path(const char *name, char *out, size_t n)
 
 /* The kernel command line of a new VM: the network mode, then the
  * configured extra words (tests and diagnostics). */
-static void
-cmdline_for(const struct orch *o, enum vm_net net, char *out, size_t n)
+void
+orch_cmdline_for(const struct orch *o, enum vm_net net, char *out, size_t n)
 {
 	const char *mode = net == VM_NET_NAT ? " aas.net=nat" :
 	    net == VM_NET_ISOLATED           ? " aas.net=isolated" :
@@ -506,7 +438,7 @@ fill_spec(struct orch *o, struct vm_host *h, struct vm_spec *s, const char *name
 {
 	int overhead, i = host_idx(o, h);
 	/* A pooled host's image volumes (made ready with its overlay). */
-	const struct orch_pool *pl = i >= 0 && is_pooled(o, h) ? &o->pools[i] : NULL;
+	const struct orch_pool *pl = i >= 0 && orch_is_pooled(o, h) ? &o->pools[i] : NULL;
 
 	agent_socket_path(name, agent, an);
 	memset(s, 0, sizeof(*s));
@@ -541,8 +473,8 @@ fill_spec(struct orch *o, struct vm_host *h, struct vm_spec *s, const char *name
 }
 
 /* Readiness: the guest's aas-agent answered the handshake on its port. */
-static int
-wait_agent(struct vm_host *h, const char *name, long long deadline, struct err *e)
+int
+orch_wait_agent(struct vm_host *h, const char *name, long long deadline, struct err *e)
 {
 	struct achan *c = vm_agent_get(h, name, e);
 	struct err ignore;
@@ -580,9 +512,23 @@ watch_memory(struct orch *o, struct vm_host *h, const char *name)
 		    pid < 0 ? "no QEMU process found" : e.msg);
 }
 
-static int
-boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel, enum vm_net net,
-    int vcpus, int mem, int timeout_ms, orch_progress_fn fn, void *ctx, struct err *e)
+void
+orch_follow(struct orch *o, struct vm_host *h, const char *id, const char *name, const char *after)
+{
+	char console[ORCH_PATH_MAX + 96];
+	struct err ce;
+
+	orch_console_path(o, id, console, sizeof(console));
+	err_clear(&ce);
+	if (vm_console_attach(h, name, console, o->console_max, &ce) < 0)
+		log_warn("vm %s: console not copied after the %s: %s", name, after, ce.msg);
+	watch_memory(o, h, name);
+}
+
+int
+orch_boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel,
+    enum vm_net net, int vcpus, int mem, int timeout_ms, orch_progress_fn fn, void *ctx,
+    struct err *e)
 {
 	char disk[ORCH_PATH_MAX + 96], console[ORCH_PATH_MAX + 96], name[128], agent[160];
 	char cmdline[sizeof(ORCH_CMDLINE) + 32 + ORCH_EXTRA_ARGS_MAX];
@@ -602,7 +548,7 @@ boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel
 	spec.uid = uid;
 	spec.gid = gid;
 	spec.net = net;
-	cmdline_for(o, net, cmdline, sizeof(cmdline));
+	orch_cmdline_for(o, net, cmdline, sizeof(cmdline));
 	spec.cmdline = cmdline;
 	if (fn)
 		fn(ctx, 2, 4, "starting the VM");
@@ -611,7 +557,7 @@ boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel
 	watch_memory(o, h, name);
 	if (fn)
 		fn(ctx, 3, 4, "booting the kernel");
-	if (wait_agent(h, name, clock_ms() + timeout_ms, e) < 0)
+	if (orch_wait_agent(h, name, clock_ms() + timeout_ms, e) < 0)
 		goto fail;
 	if (fn)
 		fn(ctx, 4, 4, "guest agent answered");
@@ -621,7 +567,7 @@ fail:
 	vm_agent_forget(h, name); /* before the destroy, as in orch_destroy */
 	vm_console_detach(h, name);
 	gone = vm_destroy(h, name, &ignore) == 0;
-	remove_vm_files(o, h, id, gone);
+	orch_remove_vm_files(o, h, id, gone);
 	return -1;
 }
 
@@ -657,7 +603,7 @@ warm_up_libvirt(struct orch *o, struct vm_host *h)
 	orch_domain_name(id, name, sizeof(name));
 	if (make_vm_files(o, h, id, VM_ACCEL_TCG, &uid, &gid, disk, sizeof(disk), console,
 		sizeof(console), &e) < 0) {
-		remove_vm_files(o, h, id, 1);
+		orch_remove_vm_files(o, h, id, 1);
 		return;
 	}
 	fill_spec(o, h, &spec, name, VM_ACCEL_TCG, 1, 128, disk, console, agent, sizeof(agent));
@@ -675,7 +621,7 @@ warm_up_libvirt(struct orch *o, struct vm_host *h)
 	if (c)
 		virConnectClose(c);
 	free(xml);
-	remove_vm_files(o, h, id, gone);
+	orch_remove_vm_files(o, h, id, gone);
 }
 
 /* The security drivers libvirt applies to the first host's domains, from
@@ -731,7 +677,7 @@ starter_main(void *p)
 		 * only a guest that boots and answers proves KVM works. */
 		char id[48];
 		snprintf(id, sizeof(id), "kvmprobe-%d", (int)getpid());
-		if (boot_with(o, o->hosts[0], id, VM_ACCEL_KVM, VM_NET_NONE, 1, 256,
+		if (orch_boot_with(o, o->hosts[0], id, VM_ACCEL_KVM, VM_NET_NONE, 1, 256,
 			o->kvm_probe_timeout_s * 1000, NULL, NULL, &e) == 0) {
 			o->accel = VM_ACCEL_KVM;
 			orch_destroy(o, vm_host_uri(o->hosts[0]), id, &e);
@@ -877,8 +823,6 @@ check_setting(const char *v, size_t max, const char *what, struct err *e)
 	return 0;
 }
 
-static void drop_old_boot_snaps(struct orch *o);
-
 /* The image's identity: the name of the directory image_dir resolves
  * to (build.sh names it by its recipe's hash; "current" is a link). */
 static void
@@ -945,7 +889,7 @@ orch_new(const struct orch_config *cfg, struct err *e)
 		err_set(e, ERR_INTERNAL, "cannot create %s: %s", o->saved_dir, strerror(errno));
 		goto fail;
 	}
-	drop_old_boot_snaps(o);
+	orch_drop_old_boot_snaps(o);
 	if (resolve_qemu_user(o, e) < 0 ||
 	    check_vm_users(o, cfg->vm_uid_first, cfg->vm_uid_count, e) < 0)
 		goto fail;
@@ -989,7 +933,7 @@ orch_new(const struct orch_config *cfg, struct err *e)
 	}
 	if (vm_events_start(lvlog, e) < 0 || open_hosts(o, e) < 0)
 		goto fail;
-	if (!file_ok(o->kernel) || !file_ok(o->initrd) || !file_ok(o->base)) {
+	if (!orch_file_ok(o->kernel) || !orch_file_ok(o->initrd) || !orch_file_ok(o->base)) {
 		/* The service still runs (and says why); VM tools answer this. */
 		struct err ie;
 		err_clear(&ie);
@@ -1300,7 +1244,7 @@ int
 orch_forward_add(struct orch *o, const char *uri, const char *id, const char *address,
     int guest_port, int *host_port, struct err *e)
 {
-	struct vm_host *h = host_or_err(o, uri, e);
+	struct vm_host *h = orch_host_or_err(o, uri, e);
 	char name[128], cmd[160], reply[256];
 	struct in_addr a;
 
@@ -1342,7 +1286,7 @@ int
 orch_forward_remove(struct orch *o, const char *uri, const char *id, const char *address,
     int host_port, struct err *e)
 {
-	struct vm_host *h = host_or_err(o, uri, e);
+	struct vm_host *h = orch_host_or_err(o, uri, e);
 	char name[128], cmd[160], reply[256];
 
 	if (h == NULL)
@@ -1357,8 +1301,8 @@ orch_forward_remove(struct orch *o, const char *uri, const char *id, const char 
 /* Domain `name` is being saved (on) or no longer (off). A full table
  * leaves it unmarked: the listing's console copy is then only less
  * careful, as before the table existed. */
-static void
-saving_mark(struct orch *o, const char *name, int on)
+void
+orch_saving_mark(struct orch *o, const char *name, int on)
 {
 	pthread_mutex_lock(&o->saving_lock);
 	for (size_t i = 0; i < ORCH_SAVING_MAX; i++) {
@@ -1392,10 +1336,11 @@ saving_has(struct orch *o, const char *name)
  * domain still runs: libvirt 9.0 deadlocks when a stream is aborted while
  * another thread frees the ended domain's devices (seen in a reconcile's
  * domain listing racing a destroy). */
-static struct vm_host *
-close_streams(struct orch *o, const char *uri, const char *id, char *name, size_t n, struct err *e)
+struct vm_host *
+orch_close_streams(struct orch *o, const char *uri, const char *id, char *name, size_t n,
+    struct err *e)
 {
-	struct vm_host *h = host_or_err(o, uri, e);
+	struct vm_host *h = orch_host_or_err(o, uri, e);
 
 	if (h == NULL)
 		return NULL;
@@ -1409,11 +1354,11 @@ int
 orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e)
 {
 	char name[128];
-	struct vm_host *h = close_streams(o, uri, id, name, sizeof(name), e);
+	struct vm_host *h = orch_close_streams(o, uri, id, name, sizeof(name), e);
 
 	if (h == NULL || vm_destroy(h, name, e) < 0)
 		return -1;
-	remove_vm_files(o, h, id, 1);
+	orch_remove_vm_files(o, h, id, 1);
 	return 0;
 }
 
@@ -1421,7 +1366,7 @@ int
 orch_detach(struct orch *o, const char *uri, const char *id, struct err *e)
 {
 	char name[128];
-	struct vm_host *h = close_streams(o, uri, id, name, sizeof(name), e);
+	struct vm_host *h = orch_close_streams(o, uri, id, name, sizeof(name), e);
 
 	if (h == NULL)
 		return -1;
@@ -1431,672 +1376,6 @@ orch_detach(struct orch *o, const char *uri, const char *id, struct err *e)
 		err_clear(e);
 	}
 	return 0;
-}
-
-/* ---- pause and resume ---- */
-
-/* A host whose files aasd sees: the saved memory lives in the VM's
- * directory. A pooled host's would have to live in its pool. */
-static struct vm_host *
-save_host(struct orch *o, const char *uri, struct err *e)
-{
-	struct vm_host *h = host_or_err(o, uri, e);
-
-	if (h != NULL && is_pooled(o, h)) {
-		err_set(e, ERR_UNAVAILABLE,
-		    "pausing and snapshots are not available on a host that keeps its disks in its"
-		    " own storage pool");
-		return NULL;
-	}
-	return h;
-}
-
-/* VM `id` (domain `name`, its streams closed) saved into `tmp` and its
- * domain ended. On failure the VM runs on (libvirt lets a domain whose
- * save failed run), its console copied again, and `tmp` is gone. */
-static int
-save_stopped(struct orch *o, struct vm_host *h, const char *id, const char *name, const char *tmp,
-    struct err *e)
-{
-	char console[ORCH_PATH_MAX + 96];
-	struct err ignore;
-
-	unlink(tmp);
-	if (vm_save(h, name, tmp, e) < 0) {
-		unlink(tmp);
-		console_path(o, id, console, sizeof(console));
-		err_clear(&ignore);
-		if (vm_console_attach(h, name, console, o->console_max, &ignore) < 0)
-			log_debug("vm %s: %s", name, ignore.msg);
-		return -1;
-	}
-	/* A call that raced the save may have opened them again meanwhile. */
-	vm_agent_forget(h, name);
-	vm_console_detach(h, name);
-	oomwatch_take(o->oom, name);
-	return 0;
-}
-
-int
-orch_saved(struct orch *o, const char *id)
-{
-	char path[ORCH_PATH_MAX + 96], tmp[ORCH_PATH_MAX + 96];
-
-	save_path(o, id, "", path, sizeof(path));
-	save_path(o, id, ".new", tmp, sizeof(tmp));
-	if (file_ok(path))
-		return 1;
-	/* libvirt ends a domain only once its save is complete: with the
-	 * domain gone, a file its aasd did not live to rename is whole. */
-	return file_ok(tmp) && rename(tmp, path) == 0;
-}
-
-static int pause_vm(struct orch *o, const char *uri, const char *id, long long *bytes,
-    struct err *e);
-
-int
-orch_pause(struct orch *o, const char *uri, const char *id, long long *bytes, struct err *e)
-{
-	char name[ORCH_NAME_MAX];
-	int rc;
-
-	orch_domain_name(id, name, sizeof(name));
-	saving_mark(o, name, 1);
-	rc = pause_vm(o, uri, id, bytes, e);
-	saving_mark(o, name, 0);
-	return rc;
-}
-
-static int
-pause_vm(struct orch *o, const char *uri, const char *id, long long *bytes, struct err *e)
-{
-	char name[128], tmp[ORCH_PATH_MAX + 96], path[ORCH_PATH_MAX + 96];
-	struct vm_host *h = save_host(o, uri, e);
-	struct stat sb;
-
-	*bytes = 0;
-	if (h == NULL || close_streams(o, uri, id, name, sizeof(name), e) == NULL)
-		return -1;
-	save_path(o, id, ".new", tmp, sizeof(tmp));
-	save_path(o, id, "", path, sizeof(path));
-	/* Written under a temporary name: a file under the final name is a
-	 * complete save, whatever stopped in between (reconcile relies on it). */
-	if (save_stopped(o, h, id, name, tmp, e) < 0)
-		return -1;
-	if (rename(tmp, path) < 0) {
-		err_set(e, ERR_INTERNAL, "cannot keep the saved memory of %s: %s", name,
-		    strerror(errno));
-		unlink(tmp);
-		return -1;
-	}
-	if (stat(path, &sb) == 0)
-		*bytes = (long long)sb.st_size;
-	return 0;
-}
-
-int
-orch_continue(struct orch *o, const char *uri, const char *id, struct err *e)
-{
-	char name[128], tmp[ORCH_PATH_MAX + 96];
-	struct vm_host *h = host_or_err(o, uri, e);
-	struct err ignore;
-
-	if (h == NULL)
-		return -1;
-	orch_domain_name(id, name, sizeof(name));
-	save_path(o, id, ".new", tmp, sizeof(tmp));
-	unlink(tmp);
-	/* Refused when its vCPUs run already: that is the state wanted. */
-	err_clear(&ignore);
-	if (vm_resume(h, name, &ignore) < 0)
-		log_debug("vm %s: %s", name, ignore.msg);
-	return 0;
-}
-
-int
-orch_resume(struct orch *o, const char *uri, const char *id, struct err *e)
-{
-	char name[128], path[ORCH_PATH_MAX + 96], console[ORCH_PATH_MAX + 96];
-	struct vm_host *h = save_host(o, uri, e);
-	struct err ce;
-
-	if (h == NULL)
-		return -1;
-	orch_domain_name(id, name, sizeof(name));
-	save_path(o, id, "", path, sizeof(path));
-	if (!file_ok(path)) {
-		err_set(e, ERR_NOT_FOUND, "the saved memory of %s is missing", name);
-		return -1;
-	}
-	if (vm_restore(h, name, path, e) < 0)
-		return -1;
-	console_path(o, id, console, sizeof(console));
-	err_clear(&ce);
-	if (vm_console_attach(h, name, console, o->console_max, &ce) < 0)
-		log_warn("vm %s: console not copied after the resume: %s", name, ce.msg);
-	watch_memory(o, h, name);
-	/* The domain runs: the file is of no more use. */
-	unlink(path);
-	return 0;
-}
-
-/* ---- snapshots and forks ---- */
-
-/* A snapshot file's path: the saved directory, a name, a suffix. */
-#define SNAP_PATH_MAX (ORCH_PATH_MAX + 200)
-
-const char *
-orch_image_id(struct orch *o)
-{
-	return o->image_id;
-}
-
-/* A snapshot's files, beside the paused VMs' in aasd's own directory. */
-static void
-snap_path(struct orch *o, const char *snap, const char *suffix, char *out, size_t n)
-{
-	snprintf(out, n, "%s/%s%s", o->saved_dir, snap, suffix);
-}
-
-static long long
-file_size(const char *path)
-{
-	struct stat sb;
-
-	return stat(path, &sb) == 0 ? (long long)sb.st_size : 0;
-}
-
-/* The running domain of VM `id` from the saved state at `path`, with its
- * console copy and memory watch; on failure it does not run. */
-static int
-restore_running(struct orch *o, struct vm_host *h, const char *id, const char *path, struct err *e)
-{
-	char name[128], console[SNAP_PATH_MAX];
-	struct err ce;
-
-	orch_domain_name(id, name, sizeof(name));
-	if (vm_restore(h, name, path, e) < 0)
-		return -1;
-	console_path(o, id, console, sizeof(console));
-	err_clear(&ce);
-	if (vm_console_attach(h, name, console, o->console_max, &ce) < 0)
-		log_warn("vm %s: console not copied after the restore: %s", name, ce.msg);
-	watch_memory(o, h, name);
-	return 0;
-}
-
-/* The disk of VM `id`, stopped, copied to the snapshot's .qcow2. */
-static int
-copy_disk(struct orch *o, const char *id, const char *snap, struct err *e)
-{
-	char disk[SNAP_PATH_MAX], tmp[SNAP_PATH_MAX], path[SNAP_PATH_MAX];
-
-	orch_disk_path(o, id, disk, sizeof(disk));
-	snap_path(o, snap, ".qcow2.new", tmp, sizeof(tmp));
-	snap_path(o, snap, ".qcow2", path, sizeof(path));
-	unlink(tmp);
-	if (fcopy_path(disk, tmp, 0600, e) < 0)
-		return -1;
-	if (rename(tmp, path) < 0) {
-		err_set(e, ERR_INTERNAL, "cannot keep the disk of snapshot %s: %s", snap,
-		    strerror(errno));
-		unlink(tmp);
-		return -1;
-	}
-	return 0;
-}
-
-void
-orch_snapshot_delete(struct orch *o, const char *snap)
-{
-	static const char *const suffixes[] = { ORCH_SAVE_SUFFIX, ORCH_SAVE_SUFFIX ".new", ".qcow2",
-		".qcow2.new" };
-	char path[SNAP_PATH_MAX];
-
-	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
-		snap_path(o, snap, suffixes[i], path, sizeof(path));
-		unlink(path);
-	}
-}
-
-static int snapshot_vm(struct orch *o, const char *uri, const char *id, const char *snap,
-    long long *bytes, int *restarted, struct err *e);
-
-int
-orch_snapshot(struct orch *o, const char *uri, const char *id, const char *snap, long long *bytes,
-    int *restarted, struct err *e)
-{
-	char name[ORCH_NAME_MAX];
-	int rc;
-
-	orch_domain_name(id, name, sizeof(name));
-	saving_mark(o, name, 1);
-	rc = snapshot_vm(o, uri, id, snap, bytes, restarted, e);
-	saving_mark(o, name, 0);
-	return rc;
-}
-
-static int
-snapshot_vm(struct orch *o, const char *uri, const char *id, const char *snap, long long *bytes,
-    int *restarted, struct err *e)
-{
-	char name[128], tmp[SNAP_PATH_MAX], path[SNAP_PATH_MAX], disk[SNAP_PATH_MAX];
-	struct vm_host *h = save_host(o, uri, e);
-	struct err copy_err;
-	int copied;
-
-	*bytes = 0;
-	*restarted = 0;
-	if (h == NULL || close_streams(o, uri, id, name, sizeof(name), e) == NULL)
-		return -1;
-	snap_path(o, snap, ORCH_SAVE_SUFFIX ".new", tmp, sizeof(tmp));
-	snap_path(o, snap, ORCH_SAVE_SUFFIX, path, sizeof(path));
-	if (save_stopped(o, h, id, name, tmp, e) < 0)
-		return -1;
-	/* Renamed before the VM runs again: a domain that runs beside a
-	 * saved state under the final name was restored (reconcile). */
-	if (rename(tmp, path) < 0) {
-		err_set(&copy_err, ERR_INTERNAL, "cannot keep snapshot %s: %s", snap,
-		    strerror(errno));
-		copied = 0;
-		snprintf(path, sizeof(path), "%s", tmp);
-	} else {
-		/* The domain has ended: its disk holds what its memory expects. */
-		err_clear(&copy_err);
-		copied = copy_disk(o, id, snap, &copy_err) == 0;
-	}
-	if (restore_running(o, h, id, path, e) < 0) {
-		/* The sandbox's VM is lost (orch_vm_exists tells); a whole
-		 * snapshot is kept all the same. */
-		if (!copied)
-			orch_snapshot_delete(o, snap);
-		return -1;
-	}
-	*restarted = 1;
-	if (!copied) {
-		*e = copy_err;
-		orch_snapshot_delete(o, snap);
-		return -1;
-	}
-	snap_path(o, snap, ".qcow2", disk, sizeof(disk));
-	*bytes = file_size(path) + file_size(disk);
-	return 0;
-}
-
-int
-orch_snapshot_whole(struct orch *o, const char *snap, long long *bytes)
-{
-	char save[SNAP_PATH_MAX], disk[SNAP_PATH_MAX];
-
-	snap_path(o, snap, ORCH_SAVE_SUFFIX, save, sizeof(save));
-	snap_path(o, snap, ".qcow2", disk, sizeof(disk));
-	if (!file_ok(save) || !file_ok(disk))
-		return 0;
-	if (bytes)
-		*bytes = file_size(save) + file_size(disk);
-	return 1;
-}
-
-int
-orch_snapshot_recover(struct orch *o, const char *uri, const char *id, const char *snap, int *kept,
-    int *restarted, struct err *e)
-{
-	char name[128], tmp[SNAP_PATH_MAX], path[SNAP_PATH_MAX];
-	char disk[SNAP_PATH_MAX];
-	struct vm_host *h = save_host(o, uri, e);
-	struct err ignore;
-	int runs;
-
-	*kept = *restarted = 0;
-	if (h == NULL)
-		return -1;
-	orch_domain_name(id, name, sizeof(name));
-	snap_path(o, snap, ORCH_SAVE_SUFFIX ".new", tmp, sizeof(tmp));
-	snap_path(o, snap, ORCH_SAVE_SUFFIX, path, sizeof(path));
-	snap_path(o, snap, ".qcow2", disk, sizeof(disk));
-	if ((runs = vm_exists(h, name, e)) < 0)
-		return -1;
-	if (runs && !file_ok(path)) {
-		/* Stopped before its save ended: the same QEMU runs on. */
-		err_clear(&ignore);
-		if (vm_resume(h, name, &ignore) < 0)
-			log_debug("vm %s: %s", name, ignore.msg);
-		orch_snapshot_delete(o, snap);
-		return 0;
-	}
-	if (runs) {
-		/* Restored from the saved state: a new QEMU. */
-		*restarted = 1;
-		if (!(*kept = orch_snapshot_whole(o, snap, NULL)))
-			orch_snapshot_delete(o, snap);
-		return 0;
-	}
-	/* Gone: libvirt ends a domain only once its save is complete. */
-	if (!file_ok(path) && !(file_ok(tmp) && rename(tmp, path) == 0)) {
-		orch_snapshot_delete(o, snap);
-		err_set(e, ERR_NOT_FOUND, "VM %s ended with no saved state", name);
-		return -1;
-	}
-	*kept = file_ok(disk) || copy_disk(o, id, snap, &ignore) == 0;
-	if (restore_running(o, h, id, path, e) < 0) {
-		if (!*kept)
-			orch_snapshot_delete(o, snap);
-		return -1;
-	}
-	*restarted = 1;
-	if (!*kept)
-		orch_snapshot_delete(o, snap);
-	return 0;
-}
-
-/* A random (version 4) UUID as text. */
-static int
-random_uuid(char *out, size_t n)
-{
-	char h[33];
-
-	if (n < 37 || key_random_hex(h, sizeof(h), 16) < 0)
-		return -1;
-	h[12] = '4';
-	h[16] = "89ab"[h[16] % 4];
-	snprintf(out, n, "%.8s-%.4s-%.4s-%.4s-%.12s", h, h + 8, h + 12, h + 16, h + 20);
-	return 0;
-}
-
-/* The source sandbox's id from a saved domain's <name>. */
-static int
-saved_source_id(const char *xml, char *out, size_t n)
-{
-	const char *p = strstr(xml, "<name>" ORCH_DOMAIN_PREFIX), *end;
-
-	if (p == NULL)
-		return -1;
-	p += strlen("<name>" ORCH_DOMAIN_PREFIX);
-	end = strstr(p, "</name>");
-	if (end == NULL || end == p || (size_t)(end - p) >= n)
-		return -1;
-	memcpy(out, p, (size_t)(end - p));
-	out[end - p] = '\0';
-	return 0;
-}
-
-/* A new VM `id` on h from the saved state `save` and disk `from_disk`
- * (a snapshot's, or an image's booted state): a copy of the disk, the
- * memory restored into a domain of its own, its agent waited for. */
-static int
-restore_copy(struct orch *o, struct vm_host *h, const char *id, const char *save,
-    const char *from_disk, orch_progress_fn fn, void *ctx, struct err *e)
-{
-	char name[128], fork[SNAP_PATH_MAX], disk[SNAP_PATH_MAX];
-	char console[SNAP_PATH_MAX], from[64], uuid[40], genid[40];
-	char *xml = NULL, *forked = NULL;
-	struct err ignore;
-	uid_t uid;
-	gid_t gid;
-	int rc = -1, gone;
-
-	orch_domain_name(id, name, sizeof(name));
-	save_path(o, id, ".fork", fork, sizeof(fork));
-	if ((xml = saveimg_xml(save, e)) == NULL)
-		return -1;
-	if (saved_source_id(xml, from, sizeof(from)) < 0) {
-		err_set(e, ERR_INTERNAL, "%s names no sandbox VM", save);
-		goto out;
-	}
-	if (fn)
-		fn(ctx, 1, 4, "copying the snapshot's disk");
-	if (make_vm_files_from(o, h, id, o->accel, from_disk, &uid, &gid, disk, sizeof(disk),
-		console, sizeof(console), e) < 0)
-		goto fail;
-	if (random_uuid(uuid, sizeof(uuid)) < 0 || random_uuid(genid, sizeof(genid)) < 0 ||
-	    (forked = vm_xml_for_fork(xml, from, id, (unsigned)uid, (unsigned)gid, uuid, genid)) ==
-		NULL) {
-		err_set(e, ERR_INTERNAL, "out of memory or no random numbers");
-		goto fail;
-	}
-	unlink(fork);
-	if (fn)
-		fn(ctx, 2, 4, "restoring the snapshot's memory");
-	if (saveimg_copy_as(save, fork, forked, e) < 0)
-		goto fail;
-	if (restore_running(o, h, id, fork, e) < 0)
-		goto fail;
-	unlink(fork);
-	if (fn)
-		fn(ctx, 3, 4, "waiting for the guest agent");
-	if (wait_agent(h, name, clock_ms() + o->boot_timeout_s * 1000, e) < 0)
-		goto fail;
-	if (fn)
-		fn(ctx, 4, 4, "guest agent answered");
-	rc = 0;
-	goto out;
-fail:
-	unlink(fork);
-	err_clear(&ignore);
-	vm_agent_forget(h, name);
-	vm_console_detach(h, name);
-	gone = vm_destroy(h, name, &ignore) == 0;
-	remove_vm_files(o, h, id, gone);
-out:
-	free(xml);
-	free(forked);
-	return rc;
-}
-
-int
-orch_boot_snapshot(struct orch *o, const char *uri, const char *id, const char *snap,
-    orch_progress_fn fn, void *ctx, struct err *e)
-{
-	char save[SNAP_PATH_MAX], disk[SNAP_PATH_MAX];
-	struct vm_host *h = save_host(o, uri, e);
-
-	if (h == NULL || orch_wait_ready(o, 60000, e) < 0)
-		return -1;
-	snap_path(o, snap, ORCH_SAVE_SUFFIX, save, sizeof(save));
-	snap_path(o, snap, ".qcow2", disk, sizeof(disk));
-	return restore_copy(o, h, id, save, disk, fn, ctx, e);
-}
-
-/* ---- booted-image snapshots ---- */
-
-/* The name of the booted state of VMs made with these settings: the image,
- * the guest's command line and the domain's shape. Any change names
- * another, so a stale one is never restored. */
-static int
-boot_snap_name(struct orch *o, enum vm_net net, int vcpus, int mem, char *out, size_t n)
-{
-	char cmdline[sizeof(ORCH_CMDLINE) + 32 + ORCH_EXTRA_ARGS_MAX], what[1024], hex[65];
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned mdlen = 0;
-
-	cmdline_for(o, net, cmdline, sizeof(cmdline));
-	/* The leading tag names the domain template's version. */
-	snprintf(what, sizeof(what), "xml2|%s|%s|%d|%d|%d|%d|%s", vm_accel_name(o->accel), cmdline,
-	    vcpus, mem, o->tb_cache_mib, o->bench_port, vm_net_name(net));
-	if (EVP_Digest(what, strlen(what), md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen < 8)
-		return -1;
-	for (unsigned i = 0; i < 8; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	snprintf(out, n, "%s%.16s-%s", ORCH_BOOT_SNAP_PREFIX, o->image_id, hex);
-	return 0;
-}
-
-struct build_req {
-	struct orch *o;
-	struct vm_host *h;
-	enum vm_net net;
-	int vcpus, mem;
-	char name[96];
-};
-
-/* Boots a throw-away VM, waits for its agent, drops its page cache, and
- * keeps its saved memory and disk under `name`. */
-static void *
-build_main(void *arg)
-{
-	struct build_req *r = arg;
-	struct orch *o = r->o;
-	char id[64], dom[128], tmp[SNAP_PATH_MAX], path[SNAP_PATH_MAX];
-	char disk[SNAP_PATH_MAX], dtmp[SNAP_PATH_MAX], own_disk[SNAP_PATH_MAX];
-	long long t0 = clock_ms();
-	struct err e, ignore;
-	char r8[9];
-	int gone, saved;
-
-	err_clear(&e);
-	/* A helper domain: the pid names it, so a crash's is cleaned up. */
-	if (key_random_hex(r8, sizeof(r8), 4) < 0)
-		goto out;
-	snprintf(id, sizeof(id), "bootsnap-%s-%d", r8, (int)getpid());
-	orch_domain_name(id, dom, sizeof(dom));
-	snap_path(o, r->name, ORCH_SAVE_SUFFIX ".new", tmp, sizeof(tmp));
-	snap_path(o, r->name, ORCH_SAVE_SUFFIX, path, sizeof(path));
-	snap_path(o, r->name, ".qcow2.new", dtmp, sizeof(dtmp));
-	snap_path(o, r->name, ".qcow2", disk, sizeof(disk));
-	if (boot_with(o, r->h, id, o->accel, r->net, r->vcpus, r->mem, o->boot_timeout_s * 1000,
-		NULL, NULL, &e) < 0)
-		goto out;
-	err_clear(&ignore);
-	/* What a new sandbox does not need: its state restores faster. */
-	if (guest_drop_caches(r->h, dom, &ignore) < 0)
-		log_debug("vm %s: %s", dom, ignore.msg);
-	saving_mark(o, dom, 1);
-	vm_agent_forget(r->h, dom);
-	vm_console_detach(r->h, dom);
-	oomwatch_take(o->oom, dom);
-	unlink(tmp);
-	unlink(dtmp);
-	orch_disk_path(o, id, own_disk, sizeof(own_disk));
-	saved = vm_save(r->h, dom, tmp, &e);
-	saving_mark(o, dom, 0);
-	if (saved < 0 || fcopy_path(own_disk, dtmp, 0600, &e) < 0 || rename(dtmp, disk) < 0 ||
-	    rename(tmp, path) < 0) {
-		if (e.kind == ERR_NONE)
-			err_set(&e, ERR_INTERNAL, "cannot keep %s: %s", r->name, strerror(errno));
-		unlink(tmp);
-		unlink(dtmp);
-		unlink(disk);
-	}
-	err_clear(&ignore);
-	gone = vm_destroy(r->h, dom, &ignore) == 0 || ignore.kind == ERR_NOT_FOUND;
-	remove_vm_files(o, r->h, id, gone);
-out:
-	if (e.kind != ERR_NONE)
-		log_warn("vm: no booted snapshot %s this time: %s", r->name, e.msg);
-	else
-		log_info("vm: booted snapshot %s made in %lld ms", r->name, clock_ms() - t0);
-	free(r);
-	atomic_store(&o->building, 0);
-	return NULL;
-}
-
-/* Starts making the booted snapshot `name` in the background, one at a
- * time; a build under way or a thread that cannot start skips it (the
- * next cold boot asks again). */
-static void
-build_later(struct orch *o, struct vm_host *h, const char *name, enum vm_net net, int vcpus,
-    int mem)
-{
-	struct build_req *r;
-	int idle = 0;
-
-	if (!atomic_compare_exchange_strong(&o->building, &idle, 1))
-		return;
-	if (atomic_load(&o->builder_started)) {
-		pthread_join(o->builder, NULL);
-		atomic_store(&o->builder_started, 0);
-	}
-	if ((r = calloc(1, sizeof(*r))) == NULL) {
-		atomic_store(&o->building, 0);
-		return;
-	}
-	r->o = o;
-	r->h = h;
-	r->net = net;
-	r->vcpus = vcpus;
-	r->mem = mem;
-	snprintf(r->name, sizeof(r->name), "%s", name);
-	if (pthread_create(&o->builder, NULL, build_main, r) != 0) {
-		free(r);
-		atomic_store(&o->building, 0);
-		return;
-	}
-	atomic_store(&o->builder_started, 1);
-}
-
-/* The booted snapshots of images other than this one go. */
-static void
-drop_old_boot_snaps(struct orch *o)
-{
-	char mine[ORCH_IMAGE_ID_MAX + 8], path[ORCH_PATH_MAX + 300];
-	size_t plen = strlen(ORCH_BOOT_SNAP_PREFIX);
-	DIR *d = opendir(o->saved_dir);
-	struct dirent *de;
-
-	if (d == NULL)
-		return;
-	snprintf(mine, sizeof(mine), "%s%.16s-", ORCH_BOOT_SNAP_PREFIX, o->image_id);
-	while ((de = readdir(d)) != NULL) {
-		size_t len = strlen(de->d_name);
-		int partial = len > 4 && strcmp(de->d_name + len - 4, ".new") == 0;
-
-		/* A build its aasd did not finish leaves .new files. */
-		if (strncmp(de->d_name, ORCH_BOOT_SNAP_PREFIX, plen) != 0 ||
-		    (strncmp(de->d_name, mine, strlen(mine)) == 0 && !partial))
-			continue;
-		snprintf(path, sizeof(path), "%s/%s", o->saved_dir, de->d_name);
-		if (unlink(path) == 0)
-			log_info("vm: removed %s (%s)", de->d_name,
-			    partial ? "a build that did not finish" : "made from another image");
-	}
-	closedir(d);
-}
-
-int
-orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int vcpus,
-    int memory_mib, orch_progress_fn fn, void *ctx, enum orch_booted *how, struct err *e)
-{
-	struct vm_host *h = host_or_err(o, uri, e);
-	char name[96];
-
-	if (h == NULL)
-		return -1;
-	if (orch_wait_ready(o, 60000, e) < 0)
-		return -1;
-	if (how)
-		*how = ORCH_BOOTED_COLD;
-	if (o->boot_snapshots && !is_pooled(o, h) &&
-	    boot_snap_name(o, net, vcpus, memory_mib, name, sizeof(name)) == 0) {
-		char save[SNAP_PATH_MAX], disk[SNAP_PATH_MAX], dom[128];
-		struct err se;
-
-		snap_path(o, name, ORCH_SAVE_SUFFIX, save, sizeof(save));
-		snap_path(o, name, ".qcow2", disk, sizeof(disk));
-		orch_domain_name(id, dom, sizeof(dom));
-		err_clear(&se);
-		if (file_ok(save) && file_ok(disk)) {
-			if (restore_copy(o, h, id, save, disk, fn, ctx, &se) == 0 &&
-			    guest_new_identity(h, dom, &se) == 0) {
-				if (how)
-					*how = ORCH_BOOTED_SNAPSHOT;
-				return 0;
-			}
-			/* Unusable (a QEMU or libvirt that changed, say): a
-			 * cold boot, and the state is made again. */
-			log_warn("vm %s: booted snapshot %s not used: %s", id, name, se.msg);
-			err_clear(&se);
-			orch_destroy(o, uri, id, &se);
-			unlink(save);
-			unlink(disk);
-		}
-		if (boot_with(o, h, id, o->accel, net, vcpus, memory_mib, o->boot_timeout_s * 1000,
-			fn, ctx, e) < 0)
-			return -1;
-		build_later(o, h, name, net, vcpus, memory_mib);
-		return 0;
-	}
-	return boot_with(o, h, id, o->accel, net, vcpus, memory_mib, o->boot_timeout_s * 1000, fn,
-	    ctx, e);
 }
 
 int
@@ -2176,11 +1455,10 @@ int
 orch_migrate(struct orch *o, const char *from, const char *to, const char *id, long long *pause_ms,
     struct err *e)
 {
-	struct vm_host *src = host_or_err(o, from, e), *dst;
-	char name[128], console[ORCH_PATH_MAX + 96], base[160], tag[9];
-	struct err ignore;
+	struct vm_host *src = orch_host_or_err(o, from, e), *dst;
+	char name[128], base[160], tag[9];
 
-	if (src == NULL || (dst = host_or_err(o, to, e)) == NULL)
+	if (src == NULL || (dst = orch_host_or_err(o, to, e)) == NULL)
 		return -1;
 	if (src == dst) {
 		err_set(e, ERR_INVALID, "sandbox %s is on %s already", id, to);
@@ -2191,7 +1469,7 @@ orch_migrate(struct orch *o, const char *from, const char *to, const char *id, l
 	 * hosts aasd copies it (libvirt 9 would copy it through QEMU's own
 	 * connections, NBD, which the isolation rule stops and the tunnel
 	 * cannot carry): see move_pooled. */
-	if (is_pooled(o, src) != is_pooled(o, dst)) {
+	if (orch_is_pooled(o, src) != orch_is_pooled(o, dst)) {
 		err_set(e, ERR_UNAVAILABLE,
 		    "a VM cannot move between a host with its own storage pool and one that"
 		    " shares aasd's files");
@@ -2203,7 +1481,7 @@ orch_migrate(struct orch *o, const char *from, const char *to, const char *id, l
 		return -1;
 	}
 	snprintf(base, sizeof(base), "%s-%s", name, tag);
-	if (is_pooled(o, src)) {
+	if (orch_is_pooled(o, src)) {
 		if (move_pooled(o, src, dst, id, name, base, pause_ms, e) < 0)
 			return -1;
 	} else if (vm_migrate(src, dst, name, 1, ORCH_SOCKET_DIR, base, pause_ms, e) < 0) {
@@ -2214,18 +1492,14 @@ orch_migrate(struct orch *o, const char *from, const char *to, const char *id, l
 	vm_agent_forget(src, name);
 	vm_console_detach(src, name);
 	oomwatch_take(o->oom, name);
-	console_path(o, id, console, sizeof(console));
-	err_clear(&ignore);
-	if (vm_console_attach(dst, name, console, o->console_max, &ignore) < 0)
-		log_warn("vm %s: console not copied after the move: %s", name, ignore.msg);
-	watch_memory(o, dst, name);
+	orch_follow(o, dst, id, name, "move");
 	return 0;
 }
 
 int
 orch_list(struct orch *o, const char *uri, char ***ids, size_t *n, struct err *e)
 {
-	struct vm_host *h = host_or_err(o, uri, e);
+	struct vm_host *h = orch_host_or_err(o, uri, e);
 	size_t plen = strlen(ORCH_DOMAIN_PREFIX);
 
 	if (h == NULL)
@@ -2242,7 +1516,7 @@ orch_list(struct orch *o, const char *uri, char ***ids, size_t *n, struct err *e
 		 * a restart) gets its console copied from now on. Only where
 		 * its directory still exists: a VM being removed gets none. */
 		vm_dir(o, (*ids)[i] + plen, dir, sizeof(dir));
-		console_path(o, (*ids)[i] + plen, path, sizeof(path));
+		orch_console_path(o, (*ids)[i] + plen, path, sizeof(path));
 		err_clear(&ce);
 		/* Nor one being saved: libvirt 9.0 hangs when the save ends a
 		 * domain whose console stream is open (the pause closed it,
@@ -2262,7 +1536,7 @@ orch_console_tail(struct orch *o, const char *id, size_t max)
 {
 	char path[ORCH_PATH_MAX + 96];
 
-	console_path(o, id, path, sizeof(path));
+	orch_console_path(o, id, path, sizeof(path));
 	return conlog_tail(path, max);
 }
 
@@ -2294,7 +1568,7 @@ orch_net_rule_hash(struct orch *o, char *out, size_t n)
 static struct vm_host *
 domain_of(struct orch *o, const char *uri, const char *id, char *domain, size_t n, struct err *e)
 {
-	struct vm_host *h = host_or_err(o, uri, e);
+	struct vm_host *h = orch_host_or_err(o, uri, e);
 
 	if (h != NULL)
 		orch_domain_name(id, domain, n);
