@@ -558,6 +558,27 @@ out:
 	return rc;
 }
 
+int
+hosts_fits(struct db *db, const char *uri, const struct place_need *need, struct err *e)
+{
+	const char *p[1] = { uri };
+	PGresult *r = db_query(db,
+	    PLACE_COLUMNS " WHERE h.uri = $1 AND NOT h.draining AND h.state <> 'down'"
+			  " AND h.memory_mib IS NOT NULL GROUP BY h.id",
+	    1, p, e);
+	struct place_host h;
+	int rc = -1;
+
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) != 1)
+		rc = 0;
+	else if (read_place_host(r, 0, &h, e) == 0)
+		rc = place_fits(&h, need);
+	PQclear(r);
+	return rc;
+}
+
 json_t *
 hosts_capacity_json(struct db *db, const char *uris, struct err *e)
 {

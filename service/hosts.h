@@ -92,6 +92,11 @@ int hosts_set_isolation(struct db *db, const char *uri, const char *rule, struct
 int hosts_reserve(PGconn *c, const char *uris, const struct place_need *need,
     const char *isolation_rule, char *uri, size_t n, struct err *e);
 
+/* 1 when `need` fits on host `uri` within its reservation limits now
+ * (a read: nothing is reserved), 0 when not or when it is draining or
+ * down, -1 on error. */
+int hosts_fits(struct db *db, const char *uri, const struct place_need *need, struct err *e);
+
 /* The room a create can find among `uris` (a text[] literal: the
  * caller's hosts), in aggregate for tenants (no host names): hosts
  * available, vCPUs and memory in all, reserved, and how many more of each

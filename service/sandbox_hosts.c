@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "service/catalog.h"
 #include "service/hosts.h"
+#include "service/place.h"
 #include "service/reaper.h"
 #include "service/settle.h"
 #include "service/store.h"
@@ -28,6 +29,21 @@ sbx_host_storage(struct sbx *s, const char *uri)
 	if (pooled == -2)
 		return; /* database trouble: as it was */
 	orch_host_set_pooled(s->orch, uri, pooled >= 0 ? pooled : !orch_uri_this_machine(uri));
+}
+
+void
+sbx_host_spare(struct sbx *s, const char *uri, const struct cat_size *sz)
+{
+	struct place_need need = { .memory_mib = sz->memory_mib, .vcpus = sz->vcpus };
+	struct err e;
+	int fits;
+
+	err_clear(&e);
+	fits = hosts_fits(s->app->db, uri, &need, &e);
+	if (fits < 0)
+		log_debug("hosts: %s: %s", uri, e.msg);
+	else
+		orch_host_set_spare(s->orch, uri, fits);
 }
 
 /* Opens the shared hosts of the table that this aasd has not opened yet;

@@ -7,6 +7,7 @@
 #include <stdatomic.h>
 
 #include "vmm/orch.h"
+#include "service/catalog.h"
 #include "service/sandbox.h"
 #include "service/store.h"
 
@@ -65,6 +66,9 @@ int sbx_hosts_csv(struct sbx *s, char *out, size_t n);
  * boot does not wait for the next poll: a host just added with its own
  * storage pool must not be given a local disk). */
 void sbx_host_storage(struct sbx *s, const char *uri);
+/* Tells the VM layer whether host `uri` has room for one more VM of size
+ * `sz` beyond its reservations (orch_host_set_spare). */
+void sbx_host_spare(struct sbx *s, const char *uri, const struct cat_size *sz);
 /* ---- evacuation (sandbox_move.c) ---- */
 /* Moves some sandboxes off the evacuating hosts this aasd serves (live
  * migration to the host with the most headroom) and drops their warm VMs;

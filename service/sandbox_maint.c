@@ -115,6 +115,8 @@ sbx_boot_row_from(struct sbx *s, const char *id, const char *host, const char *s
 		return -1;
 	}
 	sbx_host_storage(s, host);
+	if (snap == NULL)
+		sbx_host_spare(s, host, sz);
 	t0 = metrics_now();
 	if (snap ? boot_from_snapshot(s, id, host, snap, pg, e) < 0 :
 		   orch_boot(s->orch, host, id, net, sz->vcpus, sz->memory_mib, boot_progress,

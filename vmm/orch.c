@@ -263,6 +263,22 @@ orch_host_set_pooled(struct orch *o, const char *uri, int pooled)
 			atomic_store(&o->pooled[i], pooled != 0);
 }
 
+void
+orch_host_set_spare(struct orch *o, const char *uri, int spare)
+{
+	for (size_t i = 0; i < o->n_hosts; i++)
+		if (strcmp(vm_host_uri(o->hosts[i]), uri) == 0)
+			atomic_store(&o->no_spare[i], spare == 0);
+}
+
+int
+orch_host_spare(struct orch *o, const struct vm_host *h)
+{
+	int i = host_idx(o, h);
+
+	return i < 0 || !atomic_load(&o->no_spare[i]);
+}
+
 /* The overlay of VM `id` on pooled host h, a volume owned by its user. */
 static int
 make_pool_overlay(struct orch *o, struct vm_host *h, const char *id, uid_t uid, gid_t gid,

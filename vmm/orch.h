@@ -141,6 +141,11 @@ int orch_forward_remove(struct orch *o, const char *uri, const char *id, const c
  * pool (vpool.h) instead of seeing aasd's files (the default for a host
  * not on this machine). */
 void orch_host_set_pooled(struct orch *o, const char *uri, int pooled);
+/* Whether host `uri` has room, beyond the service's reservations, for one
+ * more VM of the size about to boot there (the default until told): the
+ * throw-away VM that makes the image's booted state is reserved nowhere,
+ * so it starts only then. */
+void orch_host_set_spare(struct orch *o, const char *uri, int spare);
 /* 1 when `uri` names a libvirt on this machine (qemu:///..., a unix
  * socket): such hosts see this machine's files. */
 int orch_uri_this_machine(const char *uri);

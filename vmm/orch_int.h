@@ -46,6 +46,7 @@ struct orch {
 	 * the host table. Their image volumes once checked, under pool_lock,
 	 * which also makes one upload per host at a time. */
 	atomic_int pooled[ORCH_MAX_HOSTS];
+	atomic_int no_spare[ORCH_MAX_HOSTS]; /* orch_host_set_spare(0) was the last word */
 	struct orch_pool {
 		int ready;
 		char kernel[VPOOL_PATH_MAX], initrd[VPOOL_PATH_MAX], base[VPOOL_PATH_MAX];
@@ -117,6 +118,8 @@ int orch_wait_agent(struct vm_host *h, const char *name, long long deadline, str
  * is copied again into its file and its memory limit watched. */
 void orch_follow(struct orch *o, struct vm_host *h, const char *id, const char *name,
     const char *after);
+/* 1 unless the service said host h has no room for one more VM. */
+int orch_host_spare(struct orch *o, const struct vm_host *h);
 /* Drops booted-image states of other images (orch_new). */
 void orch_drop_old_boot_snaps(struct orch *o);
 

@@ -611,8 +611,8 @@ out:
 }
 
 /* Starts making the booted snapshot `name` in the background, one at a
- * time; a build under way or a thread that cannot start skips it (the
- * next cold boot asks again). */
+ * time; a build under way, a host without room for its VM or a thread
+ * that cannot start skips it (the next cold boot asks again). */
 static void
 build_later(struct orch *o, struct vm_host *h, const char *name, enum vm_net net, int vcpus,
     int mem)
@@ -620,6 +620,11 @@ build_later(struct orch *o, struct vm_host *h, const char *name, enum vm_net net
 	struct build_req *r;
 	int idle = 0;
 
+	if (!orch_host_spare(o, h)) {
+		log_info("vm: booted snapshot %s not made now: %s has no room beyond its sandboxes",
+		    name, vm_host_uri(h));
+		return;
+	}
 	if (!atomic_compare_exchange_strong(&o->building, &idle, 1))
 		return;
 	if (atomic_load(&o->builder_started)) {

@@ -5,14 +5,15 @@
 // of a sandbox that holds a file and runs a web server both serve it, keep
 // their changes apart, and differ in random state and machine id; another
 // account's snapshot is not found anywhere; a kill -9 in the middle of a
-// snapshot leaves one consistent state, charged once, no file behind.
+// snapshot leaves one consistent state, charged once, no file behind; a
+// host without room beyond its sandboxes gets no booted-state VM.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import {
-  startAasd, newAccount, vmEnv, STATE, toolCaller, sleep, psql, qemuIds, waitFor
+  aasctl, startAasd, newAccount, vmEnv, STATE, toolCaller, sleep, psql, qemuIds, waitFor
 } from './lib/harness.mjs';
 
 const run = promisify(execFile);
@@ -261,5 +262,34 @@ test('kill -9 during a snapshot: one state, charged once, no file left', LONG, a
     await waitFor('its files to go', async () => !existsSync(dir), 60000);
   } finally {
     await srv.stop();
+  }
+});
+
+test('a host without room beyond its sandboxes makes no booted state', LONG, async () => {
+  // No internet: settings whose booted state does not exist yet.
+  const env = vmEnv('snaproom', { AAS_BOOT_SNAPSHOTS: '1' });
+  const args = { size: 'small', internet: false, timeout_minutes: 5 };
+  const uri = env.AAS_LIBVIRT_URI;
+  const before = new Set(bootSnaps());
+  const srv = await startAasd(env);
+  try {
+    const call = await toolCaller(srv, await newAccount());
+    const host = (await aasctl('host', 'list')).find((h) => h.uri === uri);
+    // Room for one small sandbox (512 MiB) and not two.
+    await aasctl('host', 'add', uri, '--memory-overcommit', ((512 * 1.5) / host.capacity.memory_mib).toFixed(3));
+    const full = await ok(call, 'create_sandbox', args);
+    assert.equal(full.boot, 'cold');
+    assert.match(srv.log(), /booted snapshot \S+ not made now: .* has no room beyond its sandboxes/);
+    await ok(call, 'destroy_sandbox', { sandbox_id: full.sandbox_id });
+    await aasctl('host', 'add', uri, '--memory-overcommit', '1');
+    const roomy = await ok(call, 'create_sandbox', args);
+    assert.equal(roomy.boot, 'cold');
+    await waitFor('the booted state of these settings', async () =>
+      bootSnaps().filter((f) => !before.has(f) && !f.endsWith('.new')).length === 2, 120000);
+    assert.equal(srv.log().match(/not made now/g).length, 1, 'only the full host skipped it');
+    await ok(call, 'destroy_sandbox', { sandbox_id: roomy.sandbox_id });
+  } finally {
+    await srv.stop();
+    for (const f of bootSnaps()) if (!before.has(f)) unlinkSync(`${STATE}/saved/${f}`);
   }
 });

@@ -1326,6 +1326,21 @@ __wrap_orch_host_set_pooled(struct orch *o, const char *uri, int pooled)
 	(void)o, (void)uri, (void)pooled;
 }
 
+static atomic_int spare_said = -1;
+
+void
+__wrap_orch_host_set_spare(struct orch *o, const char *uri, int spare)
+{
+	(void)o, (void)uri;
+	atomic_store(&spare_said, spare != 0);
+}
+
+int
+fake_spare_said(void)
+{
+	return atomic_exchange(&spare_said, -1);
+}
+
 void
 fake_migrate_fail(int n)
 {

@@ -76,6 +76,10 @@ int fake_host_set(const char *uri, long long memory_mib, int vcpus, int unreacha
 /* What orch_net_rule_hash answers. */
 #define FAKE_NET_RULE_HASH "00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee"
 
+/* What the last orch_host_set_spare said (1 room, 0 none), then forgets
+ * it; -1 when nothing was said since. */
+int fake_spare_said(void);
+
 /* Make the next `n` moves (orch_migrate) fail; the VM stays put. A move
  * that succeeds reports this pause. */
 #define FAKE_MOVE_PAUSE_MS 42

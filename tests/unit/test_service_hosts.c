@@ -82,6 +82,26 @@ test_full_host_charges_nothing(void **state)
 	sfx_create(s, 2, a);
 }
 
+/* The booted-image state's throw-away VM is reserved nowhere: the VM
+ * layer hears before each cold boot whether one more of its size fits. */
+static void
+test_spare_room_told_before_a_boot(void **state)
+{
+	struct sfx *s = *state;
+	char a[32], b[32];
+
+	set_host_memory(s, 1200); /* two small sandboxes of 512 MiB */
+	fake_spare_said();
+	sfx_create(s, 2, a);
+	assert_int_equal(fake_spare_said(), 1);
+	sfx_create(s, 2, b);
+	assert_int_equal(fake_spare_said(), 0);
+	json_decref(sfx_ok(s, s->account, "destroy_sandbox", json_pack("{s:s}", "sandbox_id", b)));
+	set_host_memory(s, 4096);
+	sfx_create(s, 2, b);
+	assert_int_equal(fake_spare_said(), 1);
+}
+
 static void
 test_draining_host(void **state)
 {
@@ -551,6 +571,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_full_host_charges_nothing, sfx_setup,
 		    sfx_teardown),
 		cmocka_unit_test_setup_teardown(test_draining_host, sfx_setup, sfx_teardown),
+		cmocka_unit_test_setup_teardown(test_spare_room_told_before_a_boot, sfx_setup,
+		    sfx_teardown),
 		cmocka_unit_test_setup_teardown(test_parallel_creates_stay_within, setup_par,
 		    sfx_teardown),
 		cmocka_unit_test_setup_teardown(test_unreachable_host, sfx_setup, sfx_teardown),
