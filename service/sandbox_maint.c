@@ -115,7 +115,7 @@ sbx_boot_row_from(struct sbx *s, const char *id, const char *host, const char *s
 		return -1;
 	}
 	sbx_host_storage(s, host);
-	if (snap == NULL)
+	if (snap == NULL && s->app->cfg.boot_snapshots)
 		sbx_host_spare(s, host, sz);
 	t0 = metrics_now();
 	if (snap ? boot_from_snapshot(s, id, host, snap, pg, e) < 0 :

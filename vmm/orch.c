@@ -255,20 +255,32 @@ fail:
 	return NULL;
 }
 
-void
-orch_host_set_pooled(struct orch *o, const char *uri, int pooled)
+/* The index of the host of `uri`, or -1. */
+static int
+uri_idx(struct orch *o, const char *uri)
 {
 	for (size_t i = 0; i < o->n_hosts; i++)
 		if (strcmp(vm_host_uri(o->hosts[i]), uri) == 0)
-			atomic_store(&o->pooled[i], pooled != 0);
+			return (int)i;
+	return -1;
+}
+
+void
+orch_host_set_pooled(struct orch *o, const char *uri, int pooled)
+{
+	int i = uri_idx(o, uri);
+
+	if (i >= 0)
+		atomic_store(&o->pooled[i], pooled != 0);
 }
 
 void
 orch_host_set_spare(struct orch *o, const char *uri, int spare)
 {
-	for (size_t i = 0; i < o->n_hosts; i++)
-		if (strcmp(vm_host_uri(o->hosts[i]), uri) == 0)
-			atomic_store(&o->no_spare[i], spare == 0);
+	int i = uri_idx(o, uri);
+
+	if (i >= 0)
+		atomic_store(&o->no_spare[i], spare == 0);
 }
 
 int
@@ -1077,10 +1089,9 @@ orch_host_uri_at(struct orch *o, size_t i)
 struct vm_host *
 orch_host_by_uri(struct orch *o, const char *uri)
 {
-	for (size_t i = 0; i < o->n_hosts; i++)
-		if (strcmp(vm_host_uri(o->hosts[i]), uri) == 0)
-			return o->hosts[i];
-	return NULL;
+	int i = uri_idx(o, uri);
+
+	return i >= 0 ? o->hosts[i] : NULL;
 }
 
 /* 1 when `uri` names another machine (an authority after "://"). */
@@ -1176,17 +1187,13 @@ orch_host_stats(struct orch *o, const char *uri, struct orch_host_stats *out, st
 	virNodeInfo info;
 	virConnectPtr c = NULL;
 	unsigned long long free_bytes;
-	size_t i;
-	int rc = -1, n;
+	int i = uri_idx(o, uri), rc = -1, n;
 
 	memset(out, 0, sizeof(*out));
 	out->free_memory_mib = -1;
 	out->cpu_busy = -1;
 	out->disk_free_mib = -1;
-	for (i = 0; i < o->n_hosts; i++)
-		if (strcmp(vm_host_uri(o->hosts[i]), uri) == 0)
-			break;
-	if (i == o->n_hosts) {
+	if (i < 0) {
 		err_set(e, ERR_NOT_FOUND, "no host %s", uri);
 		return -1;
 	}
@@ -1201,7 +1208,7 @@ orch_host_stats(struct orch *o, const char *uri, struct orch_host_stats *out, st
 	free_bytes = virNodeGetFreeMemory(c);
 	if (free_bytes > 0)
 		out->free_memory_mib = (long long)(free_bytes >> 20);
-	out->cpu_busy = cpu_busy_since(o, i, c);
+	out->cpu_busy = cpu_busy_since(o, (size_t)i, c);
 	n = virConnectNumOfDomains(c);
 	out->domains = n > 0 ? n : 0;
 	if (atomic_load(&o->pooled[i])) {
