@@ -202,11 +202,11 @@ $(B)/tests/%: tests/unit/%.c $(B)/libaas.a
 # socketpair (both take the protocol's one encoder and parser).
 AGENT_CFLAGS := $(filter-out -MMD -MP,$(CFLAGS))
 $(B)/tests/aas-agent-host: vmm/image/aas-agent.c vmm/image/aproto.c vmm/image/aproto.h \
-    vmm/image/agent_tree.c vmm/image/agent_tree.h
+    vmm/image/agent_tree.c vmm/image/agent_tree.h vmm/image/agent_linger.c vmm/image/agent_linger.h
 	@mkdir -p $(dir $@)
 	@echo "  CC+LD   $<"
 	$(Q)$(CC) $(AGENT_CFLAGS) $(LDFLAGS) -o $@ vmm/image/aas-agent.c vmm/image/aproto.c \
-	    vmm/image/agent_tree.c
+	    vmm/image/agent_tree.c vmm/image/agent_linger.c
 
 $(B)/tests/test_agent: tests/unit/test_agent.c vmm/image/aproto.c vmm/image/aproto.h \
     $(B)/tests/aas-agent-host

@@ -643,6 +643,104 @@ slurp(const char *path, char *buf, size_t n)
 	return buf;
 }
 
+/* Waits up to timeout_ms for path to exist. */
+static int
+appears(const char *path, int timeout_ms)
+{
+	long long end = ms() + timeout_ms;
+	struct timespec ts = { 0, 20 * 1000000L };
+
+	while (access(path, F_OK) != 0) {
+		if (ms() > end)
+			return 0;
+		nanosleep(&ts, NULL);
+	}
+	return 1;
+}
+
+static long
+rss_kib(pid_t pid)
+{
+	char path[64], buf[4096], *end;
+	const char *m;
+	long v;
+
+	snprintf(path, sizeof(path), "/proc/%ld/status", (long)pid);
+	m = strstr(slurp(path, buf, sizeof(buf)), "VmRSS:");
+	assert_non_null(m);
+	v = strtol(m + 6, &end, 10);
+	assert_true(end > m + 6 && v > 0);
+	return v;
+}
+
+/* A command that leaves a process behind returns when its own process
+ * ends; what it left keeps writing to the same stdout, which the agent
+ * drains into the command's log after EXIT: `&`, nohup, setsid and disown. */
+static void
+test_background_keeps_its_output(void **state)
+{
+	struct agent *a = *state;
+	static const char *const forms[][2] = {
+		{ "( ", " ) &" },
+		{ "nohup bash -c '", "' &" },
+		{ "setsid bash -c '", "' &" },
+		{ "( ", " ) & disown" },
+	};
+	char out[300], done[300], cmd[1100], loop[512], buf[2048];
+	unsigned char mb[1200];
+
+	handshake(a);
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+		struct ap_out more = { mb, 0, 0 };
+		const char *argv[] = { "bash", "-c", cmd, NULL };
+		struct run *r;
+		long long t0 = ms();
+
+		snprintf(out, sizeof(out), "%s/out%zu", a->dir, i);
+		snprintf(done, sizeof(done), "%s/done%zu", a->home, i);
+		snprintf(loop, sizeof(loop),
+		    "for i in 1 2 3 4 5 6 7 8 9 10; do echo line$i || exit 3; sleep 0.1; done; "
+		    "touch %s",
+		    done);
+		snprintf(cmd, sizeof(cmd), "%s%s%s", forms[i][0], loop, forms[i][1]);
+		ap_put_str(&more, AP_TAG_LOG_OUT, out);
+		r = run_cmd(a, (uint32_t)(1 + i), 0, argv, NULL, &more, 5000);
+		assert_int_equal(r->code, 0);
+		/* The call did not wait for what the command left running. */
+		assert_true(r->t_exit - t0 < 900);
+		assert_true(appears(done, 10000));
+		assert_non_null(strstr(slurp(out, buf, sizeof(buf)), "line10\n"));
+	}
+}
+
+/* A left-behind process that writes a lot is drained at the log's bound:
+ * it never blocks on a full pipe, the log stops at its bound and the
+ * agent's memory stays put. */
+static void
+test_background_floods_bounded(void **state)
+{
+	struct agent *a = *state;
+	char out[300], done[300], cmd[600];
+	const char *argv[] = { "bash", "-c", cmd, NULL };
+	unsigned char mb[1200];
+	struct ap_out more = { mb, 0, 0 };
+	struct stat st;
+	long rss0;
+
+	handshake(a);
+	rss0 = rss_kib(a->pid);
+	snprintf(out, sizeof(out), "%s/out", a->dir);
+	snprintf(done, sizeof(done), "%s/done", a->home);
+	snprintf(cmd, sizeof(cmd), "( head -c 300000000 /dev/zero && touch %s ) & echo x", done);
+	ap_put_str(&more, AP_TAG_LOG_OUT, out);
+	ap_put_u64(&more, AP_TAG_LOG_MAX, 1 << 20);
+	run_cmd(a, 1, 0, argv, NULL, &more, 10000);
+	assert_true(appears(done, 60000));
+	assert_int_equal(stat(out, &st), 0);
+	assert_true(st.st_size <= 1 << 20);
+	assert_true(rss_kib(a->pid) - rss0 < 8 * 1024);
+}
+
 static void
 test_detached_logs_and_exit_file(void **state)
 {
@@ -1146,6 +1244,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_timeout_124, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_signal_group, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_detached_logs_and_exit_file, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_background_keeps_its_output, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_background_floods_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_put_get_64mib, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_get_beside_output, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_put_flags_stat_list, setup, teardown),

@@ -43,6 +43,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vmm/image/agent_linger.h"
 #include "vmm/image/agent_tree.h"
 #include "vmm/image/aproto.h"
 
@@ -60,6 +61,8 @@
 #define AG_MSG_MAX 512
 /* Debian's bash-static: the same bash, linked statically. */
 #define AG_STATIC_BASH "/bin/bash-static"
+/* Log bytes a lingering pipe may add to a log that has no bound of its own. */
+#define AG_LINGER_LOG_MORE (64u << 20)
 
 static int port_fd = -1;
 static int port_is_dev; /* a device path: reopen is never needed, hup is polled */
@@ -483,6 +486,25 @@ exit_code(const struct chan *c, int *sig)
 	return 255;
 }
 
+/* Pipes of c that something the command started still holds go on being
+ * drained into its logs (agent_linger.h); a terminal's master is closed,
+ * which hangs up what is left on it. */
+static void
+exec_linger(struct chan *c)
+{
+	for (int i = 0; i < 2; i++) {
+		uint64_t max = c->log_max ? c->log_max : c->log_kept[i] + AG_LINGER_LOG_MORE;
+
+		if (c->fd[i] < 0 || c->pty) {
+			close_fd(&c->fd[i]);
+			continue;
+		}
+		alinger_add(c->fd[i], c->log_fd[i], c->log_kept[i], max);
+		c->fd[i] = -1;
+		c->log_fd[i] = -1;
+	}
+}
+
 /* The process has ended and its output is drained (or given up on):
  * exit file, EXIT, and the channel is gone. */
 static void
@@ -497,8 +519,7 @@ exec_finish(struct chan *c)
 				send_frame(i == 0 ? AP_T_STDOUT : AP_T_STDERR, AP_F_FIN, c->id,
 				    NULL, 0);
 	}
-	close_fd(&c->fd[0]);
-	close_fd(&c->fd[1]);
+	exec_linger(c);
 	if (c->exit_file != NULL) {
 		int fd = open(c->exit_file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
 		    0644);
@@ -696,8 +717,9 @@ exec_timers(long long now)
 				c->drain_at = now + AP_DRAIN_MS;
 				continue;
 			}
-			close_fd(&c->fd[0]);
-			close_fd(&c->fd[1]);
+			/* What is left holds the pipes: they linger. */
+			exec_finish(c);
+			continue;
 		}
 		if (exec_done(c))
 			exec_finish(c);
@@ -1972,14 +1994,14 @@ read_boot_id(void)
 }
 
 /* poll slots: what each one is. */
-enum slot_kind { SL_SIG, SL_PORT, SL_OUT, SL_ERR, SL_IN };
+enum slot_kind { SL_SIG, SL_PORT, SL_OUT, SL_ERR, SL_IN, SL_LINGER };
 
 struct slot {
 	enum slot_kind kind;
 	struct chan *c;
 };
 
-#define AG_SLOTS (2 + 3 * AG_MAX_CHANNELS)
+#define AG_SLOTS (2 + 3 * AG_MAX_CHANNELS + ALINGER_MAX)
 
 int
 main(int argc, char **argv)
@@ -2104,6 +2126,8 @@ main(int argc, char **argv)
 				slots[n++] = (struct slot){ SL_IN, c };
 			}
 		}
+		for (size_t k = alinger_fill(pfd + n, AG_SLOTS - (size_t)n); k > 0; k--)
+			slots[n++] = (struct slot){ SL_LINGER, NULL };
 		next = exec_next_timer();
 		if (hup && (next == 0 || hup_check_at < next))
 			next = hup_check_at;
@@ -2161,6 +2185,9 @@ main(int argc, char **argv)
 			case SL_IN:
 				if (c->in_fd == pfd[i].fd)
 					exec_write_stdin(c);
+				break;
+			case SL_LINGER:
+				alinger_ready(pfd[i].fd, re);
 				break;
 			}
 		}

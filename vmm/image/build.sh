@@ -1,8 +1,9 @@
 #!/bin/sh
 # Builds the aas guest image: a Debian bookworm root file system (mmdebstrap),
 # the cloud kernel, a busybox initramfs, the static PID 1 (init.c) and the
-# static agent aasd talks to (aas-agent.c with the protocol's aproto.c and the
-# tree unpacker agent_tree.c).
+# static agent aasd talks to (aas-agent.c with the protocol's aproto.c, the
+# tree unpacker agent_tree.c and agent_linger.c, which drains the pipes a
+# finished command's background processes still hold).
 #
 # usage: build.sh STATE_DIR            (as root)
 #
@@ -138,7 +139,7 @@ gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -o "$WORK/aas-init" "$HERE/ini
 # The protocol's one encoder and parser is shared with aasd: included as
 # "vmm/image/aproto.h" from the repository root.
 gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -I "$HERE/../.." -o "$WORK/aas-agent" \
-	"$HERE/aas-agent.c" "$HERE/aproto.c" "$HERE/agent_tree.c"
+	"$HERE/aas-agent.c" "$HERE/aproto.c" "$HERE/agent_tree.c" "$HERE/agent_linger.c"
 gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -o "$WORK/aas-identity" "$HERE/identity.c"
 log "aas-init, aas-agent and aas-identity compiled"
 
