@@ -151,6 +151,15 @@ preview_resolve(void *ctx, const struct preview_ask *ask, struct preview_route *
 	sbx_preview_route(app->sbx, ask, out);
 }
 
+static void
+preview_explain(void *ctx, const struct preview_route *route, char *msg, size_t n)
+{
+	struct app *app = ctx;
+
+	if (app->sbx != NULL)
+		sbx_preview_explain(app->sbx, route, msg, n);
+}
+
 /* The sandbox isolation rule for AAS_QEMU_USER: printed (for other
  * hypervisor hosts) or installed (from a privileged ExecStartPre when
  * aasd itself lacks CAP_NET_ADMIN). */
@@ -357,6 +366,7 @@ main(int argc, char **argv)
 		.idle_timeout_s = cfg.preview_timeout_s,
 		.scheme = cfg.preview_scheme,
 		.resolve = preview_resolve,
+		.explain = preview_explain,
 		.rewrite_query = preview_query_strip,
 		.ctx = app,
 	};

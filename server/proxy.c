@@ -326,7 +326,7 @@ reason(int status)
 	case 502:
 		return "Nothing answering yet";
 	case 503:
-		return "Busy";
+		return "Not available right now";
 	case 504:
 		return "The sandbox did not answer in time";
 	default:
@@ -376,6 +376,22 @@ static void
 px_fail(struct px *x, int status, const char *message)
 {
 	px_answer(x, status, 0, message);
+}
+
+/* The upstream closed (or reset) without an answer: the resolver's
+ * side says why (nothing listening, loopback only, a server that closed,
+ * a paused sandbox). */
+static void
+px_fail_unanswered(struct px *x, const struct preview_route *route)
+{
+	char msg[320];
+
+	snprintf(msg, sizeof(msg),
+	    "Nothing is answering on this port inside the sandbox yet. Start a server"
+	    " listening on 0.0.0.0, then reload.");
+	if (x->p->cfg.explain)
+		x->p->cfg.explain(x->p->cfg.ctx, route, msg, sizeof(msg));
+	px_fail(x, 502, msg);
 }
 
 /* ---- upstream I/O (proxy thread) ---- */
@@ -831,23 +847,16 @@ px_main(void *arg)
 	x->last_io = clock_ms();
 	if (send_all(x, x->ufd, x->head, x->head_len) < 0 || pump_request(x) < 0) {
 		if (!x->client_gone)
-			px_fail(x, 502,
-			    "Nothing is answering on this port inside the sandbox yet."
-			    " Start a server listening on 0.0.0.0 (for example with run_command"
-			    " and background: true), then reload.");
+			px_fail_unanswered(x, &route);
 		goto out;
 	}
 	st = read_head(x);
-	if (st != 0) {
-		px_fail(x, st == 499 ? 502 : st,
-		    st == 504 ?
-			"The server in the sandbox did not"
-			" answer in time." :
-			"Nothing is answering on this port inside the sandbox"
-			" yet. Start a server listening on 0.0.0.0 (for example with run_command"
-			" and background: true), then reload.");
+	if (st == 504)
+		px_fail(x, 504, "The server in the sandbox did not answer in time.");
+	else if (st != 0)
+		px_fail_unanswered(x, &route);
+	if (st != 0)
 		goto out;
-	}
 	pthread_mutex_lock(&x->lock);
 	snprintf(x->set_cookie, sizeof(x->set_cookie), "%s", route.set_cookie);
 	x->head_ready = 1;

@@ -26,6 +26,10 @@ struct px;
 /* Runs on the request's proxy thread; may block (database). */
 typedef void (*proxy_resolve_fn)(void *ctx, const struct preview_ask *ask,
     struct preview_route *out);
+/* Why a resolved upstream closed without answering (the error page's
+ * text); runs on the request's proxy thread and may block (the guest). */
+typedef void (*proxy_explain_fn)(void *ctx, const struct preview_route *route, char *msg,
+    size_t n);
 /* Rewrites the query for the upstream (drops credentials); NULL: as is. */
 typedef void (*proxy_query_fn)(const char *query, char *out, size_t n);
 
@@ -36,6 +40,7 @@ struct proxy_config {
 	int idle_timeout_s;  /* a direction idle this long ends it */
 	const char *scheme;  /* for X-Forwarded-Proto */
 	proxy_resolve_fn resolve;
+	proxy_explain_fn explain; /* NULL: a generic text */
 	proxy_query_fn rewrite_query;
 	void *ctx;
 };

@@ -66,6 +66,7 @@ struct preview_route {
 	int status;                /* 0: proxy to upstream_port; else answer it */
 	char message[256];         /* shown on the error page */
 	int upstream_port;         /* on upstream_address */
+	int guest_port;            /* the port inside the sandbox */
 	char upstream_address[64]; /* IPv4: the host's private address, or loopback */
 	char set_cookie[320];      /* added to the proxied response when set */
 	/* Whose preview it is, for the proxy's per-sandbox and per-account

@@ -254,6 +254,12 @@ json_t *sbx_list_ports(struct sbx *s, const char *account, const char *sandbox_i
 struct preview_ask;
 struct preview_route;
 void sbx_preview_route(struct sbx *s, const struct preview_ask *ask, struct preview_route *out);
+/* Why the upstream of route `r` (status 0) closed without answering, for
+ * its error page: the sandbox is paused, nothing listens on the port, a
+ * server listens on loopback only, or one listens and closed anyway.
+ * Asks the guest (bounded by the agent's short-operation deadline); runs
+ * on the proxy's request thread. */
+void sbx_preview_explain(struct sbx *s, const struct preview_route *r, char *msg, size_t n);
 /* One command of a sandbox as recorded (command text, state, exit code,
  * log paths, times), without asking the guest. */
 json_t *sbx_command_record(struct sbx *s, const char *account, const char *sandbox_id,

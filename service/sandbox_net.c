@@ -13,6 +13,7 @@
 #include "base/num.h"
 #include "service/hosts.h"
 #include "service/preview.h"
+#include "vmm/guest_listen.h"
 
 /* A boot with a network device trusts a check at most this old. */
 #define NET_CHECK_MAX_AGE_MS 30000
@@ -312,6 +313,10 @@ sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req 
 
 /* ---- preview requests ---- */
 
+#define PREVIEW_PAUSED_MSG \
+	"The sandbox is paused, so nothing inside it can answer. Resume it with" \
+	" resume_sandbox, then reload."
+
 static void
 route_fail(struct preview_route *out, int status, const char *msg)
 {
@@ -392,7 +397,12 @@ sbx_preview_route(struct sbx *s, const struct preview_ask *ask, struct preview_r
 		    " the sandbox was destroyed.");
 		return;
 	}
+	if (strcmp(pv.state, "running") != 0) {
+		route_fail(out, 503, PREVIEW_PAUSED_MSG);
+		return;
+	}
 	out->upstream_port = pv.host_port;
+	out->guest_port = port;
 	snprintf(out->sandbox_id, sizeof(out->sandbox_id), "%s", id);
 	snprintf(out->account_id, sizeof(out->account_id), "%s", pv.account);
 	/* Forwards listen on the host's private address; a host on this
@@ -414,5 +424,54 @@ sbx_preview_route(struct sbx *s, const struct preview_ask *ask, struct preview_r
 			" expose_port in the x-aas-preview-token header, or open its signed URL." :
 			"The preview token or signed URL is wrong or has expired.");
 		return;
+	}
+}
+
+void
+sbx_preview_explain(struct sbx *s, const struct preview_route *r, char *msg, size_t n)
+{
+	struct store_row row;
+	struct vm_host *h;
+	char domain[64];
+	struct err e;
+	int port = r->guest_port, st = -1;
+
+	memset(&row, 0, sizeof(row));
+	err_clear(&e);
+	h = sbx_running(s, r->account_id, r->sandbox_id, &row, domain, sizeof(domain), &e);
+	if (h == NULL && e.kind == ERR_CONFLICT && strcmp(row.state, "destroyed") != 0 &&
+	    strcmp(row.state, "destroying") != 0 && strcmp(row.state, "failed") != 0) {
+		snprintf(msg, n, "%s", PREVIEW_PAUSED_MSG);
+		return;
+	}
+	if (h != NULL)
+		st = guest_listen_probe(h, domain, port, &e);
+	switch (st) {
+	case GUEST_LISTEN_NONE:
+		snprintf(msg, n,
+		    "Nothing is listening on port %d inside the sandbox. Start a server that"
+		    " listens on 0.0.0.0:%d (for example: python3 -m http.server %d &), then"
+		    " reload.",
+		    port, port, port);
+		break;
+	case GUEST_LISTEN_LOOPBACK:
+		snprintf(msg, n,
+		    "A server listens on port %d inside the sandbox, but only on 127.0.0.1 (or"
+		    " ::1), which a preview cannot reach. Make it listen on 0.0.0.0, then reload.",
+		    port);
+		break;
+	case GUEST_LISTEN_ANY:
+		snprintf(msg, n,
+		    "The server on port %d inside the sandbox closed the connection without"
+		    " answering: it may have crashed or refused the request. Look at its output"
+		    " with get_command, then reload.",
+		    port);
+		break;
+	default:
+		snprintf(msg, n,
+		    "Nothing is answering on port %d inside the sandbox, and the sandbox could"
+		    " not be asked why. Start a server listening on 0.0.0.0:%d, then reload.",
+		    port, port);
+		break;
 	}
 }

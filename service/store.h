@@ -200,9 +200,10 @@ struct store_preview {
 	char host[STORE_HOST_MAX];
 	char address[64]; /* the host's private address; "" when none */
 	char account[37]; /* uuid text */
+	char state[16];   /* running, or a pause state (pausing, paused, resuming) */
 };
-/* 1 and `out` when the port is exposed on a running sandbox of an account
- * that is not disabled, else 0. */
+/* 1 and `out` when the port is exposed on a running or paused sandbox of
+ * an account that is not disabled, else 0. */
 int store_preview_lookup(struct db *db, const char *sandbox_id, int port, struct store_preview *out,
     int *found, struct err *e);
 

@@ -88,10 +88,11 @@ store_preview_lookup(struct db *db, const char *sandbox_id, int port, struct sto
 	snprintf(port_text, sizeof(port_text), "%d", port);
 	r = db_query(db,
 	    "SELECT p.host_port, p.public, coalesce(p.token_hash, ''),"
-	    " b.host_uri, a.id, coalesce(h.preview_address, '')"
+	    " b.host_uri, a.id, coalesce(h.preview_address, ''), b.state"
 	    " FROM sandbox_ports p JOIN sandboxes b ON b.id = p.sandbox_id"
 	    " JOIN accounts a ON a.id = b.account_id LEFT JOIN hosts h ON h.uri = b.host_uri"
-	    " WHERE p.sandbox_id = $1 AND p.port = $2::int AND b.state = 'running'"
+	    " WHERE p.sandbox_id = $1 AND p.port = $2::int"
+	    " AND b.state IN ('running', 'pausing', 'paused', 'resuming')"
 	    " AND a.disabled_at IS NULL",
 	    2, p, e);
 	if (r == NULL)
@@ -105,7 +106,8 @@ store_preview_lookup(struct db *db, const char *sandbox_id, int port, struct sto
 	    db_get_str(r, 0, 2, out->token_hash, sizeof(out->token_hash), e) < 0 ||
 	    db_get_str(r, 0, 3, out->host, sizeof(out->host), e) < 0 ||
 	    db_get_str(r, 0, 4, out->account, sizeof(out->account), e) < 0 ||
-	    db_get_str(r, 0, 5, out->address, sizeof(out->address), e) < 0)
+	    db_get_str(r, 0, 5, out->address, sizeof(out->address), e) < 0 ||
+	    db_get_str(r, 0, 6, out->state, sizeof(out->state), e) < 0)
 		goto out;
 	*found = 1;
 	rc = 0;

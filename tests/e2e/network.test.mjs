@@ -7,7 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, createHmac } from 'node:crypto';
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import net from 'node:net';
 import http from 'node:http';
@@ -16,45 +16,14 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { startAasd, newAccount, vmEnv, STATE, sleep, DB_URL } from './lib/harness.mjs';
+import { makeNetns } from './lib/netns.mjs';
 import { wsEcho, WS_ECHO_SERVER } from './lib/ws.mjs';
 
 const run = promisify(execFile);
-const NS = `aas-test-inet-${process.pid}`;
-const VETH_HOST = `aasi${process.pid}a`;   // at most 15 characters: pids have at most 7 digits
-const VETH_NS = `aasi${process.pid}b`;
 const NS_PORT = 8080;
-
-// A /24 in the lower half of 10.99.0.0/16 (inside the VM tests'
-// AAS_NET_ALLOW, 10.99.0.0/17) that no host interface has an address in,
-// starting at one picked by the process id; the ones egress.test.mjs does
-// not use (it takes 10.99.20-119) come first.
-function freeSubnet() {
-  const used = execFileSync('ip', ['-4', '-o', 'addr', 'show'], { encoding: 'utf8' });
-  const spare = [];
-  for (let n = 1; n < 128; n++) if (n < 20 || n >= 120) spare.push(n);
-  const rest = [];
-  for (let n = 20; n < 120; n++) rest.push(n);
-  const turn = (list) => list.map((_, i) => list[(process.pid + i) % list.length]);
-  for (const n of [...turn(spare), ...turn(rest)]) {
-    if (!used.includes(` 10.99.${n}.`)) return n;
-  }
-  throw new Error('no free /24 in 10.99.0.0/17');
-}
-const SUBNET = freeSubnet();
-const NS_HOST = `10.99.${SUBNET}.1`;
-const NS_PEER = `10.99.${SUBNET}.2`;
-
-function removeNetns() {
-  for (const cmd of [['netns', 'del', NS], ['link', 'del', VETH_HOST]]) {
-    try {
-      execFileSync('ip', cmd, { stdio: 'ignore' });
-    } catch {
-      // already gone
-    }
-  }
-}
-// Also when the run dies between before() and after().
-process.on('exit', removeNetns);
+let net4;       // the stand-in internet (lib/netns.mjs)
+let NS;
+let NS_PEER;
 
 let aasd;
 let alice;
@@ -123,24 +92,13 @@ async function until(fn, ms = 60000) {
   }
 }
 
-async function netns(...cmd) {
-  await run('ip', cmd);
-}
-
 before(async () => {
   // The stand-in internet: a namespace on a veth pair with a listener.
-  removeNetns();   // a pid reused after a run that was killed
-  await netns('netns', 'add', NS);
-  await netns('link', 'add', VETH_HOST, 'type', 'veth', 'peer', 'name', VETH_NS);
-  await netns('link', 'set', VETH_NS, 'netns', NS);
-  await netns('addr', 'add', `${NS_HOST}/24`, 'dev', VETH_HOST);
-  await netns('link', 'set', VETH_HOST, 'up');
-  await netns('netns', 'exec', NS, 'ip', 'addr', 'add', `${NS_PEER}/24`, 'dev', VETH_NS);
-  await netns('netns', 'exec', NS, 'ip', 'link', 'set', VETH_NS, 'up');
-  await netns('netns', 'exec', NS, 'ip', 'link', 'set', 'lo', 'up');
-  nsServer = spawn('ip', ['netns', 'exec', NS, process.execPath, '-e',
-    `require('http').createServer((q, s) => s.end('internet-ok')).listen(${NS_PORT}, '${NS_PEER}')`],
-  { stdio: 'ignore' });
+  net4 = await makeNetns('inet');
+  NS = net4.ns;
+  NS_PEER = net4.peer;
+  nsServer = net4.spawn([process.execPath, '-e',
+    `require('http').createServer((q, s) => s.end('internet-ok')).listen(${NS_PORT}, '${NS_PEER}')`]);
   // A service on the host's loopback that guests must not reach.
   hostListener = net.createServer((c) => { c.end('host-secret\n'); });
   await new Promise((r) => hostListener.listen(0, '127.0.0.1', r));
@@ -173,7 +131,7 @@ after(async () => {
   await aasd?.stop();
   nsServer?.kill();
   hostListener?.close();
-  removeNetns();
+  net4?.remove();
 });
 
 test('the isolation rule is installed and matches the QEMU users', async () => {
@@ -293,7 +251,7 @@ test('nothing listening answers a friendly 502; unknown names 404; MCP is not be
   const r = await curl(sbx, 8999, '/');
   assert.equal(r.status, 502);
   assert.match(r.head, /content-type: text\/html/i);
-  assert.match(r.body.toString(), /Nothing is answering on this port/);
+  assert.match(r.body.toString(), /Nothing is listening on port 8999 inside the sandbox/);
   assert.equal((await curl(sbx, 8998, '/')).status, 404);
   // The MCP endpoint through a preview host reaches the proxy, never MCP.
   const m = await curl(sbx, 8998, '/v1/mcp', ['-X', 'POST', '-H', 'content-type: application/json',
@@ -395,7 +353,7 @@ test('guests cannot reach host services or other sandboxes', async () => {
     ['10.0.2.2', aasd.port, 'aasd'],
     ['10.0.2.2', 5432, 'PostgreSQL port'],
     ['10.0.2.2', otherForward, "another sandbox's forwarded port"],
-    [NS_HOST, aasd.port, 'aasd through a host address'],
+    [net4.host, aasd.port, 'aasd through a host address'],
   ]) {
     for (const id of [closed, sbx]) {
       const r = await sh(id, probe(host, port));

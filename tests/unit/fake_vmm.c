@@ -22,6 +22,7 @@
 #include "base/tar.h"
 #include "base/err.h"
 #include "vmm/guest.h"
+#include "vmm/guest_listen.h"
 #include "vmm/orch.h"
 
 #define FAKE_QEMU_UID 64055
@@ -111,6 +112,7 @@ static struct {
 	size_t nsnaps;
 	int migrate_failures; /* orch_migrate calls still to fail */
 	int netguard_ok;
+	int listen_state; /* what guest_listen_probe answers; -1 fails */
 	int ready;
 	int no_sink; /* guest_run_wait does not call the sink */
 	fake_forward_fn on_forward;
@@ -176,6 +178,7 @@ fake_vmm_reset(void)
 	fk.nsnaps = 0;
 	fk.no_sink = 0;
 	fk.netguard_ok = 1;
+	fk.listen_state = GUEST_LISTEN_NONE;
 	fk.ready = 1;
 	fk.on_forward = NULL;
 	fk.on_forward_ctx = NULL;
@@ -238,6 +241,14 @@ fake_vmm_set_netguard(int ok)
 {
 	lock();
 	fk.netguard_ok = ok;
+	unlock();
+}
+
+void
+fake_vmm_set_listen(int state)
+{
+	lock();
+	fk.listen_state = state;
 	unlock();
 }
 
@@ -759,6 +770,23 @@ __wrap_guest_run_wait(struct vm_host *h, const char *dom, long pid, long long de
 			return 0;
 		usleep(FAKE_POLL_US);
 	}
+}
+
+int
+__wrap_guest_listen_probe(struct vm_host *h, const char *dom, int port, struct err *e)
+{
+	int rc = -1;
+
+	(void)port;
+	lock();
+	if (vm_of(h, dom, e) == NULL)
+		goto out;
+	rc = fk.listen_state;
+	if (rc < 0)
+		err_set(e, ERR_UNAVAILABLE, "the guest agent did not answer");
+out:
+	unlock();
+	return rc;
 }
 
 int

@@ -101,6 +101,9 @@ void fake_vmm_fail_snapshots(int n);
 void fake_vmm_set_sink(int on);
 /* The host isolation rule: 1 in place (default), 0 missing. */
 void fake_vmm_set_netguard(int ok);
+/* What guest_listen_probe answers from now on (GUEST_LISTEN_*, default
+ * NONE); -1: the guest cannot be asked. */
+void fake_vmm_set_listen(int state);
 /* 0 when the orchestrator is not ready (no image, no hypervisor). */
 void fake_vmm_set_ready(int ready);
 

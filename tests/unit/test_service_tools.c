@@ -20,6 +20,7 @@
 #include "service/preview.h"
 #include "service/sandbox.h"
 #include "tests/unit/fake_vmm.h"
+#include "vmm/guest_listen.h"
 #include "tests/unit/service_fixture.h"
 
 #define ID_MAX 32
@@ -721,6 +722,49 @@ test_expose_port(void **state)
 	    0);
 }
 
+/* A preview whose upstream closed without answering says why: nothing
+ * listens on the port, a server listens on loopback only, one listens and
+ * closed anyway, or the guest cannot be asked; a paused sandbox's preview
+ * says it is paused (not "does not exist"). */
+static void
+test_preview_explains_no_answer(void **state)
+{
+	static const struct {
+		int listen;
+		const char *says;
+	} cases[] = {
+		{ GUEST_LISTEN_NONE, "Nothing is listening on port 8080 inside the sandbox" },
+		{ GUEST_LISTEN_LOOPBACK, "but only on 127.0.0.1" },
+		{ GUEST_LISTEN_ANY, "closed the connection without answering" },
+		{ -1, "could not be asked why" },
+	};
+	struct sfx *s = *state;
+	char id[ID_MAX], host[128], msg[320];
+	struct preview_route route;
+
+	sfx_create(s, 10, id);
+	json_decref(sfx_ok(s, s->account, "expose_port",
+	    json_pack("{s:s, s:i}", "sandbox_id", id, "port", 8080)));
+	snprintf(host, sizeof(host), "8080-%s." SFX_PREVIEW_DOMAIN, id);
+	memset(&route, 0, sizeof(route));
+	sbx_preview_route(s->app->sbx, &(struct preview_ask){ .host = host }, &route);
+	assert_int_equal(route.status, 0);
+	assert_int_equal(route.guest_port, 8080);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		fake_vmm_set_listen(cases[i].listen);
+		sbx_preview_explain(s->app->sbx, &route, msg, sizeof(msg));
+		if (strstr(msg, cases[i].says) == NULL)
+			fail_msg("listen %d: \"%s\"", cases[i].listen, msg);
+	}
+	json_decref(sfx_ok(s, s->account, "pause_sandbox", json_pack("{s:s}", "sandbox_id", id)));
+	sbx_preview_explain(s->app->sbx, &route, msg, sizeof(msg));
+	assert_non_null(strstr(msg, "The sandbox is paused"));
+	memset(&route, 0, sizeof(route));
+	sbx_preview_route(s->app->sbx, &(struct preview_ask){ .host = host }, &route);
+	assert_int_equal(route.status, 503);
+	assert_non_null(strstr(route.message, "resume_sandbox"));
+}
+
 /* Another request exposes the same port while this one adds its forward. */
 static void
 expose_same_port(void *ctx, const char *id, int guest_port)
@@ -855,6 +899,7 @@ main(void)
 		T(test_file_errors),
 		T(test_list_files),
 		T(test_expose_port),
+		T(test_preview_explains_no_answer),
 		T(test_expose_port_lost_race_removes_forward),
 		cmocka_unit_test_setup_teardown(test_net_off, sfx_setup_net_off, sfx_teardown),
 		cmocka_unit_test_setup_teardown(test_run_default_output_under_small_cap,
