@@ -28,8 +28,7 @@ typedef void (*proxy_resolve_fn)(void *ctx, const struct preview_ask *ask,
     struct preview_route *out);
 /* Why a resolved upstream closed without answering (the error page's
  * text); runs on the request's proxy thread and may block (the guest). */
-typedef void (*proxy_explain_fn)(void *ctx, const struct preview_route *route, char *msg,
-    size_t n);
+typedef void (*proxy_explain_fn)(void *ctx, const struct preview_route *route, char *msg, size_t n);
 /* Rewrites the query for the upstream (drops credentials); NULL: as is. */
 typedef void (*proxy_query_fn)(const char *query, char *out, size_t n);
 

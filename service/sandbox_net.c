@@ -313,7 +313,7 @@ sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req 
 
 /* ---- preview requests ---- */
 
-#define PREVIEW_PAUSED_MSG \
+#define PREVIEW_PAUSED_MSG                                                       \
 	"The sandbox is paused, so nothing inside it can answer. Resume it with" \
 	" resume_sandbox, then reload."
 

@@ -21,7 +21,8 @@ static const char v4[] = HEAD4
     "   3: 0100007F:1F43 00000000:0000 0A" TAIL  /* 127.0.0.1:8003 and */
     "   4: 0F02000A:1F43 00000000:0000 0A" TAIL; /* 10.0.2.15:8003 */
 
-static const char v6[] = "  sl  local_address remote_address st\n"
+static const char v6[] =
+    "  sl  local_address remote_address st\n"
     "   0: 00000000000000000000000000000000:1F40 00000000000000000000000000000000:0000 0A" TAIL
     "   1: 00000000000000000000000001000000:1F41 00000000000000000000000000000000:0000 0A" TAIL
     "   2: 0000000000000000FFFF00000100007F:1F42 00000000000000000000000000000000:0000 0A" TAIL;
@@ -49,8 +50,9 @@ test_ipv6(void **state)
 static void
 test_not_a_table(void **state)
 {
-	static const char junk[] = "0: zz:1F40 00:0000 0A\n:::: \n   5: 00000000:1F4 00000000:0000 0A\n"
-				   "   6: 00000000:1F40\n   7: 0000000:1F40 00000000:0000 0A\n";
+	static const char junk[] =
+	    "0: zz:1F40 00:0000 0A\n:::: \n   5: 00000000:1F4 00000000:0000 0A\n"
+	    "   6: 00000000:1F40\n   7: 0000000:1F40 00000000:0000 0A\n";
 	char cut[64];
 
 	(void)state;
