@@ -225,6 +225,10 @@ static const struct cfg_entry cfg_table[] = {
 	    "Parallel lanes of each password hash." },
 	{ "AAS_PASSWORD_HASHES", CFG_INT, "2", 1, 64, F(password_hashes),
 	    "Password hashes computed at once; more wait (each takes AAS_ARGON2_M_KIB)." },
+	{ "AAS_PASSWORD_HASHES_PER_CLIENT", CFG_INT, "1", 1, 64, F(password_hashes_per_client),
+	    "Of AAS_PASSWORD_HASHES, how many one account or one client address holds at once "
+	    "(always at least one fewer than AAS_PASSWORD_HASHES); its others wait briefly, then "
+	    "get 429." },
 	{ "AAS_WEB_IDLE_S", CFG_INT, "3600", 60, 86400 * 30, F(web_idle_s),
 	    "A dashboard session unused this long ends." },
 	{ "AAS_WEB_ABSOLUTE_S", CFG_INT, "604800", 300, 86400 * 90, F(web_absolute_s),

@@ -109,6 +109,7 @@ struct config {
 	int argon2_m_kib;
 	int argon2_lanes;
 	int password_hashes;
+	int password_hashes_per_client;
 	int web_idle_s;
 	int web_absolute_s;
 	int web_sessions_per_account;

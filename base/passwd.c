@@ -3,100 +3,16 @@
 
 #include <argon2.h>
 #include <openssl/rand.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/passwd_gate.h"
 #include "base/utf8.h"
 
 #define PW_PREFIX "$argon2id$v=19$"
 /* Unpadded base64 of the salt and of the tag. */
 #define PW_SALT_CHARS 22
 #define PW_TAG_CHARS 43
-
-/* The gate. Each hash, verify or burn holds m_kib of memory (up to 1 GiB)
- * for as long as it runs; left alone, every worker thread could run one at
- * once and a burst of logins would take workers x m_kib and get the daemon
- * killed for memory. So at most gate_limit run at once, process-wide, and
- * the other callers (worker threads, which may block) wait their turn. */
-static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t gate_free = PTHREAD_COND_INITIALIZER;
-static int gate_limit = PW_CONCURRENCY_DEFAULT;
-static int gate_wait_ms = PW_WAIT_MS_DEFAULT;
-static int gate_running;
-static int gate_peak;
-
-/* Enters the gate, waiting at most gate_wait_ms: a caller is a worker
- * thread the rest of the service shares, so a flood of logins must not
- * hold the workers waiting here. -1 (ERR_UNAVAILABLE) when it stays full. */
-static int
-gate_enter(struct err *e)
-{
-	struct timespec until;
-	int rc = 0;
-
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += gate_wait_ms / 1000;
-	until.tv_nsec += (long)(gate_wait_ms % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
-	pthread_mutex_lock(&gate_lock);
-	while (gate_running >= gate_limit && rc == 0)
-		rc = pthread_cond_timedwait(&gate_free, &gate_lock, &until);
-	if (gate_running >= gate_limit) {
-		pthread_mutex_unlock(&gate_lock);
-		err_set(e, ERR_UNAVAILABLE,
-		    "too many password checks at once; try again in a moment");
-		return -1;
-	}
-	gate_running++;
-	if (gate_running > gate_peak)
-		gate_peak = gate_running;
-	pthread_mutex_unlock(&gate_lock);
-	return 0;
-}
-
-static void
-gate_leave(void)
-{
-	pthread_mutex_lock(&gate_lock);
-	gate_running--;
-	pthread_cond_signal(&gate_free);
-	pthread_mutex_unlock(&gate_lock);
-}
-
-void
-pw_set_wait_ms(int ms)
-{
-	pthread_mutex_lock(&gate_lock);
-	gate_wait_ms = ms < 0 ? 0 : ms;
-	pthread_mutex_unlock(&gate_lock);
-}
-
-void
-pw_set_concurrency(int n)
-{
-	pthread_mutex_lock(&gate_lock);
-	gate_limit = n < 1 ? 1 : n;
-	gate_peak = gate_running;
-	/* A higher limit may let several waiters in. */
-	pthread_cond_broadcast(&gate_free);
-	pthread_mutex_unlock(&gate_lock);
-}
-
-int
-pw_inflight_max(void)
-{
-	int n;
-
-	pthread_mutex_lock(&gate_lock);
-	n = gate_peak;
-	pthread_mutex_unlock(&gate_lock);
-	return n;
-}
 
 static int
 in_range(uint32_t v, uint32_t lo, uint32_t hi)
@@ -207,6 +123,14 @@ parse_encoded(const char *s, struct pw_params *p)
 int
 pw_hash(const struct pw_params *p, const char *pw, size_t len, char *out, size_t n, struct err *e)
 {
+	return pw_hash_as(NULL, p, pw, len, out, n, e);
+}
+
+int
+pw_hash_as(const struct pw_who *who, const struct pw_params *p, const char *pw, size_t len,
+    char *out, size_t n, struct err *e)
+{
+	int slot;
 	unsigned char salt[PW_SALT_LEN];
 	size_t need;
 	int rc;
@@ -223,11 +147,12 @@ pw_hash(const struct pw_params *p, const char *pw, size_t len, char *out, size_t
 		err_set(e, ERR_INTERNAL, "no random bytes for a password salt");
 		return -1;
 	}
-	if (gate_enter(e) < 0)
+	slot = pwg_enter(who, e);
+	if (slot < 0)
 		return -1;
 	rc = argon2id_hash_encoded(p->t_cost, p->m_kib, p->lanes, pw ? pw : "", len, salt,
 	    sizeof(salt), PW_TAG_LEN, out, n);
-	gate_leave();
+	pwg_leave(slot);
 	if (rc != ARGON2_OK) {
 		err_set(e, ERR_INTERNAL, "argon2id hash failed: %s", argon2_error_message(rc));
 		return -1;
@@ -238,8 +163,15 @@ pw_hash(const struct pw_params *p, const char *pw, size_t len, char *out, size_t
 int
 pw_verify(const char *encoded, const char *pw, size_t len, struct err *e)
 {
+	return pw_verify_as(NULL, encoded, pw, len, e);
+}
+
+int
+pw_verify_as(const struct pw_who *who, const char *encoded, const char *pw, size_t len,
+    struct err *e)
+{
 	struct pw_params p;
-	int rc;
+	int rc, slot;
 
 	if (len_check(len, e) < 0)
 		return -1;
@@ -250,10 +182,11 @@ pw_verify(const char *encoded, const char *pw, size_t len, struct err *e)
 	/* Parameters from outside this process decide the memory taken. */
 	if (pw_params_check(&p, e) < 0)
 		return -1;
-	if (gate_enter(e) < 0)
+	slot = pwg_enter(who, e);
+	if (slot < 0)
 		return -1;
 	rc = argon2id_verify(encoded, pw ? pw : "", len);
-	gate_leave();
+	pwg_leave(slot);
 	if (rc == ARGON2_OK)
 		return 1;
 	if (rc == ARGON2_VERIFY_MISMATCH)
@@ -279,17 +212,26 @@ pw_needs_rehash(const char *encoded, const struct pw_params *p)
 int
 pw_burn(const struct pw_params *p, const char *pw, size_t len, struct err *e)
 {
+	return pw_burn_as(NULL, p, pw, len, e);
+}
+
+int
+pw_burn_as(const struct pw_who *who, const struct pw_params *p, const char *pw, size_t len,
+    struct err *e)
+{
+	int slot;
 	static const unsigned char salt[PW_SALT_LEN]; /* throwaway: all zero */
 	unsigned char tag[PW_TAG_LEN];
 
 	/* pw_verify refuses these before any work, so a burn does too. */
 	if (pw_params_check(p, NULL) < 0 || len > PW_PASSWORD_MAX)
 		return 0;
-	if (gate_enter(e) < 0)
+	slot = pwg_enter(who, e);
+	if (slot < 0)
 		return -1;
 	(void)argon2id_hash_raw(p->t_cost, p->m_kib, p->lanes, pw ? pw : "", len, salt,
 	    sizeof(salt), tag, sizeof(tag));
-	gate_leave();
+	pwg_leave(slot);
 	return 0;
 }
 

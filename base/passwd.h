@@ -4,7 +4,9 @@
  *
  * Every hash, verify and burn takes m_kib of memory while it runs, so at
  * most pw_set_concurrency() of them run at once in the process; the others
- * wait for a turn. */
+ * wait for a turn. The _as forms name whom the work is for (an account, a
+ * client address): one name holds at most pw_set_share() of the turns at
+ * once, so no single account or client takes them all. */
 #ifndef AAS_PASSWD_H
 #define AAS_PASSWD_H
 
@@ -36,6 +38,16 @@
 /* How long a caller waits for its turn before ERR_UNAVAILABLE (ms). */
 #define PW_WAIT_MS_DEFAULT 500
 
+/* Names a hash may be counted under; at most this many per call. */
+#define PW_WHO_TAGS 2
+/* Turns one name holds at once unless set otherwise. */
+#define PW_SHARE_DEFAULT 1
+
+/* Whom a hash is for: up to PW_WHO_TAGS names (NULL or "": unused). */
+struct pw_who {
+	const char *tag[PW_WHO_TAGS];
+};
+
 struct pw_params {
 	uint32_t t_cost; /* passes over memory */
 	uint32_t m_kib;  /* memory, KiB */
@@ -60,6 +72,16 @@ int pw_hash(const struct pw_params *p, const char *pw, size_t len, char *out, si
  * ERR_INTERNAL on a library failure. */
 int pw_verify(const char *encoded, const char *pw, size_t len, struct err *e);
 
+/* pw_hash, pw_verify and pw_burn counted under `who` (NULL: nobody): a
+ * name already holding its share waits like a full gate, and fails with
+ * ERR_LIMIT (not ERR_UNAVAILABLE) when its share stays full. */
+int pw_hash_as(const struct pw_who *who, const struct pw_params *p, const char *pw, size_t len,
+    char *out, size_t n, struct err *e);
+int pw_verify_as(const struct pw_who *who, const char *encoded, const char *pw, size_t len,
+    struct err *e);
+int pw_burn_as(const struct pw_who *who, const struct pw_params *p, const char *pw, size_t len,
+    struct err *e);
+
 /* 1 when `encoded` was made with other parameters than `p` (or cannot be
  * parsed), so the caller should hash the password again after a
  * successful login; 0 when it is current. */
@@ -73,6 +95,10 @@ int pw_burn(const struct pw_params *p, const char *pw, size_t len, struct err *e
 /* Sets how many hashes, verifies and burns may run at once (at least 1;
  * PW_CONCURRENCY_DEFAULT until called) and restarts pw_inflight_max. */
 void pw_set_concurrency(int n);
+/* Sets how many turns one name may hold at once (at least 1, and below
+ * the concurrency when that is more than 1, so one turn is always left to
+ * the others; PW_SHARE_DEFAULT until called). */
+void pw_set_share(int n);
 /* How long hash, verify and burn wait for their turn (ms), after which
  * they fail with ERR_UNAVAILABLE: workers are never held for long. */
 void pw_set_wait_ms(int ms);

@@ -281,6 +281,7 @@ main(int argc, char **argv)
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0)
 		log_fatal("start: libcurl did not initialise");
 	pw_set_concurrency(cfg.password_hashes);
+	pw_set_share(cfg.password_hashes_per_client);
 	app = app_new(&cfg, APP_CACHES, &e);
 	if (app == NULL) {
 		log_error("start: %s", e.msg);

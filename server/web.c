@@ -14,6 +14,7 @@
 #include "base/log.h"
 #include "server/rest_query.h"
 #include "server/web_int.h"
+#include "service/accounts.h"
 #include "service/mailq.h"
 #include "service/users.h"
 
@@ -291,6 +292,44 @@ link_status(const struct err *e)
 	}
 }
 
+/* The code of an e-mail link: the form's on a POST, the URL's on a GET. */
+static const char *
+link_code(const struct web_ctx *c)
+{
+	return strcmp(c->method, "POST") == 0 ? web_field(c, "code") : web_qarg(c, "code");
+}
+
+/* A GET of an e-mail link changes nothing (mail scanners fetch links):
+ * when the link is live, a page with one button that POSTs it, with the
+ * form token. 1 when the caller goes on (a POST with its token); 0 when
+ * this answered. */
+static int
+link_button(struct web_ctx *c, const char *purpose, const char *title, const char *failed,
+    const char *what, const char *button)
+{
+	const char *action = strcmp(purpose, "verify") == 0 ? "/verify" : "/email/confirm";
+	struct err e;
+
+	if (strcmp(c->method, "POST") == 0)
+		return web_csrf_check(c);
+	err_clear(&e);
+	if (user_link_check(c->w->app->db, link_code(c), purpose, &e) < 0) {
+		page_message(c, link_status(&e), failed, e.msg,
+		    c->logged_in ? "/dashboard" : "/login",
+		    c->logged_in ? "Go to your dashboard" : "Log in");
+		return 0;
+	}
+	page_begin(c, title);
+	page_f(c, "<p>%s</p><form method=\"post\" action=\"%s\">", what, action);
+	page_csrf(c);
+	page_f(c,
+	    "<input type=\"hidden\" name=\"code\" value=\"%s\">"
+	    "<button type=\"submit\">%s</button></form>",
+	    link_code(c), button);
+	page_send(c, 200);
+	return 0;
+}
+
 static void
 verify(struct web_ctx *c)
 {
@@ -298,8 +337,11 @@ verify(struct web_ctx *c)
 	struct err e;
 	int granted = 0;
 
+	if (!link_button(c, "verify", "Verify your e-mail address", "E-mail not verified",
+		"Confirm that this address is yours.", "Verify my address"))
+		return;
 	err_clear(&e);
-	if (user_verify(c->w->app->db, c->cfg, web_qarg(c, "code"), account, &granted, &e) < 0) {
+	if (user_verify(c->w->app->db, c->cfg, link_code(c), account, &granted, &e) < 0) {
 		page_message(c, link_status(&e), "E-mail not verified", e.msg,
 		    c->logged_in ? "/dashboard" : "/login",
 		    c->logged_in ? "Ask for a new link on the overview" : "Log in");
@@ -318,9 +360,12 @@ email_confirm(struct web_ctx *c)
 	char account[ACCT_ID_LEN + 1];
 	struct err e;
 
+	if (!link_button(c, "email", "Confirm your new e-mail address",
+		"E-mail address not changed", "Confirm that your account moves to this address.",
+		"Use this address"))
+		return;
 	err_clear(&e);
-	if (user_email_change_confirm(c->w->app->db, c->cfg, web_qarg(c, "code"), account, &e) <
-	    0) {
+	if (user_email_change_confirm(c->w->app->db, c->cfg, link_code(c), account, &e) < 0) {
 		page_message(c, link_status(&e), "E-mail address not changed", e.msg,
 		    c->logged_in ? "/dashboard/settings" : "/login",
 		    c->logged_in ? "Back to settings" : "Log in");
@@ -378,8 +423,13 @@ reset_confirm(struct web_ctx *c)
 	if (strcmp(c->method, "POST") == 0) {
 		if (!web_csrf_check(c))
 			return;
-		if (user_reset_confirm(c->w->app->db, c->cfg, code, web_field(c, "password"),
-			account, &e) == 0) {
+		struct user_reset rs = { code, web_field(c, "password"), c->addr,
+			strcmp(web_field(c, "revoke_keys"), "1") == 0 };
+
+		if (user_reset_confirm(c->w->app->db, c->cfg, &rs, account, &e) == 0) {
+			/* Revoked keys stop working in this aasd at once. */
+			if (rs.revoke_keys)
+				acct_key_cache_forget_account(c->w->app->keys, account);
 			if (wsess_create(c->w->app->db, c->cfg, account, sid, &e) == 0) {
 				web_set_session_cookie(c, sid);
 				web_redirect(c, "/dashboard");
@@ -407,6 +457,15 @@ reset_confirm(struct web_ctx *c)
 	page_f(c, "<input type=\"hidden\" name=\"code\" value=\"%s\">", code);
 	page_input(c, "password", "New password", "password", "new-password", "",
 	    "At least 10 characters.", e.kind != ERR_NONE ? e.msg : NULL);
+	/* Checked unless a form sent back without it unchecked it. */
+	page_f(c,
+	    "<p>Every other session, and every connected app, is logged out.</p>"
+	    "<div class=\"field\"><label><input type=\"checkbox\" name=\"revoke_keys\" "
+	    "value=\"1\" id=\"f-revoke-keys\"%S> Revoke my API keys</label>"
+	    "<p class=\"hint\">Your API keys will be revoked; uncheck to keep them.</p></div>",
+	    strcmp(c->method, "POST") == 0 && strcmp(web_field(c, "revoke_keys"), "1") != 0 ?
+		"" :
+		" checked");
 	page_f(c, "<button type=\"submit\">Set the password</button></form>");
 	page_send(c, status);
 }

@@ -375,8 +375,8 @@ web_dash_delete(struct web_ctx *c)
 	if (!settings_post(c))
 		return;
 	err_clear(&e);
-	if (user_delete(c->w->app->db, c->cfg, c->sess.account_id, web_field(c, "current"), &e) <
-	    0) {
+	if (user_delete(c->w->app->db, c->cfg, c->sess.account_id, web_field(c, "current"), c->addr,
+		&e) < 0) {
 		settings_page(c, "delete", &e,
 		    e.kind == ERR_INVALID ? 400 : err_http_status(e.kind), NULL);
 		return;
@@ -400,7 +400,8 @@ web_dash_settings(struct web_ctx *c)
 	if (strcmp(c->method, "POST") != 0) {
 		settings_page(c, "password", NULL, 200,
 		    strcmp(web_qarg(c, "changed"), "1") == 0 ?
-			"Your password is changed. Other sessions are logged out." :
+			"Your password is changed. Other sessions and connected apps are logged "
+			"out; your API keys still work." :
 			NULL);
 		return;
 	}
@@ -408,8 +409,9 @@ web_dash_settings(struct web_ctx *c)
 		return;
 	err_clear(&e);
 	if (user_password_change(c->w->app->db, c->cfg, c->sess.account_id, web_field(c, "current"),
-		web_field(c, "password"), &e) < 0) {
-		settings_page(c, "password", &e, 400, NULL);
+		web_field(c, "password"), c->addr, &e) < 0) {
+		settings_page(c, "password", &e,
+		    e.kind == ERR_INVALID ? 400 : err_http_status(e.kind), NULL);
 		return;
 	}
 	/* Every session ended with the old password; this one goes on anew. */

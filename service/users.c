@@ -196,7 +196,9 @@ user_signup(struct db *db, const struct config *cfg, const char *email_in, const
     const char *addr, char account_id[ACCT_ID_LEN + 1], struct err *e)
 {
 	char email[USER_EMAIL_MAX + 1], hash[PW_ENCODED_MAX];
+	char acct[ACCT_ID_LEN + 8], client[USER_ADDR_MAX + 8];
 	struct pw_params pp;
+	struct pw_who who;
 	struct signup_ctx sx = { cfg, email, addr, hash, account_id };
 
 	if (user_email_norm(email_in, email, sizeof(email), e) < 0 ||
@@ -206,7 +208,8 @@ user_signup(struct db *db, const struct config *cfg, const char *email_in, const
 	if (db_tx(db, signup_gate_tx, &sx, e) < 0)
 		return -1;
 	user_params(cfg, &pp);
-	if (pw_hash(&pp, password, strlen(password), hash, sizeof(hash), e) < 0)
+	user_who(&who, acct, sizeof(acct), client, sizeof(client), NULL, addr);
+	if (pw_hash_as(&who, &pp, password, strlen(password), hash, sizeof(hash), e) < 0)
 		return -1;
 	return db_tx(db, signup_tx, &sx, e);
 }
@@ -510,8 +513,9 @@ int
 user_login(struct db *db, const struct config *cfg, const char *email_in, const char *password,
     const char *addr, char account_id[ACCT_ID_LEN + 1], struct err *e)
 {
-	char email[USER_EMAIL_MAX + 1];
+	char email[USER_EMAIL_MAX + 1], acct[USER_EMAIL_MAX + 8], client[USER_ADDR_MAX + 8];
 	struct login_ctx lx;
+	struct pw_who who;
 	struct pw_params pp;
 	struct err pe, ignore;
 	int v;
@@ -527,18 +531,21 @@ user_login(struct db *db, const struct config *cfg, const char *email_in, const 
 	if (db_tx(db, login_gate_tx, &lx, e) < 0)
 		return -1;
 	user_params(cfg, &pp);
+	/* The hash turns are counted under the address typed (an account or
+	 * not, the same) and the client. */
+	user_who(&who, acct, sizeof(acct), client, sizeof(client), email, addr);
 	err_clear(&pe);
 	if (lx.found && lx.hash[0] != '\0' && plen <= PW_PASSWORD_MAX)
-		v = pw_verify(lx.hash, password, plen, &pe);
+		v = pw_verify_as(&who, lx.hash, password, plen, &pe);
 	else /* the same work, so the time does not tell whether it exists */
-		v = pw_burn(&pp, password, plen < PW_PASSWORD_MAX ? plen : PW_PASSWORD_MAX, &pe);
-	lx.unchecked = v < 0 && pe.kind == ERR_UNAVAILABLE;
+		v = pw_burn_as(&who, &pp, password, plen < PW_PASSWORD_MAX ? plen : PW_PASSWORD_MAX,
+		    &pe);
+	lx.unchecked = v < 0 && (pe.kind == ERR_UNAVAILABLE || pe.kind == ERR_LIMIT);
 	lx.failed = v != 1 && !lx.unchecked;
 	if (db_tx(db, login_result_tx, &lx, e) < 0)
 		return -1;
 	if (lx.unchecked) {
-		err_set(e, ERR_UNAVAILABLE,
-		    "Too many logins at this moment. Try again in a few seconds.");
+		err_set(e, pe.kind, "Too many logins at this moment. Try again in a few seconds.");
 		return -1;
 	}
 	if (lx.failed) {
@@ -555,7 +562,7 @@ user_login(struct db *db, const struct config *cfg, const char *email_in, const 
 		char hash[PW_ENCODED_MAX];
 		const char *p[2] = { account_id, hash };
 
-		if (pw_hash(&pp, password, plen, hash, sizeof(hash), &ignore) == 0)
+		if (pw_hash_as(&who, &pp, password, plen, hash, sizeof(hash), &ignore) == 0)
 			(void)db_exec(db, "UPDATE accounts SET password_hash = $2 WHERE id = $1", 2,
 			    p, NULL, &ignore);
 	}
@@ -566,6 +573,7 @@ struct reset_ctx {
 	const struct config *cfg;
 	const char *email, *addr, *hash, *pwhash;
 	char *account_id;
+	int revoke_keys;
 };
 
 static int
@@ -622,33 +630,44 @@ user_reset_request(struct db *db, const struct config *cfg, const char *email_in
     struct err *e)
 {
 	char email[USER_EMAIL_MAX + 1];
-	struct reset_ctx rx = { cfg, email, addr, NULL, NULL, NULL };
+	struct reset_ctx rx = { cfg, email, addr, NULL, NULL, NULL, 0 };
 
 	if (user_email_norm(email_in, email, sizeof(email), e) < 0)
 		return -1;
 	return db_tx(db, reset_request_tx, &rx, e);
 }
 
+struct check_ctx {
+	const char *hash, *purpose;
+};
+
 static int
-reset_check_tx(PGconn *c, void *arg, struct err *e)
+link_check_tx(PGconn *c, void *arg, struct err *e)
 {
-	const char *hash = arg;
+	struct check_ctx *kx = arg;
 	char account[ACCT_ID_LEN + 1];
 
-	if (user_link_account(c, hash, "reset", account, e) < 0 ||
+	if (user_link_account(c, kx->hash, kx->purpose, account, e) < 0 ||
 	    user_lock_account(c, account, e) < 0)
 		return -1;
-	return user_link_take(c, hash, 0, e);
+	return user_link_take(c, kx->hash, 0, e);
+}
+
+int
+user_link_check(struct db *db, const char *token, const char *purpose, struct err *e)
+{
+	char hash[KEY_HASH_HEX_LEN + 1];
+	struct check_ctx kx = { hash, purpose };
+
+	if (user_token_hash(token, hash, e) < 0)
+		return -1;
+	return db_tx(db, link_check_tx, &kx, e);
 }
 
 int
 user_reset_check(struct db *db, const char *token, struct err *e)
 {
-	char hash[KEY_HASH_HEX_LEN + 1];
-
-	if (user_token_hash(token, hash, e) < 0)
-		return -1;
-	return db_tx(db, reset_check_tx, hash, e);
+	return user_link_check(db, token, "reset", e);
 }
 
 static int
@@ -667,18 +686,23 @@ reset_confirm_tx(PGconn *c, void *arg, struct err *e)
 		"email_verified_at = coalesce(email_verified_at, now()) WHERE id = $1",
 		2, p, NULL, e) < 0 ||
 	    user_links_void(c, rx->account_id, e) < 0 ||
-	    user_grant_free(c, rx->cfg, rx->account_id, &granted, e) < 0)
+	    user_grant_free(c, rx->cfg, rx->account_id, &granted, e) < 0 ||
+	    user_grants_end(c, rx->account_id, e) < 0 ||
+	    (rx->revoke_keys && user_keys_end(c, rx->account_id, NULL, e) < 0))
 		return -1;
 	return wsess_end_account(c, rx->account_id, e);
 }
 
 int
-user_reset_confirm(struct db *db, const struct config *cfg, const char *token, const char *password,
+user_reset_confirm(struct db *db, const struct config *cfg, const struct user_reset *rs,
     char account_id[ACCT_ID_LEN + 1], struct err *e)
 {
 	char hash[KEY_HASH_HEX_LEN + 1], pwhash[PW_ENCODED_MAX];
-	struct reset_ctx rx = { cfg, NULL, NULL, hash, pwhash, account_id };
+	char acct[ACCT_ID_LEN + 8], client[USER_ADDR_MAX + 8];
+	struct reset_ctx rx = { cfg, NULL, rs->addr, hash, pwhash, account_id, rs->revoke_keys };
+	const char *token = rs->token, *password = rs->password;
 	struct pw_params pp;
+	struct pw_who who;
 
 	const char *ph[1] = { hash };
 	char email[USER_EMAIL_MAX + 1] = "";
@@ -699,7 +723,8 @@ user_reset_confirm(struct db *db, const struct config *cfg, const char *token, c
 	if (pw_policy_check(password, strlen(password), email, e) < 0)
 		return -1;
 	user_params(cfg, &pp);
-	if (pw_hash(&pp, password, strlen(password), pwhash, sizeof(pwhash), e) < 0)
+	user_who(&who, acct, sizeof(acct), client, sizeof(client), NULL, rs->addr);
+	if (pw_hash_as(&who, &pp, password, strlen(password), pwhash, sizeof(pwhash), e) < 0)
 		return -1;
 	return db_tx(db, reset_confirm_tx, &rx, e);
 }
@@ -717,58 +742,29 @@ change_tx(PGconn *c, void *arg, struct err *e)
 	if (user_lock_account(c, cx->account, e) < 0 ||
 	    db_conn_exec(c, "UPDATE accounts SET password_hash = $2 WHERE id = $1", 2, p, NULL, e) <
 		0 ||
-	    user_links_void(c, cx->account, e) < 0)
+	    user_links_void(c, cx->account, e) < 0 || user_grants_end(c, cx->account, e) < 0)
 		return -1;
 	return wsess_end_account(c, cx->account, e);
 }
 
 int
-user_check_password(struct db *db, const char *account, const char *password, char *email, size_t n,
-    struct err *e)
-{
-	const char *p[1] = { account };
-	char old[PW_ENCODED_MAX];
-	struct err ignore;
-	PGresult *r;
-	int rc;
-
-	r = db_query(db,
-	    "SELECT coalesce(password_hash, ''), email FROM accounts WHERE id = $1 "
-	    "AND deleted_at IS NULL",
-	    1, p, e);
-	if (r == NULL)
-		return -1;
-	rc = PQntuples(r) != 1 || db_get_str(r, 0, 0, old, sizeof(old), e) < 0 ||
-		db_get_str(r, 0, 1, email, n, e) < 0 ?
-	    -1 :
-	    0;
-	PQclear(r);
-	if (rc < 0) {
-		err_set(e, ERR_NOT_FOUND, "no such account");
-		return -1;
-	}
-	err_clear(&ignore);
-	if (old[0] == '\0' || strlen(password) > PW_PASSWORD_MAX ||
-	    pw_verify(old, password, strlen(password), &ignore) != 1) {
-		err_set_field(e, "current", "The current password is not right.");
-		return -1;
-	}
-	return 0;
-}
-
-int
 user_password_change(struct db *db, const struct config *cfg, const char *account,
-    const char *old_password, const char *new_password, struct err *e)
+    const char *old_password, const char *new_password, const char *addr, struct err *e)
 {
 	char email[USER_EMAIL_MAX + 1], pwhash[PW_ENCODED_MAX];
+	char acct[ACCT_ID_LEN + 8], client[USER_ADDR_MAX + 8];
 	struct change_ctx cx = { account, pwhash };
 	struct pw_params pp;
+	struct pw_who who;
 
-	if (user_check_password(db, account, old_password, email, sizeof(email), e) < 0 ||
+	if (user_check_password(db, cfg, account, old_password, addr, email, sizeof(email), e) <
+		0 ||
 	    pw_policy_check(new_password, strlen(new_password), email, e) < 0)
 		return -1;
 	user_params(cfg, &pp);
-	if (pw_hash(&pp, new_password, strlen(new_password), pwhash, sizeof(pwhash), e) < 0)
+	user_who(&who, acct, sizeof(acct), client, sizeof(client), account, addr);
+	if (pw_hash_as(&who, &pp, new_password, strlen(new_password), pwhash, sizeof(pwhash), e) <
+	    0)
 		return -1;
 	return db_tx(db, change_tx, &cx, e);
 }

@@ -51,14 +51,28 @@ int user_reset_request(struct db *db, const struct config *cfg, const char *emai
     struct err *e);
 /* 0 when a reset link is live (the form may be shown), else as user_verify. */
 int user_reset_check(struct db *db, const char *token, struct err *e);
-/* Sets a new password through a reset link; ends every dashboard session
- * of the account and verifies its address (the mail arrived). */
-int user_reset_confirm(struct db *db, const struct config *cfg, const char *token,
-    const char *password, char account_id[ACCT_ID_LEN + 1], struct err *e);
+/* 0 when a link of `purpose` ("verify", "email", "reset") is live,
+ * without using it (a page shows the button that does); else as
+ * user_verify. */
+int user_link_check(struct db *db, const char *token, const char *purpose, struct err *e);
+/* What a reset form sends. */
+struct user_reset {
+	const char *token, *password;
+	const char *addr; /* the client, for the hash turns */
+	int revoke_keys;  /* revoke every API key of the account too */
+};
+/* Sets a new password through a reset link: verifies the address (the
+ * mail arrived) and ends every dashboard session and every OAuth grant
+ * of the account, and its API keys when rs->revoke_keys (the caller then
+ * drops them from this process's key cache). */
+int user_reset_confirm(struct db *db, const struct config *cfg, const struct user_reset *rs,
+    char account_id[ACCT_ID_LEN + 1], struct err *e);
 /* Changes the password of a logged-in account after checking the old
- * one; ends every dashboard session of it (the caller opens a new one). */
+ * one (user_check_password's limits; ERR_LIMIT when locked out); ends
+ * every dashboard session and every OAuth grant of it (the caller opens a
+ * new session); API keys stay. */
 int user_password_change(struct db *db, const struct config *cfg, const char *account,
-    const char *old_password, const char *new_password, struct err *e);
+    const char *old_password, const char *new_password, const char *addr, struct err *e);
 
 /* Asks to move a logged-in account to `new_email`, after checking its
  * password: a link goes to the new address (the change happens when it is
@@ -78,6 +92,6 @@ int user_email_change_confirm(struct db *db, const struct config *cfg, const cha
  * waiting mail, limit events and dashboard sessions go. The ledger and
  * the sandbox rows stay (no personal data; the money must add up). */
 int user_delete(struct db *db, const struct config *cfg, const char *account, const char *password,
-    struct err *e);
+    const char *addr, struct err *e);
 
 #endif

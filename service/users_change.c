@@ -77,7 +77,7 @@ user_email_change_request(struct db *db, const struct config *cfg, const char *a
 	struct change_ctx cx = { cfg, account, old, email, addr, NULL, NULL };
 
 	if (user_email_norm(new_email_in, email, sizeof(email), e) < 0 ||
-	    user_check_password(db, account, password, old, sizeof(old), e) < 0)
+	    user_check_password(db, cfg, account, password, addr, old, sizeof(old), e) < 0)
 		return -1;
 	if (strcmp(old, email) == 0) {
 		err_set_field(e, "email", "This is your address already.");
@@ -180,13 +180,12 @@ delete_tx(PGconn *c, void *arg, struct err *e)
 
 int
 user_delete(struct db *db, const struct config *cfg, const char *account, const char *password,
-    struct err *e)
+    const char *addr, struct err *e)
 {
 	char email[USER_EMAIL_MAX + 1];
 	struct delete_ctx dx = { account, email };
 
-	(void)cfg;
-	if (user_check_password(db, account, password, email, sizeof(email), e) < 0)
+	if (user_check_password(db, cfg, account, password, addr, email, sizeof(email), e) < 0)
 		return -1;
 	return db_tx(db, delete_tx, &dx, e);
 }

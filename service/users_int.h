@@ -28,10 +28,17 @@ int user_link_account(PGconn *c, const char *hash, const char *purpose, char *ac
 int user_link_take(PGconn *c, const char *hash, int use, struct err *e);
 int user_lock_account(PGconn *c, const char *account, struct err *e);
 int user_token_hash(const char *token, char hash[KEY_HASH_HEX_LEN + 1], struct err *e);
-/* Checks a logged-in account's password (ERR_INVALID on field "current"
- * when wrong); its address into email. */
-int user_check_password(struct db *db, const char *account, const char *password, char *email,
-    size_t n, struct err *e);
+/* Checks a logged-in account's password from client `addr`, counted
+ * and limited as a login (its address's failures and the client's):
+ * ERR_INVALID on field "current" when wrong, ERR_LIMIT when locked out
+ * (the right password too, until the window passes) or when the account
+ * or client holds its share of the hash turns; its address into email. */
+int user_check_password(struct db *db, const struct config *cfg, const char *account,
+    const char *password, const char *addr, char *email, size_t n, struct err *e);
+/* Names the hash turns of `account` (may be NULL) and client `addr`
+ * (pw_who), in the caller's buffers. */
+void user_who(struct pw_who *who, char *acct, size_t an, char *client, size_t cn,
+    const char *account, const char *addr);
 
 /* Grants the free credit once per e-mail address (the account's now),
  * inside the caller's transaction with the account locked; *granted 1
@@ -41,5 +48,12 @@ int user_grant_free(PGconn *c, const struct config *cfg, const char *account, in
 /* Marks every unused reset and address-change link of the account used
  * (its password or address changed: they were asked for under the old). */
 int user_links_void(PGconn *c, const char *account, struct err *e);
+
+/* Ends every live OAuth grant of the account (its access and refresh
+ * tokens with it), in the caller's transaction. */
+int user_grants_end(PGconn *c, const char *account, struct err *e);
+/* Revokes every live API key of the account (*n: how many; may be NULL),
+ * notifying every aasd, in the caller's transaction. */
+int user_keys_end(PGconn *c, const char *account, long *n, struct err *e);
 
 #endif

@@ -121,7 +121,7 @@ test('conformance: the authorization server (metadata, code grant with PKCE)', a
   const email = randomEmail('conformance');
   assert.equal((await web.submit('/signup', '/signup', { email, password: GOOD_PASSWORD })).status, 303);
   const link = linkIn(await smtp.waitFor(email, { subject: 'Verify' }), '/verify?code=');
-  assert.equal((await web.get(link.pathname + link.search)).status, 200);
+  assert.equal((await web.openLink(link)).status, 200);
 
   const child = spawn(process.execPath, [...NODE_ARGS, 'authorization', '--url', oauth.url,
     '--client-id', clientId, '--resource', `${oauth.url}/v1/mcp`, '-p', String(port)],

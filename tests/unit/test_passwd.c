@@ -349,6 +349,72 @@ test_full_gate_refuses(void **state)
 	pw_set_wait_ms(PW_WAIT_MS_DEFAULT);
 }
 
+static void *
+slow_hash_for_a(void *arg)
+{
+	static const struct pw_params slow = { .t_cost = 4, .m_kib = 131072, .lanes = 1 };
+	static const struct pw_who who = { { "acct:a", "addr:y" } };
+	char enc[PW_ENCODED_MAX];
+	struct err e;
+
+	err_clear(&e);
+	*(int *)arg = pw_hash_as(&who, &slow, "pw", 2, enc, sizeof(enc), &e);
+	return NULL;
+}
+
+/* One account or one client holds at most its share of the turns: while
+ * account a from client y hashes, another call of a (from anywhere) or
+ * of y (for anyone) is refused with ERR_LIMIT, not left waiting on a full
+ * gate; anyone else gets the turn left over. */
+static void
+test_share_per_name(void **state)
+{
+	static const struct pw_who same_acct = { { "acct:a", "addr:z" } };
+	static const struct pw_who same_addr = { { "acct:b", "addr:y" } };
+	static const struct pw_who other = { { "acct:b", "addr:z" } };
+	char enc[PW_ENCODED_MAX];
+	struct err e;
+	pthread_t t;
+	int slow_rc = -1;
+
+	(void)state;
+	pw_set_concurrency(2);
+	pw_set_share(1);
+	pw_set_wait_ms(0);
+	assert_int_equal(pthread_create(&t, NULL, slow_hash_for_a, &slow_rc), 0);
+	while (pw_inflight_max() < 1)
+		usleep(1000);
+	err_clear(&e);
+	assert_int_equal(pw_hash_as(&same_acct, &fast, "pw", 2, enc, sizeof(enc), &e), -1);
+	assert_int_equal(e.kind, ERR_LIMIT);
+	err_clear(&e);
+	assert_int_equal(pw_verify_as(&same_addr, enc, "pw", 2, &e), -1);
+	err_clear(&e);
+	assert_int_equal(pw_burn_as(&same_addr, &fast, "pw", 2, &e), -1);
+	assert_int_equal(e.kind, ERR_LIMIT);
+	err_clear(&e);
+	assert_int_equal(pw_hash_as(&other, &fast, "pw", 2, enc, sizeof(enc), &e), 0);
+	assert_int_equal(pw_verify_as(&other, enc, "pw", 2, &e), 1);
+	assert_int_equal(pw_hash(&fast, "pw", 2, enc, sizeof(enc), &e), 0);
+	pthread_join(t, NULL);
+	assert_int_equal(slow_rc, 0);
+	/* Its turn given back, a's next call runs. */
+	assert_int_equal(pw_hash_as(&same_acct, &fast, "pw", 2, enc, sizeof(enc), &e), 0);
+	/* A share as large as the gate still leaves one turn to others. */
+	pw_set_share(2);
+	pw_set_concurrency(2); /* restarts pw_inflight_max */
+	assert_int_equal(pthread_create(&t, NULL, slow_hash_for_a, &slow_rc), 0);
+	while (pw_inflight_max() < 1)
+		usleep(1000);
+	err_clear(&e);
+	assert_int_equal(pw_hash_as(&same_acct, &fast, "pw", 2, enc, sizeof(enc), &e), -1);
+	assert_int_equal(e.kind, ERR_LIMIT);
+	pthread_join(t, NULL);
+	pw_set_share(PW_SHARE_DEFAULT);
+	pw_set_wait_ms(PW_WAIT_MS_DEFAULT);
+	pw_set_concurrency(PW_CONCURRENCY_DEFAULT);
+}
+
 static void
 run_threads(void)
 {
@@ -520,6 +586,7 @@ main(void)
 		cmocka_unit_test(test_policy_email),
 		cmocka_unit_test(test_policy_common),
 		cmocka_unit_test(test_full_gate_refuses),
+		cmocka_unit_test(test_share_per_name),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

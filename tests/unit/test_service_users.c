@@ -13,11 +13,13 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <openssl/crypto.h>
 
 #include "base/db.h"
 #include "base/err.h"
 #include "base/keys.h"
 #include "base/passwd.h"
+#include "service/accounts.h"
 #include "service/mailq.h"
 #include "service/users.h"
 #include "service/websess.h"
@@ -317,6 +319,16 @@ test_login_locks_out(void **state)
 	assert_int_equal(user_login(s->app->db, &s->app->cfg, email, PASSWORD, addr, got, &e), 0);
 }
 
+/* A reset through `code` from this run's address. */
+static int
+reset(struct sfx *s, const char *code, const char *password, int revoke_keys,
+    char got[ACCT_ID_LEN + 1], struct err *e)
+{
+	struct user_reset rs = { code, password, run_addr, revoke_keys };
+
+	return user_reset_confirm(s->app->db, &s->app->cfg, &rs, got, e);
+}
+
 static void
 test_reset_link(void **state)
 {
@@ -339,17 +351,13 @@ test_reset_link(void **state)
 	mail_code(s, account, "Reset", code);
 	assert_int_equal(user_reset_check(s->app->db, code, &e), 0);
 	/* A weak password leaves the link usable. */
-	assert_int_equal(user_reset_confirm(s->app->db, &s->app->cfg, code, "short", got, &e), -1);
+	assert_int_equal(reset(s, code, "short", 1, got, &e), -1);
 	assert_string_equal(e.field, "password");
 	err_clear(&e);
-	assert_int_equal(user_reset_confirm(s->app->db, &s->app->cfg, code,
-			     "a brand new passphrase", got, &e),
-	    0);
+	assert_int_equal(reset(s, code, "a brand new passphrase", 1, got, &e), 0);
 	assert_string_equal(got, account);
 	/* Used once; the old password and the old sessions are gone. */
-	assert_int_equal(user_reset_confirm(s->app->db, &s->app->cfg, code,
-			     "another new passphrase", got, &e),
-	    -1);
+	assert_int_equal(reset(s, code, "another new passphrase", 1, got, &e), -1);
 	assert_int_equal(e.kind, ERR_CONFLICT);
 	err_clear(&e);
 	assert_int_equal(user_login(s->app->db, &s->app->cfg, email, PASSWORD, run_addr, got, &e),
@@ -557,7 +565,8 @@ test_delete_account(void **state)
 	    sizeof(old_email));
 	sfx_create(s, 10, id);
 	err_clear(&e);
-	assert_int_equal(user_delete(s->app->db, &s->app->cfg, s->account, "not it at all", &e),
+	assert_int_equal(user_delete(s->app->db, &s->app->cfg, s->account, "not it at all",
+			     run_addr, &e),
 	    -1);
 	assert_string_equal(e.field, "current");
 	assert_int_equal(count(s,
@@ -566,7 +575,8 @@ test_delete_account(void **state)
 			     s->account),
 	    1);
 	err_clear(&e);
-	assert_int_equal(user_delete(s->app->db, &s->app->cfg, s->account, PASSWORD, &e), 0);
+	assert_int_equal(user_delete(s->app->db, &s->app->cfg, s->account, PASSWORD, run_addr, &e),
+	    0);
 	/* Its sandbox stops and is settled; its keys are revoked. */
 	wait_destroyed(s, id);
 	sfx_text(s, "SELECT end_reason FROM sandboxes WHERE id = $1", id, v, sizeof(v));
@@ -608,7 +618,7 @@ test_free_credit_once_per_address(void **state)
 	err_clear(&e);
 	assert_int_equal(user_verify(s->app->db, &s->app->cfg, code, again, &granted, &e), 0);
 	assert_int_equal(granted, 1);
-	assert_int_equal(user_delete(s->app->db, &s->app->cfg, account, PASSWORD, &e), 0);
+	assert_int_equal(user_delete(s->app->db, &s->app->cfg, account, PASSWORD, run_addr, &e), 0);
 	err_clear(&e);
 	assert_int_equal(user_signup(s->app->db, &s->app->cfg, email, PASSWORD, run_addr, again,
 			     &e),
@@ -637,7 +647,7 @@ test_password_change_voids_links(void **state)
 	    0);
 	mail_code(s, account, "Confirm your new", code);
 	assert_int_equal(user_password_change(s->app->db, &s->app->cfg, account, PASSWORD,
-			     "a wholly new passphrase", &e),
+			     "a wholly new passphrase", run_addr, &e),
 	    0);
 	err_clear(&e);
 	assert_int_equal(user_email_change_confirm(s->app->db, &s->app->cfg, code, got, &e), -1);
@@ -693,6 +703,167 @@ test_parallel_guesses_counted(void **state)
 	assert_true(wrong <= 3);
 }
 
+/* A live OAuth grant of the account (its id into `grant`). */
+static void
+grant_new(struct sfx *s, const char *account, char grant[ACCT_ID_LEN + 1])
+{
+	const char *p[1] = { account };
+	struct err e;
+	PGresult *r;
+
+	err_clear(&e);
+	r = db_query(s->app->db,
+	    "INSERT INTO oauth_grants(account_id, client_id, client_name, resource, scope) "
+	    "VALUES ($1, 'https://app.example/c', 'app', 'http://127.0.0.1/v1/mcp', 'mcp') "
+	    "RETURNING id",
+	    1, p, &e);
+	assert_non_null(r);
+	snprintf(grant, ACCT_ID_LEN + 1, "%s", PQgetvalue(r, 0, 0));
+	PQclear(r);
+}
+
+static long long
+grant_live(struct sfx *s, const char *grant)
+{
+	return count(s, "SELECT count(*) FROM oauth_grants WHERE id = $1 AND revoked_at IS NULL",
+	    grant);
+}
+
+/* Wrong current passwords are counted as failed logins: past the limit
+ * the check is refused without a hash, the right password too, while
+ * another account logs in from another client. Also true for the
+ * address change and the deletion, which check it the same way. */
+static void
+test_current_password_limited(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], account[ACCT_ID_LEN + 1], other[64], other_id[ACCT_ID_LEN + 1];
+	char addr[32], got[ACCT_ID_LEN + 1], fresh[64];
+	struct err e;
+
+	tune(s);
+	signup(s, email, sizeof(email), account);
+	signup(s, other, sizeof(other), other_id);
+	new_addr(addr, sizeof(addr));
+	new_email(fresh, sizeof(fresh));
+	for (int i = 0; i < s->app->cfg.login_failures; i++) {
+		err_clear(&e);
+		assert_int_equal(user_password_change(s->app->db, &s->app->cfg, account,
+				     "a wrong guess!", "a wholly new passphrase", addr, &e),
+		    -1);
+		assert_int_equal(e.kind, ERR_INVALID);
+		assert_string_equal(e.field, "current");
+	}
+	err_clear(&e);
+	assert_int_equal(user_password_change(s->app->db, &s->app->cfg, account, "a wrong guess!",
+			     "a wholly new passphrase", addr, &e),
+	    -1);
+	assert_int_equal(e.kind, ERR_LIMIT);
+	/* The right one learns nothing, on every form that checks it. */
+	err_clear(&e);
+	assert_int_equal(user_password_change(s->app->db, &s->app->cfg, account, PASSWORD,
+			     "a wholly new passphrase", addr, &e),
+	    -1);
+	assert_int_equal(e.kind, ERR_LIMIT);
+	err_clear(&e);
+	assert_int_equal(user_email_change_request(s->app->db, &s->app->cfg, account, PASSWORD,
+			     fresh, addr, &e),
+	    -1);
+	assert_int_equal(e.kind, ERR_LIMIT);
+	err_clear(&e);
+	assert_int_equal(user_delete(s->app->db, &s->app->cfg, account, PASSWORD, addr, &e), -1);
+	assert_int_equal(e.kind, ERR_LIMIT);
+	/* The password stayed; another account is not held up. */
+	err_clear(&e);
+	assert_int_equal(user_login(s->app->db, &s->app->cfg, other, PASSWORD, run_addr, got, &e),
+	    0);
+	assert_int_equal(count(s,
+			     "SELECT count(*) FROM accounts WHERE id = $1 AND deleted_at IS "
+			     "NULL",
+			     account),
+	    1);
+}
+
+/* A reset ends every session and OAuth grant and, when asked, every API
+ * key (at once); a change ends the sessions and grants and keeps the
+ * keys. */
+static void
+test_reset_and_change_revoke(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], account[ACCT_ID_LEN + 1], code[65], got[ACCT_ID_LEN + 1];
+	char grant[ACCT_ID_LEN + 1], sid[WSESS_ID_LEN + 1];
+	struct acct_new_key nk;
+	struct wsess ws;
+	struct err e;
+
+	tune(s);
+	signup(s, email, sizeof(email), account);
+	err_clear(&e);
+	assert_int_equal(acct_key_create(s->app->db, account, "laptop", &nk, &e), 0);
+	/* Kept: the box unchecked. */
+	grant_new(s, account, grant);
+	assert_int_equal(user_reset_request(s->app->db, &s->app->cfg, email, run_addr, &e), 0);
+	mail_code(s, account, "Reset", code);
+	assert_int_equal(reset(s, code, "a brand new passphrase", 0, got, &e), 0);
+	assert_int_equal(grant_live(s, grant), 0);
+	assert_int_equal(acct_resolve_key(s->app->db, nk.key, strlen(nk.key), got, &e), 0);
+	/* Revoked: the box checked. */
+	grant_new(s, account, grant);
+	assert_int_equal(wsess_create(s->app->db, &s->app->cfg, account, sid, &e), 0);
+	assert_int_equal(user_reset_request(s->app->db, &s->app->cfg, email, run_addr, &e), 0);
+	mail_code(s, account, "Reset", code);
+	assert_int_equal(reset(s, code, "another new passphrase", 1, got, &e), 0);
+	assert_int_equal(grant_live(s, grant), 0);
+	assert_int_equal(wsess_resolve(s->app->db, &s->app->cfg, sid, &ws, &e), -1);
+	err_clear(&e);
+	assert_int_equal(acct_resolve_key(s->app->db, nk.key, strlen(nk.key), got, &e), -1);
+	assert_int_equal(e.kind, ERR_UNAUTHORIZED);
+	/* A change: grants and sessions end, a new key stays. */
+	err_clear(&e);
+	assert_int_equal(acct_key_create(s->app->db, account, "laptop", &nk, &e), 0);
+	grant_new(s, account, grant);
+	assert_int_equal(wsess_create(s->app->db, &s->app->cfg, account, sid, &e), 0);
+	assert_int_equal(user_password_change(s->app->db, &s->app->cfg, account,
+			     "another new passphrase", "a third new passphrase", run_addr, &e),
+	    0);
+	assert_int_equal(grant_live(s, grant), 0);
+	assert_int_equal(wsess_resolve(s->app->db, &s->app->cfg, sid, &ws, &e), -1);
+	err_clear(&e);
+	assert_int_equal(acct_resolve_key(s->app->db, nk.key, strlen(nk.key), got, &e), 0);
+	OPENSSL_cleanse(&nk, sizeof(nk));
+}
+
+/* Checking a verification or address-change link (what a GET does)
+ * changes nothing; following it does. */
+static void
+test_link_check_changes_nothing(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], account[ACCT_ID_LEN + 1], code[65], got[ACCT_ID_LEN + 1];
+	struct err e;
+	int granted;
+
+	tune(s);
+	signup(s, email, sizeof(email), account);
+	mail_code(s, account, "Verify", code);
+	err_clear(&e);
+	assert_int_equal(user_link_check(s->app->db, code, "verify", &e), 0);
+	assert_int_equal(user_link_check(s->app->db, code, "verify", &e), 0);
+	assert_int_equal(count(s,
+			     "SELECT count(*) FROM accounts WHERE id = $1 AND "
+			     "email_verified_at IS NULL",
+			     account),
+	    1);
+	/* A link of one purpose is not one of another. */
+	assert_int_equal(user_link_check(s->app->db, code, "email", &e), -1);
+	assert_int_equal(e.kind, ERR_NOT_FOUND);
+	err_clear(&e);
+	assert_int_equal(user_verify(s->app->db, &s->app->cfg, code, got, &granted, &e), 0);
+	assert_int_equal(user_link_check(s->app->db, code, "verify", &e), -1);
+	assert_int_equal(e.kind, ERR_CONFLICT);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, sfx_setup, sfx_teardown)
 
 int
@@ -713,6 +884,9 @@ main(void)
 		T(test_free_credit_once_per_address),
 		T(test_password_change_voids_links),
 		T(test_parallel_guesses_counted),
+		T(test_current_password_limited),
+		T(test_reset_and_change_revoke),
+		T(test_link_check_changes_nothing),
 	};
 
 	return cmocka_run_group_tests(tests, sfx_group_setup, sfx_group_teardown);

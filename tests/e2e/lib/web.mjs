@@ -55,6 +55,19 @@ export class WebClient {
     return m[1];
   }
 
+  // Opens an e-mail link as a person does: its GET shows one button (and
+  // changes nothing), whose form POSTs the code with the page's token.
+  // Answers the page when it has no such form (a dead link).
+  async openLink(url) {
+    const path = url.pathname + url.search;
+    const page = await this.get(path);
+    const csrf = page.text.match(/name="csrf" value="([0-9a-f]{64})"/);
+    const action = page.text.match(/<form method="post" action="([^"]+)">/);
+    const code = page.text.match(/name="code" value="([0-9a-f]{64})"/);
+    if (page.status !== 200 || !csrf || !action || !code) return page;
+    return this.post(action[1], { csrf: csrf[1], code: code[1] });
+  }
+
   // GETs path for its token, then POSTs the form with it.
   async submit(path, action, fields) {
     const csrf = await this.csrf(path);
