@@ -14,6 +14,8 @@
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
+/* A working task marked alive after this is still running somewhere. */
+#define ALIVE_SINCE "now() - make_interval(secs => " STR(TASK_STALE_S) ")"
 
 struct running {
 	char id[TASK_ID_LEN + 1];
@@ -257,10 +259,8 @@ start_tx(PGconn *c, void *arg, struct err *e)
 		1, x->p + 1, NULL, e) < 0)
 		return -1;
 	r = db_conn_query(c,
-	    "SELECT count(*) FILTER (WHERE status = 'working' AND heartbeat_at > "
-	    "  now() - make_interval(secs => " STR(
-		TASK_STALE_S) ")), "
-			      "  coalesce(sum(stored_bytes), 0) FROM mcp_tasks WHERE account_id = $1",
+	    "SELECT count(*) FILTER (WHERE status = 'working' AND heartbeat_at > " ALIVE_SINCE "), "
+	    "coalesce(sum(stored_bytes), 0) FROM mcp_tasks WHERE account_id = $1",
 	    1, x->p + 1, e);
 	if (r == NULL)
 		return -1;
