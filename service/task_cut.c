@@ -10,35 +10,59 @@
 #define CUT_SLACK 1024  /* room kept for the note and the marker */
 #define CUT_FIELDS 8    /* cut places named in the marker */
 #define CUT_PATH 128
+#define CUT_STRINGS 64 /* strings cut in one round */
 
-struct longest {
-	json_t *str;
-	size_t len;
-	char path[CUT_PATH];
+/* The longest strings of a result, longest kept when there are more. */
+struct strs {
+	size_t n;
+	struct str {
+		json_t *v;
+		size_t len;
+		char path[CUT_PATH];
+	} at[CUT_STRINGS];
 };
 
-/* The longest string under `v` (at `path`) into *best. */
 static void
-find_longest(json_t *v, const char *path, struct longest *best)
+add_str(struct strs *l, json_t *v, const char *path)
+{
+	size_t len = json_string_length(v), min = 0;
+
+	if (len <= CUT_KEEP_MIN)
+		return;
+	if (l->n == CUT_STRINGS) {
+		for (size_t i = 1; i < l->n; i++)
+			if (l->at[i].len < l->at[min].len)
+				min = i;
+		if (l->at[min].len >= len)
+			return;
+	} else {
+		min = l->n++;
+	}
+	l->at[min].v = v;
+	l->at[min].len = len;
+	snprintf(l->at[min].path, sizeof(l->at[min].path), "%s", path);
+}
+
+/* The strings under `v` (at `path`) into l. */
+static void
+find_strings(json_t *v, const char *path, struct strs *l)
 {
 	char sub[CUT_PATH];
 	const char *k;
 	json_t *x;
 	size_t i;
 
-	if (json_is_string(v) && json_string_length(v) > best->len) {
-		best->str = v;
-		best->len = json_string_length(v);
-		snprintf(best->path, sizeof(best->path), "%s", path);
+	if (json_is_string(v)) {
+		add_str(l, v, path);
 	} else if (json_is_object(v)) {
 		json_object_foreach(v, k, x) {
 			snprintf(sub, sizeof(sub), "%s%s%s", path, *path ? "." : "", k);
-			find_longest(x, sub, best);
+			find_strings(x, sub, l);
 		}
 	} else if (json_is_array(v)) {
 		json_array_foreach(v, i, x) {
 			snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
-			find_longest(x, sub, best);
+			find_strings(x, sub, l);
 		}
 	}
 }
@@ -137,34 +161,78 @@ note_field(json_t *fields, const char *path)
 	json_array_append_new(fields, json_string(path));
 }
 
-/* Shortens the longest string under `work` so that res's JSON loses about
- * `over` bytes: how many bytes the string's own take is measured (the JSON
- * with it empty), and it keeps the share that fits. The new length of the
- * JSON, or 0 when nothing is left to shorten (or out of memory). */
+/* Bytes the strings lose when each is cut to `keep`. */
 static size_t
-cut_longest(json_t *res, json_t *structured, json_t *work, size_t len, size_t over, json_t *fields)
+dropped(const struct strs *l, size_t keep)
 {
-	struct longest best = { NULL, CUT_KEEP_MIN, "" };
-	size_t without, share, drop, keep;
-	char *saved;
+	size_t d = 0;
 
-	find_longest(work, structured ? "structuredContent" : "", &best);
-	if (best.str == NULL || (saved = malloc(best.len + 1)) == NULL)
-		return 0;
-	memcpy(saved, json_string_value(best.str), best.len + 1);
-	note_field(fields, best.path);
-	json_string_set(best.str, "");
-	without = json_len(res, structured);
-	share = len > without ? len - without : best.len;
-	/* Bytes of the string to drop, rounded up, and a character's more. */
-	drop = (size_t)(((unsigned long long)over * best.len + share - 1) / share) + 4;
-	keep = best.len > drop + CUT_KEEP_MIN ? best.len - drop : CUT_KEEP_MIN;
-	if (set_prefix(best.str, saved, keep) < 0) {
-		free(saved);
-		return 0;
+	for (size_t i = 0; i < l->n; i++)
+		d += l->at[i].len > keep ? l->at[i].len - keep : 0;
+	return d;
+}
+
+/* The longest length every string may keep so that `drop` bytes go. */
+static size_t
+level(const struct strs *l, size_t drop)
+{
+	size_t lo = CUT_KEEP_MIN, hi = 0;
+
+	for (size_t i = 0; i < l->n; i++)
+		hi = l->at[i].len > hi ? l->at[i].len : hi;
+	if (dropped(l, lo) <= drop)
+		return lo;
+	while (lo + 1 < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (dropped(l, mid) >= drop)
+			lo = mid;
+		else
+			hi = mid;
 	}
-	free(saved);
-	return json_len(res, structured);
+	return lo;
+}
+
+/* Cuts the longest strings under `work` to one length, so that res's
+ * JSON loses about `over` bytes: what the strings' bytes take in the JSON
+ * is measured (the JSON with them empty). The new length of the JSON, or
+ * 0 when nothing is left to shorten (or out of memory). */
+static size_t
+cut_round(json_t *res, json_t *structured, json_t *work, size_t len, size_t over, json_t *fields)
+{
+	struct strs l = { 0 };
+	char *saved[CUT_STRINGS] = { NULL };
+	size_t without, total = 0, keep, out = 0;
+
+	find_strings(work, structured ? "structuredContent" : "", &l);
+	for (size_t i = 0; i < l.n; i++) {
+		if ((saved[i] = malloc(l.at[i].len + 1)) == NULL)
+			goto out;
+		memcpy(saved[i], json_string_value(l.at[i].v), l.at[i].len + 1);
+		total += l.at[i].len;
+	}
+	if (l.n == 0)
+		goto out;
+	for (size_t i = 0; i < l.n; i++)
+		json_string_set(l.at[i].v, "");
+	without = json_len(res, structured);
+	/* The strings' bytes to drop for `over` bytes of JSON, rounded up,
+	 * and a character's more for each. */
+	keep = level(&l,
+	    (size_t)(((unsigned long long)over * total + (len - without) - 1) /
+		(len > without ? len - without : 1)) +
+		4 * l.n);
+	for (size_t i = 0; i < l.n; i++) {
+		if (l.at[i].len > keep)
+			note_field(fields, l.at[i].path);
+		if (set_prefix(l.at[i].v, saved[i], l.at[i].len > keep ? keep : l.at[i].len) < 0)
+			goto out;
+	}
+	out = json_len(res, structured);
+out:
+	for (size_t i = 0; i < l.n; i++)
+		free(saved[i]);
+	return out;
 }
 
 /* Shortens strings of `res` (under structuredContent when it has one)
@@ -176,7 +244,7 @@ shrink(json_t *res, json_t *structured, size_t orig, size_t cap, json_t *fields)
 	char *text;
 
 	for (int round = 0; round < CUT_ROUNDS && len > target; round++)
-		len = cut_longest(res, structured, structured ? structured : res, len, len - target,
+		len = cut_round(res, structured, structured ? structured : res, len, len - target,
 		    fields);
 	if (len == 0 || len > target)
 		return replaced(orig, cap, fields);

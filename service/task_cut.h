@@ -1,7 +1,8 @@
 /* task_cut.h - an MCP task's result kept within a byte cap (task_cut).
  * A CallToolResult whose JSON is longer than the cap has its longest
- * strings shortened (at a UTF-8 boundary; in structuredContent, and its
- * JSON text regenerated, when it has one) until it fits, and says so: a
+ * strings (up to 64) cut to one length, at a UTF-8 boundary (those of
+ * structuredContent, and its JSON text regenerated, when it has one),
+ * until it fits, and says so: a
  * text item at the end of its content, and _meta "aas/truncated" =
  * {"bytes": <the original JSON's length>, "limit": <the cap>,
  * "fields": [<where strings were cut>]}. The result stays a valid

@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "base/tool_result.h"
 #include "service/task_cut.h"
 #include "service/tasks.h"
 #include "tests/unit/service_fixture.h"
@@ -457,6 +458,26 @@ test_cut_shapes(void **state)
 	assert_non_null(json_object_get(json_object_get(back, "_meta"), TASK_CUT_META));
 	assert_true(json_string_length(json_object_get(
 			json_array_get(json_object_get(back, "content"), 0), "text")) > 4096);
+	json_decref(back);
+	free(text);
+	json_decref(res);
+	/* Two long streams are cut to one length, each keeping its share. */
+	memset(big, 'x', sizeof(big) - 1);
+	res = tool_result_structured(json_pack("{s:s,s:s,s:i}", "stdout", big, "stderr", big,
+	    "exit_code", 0));
+	text = task_cut(res, 65536, &len, &cut);
+	assert_non_null(text);
+	assert_true(cut == 1 && len <= 65536);
+	back = json_loads(text, 0, NULL);
+	assert_non_null(back);
+	{
+		json_t *sc = json_object_get(back, "structuredContent");
+		size_t out = json_string_length(json_object_get(sc, "stdout"));
+
+		assert_true(out > 65536 / 8);
+		assert_int_equal(json_string_length(json_object_get(sc, "stderr")), out);
+		assert_int_equal(json_integer_value(json_object_get(sc, "exit_code")), 0);
+	}
 	json_decref(back);
 	free(text);
 	json_decref(res);
