@@ -161,6 +161,15 @@ static const struct cfg_entry cfg_table[] = {
 	    "Reconcile removes a VM directory (overlay, console log) whose domain runs on no host once its sandbox ended this many seconds ago; the wait leaves alone a teardown another aasd sharing the state directory has under way." },
 	{ "AAS_MAX_OUTPUT_BYTES", CFG_LLONG, "4194304", 1024, 8388608, F(max_output_bytes),
 	    "Hard cap on run_command's max_output_bytes per stream." },
+	{ "AAS_TASK_RESULT_MAX_BYTES", CFG_LLONG, "1048576", 4096, 16777216,
+	    F(task_result_max_bytes),
+	    "Largest result an MCP task keeps, in bytes of its JSON; a bigger one is cut (its "
+	    "longest strings shortened) and says so in its _meta (aas/truncated)." },
+	{ "AAS_TASK_BYTES_PER_ACCOUNT", CFG_LLONG, "67108864", 65536, 17179869184LL,
+	    F(task_bytes_per_account),
+	    "Bytes of task results one account may keep at once (each task counts its result and "
+	    "1 KiB for its row; a running one the most its result may take); beyond it new tasks "
+	    "are refused until older ones expire." },
 	{ "AAS_MAX_WAIT_SECONDS", CFG_INT, "60", 1, 600, F(max_wait_s),
 	    "Longest get_command waits for new output (its wait_seconds is capped to this)." },
 	{ "AAS_MAX_LIVE_SANDBOXES", CFG_INT, "5", 1, 10000, F(max_live_sandboxes),

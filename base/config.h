@@ -77,7 +77,9 @@ struct config {
 	int sweep_grace_s;
 	int host_down_s; /* AAS_HOST_DOWN_S */
 	long long max_output_bytes;
-	int max_wait_s; /* get_command's wait_seconds cap */
+	long long task_result_max_bytes;  /* AAS_TASK_RESULT_MAX_BYTES */
+	long long task_bytes_per_account; /* AAS_TASK_BYTES_PER_ACCOUNT */
+	int max_wait_s;                   /* get_command's wait_seconds cap */
 	int max_live_sandboxes;
 	int boot_snapshots;        /* start VMs from booted-image snapshots */
 	int max_snapshots;         /* per account */

@@ -80,13 +80,6 @@ att_forget_one(PGconn *c, const char *subject, struct err *e)
 	    1, p, NULL, e);
 }
 
-int
-att_prune(struct db *db, struct err *e)
-{
-	return db_exec(db, "DELETE FROM auth_events WHERE at < now() - interval '1 day'", 0, NULL,
-	    NULL, e);
-}
-
 void
 att_retry_text(long long s, char *out, size_t n)
 {

@@ -30,8 +30,6 @@ int att_over(PGconn *c, const char *subject, int max, int window_s, long long *r
 int att_clear(PGconn *c, const char *subject, struct err *e);
 /* Takes back the newest event of `subject` (one counted ahead of time). */
 int att_forget_one(PGconn *c, const char *subject, struct err *e);
-/* Deletes events older than a day (no limit's window is longer). */
-int att_prune(struct db *db, struct err *e);
 /* Fills `out` with "<kind>:<value>"; -1 when it does not fit. */
 int att_subject(char *out, size_t n, const char *kind, const char *value);
 /* A user-facing "in N minutes" / "in N seconds" for a retry delay. */

@@ -9,8 +9,8 @@
 
 #include "base/log.h"
 #include "base/smtp.h"
-#include "service/attempts.h"
 #include "service/mailq.h"
+#include "service/purge.h"
 
 #define MAILQ_POLL_S 1
 #define MAILQ_PRUNE_S 600
@@ -174,13 +174,9 @@ prune(struct mailq *q)
 {
 	struct err e;
 
+	/* Every kind of row whose time is over; each failure is logged. */
 	err_clear(&e);
-	if (att_prune(q->db, &e) < 0 ||
-	    db_exec(q->db,
-		"DELETE FROM web_sessions WHERE ended_at < now() - interval '1 day' "
-		"OR last_seen_at < now() - interval '90 days'",
-		0, NULL, NULL, &e) < 0)
-		log_warn("web prune: %s", e.msg);
+	(void)purge_run(q->db, q->cfg, NULL, &e);
 }
 
 static void *

@@ -29,8 +29,8 @@ int mailq_send_due(struct db *db, const char *smtp_url, const char *from, int ma
     struct err *e);
 
 /* The sending thread: every second it sends what is due (when
- * AAS_SMTP_URL is set) and, every ten minutes, forgets old limit events
- * and ended dashboard sessions. */
+ * AAS_SMTP_URL is set) and, every ten minutes, deletes the rows whose
+ * time is over (service/purge.h). */
 struct mailq;
 struct mailq *mailq_start(struct db *db, const struct config *cfg, struct err *e);
 void mailq_stop(struct mailq *q);

@@ -9,10 +9,13 @@
 #include "base/keys.h"
 #include "base/log.h"
 #include "service/accounts.h"
+#include "service/task_cut.h"
 #include "service/tasks.h"
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
+/* A working task marked alive after this is still running somewhere. */
+#define ALIVE_SINCE "now() - make_interval(secs => " STR(TASK_STALE_S) ")"
 
 struct running {
 	char id[TASK_ID_LEN + 1];
@@ -35,6 +38,28 @@ struct tasks {
 	int stopping;
 	pthread_cond_t wake;
 };
+
+/* The most a task's result may take (AAS_TASK_RESULT_MAX_BYTES, within
+ * what the account may keep at all). */
+static long long
+result_cap(const struct config *cfg)
+{
+	long long room = cfg->task_bytes_per_account - TASK_ROW_BYTES;
+
+	return cfg->task_result_max_bytes < room ? cfg->task_result_max_bytes : room;
+}
+
+/* n bytes as the settings' documentation says them: MiB, KiB or bytes. */
+static void
+bytes_text(long long n, char *out, size_t size)
+{
+	if (n % 1048576 == 0)
+		snprintf(out, size, "%lld MiB", n / 1048576);
+	else if (n % 1024 == 0)
+		snprintf(out, size, "%lld KiB", n / 1024);
+	else
+		snprintf(out, size, "%lld bytes", n);
+}
 
 /* Marks the tasks running here alive, every TASK_BEAT_S until stopped. */
 static void *
@@ -154,18 +179,25 @@ static void
 finish(struct running *r, json_t *result)
 {
 	struct tasks *t = r->t;
-	int cancelled = atomic_load(&r->cancelled);
-	char *text = result ? json_dumps(result, JSON_COMPACT) : NULL;
+	int cancelled = atomic_load(&r->cancelled), cut = 0;
+	size_t len = 0;
+	char *text = result ? task_cut(result, (size_t)result_cap(&t->app->cfg), &len, &cut) : NULL;
 	const char *status = cancelled ? "cancelled" : text ? "completed" : "failed";
 	const char *msg = cancelled ? "cancelled" : text ? NULL : "the call produced no result";
-	const char *p[4] = { r->id, status, cancelled ? NULL : text, msg };
+	char bytes[24];
+	const char *p[5] = { r->id, status, cancelled ? NULL : text, msg, bytes };
 	struct err e;
 
+	if (cut)
+		log_info("task %s: result cut to %zu bytes (AAS_TASK_RESULT_MAX_BYTES)", r->id,
+		    len);
+	snprintf(bytes, sizeof(bytes), "%zu",
+	    (cancelled || text == NULL ? 0 : len) + TASK_ROW_BYTES);
 	err_clear(&e);
 	if (db_exec(t->app->db,
 		"UPDATE mcp_tasks SET status = $2, result = $3::jsonb, status_message = $4, "
-		"updated_at = now() WHERE id = $1 AND status = 'working'",
-		4, p, NULL, &e) < 0)
+		"stored_bytes = $5::bigint, updated_at = now() WHERE id = $1 AND status = 'working'",
+		5, p, NULL, &e) < 0)
 		log_warn("task %s: outcome not recorded: %s", r->id, e.msg);
 	free(text);
 }
@@ -200,16 +232,75 @@ task_main(void *arg)
 	return NULL;
 }
 
+struct start_tx {
+	const struct config *cfg;
+	const char *const *p; /* id, account, tool, ttl, reserved bytes */
+};
+
+/* With the account row locked (the lock order's first row), so two
+ * creates of one account count each other: the account's expired tasks
+ * go, then its working tasks and its stored bytes are checked and the
+ * new row reserves the most its result may take. */
+static int
+start_tx(PGconn *c, void *arg, struct err *e)
+{
+	struct start_tx *x = arg;
+	long long working, held, reserve = result_cap(x->cfg) + TASK_ROW_BYTES;
+	PGresult *r;
+	int rc;
+
+	r = db_conn_query(c, "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", 1, x->p + 1, e);
+	if (r == NULL)
+		return -1;
+	PQclear(r);
+	if (db_conn_exec(c,
+		"DELETE FROM mcp_tasks WHERE id IN (SELECT id FROM mcp_tasks "
+		"WHERE account_id = $1 AND expires_at <= now() LIMIT 1000)",
+		1, x->p + 1, NULL, e) < 0)
+		return -1;
+	r = db_conn_query(c,
+	    "SELECT count(*) FILTER (WHERE status = 'working' AND heartbeat_at > " ALIVE_SINCE "), "
+	    "coalesce(sum(stored_bytes), 0) FROM mcp_tasks WHERE account_id = $1",
+	    1, x->p + 1, e);
+	if (r == NULL)
+		return -1;
+	rc = db_get_ll(r, 0, 0, &working, e) < 0 || db_get_ll(r, 0, 1, &held, e) < 0 ? -1 : 0;
+	PQclear(r);
+	if (rc < 0)
+		return -1;
+	if (working >= TASKS_MAX_PER_ACCOUNT) {
+		err_set(e, ERR_LIMIT, "at most %d tasks of an account run at once",
+		    TASKS_MAX_PER_ACCOUNT);
+		return -1;
+	}
+	if (held + reserve > x->cfg->task_bytes_per_account) {
+		char limit[32];
+
+		bytes_text(x->cfg->task_bytes_per_account, limit, sizeof(limit));
+		err_set(e, ERR_LIMIT,
+		    "task storage for this account is full (%s, AAS_TASK_BYTES_PER_ACCOUNT): "
+		    "%lld bytes are held by finished tasks, kept until they expire %d s after they "
+		    "started, and by running ones; try again when older tasks expire, or call the "
+		    "tool without a task",
+		    limit, held, TASK_TTL_S);
+		return -1;
+	}
+	return db_conn_exec(c,
+	    "INSERT INTO mcp_tasks(id, account_id, tool, status, expires_at, stored_bytes) "
+	    "VALUES ($1, $2, $3, 'working', now() + make_interval(secs => $4::int), $5::bigint)",
+	    5, x->p, NULL, e);
+}
+
 int
 tasks_start(struct tasks *t, const char *account, const char *tool, struct tool_call *call,
     char id[TASK_ID_LEN + 1], struct err *e)
 {
-	char rnd[25], ttl[16];
-	const char *p[4] = { id, account, tool, ttl };
+	char rnd[25], ttl[16], reserve[24];
+	const char *p[5] = { id, account, tool, ttl, reserve };
+	struct start_tx x = { &t->app->cfg, p };
 	struct running *r = NULL;
 	pthread_attr_t attr;
 	pthread_t th;
-	long working = 0;
 	int rc = -1;
 
 	if (key_random_base36(rnd, 24) < 0) {
@@ -218,18 +309,7 @@ tasks_start(struct tasks *t, const char *account, const char *tool, struct tool_
 	}
 	snprintf(id, TASK_ID_LEN + 1, "task-%s", rnd);
 	snprintf(ttl, sizeof(ttl), "%d", TASK_TTL_S);
-	/* The account's working tasks, all processes together. */
-	if (db_exec(t->app->db,
-		"SELECT 1 FROM mcp_tasks WHERE account_id = $1 AND status = 'working' "
-		"AND expires_at > now() "
-		"AND heartbeat_at > now() - make_interval(secs => " STR(TASK_STALE_S) ")",
-		1, p + 1, &working, e) < 0)
-		goto out;
-	if (working >= TASKS_MAX_PER_ACCOUNT) {
-		err_set(e, ERR_LIMIT, "at most %d tasks of an account run at once",
-		    TASKS_MAX_PER_ACCOUNT);
-		goto out;
-	}
+	snprintf(reserve, sizeof(reserve), "%lld", result_cap(&t->app->cfg) + TASK_ROW_BYTES);
 	r = calloc(1, sizeof(*r));
 	if (r == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
@@ -244,10 +324,7 @@ tasks_start(struct tasks *t, const char *account, const char *tool, struct tool_
 	}
 	t->n++;
 	pthread_mutex_unlock(&t->lock);
-	if (db_exec(t->app->db,
-		"INSERT INTO mcp_tasks(id, account_id, tool, status, expires_at) "
-		"VALUES ($1, $2, $3, 'working', now() + make_interval(secs => $4::int))",
-		4, p, NULL, e) < 0)
+	if (db_tx(t->app->db, start_tx, &x, e) < 0)
 		goto undo;
 	snprintf(r->id, sizeof(r->id), "%s", id);
 	snprintf(r->account, sizeof(r->account), "%s", account);

@@ -9,13 +9,17 @@ import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/cli
 import { startAasd, vmEnv, newAccount } from './lib/harness.mjs';
 
 const V = '2026-07-28';
+const TASK_CAP = 16384;
+const TASK_BYTES = 65536;
 let aasd;
 let account;
 const made = [];
 
 before(async () => {
   // Keep-alives every second: a closed response stream is noticed soon.
-  aasd = await startAasd(vmEnv('mcp2026', { AAS_SSE_KEEPALIVE_S: '1' }));
+  // Small task storage: a result is cut past 16 KiB, an account keeps 64 KiB.
+  aasd = await startAasd(vmEnv('mcp2026', { AAS_SSE_KEEPALIVE_S: '1',
+    AAS_TASK_RESULT_MAX_BYTES: String(TASK_CAP), AAS_TASK_BYTES_PER_ACCOUNT: String(TASK_BYTES) }));
   account = await newAccount();
 });
 after(async () => {
@@ -236,10 +240,10 @@ async function taskRpc(url, method, params, extra = {}) {
   });
   return { status: r.status, json: await r.json() };
 }
-async function pollTask(url, id, want, limitMs = 120000) {
+async function pollTask(url, id, want, limitMs = 120000, key = account.api_key) {
   const t0 = Date.now();
   for (;;) {
-    const r = await taskRpc(url, 'tasks/get', { taskId: id });
+    const r = await taskRpc(url, 'tasks/get', { taskId: id }, { 'x-api-key': key });
     assert.equal(r.status, 200, JSON.stringify(r.json));
     if (r.json.result.status === want) return r.json.result;
     assert.equal(r.json.result.status, 'working', JSON.stringify(r.json.result));
@@ -247,6 +251,50 @@ async function pollTask(url, id, want, limitMs = 120000) {
     await new Promise((res) => setTimeout(res, 500));
   }
 }
+
+test('tasks: a large result is cut with its marker, and past the account\'s task storage a task is refused naming the limit; another account is not', async () => {
+  const acct = await newAccount();
+  const key = { 'x-api-key': acct.api_key };
+  const client = await connect({ key: acct.api_key });
+  const created = await client.callTool({ name: 'create_sandbox', arguments: { timeout_minutes: 5 } },
+    undefined, { timeout: 300000 });
+  const id = created.structuredContent.sandbox_id;
+  made.push(id);
+  const big = { name: 'run_command', arguments: { sandbox_id: id, command: 'head -c 100000 /dev/zero | tr "\\0" y' } };
+  // Each task reserves the cap and a row's KiB while it runs: three fit in 64 KiB, the fourth does not.
+  let refused;
+  const done = [];
+  for (let i = 0; i < 5 && !refused; i++) {
+    const r = await taskRpc(aasd.mcpUrl, 'tools/call', big, { ...key, 'mcp-param-sandbox-id': id });
+    if (r.json.error) {
+      refused = r.json.error;
+      break;
+    }
+    assert.equal(r.json.result.resultType, 'task', JSON.stringify(r.json));
+    done.push(await pollTask(aasd.mcpUrl, r.json.result.taskId, 'completed', 60000, acct.api_key));
+  }
+  assert.equal(done.length, 3);
+  for (const t of done) {
+    const res = t.result;
+    assert.ok(JSON.stringify(res).length <= TASK_CAP, 'the kept result is within the cap');
+    const mark = res._meta['aas/truncated'];
+    assert.ok(mark.bytes > 100000 && mark.limit === TASK_CAP, JSON.stringify(mark));
+    assert.deepEqual(mark.fields, ['structuredContent.stdout']);
+    assert.match(res.structuredContent.stdout, /^y{1000,}$/);
+    assert.match(res.content.at(-1).text, /This result was cut.*AAS_TASK_RESULT_MAX_BYTES/);
+    assert.deepEqual(JSON.parse(res.content[0].text), res.structuredContent);
+  }
+  assert.equal(refused.code, -32000);
+  assert.match(refused.message, /^task storage for this account is full \(64 KiB, AAS_TASK_BYTES_PER_ACCOUNT\)/);
+  // Another account still starts tasks (this one ends as an error: not its sandbox).
+  const other = await newAccount();
+  const o = await taskRpc(aasd.mcpUrl, 'tools/call', big, { 'x-api-key': other.api_key, 'mcp-param-sandbox-id': id });
+  assert.equal(o.json.result?.resultType, 'task', JSON.stringify(o.json));
+  const od = await pollTask(aasd.mcpUrl, o.json.result.taskId, 'completed', 60000, other.api_key);
+  assert.equal(od.result.isError, true);
+  await client.callTool({ name: 'destroy_sandbox', arguments: { sandbox_id: id } });
+  await client.close();
+});
 
 test('tasks: a 20 s command runs as a task, is polled to completion, another is cancelled, and a second aasd answers after the first is gone', async () => {
   const client = await connect({ key: account.api_key });

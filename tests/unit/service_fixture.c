@@ -189,6 +189,10 @@ sfx_open(void **state, const struct sfx_opts *o)
 		env_set("AAS_WARM_POOL", "%s", o->warm);
 	if (o->host_down_s > 0)
 		env_set("AAS_HOST_DOWN_S", "%d", o->host_down_s);
+	if (o->task_bytes > 0)
+		env_set("AAS_TASK_BYTES_PER_ACCOUNT", "%lld", o->task_bytes);
+	if (o->task_max > 0)
+		env_set("AAS_TASK_RESULT_MAX_BYTES", "%lld", o->task_max);
 	env_set("AAS_LOG_LEVEL", "%s", level ? level : "warn");
 	fake_vmm_reset();
 	if (config_load(&cfg, fixture_getenv, &e) < 0)

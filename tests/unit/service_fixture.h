@@ -40,6 +40,8 @@ struct sfx_opts {
 	int max_background;   /* AAS_MAX_BACKGROUND_PER_SANDBOX; 0: the default */
 	int commands_kept;    /* AAS_MAX_COMMANDS_KEPT; 0: the default */
 	int host_down_s;      /* AAS_HOST_DOWN_S; 0: the default */
+	long long task_bytes; /* AAS_TASK_BYTES_PER_ACCOUNT; 0: the default */
+	long long task_max;   /* AAS_TASK_RESULT_MAX_BYTES; 0: the default */
 };
 
 struct sfx {
