@@ -880,10 +880,14 @@ out:
 		tally_give(p->held, (const char *const[]){ names[0], names[1] }, 2);
 	}
 	x->counted = 0;
+	pthread_mutex_unlock(&p->lock);
+	/* The thread counts as active until its last touch of p: proxy_shutdown
+	 * waits for that, and proxy_free may follow it at once. */
+	px_unref(x);
+	pthread_mutex_lock(&p->lock);
 	p->active--;
 	pthread_cond_broadcast(&p->idle);
 	pthread_mutex_unlock(&p->lock);
-	px_unref(x);
 	return NULL;
 }
 

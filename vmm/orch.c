@@ -422,11 +422,12 @@ orch_sweep_dirs(struct orch *o, int (*unowned)(void *ctx, const char *id), void 
 		return;
 	while ((de = readdir(d)) != NULL && seen < ORCH_SWEEP_MAX) {
 		char id[72], name[128];
+		size_t len = strlen(de->d_name);
 
-		if (strncmp(de->d_name, "sbx-", 4) != 0 || strlen(de->d_name) >= sizeof(id))
+		if (strncmp(de->d_name, "sbx-", 4) != 0 || len >= sizeof(id))
 			continue;
 		seen++;
-		snprintf(id, sizeof(id), "%s", de->d_name);
+		memcpy(id, de->d_name, len + 1); /* fits: checked above */
 		if (!unowned(ctx, id))
 			continue;
 		orch_domain_name(id, name, sizeof(name));
