@@ -204,7 +204,8 @@ try_session(struct racer *r, struct err *e)
 
 	sess_limits_from(&r->s->app->cfg, &lim);
 	lim.max_per_account = 1;
-	return sess_create(r->s->app->db, &lim, "2025-06-18", r->s->account, "racer", "1", id, e);
+	return sess_create(r->s->app->db, &lim, "2025-06-18", r->s->account, NULL, "racer", "1", id,
+	    e);
 }
 
 /* AAS_MAX_SESSIONS_PER_ACCOUNT=1: N initializes with one key at once. */
