@@ -22,6 +22,7 @@
 #include "base/metrics.h"
 #include "service/session.h"
 #include "server/mcp_cred.h"
+#include "service/oauth_rules.h"
 #include "service/tools.h"
 
 struct mcp *
@@ -731,15 +732,18 @@ can_run_inline(struct http_req *req, struct mcp *m, struct mcp_job *job)
 	if (!job->has_session || !cheap_message(job->body) ||
 	    !sess_cache_peek(m->app->sessions, job->session, &si))
 		return 0;
-	if (http_account(req) != NULL)
-		return 1;
 	switch (auth_extract(http_header(req, "Authorization"), http_header(req, "x-api-key"), &key,
 	    &keylen, &why)) {
 	case AUTH_NO_KEY:
 	case AUTH_MALFORMED:
 		return 1;
 	case AUTH_KEY:
-		return acct_key_cache_peek(m->app->keys, key, keylen, account_id);
+		/* Binding an anonymous session and a token's grant need the
+		 * database. */
+		if (si.account_id[0] == '\0' || oauth_access_shaped(key, keylen))
+			return 0;
+		return http_account(req) != NULL ||
+		    acct_key_cache_peek(m->app->keys, key, keylen, account_id);
 	}
 	return 0;
 }
