@@ -35,7 +35,7 @@ BASE_SRC := \
 	base/log.c base/err.c base/config.c base/keys.c base/db.c base/migrate.c \
 	base/jsonrpc.c base/jsonschema.c base/work.c base/ttlmap.c base/notify.c \
 	base/utf8.c base/metrics.c base/mcp_version.c base/buf.c base/num.c base/tool_result.c base/b64.c \
-	base/tally.c base/bq.c base/tar.c base/passwd.c base/passwd_gate.c base/html.c base/smtp.c base/gzip.c base/fetch.c base/fcopy.c
+	base/tally.c base/bq.c base/tar.c base/tar_seen.c base/passwd.c base/passwd_gate.c base/html.c base/smtp.c base/gzip.c base/fetch.c base/fcopy.c
 VMM_SRC := vmm/vm_xml.c vmm/conlog.c vmm/uidpool.c vmm/oomwatch.c vmm/vm.c vmm/vm_agent.c vmm/vpool.c vmm/agent.c vmm/agent_reply.c vmm/orch.c vmm/orch_save.c vmm/guest.c vmm/guest_listen.c vmm/saveimg.c \
 	vmm/guest_tree.c vmm/netguard.c vmm/aread.c vmm/achan.c vmm/image/aproto.c vmm/image/agent_tree.c
 BILLING_SRC := billing/price.c billing/ledger.c billing/billing.c
@@ -45,12 +45,12 @@ SERVICE_SRC := \
 	service/sandbox.c service/sandbox_maint.c service/sandbox_hosts.c service/hosts.c service/place.c service/sandbox_io.c service/sandbox_tree.c service/sandbox_cmd.c service/sandbox_net.c service/sandbox_pty.c service/sandbox_move.c service/sandbox_pause.c service/sandbox_snap.c \
 	service/preview.c service/usage.c service/store.c service/store_cmd.c service/store_port.c service/store_money.c service/store_maint.c service/store_move.c service/store_pause.c service/store_snap.c service/settle.c \
 	service/attempts.c service/mailq.c service/websess.c service/users.c service/users_change.c service/users_check.c service/users_revoke.c service/pay.c service/pay_stripe.c service/tasks.c \
-	service/oauth_rules.c service/oauth.c service/task_cut.c service/purge.c
+	service/oauth_rules.c service/oauth.c service/task_cut.c service/purge.c service/preview_cookie.c
 SERVER_SRC := \
-	server/auth.c server/http.c server/sse.c server/mcp.c server/mcp_rpc.c server/mcp_era.c \
+	server/auth.c server/http.c server/sse.c server/mcp.c server/mcp_cred.c server/mcp_rpc.c server/mcp_era.c \
 	server/proxy.c server/proxy_parse.c server/metrics_http.c server/card.c \
 	server/rest.c server/rest_ops.c server/rest_query.c server/rest_openapi.c \
-	server/ws.c server/pty.c server/web.c server/web_page.c server/web_dash.c server/web_sbx.c server/web_usage.c server/web_pay.c server/npx.c \
+	server/ws.c server/pty.c server/pty_ticket.c server/web.c server/web_page.c server/web_dash.c server/web_sbx.c server/web_usage.c server/web_pay.c server/npx.c \
 	server/oauth.c server/web_oauth.c
 GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c $(B)/gen/embed_openapi.c $(B)/gen/embed_web.c $(B)/gen/embed_npx.c
 

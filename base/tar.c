@@ -1,5 +1,6 @@
 /* tar.c - a streaming tar checker and filter, and a ustar/pax writer. */
 #include "base/tar.h"
+#include "base/tar_seen.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -68,6 +69,7 @@ struct tar_filter {
 	int has_size, sparse;
 	uint64_t size;
 	struct tar_str cur, curlink; /* the member being handled */
+	struct tar_seen *seen;       /* what earlier members made (tar_seen.h) */
 	struct err err;              /* the failure, repeated */
 	unsigned char ext[TAR_MAX_PAX];
 	unsigned char out[TAR_MAX_HEADER];
@@ -452,12 +454,19 @@ tar_filter_new(const struct tar_rules *r)
 		f->rules = *r;
 	f->state = ST_HEADER;
 	err_clear(&f->err);
+	if ((f->seen = tsn_new()) == NULL) {
+		free(f);
+		return NULL;
+	}
 	return f;
 }
 
 void
 tar_filter_free(struct tar_filter *f)
 {
+	if (f == NULL)
+		return;
+	tsn_free(f->seen);
 	free(f);
 }
 
@@ -775,13 +784,15 @@ member(struct tar_filter *f, const unsigned char *b, uint64_t hsize, tar_emit_fn
 		rule = name_check(name, nlen, t == '5', "name", why, sizeof(why));
 	link = f->curlink.s;
 	llen = f->curlink.len;
-	if (rule == NULL && t == '2')
-		rule = link_check(name, nlen, link, llen);
+	if (rule == NULL && t == '2' && (rule = link_check(name, nlen, link, llen)) == NULL)
+		rule = tsn_target_rule(link, llen);
 	if (rule == NULL && t == '1') {
 		if (llen <= TAR_MAX_NAME)
 			name_clean(&link, &llen);
 		rule = name_check(link, llen, 0, "hard link target", why, sizeof(why));
 	}
+	if (rule == NULL)
+		rule = tsn_check(f->seen, name, nlen, t, link, llen, why, sizeof(why));
 	if (rule != NULL) {
 		if (!f->rules.skip_bad)
 			return fail_member(f, e, ERR_INVALID, rule);
@@ -791,6 +802,9 @@ member(struct tar_filter *f, const unsigned char *b, uint64_t hsize, tar_emit_fn
 			f->state = ST_SPARSE;
 		return 0;
 	}
+	if (tsn_record(f->seen, name, nlen, t) < 0)
+		return fail_member(f, e, ERR_LIMIT,
+		    "more directories and links than the filter keeps");
 	h.name = name;
 	h.name_len = nlen;
 	h.link = t == '1' || t == '2' ? link : "";

@@ -20,9 +20,15 @@
  *     GNU.sparse.* keys), volume and multivolume headers and unknown types
  *     break the rules. pax 'g' headers are dropped; pax 'x' and GNU 'L'/'K'
  *     are applied to the next member and not passed on as they came.
- *   symlink target: not empty, no NUL, not absolute, and lexically inside
- *     the archive root resolved from the link's directory. The check is
- *     per link: it does not follow other links of the archive.
+ *   symlink target: not empty, no NUL, not absolute, lexically inside
+ *     the archive root resolved from the link's directory, and its ".."
+ *     components all first (they climb only the link's own directory).
+ *   the archive's own links and directories (base/tar_seen.h): no path
+ *     through a symlink made earlier in the archive, no symlink or hard
+ *     link in place of a directory it made, no hard link to or through
+ *     one of its symlinks, no "." component inside a name. Together with
+ *     the target rule no chain of its links leads out of the root (links
+ *     already in the destination are the unpacker's to refuse).
  *   hard link target: a name under the rules above, emitted cleaned.
  *   mode: set-uid and set-gid cleared; permissions and sticky bit kept.
  *   size: octal or base-256, a pax `size` overrides. The data of a

@@ -21,6 +21,8 @@
 #include "base/mcp_version.h"
 #include "base/metrics.h"
 #include "service/session.h"
+#include "server/mcp_cred.h"
+#include "service/oauth_rules.h"
 #include "service/tools.h"
 
 struct mcp *
@@ -248,6 +250,24 @@ refuse_anonymous(struct http_req *req, struct mcp *m, json_t *body)
 	return -1;
 }
 
+/* Replies for a session that cannot be used: 503 when the database did not
+ * answer, the limit's status, else 404 as for an unknown session (so a
+ * session of another credential is never confirmed). */
+static void
+reply_session_refused(struct http_req *req, const struct err *e)
+{
+	if (e->kind == ERR_UNAVAILABLE || e->kind == ERR_TIMEOUT || e->kind == ERR_INTERNAL)
+		http_reply_error(req, 503, "unavailable", e->msg);
+	else if (e->kind == ERR_LIMIT)
+		http_reply_error(req, err_http_status(e->kind), "limit", e->msg);
+	else
+		http_reply_error(req, 404, "session_not_found",
+		    "Session not found or ended; send initialize again");
+}
+
+/* A session carries no authority of its own: it is used only with the
+ * credential it is bound to. An anonymous one is bound to the first
+ * credential that uses it (its anonymous GET streams end then). */
 static int
 load_session(struct http_req *req, struct mcp *m, struct mcp_job *job, struct call_env *env,
     int has_account)
@@ -258,15 +278,23 @@ load_session(struct http_req *req, struct mcp *m, struct mcp_job *job, struct ca
 	err_clear(&e);
 	sess_limits_from(&m->app->cfg, &lim);
 	if (sess_lookup_cached(m->app->db, m->app->sessions, &lim, job->session, &env->sess, &e) <
-		0 ||
-	    /* A session opened with one account's key is not another's. */
-	    (has_account && env->sess.account_id[0] &&
-		strcmp(env->sess.account_id, env->account_id) != 0)) {
-		if (e.kind == ERR_UNAVAILABLE || e.kind == ERR_TIMEOUT || e.kind == ERR_INTERNAL)
-			http_reply_error(req, 503, "unavailable", e.msg);
-		else
-			http_reply_error(req, 404, "session_not_found",
-			    "Session not found or ended; send initialize again");
+	    0) {
+		reply_session_refused(req, &e);
+		return -1;
+	}
+	if (has_account && env->sess.account_id[0] == '\0') {
+		if (sess_adopt(m->app->db, &lim, job->session, env->account_id, env->credential,
+			&e) < 0) {
+			reply_session_refused(req, &e);
+			return -1;
+		}
+		if (m->app->sessions)
+			ttl_del(m->app->sessions, job->session);
+		mcp_close_session(m, job->session);
+		snprintf(env->sess.account_id, sizeof(env->sess.account_id), "%s", env->account_id);
+		snprintf(env->sess.credential, sizeof(env->sess.credential), "%s", env->credential);
+	} else if (!mcp_cred_may_use(&env->sess, env->account_id, env->credential)) {
+		reply_session_refused(req, &e);
 		return -1;
 	}
 	env->session_id = job->session;
@@ -589,6 +617,11 @@ mcp_process(struct http_req *req, void *arg)
 	if (authenticate(req, m, account_id, &has_account) < 0)
 		goto out;
 	env.account_id = has_account ? account_id : NULL;
+	err_clear(&e);
+	if (has_account && !job->stateless && mcp_cred_id(m->app, req, env.credential, &e) < 0) {
+		reply_session_refused(req, &e);
+		goto out;
+	}
 	if (!has_account && job->kind == JOB_POST && refuse_anonymous(req, m, job->body) < 0)
 		goto out;
 	if (job->has_session && load_session(req, m, job, &env, has_account) < 0)
@@ -699,15 +732,18 @@ can_run_inline(struct http_req *req, struct mcp *m, struct mcp_job *job)
 	if (!job->has_session || !cheap_message(job->body) ||
 	    !sess_cache_peek(m->app->sessions, job->session, &si))
 		return 0;
-	if (http_account(req) != NULL)
-		return 1;
 	switch (auth_extract(http_header(req, "Authorization"), http_header(req, "x-api-key"), &key,
 	    &keylen, &why)) {
 	case AUTH_NO_KEY:
 	case AUTH_MALFORMED:
 		return 1;
 	case AUTH_KEY:
-		return acct_key_cache_peek(m->app->keys, key, keylen, account_id);
+		/* Binding an anonymous session and a token's grant need the
+		 * database. */
+		if (si.account_id[0] == '\0' || oauth_access_shaped(key, keylen))
+			return 0;
+		return http_account(req) != NULL ||
+		    acct_key_cache_peek(m->app->keys, key, keylen, account_id);
 	}
 	return 0;
 }

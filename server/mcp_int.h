@@ -58,8 +58,9 @@ struct mcp_job {
 /* One request's context while its messages are handled. */
 struct call_env {
 	struct mcp *m;
-	struct http_req *req;   /* NULL once the reply was sent */
-	const char *account_id; /* NULL: anonymous */
+	struct http_req *req;               /* NULL once the reply was sent */
+	const char *account_id;             /* NULL: anonymous */
+	char credential[SESS_CRED_MAX + 1]; /* its id (server/mcp_cred.h); "" without */
 	struct sess_info sess;
 	const char *session_id;
 	int in_batch;

@@ -180,7 +180,7 @@ do_initialize(struct call_env *env, struct rpc_msg *msg, char *new_session, stru
 	}
 	version = mcp_version_supported(asked) ? asked : mcp_version_at(0);
 	sess_limits_from(&env->m->app->cfg, &lim);
-	if (sess_create(env->m->app->db, &lim, version, env->account_id,
+	if (sess_create(env->m->app->db, &lim, version, env->account_id, env->credential,
 		json_string_value(json_object_get(client, "name")),
 		json_string_value(json_object_get(client, "version")), new_session, e) < 0) {
 		/* No session was made: no Mcp-Session-Id goes out. */

@@ -26,6 +26,7 @@
 #include "base/log.h"
 #include "base/tally.h"
 #include "server/proxy_parse.h"
+#include "service/preview_cookie.h"
 
 #define PX_BUF (256 * 1024)     /* each direction's buffer */
 #define PX_IO (32 * 1024)       /* one read or write */
@@ -533,25 +534,42 @@ header_is(const char *name, const char *want)
 
 /* Splits the upstream head (in x->rhead, ending at rhead_used) into the
  * status and headers, and picks the body framing. */
-/* Drops any Domain attribute from an upstream's Set-Cookie value, in
- * place: a sandbox's cookie stays on its own preview host and never
- * reaches the others under the preview domain. */
+/* A sandbox's cookies stay on its own preview host: a Set-Cookie whose
+ * Domain names another (the parent preview domain above all) is left out,
+ * the others lose their Domain attribute (service/preview_cookie.h). The
+ * values point into x->rhead, which the proxy owns; a kept value is never
+ * longer than it was, so it is rewritten in place. */
 static int
-strip_domain(char *v)
+filter_cookies(struct px *x)
 {
-	size_t n = strlen(v) + 1;
-	char *tmp = malloc(n);
-	int rc = -1;
+	size_t k = 0;
 
-	if (tmp == NULL)
-		return -1;
-	if (preview_set_cookie_strip_domain(v, tmp, n) < 0)
-		goto out;
-	memcpy(v, tmp, strlen(tmp) + 1);
-	rc = 0;
-out:
-	free(tmp);
-	return rc;
+	for (size_t i = 0; i < x->n_hdr; i++) {
+		char *v = (char *)x->hval[i];
+		size_t n = strlen(v) + 1;
+		char *tmp;
+		enum pvc_verdict d = PVC_KEEP;
+
+		if (strcasecmp(x->hname[i], "set-cookie") == 0) {
+			if ((tmp = malloc(n)) == NULL)
+				return -1;
+			d = pvc_filter(v, x->host, tmp, n);
+			if (d == PVC_KEEP)
+				memcpy(v, tmp, strlen(tmp) + 1);
+			free(tmp);
+			if (d == PVC_TOO_LONG)
+				return -1;
+			if (d == PVC_DROP)
+				log_debug("preview %s: a Set-Cookie for another domain left out",
+				    x->host ? x->host : "?");
+		}
+		if (d == PVC_KEEP) {
+			x->hname[k] = x->hname[i];
+			x->hval[k++] = x->hval[i];
+		}
+	}
+	x->n_hdr = k;
+	return 0;
 }
 
 static int
@@ -568,13 +586,7 @@ parse_head(struct px *x)
 	x->framing = r.framing;
 	x->length = r.length;
 	x->upgrade = r.upgrade;
-	/* A sandbox's cookies stay on its own preview host. The values point
-	 * into x->rhead, which the proxy owns. */
-	for (size_t i = 0; i < x->n_hdr; i++)
-		if (strcasecmp(x->hname[i], "set-cookie") == 0 &&
-		    strip_domain((char *)x->hval[i]) < 0)
-			return -1;
-	return 0;
+	return filter_cookies(x);
 }
 
 /* 0 with the head parsed; otherwise the status to answer. */

@@ -4,7 +4,9 @@
  * sandbox, expiry and nonce under a secret drawn at random when the
  * process starts (so a restart voids them, and each aasd accepts only its
  * own). The nonce is also kept until it is used or expires, which makes a
- * ticket single use; at most PTY_TICKETS_MAX wait (the oldest go first).
+ * ticket single use; at most PTY_TICKETS_MAX wait, PTY_TICKETS_PER_ACCOUNT
+ * of one account and PTY_TICKETS_PER_SANDBOX of one sandbox (an account
+ * over its share loses its own oldest, never another's: server/pty_ticket.h).
  * A ticket is never an API key: it opens this one route only.
  *
  * A session: the upgrade hands the socket to a thread of its own that
@@ -35,8 +37,8 @@
 
 #include "base/clock.h"
 #include "base/log.h"
-#include "base/ttlmap.h"
 #include "server/auth.h"
+#include "server/pty_ticket.h"
 #include "server/rest_query.h"
 #include "server/ws.h"
 #include "service/accounts.h"
@@ -73,7 +75,7 @@ struct pty_hub {
 	unsigned char secret[PTY_SECRET_LEN];
 	pthread_mutex_t lock;
 	pthread_cond_t gone;
-	struct ttl_map *tickets; /* nonce -> account, until used or expired */
+	struct ptk_table *tickets; /* nonce -> account and sandbox, until used or expired */
 	struct pty_sess *sessions;
 	size_t n_open; /* sessions reserved or running */
 	int stopping;
@@ -114,10 +116,7 @@ pty_ticket_issue(struct pty_hub *p, const char *account, const char *sandbox_id,
 		snprintf(nonce + 2 * i, 3, "%02x", raw[i]);
 	ticket_mac(p, account, sandbox_id, exp, nonce, mac);
 	snprintf(out, PTY_TICKET_MAX, "%lld.%s.%s", exp, nonce, mac);
-	pthread_mutex_lock(&p->lock);
-	ttl_put(p->tickets, nonce, account);
-	pthread_mutex_unlock(&p->lock);
-	return 0;
+	return ptk_put(p->tickets, nonce, account, sandbox_id, exp, now, e);
 }
 
 int
@@ -146,18 +145,13 @@ pty_ticket_redeem(struct pty_hub *p, const char *ticket, const char *sandbox_id,
 		goto refuse;
 	/* The account is not in the ticket: the nonce names the one it was
 	 * issued to. */
-	pthread_mutex_lock(&p->lock);
-	live = ttl_get(p->tickets, nonce, acct, sizeof(acct));
-	pthread_mutex_unlock(&p->lock);
+	live = ptk_peek(p->tickets, nonce, sandbox_id, now, acct, sizeof(acct));
 	if (!live)
 		goto refuse;
 	ticket_mac(p, acct, sandbox_id, exp, nonce, want);
 	if (CRYPTO_memcmp(want, mac, 64) != 0)
 		goto refuse;
-	pthread_mutex_lock(&p->lock);
-	live = ttl_get(p->tickets, nonce, v, sizeof(v));
-	ttl_del(p->tickets, nonce);
-	pthread_mutex_unlock(&p->lock);
+	live = ptk_take(p->tickets, nonce, sandbox_id, now, v, sizeof(v));
 	if (!live)
 		goto refuse; /* used meanwhile */
 	snprintf(account, an, "%s", acct);
@@ -804,7 +798,8 @@ pty_new(struct app *app, struct err *e)
 	}
 	p->app = app;
 	if (RAND_bytes(p->secret, sizeof(p->secret)) != 1 ||
-	    (p->tickets = ttl_new(PTY_TICKETS_MAX, app->cfg.pty_ticket_ttl_s)) == NULL) {
+	    (p->tickets = ptk_new(PTY_TICKETS_MAX, PTY_TICKETS_PER_ACCOUNT,
+		 PTY_TICKETS_PER_SANDBOX)) == NULL) {
 		err_set(e, ERR_INTERNAL, "pty: no ticket secret or table");
 		free(p);
 		return NULL;
@@ -842,7 +837,7 @@ pty_free(struct pty_hub *p)
 	if (p == NULL)
 		return;
 	pty_stop(p);
-	ttl_free(p->tickets);
+	ptk_free(p->tickets);
 	pthread_cond_destroy(&p->gone);
 	pthread_mutex_destroy(&p->lock);
 	free(p);

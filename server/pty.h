@@ -13,6 +13,8 @@
 #include "server/http.h"
 
 #define PTY_TICKETS_MAX 4096        /* tickets issued and not yet used or expired */
+#define PTY_TICKETS_PER_ACCOUNT 32  /* of those, one account's */
+#define PTY_TICKETS_PER_SANDBOX 8   /* and one sandbox's */
 #define PTY_MAX_FRAME (64u << 10)   /* largest client frame payload */
 #define PTY_MAX_MESSAGE (64u << 10) /* largest client message */
 #define PTY_DEFAULT_ROWS 24

@@ -781,6 +781,29 @@ oauth_resolve_access(struct db *db, const char *token, size_t len, const char *r
 	return rc;
 }
 
+int
+oauth_access_grant(struct db *db, const char *token, size_t len, char grant_id[37], struct err *e)
+{
+	char hash[KEY_HASH_HEX_LEN + 1];
+	const char *p[1] = { hash };
+	PGresult *r;
+	int rc = -1;
+
+	key_hash_hex(token, len, hash, sizeof(hash));
+	r = db_query(db,
+	    "SELECT grant_id::text FROM oauth_tokens WHERE token_hash = $1 AND kind = 'access'", 1,
+	    p, e);
+	OPENSSL_cleanse(hash, sizeof(hash));
+	if (r == NULL)
+		return -1;
+	if (PQntuples(r) != 1)
+		err_set(e, ERR_UNAUTHORIZED, "invalid access token");
+	else
+		rc = db_get_str(r, 0, 0, grant_id, 37, e);
+	PQclear(r);
+	return rc;
+}
+
 json_t *
 oauth_grants_list(struct db *db, const char *account_id, struct err *e)
 {

@@ -63,6 +63,12 @@ int oauth_revoke_token(struct db *db, const char *token, const char *client_id, 
 int oauth_resolve_access(struct db *db, const char *token, size_t len, const char *resource,
     char account_id[ACCT_ID_LEN + 1], struct err *e);
 
+/* The grant an access token was made under (an MCP session is bound to
+ * it, so a refreshed token keeps the session); ERR_UNAUTHORIZED when there
+ * is no such access token. Whether it is live is oauth_resolve_access's. */
+int oauth_access_grant(struct db *db, const char *token, size_t len, char grant_id[37],
+    struct err *e);
+
 /* The account's connected applications (live grants), newest first. */
 json_t *oauth_grants_list(struct db *db, const char *account_id, struct err *e);
 /* Revokes one of them; ERR_NOT_FOUND when the account has no such grant. */

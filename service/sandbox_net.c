@@ -273,7 +273,8 @@ sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req 
 	if (hosts_address(s->app->db, row.host, address, sizeof(address), e) < 0 ||
 	    orch_forward_add(s->orch, row.host, id, address, port, &host_port, e) < 0)
 		return NULL;
-	if (store_port_insert(s->app->db, id, port, public, host_port, hash, &inserted, e) < 0 ||
+	if (store_port_insert(s->app->db, id, port, public, host_port, hash,
+		s->app->cfg.max_ports_per_sandbox, &inserted, e) < 0 ||
 	    !inserted) {
 		struct err ignore;
 		err_clear(&ignore);

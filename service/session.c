@@ -29,7 +29,7 @@ sess_limits_from(const struct config *cfg, struct sess_limits *out)
 
 struct create_tx {
 	const struct sess_limits *lim;
-	const char *const *params; /* id, version, account, name, client version */
+	const char *const *params; /* id, version, account, name, client version, credential */
 };
 
 /* Anonymous sessions: the expired and the least recently used beyond the
@@ -100,17 +100,17 @@ create_fn(PGconn *c, void *arg, struct err *e)
 		return -1;
 	return db_conn_exec(c,
 	    "INSERT INTO mcp_sessions(id, protocol_version, account_id,"
-	    " client_name, client_version) VALUES ($1, $2, $3, $4, $5)",
-	    5, t->params, NULL, e);
+	    " client_name, client_version, credential) VALUES ($1, $2, $3, $4, $5, $6)",
+	    6, t->params, NULL, e);
 }
 
 int
 sess_create(struct db *db, const struct sess_limits *lim, const char *protocol_version,
-    const char *account_id, const char *client_name, const char *client_version,
-    char id[SESS_ID_LEN + 1], struct err *e)
+    const char *account_id, const char *credential, const char *client_name,
+    const char *client_version, char id[SESS_ID_LEN + 1], struct err *e)
 {
 	char name[201], version[101];
-	const char *params[5];
+	const char *params[6];
 	struct create_tx t = { lim, params };
 
 	if (key_random_hex(id, SESS_ID_LEN + 1, SESS_ID_LEN / 2) < 0) {
@@ -125,7 +125,43 @@ sess_create(struct db *db, const struct sess_limits *lim, const char *protocol_v
 	params[2] = account_id && *account_id ? account_id : NULL;
 	params[3] = name;
 	params[4] = version;
+	params[5] = params[2] && credential && *credential ? credential : NULL;
 	return db_tx(db, create_fn, &t, e);
+}
+
+static int
+adopt_fn(PGconn *c, void *arg, struct err *e)
+{
+	struct create_tx *t = arg;
+	long n = 0;
+
+	/* The account row first (check_account), then the session's. */
+	if (check_account(c, t->lim, t->params[1], e) < 0 ||
+	    db_conn_exec(c,
+		"WITH u AS (UPDATE mcp_sessions SET account_id = $2, credential = $3"
+		" WHERE id = $1 AND account_id IS NULL AND ended_at IS NULL RETURNING id)"
+		" SELECT pg_notify('aas_invalidate', 's:' || id) FROM u",
+		3, t->params, &n, e) < 0)
+		return -1;
+	if (n != 1) {
+		err_set(e, ERR_NOT_FOUND, "session not found");
+		return -1;
+	}
+	return 0;
+}
+
+int
+sess_adopt(struct db *db, const struct sess_limits *lim, const char *id, const char *account_id,
+    const char *credential, struct err *e)
+{
+	const char *params[3] = { id, account_id, credential };
+	struct create_tx t = { lim, params };
+
+	if (!sess_id_valid(id) || account_id == NULL || credential == NULL || !*credential) {
+		err_set(e, ERR_NOT_FOUND, "session not found");
+		return -1;
+	}
+	return db_tx(db, adopt_fn, &t, e);
 }
 
 int
@@ -146,13 +182,15 @@ sess_lookup(struct db *db, const struct sess_limits *lim, const char *id, struct
 	/* last_seen_at moves at most once a minute, so a busy session does
 	 * not write a row version per request. */
 	r = db_query(db,
-	    "WITH s AS (SELECT id, protocol_version, account_id, last_seen_at FROM mcp_sessions"
+	    "WITH s AS (SELECT id, protocol_version, account_id, credential, last_seen_at"
+	    "  FROM mcp_sessions"
 	    "  WHERE id = $1 AND ended_at IS NULL"
 	    "  AND last_seen_at > now() - make_interval(secs =>"
 	    "   CASE WHEN account_id IS NULL THEN $3::int ELSE $2::int END)),"
 	    " u AS (UPDATE mcp_sessions SET last_seen_at = now() WHERE id IN"
 	    "  (SELECT id FROM s WHERE last_seen_at < now() - interval '60 seconds'))"
-	    " SELECT protocol_version, coalesce(account_id::text, '') FROM s",
+	    " SELECT protocol_version, coalesce(account_id::text, ''), coalesce(credential, '')"
+	    " FROM s",
 	    3, params, e);
 	if (r == NULL)
 		return -1;
@@ -160,7 +198,8 @@ sess_lookup(struct db *db, const struct sess_limits *lim, const char *id, struct
 		err_set(e, ERR_NOT_FOUND, "session not found");
 	else if (db_get_str(r, 0, 0, out->protocol_version, sizeof(out->protocol_version), e) ==
 		0 &&
-	    db_get_str(r, 0, 1, out->account_id, sizeof(out->account_id), e) == 0)
+	    db_get_str(r, 0, 1, out->account_id, sizeof(out->account_id), e) == 0 &&
+	    db_get_str(r, 0, 2, out->credential, sizeof(out->credential), e) == 0)
 		rc = 0;
 	PQclear(r);
 	return rc;
@@ -201,17 +240,23 @@ sess_end_account(PGconn *c, const char *account_id, long *n, struct err *e)
 	    1, params, n, e);
 }
 
+/* "version|account|credential" back into *out. */
 static int
 parse_cached(const char *val, struct sess_info *out)
 {
 	const char *bar = strchr(val, '|');
-	size_t vlen;
+	const char *bar2 = bar ? strchr(bar + 1, '|') : NULL;
+	size_t vlen, alen;
 
-	if (bar == NULL || (vlen = (size_t)(bar - val)) >= sizeof(out->protocol_version))
+	if (bar2 == NULL || (vlen = (size_t)(bar - val)) >= sizeof(out->protocol_version) ||
+	    (alen = (size_t)(bar2 - bar - 1)) >= sizeof(out->account_id) ||
+	    strlen(bar2 + 1) >= sizeof(out->credential))
 		return 0;
 	memcpy(out->protocol_version, val, vlen);
 	out->protocol_version[vlen] = '\0';
-	snprintf(out->account_id, sizeof(out->account_id), "%s", bar + 1);
+	memcpy(out->account_id, bar + 1, alen);
+	out->account_id[alen] = '\0';
+	snprintf(out->credential, sizeof(out->credential), "%s", bar2 + 1);
 	return 1;
 }
 
@@ -239,7 +284,8 @@ sess_lookup_cached(struct db *db, struct ttl_map *cache, const struct sess_limit
 	if (sess_lookup(db, lim, id, out, e) < 0)
 		return -1;
 	if (cache) {
-		snprintf(val, sizeof(val), "%s|%s", out->protocol_version, out->account_id);
+		snprintf(val, sizeof(val), "%s|%s|%s", out->protocol_version, out->account_id,
+		    out->credential);
 		(void)ttl_put_gen(cache, id, val, gen);
 	}
 	return 0;

@@ -9,10 +9,15 @@
 #include "base/ttlmap.h"
 
 #define SESS_ID_LEN 64
+/* A credential's id: "k:" and 32 hex digits of an API key's SHA-256, or
+ * "g:" and an OAuth grant's id (server/mcp_cred.h makes them). */
+#define SESS_CRED_MAX 38
 
 struct sess_info {
 	char protocol_version[16];
-	char account_id[ACCT_ID_LEN + 1]; /* empty when opened without a key */
+	char account_id[ACCT_ID_LEN + 1];   /* empty when opened without a key */
+	char credential[SESS_CRED_MAX + 1]; /* empty for an anonymous session, or
+					       one older than the column */
 };
 
 /* 1 when `id` has the shape of a session id (so junk never hits the db). */
@@ -34,8 +39,14 @@ void sess_limits_from(const struct config *cfg, struct sess_limits *out);
  * ERR_LIMIT naming AAS_MAX_SESSIONS_PER_ACCOUNT when the account has
  * max_per_account open already (ended and expired ones are deleted). */
 int sess_create(struct db *db, const struct sess_limits *lim, const char *protocol_version,
-    const char *account_id, const char *client_name, const char *client_version,
-    char id[SESS_ID_LEN + 1], struct err *e);
+    const char *account_id, const char *credential, const char *client_name,
+    const char *client_version, char id[SESS_ID_LEN + 1], struct err *e);
+/* Binds an anonymous session to the first credential that uses it
+ * (counted against that account's max_per_account like a new one) and
+ * announces it ("s:<id>") so no cache keeps it anonymous. ERR_NOT_FOUND
+ * when it is unknown, ended or bound already. */
+int sess_adopt(struct db *db, const struct sess_limits *lim, const char *id, const char *account_id,
+    const char *credential, struct err *e);
 /* ERR_NOT_FOUND when unknown, ended, or idle longer than its limit. */
 int sess_lookup(struct db *db, const struct sess_limits *lim, const char *id, struct sess_info *out,
     struct err *e);

@@ -132,8 +132,12 @@ int store_expiry_changed(struct db *db, struct err *e);
 
 /* ---- commands ---- */
 
+/* A background command is added only while the sandbox has fewer than
+ * `bg_cap` running (ERR_LIMIT naming AAS_MAX_BACKGROUND_PER_SANDBOX),
+ * counted and inserted under the sandbox row's lock; `bg_cap` is unused
+ * for the others. */
 int store_cmd_insert(struct db *db, const char *cmd_id, const char *sandbox_id, const char *command,
-    int background, const char *out_path, const char *err_path, struct err *e);
+    int background, int bg_cap, const char *out_path, const char *err_path, struct err *e);
 /* Running background commands of a sandbox. */
 int store_cmd_background_count(struct db *db, const char *sandbox_id, long long *n, struct err *e);
 /* Forgets all but the newest `keep` commands of a sandbox. */
@@ -187,9 +191,12 @@ int store_ports(struct db *db, const char *sandbox_id, struct store_port **ports
     struct err *e);
 int store_port_count(struct db *db, const char *sandbox_id, long long *n, struct err *e);
 int store_port_exists(struct db *db, const char *sandbox_id, int port, int *exists, struct err *e);
-/* *inserted is 0 when the port was taken meanwhile or the sandbox stopped. */
+/* Adds the port unless the sandbox has `cap` already (ERR_LIMIT naming
+ * AAS_MAX_PORTS_PER_SANDBOX): counted and inserted under the sandbox
+ * row's lock, so parallel exposes cannot pass the cap together.
+ * *inserted is 0 when the port was taken meanwhile or the sandbox stopped. */
 int store_port_insert(struct db *db, const char *sandbox_id, int port, int public, int host_port,
-    const char *token_hash, int *inserted, struct err *e);
+    const char *token_hash, int cap, int *inserted, struct err *e);
 int store_ports_drop(struct db *db, const char *sandbox_id, struct err *e);
 
 /* Where a preview request goes: the exposed port of a running sandbox. */

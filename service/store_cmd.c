@@ -17,18 +17,61 @@
 	"CASE WHEN $2 = 'exited' AND kill_signal IS NOT NULL AND $3::int > 128" \
 	" THEN 'killed' ELSE $2 END"
 
+struct cmd_tx {
+	const char *const *p; /* id, sandbox, command, background, out, err */
+	int bg_cap;
+};
+
+static const char cmd_insert_sql[] = "INSERT INTO sandbox_commands(id, sandbox_id, command,"
+				     " background, state, stdout_path, stderr_path)"
+				     " VALUES ($1, $2, $3, $4::boolean, 'running', $5, $6)";
+
+/* The sandbox row first: every background start of the sandbox counts
+ * and inserts in turn. */
+static int
+cmd_insert_tx(PGconn *c, void *arg, struct err *e)
+{
+	struct cmd_tx *t = arg;
+	const char *sbx[1] = { t->p[1] };
+	long long n;
+	PGresult *r;
+	int rc;
+
+	r = db_conn_query(c, "SELECT 1 FROM sandboxes WHERE id = $1 FOR NO KEY UPDATE", 1, sbx, e);
+	if (r == NULL)
+		return -1;
+	PQclear(r);
+	r = db_conn_query(c,
+	    "SELECT count(*) FROM sandbox_commands WHERE sandbox_id = $1 AND background"
+	    " AND state = 'running'",
+	    1, sbx, e);
+	if (r == NULL)
+		return -1;
+	rc = db_get_ll(r, 0, 0, &n, e);
+	PQclear(r);
+	if (rc < 0)
+		return -1;
+	if (n >= t->bg_cap) {
+		err_set_at(e, ERR_LIMIT, "background",
+		    "background: sandbox %s has %lld background commands running, the most "
+		    "allowed (AAS_MAX_BACKGROUND_PER_SANDBOX=%d); wait for one to end",
+		    t->p[1], n, t->bg_cap);
+		return -1;
+	}
+	return db_conn_exec(c, cmd_insert_sql, 6, t->p, NULL, e);
+}
+
 int
 store_cmd_insert(struct db *db, const char *cmd_id, const char *sandbox_id, const char *command,
-    int background, const char *out_path, const char *err_path, struct err *e)
+    int background, int bg_cap, const char *out_path, const char *err_path, struct err *e)
 {
 	const char *p[6] = { cmd_id, sandbox_id, command, background ? "t" : "f", out_path,
 		err_path };
+	struct cmd_tx t = { p, bg_cap };
 
-	return db_exec(db,
-	    "INSERT INTO sandbox_commands(id, sandbox_id, command,"
-	    " background, state, stdout_path, stderr_path)"
-	    " VALUES ($1, $2, $3, $4::boolean, 'running', $5, $6)",
-	    6, p, NULL, e);
+	if (!background)
+		return db_exec(db, cmd_insert_sql, 6, p, NULL, e);
+	return db_tx(db, cmd_insert_tx, &t, e);
 }
 
 int

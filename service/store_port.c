@@ -45,26 +45,67 @@ store_port_exists(struct db *db, const char *sandbox_id, int port, int *exists, 
 	return 0;
 }
 
+struct port_tx {
+	const char *const *p; /* sandbox, port, public, host port, token hash, cap */
+	int cap;
+	int *inserted;
+};
+
+/* The sandbox row first (its lock serialises the count and the insert of
+ * every expose of this sandbox), then the count, then the row. */
+static int
+port_insert_tx(PGconn *c, void *arg, struct err *e)
+{
+	struct port_tx *t = arg;
+	long long n;
+	long found = 0, added = 0;
+	PGresult *r;
+	int rc;
+
+	*t->inserted = 0;
+	if (db_conn_exec(c,
+		"SELECT 1 FROM sandboxes WHERE id = $1 AND state = 'running' FOR NO KEY UPDATE", 1,
+		t->p, &found, e) < 0)
+		return -1;
+	if (found != 1)
+		return 0;
+	r = db_conn_query(c, "SELECT count(*) FROM sandbox_ports WHERE sandbox_id = $1", 1, t->p,
+	    e);
+	if (r == NULL)
+		return -1;
+	rc = db_get_ll(r, 0, 0, &n, e);
+	PQclear(r);
+	if (rc < 0)
+		return -1;
+	if (n >= t->cap) {
+		err_set_at(e, ERR_LIMIT, "port",
+		    "port: sandbox %s has %lld exposed ports, the most allowed "
+		    "(AAS_MAX_PORTS_PER_SANDBOX=%d)",
+		    t->p[0], n, t->cap);
+		return -1;
+	}
+	if (db_conn_exec(c,
+		"INSERT INTO sandbox_ports(sandbox_id, port, public, host_port, token_hash)"
+		" VALUES ($1, $2::int, $3::boolean, $4::int, nullif($5, ''))"
+		" ON CONFLICT DO NOTHING",
+		5, t->p, &added, e) < 0)
+		return -1;
+	*t->inserted = added == 1;
+	return 0;
+}
+
 int
 store_port_insert(struct db *db, const char *sandbox_id, int port, int public, int host_port,
-    const char *token_hash, int *inserted, struct err *e)
+    const char *token_hash, int cap, int *inserted, struct err *e)
 {
 	char port_text[16], hp_text[16];
 	const char *p[5] = { sandbox_id, port_text, public ? "true" : "false", hp_text,
 		token_hash ? token_hash : "" };
-	long n = 0;
+	struct port_tx t = { p, cap, inserted };
 
 	snprintf(port_text, sizeof(port_text), "%d", port);
 	snprintf(hp_text, sizeof(hp_text), "%d", host_port);
-	if (db_exec(db,
-		"INSERT INTO sandbox_ports(sandbox_id, port, public, host_port,"
-		" token_hash) SELECT $1, $2::int, $3::boolean, $4::int, nullif($5, '')"
-		" WHERE EXISTS (SELECT 1 FROM sandboxes WHERE id = $1 AND state = 'running')"
-		" ON CONFLICT DO NOTHING",
-		5, p, &n, e) < 0)
-		return -1;
-	*inserted = n == 1;
-	return 0;
+	return db_tx(db, port_insert_tx, &t, e);
 }
 
 int

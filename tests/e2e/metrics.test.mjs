@@ -262,11 +262,6 @@ test('HTTP, MCP and tool counters move with traffic', async () => {
   const noKey = await post(aasd.mcpUrl, { jsonrpc: '2.0', id: 3, method: 'tools/call',
     params: { name: 'get_usage', arguments: {} } }, h);
   assert.equal(noKey.status, 401);
-  // Bad arguments, with a key.
-  const bad = await post(aasd.mcpUrl, { jsonrpc: '2.0', id: 4, method: 'tools/call',
-    params: { name: 'get_sandbox', arguments: { sandbox_id: 7 } } },
-  { ...h, 'x-api-key': account.api_key });
-  assert.equal(bad.json.result.isError, true);
   // A tool that does not exist (a JSON-RPC error).
   const unknown = await post(aasd.mcpUrl, { jsonrpc: '2.0', id: 5, method: 'tools/call',
     params: { name: 'make_coffee', arguments: {} } }, h);
@@ -275,6 +270,11 @@ test('HTTP, MCP and tool counters move with traffic', async () => {
   const info = await post(aasd.mcpUrl, { jsonrpc: '2.0', id: 6, method: 'tools/call',
     params: { name: 'get_service_info', arguments: {} } }, h);
   assert.equal(info.json.result.isError, undefined);
+  // Bad arguments, with a key (last: the key binds the anonymous session).
+  const bad = await post(aasd.mcpUrl, { jsonrpc: '2.0', id: 4, method: 'tools/call',
+    params: { name: 'get_sandbox', arguments: { sandbox_id: 7 } } },
+  { ...h, 'x-api-key': account.api_key });
+  assert.equal(bad.json.result.isError, true);
   assert.equal((await fetch(`${aasd.url}/healthz`)).status, 200);
   assert.equal((await fetch(`${aasd.url}/no/such/sbx-0123456789abcdef`)).status, 404);
 

@@ -306,7 +306,8 @@ test('private previews need the token or a valid signed URL', async () => {
   assert.equal((await curl(sbx, 8001, `/?aas_preview_exp=${exp2}&aas_preview_sig=${sig2}`)).status, 200);
 });
 
-test('an upstream cookie never leaves its preview host (Domain is stripped)', async () => {
+test('an upstream cookie never leaves its preview host (one for another domain is left out)', async () => {
+  const own = previewHost(sbx, 8200).split(':')[0].toUpperCase();
   await ok(a, 'write_file', {
     sandbox_id: sbx,
     path: '/home/sandbox/cookie.py',
@@ -316,6 +317,8 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(200)
         self.send_header('Set-Cookie', 'x=1; Domain=localhost; Path=/')
         self.send_header('Set-Cookie', 'aas_preview=1.junk; Path=/;domain=.localhost ;HttpOnly')
+        self.send_header('Set-Cookie', 'own=1; Domain=.${own}; Path=/')
+        self.send_header('Set-Cookie', 'plain=2; HttpOnly')
         self.send_header('Content-Length', '2'); self.end_headers(); self.wfile.write(b'ok')
 http.server.HTTPServer(('0.0.0.0', 8200), H).serve_forever()
 `,
@@ -325,7 +328,7 @@ http.server.HTTPServer(('0.0.0.0', 8200), H).serve_forever()
   const r = await until(async () => { const x = await curl(sbx, 8200, '/'); return x.status === 200 && x; });
   const cookies = r.head.split(/\r?\n/).filter((l) => /^set-cookie:/i.test(l));
   assert.deepEqual(cookies.map((l) => l.replace(/^set-cookie: /i, '')),
-    ['x=1; Path=/', 'aas_preview=1.junk; Path=/;HttpOnly'], r.head);
+    ['own=1; Path=/', 'plain=2; HttpOnly'], r.head);
   assert.equal(r.body.toString(), 'ok');
 });
 

@@ -3,7 +3,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startAasd, newAccount, post, openSession, initializeBody, devdb, sleep, PROTOCOL,
-  DB_URL, psql } from './lib/harness.mjs';
+  DB_URL, psql, aasctl } from './lib/harness.mjs';
 
 let a;
 let b;
@@ -47,6 +47,48 @@ test("a session opened with one account's key is not another account's", async (
   assert.equal(r.status, 200);
   r = await post(b.mcpUrl, rpc('ping'), { 'Mcp-Session-Id': sid, 'x-api-key': two.api_key });
   assert.equal(r.status, 404);
+});
+
+test('a session id alone carries nothing: only the key that opened it uses it', async () => {
+  const one = await newAccount();
+  const two = await newAccount();
+  const other = await aasctl('key', 'create', '--account', one.account_id, '--name', 'second');
+  const sid = await openSession(a.mcpUrl, { 'x-api-key': one.api_key });
+  const H = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': PROTOCOL };
+  const SSE = { ...H, Accept: 'text/event-stream' };
+  // Another account, another key of the same account, and no key at all:
+  // 404 as for a session that does not exist, on every method.
+  for (const who of [{ 'x-api-key': two.api_key }, { 'x-api-key': other.api_key }, {}]) {
+    const r = await post(b.mcpUrl, rpc('ping'), { ...H, ...who });
+    assert.equal(r.status, 404, `POST with ${Object.keys(who)}`);
+    const g = await fetch(b.mcpUrl, { headers: { ...SSE, ...who } });
+    assert.equal(g.status, 404, `GET with ${Object.keys(who)}`);
+    await g.body?.cancel();
+    const d = await fetch(b.mcpUrl, { method: 'DELETE', headers: { ...H, ...who } });
+    assert.equal(d.status, 404, `DELETE with ${Object.keys(who)}`);
+  }
+  // The key that opened it keeps working, through either aasd.
+  for (const u of [a.mcpUrl, b.mcpUrl]) {
+    const r = await post(u, rpc('ping'), { ...H, 'x-api-key': one.api_key });
+    assert.equal(r.status, 200);
+  }
+});
+
+test('an anonymous session is bound to the first key that uses it', async () => {
+  const one = await newAccount();
+  const two = await newAccount();
+  const sid = await openSession(a.mcpUrl);
+  const H = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': PROTOCOL };
+  assert.equal((await post(a.mcpUrl, rpc('ping'), H)).status, 200);
+  assert.equal((await post(a.mcpUrl, rpc('ping'), { ...H, 'x-api-key': one.api_key })).status, 200);
+  assert.equal(await psql(`SELECT account_id FROM mcp_sessions WHERE id = '${sid}'`), one.account_id);
+  // From then on it is that key's: anonymous use and another key get 404,
+  // through the aasd that bound it and through the other.
+  for (const u of [a.mcpUrl, b.mcpUrl]) {
+    assert.equal((await post(u, rpc('ping'), H)).status, 404);
+    assert.equal((await post(u, rpc('ping'), { ...H, 'x-api-key': two.api_key })).status, 404);
+    assert.equal((await post(u, rpc('ping'), { ...H, 'x-api-key': one.api_key })).status, 200);
+  }
 });
 
 test('PostgreSQL restarted while aasd runs: clean failures, then service again', async () => {

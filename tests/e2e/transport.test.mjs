@@ -9,15 +9,18 @@ import {
 let aasd;
 let account;
 let sid;
+let ksid; // a session of account's key: a session is used only with the credential that opened it
 
 before(async () => {
   aasd = await startAasd({ AAS_MAX_BODY_BYTES: '65536' });
   account = await newAccount();
   sid = await openSession(aasd.mcpUrl);
+  ksid = await openSession(aasd.mcpUrl, { 'x-api-key': account.api_key });
 });
 after(async () => { await aasd?.stop(); });
 
 const S = () => ({ 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': PROTOCOL });
+const K = () => ({ 'Mcp-Session-Id': ksid, 'MCP-Protocol-Version': PROTOCOL, 'x-api-key': account.api_key });
 const rpc = (method, params, id = 7) => ({ jsonrpc: '2.0', id, method, ...(params ? { params } : {}) });
 
 test('initialize negotiates each supported version and falls back to the newest', async () => {
@@ -157,7 +160,7 @@ test('unknown method is -32601, unknown tool is -32602', async () => {
 });
 
 test('argument errors are isError results naming the field; nothing else changes', async () => {
-  const H = { ...S(), 'x-api-key': account.api_key };
+  const H = K();
   const cases = [
     [{ name: 'run_command', arguments: { sandbox_id: 'sbx-0123456789abcdef' } }, /command: required/],
     [{ name: 'run_command', arguments: { sandbox_id: 'sbx-0123456789abcdef', command: 5 } }, /command: must be string/],
@@ -214,13 +217,15 @@ test('401 with WWW-Authenticate for an invalid or revoked key', async () => {
   assert.equal(r.status, 401);
   assert.match(r.headers.get('www-authenticate'), /^Bearer error="invalid_token"/);
   const acct = await newAccount();
-  r = await post(aasd.mcpUrl, rpc('ping'), { ...S(), Authorization: `Bearer ${acct.api_key}` });
+  const mine = { 'Mcp-Session-Id': await openSession(aasd.mcpUrl, { Authorization: `Bearer ${acct.api_key}` }),
+    'MCP-Protocol-Version': PROTOCOL };
+  r = await post(aasd.mcpUrl, rpc('ping'), { ...mine, Authorization: `Bearer ${acct.api_key}` });
   assert.equal(r.status, 200);
   await aasctl('key', 'revoke', '--key', acct.key_id);
   // Revocation reaches every aasd through a database notification.
   const t0 = Date.now();
   do {
-    r = await post(aasd.mcpUrl, rpc('ping'), { ...S(), Authorization: `Bearer ${acct.api_key}` });
+    r = await post(aasd.mcpUrl, rpc('ping'), { ...mine, Authorization: `Bearer ${acct.api_key}` });
   } while (r.status === 200 && Date.now() - t0 < 1000);
   assert.equal(r.status, 401);
 });
@@ -231,7 +236,7 @@ test('a key in the query string is refused and never logged', async () => {
     assert.equal(r.status, 400);
     assert.match(r.json.error.message, /header/);
   }
-  await post(aasd.mcpUrl, rpc('ping'), { ...S(), 'x-api-key': account.api_key });
+  await post(aasd.mcpUrl, rpc('ping'), K());
   assert.ok(!aasd.log().includes(account.api_key), 'the key never appears in the log');
   assert.ok(!aasd.log().includes('apiKey='), 'query strings are not logged');
 });

@@ -2,12 +2,15 @@
  * the preview proxy (server/proxy_parse.h). The first byte picks what the
  * rest is: a response head read as the proxy reads it (interim answers
  * skipped), a chunked body decoded in one piece and again split at a
- * point the second byte chooses (the two must agree), or client request
- * headers ("name: value" lines) checked before they go upstream. */
+ * point the second byte chooses (the two must agree), client request
+ * headers ("name: value" lines) checked before they go upstream, or (the
+ * second byte 'c') an upstream's Set-Cookie value through the cookie
+ * filter (service/preview_cookie.h). */
 #include <string.h>
 #include <strings.h>
 
 #include "server/proxy_parse.h"
+#include "service/preview_cookie.h"
 #include "tests/fuzz/fuzz.h"
 
 #define FUZZ_HEAD_MAX (64 * 1024) /* as the proxy's PX_HEAD_MAX */
@@ -120,6 +123,37 @@ request_headers(const uint8_t *data, size_t size)
 	free(ff.buf);
 }
 
+/* A kept cookie is no longer than it came and has no Domain attribute
+ * left: filtered again, even for no host at all, it stays as it is. */
+static void
+set_cookie(const uint8_t *data, size_t size)
+{
+	static const char host[] = "8080-sbx-a.preview.test:8080";
+	char *in = fuzz_dup((const char *)data, size < 8192 ? size : 8192);
+	char *out = NULL, *again = NULL;
+	size_t n;
+	enum pvc_verdict v;
+
+	if (in == NULL)
+		return;
+	n = strlen(in) + 1;
+	out = malloc(n);
+	again = malloc(n);
+	if (out == NULL || again == NULL)
+		goto done;
+	v = pvc_filter(in, host, out, n);
+	FUZZ_CHECK(v == PVC_KEEP || v == PVC_DROP);
+	if (v == PVC_KEEP) {
+		FUZZ_CHECK(strlen(out) < n);
+		FUZZ_CHECK(pvc_filter(out, NULL, again, n) == PVC_KEEP);
+		FUZZ_CHECK(strcmp(out, again) == 0);
+	}
+done:
+	free(in);
+	free(out);
+	free(again);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -133,7 +167,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		chunked(data + 2, size - 2, data[1]);
 		break;
 	default:
-		request_headers(data + 2, size - 2);
+		if (data[1] == 'c')
+			set_cookie(data + 2, size - 2);
+		else
+			request_headers(data + 2, size - 2);
 		break;
 	}
 	return 0;

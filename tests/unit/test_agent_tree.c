@@ -568,9 +568,10 @@ collect_emit(void *ctx, const void *p, size_t n, struct err *e)
 	o->len += n;
 	return 0;
 }
-/* A chain of links that each pass base/tar's check (x -> ".", up ->
- * "x/..") would lead out of the directory once in place: the commit
- * refuses it and nothing moves; a chain that stays inside is fine. */
+/* A chain of links that each passed base/tar's old lexical check (x ->
+ * ".", up -> "x/..") would lead out of the directory once in place: the
+ * commit refuses it and nothing moves, whatever the host let through; a
+ * chain that stays inside is fine. */
 static void
 test_link_chain_stays_inside(void **state)
 {
@@ -596,9 +597,13 @@ test_link_chain_stays_inside(void **state)
 	raw(&a, "inside", '2', "x/sub", NULL, 0777);
 	raw(&a, "up", '2', "x/..", NULL, 0777);
 	end(&a);
-	assert_int_equal(tar_filter_push(tf, a.b, a.len, collect_emit, &o, &e), 0);
-	assert_int_equal(tar_filter_finish(tf, collect_emit, &o, &e), 0);
+	/* The host's filter refuses "up" (".." after a name) now; the guest
+	 * must refuse it on its own, so the archive goes in unfiltered. */
+	assert_int_equal(tar_filter_push(tf, a.b, a.len, collect_emit, &o, &e), -1);
+	assert_non_null(strstr(e.msg, "member \"up\""));
 	tar_filter_free(tf);
+	memcpy(out, a.b, a.len);
+	o.len = a.len;
 	assert_int_equal(mkdir(at("ch"), 0755), 0);
 	assert_int_equal(mkdir(at("ch/old"), 0755), 0);
 	for (int merge = 0; merge < 2; merge++) {

@@ -113,6 +113,15 @@ upstream_conn(void *arg)
 		while (recv(fd, buf, sizeof(buf), 0) > 0)
 			;
 		atomic_fetch_add(&F->closed, 1);
+	} else if (strncmp(strchr(head, ' ') + 1, "/cookies", 8) == 0) {
+		/* Cookies for its own host, and tossed at the parent domain. */
+		static const char r[] = "HTTP/1.1 200 OK\r\n"
+					"Set-Cookie: own=1; Path=/\r\n"
+					"Set-Cookie: mine=2; Domain=S1.acct-a; HttpOnly\r\n"
+					"Set-Cookie: toss=3; Domain=acct-a; Path=/\r\n"
+					"set-cookie: toss2=4; path=/; domain=.acct-a\r\n"
+					"X-After: yes\r\nContent-Length: 2\r\n\r\nok";
+		send(fd, r, sizeof(r) - 1, MSG_NOSIGNAL);
 	} else {
 		static const char r[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
 		send(fd, r, sizeof(r) - 1, MSG_NOSIGNAL);
@@ -504,6 +513,26 @@ test_framing(void **state)
 	pthread_mutex_unlock(&F->lock);
 }
 
+/* A sandbox cannot toss a cookie at the parent domain, where every other
+ * sandbox's preview would receive it: such a Set-Cookie is left out, one
+ * for the preview's own host passes host-only, other headers stay. */
+static void
+test_parent_domain_cookie(void **state)
+{
+	char head[4096];
+	int fd;
+
+	(void)state;
+	fd = client_send("s1.acct-a", "/cookies", NULL);
+	assert_int_equal(client_head(fd, head, sizeof(head), 5000), 200);
+	close(fd);
+	assert_non_null(strcasestr(head, "\r\nSet-Cookie: own=1; Path=/\r\n"));
+	assert_non_null(strcasestr(head, "\r\nSet-Cookie: mine=2; HttpOnly\r\n"));
+	assert_non_null(strcasestr(head, "\r\nX-After: yes\r\n"));
+	assert_null(strstr(head, "toss"));
+	assert_null(strcasestr(head, "domain"));
+}
+
 /* A path over the limit, or a query over the proxy's, is refused whole;
  * a long query under it reaches the upstream whole. */
 static void
@@ -569,6 +598,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_caps, setup_caps, teardown),
 		cmocka_unit_test_setup_teardown(test_close, setup_caps, teardown),
 		cmocka_unit_test_setup_teardown(test_framing, setup_caps, teardown),
+		cmocka_unit_test_setup_teardown(test_parent_domain_cookie, setup_caps, teardown),
 		cmocka_unit_test_setup_teardown(test_long_uri, setup_caps, teardown),
 		cmocka_unit_test_setup_teardown(test_global_cap, setup_tiny, teardown),
 	};

@@ -1,5 +1,6 @@
 /* test_pty.c - terminal tickets: one use, for one sandbox and account,
- * until they expire; forged or malformed ones are refused. */
+ * until they expire; forged or malformed ones are refused; one account's
+ * flood of tickets pushes out only its own. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +14,7 @@
 #include "service/app.h"
 
 #define ACCT "11111111-2222-3333-4444-555555555555"
+#define OTHER "99999999-8888-7777-6666-555555555555"
 #define SBX "sbx-one"
 #define NOW 1800000000LL
 
@@ -126,6 +128,43 @@ test_other_process_refused(void **state)
 	pty_free(other);
 }
 
+/* One account minting tickets in a loop pushes out only its own: another
+ * account's ticket, issued before the flood, still opens its terminal. */
+static void
+test_flood_evicts_only_its_own(void **state)
+{
+	char theirs[PTY_TICKET_MAX], first[PTY_TICKET_MAX], last[PTY_TICKET_MAX], acct[64];
+	struct err e;
+
+	err_clear(&e);
+	assert_int_equal(pty_ticket_issue(*state, OTHER, "sbx-theirs", NOW, theirs, &e), 0);
+	issue(*state, first);
+	for (int i = 0; i < 2 * PTY_TICKETS_MAX; i++)
+		issue(*state, last);
+	assert_int_equal(redeem(*state, theirs, "sbx-theirs", NOW + 1, acct), 0);
+	assert_string_equal(acct, OTHER);
+	assert_int_equal(redeem(*state, last, SBX, NOW + 1, acct), 0);
+	assert_int_equal(redeem(*state, first, SBX, NOW + 1, acct), -1);
+}
+
+/* The account's share holds across its sandboxes: a flood spread over
+ * many sandboxes of one account leaves its other tickets' room alone. */
+static void
+test_share_per_account(void **state)
+{
+	char theirs[PTY_TICKET_MAX], t[PTY_TICKET_MAX], sbx[32], acct[64];
+	struct err e;
+
+	err_clear(&e);
+	assert_int_equal(pty_ticket_issue(*state, OTHER, "sbx-theirs", NOW, theirs, &e), 0);
+	for (int i = 0; i < 2 * PTY_TICKETS_MAX; i++) {
+		snprintf(sbx, sizeof(sbx), "sbx-%d", i);
+		assert_int_equal(pty_ticket_issue(*state, ACCT, sbx, NOW, t, &e), 0);
+	}
+	assert_int_equal(redeem(*state, t, sbx, NOW + 1, acct), 0);
+	assert_int_equal(redeem(*state, theirs, "sbx-theirs", NOW + 1, acct), 0);
+}
+
 int
 main(void)
 {
@@ -135,6 +174,8 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_other_sandbox_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_forged_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_other_process_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_flood_evicts_only_its_own, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_share_per_account, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -208,8 +208,8 @@ test_disable_stops_everything(void **state)
 	snprintf(other_id, sizeof(other_id), "%s", sfx_str(r, "sandbox_id"));
 	json_decref(r);
 	sess_limits_from(&s->app->cfg, &lim);
-	assert_int_equal(sess_create(s->app->db, &lim, "2025-06-18", s->account, "t", "1", sess,
-			     &e),
+	assert_int_equal(sess_create(s->app->db, &lim, "2025-06-18", s->account, NULL, "t", "1",
+			     sess, &e),
 	    0);
 	assert_int_equal(sess_lookup_cached(s->app->db, s->app->sessions, &lim, sess, &info, &e),
 	    0);

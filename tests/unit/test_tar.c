@@ -463,12 +463,88 @@ test_links(void **state)
 
 	a->n = 0;
 	add_hdr(a, "a/b", '2', 0777, 0, "../c");
-	add_hdr(a, "a/c", '2', 0777, 0, "./../a/./b/..");
-	add_hdr(a, "h", '1', 0644, 0, "./a/b");
+	add_hdr(a, "a/c", '2', 0777, 0, "./../a/./b");
+	add_hdr(a, "h", '1', 0644, 0, "./a/x");
 	assert_int_equal(filter(a->p, a->n, 0, &refuse_rules, &out, &e, &st), 0);
 	assert_int_equal(st.symlinks, 2);
 	assert_int_equal(st.hardlinks, 1);
-	assert_string_equal((char *)out.p + 2 * TAR_BLOCK + 157, "a/b"); /* cleaned */
+	assert_string_equal((char *)out.p + 2 * TAR_BLOCK + 157, "a/x"); /* cleaned */
+	free(out.p);
+	free(a);
+}
+
+/* Chains of members that each look inside the root alone but lead out of
+ * it together, when extracted in order. */
+static void
+test_link_chains(void **state)
+{
+	struct arc *a = calloc(1, sizeof(*a));
+	struct sink out;
+	struct err e;
+	struct tar_stats st;
+
+	(void)state;
+	/* a -> . makes a the root; a/b -> .. is then the root's parent. */
+	add_hdr(a, "a", '2', 0777, 0, ".");
+	add_hdr(a, "a/b", '2', 0777, 0, "..");
+	refused(a, ERR_INVALID, "member \"a/b\": its path passes through the symlink \"a\"", 0);
+	/* Writing a file through a link to a subdirectory of the root: a
+	 * later link may point anywhere, so no path passes through one. */
+	a->n = 0;
+	add_hdr(a, "d/", '5', 0755, 0, NULL);
+	add_hdr(a, "l", '2', 0777, 0, "d");
+	add_hdr(a, "l/f", '0', 0644, 0, NULL);
+	refused(a, ERR_INVALID, "passes through the symlink \"l\"", 0);
+	/* d/up -> .. is the root; s -> d/up/.. is lexically d, really the
+	 * root's parent: ".." after a name is refused, whichever comes first. */
+	a->n = 0;
+	add_hdr(a, "d/up", '2', 0777, 0, "..");
+	add_hdr(a, "s", '2', 0777, 0, "d/up/..");
+	refused(a, ERR_INVALID, "member \"s\": a symlink target with \"..\" after a name", 0);
+	a->n = 0;
+	add_hdr(a, "s", '2', 0777, 0, "d/up/../x");
+	add_hdr(a, "d/up", '2', 0777, 0, "..");
+	refused(a, ERR_INVALID, "member \"s\": a symlink target with \"..\" after a name", 0);
+	/* A directory of the archive replaced by a symlink after something
+	 * was put in it (and then written through under the old name). */
+	a->n = 0;
+	add_hdr(a, "d/x", '0', 0644, 0, NULL);
+	add_hdr(a, "d", '2', 0777, 0, ".");
+	refused(a, ERR_INVALID, "member \"d\": a link in place of a directory", 0);
+	a->n = 0;
+	add_hdr(a, "d/", '5', 0755, 0, NULL);
+	add_hdr(a, "d", '1', 0644, 0, "f");
+	refused(a, ERR_INVALID, "member \"d\": a link in place of a directory", 0);
+	/* A hard link to a symlink is that symlink in another directory:
+	 * d/l -> .. is the root, a hard link h to it at the root climbs out. */
+	a->n = 0;
+	add_hdr(a, "d/l", '2', 0777, 0, "..");
+	add_hdr(a, "h", '1', 0644, 0, "d/l");
+	refused(a, ERR_INVALID, "member \"h\": a hard link to a symlink of this archive", 0);
+	/* ... or a hard link through one, to a file outside. */
+	a->n = 0;
+	add_hdr(a, "up", '2', 0777, 0, ".");
+	add_hdr(a, "h", '1', 0644, 0, "up/f");
+	refused(a, ERR_INVALID,
+	    "member \"h\": a hard link to a symlink of this archive, or through", 0);
+	/* "a/./b" is not compared as lying under "a": refused. */
+	a->n = 0;
+	add_hdr(a, "a", '2', 0777, 0, ".");
+	add_hdr(a, "a/./b", '2', 0777, 0, "..");
+	refused(a, ERR_INVALID, "member \"a/./b\": a \".\" component inside a name", 0);
+
+	/* In skip mode the chain is cut where it breaks: a passes, a/b and
+	 * everything under a are left out, the rest passes. */
+	a->n = 0;
+	add_hdr(a, "a", '2', 0777, 0, ".");
+	add_hdr(a, "a/b", '2', 0777, 0, "..");
+	add_hdr(a, "a/b/etc/x", '0', 0644, 0, NULL);
+	add_hdr(a, "ok/f", '0', 0644, 0, NULL);
+	add_hdr(a, "ok/l", '2', 0777, 0, "../ok/f");
+	assert_int_equal(filter(a->p, a->n, 0, &skip_rules, &out, &e, &st), 0);
+	assert_int_equal(st.skipped, 2);
+	assert_int_equal(st.symlinks, 2);
+	assert_int_equal(st.files, 1);
 	free(out.p);
 	free(a);
 }
@@ -924,6 +1000,7 @@ main(void)
 		cmocka_unit_test(test_ustar),
 		cmocka_unit_test(test_names),
 		cmocka_unit_test(test_links),
+		cmocka_unit_test(test_link_chains),
 		cmocka_unit_test(test_mode),
 		cmocka_unit_test(test_checksum),
 		cmocka_unit_test(test_pax_headers),
