@@ -232,9 +232,13 @@ static const struct cfg_entry cfg_table[] = {
 	{ "AAS_WEB_SESSIONS_PER_ACCOUNT", CFG_INT, "20", 1, 1000, F(web_sessions_per_account),
 	    "Dashboard sessions one account keeps; a new login ends the oldest beyond this." },
 	{ "AAS_LOGIN_FAILURES", CFG_INT, "5", 1, 1000, F(login_failures),
-	    "Failed logins for one e-mail within AAS_LOCKOUT_S before its login is locked." },
+	    "Failed logins for one e-mail from one client address (IPv6: its /64) within "
+	    "AAS_LOCKOUT_S before that address's logins to that e-mail are locked." },
 	{ "AAS_LOGIN_FAILURES_PER_ADDRESS", CFG_INT, "30", 1, 100000, F(login_failures_per_address),
 	    "Failed logins from one client address within AAS_LOCKOUT_S before it is locked out." },
+	{ "AAS_LOGIN_FAILURES_PER_EMAIL", CFG_INT, "100", 1, 100000, F(login_failures_per_email),
+	    "Failed logins for one e-mail from all addresses within AAS_LOCKOUT_S before its login "
+	    "is locked everywhere (a password reset still logs in)." },
 	{ "AAS_LOCKOUT_S", CFG_INT, "900", 10, 86400, F(lockout_s),
 	    "The window failures are counted in, and how long a lockout lasts." },
 	{ "AAS_SIGNUPS_PER_ADDRESS", CFG_INT, "10", 1, 100000, F(signups_per_address),

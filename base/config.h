@@ -114,6 +114,7 @@ struct config {
 	int web_sessions_per_account;
 	int login_failures;
 	int login_failures_per_address;
+	int login_failures_per_email;
 	int lockout_s;
 	int signups_per_address;
 	int mails_per_account;

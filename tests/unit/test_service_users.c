@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -275,11 +276,26 @@ test_signup_limit_per_address(void **state)
 	    0);
 }
 
+/* The subject the failures of `email` from `addr` are counted under. */
+static void
+login_pair_subject(const char *email, const char *addr, char *out, size_t n)
+{
+	char pair[128], hash[KEY_HASH_HEX_LEN + 1];
+	size_t i;
+
+	for (i = 0; email[i] && i < 63; i++)
+		pair[i] = (char)(email[i] >= 'A' && email[i] <= 'Z' ? email[i] + 32 : email[i]);
+	snprintf(pair + i, sizeof(pair) - i, "|%s", addr);
+	key_hash_hex(pair, strlen(pair), hash, sizeof(hash));
+	snprintf(out, n, "login-from:%s", hash);
+}
+
 static void
 test_login_locks_out(void **state)
 {
 	struct sfx *s = *state;
 	char email[64], account[ACCT_ID_LEN + 1], got[ACCT_ID_LEN + 1], addr[32], nobody[64];
+	char subject[128];
 	struct err e;
 
 	tune(s);
@@ -307,11 +323,11 @@ test_login_locks_out(void **state)
 	assert_int_equal(e.kind, ERR_UNAUTHORIZED);
 	assert_string_equal(e.msg, "Wrong e-mail address or password.");
 	/* The lockout ends when its failures leave the window. */
-	assert_int_equal(
-	    count(s,
-		"WITH u AS (UPDATE auth_events SET at = at - interval '1 day' "
-		"WHERE subject = 'login:' || lower($1) RETURNING 1) SELECT count(*) FROM u",
-		email),
+	login_pair_subject(email, addr, subject, sizeof(subject));
+	assert_int_equal(count(s,
+			     "WITH u AS (UPDATE auth_events SET at = at - interval '1 day' "
+			     "WHERE subject = $1 RETURNING 1) SELECT count(*) FROM u",
+			     subject),
 	    3);
 	err_clear(&e);
 	assert_int_equal(user_login(s->app->db, &s->app->cfg, email, PASSWORD, addr, got, &e), 0);
@@ -693,6 +709,68 @@ test_parallel_guesses_counted(void **state)
 	assert_true(wrong <= 3);
 }
 
+static double
+login_ms(struct sfx *s, const char *email, const char *addr, struct err *e)
+{
+	char got[ACCT_ID_LEN + 1];
+	struct timespec a, b;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	err_clear(e);
+	assert_int_equal(user_login(s->app->db, &s->app->cfg, email, "wrong password!", addr, got,
+			     e),
+	    -1);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+}
+
+/* An attacker failing 100 times from one address locks only that address
+ * out of the e-mail: its owner logs in from another. A wrong password and
+ * an unknown e-mail answer alike, in about the same time. */
+static void
+test_login_lockout_spares_owner(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], account[ACCT_ID_LEN + 1], got[ACCT_ID_LEN + 1], evil[32], home[32];
+	char nobody[64], known_msg[512];
+	double known = 0, unknown = 0;
+	struct err e;
+	int limited = 0;
+
+	tune(s);
+	s->app->cfg.login_failures = 5;
+	s->app->cfg.login_failures_per_email = 100;
+	signup(s, email, sizeof(email), account);
+	new_addr(evil, sizeof(evil));
+	new_addr(home, sizeof(home));
+	for (int i = 0; i < 100; i++) {
+		err_clear(&e);
+		assert_int_equal(user_login(s->app->db, &s->app->cfg, email, "wrong password!",
+				     evil, got, &e),
+		    -1);
+		assert_true(e.kind == ERR_UNAUTHORIZED || e.kind == ERR_LIMIT);
+		limited += e.kind == ERR_LIMIT;
+	}
+	assert_int_equal(limited, 95);
+	err_clear(&e);
+	if (user_login(s->app->db, &s->app->cfg, email, PASSWORD, home, got, &e) < 0)
+		fail_msg("the owner is locked out: %s", e.msg);
+	assert_string_equal(got, account);
+
+	new_email(nobody, sizeof(nobody));
+	for (int i = 0; i < 3; i++) {
+		known += login_ms(s, email, home, &e);
+		snprintf(known_msg, sizeof(known_msg), "%s", e.msg);
+		assert_int_equal(e.kind, ERR_UNAUTHORIZED);
+		unknown += login_ms(s, nobody, home, &e);
+		assert_int_equal(e.kind, ERR_UNAUTHORIZED);
+		assert_string_equal(e.msg, known_msg);
+	}
+	print_message("login: wrong password %.1f ms, unknown e-mail %.1f ms (3 each)\n", known,
+	    unknown);
+	assert_true(unknown * 3 > known && known * 3 > unknown);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, sfx_setup, sfx_teardown)
 
 int
@@ -705,6 +783,7 @@ main(void)
 		T(test_signup_refuses_bad_input),
 		T(test_signup_limit_per_address),
 		T(test_login_locks_out),
+		T(test_login_lockout_spares_owner),
 		T(test_reset_link),
 		T(test_sessions),
 		T(test_outbox_keeps_mail_without_smtp),
