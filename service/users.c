@@ -144,24 +144,9 @@ static int
 signup_gate_tx(PGconn *c, void *arg, struct err *e)
 {
 	struct signup_ctx *sx = arg;
-	const char *p[1] = { sx->email };
-	PGresult *r;
-	int taken;
 
-	if (user_take_turn(c, "signup-ip", sx->addr, sx->cfg->signups_per_address, HOUR_S,
-		"sign-ups from your network", e) < 0)
-		return -1;
-	r = db_conn_query(c, "SELECT 1 FROM accounts WHERE lower(email) = $1", 1, p, e);
-	if (r == NULL)
-		return -1;
-	taken = PQntuples(r) > 0;
-	PQclear(r);
-	if (taken) {
-		err_set_at(e, ERR_CONFLICT, "email",
-		    "An account with this e-mail address exists. Log in, or reset its password.");
-		return -1;
-	}
-	return 0;
+	return user_take_turn(c, "signup-ip", sx->addr, sx->cfg->signups_per_address, HOUR_S,
+	    "sign-ups from your network", e);
 }
 
 static int
@@ -172,6 +157,7 @@ signup_tx(PGconn *c, void *arg, struct err *e)
 	PGresult *r;
 	int rc;
 
+	sx->account_id[0] = '\0';
 	r = db_conn_query(c,
 	    "INSERT INTO accounts(email, password_hash) SELECT $1, $2 "
 	    "WHERE NOT EXISTS (SELECT 1 FROM accounts WHERE lower(email) = $1) RETURNING id",
@@ -180,9 +166,8 @@ signup_tx(PGconn *c, void *arg, struct err *e)
 		return -1;
 	if (PQntuples(r) == 0) {
 		PQclear(r);
-		err_set_at(e, ERR_CONFLICT, "email",
-		    "An account with this e-mail address exists. Log in, or reset its password.");
-		return -1;
+		/* Answered as a new account: the owner hears of it instead. */
+		return user_signup_taken(c, sx->cfg, sx->email, e);
 	}
 	rc = db_get_str(r, 0, 0, sx->account_id, ACCT_ID_LEN + 1, e);
 	PQclear(r);
@@ -199,10 +184,12 @@ user_signup(struct db *db, const struct config *cfg, const char *email_in, const
 	struct pw_params pp;
 	struct signup_ctx sx = { cfg, email, addr, hash, account_id };
 
+	account_id[0] = '\0';
 	if (user_email_norm(email_in, email, sizeof(email), e) < 0 ||
 	    pw_policy_check(password, strlen(password), email, e) < 0)
 		return -1;
-	/* The limit and the duplicate are checked before the slow hash. */
+	/* The limit before the slow hash; the hash whether or not the
+	 * address has an account, so the time does not tell. */
 	if (db_tx(db, signup_gate_tx, &sx, e) < 0)
 		return -1;
 	user_params(cfg, &pp);

@@ -38,6 +38,10 @@ int user_check_password(struct db *db, const char *account, const char *password
  * when this call posted it. */
 int user_grant_free(PGconn *c, const struct config *cfg, const char *account, int *granted,
     struct err *e);
+/* A sign-up with an address that has an account: mails its owner a
+ * notice (quietly nothing over the account's mail allowance), in the
+ * sign-up's transaction. */
+int user_signup_taken(PGconn *c, const struct config *cfg, const char *email, struct err *e);
 /* Marks every unused reset and address-change link of the account used
  * (its password or address changed: they were asked for under the old). */
 int user_links_void(PGconn *c, const char *account, struct err *e);

@@ -9,7 +9,7 @@ import crypto from 'node:crypto';
 import { startAasd, psql, post, initializeBody, JSON_HEADERS } from './lib/harness.mjs';
 import { startSmtpSink } from './lib/smtp.mjs';
 import {
-  WebClient, randomEmail, GOOD_PASSWORD, linkIn, stripeSign, startFakeStripe,
+  WebClient, randomEmail, GOOD_PASSWORD, linkIn, stripeSign, startFakeStripe, signUpAndLogIn,
 } from './lib/web.mjs';
 
 const WEBHOOK_SECRET = `whsec_${crypto.randomBytes(12).toString('hex')}`;
@@ -51,8 +51,7 @@ function client() {
 }
 
 async function signUp(c, email = randomEmail()) {
-  const r = await c.submit('/signup', '/signup', { email, password: GOOD_PASSWORD });
-  assert.equal(r.status, 303, r.text);
+  const r = await signUpAndLogIn(c, email);
   assert.equal(r.headers.get('location'), '/dashboard');
   return email;
 }
@@ -95,7 +94,7 @@ test('pages carry a strict CSP, no framing, and host-only cookies', async () => 
   assert.match(res.text, /\/signup/);
 });
 
-test('sign-up refuses a weak password, a bad address and a taken address', async () => {
+test('sign-up refuses a weak password and a bad address; a taken one answers as a new one', async () => {
   const c = client();
   const email = randomEmail();
   let r = await c.submit('/signup', '/signup', { email, password: 'password123' });
@@ -110,10 +109,15 @@ test('sign-up refuses a weak password, a bad address and a taken address', async
   assert.equal(await psql(`SELECT count(*) FROM accounts WHERE email = '${email}'`), '0');
   await signUp(c, email);
   const other = client();
+  const since = (await smtp.messages()).length;
   r = await other.submit('/signup', '/signup', { email: email.toUpperCase(), password: GOOD_PASSWORD });
-  assert.equal(r.status, 409);
-  assert.match(r.text, /exists/);
+  assert.equal(r.status, 200);
+  assert.match(r.text, /Check your mail/);
+  assert.equal(r.headers.getSetCookie().some((ck) => /aas_session/.test(ck)), false);
   assert.equal(await psql(`SELECT count(*) FROM accounts WHERE lower(email) = '${email}'`), '1');
+  // The owner hears of it.
+  const notice = await smtp.waitFor(email, { subject: 'Your aas account', since });
+  assert.match(notice.text, /has an\s+account already/);
 });
 
 test('a form without its token, or with a wrong one, or from another site is refused', async () => {
@@ -182,6 +186,65 @@ test('wrong passwords lock the login, and the page says when to retry', async ()
   r = await other.submit('/login', '/login', { email: randomEmail(), password: GOOD_PASSWORD });
   assert.equal(r.status, 401);
   assert.match(r.text, /Wrong e-mail address or password/);
+});
+
+// A page with its tokens and the address typed into it taken out.
+function plain(text, email) {
+  return text.replace(/[0-9a-f]{64}/g, 'T').split(email).join('E');
+}
+
+function median(v) {
+  const s = [...v].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+test('sign-up, login and reset answer alike for a known and an unknown address', async () => {
+  const known = await signUp(client());
+  const unknown = randomEmail();
+  const answers = {};
+  for (const [name, email] of [['known', known], ['unknown', unknown]]) {
+    const c = client();
+    const s = await c.submit('/signup', '/signup', { email, password: GOOD_PASSWORD });
+    const ms = [];
+    let l;
+    for (let i = 0; i < 5; i++) {
+      const from = client(); // each under the lockout of its own address
+      const csrf = await from.csrf('/login');
+      const t0 = performance.now();
+      l = await from.post('/login', { csrf, email, password: 'not the password' });
+      ms.push(performance.now() - t0);
+    }
+    const r = await c.submit('/reset', '/reset', { email });
+    answers[name] = {
+      signup: [s.status, plain(s.text, email)], login: [l.status, plain(l.text, email)],
+      reset: [r.status, plain(r.text, email)], ms: median(ms),
+    };
+  }
+  for (const k of ['signup', 'login', 'reset']) assert.deepEqual(answers.known[k], answers.unknown[k], k);
+  assert.equal(answers.known.signup[0], 200);
+  assert.equal(answers.known.login[0], 401);
+  console.log(`login, median of 5: known address ${answers.known.ms.toFixed(1)} ms, unknown ${answers.unknown.ms.toFixed(1)} ms`);
+  assert.ok(answers.known.ms < 3 * answers.unknown.ms && answers.unknown.ms < 3 * answers.known.ms,
+    JSON.stringify([answers.known.ms, answers.unknown.ms]));
+  // The unknown address's sign-up made an account: the known one's did not.
+  assert.equal(await psql(`SELECT count(*) FROM accounts WHERE lower(email) = '${known}'`), '1');
+  assert.equal(await psql(`SELECT count(*) FROM accounts WHERE lower(email) = '${unknown}'`), '1');
+});
+
+test('an attacker failing 100 times from one address does not lock the owner out', async () => {
+  const owner = client();
+  const email = await signUp(owner);
+  const attacker = client();
+  let locked = 0;
+  for (let i = 0; i < 100; i++) {
+    const csrf = await attacker.csrf('/login');
+    const r = await attacker.post('/login', { csrf, email, password: 'not the password' });
+    assert.ok(r.status === 401 || r.status === 429, String(r.status));
+    locked += r.status === 429;
+  }
+  assert.ok(locked >= 90, `only ${locked} answers were the lockout`);
+  const r = await client().submit('/login', '/login', { email, password: GOOD_PASSWORD });
+  assert.equal(r.status, 303, r.text.slice(0, 400));
 });
 
 test('password reset: a single-use link, the new password, old sessions ended', async () => {
