@@ -114,7 +114,13 @@ static const struct cfg_entry cfg_table[] = {
 	    "GET /v1/mcp streams one account may hold open on one aasd (all sessions opened "
 	    "without a key share one such allowance); more get 429." },
 	{ "AAS_FREE_CREDIT", CFG_LLONG, "200000", 0, 1000000000000LL, F(free_credit),
-	    "Credit granted to every new account, in micro-USD." },
+	    "Credit granted once per mailbox when its address is verified, in micro-USD." },
+	{ "AAS_FREE_GRANTS_PER_NETWORK", CFG_INT, "3", 1, 1000000, F(free_grants_per_network),
+	    "Free credit grants per day to accounts signed up from one network (IPv4 /24, IPv6 "
+	    "/48); later verified accounts get none (docs/billing.md)." },
+	{ "AAS_FREE_GRANTS_PER_DOMAIN", CFG_INT, "10", 1, 1000000, F(free_grants_per_domain),
+	    "Free credit grants per day to addresses of one e-mail domain (shared providers such as "
+	    "gmail.com are not counted per domain)." },
 	{ "AAS_BILLING_MINUTE_S", CFG_INT, "60", 1, 60, F(minute_s),
 	    "Seconds in a billed minute (60 in production; tests shorten it to see expiry quickly)." },
 	{ "AAS_PRICE_SMALL", CFG_LLONG, "500", 0, 100000000, F(price_small),

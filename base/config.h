@@ -53,6 +53,8 @@ struct config {
 	int max_streams_per_account;
 	/* Money is integer micro-USD everywhere. */
 	long long free_credit;
+	int free_grants_per_network;
+	int free_grants_per_domain;
 	int minute_s; /* length of a billed minute */
 	long long price_small;
 	long long price_medium;

@@ -300,7 +300,7 @@ link_status(const struct err *e)
 static void
 verify(struct web_ctx *c)
 {
-	char account[ACCT_ID_LEN + 1], msg[256];
+	char account[ACCT_ID_LEN + 1], msg[400];
 	struct err e;
 	int granted = 0;
 
@@ -313,8 +313,12 @@ verify(struct web_ctx *c)
 	}
 	log_info("web: account %s verified its e-mail", account);
 	snprintf(msg, sizeof(msg), "Your e-mail address is verified%s.",
-	    granted ? " and your free credit is on your balance" :
-		      " (this address has had its free credit before)");
+	    granted > 0 ? " and your free credit is on your balance" :
+		granted < 0 ?
+			  ". The free credit is withheld: many new accounts from your network or "
+			  "your e-mail domain had it today. Buy credit under Usage, or write to "
+			  "the operator to ask for it" :
+			  " (this address has had its free credit before)");
 	page_message(c, 200, "E-mail verified", msg, "/dashboard", "Go to your dashboard");
 }
 

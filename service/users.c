@@ -153,15 +153,17 @@ static int
 signup_tx(PGconn *c, void *arg, struct err *e)
 {
 	struct signup_ctx *sx = arg;
-	const char *p[2] = { sx->email, sx->hash };
+	char net[USER_ADDR_MAX + 1];
+	const char *p[3] = { sx->email, sx->hash, net };
 	PGresult *r;
 	int rc;
 
 	sx->account_id[0] = '\0';
+	user_signup_net(sx->addr, net, sizeof(net));
 	r = db_conn_query(c,
-	    "INSERT INTO accounts(email, password_hash) SELECT $1, $2 "
+	    "INSERT INTO accounts(email, password_hash, signup_net) SELECT $1, $2, $3 "
 	    "WHERE NOT EXISTS (SELECT 1 FROM accounts WHERE lower(email) = $1) RETURNING id",
-	    2, p, e);
+	    3, p, e);
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) == 0) {
@@ -296,33 +298,6 @@ struct verify_ctx {
 	char *account_id;
 	int *granted;
 };
-
-int
-user_grant_free(PGconn *c, const struct config *cfg, const char *account, int *granted,
-    struct err *e)
-{
-	const char *p[1] = { account };
-	char key[KEY_HASH_HEX_LEN + 32], hash[KEY_HASH_HEX_LEN + 1], email[USER_EMAIL_MAX + 1];
-	PGresult *r;
-	int rc;
-
-	*granted = 0;
-	if (cfg->free_credit <= 0)
-		return 0;
-	r = db_conn_query(c, "SELECT lower(email) FROM accounts WHERE id = $1", 1, p, e);
-	if (r == NULL)
-		return -1;
-	rc = db_get_str(r, 0, 0, email, sizeof(email), e);
-	PQclear(r);
-	if (rc < 0)
-		return -1;
-	/* Keyed by the address, not the account: deleting an account and
-	 * signing up again with the same mailbox grants nothing more. */
-	key_hash_hex(email, strlen(email), hash, sizeof(hash));
-	snprintf(key, sizeof(key), "grant:email:%s", hash);
-	return bill_post(c, account, NULL, "grant", cfg->free_credit, -1,
-	    "free credit for new accounts", key, NULL, granted, e);
-}
 
 int
 user_links_void(PGconn *c, const char *account, struct err *e)

@@ -45,6 +45,8 @@ tune(struct sfx *s)
 	s->app->cfg.web_absolute_s = 86400;
 	s->app->cfg.link_ttl_s = 86400;
 	s->app->cfg.free_credit = SFX_FREE_CREDIT;
+	s->app->cfg.free_grants_per_network = 1000000;
+	s->app->cfg.free_grants_per_domain = 1000000;
 }
 
 static void
