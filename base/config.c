@@ -260,6 +260,11 @@ static const struct cfg_entry cfg_table[] = {
 	    "Signing secret of the Stripe webhook endpoint <AAS_PUBLIC_URL>/v1/billing/stripe/webhook." },
 	{ "AAS_STRIPE_API_URL", CFG_STR, "https://api.stripe.com", 0, 0, F(stripe_api_url),
 	    "Stripe's API origin (tests point it at a local stand-in)." },
+	{ "AAS_CHECKOUTS_PER_HOUR", CFG_INT, "5", 1, 1000, F(checkouts_per_hour),
+	    "Checkouts (Stripe sessions) one account may start per hour." },
+	{ "AAS_CHECKOUTS_OPEN", CFG_INT, "3", 1, 100, F(checkouts_open),
+	    "Checkouts one account may have open (started in the last day, not paid) before it "
+	    "may start another." },
 	{ "AAS_TOPUP_USD", CFG_STR, "5,10,25", 0, 0, F(topup_usd),
 	    "Top-up amounts offered, whole US dollars, comma-separated (at most 8, each 1 to 1000); "
 	    "empty offers none." },

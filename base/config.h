@@ -122,6 +122,8 @@ struct config {
 	int mails_per_account;
 	int link_ttl_s;
 	int trust_x_real_ip;
+	int checkouts_per_hour;
+	int checkouts_open;
 	char stripe_secret_key[256];
 	char stripe_webhook_secret[256];
 	char stripe_api_url[CONFIG_STR_MAX];

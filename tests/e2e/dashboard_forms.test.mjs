@@ -417,6 +417,36 @@ test('buying credit: checkout at Stripe, credit once per paid checkout from sign
   assert.match(r.text, new RegExp(`grant",10\\.000000,10000000,,"","credit bought \\(stripe checkout ${req.id}\\)"`));
 });
 
+test('a refund takes the credit back once; checkouts an account may start are bounded', async () => {
+  const c = client();
+  const email = await signUp(c);
+  const account = await psql(`SELECT id FROM accounts WHERE email = '${email}'`);
+  let r = await c.submit('/dashboard/usage', '/dashboard/billing/checkout', { amount: '10' });
+  assert.equal(r.status, 303);
+  const pi = `pi_${crypto.randomBytes(8).toString('hex')}`;
+  let d = await deliver(checkoutEvent(`evt_${crypto.randomBytes(8).toString('hex')}`,
+    stripe.requests.at(-1).id, account, 1000, { payment_intent: pi }));
+  assert.equal(d.body.credited, true);
+  assert.equal(await balanceText(c), '$10.00');
+  const refund = JSON.stringify({
+    id: `evt_${crypto.randomBytes(8).toString('hex')}`, object: 'event', type: 'charge.refunded',
+    data: { object: { id: 'ch_1', object: 'charge', currency: 'usd', amount: 1000, amount_refunded: 250, payment_intent: pi } },
+  });
+  for (let i = 0; i < 2; i++) assert.equal((await deliver(refund)).status, 200);
+  assert.equal(await balanceText(c), '$7.50');
+  assert.equal(await psql(`SELECT (balance = (SELECT sum(amount) FROM ledger WHERE account_id = '${account}'))::text FROM accounts WHERE id = '${account}'`), 'true');
+  // Three open (unpaid) checkouts at most (AAS_CHECKOUTS_OPEN).
+  for (let i = 0; i < 3; i++) {
+    r = await c.submit('/dashboard/usage', '/dashboard/billing/checkout', { amount: '5' });
+    assert.equal(r.status, 303);
+  }
+  const made = stripe.requests.length;
+  r = await c.submit('/dashboard/usage', '/dashboard/billing/checkout', { amount: '5' });
+  assert.equal(r.status, 429);
+  assert.match(r.text, /checkouts are open/);
+  assert.equal(stripe.requests.length, made, 'no Stripe session was made');
+});
+
 test('a new address takes effect through the link sent to it; deleting the account ends its keys and frees its address', async () => {
   const c = client();
   const email = await signUp(c);
