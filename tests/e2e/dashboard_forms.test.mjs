@@ -6,6 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
+import http from 'node:http';
 import { startAasd, psql, post, initializeBody, JSON_HEADERS } from './lib/harness.mjs';
 import { startSmtpSink } from './lib/smtp.mjs';
 import {
@@ -31,6 +32,7 @@ before(async () => {
     AAS_STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
     AAS_STRIPE_API_URL: stripe.url,
     AAS_TOPUP_USD: '5,10',
+    AAS_OAUTH_LOCAL_DOCUMENTS: '1',
   });
 });
 after(async () => {
@@ -445,6 +447,52 @@ test('a refund takes the credit back once; checkouts an account may start are bo
   assert.equal(r.status, 429);
   assert.match(r.text, /checkouts are open/);
   assert.equal(stripe.requests.length, made, 'no Stripe session was made');
+});
+
+test('another site\'s links cannot spend an account\'s client-document fetches', async () => {
+  // Client ID Metadata Documents for any name, on loopback.
+  const docs = http.createServer((req, res) => {
+    const name = /^\/clients\/([a-z0-9]+)\.json$/.exec(req.url)?.[1];
+    if (!name) { res.writeHead(404); res.end(); return; }
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ client_id: `${base}${req.url}`, client_name: `App ${name}`,
+      redirect_uris: [`${base}/callback`], token_endpoint_auth_method: 'none' }));
+  });
+  await new Promise((r) => docs.listen(0, '127.0.0.1', r));
+  const base = `http://127.0.0.1:${docs.address().port}`;
+  const query = (name) => new URLSearchParams({
+    response_type: 'code', client_id: `${base}/clients/${name}.json`, redirect_uri: `${base}/callback`,
+    code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', code_challenge_method: 'S256', state: 's',
+  }).toString();
+  try {
+    const c = client();
+    const email = await signUp(c);
+    await verify(c, email);
+    const account = await psql(`SELECT id FROM accounts WHERE email = '${email}'`);
+    // A hostile page navigates the victim's browser (its cookie goes along
+    // on a top-level GET) to 60 documents of its choosing.
+    for (let i = 0; i < 60; i++) {
+      const r = await c.get(`/oauth/authorize?${query(`evil${i}`)}`, { 'sec-fetch-site': 'cross-site' });
+      assert.equal(r.status, 200, r.text.slice(0, 300));
+    }
+    assert.equal(await psql(`SELECT count(*) FROM auth_events WHERE subject = 'oauth_fetch:${account}'`), '0');
+    // The owner still connects the application they want: past the
+    // address's fetches, one click (this site's own form) goes on.
+    let r = await c.get(`/oauth/authorize?${query('real')}`);
+    if (r.status === 429) {
+      const csrf = r.text.match(/name="csrf" value="([0-9a-f]{64})"/)?.[1];
+      assert.ok(csrf && /value="continue"/.test(r.text), r.text.slice(0, 600));
+      r = await c.post('/oauth/authorize', { ...Object.fromEntries(new URLSearchParams(query('real'))), csrf, decision: 'continue' });
+    }
+    assert.equal(r.status, 200, r.text.slice(0, 600));
+    assert.match(r.text, /App real/);
+    assert.match(r.text, /id="approve"/);
+    // Without the form's token the POST spends nothing.
+    r = await c.post('/oauth/authorize', { ...Object.fromEntries(new URLSearchParams(query('other'))), decision: 'continue' });
+    assert.equal(r.status, 403);
+  } finally {
+    await new Promise((r) => docs.close(r));
+  }
 });
 
 test('a new address takes effect through the link sent to it; deleting the account ends its keys and frees its address', async () => {
