@@ -206,6 +206,15 @@ test('the main flow works with the keyboard alone', async () => {
   await tabTo(page, (e) => e.name === 'password');
   await page.keyboard.type(GOOD_PASSWORD);
   await enterAndWait(page);
+  // Signed up, not logged in: on to the login form.
+  assert.match(await text(page, 'main'), /Check your mail/);
+  await tabTo(page, (e) => e.href === '/login');
+  await enterAndWait(page);
+  await tabTo(page, (e) => e.name === 'email');
+  await page.keyboard.type(email);
+  await tabTo(page, (e) => e.name === 'password');
+  await page.keyboard.type(GOOD_PASSWORD);
+  await enterAndWait(page);
   assert.equal(new URL(page.url()).pathname, '/dashboard');
   // The mail's link (keys come after verification), then the keyboard again.
   const mail = await smtp.waitFor(email, { subject: 'Verify' });
