@@ -45,7 +45,7 @@ SERVICE_SRC := \
 	service/sandbox.c service/sandbox_maint.c service/sandbox_hosts.c service/hosts.c service/place.c service/sandbox_io.c service/sandbox_tree.c service/sandbox_cmd.c service/sandbox_net.c service/sandbox_pty.c service/sandbox_move.c service/sandbox_pause.c service/sandbox_snap.c \
 	service/preview.c service/usage.c service/store.c service/store_cmd.c service/store_port.c service/store_money.c service/store_maint.c service/store_move.c service/store_pause.c service/store_snap.c service/settle.c \
 	service/attempts.c service/mailq.c service/websess.c service/users.c service/users_change.c service/users_check.c service/users_revoke.c service/pay.c service/pay_stripe.c service/tasks.c \
-	service/oauth_rules.c service/oauth.c service/task_cut.c service/purge.c service/preview_cookie.c
+	service/oauth_rules.c service/oauth.c service/task_cut.c service/purge.c service/preview_cookie.c service/users_guard.c service/users_grant.c service/pay_back.c
 SERVER_SRC := \
 	server/auth.c server/http.c server/sse.c server/mcp.c server/mcp_cred.c server/mcp_rpc.c server/mcp_era.c \
 	server/proxy.c server/proxy_parse.c server/metrics_http.c server/card.c \

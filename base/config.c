@@ -114,7 +114,13 @@ static const struct cfg_entry cfg_table[] = {
 	    "GET /v1/mcp streams one account may hold open on one aasd (all sessions opened "
 	    "without a key share one such allowance); more get 429." },
 	{ "AAS_FREE_CREDIT", CFG_LLONG, "200000", 0, 1000000000000LL, F(free_credit),
-	    "Credit granted to every new account, in micro-USD." },
+	    "Credit granted once per mailbox when its address is verified, in micro-USD." },
+	{ "AAS_FREE_GRANTS_PER_NETWORK", CFG_INT, "3", 1, 1000000, F(free_grants_per_network),
+	    "Free credit grants per day to accounts signed up from one network (IPv4 /24, IPv6 "
+	    "/48); later verified accounts get none (docs/billing.md)." },
+	{ "AAS_FREE_GRANTS_PER_DOMAIN", CFG_INT, "10", 1, 1000000, F(free_grants_per_domain),
+	    "Free credit grants per day to addresses of one e-mail domain (shared providers such as "
+	    "gmail.com are not counted per domain)." },
 	{ "AAS_BILLING_MINUTE_S", CFG_INT, "60", 1, 60, F(minute_s),
 	    "Seconds in a billed minute (60 in production; tests shorten it to see expiry quickly)." },
 	{ "AAS_PRICE_SMALL", CFG_LLONG, "500", 0, 100000000, F(price_small),
@@ -245,9 +251,13 @@ static const struct cfg_entry cfg_table[] = {
 	{ "AAS_WEB_SESSIONS_PER_ACCOUNT", CFG_INT, "20", 1, 1000, F(web_sessions_per_account),
 	    "Dashboard sessions one account keeps; a new login ends the oldest beyond this." },
 	{ "AAS_LOGIN_FAILURES", CFG_INT, "5", 1, 1000, F(login_failures),
-	    "Failed logins for one e-mail within AAS_LOCKOUT_S before its login is locked." },
+	    "Failed logins for one e-mail from one client address (IPv6: its /64) within "
+	    "AAS_LOCKOUT_S before that address's logins to that e-mail are locked." },
 	{ "AAS_LOGIN_FAILURES_PER_ADDRESS", CFG_INT, "30", 1, 100000, F(login_failures_per_address),
 	    "Failed logins from one client address within AAS_LOCKOUT_S before it is locked out." },
+	{ "AAS_LOGIN_FAILURES_PER_EMAIL", CFG_INT, "100", 1, 100000, F(login_failures_per_email),
+	    "Failed logins for one e-mail from all addresses within AAS_LOCKOUT_S before its login "
+	    "is locked everywhere (a password reset still logs in)." },
 	{ "AAS_LOCKOUT_S", CFG_INT, "900", 10, 86400, F(lockout_s),
 	    "The window failures are counted in, and how long a lockout lasts." },
 	{ "AAS_SIGNUPS_PER_ADDRESS", CFG_INT, "10", 1, 100000, F(signups_per_address),
@@ -263,6 +273,11 @@ static const struct cfg_entry cfg_table[] = {
 	    "Signing secret of the Stripe webhook endpoint <AAS_PUBLIC_URL>/v1/billing/stripe/webhook." },
 	{ "AAS_STRIPE_API_URL", CFG_STR, "https://api.stripe.com", 0, 0, F(stripe_api_url),
 	    "Stripe's API origin (tests point it at a local stand-in)." },
+	{ "AAS_CHECKOUTS_PER_HOUR", CFG_INT, "5", 1, 1000, F(checkouts_per_hour),
+	    "Checkouts (Stripe sessions) one account may start per hour." },
+	{ "AAS_CHECKOUTS_OPEN", CFG_INT, "3", 1, 100, F(checkouts_open),
+	    "Checkouts one account may have open (started in the last day, not paid) before it "
+	    "may start another." },
 	{ "AAS_TOPUP_USD", CFG_STR, "5,10,25", 0, 0, F(topup_usd),
 	    "Top-up amounts offered, whole US dollars, comma-separated (at most 8, each 1 to 1000); "
 	    "empty offers none." },

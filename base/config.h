@@ -53,6 +53,8 @@ struct config {
 	int max_streams_per_account;
 	/* Money is integer micro-USD everywhere. */
 	long long free_credit;
+	int free_grants_per_network;
+	int free_grants_per_domain;
 	int minute_s; /* length of a billed minute */
 	long long price_small;
 	long long price_medium;
@@ -117,11 +119,14 @@ struct config {
 	int web_sessions_per_account;
 	int login_failures;
 	int login_failures_per_address;
+	int login_failures_per_email;
 	int lockout_s;
 	int signups_per_address;
 	int mails_per_account;
 	int link_ttl_s;
 	int trust_x_real_ip;
+	int checkouts_per_hour;
+	int checkouts_open;
 	char stripe_secret_key[256];
 	char stripe_webhook_secret[256];
 	char stripe_api_url[CONFIG_STR_MAX];

@@ -155,10 +155,21 @@ signup_form(struct web_ctx *c, const struct err *e, int status)
 	page_send(c, status);
 }
 
+/* The one answer to a sign-up, whether or not the address had an
+ * account: nobody is logged in, the mail tells the rest. */
+static void
+signup_sent(struct web_ctx *c)
+{
+	page_message(c, 200, "Check your mail",
+	    "We sent a mail to the address you gave: open its link to verify the address (and "
+	    "receive the free credit). Log in with your e-mail address and password meanwhile.",
+	    "/login", "Log in");
+}
+
 static void
 signup(struct web_ctx *c)
 {
-	char account[ACCT_ID_LEN + 1], sid[WSESS_ID_LEN + 1];
+	char account[ACCT_ID_LEN + 1];
 	struct err e;
 
 	if (strcmp(c->method, "POST") != 0) {
@@ -174,14 +185,9 @@ signup(struct web_ctx *c)
 		return;
 	}
 	mailq_poke(c->w->mq);
-	log_info("web: account %s signed up", account);
-	if (wsess_create(c->w->app->db, c->cfg, account, sid, &e) < 0) {
-		page_message(c, 500, "Signed up", "Your account exists; log in to continue.",
-		    "/login", "Log in");
-		return;
-	}
-	web_set_session_cookie(c, sid);
-	web_redirect(c, "/dashboard");
+	if (account[0])
+		log_info("web: account %s signed up", account);
+	signup_sent(c);
 }
 
 /* Where to go after logging in: an authorization request waiting for
@@ -333,7 +339,7 @@ link_button(struct web_ctx *c, const char *purpose, const char *title, const cha
 static void
 verify(struct web_ctx *c)
 {
-	char account[ACCT_ID_LEN + 1], msg[256];
+	char account[ACCT_ID_LEN + 1], msg[400];
 	struct err e;
 	int granted = 0;
 
@@ -349,8 +355,12 @@ verify(struct web_ctx *c)
 	}
 	log_info("web: account %s verified its e-mail", account);
 	snprintf(msg, sizeof(msg), "Your e-mail address is verified%s.",
-	    granted ? " and your free credit is on your balance" :
-		      " (this address has had its free credit before)");
+	    granted > 0 ? " and your free credit is on your balance" :
+		granted < 0 ?
+			  ". The free credit is withheld: many new accounts from your network or "
+			  "your e-mail domain had it today. Buy credit under Usage, or write to "
+			  "the operator to ask for it" :
+			  " (this address has had its free credit before)");
 	page_message(c, 200, "E-mail verified", msg, "/dashboard", "Go to your dashboard");
 }
 

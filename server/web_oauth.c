@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "server/oauth.h"
 #include "server/web_int.h"
+#include "service/attempts.h"
 #include "service/oauth.h"
 
 /* Percent-encodes `s` (RFC 3986 unreserved kept) onto b. */
@@ -90,6 +91,45 @@ back_to_client(struct web_ctx *c, const struct authz *a, const char *code, const
 	buf_free(&loc);
 }
 
+static void hidden(struct web_ctx *c, const char *name, const char *value);
+static void authz_hidden(struct web_ctx *c, const struct authz *a);
+
+/* The request's client. A GET (which any site can send with the
+ * session's cookie) fetches a document on the client address's quota;
+ * only this site's own POST (CSRF-checked) spends the account's. */
+static int
+client_find(struct web_ctx *c, struct authz *a, struct err *e)
+{
+	char quota[ATT_SUBJECT_MAX + 1];
+
+	if (strcmp(c->method, "POST") == 0)
+		snprintf(quota, sizeof(quota), "%s", c->sess.account_id);
+	else
+		snprintf(quota, sizeof(quota), "ip:%s", c->addr);
+	return oauth_client_find(c->w->app->db, c->cfg, a->client_id, quota, &a->client, e);
+}
+
+/* Past the address's fetches, a GET asks the user to go on: the button
+ * posts the same request with the form's token. */
+static void
+continue_page(struct web_ctx *c, const struct authz *a, const char *why)
+{
+	page_begin(c, "Connect an application");
+	page_alert(c, "notice", why);
+	page_f(c,
+	    "<p>An application asks to connect to your aas account (<code>%s</code>). Many such "
+	    "requests came from your network lately, so this one waits for you: continue to see "
+	    "what it asks for, or close this page.</p>"
+	    "<form method=\"post\" action=\"/oauth/authorize\">",
+	    a->client_id);
+	page_csrf(c);
+	authz_hidden(c, a);
+	page_f(c,
+	    "<p class=\"actions\"><button type=\"submit\" name=\"decision\" value=\"continue\" "
+	    "id=\"continue\">Continue</button></p></form>");
+	page_send(c, 429);
+}
+
 /* Checks the request. Problems with the client or its redirect URI are
  * shown here (never redirected: the URI is not trusted yet); the rest
  * go back to the client. Returns 0 when it may go on. */
@@ -108,10 +148,12 @@ authz_check(struct web_ctx *c, struct authz *a)
 	a->response_type = param(c, "response_type");
 	oauth_http_resource(c->cfg, a->resource_ours, sizeof(a->resource_ours));
 	err_clear(&e);
-	if (oauth_client_find(c->w->app->db, c->cfg, a->client_id, c->sess.account_id, &a->client,
-		&e) < 0) {
-		page_message(c, e.kind == ERR_INVALID ? 400 : err_http_status(e.kind),
-		    "Unknown application", e.msg, "/", "Home");
+	if (client_find(c, a, &e) < 0) {
+		if (e.kind == ERR_LIMIT && strcmp(c->method, "POST") != 0)
+			continue_page(c, a, e.msg);
+		else
+			page_message(c, e.kind == ERR_INVALID ? 400 : err_http_status(e.kind),
+			    "Unknown application", e.msg, "/", "Home");
 		return -1;
 	}
 	if (!oauth_redirect_registered(&a->client, a->redirect_uri)) {
@@ -151,6 +193,20 @@ static void
 hidden(struct web_ctx *c, const char *name, const char *value)
 {
 	page_f(c, "<input type=\"hidden\" name=\"%s\" value=\"%s\">", name, value);
+}
+
+/* The authorization request's parameters as a form's hidden fields. */
+static void
+authz_hidden(struct web_ctx *c, const struct authz *a)
+{
+	hidden(c, "client_id", a->client_id);
+	hidden(c, "redirect_uri", a->redirect_uri);
+	hidden(c, "state", a->state);
+	hidden(c, "code_challenge", a->challenge);
+	hidden(c, "code_challenge_method", a->method);
+	hidden(c, "scope", a->scope);
+	hidden(c, "resource", a->resource);
+	hidden(c, "response_type", a->response_type);
 }
 
 /* The redirect URI's origin for the page's CSP form-action (a consent
@@ -196,14 +252,7 @@ consent_page(struct web_ctx *c, const struct authz *a)
 	    a->redirect_uri);
 	page_f(c, "<form method=\"post\" action=\"/oauth/authorize\">");
 	page_csrf(c);
-	hidden(c, "client_id", a->client_id);
-	hidden(c, "redirect_uri", a->redirect_uri);
-	hidden(c, "state", a->state);
-	hidden(c, "code_challenge", a->challenge);
-	hidden(c, "code_challenge_method", a->method);
-	hidden(c, "scope", a->scope);
-	hidden(c, "resource", a->resource);
-	hidden(c, "response_type", a->response_type);
+	authz_hidden(c, a);
 	page_f(c,
 	    "<p class=\"actions\"><button type=\"submit\" name=\"decision\" value=\"approve\" "
 	    "id=\"approve\">Allow</button> "
@@ -255,7 +304,7 @@ web_oauth_authorize(struct web_ctx *c)
 	memset(&a, 0, sizeof(a));
 	if (authz_check(c, &a) < 0)
 		return;
-	if (strcmp(c->method, "POST") != 0) {
+	if (strcmp(c->method, "POST") != 0 || strcmp(web_field(c, "decision"), "continue") == 0) {
 		consent_page(c, &a);
 		return;
 	}

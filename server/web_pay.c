@@ -71,6 +71,11 @@ web_pay_checkout(struct web_ctx *c)
 		return;
 	}
 	err_clear(&e);
+	if (pay_checkout_allowed(c->w->app->db, c->cfg, c->sess.account_id, &e) < 0) {
+		page_message(c, err_http_status(e.kind), "No checkout", e.msg, "/dashboard/usage",
+		    "Back to usage");
+		return;
+	}
 	if (p->checkout(c->cfg, c->sess.account_id, c->sess.email, (int)usd, &co, &e) < 0) {
 		page_message(c, 502, "No checkout", e.msg, "/dashboard/usage", "Back to usage");
 		return;

@@ -1,7 +1,9 @@
 /* attempts.h - events counted against a limit in a sliding window
- * (att_): failed logins per e-mail and per client address, sign-ups and
- * mails per address and per account. Rows live in auth_events; every
- * aasd on the database counts the same events. */
+ * (att_): failed logins per e-mail and client address together, per
+ * client address and per e-mail, sign-ups and mails per address and per
+ * account, free credit grants per network and per domain, checkouts per
+ * account. Rows live in auth_events; every aasd on the database counts
+ * the same events. */
 #ifndef AAS_ATTEMPTS_H
 #define AAS_ATTEMPTS_H
 
@@ -17,7 +19,8 @@
  * caller's transaction ends, so a check and the event it then records are
  * one step (two at once cannot both pass a limit). Subject locks come
  * before any row lock, and a login takes its e-mail's before its
- * client's. */
+ * client's; the one exception, grants' subjects, are only ever taken
+ * with the account row locked first (service/users_grant.c). */
 int att_lock(PGconn *c, const char *subject, struct err *e);
 /* Counts one event of `subject` now. */
 int att_record(PGconn *c, const char *subject, struct err *e);

@@ -13,7 +13,7 @@
 #define REGISTERED_PREFIX "aas_client_"
 #define CODES_PER_ACCOUNT 20 /* unexpired codes at once */
 #define DOC_REFETCH_S 300    /* a kept document is used this long */
-#define DOCS_PER_ACCOUNT 60  /* document fetches an account causes an hour */
+#define DOCS_PER_HOUR 60     /* document fetches one quota causes an hour */
 #define ACCESS_KEPT 5        /* live access tokens per grant (newest) */
 #define USED_REFRESH_KEPT 10 /* used refresh tokens a grant keeps to spot replays */
 
@@ -189,8 +189,8 @@ out:
 }
 
 int
-oauth_client_find(struct db *db, const struct config *cfg, const char *client_id,
-    const char *account_id, struct oauth_client *out, struct err *e)
+oauth_client_find(struct db *db, const struct config *cfg, const char *client_id, const char *quota,
+    struct oauth_client *out, struct err *e)
 {
 	int rc;
 
@@ -216,10 +216,11 @@ oauth_client_find(struct db *db, const struct config *cfg, const char *client_id
 		    "no client is registered as client_id");
 		return -1;
 	}
-	/* Each fetch is a request to a URL a stranger chose, on a worker: an
-	 * account makes a bounded number an hour. */
-	if (limit_take(db, "oauth_fetch", account_id, DOCS_PER_ACCOUNT, "temporarily_unavailable",
-		"client documents fetched for this account", e) < 0)
+	/* Each fetch is a request to a URL a stranger chose, on a worker: a
+	 * quota (a client address, or an account) makes a bounded number an
+	 * hour. */
+	if (limit_take(db, "oauth_fetch", quota, DOCS_PER_HOUR, "temporarily_unavailable",
+		"client documents fetched", e) < 0)
 		return -1;
 	return client_fetch(db, cfg, client_id, out, e);
 }

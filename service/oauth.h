@@ -25,11 +25,14 @@ struct oauth_tokens {
 };
 
 /* The client `client_id` names: one registered here, or a metadata
- * document fetched from the URL (and kept five minutes) on behalf of
- * `account_id` (fetches are limited per account). ERR_INVALID with
- * "invalid_client" when there is none or its document is unusable. */
+ * document fetched from the URL (and kept five minutes), the fetch
+ * counted against `quota` (at most 60 an hour each; ERR_LIMIT past it).
+ * The dashboard counts a GET under the client's address and only its
+ * own CSRF-checked POSTs under the account, so another site's links
+ * cannot spend an account's fetches. ERR_INVALID with "invalid_client"
+ * when there is none or its document is unusable. */
 int oauth_client_find(struct db *db, const struct config *cfg, const char *client_id,
-    const char *account_id, struct oauth_client *out, struct err *e);
+    const char *quota, struct oauth_client *out, struct err *e);
 /* Dynamic client registration (RFC 7591) from `addr` (limits are per
  * client address): the answer in *reply. */
 int oauth_client_register(struct db *db, const struct config *cfg, json_t *metadata,

@@ -22,13 +22,25 @@ struct pay_checkout {
 	char url[PAY_URL_MAX + 1]; /* where the user pays */
 };
 
+/* What an event asks of the ledger. */
+enum pay_action {
+	PAY_NONE,      /* recorded only */
+	PAY_PAID,      /* a checkout was paid: credit it */
+	PAY_REFUND,    /* its payment was refunded, `amount` in all so far */
+	PAY_DISPUTE,   /* a dispute `ref` of `amount` opened (or its funds went) */
+	PAY_REINSTATE, /* the funds of dispute `ref` came back */
+};
+
 struct pay_event {
 	char id[PAY_ID_MAX + 1];
 	char kind[101];
 	char account[ACCT_ID_LEN + 1]; /* "" when the event names none */
 	char checkout_id[PAY_ID_MAX + 1];
-	long long amount; /* micro-USD paid */
-	int paid;         /* credit it */
+	char payment_intent[PAY_ID_MAX + 1]; /* the payment a refund or dispute names */
+	char ref[PAY_ID_MAX + 1];            /* the charge or dispute id */
+	long long amount;                    /* micro-USD */
+	int paid;                            /* action is PAY_PAID */
+	enum pay_action action;
 };
 
 struct pay_provider {
@@ -47,14 +59,22 @@ struct pay_provider {
 
 extern const struct pay_provider pay_stripe;
 
+/* 0 when the account may open another checkout: fewer than
+ * AAS_CHECKOUTS_PER_HOUR made in the last hour (this one is counted) and
+ * fewer than AAS_CHECKOUTS_OPEN unpaid in the last day; else ERR_LIMIT. */
+int pay_checkout_allowed(struct db *db, const struct config *cfg, const char *account,
+    struct err *e);
 /* Remembers a checkout made for an account, of `amount` micro-USD: only
  * such checkouts are ever credited. */
 int pay_checkout_made(struct db *db, const struct pay_provider *p, const char *account,
     const struct pay_checkout *co, long long amount, struct err *e);
 /* Records the event and, when it says a checkout of this service was
  * paid (its account, its amount), credits that account once; *credited
- * is 1 when this delivery posted the credit. Lock order: the account
- * row, then the event row, then the ledger. */
+ * is 1 when this delivery posted the credit. A refund or a dispute of a
+ * paid checkout takes its amount back (at most what was credited), a
+ * reinstated dispute gives it back (service/pay_back.c); a replayed
+ * event changes nothing. Lock order: the account row, then the event
+ * row, then the ledger. */
 int pay_apply(struct db *db, const struct pay_provider *p, const struct pay_event *ev,
     int *credited, struct err *e);
 

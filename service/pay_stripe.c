@@ -91,13 +91,57 @@ copy_str(char *out, size_t n, const json_t *v)
 	snprintf(out, n, "%s", s && strlen(s) < n ? s : "");
 }
 
+/* The amount in US cents when obj's currency is usd and `amount` is a
+ * whole number of cents within PAY_MAX_USD; else -1. */
+static long long
+usd_cents(const json_t *obj, const json_t *amount)
+{
+	const char *currency = json_string_value(json_object_get(obj, "currency"));
+
+	if (currency == NULL || strcmp(currency, "usd") != 0 || !json_is_integer(amount) ||
+	    json_integer_value(amount) < 0 || json_integer_value(amount) > PAY_MAX_USD * 100)
+		return -1;
+	return (long long)json_integer_value(amount);
+}
+
+/* Refunds (charge.refunded: a Charge, amount_refunded in all so far) and
+ * disputes (charge.dispute.*: a Dispute, its amount): the payment they
+ * name, and how much. Anything else, or odd values, moves nothing. */
+static void
+money_back(const char *type, const json_t *obj, struct pay_event *out)
+{
+	enum pay_action a = PAY_NONE;
+	long long cents;
+
+	if (strcmp(type, "charge.refunded") == 0) {
+		a = PAY_REFUND;
+		cents = usd_cents(obj, json_object_get(obj, "amount_refunded"));
+	} else if (strcmp(type, "charge.dispute.created") == 0 ||
+	    strcmp(type, "charge.dispute.funds_withdrawn") == 0) {
+		a = PAY_DISPUTE;
+		cents = usd_cents(obj, json_object_get(obj, "amount"));
+	} else if (strcmp(type, "charge.dispute.funds_reinstated") == 0) {
+		a = PAY_REINSTATE;
+		cents = usd_cents(obj, json_object_get(obj, "amount"));
+	} else {
+		return;
+	}
+	copy_str(out->payment_intent, sizeof(out->payment_intent),
+	    json_object_get(obj, "payment_intent"));
+	copy_str(out->ref, sizeof(out->ref), json_object_get(obj, "id"));
+	if (cents < 0 || out->payment_intent[0] == '\0' || out->ref[0] == '\0')
+		return;
+	out->amount = cents * 10000;
+	out->action = a;
+}
+
 static int
 stripe_parse(const struct config *cfg, const char *signature, const char *body, size_t len,
     long long now, struct pay_event *out, struct err *e)
 {
 	json_error_t je;
 	json_t *ev, *obj, *amount;
-	const char *type, *status, *currency, *acct;
+	const char *type, *status, *acct;
 	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
@@ -122,26 +166,29 @@ stripe_parse(const struct config *cfg, const char *signature, const char *body, 
 	snprintf(out->kind, sizeof(out->kind), "%s", type);
 	obj = json_object_get(json_object_get(ev, "data"), "object");
 	rc = 0;
+	if (strncmp(type, "charge.", 7) == 0) {
+		money_back(type, obj, out);
+		goto out;
+	}
 	/* Only a paid checkout moves money; every other event is recorded. */
 	if (strcmp(type, "checkout.session.completed") != 0 &&
 	    strcmp(type, "checkout.session.async_payment_succeeded") != 0)
 		goto out;
 	copy_str(out->checkout_id, sizeof(out->checkout_id), json_object_get(obj, "id"));
+	copy_str(out->payment_intent, sizeof(out->payment_intent),
+	    json_object_get(obj, "payment_intent"));
 	acct = json_string_value(json_object_get(json_object_get(obj, "metadata"), "account_id"));
 	if (acct == NULL)
 		acct = json_string_value(json_object_get(obj, "client_reference_id"));
 	if (acct && acct_id_valid(acct))
 		snprintf(out->account, sizeof(out->account), "%s", acct);
 	status = json_string_value(json_object_get(obj, "payment_status"));
-	currency = json_string_value(json_object_get(obj, "currency"));
 	amount = json_object_get(obj, "amount_total");
-	if (status && strcmp(status, "paid") == 0 && currency && strcmp(currency, "usd") == 0 &&
-	    json_is_integer(amount) && json_integer_value(amount) > 0 &&
-	    json_integer_value(amount) <= PAY_MAX_USD * 100 && out->account[0] &&
-	    out->checkout_id[0]) {
-		out->amount = (long long)json_integer_value(amount) *
-		    10000; /* cents to micro-USD */
+	if (status && strcmp(status, "paid") == 0 && usd_cents(obj, amount) > 0 &&
+	    out->account[0] && out->checkout_id[0]) {
+		out->amount = usd_cents(obj, amount) * 10000; /* cents to micro-USD */
 		out->paid = 1;
+		out->action = PAY_PAID;
 	}
 out:
 	json_decref(ev);

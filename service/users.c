@@ -144,45 +144,32 @@ static int
 signup_gate_tx(PGconn *c, void *arg, struct err *e)
 {
 	struct signup_ctx *sx = arg;
-	const char *p[1] = { sx->email };
-	PGresult *r;
-	int taken;
 
-	if (user_take_turn(c, "signup-ip", sx->addr, sx->cfg->signups_per_address, HOUR_S,
-		"sign-ups from your network", e) < 0)
-		return -1;
-	r = db_conn_query(c, "SELECT 1 FROM accounts WHERE lower(email) = $1", 1, p, e);
-	if (r == NULL)
-		return -1;
-	taken = PQntuples(r) > 0;
-	PQclear(r);
-	if (taken) {
-		err_set_at(e, ERR_CONFLICT, "email",
-		    "An account with this e-mail address exists. Log in, or reset its password.");
-		return -1;
-	}
-	return 0;
+	return user_take_turn(c, "signup-ip", sx->addr, sx->cfg->signups_per_address, HOUR_S,
+	    "sign-ups from your network", e);
 }
 
 static int
 signup_tx(PGconn *c, void *arg, struct err *e)
 {
 	struct signup_ctx *sx = arg;
-	const char *p[2] = { sx->email, sx->hash };
+	char net[USER_ADDR_MAX + 1];
+	const char *p[3] = { sx->email, sx->hash, net };
 	PGresult *r;
 	int rc;
 
+	sx->account_id[0] = '\0';
+	user_signup_net(sx->addr, net, sizeof(net));
 	r = db_conn_query(c,
-	    "INSERT INTO accounts(email, password_hash) SELECT $1, $2 "
+	    "INSERT INTO accounts(email, password_hash, signup_net) SELECT $1, $2, $3 "
 	    "WHERE NOT EXISTS (SELECT 1 FROM accounts WHERE lower(email) = $1) RETURNING id",
-	    2, p, e);
+	    3, p, e);
 	if (r == NULL)
 		return -1;
 	if (PQntuples(r) == 0) {
 		PQclear(r);
-		err_set_at(e, ERR_CONFLICT, "email",
-		    "An account with this e-mail address exists. Log in, or reset its password.");
-		return -1;
+		/* Answered as a new account: the owner hears of it instead. */
+		return user_signup_taken(c, sx->cfg, sx->email, e);
 	}
 	rc = db_get_str(r, 0, 0, sx->account_id, ACCT_ID_LEN + 1, e);
 	PQclear(r);
@@ -201,10 +188,12 @@ user_signup(struct db *db, const struct config *cfg, const char *email_in, const
 	struct pw_who who;
 	struct signup_ctx sx = { cfg, email, addr, hash, account_id };
 
+	account_id[0] = '\0';
 	if (user_email_norm(email_in, email, sizeof(email), e) < 0 ||
 	    pw_policy_check(password, strlen(password), email, e) < 0)
 		return -1;
-	/* The limit and the duplicate are checked before the slow hash. */
+	/* The limit before the slow hash; the hash whether or not the
+	 * address has an account, so the time does not tell. */
 	if (db_tx(db, signup_gate_tx, &sx, e) < 0)
 		return -1;
 	user_params(cfg, &pp);
@@ -314,33 +303,6 @@ struct verify_ctx {
 };
 
 int
-user_grant_free(PGconn *c, const struct config *cfg, const char *account, int *granted,
-    struct err *e)
-{
-	const char *p[1] = { account };
-	char key[KEY_HASH_HEX_LEN + 32], hash[KEY_HASH_HEX_LEN + 1], email[USER_EMAIL_MAX + 1];
-	PGresult *r;
-	int rc;
-
-	*granted = 0;
-	if (cfg->free_credit <= 0)
-		return 0;
-	r = db_conn_query(c, "SELECT lower(email) FROM accounts WHERE id = $1", 1, p, e);
-	if (r == NULL)
-		return -1;
-	rc = db_get_str(r, 0, 0, email, sizeof(email), e);
-	PQclear(r);
-	if (rc < 0)
-		return -1;
-	/* Keyed by the address, not the account: deleting an account and
-	 * signing up again with the same mailbox grants nothing more. */
-	key_hash_hex(email, strlen(email), hash, sizeof(hash));
-	snprintf(key, sizeof(key), "grant:email:%s", hash);
-	return bill_post(c, account, NULL, "grant", cfg->free_credit, -1,
-	    "free credit for new accounts", key, NULL, granted, e);
-}
-
-int
 user_links_void(PGconn *c, const char *account, struct err *e)
 {
 	const char *p[1] = { account };
@@ -433,16 +395,65 @@ struct login_ctx {
 	int found, disabled, failed, unchecked;
 };
 
-/* The two subjects a login counts under: its e-mail and its client. */
+/* The three subjects a login counts under: its e-mail from this client
+ * (the lockout), its client (any e-mail) and its e-mail from anywhere
+ * (a bound on guessing from many clients). The pair is hashed: an e-mail
+ * and an address together may be longer than a subject. */
 static int
-login_subjects(const struct login_ctx *lx, char *by_email, char *by_addr, struct err *e)
+login_subjects(const struct login_ctx *lx, char *by_pair, char *by_addr, char *by_email,
+    struct err *e)
 {
-	if (att_subject(by_email, ATT_SUBJECT_MAX + 1, "login", lx->email) < 0 ||
-	    att_subject(by_addr, ATT_SUBJECT_MAX + 1, "login-ip", lx->addr) < 0) {
+	char pair[USER_EMAIL_MAX + USER_ADDR_MAX + 2], hash[KEY_HASH_HEX_LEN + 1];
+	int n = snprintf(pair, sizeof(pair), "%s|%s", lx->email, lx->addr);
+
+	if (n < 0 || (size_t)n >= sizeof(pair)) {
+		err_set(e, ERR_INVALID, "e-mail address or client address too long");
+		return -1;
+	}
+	key_hash_hex(pair, (size_t)n, hash, sizeof(hash));
+	if (att_subject(by_pair, ATT_SUBJECT_MAX + 1, "login-from", hash) < 0 ||
+	    att_subject(by_addr, ATT_SUBJECT_MAX + 1, "login-ip", lx->addr) < 0 ||
+	    att_subject(by_email, ATT_SUBJECT_MAX + 1, "login", lx->email) < 0) {
 		err_set(e, ERR_INVALID, "e-mail address or client address too long");
 		return -1;
 	}
 	return 0;
+}
+
+/* 1 (with the message in e) when one of the login's subjects is over
+ * its limit, 0 when none is, -1 on an error. Failures from one client
+ * lock that client out of that e-mail only; the owner elsewhere still
+ * logs in. The e-mail's bound over every client lasts AAS_LOCKOUT_S and
+ * a password reset (which logs in) passes it. */
+static int
+login_locked(PGconn *c, const struct login_ctx *lx, const char *by_pair, const char *by_addr,
+    const char *by_email, struct err *e)
+{
+	const struct config *cfg = lx->cfg;
+	char when[48];
+	long long retry;
+	int over;
+
+	over = att_over(c, by_addr, cfg->login_failures_per_address, cfg->lockout_s, &retry, e);
+	if (over == 0)
+		over = att_over(c, by_pair, cfg->login_failures, cfg->lockout_s, &retry, e);
+	if (over != 0) {
+		if (over > 0) {
+			att_retry_text(retry, when, sizeof(when));
+			err_set(e, ERR_LIMIT,
+			    "Too many failed logins. Login is locked; try again %s.", when);
+		}
+		return over;
+	}
+	over = att_over(c, by_email, cfg->login_failures_per_email, cfg->lockout_s, &retry, e);
+	if (over > 0) {
+		att_retry_text(retry, when, sizeof(when));
+		err_set(e, ERR_LIMIT,
+		    "Too many failed logins for this e-mail address. Login is locked; try again "
+		    "%s, or reset your password to log in now.",
+		    when);
+	}
+	return over;
 }
 
 /* Before the password is checked: the lockouts, then the attempt is
@@ -452,29 +463,18 @@ static int
 login_gate_tx(PGconn *c, void *arg, struct err *e)
 {
 	struct login_ctx *lx = arg;
-	char by_email[ATT_SUBJECT_MAX + 1], by_addr[ATT_SUBJECT_MAX + 1], when[48];
+	char by_pair[ATT_SUBJECT_MAX + 1], by_addr[ATT_SUBJECT_MAX + 1];
+	char by_email[ATT_SUBJECT_MAX + 1];
 	const char *p[1] = { lx->email };
-	long long retry;
 	PGresult *r;
-	int over;
 
-	if (login_subjects(lx, by_email, by_addr, e) < 0 || att_lock(c, by_email, e) < 0 ||
-	    att_lock(c, by_addr, e) < 0)
+	if (login_subjects(lx, by_pair, by_addr, by_email, e) < 0 || att_lock(c, by_email, e) < 0 ||
+	    att_lock(c, by_pair, e) < 0 || att_lock(c, by_addr, e) < 0)
 		return -1;
-	over = att_over(c, by_addr, lx->cfg->login_failures_per_address, lx->cfg->lockout_s, &retry,
-	    e);
-	if (over == 0)
-		over = att_over(c, by_email, lx->cfg->login_failures, lx->cfg->lockout_s, &retry,
-		    e);
-	if (over < 0)
+	if (login_locked(c, lx, by_pair, by_addr, by_email, e) != 0)
 		return -1;
-	if (over) {
-		att_retry_text(retry, when, sizeof(when));
-		err_set(e, ERR_LIMIT, "Too many failed logins. Login is locked; try again %s.",
-		    when);
-		return -1;
-	}
-	if (att_record(c, by_addr, e) < 0 || att_record(c, by_email, e) < 0)
+	if (att_record(c, by_addr, e) < 0 || att_record(c, by_pair, e) < 0 ||
+	    att_record(c, by_email, e) < 0)
 		return -1;
 	r = db_conn_query(c,
 	    "SELECT id, coalesce(password_hash, ''), disabled_at IS NOT NULL FROM accounts "
@@ -494,19 +494,24 @@ login_gate_tx(PGconn *c, void *arg, struct err *e)
 	return 0;
 }
 
-/* After it: a success clears the e-mail's failures and takes back the
- * client's one; an attempt that could not be checked takes back both. */
+/* After it: a success clears the e-mail's failures (from this client
+ * and from all) and takes back the client's one; an attempt that could
+ * not be checked takes back all three. */
 static int
 login_result_tx(PGconn *c, void *arg, struct err *e)
 {
 	struct login_ctx *lx = arg;
-	char by_email[ATT_SUBJECT_MAX + 1], by_addr[ATT_SUBJECT_MAX + 1];
+	char by_pair[ATT_SUBJECT_MAX + 1], by_addr[ATT_SUBJECT_MAX + 1];
+	char by_email[ATT_SUBJECT_MAX + 1];
 
 	if (lx->failed)
 		return 0;
-	if (login_subjects(lx, by_email, by_addr, e) < 0 || att_forget_one(c, by_addr, e) < 0)
+	if (login_subjects(lx, by_pair, by_addr, by_email, e) < 0 ||
+	    att_forget_one(c, by_addr, e) < 0)
 		return -1;
-	return lx->unchecked ? att_forget_one(c, by_email, e) : att_clear(c, by_email, e);
+	if (lx->unchecked)
+		return att_forget_one(c, by_pair, e) < 0 ? -1 : att_forget_one(c, by_email, e);
+	return att_clear(c, by_pair, e) < 0 ? -1 : att_clear(c, by_email, e);
 }
 
 int

@@ -24,9 +24,11 @@
 int user_email_norm(const char *in, char *out, size_t n, struct err *e);
 
 /* Creates an unverified account with a password and mails its
- * verification link. ERR_INVALID (field "email" or "password"),
- * ERR_CONFLICT (the address has an account), ERR_LIMIT (too many
- * sign-ups from `addr`; the message says when to retry). */
+ * verification link. When the address has an account, nothing is made
+ * and its owner is mailed a notice instead, with the same answer in the
+ * same time (account_id is "" then; callers show one page for both and
+ * log nobody in). ERR_INVALID (field "email" or "password"), ERR_LIMIT
+ * (too many sign-ups from `addr`; the message says when to retry). */
 int user_signup(struct db *db, const struct config *cfg, const char *email, const char *password,
     const char *addr, char account_id[ACCT_ID_LEN + 1], struct err *e);
 /* Follows a verification link: marks the address verified and grants the

@@ -40,11 +40,24 @@ int user_check_password(struct db *db, const struct config *cfg, const char *acc
 void user_who(struct pw_who *who, char *acct, size_t an, char *client, size_t cn,
     const char *account, const char *addr);
 
-/* Grants the free credit once per e-mail address (the account's now),
- * inside the caller's transaction with the account locked; *granted 1
- * when this call posted it. */
+/* Grants the free credit once per mailbox (the account's address now,
+ * normalised), inside the caller's transaction with the account locked;
+ * *granted 1 when this call posted it, 0 when the mailbox had it, -1
+ * when it is withheld: AAS_FREE_GRANTS_PER_NETWORK (the sign-up's) or
+ * AAS_FREE_GRANTS_PER_DOMAIN (not for shared mail providers) were given
+ * in the last day. */
 int user_grant_free(PGconn *c, const struct config *cfg, const char *account, int *granted,
     struct err *e);
+/* The mailbox an address names, for counting grants: lower case, no
+ * +tag, and for gmail no dots in the local part (googlemail is gmail). */
+void user_email_canon(const char *email, char *out, size_t n);
+/* The network a client address counts under for grants: IPv4 /24, IPv6
+ * /48 (any other text as it is). */
+void user_signup_net(const char *addr, char *out, size_t n);
+/* A sign-up with an address that has an account: mails its owner a
+ * notice (quietly nothing over the account's mail allowance), in the
+ * sign-up's transaction. */
+int user_signup_taken(PGconn *c, const struct config *cfg, const char *email, struct err *e);
 /* Marks every unused reset and address-change link of the account used
  * (its password or address changed: they were asked for under the old). */
 int user_links_void(PGconn *c, const char *account, struct err *e);

@@ -29,7 +29,7 @@ import { promisify } from 'node:util';
 import path from 'node:path';
 import { startAasd, ROOT, freePort } from './lib/harness.mjs';
 import { startSmtpSink } from './lib/smtp.mjs';
-import { WebClient, randomEmail, GOOD_PASSWORD, linkIn } from './lib/web.mjs';
+import { WebClient, randomEmail, GOOD_PASSWORD, linkIn, signUpAndLogIn } from './lib/web.mjs';
 
 const run = promisify(execFile);
 const CLI = path.join(ROOT, 'node_modules/@modelcontextprotocol/conformance/dist/index.js');
@@ -119,7 +119,7 @@ test('conformance: the authorization server (metadata, code grant with PKCE)', a
   web.get = (p, h = {}) => get.call(web, p, { 'x-real-ip': `198.51.100.${port % 250}`, ...h });
   web.post = (p, f, h = {}) => post.call(web, p, f, { 'x-real-ip': `198.51.100.${port % 250}`, ...h });
   const email = randomEmail('conformance');
-  assert.equal((await web.submit('/signup', '/signup', { email, password: GOOD_PASSWORD })).status, 303);
+  await signUpAndLogIn(web, email);
   const link = linkIn(await smtp.waitFor(email, { subject: 'Verify' }), '/verify?code=');
   assert.equal((await web.openLink(link)).status, 200);
 

@@ -15,7 +15,7 @@ import { startSmtpSink } from './lib/smtp.mjs';
 import {
   launchBrowser, closeBrowser, screenshot, checkA11y, formFill, clickAndWait,
 } from './lib/browser.mjs';
-import { WebClient, randomEmail, GOOD_PASSWORD, linkIn } from './lib/web.mjs';
+import { WebClient, randomEmail, GOOD_PASSWORD, linkIn, signUpAndLogIn } from './lib/web.mjs';
 
 let aasd;
 let smtp;
@@ -68,6 +68,12 @@ test('sign up, verify, key, sandbox over MCP, destroy on the dashboard, charge a
   await look(page, 'home');
   await clickAndWait(page, 'a.button[href="/signup"]');
   await look(page, 'signup');
+  await formFill(page, { email, password: GOOD_PASSWORD });
+  await clickAndWait(page, 'main button[type=submit]');
+  // The same answer whether or not the address had an account: no session.
+  assert.equal(new URL(page.url()).pathname, '/signup');
+  assert.match(await text(page, 'main'), /Check your mail/);
+  await clickAndWait(page, 'main a[href="/login"]');
   await formFill(page, { email, password: GOOD_PASSWORD });
   await clickAndWait(page, 'main button[type=submit]');
   assert.equal(new URL(page.url()).pathname, '/dashboard');
@@ -128,7 +134,7 @@ test('sign up, verify, key, sandbox over MCP, destroy on the dashboard, charge a
 
   // Another account cannot act on it from its own dashboard.
   const stranger = new WebClient(aasd.url);
-  await stranger.submit('/signup', '/signup', { email: randomEmail('stranger'), password: GOOD_PASSWORD });
+  await signUpAndLogIn(stranger, randomEmail('stranger'));
   let r = await stranger.submit('/dashboard/sandboxes', `/dashboard/sandboxes/${id}/destroy`, {});
   assert.equal(r.status, 404, r.text.slice(0, 300));
   r = await stranger.submit('/dashboard/sandboxes', `/dashboard/sandboxes/${id}/extend`, { minutes: '5' });
@@ -196,6 +202,15 @@ test('the main flow works with the keyboard alone', async () => {
   await page.bringToFront();
   await page.goto(`${aasd.url}/`);
   await tabTo(page, (e) => e.href === '/signup');
+  await enterAndWait(page);
+  await tabTo(page, (e) => e.name === 'email');
+  await page.keyboard.type(email);
+  await tabTo(page, (e) => e.name === 'password');
+  await page.keyboard.type(GOOD_PASSWORD);
+  await enterAndWait(page);
+  // Signed up, not logged in: on to the login form.
+  assert.match(await text(page, 'main'), /Check your mail/);
+  await tabTo(page, (e) => e.href === '/login');
   await enterAndWait(page);
   await tabTo(page, (e) => e.name === 'email');
   await page.keyboard.type(email);

@@ -6,10 +6,11 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';
+import http from 'node:http';
 import { startAasd, psql, post, initializeBody, JSON_HEADERS } from './lib/harness.mjs';
 import { startSmtpSink } from './lib/smtp.mjs';
 import {
-  WebClient, randomEmail, GOOD_PASSWORD, linkIn, stripeSign, startFakeStripe,
+  WebClient, randomEmail, GOOD_PASSWORD, linkIn, stripeSign, startFakeStripe, signUpAndLogIn,
 } from './lib/web.mjs';
 
 const WEBHOOK_SECRET = `whsec_${crypto.randomBytes(12).toString('hex')}`;
@@ -31,6 +32,7 @@ before(async () => {
     AAS_STRIPE_WEBHOOK_SECRET: WEBHOOK_SECRET,
     AAS_STRIPE_API_URL: stripe.url,
     AAS_TOPUP_USD: '5,10',
+    AAS_OAUTH_LOCAL_DOCUMENTS: '1',
   });
 });
 after(async () => {
@@ -51,8 +53,7 @@ function client() {
 }
 
 async function signUp(c, email = randomEmail()) {
-  const r = await c.submit('/signup', '/signup', { email, password: GOOD_PASSWORD });
-  assert.equal(r.status, 303, r.text);
+  const r = await signUpAndLogIn(c, email);
   assert.equal(r.headers.get('location'), '/dashboard');
   return email;
 }
@@ -95,7 +96,7 @@ test('pages carry a strict CSP, no framing, and host-only cookies', async () => 
   assert.match(res.text, /\/signup/);
 });
 
-test('sign-up refuses a weak password, a bad address and a taken address', async () => {
+test('sign-up refuses a weak password and a bad address; a taken one answers as a new one', async () => {
   const c = client();
   const email = randomEmail();
   let r = await c.submit('/signup', '/signup', { email, password: 'password123' });
@@ -110,10 +111,15 @@ test('sign-up refuses a weak password, a bad address and a taken address', async
   assert.equal(await psql(`SELECT count(*) FROM accounts WHERE email = '${email}'`), '0');
   await signUp(c, email);
   const other = client();
+  const since = (await smtp.messages()).length;
   r = await other.submit('/signup', '/signup', { email: email.toUpperCase(), password: GOOD_PASSWORD });
-  assert.equal(r.status, 409);
-  assert.match(r.text, /exists/);
+  assert.equal(r.status, 200);
+  assert.match(r.text, /Check your mail/);
+  assert.equal(r.headers.getSetCookie().some((ck) => /aas_session/.test(ck)), false);
   assert.equal(await psql(`SELECT count(*) FROM accounts WHERE lower(email) = '${email}'`), '1');
+  // The owner hears of it.
+  const notice = await smtp.waitFor(email, { subject: 'Your aas account', since });
+  assert.match(notice.text, /has an\s+account already/);
 });
 
 test('a form without its token, or with a wrong one, or from another site is refused', async () => {
@@ -182,6 +188,65 @@ test('wrong passwords lock the login, and the page says when to retry', async ()
   r = await other.submit('/login', '/login', { email: randomEmail(), password: GOOD_PASSWORD });
   assert.equal(r.status, 401);
   assert.match(r.text, /Wrong e-mail address or password/);
+});
+
+// A page with its tokens and the address typed into it taken out.
+function plain(text, email) {
+  return text.replace(/[0-9a-f]{64}/g, 'T').split(email).join('E');
+}
+
+function median(v) {
+  const s = [...v].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+}
+
+test('sign-up, login and reset answer alike for a known and an unknown address', async () => {
+  const known = await signUp(client());
+  const unknown = randomEmail();
+  const answers = {};
+  for (const [name, email] of [['known', known], ['unknown', unknown]]) {
+    const c = client();
+    const s = await c.submit('/signup', '/signup', { email, password: GOOD_PASSWORD });
+    const ms = [];
+    let l;
+    for (let i = 0; i < 5; i++) {
+      const from = client(); // each under the lockout of its own address
+      const csrf = await from.csrf('/login');
+      const t0 = performance.now();
+      l = await from.post('/login', { csrf, email, password: 'not the password' });
+      ms.push(performance.now() - t0);
+    }
+    const r = await c.submit('/reset', '/reset', { email });
+    answers[name] = {
+      signup: [s.status, plain(s.text, email)], login: [l.status, plain(l.text, email)],
+      reset: [r.status, plain(r.text, email)], ms: median(ms),
+    };
+  }
+  for (const k of ['signup', 'login', 'reset']) assert.deepEqual(answers.known[k], answers.unknown[k], k);
+  assert.equal(answers.known.signup[0], 200);
+  assert.equal(answers.known.login[0], 401);
+  console.log(`login, median of 5: known address ${answers.known.ms.toFixed(1)} ms, unknown ${answers.unknown.ms.toFixed(1)} ms`);
+  assert.ok(answers.known.ms < 3 * answers.unknown.ms && answers.unknown.ms < 3 * answers.known.ms,
+    JSON.stringify([answers.known.ms, answers.unknown.ms]));
+  // The unknown address's sign-up made an account: the known one's did not.
+  assert.equal(await psql(`SELECT count(*) FROM accounts WHERE lower(email) = '${known}'`), '1');
+  assert.equal(await psql(`SELECT count(*) FROM accounts WHERE lower(email) = '${unknown}'`), '1');
+});
+
+test('an attacker failing 100 times from one address does not lock the owner out', async () => {
+  const owner = client();
+  const email = await signUp(owner);
+  const attacker = client();
+  let locked = 0;
+  for (let i = 0; i < 100; i++) {
+    const csrf = await attacker.csrf('/login');
+    const r = await attacker.post('/login', { csrf, email, password: 'not the password' });
+    assert.ok(r.status === 401 || r.status === 429, String(r.status));
+    locked += r.status === 429;
+  }
+  assert.ok(locked >= 90, `only ${locked} answers were the lockout`);
+  const r = await client().submit('/login', '/login', { email, password: GOOD_PASSWORD });
+  assert.equal(r.status, 303, r.text.slice(0, 400));
 });
 
 test('password reset: a single-use link, the new password, old sessions ended', async () => {
@@ -352,6 +417,82 @@ test('buying credit: checkout at Stripe, credit once per paid checkout from sign
   assert.equal(r.status, 200);
   assert.match(r.headers.get('content-type'), /text\/csv/);
   assert.match(r.text, new RegExp(`grant",10\\.000000,10000000,,"","credit bought \\(stripe checkout ${req.id}\\)"`));
+});
+
+test('a refund takes the credit back once; checkouts an account may start are bounded', async () => {
+  const c = client();
+  const email = await signUp(c);
+  const account = await psql(`SELECT id FROM accounts WHERE email = '${email}'`);
+  let r = await c.submit('/dashboard/usage', '/dashboard/billing/checkout', { amount: '10' });
+  assert.equal(r.status, 303);
+  const pi = `pi_${crypto.randomBytes(8).toString('hex')}`;
+  let d = await deliver(checkoutEvent(`evt_${crypto.randomBytes(8).toString('hex')}`,
+    stripe.requests.at(-1).id, account, 1000, { payment_intent: pi }));
+  assert.equal(d.body.credited, true);
+  assert.equal(await balanceText(c), '$10.00');
+  const refund = JSON.stringify({
+    id: `evt_${crypto.randomBytes(8).toString('hex')}`, object: 'event', type: 'charge.refunded',
+    data: { object: { id: 'ch_1', object: 'charge', currency: 'usd', amount: 1000, amount_refunded: 250, payment_intent: pi } },
+  });
+  for (let i = 0; i < 2; i++) assert.equal((await deliver(refund)).status, 200);
+  assert.equal(await balanceText(c), '$7.50');
+  assert.equal(await psql(`SELECT (balance = (SELECT sum(amount) FROM ledger WHERE account_id = '${account}'))::text FROM accounts WHERE id = '${account}'`), 'true');
+  // Three open (unpaid) checkouts at most (AAS_CHECKOUTS_OPEN).
+  for (let i = 0; i < 3; i++) {
+    r = await c.submit('/dashboard/usage', '/dashboard/billing/checkout', { amount: '5' });
+    assert.equal(r.status, 303);
+  }
+  const made = stripe.requests.length;
+  r = await c.submit('/dashboard/usage', '/dashboard/billing/checkout', { amount: '5' });
+  assert.equal(r.status, 429);
+  assert.match(r.text, /checkouts are open/);
+  assert.equal(stripe.requests.length, made, 'no Stripe session was made');
+});
+
+test('another site\'s links cannot spend an account\'s client-document fetches', async () => {
+  // Client ID Metadata Documents for any name, on loopback.
+  const docs = http.createServer((req, res) => {
+    const name = /^\/clients\/([a-z0-9]+)\.json$/.exec(req.url)?.[1];
+    if (!name) { res.writeHead(404); res.end(); return; }
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ client_id: `${base}${req.url}`, client_name: `App ${name}`,
+      redirect_uris: [`${base}/callback`], token_endpoint_auth_method: 'none' }));
+  });
+  await new Promise((r) => docs.listen(0, '127.0.0.1', r));
+  const base = `http://127.0.0.1:${docs.address().port}`;
+  const query = (name) => new URLSearchParams({
+    response_type: 'code', client_id: `${base}/clients/${name}.json`, redirect_uri: `${base}/callback`,
+    code_challenge: 'E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM', code_challenge_method: 'S256', state: 's',
+  }).toString();
+  try {
+    const c = client();
+    const email = await signUp(c);
+    await verify(c, email);
+    const account = await psql(`SELECT id FROM accounts WHERE email = '${email}'`);
+    // A hostile page navigates the victim's browser (its cookie goes along
+    // on a top-level GET) to 60 documents of its choosing.
+    for (let i = 0; i < 60; i++) {
+      const r = await c.get(`/oauth/authorize?${query(`evil${i}`)}`, { 'sec-fetch-site': 'cross-site' });
+      assert.equal(r.status, 200, r.text.slice(0, 300));
+    }
+    assert.equal(await psql(`SELECT count(*) FROM auth_events WHERE subject = 'oauth_fetch:${account}'`), '0');
+    // The owner still connects the application they want: past the
+    // address's fetches, one click (this site's own form) goes on.
+    let r = await c.get(`/oauth/authorize?${query('real')}`);
+    if (r.status === 429) {
+      const csrf = r.text.match(/name="csrf" value="([0-9a-f]{64})"/)?.[1];
+      assert.ok(csrf && /value="continue"/.test(r.text), r.text.slice(0, 600));
+      r = await c.post('/oauth/authorize', { ...Object.fromEntries(new URLSearchParams(query('real'))), csrf, decision: 'continue' });
+    }
+    assert.equal(r.status, 200, r.text.slice(0, 600));
+    assert.match(r.text, /App real/);
+    assert.match(r.text, /id="approve"/);
+    // Without the form's token the POST spends nothing.
+    r = await c.post('/oauth/authorize', { ...Object.fromEntries(new URLSearchParams(query('other'))), decision: 'continue' });
+    assert.equal(r.status, 403);
+  } finally {
+    await new Promise((r) => docs.close(r));
+  }
 });
 
 test('a new address takes effect through the link sent to it; deleting the account ends its keys and frees its address', async () => {

@@ -12,7 +12,7 @@ import http from 'node:http';
 import { Client, StreamableHTTPClientTransport, UnauthorizedError } from '@modelcontextprotocol/client';
 import { startAasd, vmEnv, psql, post, initializeBody } from './lib/harness.mjs';
 import { startSmtpSink } from './lib/smtp.mjs';
-import { WebClient, randomEmail, GOOD_PASSWORD, linkIn } from './lib/web.mjs';
+import { WebClient, randomEmail, GOOD_PASSWORD, linkIn, signUpAndLogIn } from './lib/web.mjs';
 import { launchBrowser, closeBrowser, formFill, clickAndWait, checkA11y } from './lib/browser.mjs';
 
 let aasd;
@@ -82,8 +82,7 @@ async function user() {
   c.get = (path, h = {}) => get.call(c, path, { 'x-real-ip': addr, ...h });
   c.post = (path, f, h = {}) => p.call(c, path, f, { 'x-real-ip': addr, ...h });
   const email = randomEmail('oauth');
-  const r = await c.submit('/signup', '/signup', { email, password: GOOD_PASSWORD });
-  assert.equal(r.status, 303, r.text);
+  await signUpAndLogIn(c, email);
   const mail = await smtp.waitFor(email, { subject: 'Verify' });
   const link = linkIn(mail, '/verify?code=');
   assert.equal((await c.openLink(link)).status, 200);
@@ -409,8 +408,7 @@ test('authorization requests with a bad client or redirect are shown, not redire
   const fpost = fresh.post;
   fresh.get = (p, h = {}) => fget.call(fresh, p, { 'x-real-ip': freshAddr, ...h });
   fresh.post = (p, f, h = {}) => fpost.call(fresh, p, f, { 'x-real-ip': freshAddr, ...h });
-  assert.equal((await fresh.submit('/signup', '/signup',
-    { email: randomEmail('unverified'), password: GOOD_PASSWORD })).status, 303);
+  await signUpAndLogIn(fresh, randomEmail('unverified'));
   const unverified = await fresh.get(`/oauth/authorize?${authorizeQuery(reg.json.client_id, challenge)}`);
   assert.equal(unverified.status, 403);
   assert.match(unverified.text, /Verify your address first/);

@@ -3,7 +3,8 @@
  * the rest the body. When the first byte is even the header is replaced
  * by a valid signature of the body, so the event reader is reached too.
  * Checks: a paid event always names an account, a checkout and an amount
- * within the provider's maximum. */
+ * within the provider's maximum; a refund or dispute names its payment
+ * and its id, with an amount within it. */
 #include <string.h>
 #include <time.h>
 
@@ -59,6 +60,12 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(ev.checkout_id[0] != '\0');
 		FUZZ_CHECK(ev.amount > 0 && ev.amount <= (long long)PAY_MAX_USD * 1000000);
 	}
+	/* Money taken back always names the payment and stays in bounds. */
+	if (rc == 0 && ev.action != PAY_NONE && ev.action != PAY_PAID) {
+		FUZZ_CHECK(ev.payment_intent[0] != '\0' && ev.ref[0] != '\0');
+		FUZZ_CHECK(ev.amount >= 0 && ev.amount <= (long long)PAY_MAX_USD * 1000000);
+	}
+	FUZZ_CHECK(ev.paid == (rc == 0 && ev.action == PAY_PAID));
 	free(ff.buf);
 	return 0;
 }

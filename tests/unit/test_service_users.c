@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -46,6 +47,8 @@ tune(struct sfx *s)
 	s->app->cfg.web_absolute_s = 86400;
 	s->app->cfg.link_ttl_s = 86400;
 	s->app->cfg.free_credit = SFX_FREE_CREDIT;
+	s->app->cfg.free_grants_per_network = 1000000;
+	s->app->cfg.free_grants_per_domain = 1000000;
 }
 
 static void
@@ -221,14 +224,24 @@ test_signup_refuses_bad_input(void **state)
 
 	tune(s);
 	signup(s, email, sizeof(email), account);
-	/* The same address in other letters' case is the same account. */
+	/* The same address in other letters' case is the same account: the
+	 * sign-up answers as for a new one, makes nothing and mails the
+	 * owner a notice. */
 	for (size_t i = 0; i <= strlen(email); i++)
 		upper[i] = (char)(email[i] >= 'a' && email[i] <= 'z' ? email[i] - 32 : email[i]);
 	err_clear(&e);
 	assert_int_equal(user_signup(s->app->db, &s->app->cfg, upper, PASSWORD, run_addr, other,
 			     &e),
-	    -1);
-	assert_int_equal(e.kind, ERR_CONFLICT);
+	    0);
+	assert_string_equal(other, "");
+	assert_int_equal(count(s, "SELECT count(*) FROM accounts WHERE lower(email) = lower($1)",
+			     email),
+	    1);
+	assert_int_equal(count(s,
+			     "SELECT count(*) FROM mail_outbox WHERE account_id = $1 AND "
+			     "subject = 'Your aas account' AND strpos(body, 'has an account') > 0",
+			     account),
+	    1);
 	err_clear(&e);
 	assert_int_equal(user_signup(s->app->db, &s->app->cfg, "fresh-weak@example.com",
 			     "password123", run_addr, other, &e),
@@ -277,11 +290,26 @@ test_signup_limit_per_address(void **state)
 	    0);
 }
 
+/* The subject the failures of `email` from `addr` are counted under. */
+static void
+login_pair_subject(const char *email, const char *addr, char *out, size_t n)
+{
+	char pair[128], hash[KEY_HASH_HEX_LEN + 1];
+	size_t i;
+
+	for (i = 0; email[i] && i < 63; i++)
+		pair[i] = (char)(email[i] >= 'A' && email[i] <= 'Z' ? email[i] + 32 : email[i]);
+	snprintf(pair + i, sizeof(pair) - i, "|%s", addr);
+	key_hash_hex(pair, strlen(pair), hash, sizeof(hash));
+	snprintf(out, n, "login-from:%s", hash);
+}
+
 static void
 test_login_locks_out(void **state)
 {
 	struct sfx *s = *state;
 	char email[64], account[ACCT_ID_LEN + 1], got[ACCT_ID_LEN + 1], addr[32], nobody[64];
+	char subject[128];
 	struct err e;
 
 	tune(s);
@@ -309,11 +337,11 @@ test_login_locks_out(void **state)
 	assert_int_equal(e.kind, ERR_UNAUTHORIZED);
 	assert_string_equal(e.msg, "Wrong e-mail address or password.");
 	/* The lockout ends when its failures leave the window. */
-	assert_int_equal(
-	    count(s,
-		"WITH u AS (UPDATE auth_events SET at = at - interval '1 day' "
-		"WHERE subject = 'login:' || lower($1) RETURNING 1) SELECT count(*) FROM u",
-		email),
+	login_pair_subject(email, addr, subject, sizeof(subject));
+	assert_int_equal(count(s,
+			     "WITH u AS (UPDATE auth_events SET at = at - interval '1 day' "
+			     "WHERE subject = $1 RETURNING 1) SELECT count(*) FROM u",
+			     subject),
 	    3);
 	err_clear(&e);
 	assert_int_equal(user_login(s->app->db, &s->app->cfg, email, PASSWORD, addr, got, &e), 0);
@@ -864,6 +892,110 @@ test_link_check_changes_nothing(void **state)
 	assert_int_equal(e.kind, ERR_CONFLICT);
 }
 
+static double
+login_ms(struct sfx *s, const char *email, const char *addr, struct err *e)
+{
+	char got[ACCT_ID_LEN + 1];
+	struct timespec a, b;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	err_clear(e);
+	assert_int_equal(user_login(s->app->db, &s->app->cfg, email, "wrong password!", addr, got,
+			     e),
+	    -1);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+}
+
+/* An attacker failing 100 times from one address locks only that address
+ * out of the e-mail: its owner logs in from another. A wrong password and
+ * an unknown e-mail answer alike, in about the same time. */
+static void
+test_login_lockout_spares_owner(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], account[ACCT_ID_LEN + 1], got[ACCT_ID_LEN + 1], evil[32], home[32];
+	char nobody[64], known_msg[512];
+	double known = 0, unknown = 0;
+	struct err e;
+	int limited = 0;
+
+	tune(s);
+	s->app->cfg.login_failures = 5;
+	s->app->cfg.login_failures_per_email = 100;
+	signup(s, email, sizeof(email), account);
+	new_addr(evil, sizeof(evil));
+	new_addr(home, sizeof(home));
+	for (int i = 0; i < 100; i++) {
+		err_clear(&e);
+		assert_int_equal(user_login(s->app->db, &s->app->cfg, email, "wrong password!",
+				     evil, got, &e),
+		    -1);
+		assert_true(e.kind == ERR_UNAUTHORIZED || e.kind == ERR_LIMIT);
+		limited += e.kind == ERR_LIMIT;
+	}
+	assert_int_equal(limited, 95);
+	err_clear(&e);
+	if (user_login(s->app->db, &s->app->cfg, email, PASSWORD, home, got, &e) < 0)
+		fail_msg("the owner is locked out: %s", e.msg);
+	assert_string_equal(got, account);
+
+	new_email(nobody, sizeof(nobody));
+	for (int i = 0; i < 3; i++) {
+		known += login_ms(s, email, home, &e);
+		snprintf(known_msg, sizeof(known_msg), "%s", e.msg);
+		assert_int_equal(e.kind, ERR_UNAUTHORIZED);
+		unknown += login_ms(s, nobody, home, &e);
+		assert_int_equal(e.kind, ERR_UNAUTHORIZED);
+		assert_string_equal(e.msg, known_msg);
+	}
+	print_message("login: wrong password %.1f ms, unknown e-mail %.1f ms (3 each)\n", known,
+	    unknown);
+	assert_true(unknown * 3 > known && known * 3 > unknown);
+}
+
+static double
+signup_ms(struct sfx *s, const char *email, const char *addr, char account[ACCT_ID_LEN + 1])
+{
+	struct timespec a, b;
+	struct err e;
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	err_clear(&e);
+	if (user_signup(s->app->db, &s->app->cfg, email, PASSWORD, addr, account, &e) < 0)
+		fail_msg("sign-up of %s: %s", email, e.msg);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	return (double)(b.tv_sec - a.tv_sec) * 1e3 + (double)(b.tv_nsec - a.tv_nsec) / 1e6;
+}
+
+/* A sign-up with a taken address answers as one with a new address, in
+ * about the same time (both hash the password), and makes nothing. */
+static void
+test_signup_taken_answers_alike(void **state)
+{
+	struct sfx *s = *state;
+	char email[64], fresh[64], account[ACCT_ID_LEN + 1], got[ACCT_ID_LEN + 1], addr[32];
+	double taken = 0, new_ms = 0;
+
+	tune(s);
+	s->app->cfg.argon2_m_kib = 32768; /* a hash that dominates, as in production */
+	signup(s, email, sizeof(email), account);
+	new_addr(addr, sizeof(addr));
+	for (int i = 0; i < 3; i++) {
+		new_email(fresh, sizeof(fresh));
+		new_ms += signup_ms(s, fresh, addr, got);
+		assert_string_not_equal(got, "");
+		taken += signup_ms(s, email, addr, got);
+		assert_string_equal(got, "");
+	}
+	print_message("sign-up: new address %.1f ms, taken address %.1f ms (3 each)\n", new_ms,
+	    taken);
+	assert_true(taken * 3 > new_ms && new_ms * 3 > taken);
+	assert_int_equal(count(s, "SELECT count(*) FROM accounts WHERE lower(email) = lower($1)",
+			     email),
+	    1);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, sfx_setup, sfx_teardown)
 
 int
@@ -874,8 +1006,10 @@ main(void)
 		T(test_signup_verify_grants_once),
 		T(test_verifications_racing_grant_once),
 		T(test_signup_refuses_bad_input),
+		T(test_signup_taken_answers_alike),
 		T(test_signup_limit_per_address),
 		T(test_login_locks_out),
+		T(test_login_lockout_spares_owner),
 		T(test_reset_link),
 		T(test_sessions),
 		T(test_outbox_keeps_mail_without_smtp),

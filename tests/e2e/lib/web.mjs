@@ -75,6 +75,18 @@ export class WebClient {
   }
 }
 
+// Signs up (the answer is the same page whether or not the address has an
+// account, and logs nobody in), then logs in as a person would.
+export async function signUpAndLogIn(c, email, password = GOOD_PASSWORD) {
+  const r = await c.submit('/signup', '/signup', { email, password });
+  if (r.status !== 200 || !/Check your mail/.test(r.text)) {
+    throw new Error(`sign-up of ${email}: ${r.status}\n${r.text.slice(0, 500)}`);
+  }
+  const l = await c.submit('/login', '/login', { email, password });
+  if (l.status !== 303) throw new Error(`login of ${email}: ${l.status}\n${l.text.slice(0, 500)}`);
+  return l;
+}
+
 export function randomEmail(tag = 'user') {
   return `${tag}-${crypto.randomBytes(6).toString('hex')}@example.com`;
 }

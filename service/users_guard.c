@@ -1,0 +1,45 @@
+/* users_guard.c - answers that do not tell whether an address has an
+ * account (user_): the notice a sign-up with a taken address mails. */
+#include <stdio.h>
+#include <string.h>
+
+#include "service/mailq.h"
+#include "service/users_int.h"
+
+#define HOUR_S 3600
+
+int
+user_signup_taken(PGconn *c, const struct config *cfg, const char *email, struct err *e)
+{
+	const char *p[1] = { email };
+	char account[ACCT_ID_LEN + 1], body[2 * CONFIG_STR_MAX + 512];
+	struct err quiet;
+	PGresult *r;
+	int found;
+
+	r = db_conn_query(c,
+	    "SELECT id FROM accounts WHERE lower(email) = $1 AND disabled_at IS NULL "
+	    "ORDER BY created_at LIMIT 1",
+	    1, p, e);
+	if (r == NULL)
+		return -1;
+	found = PQntuples(r) == 1 && db_get_str(r, 0, 0, account, sizeof(account), e) == 0;
+	PQclear(r);
+	if (!found)
+		return 0;
+	err_clear(&quiet);
+	if (user_take_turn(c, "mail", account, cfg->mails_per_account, HOUR_S, "mails", &quiet) <
+	    0) {
+		if (quiet.kind == ERR_LIMIT)
+			return 0;
+		err_set(e, quiet.kind, "%s", quiet.msg);
+		return -1;
+	}
+	snprintf(body, sizeof(body),
+	    "Someone asked to create an aas account with this e-mail address, which has an "
+	    "account already. Nothing was changed.\n\n"
+	    "If it was you, log in at %s/login, or choose a new password at %s/reset.\n"
+	    "If it was not you, ignore this mail.\n",
+	    cfg->public_url, cfg->public_url);
+	return mailq_put(c, account, email, "Your aas account", body, e);
+}
