@@ -61,6 +61,10 @@ int tools_is_anonymous(const char *name);
  * whole CallToolResult, malloc'd); NULL when the tool keeps no cache. */
 char *tool_cached_result(const struct tool *t, struct app *app, size_t *len);
 
+/* The short guide for agents: initialize's instructions and
+ * get_service_info's guide (static text). */
+const char *tools_guide(void);
+
 /* The tool's inputSchema / outputSchema ($refs resolved); borrowed. */
 const json_t *tool_input_schema(const struct tool *t);
 const json_t *tools_input_schema(const char *name);
