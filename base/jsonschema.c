@@ -347,6 +347,30 @@ check_array(const json_t *schema, const json_t *v, const char *path, int depth, 
 	return 0;
 }
 
+/* anyOf: the value matches one of the branches at least; the first
+ * branch's error is the one reported when none does. */
+static int
+check_any_of(const json_t *schema, const json_t *v, const char *path, int depth, struct err *e)
+{
+	const json_t *any = json_object_get(schema, "anyOf"), *branch;
+	struct err first, scratch;
+	size_t i;
+
+	if (!json_is_array(any) || json_array_size(any) == 0)
+		return 0;
+	err_clear(&first);
+	json_array_foreach(any, i, branch) {
+		err_clear(&scratch);
+		if (validate(branch, v, path, depth + 1, &scratch) == 0)
+			return 0;
+		if (i == 0)
+			first = scratch;
+	}
+	if (e->kind == ERR_NONE)
+		*e = first; /* the first error wins */
+	return -1;
+}
+
 static int
 validate(const json_t *schema, const json_t *v, const char *path, int depth, struct err *e)
 {
@@ -354,7 +378,8 @@ validate(const json_t *schema, const json_t *v, const char *path, int depth, str
 		return fail(e, path, "is nested too deeply");
 	if (!json_is_object(schema))
 		return 0;
-	if (check_type(schema, v, path, e) < 0 || check_enum(schema, v, path, e) < 0)
+	if (check_type(schema, v, path, e) < 0 || check_enum(schema, v, path, e) < 0 ||
+	    check_any_of(schema, v, path, depth, e) < 0)
 		return -1;
 	switch (json_typeof(v)) {
 	case JSON_STRING:

@@ -237,16 +237,24 @@ needs_credential(json_t *body)
 static int
 refuse_anonymous(struct http_req *req, struct mcp *m, json_t *body)
 {
-	char challenge[CONFIG_STR_MAX + 120];
+	const struct config *cfg = &m->app->cfg;
+	char challenge[CONFIG_STR_MAX + 120], msg[CONFIG_STR_MAX + 400];
+	json_t *id = json_is_object(body) ? json_object_get(body, "id") : NULL;
 
-	if (!m->app->cfg.oauth || !needs_credential(body))
+	if (!cfg->oauth || !needs_credential(body))
 		return 0;
-	oauth_http_challenge(&m->app->cfg, challenge, sizeof(challenge));
+	oauth_http_challenge(cfg, challenge, sizeof(challenge));
 	http_add_header(req, "WWW-Authenticate", challenge);
-	http_reply_error(req, 401, "unauthorized",
+	snprintf(msg, sizeof(msg),
 	    "this call needs a credential: an API key sent as 'Authorization: Bearer <key>' or "
-	    "'x-api-key: <key>', or an OAuth access token (an MCP client that supports OAuth gets "
-	    "one through the authorization server the WWW-Authenticate header names)");
+	    "'x-api-key: <key>' (get one at %s: sign up, then Dashboard, API keys), or an OAuth "
+	    "access token (an MCP client that supports OAuth gets one through the authorization "
+	    "server the WWW-Authenticate header names)",
+	    cfg->dashboard_url);
+	/* The request's own id, so the client matches the answer to it; a
+	 * batch has none. */
+	http_reply_json(req, 401,
+	    rpc_error(id && rpc_id_valid(id) ? id : NULL, RPC_SERVER_ERROR, msg, NULL));
 	return -1;
 }
 

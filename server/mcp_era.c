@@ -292,7 +292,7 @@ mcp_era_discover(void)
 json_t *
 mcp_era_tools_list(void)
 {
-	json_t *cat = tools_list_result();
+	json_t *cat = tools_list_result_marked();
 	json_t *list = json_deep_copy(cat);
 
 	json_decref(cat);

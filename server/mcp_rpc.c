@@ -13,21 +13,6 @@
 #include "base/metrics.h"
 #include "service/tools.h"
 
-static const char instructions[] =
-    "aas gives you disposable Linux VMs (Debian 12, each with its own kernel). "
-    "Typical flow: create_sandbox, then run_command / write_file / read_file / "
-    "list_files, then destroy_sandbox when done. Commands run as the unprivileged "
-    "user 'sandbox' in /home/sandbox; there is no sudo, so instead of apt-get use "
-    "'pip install --user --break-system-packages' or npm. run_command waits for the "
-    "command to finish: start servers and long jobs with background: true, follow "
-    "them with get_command (wait_seconds waits for news) and stop them with "
-    "kill_command; expose_port gives a server a URL. A sandbox is destroyed automatically when it expires "
-    "(extend_sandbox keeps it longer); destroy_sandbox refunds unused whole minutes. "
-    "pause_sandbox keeps a sandbox's processes and files without paying for compute "
-    "until resume_sandbox. "
-    "Every tool except get_service_info needs an API key sent as "
-    "'Authorization: Bearer <key>' or 'x-api-key: <key>'.";
-
 /* ---- in-flight registry ---- */
 
 static struct inflight *
@@ -160,7 +145,18 @@ progress_to_sse(void *p, double progress, double total, const char *message)
 const char *
 mcp_instructions(void)
 {
-	return instructions;
+	return tools_guide();
+}
+
+json_t *
+mcp_icons(const struct config *cfg)
+{
+	char src[CONFIG_STR_MAX + 32];
+
+	/* The dashboard's own icon, once for the server: no tool carries one. */
+	snprintf(src, sizeof(src), "%s/static/icon.svg", cfg->public_url);
+	return json_pack("[{s:s, s:s, s:[s]}]", "src", src, "mimeType", "image/svg+xml", "sizes",
+	    "any");
 }
 
 /* ---- method handlers (worker thread) ---- */
@@ -189,13 +185,14 @@ do_initialize(struct call_env *env, struct rpc_msg *msg, char *new_session, stru
 	}
 	/* One member of the result a line. */
 	/* clang-format off */
-	return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s, s:s}, s:s}",
+	return json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s, s:s, s:o}, s:s}",
 	    "protocolVersion", version,
 	    "capabilities", "tools", "listChanged", 0,
 	    "serverInfo", "name", "aas", "title", "Sandbox as a Service",
 	    "version", AAS_VERSION,
 	    "description", "Disposable Linux VMs with their own kernel, for agents.",
-	    "instructions", instructions);
+	    "icons", mcp_icons(&env->m->app->cfg),
+	    "instructions", mcp_instructions());
 	/* clang-format on */
 }
 

@@ -13,6 +13,31 @@
 #include "base/mcp_version.h"
 #include "service/sandbox.h"
 
+static const char guide[] =
+    "aas gives you disposable Linux VMs (Debian 12, each with its own kernel). "
+    "Lifecycle: create_sandbox returns a sandbox_id; run_command, write_file, read_file and "
+    "list_files work in it; expose_port gives a server in it a URL; extend_sandbox adds "
+    "minutes; destroy_sandbox when done. It is destroyed by itself at expires_at. "
+    "Commands run as the user 'sandbox' in /home/sandbox, without sudo: use "
+    "'pip install --user --break-system-packages' or npm, not apt-get. "
+    "Services: end the command with '&' (e.g. 'python3 -m http.server 8000 &') or pass "
+    "background: true; listen on 0.0.0.0, not 127.0.0.1; then expose_port. "
+    "Long commands: run_command returns when the command's own process exits (at most "
+    "timeout_seconds); for longer jobs pass background: true and call get_command with "
+    "wait_seconds, passing back next_stdout_offset and next_stderr_offset to read only new "
+    "output. Extend before expires_at (get_sandbox) when the work needs longer. "
+    "Cost: a sandbox is billed per minute while it runs, its lifetime charged up front; "
+    "destroy_sandbox early refunds the unused whole minutes; a paused sandbox "
+    "(pause_sandbox) costs storage only until resume_sandbox. get_usage shows your credit. "
+    "Every tool but get_service_info needs an API key: 'Authorization: Bearer <key>' or "
+    "'x-api-key: <key>'.";
+
+const char *
+tools_guide(void)
+{
+	return guide;
+}
+
 static json_t *
 first_sentence(const char *text)
 {
@@ -127,6 +152,7 @@ info_run(struct call_ctx *cx, void *req, struct err *e)
 			"protected_resource_metadata", meta, "authorization_server",
 			cfg->public_url, "scope", "mcp"));
 	}
+	json_object_set_new(out, "guide", json_string(guide));
 	json_object_set_new(out, "capacity",
 	    cx->app->sbx ? sbx_capacity(cx->app->sbx) :
 			   json_pack("{s:s}", "note", "this server runs without a VM layer"));

@@ -31,7 +31,11 @@ struct tool_call {
 #define N_TOOLS 19
 static struct tool catalogue_tools[N_TOOLS];
 
-static json_t *catalogue; /* {"tools": [...]} with $refs resolved */
+/* {"tools": [...]} with $refs resolved: `catalogue` as 2026-07-28 lists
+ * it (its x-mcp-header marks), `published` as the session revisions list
+ * it, without them. The marks are read from `catalogue` alone. */
+static json_t *catalogue;
+static json_t *published;
 static char *list_json;
 static size_t list_json_len;
 
@@ -59,6 +63,25 @@ int
 call_cancelled(const struct call_ctx *cx)
 {
 	return cx->cancelled != NULL && atomic_load(cx->cancelled);
+}
+
+/* A copy of the catalogue without the x-mcp-header marks: only
+ * 2026-07-28 defines them, and older clients would pass them on to a
+ * model as they are. */
+static json_t *
+without_header_marks(const json_t *cat)
+{
+	json_t *copy = json_deep_copy(cat), *t, *prop;
+	const char *key;
+	size_t i;
+
+	json_array_foreach(json_object_get(copy, "tools"), i, t) {
+		json_t *props = json_object_get(json_object_get(t, "inputSchema"), "properties");
+
+		json_object_foreach(props, key, prop)
+			json_object_del(prop, "x-mcp-header");
+	}
+	return copy;
 }
 
 int
@@ -95,8 +118,9 @@ tools_init(struct err *e)
 	}
 	catalogue = json_pack("{s:o}", "tools", resolved);
 	resolved = NULL;
-	list_json = json_dumps(catalogue, JSON_COMPACT);
-	if (catalogue == NULL || list_json == NULL) {
+	published = catalogue ? without_header_marks(catalogue) : NULL;
+	list_json = published ? json_dumps(published, JSON_COMPACT) : NULL;
+	if (list_json == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		goto out;
 	}
@@ -115,6 +139,8 @@ tools_cleanup(void)
 {
 	json_decref(catalogue);
 	catalogue = NULL;
+	json_decref(published);
+	published = NULL;
 	free(list_json);
 	list_json = NULL;
 }
@@ -129,6 +155,12 @@ tools_list_json(size_t *len)
 json_t *
 tools_list_result(void)
 {
+	return json_incref(published);
+}
+
+json_t *
+tools_list_result_marked(void)
+{
 	return json_incref(catalogue);
 }
 
@@ -140,6 +172,12 @@ tools_count(void)
 
 static const json_t *
 tool_at(size_t i)
+{
+	return json_array_get(json_object_get(published, "tools"), i);
+}
+
+static const json_t *
+marked_tool_at(size_t i)
 {
 	return json_array_get(json_object_get(catalogue, "tools"), i);
 }
@@ -206,7 +244,7 @@ tool_cached_result(const struct tool *t, struct app *app, size_t *len)
 const json_t *
 tool_input_schema(const struct tool *t)
 {
-	return json_object_get(tool_at(t->index), "inputSchema");
+	return json_object_get(marked_tool_at(t->index), "inputSchema");
 }
 
 const json_t *

@@ -38,9 +38,13 @@ int call_cancelled(const struct call_ctx *cx);
 int tools_init(struct err *e);
 void tools_cleanup(void);
 
-/* The tools/list result, serialised once. */
+/* The tools/list result of the session revisions, serialised once; its
+ * input schemas carry no x-mcp-header marks. */
 const char *tools_list_json(size_t *len);
 json_t *tools_list_result(void); /* new reference */
+/* The 2026-07-28 tools/list result: the same, with each argument that a
+ * client copies into an Mcp-Param-<Name> header marked x-mcp-header. */
+json_t *tools_list_result_marked(void); /* new reference */
 size_t tools_count(void);
 const char *tools_name_at(size_t i);
 const char *tools_title_at(size_t i);
@@ -61,7 +65,12 @@ int tools_is_anonymous(const char *name);
  * whole CallToolResult, malloc'd); NULL when the tool keeps no cache. */
 char *tool_cached_result(const struct tool *t, struct app *app, size_t *len);
 
-/* The tool's inputSchema / outputSchema ($refs resolved); borrowed. */
+/* The short guide for agents: initialize's instructions and
+ * get_service_info's guide (static text). */
+const char *tools_guide(void);
+
+/* The tool's inputSchema (with its x-mcp-header marks) / outputSchema
+ * ($refs resolved); borrowed. */
 const json_t *tool_input_schema(const struct tool *t);
 const json_t *tools_input_schema(const char *name);
 const json_t *tools_output_schema(const char *name);

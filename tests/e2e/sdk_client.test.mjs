@@ -33,13 +33,19 @@ test('anonymous client lists exactly the 19 tools with complete metadata', async
   const { client, transport } = await connect();
   const info = client.getServerVersion();
   assert.equal(info.name, 'aas');
-  assert.ok(client.getInstructions().includes('create_sandbox'));
+  // One icon, for the server, by URL: no tool repeats it.
+  assert.equal(info.icons?.[0]?.mimeType, 'image/svg+xml');
+  assert.equal(info.icons[0].src, `${aasd.url}/static/icon.svg`);
+  assert.equal((await fetch(info.icons[0].src)).status, 200);
+  const guide = client.getInstructions();
+  assert.ok(guide.includes('create_sandbox') && guide.includes('0.0.0.0'), guide);
+  assert.ok(guide.length < 1536, `instructions are ${guide.length} bytes`);
   const { tools } = await client.listTools();
   assert.deepEqual(tools.map((t) => t.name).sort(), TOOL_NAMES);
   for (const t of tools) {
     assert.ok(t.title, `${t.name} title`);
-    assert.equal(t.icons?.[0]?.mimeType, 'image/svg+xml', `${t.name} icon`);
-    assert.ok(t.icons[0].src.startsWith('data:image/svg+xml;base64,'), `${t.name} icon is self-contained`);
+    assert.equal(t.icons, undefined, `${t.name} carries no icon`);
+    assert.ok(!JSON.stringify(t).includes('x-mcp-header'), `${t.name}: no 2026-07-28 marks`);
     assert.ok(t.description.length > 40, `${t.name} description`);
     assert.equal(t.inputSchema.type, 'object', `${t.name} inputSchema`);
     assert.equal(t.outputSchema.type, 'object', `${t.name} outputSchema`);

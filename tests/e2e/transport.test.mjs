@@ -230,6 +230,19 @@ test('401 with WWW-Authenticate for an invalid or revoked key', async () => {
   assert.equal(r.status, 401);
 });
 
+test('a tool call without a credential is 401 with its own id, where to get a key and both headers', async () => {
+  const r = await post(aasd.mcpUrl,
+    rpc('tools/call', { name: 'list_sandboxes', arguments: {} }, 'call-41'), S());
+  assert.equal(r.status, 401);
+  assert.match(r.headers.get('www-authenticate'), /resource_metadata=/);
+  assert.equal(r.json.jsonrpc, '2.0');
+  assert.equal(r.json.id, 'call-41');
+  const msg = r.json.error.message;
+  assert.ok(msg.includes(`${aasd.url}/signup`), msg);
+  assert.match(msg, /Authorization: Bearer <key>/);
+  assert.match(msg, /x-api-key: <key>/);
+});
+
 test('a key in the query string is refused and never logged', async () => {
   for (const name of ['apiKey', 'api_key', 'key', 'token']) {
     const r = await post(`${aasd.mcpUrl}?${name}=${account.api_key}`, rpc('ping'), S());

@@ -273,6 +273,21 @@ test_property_names(void **state)
 	}
 }
 
+/* anyOf: a nullable value as output schemas spell it, one type a branch. */
+static void
+test_any_of(void **state)
+{
+	static const char s[] = "{\"anyOf\":[{\"type\":\"integer\"},{\"type\":\"null\"}]}";
+
+	(void)state;
+	ok(s, "3");
+	ok(s, "null");
+	bad(s, "\"3\"", "arguments", "arguments: must be integer, not string");
+	ok("{\"anyOf\":[{\"type\":\"string\",\"enum\":[\"a\"]},{\"type\":\"null\"}]}", "\"a\"");
+	bad("{\"anyOf\":[{\"type\":\"string\",\"enum\":[\"a\"]},{\"type\":\"null\"}]}", "\"b\"",
+	    "arguments", "arguments: must be one of: a");
+}
+
 static void
 test_enum(void **state)
 {
@@ -869,6 +884,7 @@ main(void)
 		cmocka_unit_test(test_additional_properties_schema),
 		cmocka_unit_test(test_property_names),
 		cmocka_unit_test(test_enum),
+		cmocka_unit_test(test_any_of),
 		cmocka_unit_test(test_minimum_maximum),
 		cmocka_unit_test(test_string_length_code_points),
 		cmocka_unit_test(test_pattern),
