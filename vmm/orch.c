@@ -28,6 +28,7 @@
 #include "vmm/netguard.h"
 #include "vmm/oomwatch.h"
 #include "vmm/orch_int.h"
+#include "vmm/orch_xml.h"
 #include "vmm/uidpool.h"
 #include "vmm/vm_agent.h"
 #include "vmm/vpool.h"
@@ -373,6 +374,7 @@ remove_local_files(struct orch *o, const char *id, int vm_gone)
 	unlink(path);
 	orch_save_path(o, id, ".new", path, sizeof(path));
 	unlink(path);
+	orch_xml_drop(o, id);
 	vm_dir(o, id, dir, sizeof(dir));
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
@@ -560,7 +562,7 @@ orch_boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel 
     struct err *e)
 {
 	char disk[ORCH_PATH_MAX + 96], console[ORCH_PATH_MAX + 96], name[128], agent[160];
-	char cmdline[sizeof(ORCH_CMDLINE) + 32 + ORCH_EXTRA_ARGS_MAX];
+	char cmdline[sizeof(ORCH_CMDLINE) + 32 + ORCH_EXTRA_ARGS_MAX], uuid[40];
 	struct vm_spec spec;
 	struct err ignore;
 	uid_t uid;
@@ -568,6 +570,10 @@ orch_boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel 
 	int gone;
 
 	orch_domain_name(id, name, sizeof(name));
+	if (orch_random_uuid(uuid, sizeof(uuid)) < 0) {
+		err_set(e, ERR_INTERNAL, "no random numbers");
+		return -1;
+	}
 	if (fn)
 		fn(ctx, 1, 4, "preparing the disk");
 	if (make_vm_files(o, h, id, accel, &uid, &gid, disk, sizeof(disk), console, sizeof(console),
@@ -579,9 +585,11 @@ orch_boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel 
 	spec.net = net;
 	orch_cmdline_for(o, net, cmdline, sizeof(cmdline));
 	spec.cmdline = cmdline;
+	spec.uuid = uuid;
 	if (fn)
 		fn(ctx, 2, 4, "starting the VM");
-	if (vm_start(h, &spec, e) < 0)
+	/* Kept before it runs: a restore of this VM starts from this XML. */
+	if (orch_xml_keep_spec(o, id, &spec, e) < 0 || vm_start(h, &spec, e) < 0)
 		goto fail;
 	watch_memory(o, h, name);
 	if (fn)
@@ -911,8 +919,9 @@ orch_new(const struct orch_config *cfg, struct err *e)
 		err_set(e, ERR_INTERNAL, "cannot create %s: %s", o->vms_dir, strerror(errno));
 		goto fail;
 	}
-	/* Not in the VM's directory, which its QEMU's user can write: a saved
-	 * state names the domain's devices and user, and libvirt trusts it. */
+	/* Not in the VM's directory: the saved memory and the domain XML a
+	 * restore starts from (orch_xml.h, its devices and user) are aasd's
+	 * alone. */
 	snprintf(o->saved_dir, sizeof(o->saved_dir), "%s/saved", cfg->state_dir);
 	if ((mkdir(o->saved_dir, 0700) < 0 && errno != EEXIST) || chmod(o->saved_dir, 0700) < 0) {
 		err_set(e, ERR_INTERNAL, "cannot create %s: %s", o->saved_dir, strerror(errno));

@@ -19,6 +19,7 @@
 #include "vmm/guest.h"
 #include "vmm/oomwatch.h"
 #include "vmm/orch_int.h"
+#include "vmm/orch_xml.h"
 #include "vmm/saveimg.h"
 #include "vmm/vm_agent.h"
 #include "vmm/vm_xml.h"
@@ -155,15 +156,22 @@ orch_continue(struct orch *o, const char *uri, const char *id, struct err *e)
 	return 0;
 }
 
-/* The running domain of VM `id` from the saved state at `path`, with its
- * console copy and memory watch; on failure it does not run. */
+/* The running domain of VM `id` from the saved state at `path`, as the
+ * XML aasd keeps for it describes (orch_xml.h), with its console copy and
+ * memory watch; on failure it does not run. */
 static int
 restore_running(struct orch *o, struct vm_host *h, const char *id, const char *path, struct err *e)
 {
 	char name[ORCH_NAME_MAX];
+	char *xml = orch_xml_load(o, id, e);
+	int rc;
 
+	if (xml == NULL)
+		return -1;
 	orch_domain_name(id, name, sizeof(name));
-	if (vm_restore(h, name, path, e) < 0)
+	rc = vm_restore(h, name, path, xml, e);
+	free(xml);
+	if (rc < 0)
 		return -1;
 	orch_follow(o, h, id, name, "restore");
 	return 0;
@@ -215,12 +223,16 @@ file_size(const char *path)
 	return stat(path, &sb) == 0 ? (long long)sb.st_size : 0;
 }
 
-/* The disk of VM `id`, stopped, copied to the snapshot's .qcow2. */
+/* The disk of VM `id`, stopped, copied to the snapshot's .qcow2, and the
+ * domain XML aasd keeps for it to the snapshot's .xml (first: a snapshot
+ * whose disk is there is whole). */
 static int
 copy_disk(struct orch *o, const char *id, const char *snap, struct err *e)
 {
 	char disk[SNAP_PATH_MAX], tmp[SNAP_PATH_MAX], path[SNAP_PATH_MAX];
 
+	if (orch_xml_copy(o, id, snap, e) < 0)
+		return -1;
 	orch_disk_path(o, id, disk, sizeof(disk));
 	snap_path(o, snap, ".qcow2.new", tmp, sizeof(tmp));
 	snap_path(o, snap, ".qcow2", path, sizeof(path));
@@ -241,6 +253,7 @@ orch_snapshot_delete(struct orch *o, const char *snap)
 		snap_path(o, snap, suffixes[i], path, sizeof(path));
 		unlink(path);
 	}
+	orch_xml_drop(o, snap);
 }
 
 static int snapshot_vm(struct orch *o, const char *uri, const char *id, const char *snap,
@@ -310,11 +323,12 @@ snapshot_vm(struct orch *o, const char *uri, const char *id, const char *snap, l
 int
 orch_snapshot_whole(struct orch *o, const char *snap, long long *bytes)
 {
-	char save[SNAP_PATH_MAX], disk[SNAP_PATH_MAX];
+	char save[SNAP_PATH_MAX], disk[SNAP_PATH_MAX], xml[SNAP_PATH_MAX];
 
 	snap_path(o, snap, ORCH_SAVE_SUFFIX, save, sizeof(save));
 	snap_path(o, snap, ".qcow2", disk, sizeof(disk));
-	if (!orch_file_ok(save) || !orch_file_ok(disk))
+	snap_path(o, snap, ORCH_XML_SUFFIX, xml, sizeof(xml));
+	if (!orch_file_ok(save) || !orch_file_ok(disk) || !orch_file_ok(xml))
 		return 0;
 	if (bytes)
 		*bytes = file_size(save) + file_size(disk);
@@ -361,7 +375,7 @@ orch_snapshot_recover(struct orch *o, const char *uri, const char *id, const cha
 		err_set(e, ERR_NOT_FOUND, "VM %s ended with no saved state", name);
 		return -1;
 	}
-	*kept = orch_file_ok(disk) || copy_disk(o, id, snap, &ignore) == 0;
+	*kept = orch_snapshot_whole(o, snap, NULL) || copy_disk(o, id, snap, &ignore) == 0;
 	if (restore_running(o, h, id, path, e) < 0) {
 		if (!*kept)
 			orch_snapshot_delete(o, snap);
@@ -370,20 +384,6 @@ orch_snapshot_recover(struct orch *o, const char *uri, const char *id, const cha
 	*restarted = 1;
 	if (!*kept)
 		orch_snapshot_delete(o, snap);
-	return 0;
-}
-
-/* A random (version 4) UUID as text. */
-static int
-random_uuid(char *out, size_t n)
-{
-	char h[33];
-
-	if (n < 37 || key_random_hex(h, sizeof(h), 16) < 0)
-		return -1;
-	h[12] = '4';
-	h[16] = "89ab"[h[16] % 4];
-	snprintf(out, n, "%.8s-%.4s-%.4s-%.4s-%.12s", h, h + 8, h + 12, h + 16, h + 20);
 	return 0;
 }
 
@@ -404,16 +404,18 @@ saved_source_id(const char *xml, char *out, size_t n)
 	return 0;
 }
 
-/* A new VM `id` on h from the saved state `save` and disk `from_disk`
- * (a snapshot's, or an image's booted state): a copy of the disk, the
- * memory restored into a domain of its own, its agent waited for. */
+/* A new VM `id` on h from snapshot `snap` (a sandbox's, or an image's
+ * booted state): a copy of its disk, its memory restored into a domain of
+ * its own, its agent waited for. The copy's XML is the one aasd kept for
+ * the snapshot, renamed; the save file's own is replaced by it. */
 static int
-restore_copy(struct orch *o, struct vm_host *h, const char *id, const char *save,
-    const char *from_disk, orch_progress_fn fn, void *ctx, struct err *e)
+restore_copy(struct orch *o, struct vm_host *h, const char *id, const char *snap,
+    orch_progress_fn fn, void *ctx, struct err *e)
 {
-	char name[128], fork[SNAP_PATH_MAX], disk[SNAP_PATH_MAX];
-	char console[SNAP_PATH_MAX], from[64], uuid[40], genid[40];
-	char *xml = NULL, *forked = NULL;
+	char name[128], fork[SNAP_PATH_MAX], disk[SNAP_PATH_MAX], save[SNAP_PATH_MAX];
+	char from_disk[SNAP_PATH_MAX], console[SNAP_PATH_MAX], from[64], uuid[40], genid[40];
+	char *xml = NULL, *forked = NULL, *header = NULL;
+	unsigned long long limit_kib;
 	struct err ignore;
 	uid_t uid;
 	gid_t gid;
@@ -421,7 +423,9 @@ restore_copy(struct orch *o, struct vm_host *h, const char *id, const char *save
 
 	orch_domain_name(id, name, sizeof(name));
 	orch_save_path(o, id, ".fork", fork, sizeof(fork));
-	if ((xml = saveimg_xml(save, e)) == NULL)
+	snap_path(o, snap, ORCH_SAVE_SUFFIX, save, sizeof(save));
+	snap_path(o, snap, ".qcow2", from_disk, sizeof(from_disk));
+	if ((xml = orch_xml_load(o, snap, e)) == NULL)
 		return -1;
 	if (saved_source_id(xml, from, sizeof(from)) < 0) {
 		err_set(e, ERR_INTERNAL, "%s names no sandbox VM", save);
@@ -432,7 +436,8 @@ restore_copy(struct orch *o, struct vm_host *h, const char *id, const char *save
 	if (orch_make_vm_files_from(o, h, id, o->accel, from_disk, &uid, &gid, disk, sizeof(disk),
 		console, sizeof(console), e) < 0)
 		goto fail;
-	if (random_uuid(uuid, sizeof(uuid)) < 0 || random_uuid(genid, sizeof(genid)) < 0 ||
+	if (orch_random_uuid(uuid, sizeof(uuid)) < 0 ||
+	    orch_random_uuid(genid, sizeof(genid)) < 0 ||
 	    (forked = vm_xml_for_fork(xml, from, id, (unsigned)uid, (unsigned)gid, uuid, genid)) ==
 		NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory or no random numbers");
@@ -441,7 +446,11 @@ restore_copy(struct orch *o, struct vm_host *h, const char *id, const char *save
 	unlink(fork);
 	if (fn)
 		fn(ctx, 2, 4, "restoring the snapshot's memory");
-	if (saveimg_copy_as(save, fork, forked, e) < 0)
+	if ((header = vm_xml_without_memtune(forked, &limit_kib)) == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto fail;
+	}
+	if (orch_xml_keep(o, id, forked, e) < 0 || saveimg_copy_as(save, fork, header, e) < 0)
 		goto fail;
 	if (restore_running(o, h, id, fork, e) < 0)
 		goto fail;
@@ -464,6 +473,7 @@ fail:
 out:
 	free(xml);
 	free(forked);
+	free(header);
 	return rc;
 }
 
@@ -471,14 +481,11 @@ int
 orch_boot_snapshot(struct orch *o, const char *uri, const char *id, const char *snap,
     orch_progress_fn fn, void *ctx, struct err *e)
 {
-	char save[SNAP_PATH_MAX], disk[SNAP_PATH_MAX];
 	struct vm_host *h = save_host(o, uri, e);
 
 	if (h == NULL || orch_wait_ready(o, 60000, e) < 0)
 		return -1;
-	snap_path(o, snap, ORCH_SAVE_SUFFIX, save, sizeof(save));
-	snap_path(o, snap, ".qcow2", disk, sizeof(disk));
-	return restore_copy(o, h, id, save, disk, fn, ctx, e);
+	return restore_copy(o, h, id, snap, fn, ctx, e);
 }
 
 /* ---- booted-image snapshots ---- */
@@ -589,13 +596,15 @@ build_main(void *arg)
 	orch_disk_path(o, id, own_disk, sizeof(own_disk));
 	saved = vm_save(r->h, dom, tmp, &e);
 	orch_saving_mark(o, dom, 0);
+	/* The .save last: a booted state under its final name is whole. */
 	if (saved < 0 || fcopy_path(own_disk, dtmp, 0600, &e) < 0 || rename(dtmp, disk) < 0 ||
-	    rename(tmp, path) < 0) {
+	    orch_xml_rename(o, id, r->name, &e) < 0 || rename(tmp, path) < 0) {
 		if (e.kind == ERR_NONE)
 			err_set(&e, ERR_INTERNAL, "cannot keep %s: %s", r->name, strerror(errno));
 		unlink(tmp);
 		unlink(dtmp);
 		unlink(disk);
+		orch_xml_drop(o, r->name);
 	}
 	err_clear(&ignore);
 	gone = vm_destroy(r->h, dom, &ignore) == 0 || ignore.kind == ERR_NOT_FOUND;
@@ -700,7 +709,7 @@ orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int 
 		orch_domain_name(id, dom, sizeof(dom));
 		err_clear(&se);
 		if (orch_file_ok(save) && orch_file_ok(disk)) {
-			if (restore_copy(o, h, id, save, disk, fn, ctx, &se) == 0 &&
+			if (restore_copy(o, h, id, name, fn, ctx, &se) == 0 &&
 			    guest_new_identity(h, dom, &se) == 0) {
 				if (how)
 					*how = ORCH_BOOTED_SNAPSHOT;
@@ -713,6 +722,7 @@ orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int 
 			orch_destroy(o, uri, id, &se);
 			unlink(save);
 			unlink(disk);
+			orch_xml_drop(o, name);
 		}
 		if (orch_boot_with(o, h, id, o->accel, net, vcpus, memory_mib,
 			o->boot_timeout_s * 1000, fn, ctx, e) < 0)

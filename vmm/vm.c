@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <libvirt/libvirt-qemu.h>
 #include <libvirt/virterror.h>
@@ -919,15 +920,23 @@ vm_resume(struct vm_host *h, const char *name, struct err *e)
 int
 vm_save(struct vm_host *h, const char *name, const char *path, struct err *e)
 {
-	return domain_op(h, name, save_op, path, "save", e);
+	if (domain_op(h, name, save_op, path, "save", e) < 0)
+		return -1;
+	/* libvirt makes it so already (0600, its own user, which is aasd's
+	 * under the embedded driver); said again, in case it did not. */
+	if (chown(path, geteuid(), getegid()) < 0 || chmod(path, 0600) < 0) {
+		err_set(e, ERR_INTERNAL, "cannot keep %s to aasd: %s", path, strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 int
-vm_restore(struct vm_host *h, const char *name, const char *path, struct err *e)
+vm_restore(struct vm_host *h, const char *name, const char *path, const char *kept, struct err *e)
 {
 	virConnectPtr c = vm_host_conn(h);
 	unsigned long long limit_kib = 0;
-	char *saved = NULL, *xml = NULL;
+	char *xml = NULL;
 	virDomainPtr d = NULL;
 	int rc = -1;
 
@@ -937,12 +946,12 @@ vm_restore(struct vm_host *h, const char *name, const char *path, struct err *e)
 	}
 	/* The memory limit as at start: set on the paused domain, not in
 	 * its XML (see set_memory_limit_kib). */
-	saved = virDomainSaveImageGetXMLDesc(c, path, 0);
-	if (saved == NULL || (xml = vm_xml_without_memtune(saved, &limit_kib)) == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "cannot read the saved state %s: %s", path,
-		    saved ? "out of memory" : last_error());
+	if ((xml = vm_xml_without_memtune(kept, &limit_kib)) == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
 		goto out;
 	}
+	/* aasd's own XML, never the one in the file: libvirt checks that the
+	 * two describe the same machine and starts the domain from ours. */
 	if (virDomainRestoreFlags(c, path, xml, VIR_DOMAIN_SAVE_PAUSED) < 0) {
 		err_set(e, ERR_UNAVAILABLE, "cannot restore %s: %s", path, last_error());
 		goto out;
@@ -963,7 +972,6 @@ vm_restore(struct vm_host *h, const char *name, const char *path, struct err *e)
 out:
 	if (d)
 		virDomainFree(d);
-	free(saved);
 	free(xml);
 	virConnectClose(c);
 	return rc;

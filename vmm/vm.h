@@ -87,9 +87,16 @@ int vm_migrate(struct vm_host *src, struct vm_host *dst, const char *name, int s
 int vm_suspend(struct vm_host *h, const char *name, struct err *e);
 int vm_resume(struct vm_host *h, const char *name, struct err *e);
 /* Saves a running domain's memory and device state into `path` (a file
- * on the host) and ends the domain; vm_restore starts domain `name` again
- * from such a file, running, with the same devices and memory limit. */
+ * on the host, left owned by aasd's user, mode 0600) and ends the domain.
+ * With the remote driver `path` is on the daemon's machine and its owner
+ * is libvirtd's. */
 int vm_save(struct vm_host *h, const char *name, const char *path, struct err *e);
-int vm_restore(struct vm_host *h, const char *name, const char *path, struct err *e);
+/* Starts domain `name` again from such a file, running, as `kept` (aasd's
+ * own domain XML for it, vm_xml_with_limit) describes: its user, devices,
+ * disks and memory limit. The XML in the file is never used (a QEMU held
+ * the file open for writing while it saved); libvirt refuses a file whose
+ * machine does not match `kept`. */
+int vm_restore(struct vm_host *h, const char *name, const char *path, const char *kept,
+    struct err *e);
 
 #endif

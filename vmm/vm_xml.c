@@ -93,6 +93,7 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	char tcg[128] = "";
 	char net[640] = "";
 	char label[160] = "";
+	char uuid[64] = "";
 	char tune[400] = "";
 	char *xml = NULL;
 	int n;
@@ -110,6 +111,13 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    strlen(s->agent_socket) > 100) {
 		err_set(e, ERR_INVALID, "vm: a name or path is too long or has control characters");
 		return NULL;
+	}
+	if (s->uuid != NULL) {
+		if (strlen(s->uuid) != 36 || strspn(s->uuid, "0123456789abcdef-") != 36) {
+			err_set(e, ERR_INVALID, "vm: bad UUID");
+			return NULL;
+		}
+		snprintf(uuid, sizeof(uuid), "  <uuid>%s</uuid>\n", s->uuid);
 	}
 	/* Within a unix socket's 108 bytes: the path is at most 100. */
 	snprintf(aas, sizeof(aas), "%s.aas", agent);
@@ -173,6 +181,7 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	n = snprintf(xml, VM_XML_MAX,
 	    "<domain type='%s' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n"
 	    "  <name>%s</name>\n"
+	    "%s"
 	    /* No VM generation ID device: the image's kernel has no driver
 	     * for it, and restores with one were slower here; a copy's
 	     * generator is reseeded through the agent instead
@@ -225,8 +234,8 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    "%s"
 	    "%s"
 	    "</domain>\n",
-	    s->accel == VM_ACCEL_KVM ? "kvm" : "qemu", name, s->memory_mib, s->vcpus, tune, kernel,
-	    initrd, cmdline, tcg,
+	    s->accel == VM_ACCEL_KVM ? "kvm" : "qemu", name, uuid, s->memory_mib, s->vcpus, tune,
+	    kernel, initrd, cmdline, tcg,
 	    s->accel == VM_ACCEL_KVM ? "  <cpu mode='host-passthrough'/>\n" : "", disk, agent, aas,
 	    bench, net, label);
 	if (n < 0 || n >= VM_XML_MAX) {
@@ -289,6 +298,27 @@ vm_xml_without_memtune(const char *xml, unsigned long long *limit_kib)
 	}
 	end += strlen("</memtune>");
 	memmove(start, end, strlen(end) + 1);
+	return out;
+}
+
+char *
+vm_xml_with_limit(const char *xml, unsigned long long limit_kib)
+{
+	const char *end = strstr(xml, "</domain>");
+	char tune[128];
+	size_t head, tl;
+	char *out;
+
+	if (end == NULL)
+		return NULL;
+	tl = (size_t)snprintf(tune, sizeof(tune),
+	    "<memtune><hard_limit unit='KiB'>%llu</hard_limit></memtune>", limit_kib);
+	head = (size_t)(end - xml);
+	if ((out = malloc(strlen(xml) + tl + 1)) == NULL)
+		return NULL;
+	memcpy(out, xml, head);
+	memcpy(out + head, tune, tl);
+	memcpy(out + head + tl, end, strlen(end) + 1);
 	return out;
 }
 

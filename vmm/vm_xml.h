@@ -18,6 +18,7 @@ enum vm_net { VM_NET_NONE, VM_NET_NAT, VM_NET_ISOLATED };
 
 struct vm_spec {
 	const char *name; /* domain name, e.g. "aas-sbx-..." */
+	const char *uuid; /* the domain's UUID (36 characters); NULL: libvirt's */
 	enum vm_accel accel;
 	int vcpus;
 	int memory_mib;
@@ -55,6 +56,12 @@ const char *vm_net_name(enum vm_net n);
 
 /* The domain XML (malloc'd), or NULL with e set when a field is unusable. */
 char *vm_xml_build(const struct vm_spec *s, struct err *e);
+
+/* The domain XML aasd keeps for a VM it may restore (malloc'd): xml
+ * with the memory limit the VM runs under as <memtune>, which a restore
+ * takes out again and sets on the paused domain (vm_xml_without_memtune).
+ * NULL on OOM or when xml has no </domain>. */
+char *vm_xml_with_limit(const char *xml, unsigned long long limit_kib);
 
 /* A running domain's migratable XML made ready for its new host
  * (malloc'd; NULL on OOM): the unix sockets in `dir` get the file names

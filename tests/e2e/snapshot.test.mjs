@@ -64,7 +64,7 @@ test('creates restore the booted image with fresh identities, and boot cold when
   const first = await ok(a, 'create_sandbox', { size: 'small', timeout_minutes: 10 });
   assert.equal(first.boot, 'cold');
   // Made in the background from a VM of its own, not from this sandbox.
-  await waitFor('the booted snapshot', async () => bootSnaps().filter((f) => !f.endsWith('.new')).length === 2, 120000);
+  await waitFor('the booted snapshot', async () => bootSnaps().filter((f) => !f.endsWith('.new')).length === 3, 120000);
   const save = bootSnaps().find((f) => f.endsWith('.save'));
   const made = [];
   for (let i = 0; i < 2; i++) {
@@ -116,7 +116,7 @@ test('two forks of a serving sandbox both serve its file, keep apart, and differ
   assert.ok(snap.bytes > 0 && snap.charged > 0, JSON.stringify(snap));
   assert.equal(snap.balance, balance0 - snap.charged);
   assert.deepEqual(snapFiles(snap.snapshot_id).sort(),
-    [`${snap.snapshot_id}.qcow2`, `${snap.snapshot_id}.save`]);
+    [`${snap.snapshot_id}.qcow2`, `${snap.snapshot_id}.save`, `${snap.snapshot_id}.xml`]);
   // The source runs on: its counter keeps counting.
   assert.equal((await ok(a, 'get_sandbox', { sandbox_id: src })).state, 'running');
   const c0 = Number(await sh(a, src, 'cat ~/count'));
@@ -237,7 +237,7 @@ test('kill -9 during a snapshot: one state, charged once, no file left', LONG, a
     assert.equal((await sh(call, id, 'cat ~/f')).trim(), 'survives');
     const files = snapFiles(snap).sort();
     if (state === 'ready') {
-      assert.deepEqual(files, [`${snap}.qcow2`, `${snap}.save`]);
+      assert.deepEqual(files, [`${snap}.qcow2`, `${snap}.save`, `${snap}.xml`]);
       // Whole: a fork starts from it.
       const f = await ok(call, 'create_sandbox', { from_snapshot: snap });
       assert.equal((await sh(call, f.sandbox_id, 'cat ~/f')).trim(), 'survives');
@@ -285,7 +285,7 @@ test('a host without room beyond its sandboxes makes no booted state', LONG, asy
     const roomy = await ok(call, 'create_sandbox', args);
     assert.equal(roomy.boot, 'cold');
     await waitFor('the booted state of these settings', async () =>
-      bootSnaps().filter((f) => !before.has(f) && !f.endsWith('.new')).length === 2, 120000);
+      bootSnaps().filter((f) => !before.has(f) && !f.endsWith('.new')).length === 3, 120000);
     assert.equal(srv.log().match(/not made now/g).length, 1, 'only the full host skipped it');
     await ok(call, 'destroy_sandbox', { sandbox_id: roomy.sandbox_id });
   } finally {

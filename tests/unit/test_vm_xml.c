@@ -289,12 +289,55 @@ test_xml_for_fork(void **state)
 	assert_null(vm_xml_for_fork(saved, "", "sbx-b", 1, 1, "u", "g"));
 }
 
+/* What aasd keeps to restore a VM from: its own UUID (a restore must name
+ * the saved one) and its memory limit, which a restore takes out again. */
+static void
+test_kept_xml(void **state)
+{
+	struct vm_spec s = spec();
+	unsigned long long limit = 0;
+	struct err e;
+	char *xml, *kept, *back;
+
+	(void)state;
+	err_clear(&e);
+	s.uuid = "0a1b2c3d-4e5f-4a6b-8c7d-0e1f2a3b4c5d";
+	s.uid = 3000007;
+	s.gid = 3000007;
+	xml = vm_xml_build(&s, &e);
+	assert_non_null(xml);
+	has(xml, "</name>\n  <uuid>0a1b2c3d-4e5f-4a6b-8c7d-0e1f2a3b4c5d</uuid>\n");
+	kept = vm_xml_with_limit(xml, 851968);
+	assert_non_null(kept);
+	has(kept, "<hard_limit unit='KiB'>851968</hard_limit>");
+	has(kept, "<label>+3000007:+3000007</label>");
+	back = vm_xml_without_memtune(kept, &limit);
+	assert_non_null(back);
+	assert_int_equal(limit, 851968);
+	assert_string_equal(back, xml);
+	free(back);
+	free(kept);
+	free(xml);
+	assert_null(vm_xml_with_limit("<domain>", 1));
+	/* A UUID is one libvirt takes as it is: nothing else gets in. */
+	s.uuid = "0a1b2c3d-4e5f-4a6b-8c7d-0e1f2a3b4c5d</uuid><title>x";
+	assert_null(vm_xml_build(&s, &e));
+	s.uuid = "0A1B2C3D-4E5F-4A6B-8C7D-0E1F2A3B4C5D";
+	assert_null(vm_xml_build(&s, &e));
+	s.uuid = NULL;
+	xml = vm_xml_build(&s, &e);
+	assert_non_null(xml);
+	assert_null(strstr(xml, "<uuid>"));
+	free(xml);
+}
+
 int
 main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tcg_domain),
 		cmocka_unit_test(test_xml_for_fork),
+		cmocka_unit_test(test_kept_xml),
 		cmocka_unit_test(test_kvm_domain_and_tb_cache),
 		cmocka_unit_test(test_escaping_and_refusals),
 		cmocka_unit_test(test_network_devices),
