@@ -36,6 +36,7 @@ let account;
 let tmp;
 const made = []; // { id, auth } of sandboxes not yet destroyed
 const children = new Set(); // processes started here, ended in after()
+const bridges = new Set(); // SDK clients over stdio to an mcp-remote, closed in after()
 
 before(async () => {
   smtp = await startSmtpSink();
@@ -50,6 +51,7 @@ before(async () => {
 });
 
 after(async () => {
+  for (const c of bridges) await c.close().catch(() => {});
   for (const p of children) {
     if (p.exitCode === null && p.signalCode === null) {
       const gone = new Promise((r) => p.once('exit', r));
@@ -158,6 +160,7 @@ async function stdioClient(command, args, env) {
   const transport = new StdioClientTransport({ command, args, env, stderr: 'pipe' });
   let stderr = '';
   const client = new Client({ name: 'aas-e2e-clients', version: '1.0.0' });
+  bridges.add(client);
   const started = client.connect(transport);
   transport.stderr?.on('data', (d) => { stderr += d; });
   return { client, transport, started, stderr: () => stderr };
