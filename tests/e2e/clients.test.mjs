@@ -59,20 +59,36 @@ after(async () => {
       await Promise.race([gone, new Promise((r) => setTimeout(r, 5000))]);
     }
   }
-  // Sandboxes a failed test left: destroyed, and waited for, before aasd
-  // stops (QEMU would outlive it).
-  for (const { id, auth } of made) {
-    const url = `${aasd.url}/v1/sandboxes/${id}`;
-    await fetch(url, { method: 'DELETE', headers: auth }).catch(() => {});
-    await waitFor(`${id} destroyed`, async () => {
-      const r = await fetch(url, { headers: auth }).catch(() => null);
-      return !r || r.status === 404 || (await r.json()).state === 'destroyed';
-    }, 30000).catch(() => {});
-  }
+  // Sandboxes a failed test left: destroyed through /v1/mcp (an OAuth
+  // token is good there only), and waited for, before aasd stops (QEMU
+  // would outlive it).
+  for (const { id, auth } of made) await destroyOver(id, auth).catch(() => {});
   await aasd?.stop();
   await smtp?.stop();
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
+
+// destroy_sandbox as one stateless 2026-07-28 request; waits for the end.
+async function destroyOver(id, auth) {
+  const v = '2026-07-28';
+  const call = (name) => fetch(aasd.mcpUrl, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream',
+      'mcp-protocol-version': v, 'mcp-method': 'tools/call', 'mcp-name': name, 'mcp-param-sandbox-id': id,
+      ...auth },
+    body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/call',
+      params: { name, arguments: { sandbox_id: id },
+        _meta: { 'io.modelcontextprotocol/protocolVersion': v,
+          'io.modelcontextprotocol/clientCapabilities': {},
+          'io.modelcontextprotocol/clientInfo': { name: 'cleanup', version: '1' } } } }),
+  }).then((r) => r.text());
+  await call('destroy_sandbox');
+  await waitFor(`${id} destroyed`, async () => {
+    const t = await call('get_sandbox');
+    const m = t.match(/\\?"state\\?":\s*\\?"(\w+)/); // in structuredContent or the text's JSON
+    return !m || m[1] === 'destroyed' || m[1] === 'failed';
+  }, 30000);
+}
 
 // The environment of every client process: a HOME of its own (mcporter
 // and mcp-remote keep state there), no telemetry, no update checks, no
