@@ -91,7 +91,11 @@ done
 
 # --- end to end ---
 if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
-	if [ ! -d node_modules/@modelcontextprotocol/sdk ]; then
+	# Again when package-lock.json changed since (npm ci leaves its own
+	# copy, node_modules/.package-lock.json): a checkout that pins new
+	# packages gets them before its tests import them.
+	if [ ! -d node_modules/@modelcontextprotocol/sdk ] ||
+		[ package-lock.json -nt node_modules/.package-lock.json ]; then
 		npm ci --no-audit --no-fund >"$LOG/npm-ci.txt" 2>&1 || {
 			echo "npm ci failed:"; tail -n 20 "$LOG/npm-ci.txt"; failed=$((failed + 1)); }
 	fi
