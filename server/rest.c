@@ -347,6 +347,9 @@ add_routes(struct rest *r, struct err *e)
 				.handler = handle,
 				.ctx = rp,
 				.head = head,
+				/* JSON arguments, never file content (that streams). */
+				.max_body = r->app->cfg.max_json_body_bytes,
+				.max_body_name = "AAS_MAX_JSON_BODY_BYTES",
 			};
 			r->n_paths++;
 		}
