@@ -39,6 +39,10 @@ function baseEnv(extra = {}) {
     AAS_LOG_LEVEL: 'info',
     // Tests that need VMs ask for them (vmEnv); the others run without.
     AAS_LIBVIRT_URI: 'none',
+    // Every test client is on loopback, many of them at once (parallel calls,
+    // held streams): more than one real client's AAS_MAX_CONNS_PER_ADDR.
+    // conns.test.mjs sets its own.
+    AAS_MAX_CONNS_PER_ADDR: '1024',
     // The sanitizer build's settings (make asan), leak suppressions among them.
     ...(process.env.ASAN_OPTIONS ? { ASAN_OPTIONS: process.env.ASAN_OPTIONS } : {}),
     ...(process.env.LSAN_OPTIONS ? { LSAN_OPTIONS: process.env.LSAN_OPTIONS } : {}),
