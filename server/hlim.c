@@ -41,7 +41,28 @@ struct hlim {
 	struct hlim_conn *conns;
 	struct counts addrs;  /* open connections per address group */
 	struct counts owners; /* body bytes held per owner */
+	long long warned_ms;  /* the last refusal logged */
+	long long unlogged;   /* refusals since, not logged */
 };
+
+#define HLIM_WARN_MS 1000 /* at most one refusal logged a second */
+
+/* 1 when a refusal may be logged now (a flood of them logs one a
+ * second), with *skipped the ones left out since. Under the lock. */
+static int
+warn_due(struct hlim *h, long long *skipped)
+{
+	long long now = clock_ms();
+
+	if (now - h->warned_ms < HLIM_WARN_MS) {
+		h->unlogged++;
+		return 0;
+	}
+	h->warned_ms = now;
+	*skipped = h->unlogged;
+	h->unlogged = 0;
+	return 1;
+}
 
 static struct count *
 counts_find(struct counts *c, const char *name)
@@ -178,16 +199,20 @@ int
 hlim_accept(struct hlim *h, const struct sockaddr *sa)
 {
 	char g[HLIM_GROUP_MAX + 1];
-	int ok;
+	long long skipped = 0;
+	int ok, warn = 0;
 
 	if (hlim_group(sa, g, sizeof(g)) < 0)
 		return 1;
 	pthread_mutex_lock(&h->lock);
 	ok = counts_get(&h->addrs, g) < h->lim.max_conns_per_addr;
-	pthread_mutex_unlock(&h->lock);
 	if (!ok)
-		log_warn("http: connection from %s refused: AAS_MAX_CONNS_PER_ADDR (%d) open", g,
-		    h->lim.max_conns_per_addr);
+		warn = warn_due(h, &skipped);
+	pthread_mutex_unlock(&h->lock);
+	if (warn)
+		log_warn("http: connection from %s refused: AAS_MAX_CONNS_PER_ADDR (%d) open "
+			 "(%lld more refusals not logged)",
+		    g, h->lim.max_conns_per_addr, skipped);
 	return ok;
 }
 
@@ -339,11 +364,14 @@ hlim_sweep(struct hlim *h, long long now_ms)
 			continue;
 		/* libmicrohttpd sees the end of the stream and closes it; the
 		 * entry goes with its close notification. */
+		long long skipped;
+
 		shutdown(c->fd, SHUT_RDWR);
 		c->receiving = 0;
-		log_warn("http: connection from %s closed: request not in within "
-			 "AAS_REQUEST_RECV_S (%d s, %lld body bytes)",
-		    c->group, h->lim.recv_s, c->bytes);
+		if (warn_due(h, &skipped))
+			log_warn("http: connection from %s closed: request not in within "
+				 "AAS_REQUEST_RECV_S (%d s, %lld body bytes; %lld more not logged)",
+			    c->group, h->lim.recv_s, c->bytes, skipped);
 		n++;
 	}
 	pthread_mutex_unlock(&h->lock);

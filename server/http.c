@@ -817,7 +817,8 @@ key_outcome(struct http_server *srv, struct http_req *req)
 	case KEY_OK:
 		return HEAD_READ_BODY;
 	case KEY_BUSY:
-		reply_busy(req, "too many calls of this account are in progress; retry shortly");
+		/* The lookup took the client address's turn. */
+		reply_busy(req, "too many requests from this address are waiting; retry shortly");
 		return HEAD_REPLY;
 	case KEY_REFUSED:
 		if (req->key_err.kind == ERR_UNAUTHORIZED || req->key_err.kind == ERR_NONE)
