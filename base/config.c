@@ -92,8 +92,8 @@ static const struct cfg_entry cfg_table[] = {
 	    "(REST file uploads have AAS_MAX_FILE_BYTES instead)." },
 	{ "AAS_MAX_JSON_BODY_BYTES", CFG_LLONG, "4194304", 1024, 268435456, F(max_json_body_bytes),
 	    "Largest body of a REST route that takes JSON (every one but the file and tree uploads, "
-	    "which stream); larger ones get 413. /v1/mcp, which carries write_file content, keeps "
-	    "AAS_MAX_BODY_BYTES." },
+	    "which stream); larger ones get 413. AAS_MAX_BODY_BYTES when that is smaller. /v1/mcp, "
+	    "which carries write_file content, keeps AAS_MAX_BODY_BYTES." },
 	{ "AAS_MAX_BODY_BUFFER_PER_ACCOUNT", CFG_LLONG, "67108864", 65536, 17179869184LL,
 	    F(max_body_buffer_per_account),
 	    "Request body bytes held in memory at once for one account (or, without a credential, "
