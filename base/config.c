@@ -46,6 +46,15 @@ struct cfg_entry {
 
 #define F(field) offsetof(struct config, field), sizeof(((struct config *)0)->field)
 
+/* Settings that were renamed: the old name still works when the new one
+ * is not set. */
+static const struct {
+	const char *old, *now;
+} cfg_aliases[] = {
+	{ "AAS_MAX_CALLS_PER_KEY", "AAS_MAX_CALLS_PER_ACCOUNT" },
+	{ "AAS_MAX_QUEUED_PER_KEY", "AAS_MAX_QUEUED_PER_ACCOUNT" },
+};
+
 static const struct cfg_entry cfg_table[] = {
 	{ "AAS_LISTEN", CFG_LISTEN, "127.0.0.1:8080", 0, 0, F(listen_host),
 	    "Address and port the HTTP server binds (host:port)." },
@@ -68,17 +77,38 @@ static const struct cfg_entry cfg_table[] = {
 	    "HTTP event-loop threads (epoll thread pool)." },
 	{ "AAS_WORKERS", CFG_INT, "128", 1, 1024, F(workers),
 	    "Threads for slow work (tool calls); HTTP threads never wait on it." },
-	{ "AAS_MAX_CALLS_PER_KEY", CFG_INT, "8", 1, 1024, F(max_calls_per_key),
-	    "Calls of one API key (or of all callers without one) running at once; more wait "
-	    "their turn, keys taking turns." },
-	{ "AAS_MAX_QUEUED_PER_KEY", CFG_INT, "32", 1, 4096, F(max_queued_per_key),
-	    "Calls of one API key waiting to run; beyond this they are answered 429 busy." },
+	{ "AAS_MAX_CALLS_PER_ACCOUNT", CFG_INT, "8", 1, 1024, F(max_calls_per_account),
+	    "Calls of one account (all its API keys, OAuth tokens and dashboard sessions together; "
+	    "without a credential, of one client address) running at once; more wait their turn, "
+	    "accounts taking turns. Old name: AAS_MAX_CALLS_PER_KEY." },
+	{ "AAS_MAX_QUEUED_PER_ACCOUNT", CFG_INT, "32", 1, 4096, F(max_queued_per_account),
+	    "Calls of one account (or of one client address without a credential) waiting to run; "
+	    "beyond this they are answered 429 busy. Old name: AAS_MAX_QUEUED_PER_KEY." },
 	{ "AAS_QUEUE_WAIT_S", CFG_INT, "30", 1, 600, F(queue_wait_s),
 	    "A waiting call that cannot start within this many seconds is answered 429 busy "
 	    "with Retry-After." },
 	{ "AAS_MAX_BODY_BYTES", CFG_LLONG, "16777216", 1024, 268435456, F(max_body_bytes),
 	    "Largest request body accepted; larger ones get 413 "
 	    "(REST file uploads have AAS_MAX_FILE_BYTES instead)." },
+	{ "AAS_MAX_JSON_BODY_BYTES", CFG_LLONG, "4194304", 1024, 268435456, F(max_json_body_bytes),
+	    "Largest body of a REST route that takes JSON (every one but the file and tree uploads, "
+	    "which stream); larger ones get 413. AAS_MAX_BODY_BYTES when that is smaller. /v1/mcp, "
+	    "which carries write_file content, keeps AAS_MAX_BODY_BYTES." },
+	{ "AAS_MAX_BODY_BUFFER_PER_ACCOUNT", CFG_LLONG, "67108864", 65536, 17179869184LL,
+	    F(max_body_buffer_per_account),
+	    "Request body bytes held in memory at once for one account (or, without a credential, "
+	    "one client address), over all its connections; a body that would pass it gets 413 "
+	    "before it is read. Streamed uploads hold at most 1 MiB each and count that." },
+	{ "AAS_MAX_CONNS_PER_ADDR", CFG_INT, "64", 1, 65536, F(max_conns_per_addr),
+	    "Open HTTP connections from one client address (an IPv4 address, an IPv6 /64); more are "
+	    "closed as soon as they are accepted. Loopback is not exempt." },
+	{ "AAS_REQUEST_RECV_S", CFG_INT, "30", 1, 3600, F(request_recv_s),
+	    "Seconds a client has to send a request's head and body (however slowly each byte "
+	    "comes); a larger body earns one more second per AAS_MIN_RECV_RATE bytes. Past it the "
+	    "connection is closed. Time the server spends not reading (waiting on a worker) is not "
+	    "counted." },
+	{ "AAS_MIN_RECV_RATE", CFG_LLONG, "65536", 1, 1073741824, F(min_recv_rate),
+	    "Bytes a second a client must keep up, past AAS_REQUEST_RECV_S, to send a large body." },
 	{ "AAS_MAX_FILE_BYTES", CFG_LLONG, "4294967296", 1073741824, 1099511627776LL,
 	    F(max_file_bytes),
 	    "Largest file moved in one REST request (PUT and GET /v1/sandboxes/{id}/files/content, "
@@ -812,6 +842,10 @@ config_load(struct config *cfg, const char *(*getenv_fn)(const char *), struct e
 		const char *v = getenv_fn(ent->name);
 		char form[96];
 
+		for (size_t j = 0; v == NULL && j < sizeof(cfg_aliases) / sizeof(cfg_aliases[0]);
+		     j++)
+			if (strcmp(cfg_aliases[j].now, ent->name) == 0)
+				v = getenv_fn(cfg_aliases[j].old);
 		if (v == NULL)
 			v = ent->def;
 		if (apply_entry(cfg, ent, v) < 0) {

@@ -35,10 +35,15 @@ struct config {
 	int log_level;
 	int http_threads;
 	int workers;
-	int max_calls_per_key;
-	int max_queued_per_key;
+	int max_calls_per_account;
+	int max_queued_per_account;
 	int queue_wait_s;
 	long long max_body_bytes;
+	long long max_json_body_bytes;
+	long long max_body_buffer_per_account;
+	int max_conns_per_addr;
+	int request_recv_s;
+	long long min_recv_rate;
 	long long max_file_bytes;
 	long long max_tree_entries;
 	long long max_anon_body_bytes;

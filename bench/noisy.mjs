@@ -291,8 +291,8 @@ const startAasd = () => startVmAasd(BUILD, STATE, URI, IMAGE, ENV);
 
 let rc = 0;
 try {
-  const calls = await setting('AAS_MAX_CALLS_PER_KEY');
-  const queued = await setting('AAS_MAX_QUEUED_PER_KEY');
+  const calls = await setting('AAS_MAX_CALLS_PER_ACCOUNT');
+  const queued = await setting('AAS_MAX_QUEUED_PER_ACCOUNT');
   const bgCap = await setting('AAS_MAX_BACKGROUND_PER_SANDBOX');
   aasd = await startAasd();
   const accA = await newAccount('a');
@@ -386,7 +386,7 @@ try {
   await sleep(2000);
   const { stdout: runningCmds } = await run('psql', [DB, '-tAc', `select count(*) from sandbox_commands where sandbox_id = '${sbxA}' and state = 'running'`]).catch(() => ({ stdout: '?' }));
 
-  console.log(`noisy  A holds: ${calls + queued + EXTRA_CALLS} run_command 'sleep 600' kept sent (AAS_MAX_CALLS_PER_KEY=${calls} in flight, AAS_MAX_QUEUED_PER_KEY=${queued} queued, ${EXTRA_CALLS} more), ` +
+  console.log(`noisy  A holds: ${calls + queued + EXTRA_CALLS} run_command 'sleep 600' kept sent (AAS_MAX_CALLS_PER_ACCOUNT=${calls} in flight, AAS_MAX_QUEUED_PER_ACCOUNT=${queued} queued, ${EXTRA_CALLS} more), ` +
     `${bg.started} background commands (1 of them 'yes > /dev/null'; AAS_MAX_BACKGROUND_PER_SANDBOX=${bgCap}), commands running in A's sandbox: ${runningCmds.trim()}`);
   console.log(`noisy  A holds: ${sessions.length} MCP sessions (AAS_MAX_SESSIONS_PER_ACCOUNT=${SESSIONS_CAP}), ${streams} GET streams (at most ${MAX_STREAMS} tried), ${previews} preview connections held open (at most ${MAX_PREVIEWS} tried)`);
   const noisyBurn = await measureB('noisy, CPU burn');

@@ -321,8 +321,8 @@ main(int argc, char **argv)
 	work = work_new(cfg.workers, WORK_QUEUE_MAX, &e);
 	if (work != NULL) {
 		struct work_limits lim = {
-			.per_key_running = (size_t)cfg.max_calls_per_key,
-			.per_key_queued = (size_t)cfg.max_queued_per_key,
+			.per_key_running = (size_t)cfg.max_calls_per_account,
+			.per_key_queued = (size_t)cfg.max_queued_per_account,
 			.max_wait_ms = (long long)cfg.queue_wait_s * 1000,
 		};
 		if (work_set_limits(work, &lim, &e) < 0) {

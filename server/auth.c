@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "base/keys.h"
+#include "server/hlim.h"
 #include "server/oauth.h"
 #include "service/accounts.h"
 #include "service/app.h"
@@ -86,18 +87,30 @@ auth_extract(const char *authorization, const char *x_api_key, const char **key,
 }
 
 void
-auth_work_key(const char *authorization, const char *x_api_key, char *out, size_t n)
+auth_work_key_addr(struct http_req *req, char *out, size_t n)
 {
-	char hash[KEY_HASH_HEX_LEN + 1];
-	const char *key, *why;
-	size_t keylen;
+	const char *real = http_header(req, "X-Real-IP");
+	char addr[HLIM_GROUP_MAX + 1], group[HLIM_GROUP_MAX + 1];
 
-	if (auth_extract(authorization, x_api_key, &key, &keylen, &why) != AUTH_KEY) {
-		snprintf(out, n, "anon");
-		return;
-	}
-	key_hash_hex(key, keylen, hash, sizeof(hash));
-	snprintf(out, n, "k:%.32s", hash);
+	if (http_client_addr(req, addr, sizeof(addr)) < 0)
+		snprintf(addr, sizeof(addr), "unknown");
+	/* Behind a reverse proxy on this machine, the client it names. */
+	if (real && strlen(real) < sizeof(addr) && http_config(req)->trust_x_real_ip &&
+	    (strcmp(addr, "127.0.0.1") == 0 || strcmp(addr, "::1") == 0))
+		snprintf(addr, sizeof(addr), "%s", real);
+	hlim_group_text(addr, group, sizeof(group));
+	snprintf(out, n, "ip:%s", group);
+}
+
+void
+auth_work_key(struct http_req *req, char *out, size_t n)
+{
+	const char *acct = http_account(req);
+
+	if (acct)
+		snprintf(out, n, "a:%s", acct);
+	else
+		auth_work_key_addr(req, out, n);
 }
 
 void
@@ -105,8 +118,7 @@ auth_defer(struct http_req *req, http_deferred_fn fn, void *arg, void (*drop)(vo
 {
 	char key[AUTH_WORK_KEY_LEN + 1];
 
-	auth_work_key(http_header(req, "Authorization"), http_header(req, "x-api-key"), key,
-	    sizeof(key));
+	auth_work_key(req, key, sizeof(key));
 	http_defer_as(req, key, fn, arg, drop);
 }
 

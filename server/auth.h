@@ -21,11 +21,16 @@ enum auth_found {
 enum auth_found auth_extract(const char *authorization, const char *x_api_key, const char **key,
     size_t *keylen, const char **why);
 
-/* The key a request's work queues under (http_defer_as): "k:" and part
- * of the hash of the API key it carries, or "anon" without one. Never the
- * key itself. `out` holds at least AUTH_WORK_KEY_LEN + 1 bytes. */
-#define AUTH_WORK_KEY_LEN 34
-void auth_work_key(const char *authorization, const char *x_api_key, char *out, size_t n);
+/* The key a request's work queues under (http_defer_as): "a:" and the
+ * account its credential was resolved to (every key, OAuth token and
+ * session of one account share it), else "ip:" and the client's address
+ * (an IPv4 address, an IPv6 /64; X-Real-IP from a loopback peer when
+ * AAS_TRUST_X_REAL_IP). Never a key. `out` holds at least
+ * AUTH_WORK_KEY_LEN + 1 bytes. */
+#define AUTH_WORK_KEY_LEN 64
+void auth_work_key(struct http_req *req, char *out, size_t n);
+/* The "ip:" key alone (the credential is not resolved yet). */
+void auth_work_key_addr(struct http_req *req, char *out, size_t n);
 
 /* Answers 401 with WWW-Authenticate for a request whose credential is
  * missing (AUTH_NO_KEY: says how to send one, and where to get one when
@@ -50,8 +55,8 @@ int auth_resolve(struct app *app, const char *path, const char *key, size_t keyl
  * `app`, then its database. */
 void auth_hooks(struct app *app, struct http_auth *out);
 
-/* http_defer_as under the request's credential (auth_work_key), so one
- * key's slow calls never stall another key's for long. */
+/* http_defer_as under the request's account or address (auth_work_key),
+ * so one account's slow calls never stall another's for long. */
 void auth_defer(struct http_req *req, http_deferred_fn fn, void *arg, void (*drop)(void *arg));
 
 #endif

@@ -16,120 +16,17 @@
 #include <microhttpd.h>
 
 #include "base/bq.h"
+#include "base/clock.h"
 #include "base/keys.h"
 #include "base/log.h"
 #include "server/auth.h"
+#include "server/http_int.h"
 #include "server/proxy.h"
 #include "base/metrics.h"
 
-#define HTTP_MAX_PATH 1024
 #define HTTP_MAX_QUERY 16384
-#define HTTP_MAX_OUT_HEADERS 12
-#define HTTP_MAX_CONNECTIONS 4096
 #define HTTP_BUSY_RETRY_S 1 /* Retry-After of a busy answer */
 #define HTTP_DRAIN_MS 5000  /* how long a stop waits for answers on their way out */
-
-enum req_state { REQ_NEW, REQ_DEFERRED, REQ_READY, REQ_QUEUED };
-/* The API key of a request, checked before its body is read. */
-enum key_state { KEY_UNCHECKED, KEY_LOOKING, KEY_OK, KEY_REFUSED, KEY_BUSY };
-/* What the headers stage decided. */
-enum head_next { HEAD_READ_BODY, HEAD_WAIT, HEAD_REPLY };
-
-/* A response header; values are copied (a Location or a CSP may be a few
- * KiB) up to HTTP_MAX_HEADER_VALUE. */
-#define HTTP_MAX_HEADER_VALUE 8192
-struct out_header {
-	char name[48];
-	char *value;
-};
-
-struct http_req {
-	struct http_server *srv;
-	struct MHD_Connection *conn;
-	const struct http_route *route;
-	enum req_state state;
-	char method[16];
-	char path[HTTP_MAX_PATH + 1];
-	int path_too_long;
-	char *query;   /* raw, NULL when the URI has none; never logged */
-	struct px *px; /* set when the preview proxy took the request */
-	struct http_span args[HTTP_MAX_PATH_ARGS];
-	size_t n_args;
-	long long max_body;
-	const char *max_body_name; /* the setting a 413 names; NULL: none */
-	char request_id[17];
-	struct timespec start;
-	int headers_seen;
-	int head_again; /* the next call repeats the headers stage (key looked up) */
-	enum key_state key_state;
-	char account[HTTP_ACCOUNT_MAX + 1]; /* when key_state is KEY_OK */
-	struct err key_err;                 /* when KEY_REFUSED */
-	char *body;
-	size_t body_len, body_cap;
-	int too_large;
-	/* reply */
-	int status;
-	char content_type[64];
-	char *resp_body;
-	size_t resp_len;
-	struct sse *sse;
-	struct http_upgrade *upgrade; /* a 101 reply; NULL once MHD gave it the socket */
-	struct out_header headers[HTTP_MAX_OUT_HEADERS];
-	int n_headers;
-	char detail[256];
-	/* deferred work */
-	http_deferred_fn fn;
-	void *arg;
-	void (*drop)(void *arg);
-	struct deferred *deferred;
-	char work_key[WORK_KEY_MAX + 1]; /* whose turn the work takes ("": internal) */
-	/* stream_body routes: the body flows to the work through `in` while
-	 * it runs; `slock` orders the end of the body, the end of the work
-	 * and the client going away. */
-	struct bq *in;
-	int streaming; /* the work was handed the body */
-	int in_done;   /* the body ended, failed or is dropped from here on */
-	pthread_mutex_t slock;
-	int work_done;  /* the work replied (under slock) */
-	int reply_wait; /* parked until the work replies (under slock) */
-	int orphan;     /* the connection ended first; the work frees req */
-	/* a streamed reply (http_reply_stream) */
-	struct bq *out;
-	long long out_len;
-};
-
-/* A job on the worker pool. It outlives the request when the reply went
- * out early (an SSE stream the job keeps writing), so the job never looks
- * at the request after handing it back. */
-struct deferred {
-	struct http_req *req;
-	http_deferred_fn fn;
-	void *arg;
-	void (*drop)(void *arg);
-	int sent;
-};
-
-struct http_server {
-	struct MHD_Daemon *daemon;
-	const struct config *cfg;
-	struct work_pool *work;
-	const struct http_route *routes;
-	size_t n_routes;
-	int *route_metric; /* metrics label index of each route */
-	pthread_t ticker;
-	int ticker_started;
-	pthread_mutex_t stop_lock;
-	pthread_cond_t stop_cond;
-	int stopping;
-	/* Requests not yet reported complete (stop_lock); http_free lets
-	 * them finish, within HTTP_DRAIN_MS, before the daemon stops. */
-	int open_reqs;
-	atomic_int closing; /* http_close: new requests are answered 503 */
-	struct http_intercept icpt;
-	int has_icpt;
-	struct http_auth auth;
-	int has_auth;
-};
 
 /* ---- request accessors ---- */
 
@@ -232,6 +129,12 @@ const char *
 http_account(const struct http_req *req)
 {
 	return req->key_state == KEY_OK ? req->account : NULL;
+}
+
+const struct config *
+http_config(const struct http_req *req)
+{
+	return req->srv->cfg;
 }
 
 void
@@ -480,7 +383,7 @@ deferred_expire(void *p)
 	snprintf(after, sizeof(after), "%d", HTTP_BUSY_RETRY_S);
 	http_add_header(req, "Retry-After", after);
 	http_reply_error(req, 429, "busy",
-	    "too many calls of this API key are in progress; retry shortly");
+	    "too many calls of this account are in progress; retry shortly");
 	http_send_now(req);
 	free(d);
 }
@@ -557,6 +460,26 @@ static void
 conn_wake(void *ctx)
 {
 	MHD_resume_connection(ctx);
+}
+
+/* A streamed body's queue is full: the connection is parked, and the
+ * time it waits for the work is not the client's. */
+static void
+body_park(void *ctx)
+{
+	struct http_req *req = ctx;
+
+	hlim_pause(req->srv->lim, http_lim_conn(req));
+	MHD_suspend_connection(req->conn);
+}
+
+static void
+body_wake(void *ctx)
+{
+	struct http_req *req = ctx;
+
+	hlim_resume(req->srv->lim, http_lim_conn(req));
+	MHD_resume_connection(req->conn);
 }
 
 struct bq *
@@ -645,6 +568,7 @@ on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	pthread_mutex_unlock(&req->srv->stop_lock);
 	pthread_mutex_init(&req->slock, NULL);
 	clock_gettime(CLOCK_MONOTONIC, &req->start);
+	hlim_request_begin(req->srv->lim, http_lim_conn(req));
 	if (key_random_hex(req->request_id, sizeof(req->request_id), 8) < 0)
 		snprintf(req->request_id, sizeof(req->request_id), "0000000000000000");
 	plen = strcspn(uri, "?");
@@ -680,6 +604,8 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (--req->srv->open_reqs == 0)
 		pthread_cond_broadcast(&req->srv->stop_cond);
 	pthread_mutex_unlock(&req->srv->stop_lock);
+	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		hlim_request_done(req->srv->lim, http_lim_conn(req));
 	clock_gettime(CLOCK_MONOTONIC, &now);
 	ms = (double)(now.tv_sec - req->start.tv_sec) * 1e3 +
 	    (double)(now.tv_nsec - req->start.tv_nsec) / 1e6;
@@ -721,6 +647,7 @@ req_free(struct http_req *req)
 	for (int i = 0; i < req->n_headers; i++)
 		free(req->headers[i].value);
 	bq_free(req->in);
+	http_lim_body_end(req);
 	pthread_mutex_destroy(&req->slock);
 	free(req->query);
 	free(req->body);
@@ -762,6 +689,7 @@ queue_reply(struct http_req *req)
 		if (r)
 			req->out = NULL; /* the response's now */
 	} else if (req->upgrade) {
+		hlim_exempt(req->srv->lim, http_lim_conn(req));
 		r = MHD_create_response_for_upgrade(on_upgraded, req->upgrade);
 	} else {
 		r = MHD_create_response_from_buffer(req->resp_len, req->resp_body,
@@ -771,6 +699,8 @@ queue_reply(struct http_req *req)
 	}
 	if (r == NULL)
 		return MHD_NO;
+	/* Answered: whatever is left of the body is not waited for. */
+	hlim_request_end(req->srv->lim, http_lim_conn(req));
 	if (req->content_type[0])
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, req->content_type);
 	if (req->sse) {
@@ -798,24 +728,6 @@ find_route(struct http_server *srv, struct http_req *req)
 		}
 	}
 	return NULL;
-}
-
-static void
-reply_too_large(struct http_req *req)
-{
-	char msg[200];
-
-	if (req->max_body_name && strcmp(req->max_body_name, "AAS_MAX_ANON_BODY_BYTES") == 0)
-		snprintf(msg, sizeof(msg),
-		    "request body larger than %lld bytes: without an API key a body may have at "
-		    "most AAS_MAX_ANON_BODY_BYTES bytes",
-		    req->max_body);
-	else if (req->max_body_name)
-		snprintf(msg, sizeof(msg), "request body larger than %lld bytes (%s)",
-		    req->max_body, req->max_body_name);
-	else
-		snprintf(msg, sizeof(msg), "request body larger than %lld bytes", req->max_body);
-	http_reply_error(req, 413, "payload_too_large", msg);
 }
 
 /* Refusals that need only the request line: a reply, or 0. */
@@ -846,7 +758,7 @@ static void
 dispatch(struct http_req *req)
 {
 	if (req->too_large) {
-		reply_too_large(req);
+		http_lim_reply_too_large(req);
 		return;
 	}
 	req->route->handler(req, req->route->ctx);
@@ -872,6 +784,7 @@ key_lookup_main(void *p)
 		req->key_state = KEY_OK;
 	else
 		req->key_state = KEY_REFUSED;
+	hlim_resume(srv->lim, http_lim_conn(req));
 	MHD_resume_connection(req->conn);
 }
 
@@ -882,6 +795,7 @@ key_lookup_expire(void *p)
 	struct http_req *req = p;
 
 	req->key_state = KEY_BUSY;
+	hlim_resume(req->srv->lim, http_lim_conn(req));
 	MHD_resume_connection(req->conn);
 }
 
@@ -903,7 +817,8 @@ key_outcome(struct http_server *srv, struct http_req *req)
 	case KEY_OK:
 		return HEAD_READ_BODY;
 	case KEY_BUSY:
-		reply_busy(req, "too many calls of this API key are in progress; retry shortly");
+		/* The lookup took the client address's turn. */
+		reply_busy(req, "too many requests from this address are waiting; retry shortly");
 		return HEAD_REPLY;
 	case KEY_REFUSED:
 		if (req->key_err.kind == ERR_UNAUTHORIZED || req->key_err.kind == ERR_NONE)
@@ -928,7 +843,7 @@ static enum head_next
 head(struct http_server *srv, struct http_req *req)
 {
 	enum http_key_need need = HTTP_KEY_NONE;
-	const char *cl, *key, *why;
+	const char *key, *why;
 	enum auth_found found;
 	size_t keylen;
 	char wkey[AUTH_WORK_KEY_LEN + 1];
@@ -963,16 +878,6 @@ head(struct http_server *srv, struct http_req *req)
 		auth_reply_unauthorized(req, found, why, srv->cfg->dashboard_url);
 		return HEAD_REPLY;
 	}
-	cl = http_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
-	if (cl != NULL) {
-		char *end;
-		unsigned long long n = strtoull(cl, &end, 10);
-		if (*end == '\0' && n > (unsigned long long)req->max_body) {
-			/* Refuse before reading a byte of it. */
-			reply_too_large(req);
-			return HEAD_REPLY;
-		}
-	}
 	if (need == HTTP_KEY_NONE || found != AUTH_KEY || !srv->has_auth)
 		return HEAD_READ_BODY;
 	if (srv->auth.peek(srv->auth.ctx, key, keylen, req->account, sizeof(req->account))) {
@@ -981,13 +886,15 @@ head(struct http_server *srv, struct http_req *req)
 	}
 	/* A database lookup: never on this thread. Park first, then hand
 	 * off, so the worker's resume cannot precede the suspend. */
-	auth_work_key(http_header(req, "Authorization"), http_header(req, "x-api-key"), wkey,
-	    sizeof(wkey));
+	/* Whose it is is not known yet: the lookup takes the address's turn. */
+	auth_work_key_addr(req, wkey, sizeof(wkey));
 	req->key_state = KEY_LOOKING;
 	req->head_again = 1;
+	hlim_pause(srv->lim, http_lim_conn(req));
 	MHD_suspend_connection(req->conn);
 	if (work_submit_key(srv->work, wkey, key_lookup_main, key_lookup_expire, req) < 0) {
 		req->key_state = KEY_BUSY;
+		hlim_resume(srv->lim, http_lim_conn(req));
 		MHD_resume_connection(req->conn);
 	}
 	return HEAD_WAIT;
@@ -999,6 +906,9 @@ head_reply(struct http_server *srv, struct http_req *req)
 {
 	switch (head(srv, req)) {
 	case HEAD_READ_BODY:
+		if (http_lim_body_begin(req) < 0)
+			return queue_reply(req);
+		return MHD_YES;
 	case HEAD_WAIT:
 		return MHD_YES;
 	case HEAD_REPLY:
@@ -1017,7 +927,7 @@ reply_pool_busy(struct http_req *req)
 {
 	if (req->drop)
 		req->drop(req->arg);
-	reply_busy(req, "too many calls are waiting (for this API key, or in all); retry shortly");
+	reply_busy(req, "too many calls are waiting (for this account, or in all); retry shortly");
 }
 
 static void
@@ -1027,7 +937,7 @@ stream_start(struct http_server *srv, struct http_req *req)
 	struct err e;
 
 	err_clear(&e);
-	req->in = bq_new(BQ_MAX_BYTES, conn_park, conn_wake, req->conn, &e);
+	req->in = bq_new(BQ_MAX_BYTES, body_park, body_wake, req, &e);
 	if (req->in == NULL) {
 		http_reply_error(req, 500, "internal", "out of memory");
 		req->state = REQ_READY;
@@ -1085,6 +995,7 @@ stream_body(struct http_req *req, const char *data, size_t *size)
 			*size = 0;
 			return MHD_YES;
 		}
+		hlim_request_bytes(req->srv->lim, http_lim_conn(req), n);
 		r = bq_offer(req->in, data, n, &parked);
 		if (r < 0) {
 			req->in_done = 1;
@@ -1095,6 +1006,7 @@ stream_body(struct http_req *req, const char *data, size_t *size)
 		*size -= (size_t)r;
 		return MHD_YES;
 	}
+	hlim_request_end(req->srv->lim, http_lim_conn(req));
 	if (!req->in_done) {
 		bq_finish(req->in, NULL);
 		req->in_done = 1;
@@ -1142,8 +1054,11 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		if (srv->has_icpt && host && srv->icpt.claims(srv->icpt.ctx, host)) {
 			req->px = proxy_begin(srv->icpt.proxy, conn, method, req->path, req->query,
 			    req->path_too_long);
-			if (req->px)
+			if (req->px) {
+				/* The proxy streams and bounds what it carries. */
+				hlim_exempt(srv->lim, http_lim_conn(req));
 				return MHD_YES;
+			}
 			static const char busy[] = "preview proxy busy; retry shortly\n";
 			http_reply_raw(req, 503, "text/plain; charset=utf-8", busy,
 			    sizeof(busy) - 1);
@@ -1164,27 +1079,11 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 		*upload_data_size = 0;
 		if (req->too_large || req->state != REQ_NEW)
 			return MHD_YES;
-		if (req->body_len + n > (size_t)req->max_body) {
-			req->too_large = 1;
-			free(req->body);
-			req->body = NULL;
-			req->body_len = req->body_cap = 0;
-			return MHD_YES;
-		}
-		if (req->body_len + n > req->body_cap) {
-			size_t ncap = req->body_cap ? req->body_cap : 4096;
-			while (ncap < req->body_len + n)
-				ncap *= 2;
-			char *nb = realloc(req->body, ncap);
-			if (nb == NULL)
-				return MHD_NO;
-			req->body = nb;
-			req->body_cap = ncap;
-		}
-		memcpy(req->body + req->body_len, upload_data, n);
-		req->body_len += n;
+		if (http_lim_body_append(req, upload_data, n) == -2)
+			return MHD_NO;
 		return MHD_YES;
 	}
+	hlim_request_end(srv->lim, http_lim_conn(req)); /* the body is in */
 	switch (req->state) {
 	case REQ_NEW:
 		dispatch(req);
@@ -1241,6 +1140,7 @@ ticker_main(void *p)
 			break;
 		pthread_mutex_unlock(&srv->stop_lock);
 		sse_keepalive_all(srv->cfg->sse_keepalive_s);
+		hlim_sweep(srv->lim, clock_ms());
 		pthread_mutex_lock(&srv->stop_lock);
 	}
 	pthread_mutex_unlock(&srv->stop_lock);
@@ -1308,13 +1208,24 @@ http_new(const struct config *cfg, struct work_pool *work, const struct http_rou
 	}
 	for (size_t i = 0; i < n_routes; i++)
 		srv->route_metric[i] = metrics_route_label(routes[i].path);
+	if ((srv->lim = hlim_new(&(struct hlim_limits){
+		 .max_conns_per_addr = cfg->max_conns_per_addr,
+		 .recv_s = cfg->request_recv_s,
+		 .min_recv_rate = cfg->min_recv_rate,
+		 .idle_s = cfg->conn_timeout_s,
+		 .body_per_owner = cfg->max_body_buffer_per_account,
+		 .max_conns = HTTP_MAX_CONNECTIONS,
+	     })) == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		goto fail;
+	}
 	if (resolve_listen(cfg, &ss, &sslen, e) < 0)
 		goto fail;
 	if (ss.ss_family == AF_INET6)
 		flags |= MHD_USE_IPv6;
 	/* One option and its values a line. */
 	/* clang-format off */
-	srv->daemon = MHD_start_daemon(flags, (uint16_t)cfg->listen_port, NULL, NULL,
+	srv->daemon = MHD_start_daemon(flags, (uint16_t)cfg->listen_port, http_lim_accept, srv,
 	    on_request, srv,
 	    MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
 	    MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->http_threads,
@@ -1322,6 +1233,7 @@ http_new(const struct config *cfg, struct work_pool *work, const struct http_rou
 	    MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MAX_CONNECTIONS,
 	    MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
 	    MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv,
+	    MHD_OPTION_NOTIFY_CONNECTION, http_lim_notify, srv,
 	    MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv,
 	    MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
 	    MHD_OPTION_END);
@@ -1402,6 +1314,7 @@ http_free(struct http_server *srv)
 	}
 	pthread_mutex_destroy(&srv->stop_lock);
 	pthread_cond_destroy(&srv->stop_cond);
+	hlim_free(srv->lim);
 	free(srv->route_metric);
 	free(srv);
 }

@@ -121,6 +121,8 @@ int http_client_addr(const struct http_req *req, char *out, size_t n);
 /* The account the request's API key was resolved to before its body was
  * read; NULL without a key, or on a route that reads none. */
 const char *http_account(const struct http_req *req);
+/* The configuration the server was started with. */
+const struct config *http_config(const struct http_req *req);
 /* Appends "key=value" to the request's log line (bounded; never a key). */
 void http_log_detail(struct http_req *req, const char *key, const char *value);
 
@@ -140,8 +142,8 @@ struct sse *http_reply_sse(struct http_req *req, int status);
 typedef void (*http_deferred_fn)(struct http_req *req, void *arg);
 /* `drop` (may be NULL) frees arg when the work cannot be queued (503). */
 void http_defer(struct http_req *req, http_deferred_fn fn, void *arg, void (*drop)(void *arg));
-/* http_defer taking its turn under `key` (a credential: auth_work_key):
- * the pool's per-key limits apply, and work that cannot start in time is
+/* http_defer taking its turn under `key` (an account or an address:
+ * auth_work_key): the pool's per-account limits apply, and work that cannot start in time is
  * answered 429 busy with Retry-After (drop frees arg). */
 void http_defer_as(struct http_req *req, const char *key, http_deferred_fn fn, void *arg,
     void (*drop)(void *arg));

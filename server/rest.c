@@ -348,6 +348,12 @@ add_routes(struct rest *r, struct err *e)
 				.ctx = rp,
 				.head = head,
 			};
+			/* JSON arguments, never file content (that streams); at
+			 * most AAS_MAX_BODY_BYTES all the same. */
+			if (r->app->cfg.max_json_body_bytes < r->app->cfg.max_body_bytes) {
+				r->routes[r->n_paths].max_body = r->app->cfg.max_json_body_bytes;
+				r->routes[r->n_paths].max_body_name = "AAS_MAX_JSON_BODY_BYTES";
+			}
 			r->n_paths++;
 		}
 		n = strlen(rp->allow);

@@ -20,6 +20,8 @@
 
 #define COOKIE_SESSION "aas_session"
 #define COOKIE_FORM "aas_form"
+#define WEB_OWNERS_MAX 10000 /* sessions whose account is remembered */
+#define WEB_OWNERS_TTL_S 600
 
 const char *
 web_field(const struct web_ctx *c, const char *name)
@@ -585,8 +587,13 @@ web_work(struct http_req *req, void *arg)
 		}
 	}
 	if (cookie_get(&c, COOKIE_SESSION, c.sid, sizeof(c.sid)) == 0 &&
-	    wsess_resolve(c.w->app->db, c.cfg, c.sid, &c.sess, &e) == 0)
+	    wsess_resolve(c.w->app->db, c.cfg, c.sid, &c.sess, &e) == 0) {
+		char hash[KEY_HASH_HEX_LEN + 1];
+
 		c.logged_in = 1;
+		key_hash_hex(c.sid, strlen(c.sid), hash, sizeof(hash));
+		ttl_put(c.w->owners, hash, c.sess.account_id);
+	}
 	err_clear(&e);
 	if (cookie_get(&c, COOKIE_FORM, c.form_token, sizeof(c.form_token)) < 0 ||
 	    strlen(c.form_token) != WEB_TOKEN_LEN) {
@@ -639,12 +646,32 @@ web_client_addr(struct http_req *req, int trust_x_real_ip, char *out, size_t n)
 	web_addr_group(out, n);
 }
 
+/* Whose turn a page takes: the account of a session seen before (its
+ * cookie is checked again on the worker), else the client's address. */
+static void
+web_work_key(struct web *w, struct http_req *req, const char *addr, char *out, size_t n)
+{
+	struct web_ctx c = { .w = w, .req = req, .cfg = &w->app->cfg };
+	char sid[WSESS_ID_LEN + 1], hash[KEY_HASH_HEX_LEN + 1], acct[ACCT_ID_LEN + 1];
+
+	c.secure = strncmp(c.cfg->public_url, "https://", 8) == 0;
+	if (cookie_get(&c, COOKIE_SESSION, sid, sizeof(sid)) == 0) {
+		key_hash_hex(sid, strlen(sid), hash, sizeof(hash));
+		if (ttl_get(w->owners, hash, acct, sizeof(acct))) {
+			snprintf(out, n, "a:%s", acct);
+			return;
+		}
+	}
+	key_hash_hex(addr, strlen(addr), hash, sizeof(hash));
+	snprintf(out, n, "w:%.32s", hash);
+}
+
 static void
 web_entry(struct http_req *req, void *ctx)
 {
 	const struct web_route *rt = ctx;
 	struct web_job *job = calloc(1, sizeof(*job));
-	char key[64], hash[KEY_HASH_HEX_LEN + 1];
+	char key[64];
 
 	if (job == NULL) {
 		http_reply_error(req, 500, "internal", "out of memory");
@@ -653,8 +680,7 @@ web_entry(struct http_req *req, void *ctx)
 	job->w = rt->w;
 	job->page = rt->page;
 	web_client_addr(req, rt->w->app->cfg.trust_x_real_ip, job->addr, sizeof(job->addr));
-	key_hash_hex(job->addr, strlen(job->addr), hash, sizeof(hash));
-	snprintf(key, sizeof(key), "w:%.32s", hash);
+	web_work_key(rt->w, req, job->addr, key, sizeof(key));
 	http_defer_as(req, key, web_work, job, free);
 }
 
@@ -683,6 +709,11 @@ web_new(struct app *app, struct mailq *mq, struct pty_hub *pty)
 	w->app = app;
 	w->mq = mq;
 	w->pty = pty;
+	w->owners = ttl_new(WEB_OWNERS_MAX, WEB_OWNERS_TTL_S);
+	if (w->owners == NULL) {
+		free(w);
+		return NULL;
+	}
 	for (size_t i = 0; i < N_PAGES; i++) {
 		w->routes[i].w = w;
 		w->routes[i].page = &pages[i];
@@ -693,6 +724,8 @@ web_new(struct app *app, struct mailq *mq, struct pty_hub *pty)
 void
 web_free(struct web *w)
 {
+	if (w)
+		ttl_free(w->owners);
 	free(w);
 }
 

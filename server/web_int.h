@@ -5,6 +5,7 @@
 #include <jansson.h>
 
 #include "base/buf.h"
+#include "base/ttlmap.h"
 #include "server/http.h"
 #include "service/app.h"
 #include "service/websess.h"
@@ -27,6 +28,9 @@ struct web {
 	struct mailq *mq;
 	struct pty_hub *pty;
 	struct web_route routes[WEB_PAGES];
+	/* A session seen to resolve (hash of its id) -> its account, so its
+	 * next pages take the account's turn on the worker pool. */
+	struct ttl_map *owners;
 	char static_paths[WEB_STATIC_MAX][64];
 };
 

@@ -167,8 +167,8 @@ test_defaults(void **state)
 	assert_int_equal(cfg.log_level, LOG_LEVEL_INFO);
 	assert_int_equal(cfg.http_threads, 2);
 	assert_int_equal(cfg.workers, 128);
-	assert_int_equal(cfg.max_calls_per_key, 8);
-	assert_int_equal(cfg.max_queued_per_key, 32);
+	assert_int_equal(cfg.max_calls_per_account, 8);
+	assert_int_equal(cfg.max_queued_per_account, 32);
 	assert_int_equal(cfg.queue_wait_s, 30);
 	assert_int_equal(cfg.max_body_bytes, 16777216);
 	assert_int_equal(cfg.db_pool_size, 8);
@@ -571,6 +571,8 @@ test_origin_explicit_list(void **state)
 struct table_seen {
 	int n;
 	int listen_ok;
+	char names[8192]; /* " NAME" each */
+	char helps[65536];
 };
 
 static void
@@ -586,20 +588,52 @@ emit(const char *name, const char *def, const char *help, void *ctx)
 	if (strcmp(name, "AAS_LISTEN") == 0 && strcmp(def, "127.0.0.1:8080") == 0)
 		t->listen_ok = 1;
 	t->n++;
+	snprintf(t->names + strlen(t->names), sizeof(t->names) - strlen(t->names), " %s ", name);
+	snprintf(t->helps + strlen(t->helps), sizeof(t->helps) - strlen(t->helps), "%s\n", help);
 }
 
 static void
 test_print_table(void **state)
 {
-	struct table_seen t = { 0, 0 };
+	static struct table_seen t;
+	struct config cfg;
+	size_t documented = 0;
+
+	(void)state;
+	memset(&t, 0, sizeof(t));
+	config_print_table(emit, &t);
+	assert_true(t.listen_ok);
+	/* Every documented variable is read by config_load, and only those,
+	 * besides the old names a help gives ("Old name: X"). */
+	load_ok(&cfg);
+	for (size_t i = 0; i < n_asked; i++) {
+		char word[80], old[96];
+
+		snprintf(word, sizeof(word), " %s ", asked[i]);
+		snprintf(old, sizeof(old), "Old name: %s.", asked[i]);
+		if (strstr(t.names, word))
+			documented++;
+		else
+			assert_non_null(strstr(t.helps, old));
+	}
+	assert_int_equal((size_t)t.n, documented);
+}
+
+/* A renamed setting still takes its old name; the new name wins. */
+static void
+test_old_names(void **state)
+{
 	struct config cfg;
 
 	(void)state;
-	config_print_table(emit, &t);
-	assert_true(t.listen_ok);
-	/* Every documented variable is read by config_load, and only those. */
+	env_set("AAS_MAX_CALLS_PER_KEY", "3");
+	env_set("AAS_MAX_QUEUED_PER_KEY", "5");
 	load_ok(&cfg);
-	assert_int_equal((size_t)t.n, n_asked);
+	assert_int_equal(cfg.max_calls_per_account, 3);
+	assert_int_equal(cfg.max_queued_per_account, 5);
+	env_set("AAS_MAX_CALLS_PER_ACCOUNT", "4");
+	load_ok(&cfg);
+	assert_int_equal(cfg.max_calls_per_account, 4);
 }
 
 int
@@ -625,6 +659,7 @@ main(void)
 		cmocka_unit_test_setup(test_origin_default_includes_public_url, reset_env),
 		cmocka_unit_test_setup(test_origin_explicit_list, reset_env),
 		cmocka_unit_test_setup(test_print_table, reset_env),
+		cmocka_unit_test_setup(test_old_names, reset_env),
 		cmocka_unit_test_setup(test_guest_kernel_args, reset_env),
 	};
 

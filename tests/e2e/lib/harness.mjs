@@ -43,6 +43,10 @@ function baseEnv(extra = {}) {
     // free credit's limits per network and domain are tested where named.
     AAS_FREE_GRANTS_PER_NETWORK: '1000000',
     AAS_FREE_GRANTS_PER_DOMAIN: '1000000',
+    // Every test client is on loopback, many of them at once (parallel calls,
+    // held streams): more than one real client's AAS_MAX_CONNS_PER_ADDR.
+    // conns.test.mjs sets its own.
+    AAS_MAX_CONNS_PER_ADDR: '1024',
     // The sanitizer build's settings (make asan), leak suppressions among them.
     ...(process.env.ASAN_OPTIONS ? { ASAN_OPTIONS: process.env.ASAN_OPTIONS } : {}),
     ...(process.env.LSAN_OPTIONS ? { LSAN_OPTIONS: process.env.LSAN_OPTIONS } : {}),
