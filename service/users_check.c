@@ -67,8 +67,7 @@ check_gate_tx(PGconn *c, void *arg, struct err *e)
 	if (over) {
 		att_retry_text(retry, when, sizeof(when));
 		err_set(e, ERR_LIMIT,
-		    "Too many wrong passwords. Password checks are locked; try again %s.",
-		    when);
+		    "Too many wrong passwords. Password checks are locked; try again %s.", when);
 		return -1;
 	}
 	return att_record(c, by_addr, e) < 0 ? -1 : att_record(c, by_email, e);
