@@ -159,8 +159,11 @@ utf8_len(const char *s, size_t bytes)
 	return n;
 }
 
+/* A pattern that fails says what the value is for (the schema's
+ * description, when it has one), so the caller learns the fix, not only
+ * the rule. */
 static int
-check_pattern(const char *pattern, const char *s, const char *path, struct err *e)
+check_pattern(const char *pattern, const char *what, const char *s, const char *path, struct err *e)
 {
 	regex_t re;
 	int rc;
@@ -171,6 +174,8 @@ check_pattern(const char *pattern, const char *s, const char *path, struct err *
 	}
 	rc = regexec(&re, s, 0, NULL, 0);
 	regfree(&re);
+	if (rc != 0 && what != NULL)
+		return fail(e, path, "does not match the pattern %s (%s)", pattern, what);
 	if (rc != 0)
 		return fail(e, path, "does not match the pattern %s", pattern);
 	return 0;
@@ -190,14 +195,17 @@ check_string(const json_t *schema, const json_t *v, const char *path, struct err
 	len = utf8_len(s, bytes);
 	if ((k = json_object_get(schema, "minLength")) && len < (size_t)json_integer_value(k)) {
 		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(k));
-		return fail(e, path, "must be at least %s characters long", num);
+		return fail(e, path, "must be at least %s character%s long", num,
+		    json_integer_value(k) == 1 ? "" : "s");
 	}
 	if ((k = json_object_get(schema, "maxLength")) && len > (size_t)json_integer_value(k)) {
 		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(k));
-		return fail(e, path, "must be at most %s characters long", num);
+		return fail(e, path, "must be at most %s character%s long", num,
+		    json_integer_value(k) == 1 ? "" : "s");
 	}
 	if ((k = json_object_get(schema, "pattern")) &&
-	    check_pattern(json_string_value(k), s, path, e) < 0)
+	    check_pattern(json_string_value(k),
+		json_string_value(json_object_get(schema, "description")), s, path, e) < 0)
 		return -1;
 	return 0;
 }
@@ -263,6 +271,38 @@ child_path(char *out, size_t n, const char *path, const char *key)
 	snprintf(out, n, "%s%s%s", path, *path ? "." : "", key);
 }
 
+/* An unknown field names the known ones (as many as fit), so a caller
+ * that guessed a name sees the right one. */
+static int
+unknown_field(const json_t *props, const char *sub, struct err *e)
+{
+	char known[240] = "";
+	size_t len = 0;
+	const char *key;
+	const json_t *val;
+
+	json_object_foreach((json_t *)props, key, val) {
+		size_t k = strlen(key);
+
+		(void)val;
+		if (len + k + 8 >= sizeof(known)) { /* room for ", ..." after it */
+			memcpy(known + len, ", ...", 6);
+			break;
+		}
+		if (len > 0) {
+			memcpy(known + len, ", ", 2);
+			len += 2;
+		}
+		memcpy(known + len, key, k + 1);
+		len += k;
+	}
+	if (len == 0)
+		err_set_field(e, sub, "%s: unknown field (none are taken here)", sub);
+	else
+		err_set_field(e, sub, "%s: unknown field (the fields are: %s)", sub, known);
+	return -1;
+}
+
 static int
 check_object(const json_t *schema, const json_t *v, const char *path, int depth, struct err *e)
 {
@@ -306,10 +346,8 @@ check_object(const json_t *schema, const json_t *v, const char *path, int depth,
 			}
 		}
 		if (ps == NULL) {
-			if (json_is_false(addl)) {
-				err_set_field(e, sub, "%s: unknown field", sub);
-				return -1;
-			}
+			if (json_is_false(addl))
+				return unknown_field(props, sub, e);
 			if (json_is_object(addl))
 				ps = addl;
 		}

@@ -234,7 +234,8 @@ do_tools_call(struct br_rpc *r, struct rpc_msg *msg)
 	if (!json_is_object(msg->params) || name == NULL)
 		return rpc_error(msg->id, RPC_INVALID_PARAMS, "tools/call needs params.name", NULL);
 	if (!br_tools_exists(name)) {
-		snprintf(text, sizeof(text), "Unknown tool: %.120s", name);
+		snprintf(text, sizeof(text), "Unknown tool: %.120s (tools/list names the tools)",
+		    name);
 		return rpc_error(msg->id, RPC_INVALID_PARAMS, text, NULL);
 	}
 	if (args != NULL && !json_is_object(args))

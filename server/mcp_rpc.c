@@ -244,7 +244,8 @@ tools_call_params(struct rpc_msg *msg, const struct tool **tool, json_t **args, 
 	if ((*tool = tools_find(name)) == NULL) {
 		char text[200];
 		metrics_tool_call(NULL, ERR_INVALID); /* tool="other" */
-		snprintf(text, sizeof(text), "Unknown tool: %.120s", name);
+		snprintf(text, sizeof(text), "Unknown tool: %.120s (tools/list names the tools)",
+		    name);
 		return rpc_error(msg->id, RPC_INVALID_PARAMS, text, NULL);
 	}
 	if (*args != NULL && !json_is_object(*args))

@@ -225,10 +225,10 @@ test_additional_properties_false(void **state)
 	(void)state;
 	ok(s, "{}");
 	ok(s, "{\"a\":\"anything\",\"b\":2}");
-	bad(s, "{\"a\":1,\"bogus\":2}", "bogus", "bogus: unknown field");
-	bad(s, "{\"bogus\":2,\"a\":1}", "bogus", "bogus: unknown field");
+	bad(s, "{\"a\":1,\"bogus\":2}", "bogus", "bogus: unknown field (the fields are: a, b)");
+	bad(s, "{\"bogus\":2,\"a\":1}", "bogus", "bogus: unknown field (the fields are: a, b)");
 	/* Case matters. */
-	bad(s, "{\"A\":1}", "A", "A: unknown field");
+	bad(s, "{\"A\":1}", "A", "A: unknown field (the fields are: a, b)");
 	/* Known field with a bad value is reported as such. */
 	bad(s, "{\"b\":\"2\"}", "b", "b: must be integer, not string");
 	/* Absent additionalProperties allows extra fields. */
@@ -351,7 +351,7 @@ test_string_length_code_points(void **state)
 	(void)state;
 	ok(s, "\"a\"");
 	ok(s, "\"abc\"");
-	bad(s, "\"\"", "arguments", "arguments: must be at least 1 characters long");
+	bad(s, "\"\"", "arguments", "arguments: must be at least 1 character long");
 	bad(s, "\"abcd\"", "arguments", "arguments: must be at most 3 characters long");
 	/* Code points, not bytes. */
 	ok("{\"maxLength\":1}", "\"\xc3\xa9\""); /* é, 2 bytes */
@@ -359,7 +359,7 @@ test_string_length_code_points(void **state)
 	ok("{\"maxLength\":1}", "\"\xf0\x9f\x98\x80\"");   /* emoji, 4 bytes */
 	ok(s, "\"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\""); /* 3 CJK, 9 bytes */
 	bad("{\"maxLength\":1}", "\"\xc3\xa9\xc3\xa9\"", "arguments",
-	    "arguments: must be at most 1 characters long");
+	    "arguments: must be at most 1 character long");
 	bad("{\"minLength\":2}", "\"\xc3\xa9\"", "arguments",
 	    "arguments: must be at least 2 characters long");
 	ok("{\"minLength\":2}", "\"\xc3\xa9\xc3\xa9\"");
@@ -442,7 +442,7 @@ test_nested_paths(void **state)
 	bad("{\"properties\":{\"m\":{\"maxProperties\":1}}}", "{\"m\":{\"a\":1,\"b\":2}}", "m",
 	    "m: must have at most 1 entries");
 	bad("{\"properties\":{\"m\":{\"additionalProperties\":false}}}", "{\"m\":{\"zz\":1}}",
-	    "m.zz", "m.zz: unknown field");
+	    "m.zz", "m.zz: unknown field (none are taken here)");
 }
 
 static void
@@ -639,7 +639,7 @@ test_tools_create_sandbox(void **state)
 	bad_s(s, "{\"timeout_minutes\":1441}", "timeout_minutes",
 	    "timeout_minutes: must be at most 1440");
 	bad_s(s, "{\"timeout_minutes\":2.5}", "timeout_minutes", "timeout_minutes: " REAL);
-	bad_s(s, "{\"name\":\"\"}", "name", "name: must be at least 1 characters long");
+	bad_s(s, "{\"name\":\"\"}", "name", "name: must be at least 1 character long");
 	bad_s(s, "{\"name\":\"-bad\"}", "name", "~name: does not match the pattern");
 	bad_s(s, "{\"name\":\"has space\"}", "name", "~name: does not match the pattern");
 	bad_s(s, "{\"metadata\":{\"k\":1}}", "metadata.k",
@@ -649,7 +649,8 @@ test_tools_create_sandbox(void **state)
 	    "\"f\":\"1\",\"g\":\"1\",\"h\":\"1\",\"i\":\"1\",\"j\":\"1\",\"k\":\"1\",\"l\":\"1\","
 	    "\"m\":\"1\",\"n\":\"1\",\"o\":\"1\",\"p\":\"1\",\"q\":\"1\"}}",
 	    "metadata", "metadata: must have at most 16 entries");
-	bad_s(s, "{\"bogus\":1}", "bogus", "bogus: unknown field");
+	bad_s(s, "{\"bogus\":1}", "bogus",
+	    "~bogus: unknown field (the fields are: size, timeout_minutes,");
 	bad_s(s, "[]", "arguments", "arguments: must be object, not array");
 }
 
@@ -670,7 +671,7 @@ test_tools_run_command(void **state)
 	bad_s(s, "{" SBX "}", "command", "command: required field is missing");
 	bad_s(s, "{\"command\":\"ls\"}", "sandbox_id", "sandbox_id: required field is missing");
 	bad_s(s, "{" SBX ",\"command\":\"\"}", "command",
-	    "command: must be at least 1 characters long");
+	    "command: must be at least 1 character long");
 	bad_s(s, "{" SBX ",\"command\":\"ls\",\"timeout_seconds\":-1}", "timeout_seconds",
 	    "timeout_seconds: must be at least 1");
 	bad_s(s, "{" SBX ",\"command\":\"ls\",\"timeout_seconds\":0}", "timeout_seconds",
@@ -691,7 +692,8 @@ test_tools_run_command(void **state)
 	    "env.FOO: must be string, not integer");
 	bad_s(s, "{" SBX ",\"command\":\"ls\",\"env\":{\"FOO\":\"a\\u0000\"}}", "env.FOO",
 	    "env.FOO: must not contain a NUL character");
-	bad_s(s, "{" SBX ",\"command\":\"ls\",\"shell\":\"sh\"}", "shell", "shell: unknown field");
+	bad_s(s, "{" SBX ",\"command\":\"ls\",\"shell\":\"sh\"}", "shell",
+	    "~shell: unknown field (the fields are: sandbox_id, command,");
 }
 
 static void
@@ -736,12 +738,12 @@ test_tools_sandbox_id_shape(void **state)
 			assert_int_equal(e.kind, ERR_INVALID);
 			assert_string_equal(e.field, "sandbox_id");
 			assert_string_equal(e.msg,
-			    "sandbox_id: does not match the pattern ^sbx-[a-z0-9]{16}$");
+			    "sandbox_id: does not match the pattern ^sbx-[a-z0-9]{16}$ (Sandbox id from create_sandbox.)");
 			json_decref(v);
 		}
 	}
 	bad_s(input_schema("get_sandbox"), "{\"sandbox_id\":\"sbx-123\"}", "sandbox_id",
-	    "sandbox_id: does not match the pattern ^sbx-[a-z0-9]{16}$");
+	    "sandbox_id: does not match the pattern ^sbx-[a-z0-9]{16}$ (Sandbox id from create_sandbox.)");
 	bad_s(input_schema("get_sandbox"), "{\"sandbox_id\":7}", "sandbox_id",
 	    "sandbox_id: must be string, not integer");
 	ok_s(input_schema("get_sandbox"), "{\"sandbox_id\":\"sbx-0123456789abcdef\"}");
@@ -759,7 +761,7 @@ test_tools_other_schemas(void **state)
 	bad_s(input_schema("write_file"), "{" SBX ",\"path\":\"a\",\"mode\":\"07555\"}", "mode",
 	    "~mode: does not match the pattern");
 	bad_s(input_schema("write_file"), "{" SBX ",\"path\":\"\"}", "path",
-	    "path: must be at least 1 characters long");
+	    "path: must be at least 1 character long");
 	bad_s(input_schema("write_file"), "{" SBX "}", "path", "path: required field is missing");
 	bad_s(input_schema("read_file"), "{" SBX ",\"path\":\"f\",\"encoding\":\"hex\"}",
 	    "encoding", "encoding: must be one of: text, base64");
@@ -784,7 +786,8 @@ test_tools_other_schemas(void **state)
 	    "offset: " REAL);
 	ok_s(input_schema("get_usage"), "{}");
 	ok_s(input_schema("get_service_info"), "{}");
-	bad_s(input_schema("get_service_info"), "{\"x\":1}", "x", "x: unknown field");
+	bad_s(input_schema("get_service_info"), "{\"x\":1}", "x",
+	    "x: unknown field (none are taken here)");
 }
 
 /* "%g" prints 4194304 as 4.1943e+06, which is not the limit. */
