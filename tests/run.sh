@@ -4,7 +4,8 @@
 # with "N passed, N failed".
 # AAS_E2E="tests/e2e/a.test.mjs ..." runs only those end-to-end files;
 # AAS_SKIP_LINT=1 / AAS_SKIP_UNIT=1 / AAS_SKIP_E2E=1 leave a part out;
-# E2E_FILE_S (900) and E2E_TOTAL_S (2700) bound an e2e file and the e2e part.
+# E2E_FILE_S (900) and E2E_TOTAL_S (3900) bound an e2e file and the e2e part;
+# each e2e file is timed, and the ten slowest are listed at the end.
 set -u
 
 B=${B:-build}
@@ -114,40 +115,56 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 		-c "DROP DATABASE IF EXISTS aas WITH (FORCE)" -c "CREATE DATABASE aas OWNER aas" \
 		>/dev/null
 
-	# Printed as it runs, so a stalled run shows where. A test file gets at
-	# most E2E_FILE_S (node's --test-timeout applies to each file's process),
-	# the whole part E2E_TOTAL_S: a hang is a failure with a name, never a
-	# run that ends only when CI gives up.
+	# Printed as it runs, so a stalled run shows where. Each file runs in a
+	# node of its own, timed, for at most E2E_FILE_S; the whole part gets
+	# E2E_TOTAL_S: a hang is a failure with a name, never a run that ends
+	# only when CI gives up. A file not started before that is failed.
 	out=$LOG/e2e.txt
-	rcfile=$LOG/e2e.rc
-	echo 1 >"$rcfile"
-	{
-		AAS_BUILD_DIR="$ROOT/$B" AAS_TEST_STATE_DIR="$STATE" \
-		AAS_TEST_DATABASE_URL="postgresql:///aas?host=$STATE/run&user=aas" \
-		timeout -k 30 "${E2E_TOTAL_S:-2700}" \
-		node --test --test-concurrency=1 --test-force-exit \
-			--test-timeout="$((${E2E_FILE_S:-900} * 1000))" \
-			--test-reporter=spec --test-reporter-destination=stdout \
-			--test-reporter=tap --test-reporter-destination="$LOG/e2e.tap" \
-			${AAS_E2E:-tests/e2e/*.test.mjs} 2>&1
-		echo $? >"$rcfile"
-	} | tee "$out"
-	rc=$(cat "$rcfile")
-	if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
-		echo "e2e stopped after ${E2E_TOTAL_S:-2700} s"
-	fi
-	# The spec reporter's summary (the TAP file may miss its last lines when
-	# --test-force-exit ends the run); a cancelled test counts as failed.
-	p=$(sed -n 's/^ℹ pass \([0-9]*\)$/\1/p' "$out" | tail -n 1)
-	f=$(sed -n 's/^ℹ fail \([0-9]*\)$/\1/p' "$out" | tail -n 1)
-	c=$(sed -n 's/^ℹ cancelled \([0-9]*\)$/\1/p' "$out" | tail -n 1)
-	p=${p:-0}
-	f=$((${f:-0} + ${c:-0}))
-	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
-		f=1
-	fi
+	times=$LOG/e2e-times.txt
+	: >"$out"
+	: >"$times"
+	p=0
+	f=0
+	e2e_end=$(($(date +%s) + ${E2E_TOTAL_S:-3900}))
+	for file in ${AAS_E2E:-tests/e2e/*.test.mjs}; do
+		t0=$(date +%s)
+		left=$((e2e_end - t0))
+		if [ "$left" -le 0 ]; then
+			echo "e2e: $file not run: the e2e part is past ${E2E_TOTAL_S:-3900} s" | tee -a "$out"
+			f=$((f + 1))
+			continue
+		fi
+		limit=${E2E_FILE_S:-900}
+		[ "$left" -ge "$limit" ] || limit=$left
+		one=$LOG/e2e-one.txt
+		{
+			AAS_BUILD_DIR="$ROOT/$B" AAS_TEST_STATE_DIR="$STATE" \
+			AAS_TEST_DATABASE_URL="postgresql:///aas?host=$STATE/run&user=aas" \
+			timeout -k 30 "$limit" \
+			node --test --test-concurrency=1 --test-force-exit \
+				--test-timeout="$((limit * 1000))" \
+				--test-reporter=spec --test-reporter-destination=stdout "$file" 2>&1
+			echo $? >"$LOG/e2e.rc"
+		} | tee "$one"
+		cat "$one" >>"$out"
+		rc=$(cat "$LOG/e2e.rc")
+		[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || echo "e2e: $file stopped after $limit s"
+		# The spec reporter's summary; a cancelled test counts as failed,
+		# and so does a file that failed without one.
+		fp=$(sed -n 's/^ℹ pass \([0-9]*\)$/\1/p' "$one" | tail -n 1)
+		ff=$(sed -n 's/^ℹ fail \([0-9]*\)$/\1/p' "$one" | tail -n 1)
+		fc=$(sed -n 's/^ℹ cancelled \([0-9]*\)$/\1/p' "$one" | tail -n 1)
+		fp=${fp:-0}
+		ff=$((${ff:-0} + ${fc:-0}))
+		[ "$rc" -eq 0 ] || [ "$ff" -gt 0 ] || ff=1
+		p=$((p + fp))
+		f=$((f + ff))
+		echo "$(($(date +%s) - t0)) $file" >>"$times"
+	done
 	passed=$((passed + p))
 	failed=$((failed + f))
+	echo "e2e: the ten slowest files (seconds), of $(awk '{ s += $1 } END { print s + 0 }' "$times") s in all:"
+	sort -rn "$times" | head -n 10 | sed 's/^/    /'
 	printf 'e2e  %3s passed, %s failed\n' "$p" "$f"
 	# Every test stops its VMs; one still running here is a leak, counted
 	# as a failure and ended so the run leaves nothing behind.
