@@ -208,6 +208,10 @@ $(B)/tests/aas-agent-host: vmm/image/aas-agent.c vmm/image/aproto.c vmm/image/ap
 	$(Q)$(CC) $(AGENT_CFLAGS) $(LDFLAGS) -o $@ vmm/image/aas-agent.c vmm/image/aproto.c \
 	    vmm/image/agent_tree.c
 
+# The hostile-guest test runs the host build of the agent beside its
+# hostile peers.
+$(B)/tests/test_achan_hostile: $(B)/tests/aas-agent-host
+
 $(B)/tests/test_agent: tests/unit/test_agent.c vmm/image/aproto.c vmm/image/aproto.h \
     $(B)/tests/aas-agent-host
 	@mkdir -p $(dir $@)

@@ -913,9 +913,10 @@ read_some(struct achan *c)
 			c->roff = 0;
 			c->rlen = (size_t)r;
 			got += (size_t)r;
-			abound_bytes(&c->bound, (size_t)r);
 		}
 		size_t n = c->rlen - c->roff < ACHAN_FEED_SLICE ? c->rlen - c->roff : ACHAN_FEED_SLICE;
+
+		abound_bytes(&c->bound, n, !aread_synced(c->rd));
 		int rc = aread_feed(c->rd, c->rbuf + c->roff, n);
 
 		c->roff += n;

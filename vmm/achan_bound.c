@@ -20,8 +20,10 @@ abound_frame(struct abound *b)
 }
 
 void
-abound_bytes(struct abound *b, size_t n)
+abound_bytes(struct abound *b, size_t n, int scanning)
 {
+	if (scanning)
+		b->tokens -= (long long)(n / ABOUND_SCAN_BYTES);
 	b->byte_rest += n;
 	b->tokens -= (long long)(b->byte_rest / ABOUND_BYTES_PER_FRAME);
 	b->byte_rest %= ABOUND_BYTES_PER_FRAME;

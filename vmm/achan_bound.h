@@ -21,6 +21,10 @@
 /* Every ABOUND_BYTES_PER_FRAME bytes read cost one frame's budget too
  * (about 400 MB/s at the full rate: more than a port carries). */
 #define ABOUND_BYTES_PER_FRAME 4096
+/* Bytes skipped while looking for AP_SYNC are examined one by one: every
+ * ABOUND_SCAN_BYTES of them cost a frame (AP_SYNC_SCAN_MAX then takes
+ * seconds of budget, not a burst of the event thread). */
+#define ABOUND_SCAN_BYTES 16
 /* Agent restarts (an unasked HELLO): ABOUND_RESTART_BURST at once, one
  * more each ABOUND_RESTART_REFILL_MS. */
 #define ABOUND_RESTART_BURST 8
@@ -45,8 +49,8 @@ struct abound {
 void abound_init(struct abound *b, long long now_ms);
 /* One frame arrived. */
 void abound_frame(struct abound *b);
-/* n bytes were read. */
-void abound_bytes(struct abound *b, size_t n);
+/* n bytes were read; scanning: while out of sync. */
+void abound_bytes(struct abound *b, size_t n, int scanning);
 /* Milliseconds to stop reading for (0: read on). */
 long long abound_wait_ms(struct abound *b, long long now_ms);
 /* The agent restarted: 0, or -1 when it did so more often than allowed. */
