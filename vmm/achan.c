@@ -8,26 +8,47 @@
  * so a PUT of any size delays a PING or another channel by at most the
  * frame being written and one more.
  *
- * Memory per connection is bounded (what a guest sends cannot grow it):
- *   - the reader's frame buffer, AP_HDR_SIZE + AP_MAX_PAYLOAD (128 KiB),
- *     a receive chunk (ACHAN_RECV_CHUNK, 64 KiB) and the frame being
- *     written (at most 128 KiB);
+ * What a guest sends is bounded three ways. Every frame and every byte
+ * read draws on the connection's budget (achan_bound.h: ABOUND_FRAME_RATE
+ * frames a second, bursts of ABOUND_FRAME_BURST; out-of-sync bytes cost
+ * more): past it aasd stops reading the stream until a timer, so the
+ * guest waits and a wake-up of the shared event thread does a bounded
+ * amount of work for it, and the reader is fed in ACHAN_FEED_SLICE slices
+ * so that a pause can come inside a chunk. Every frame has a count or a
+ * byte bound, past which the guest broke the protocol: data (STDOUT,
+ * STDERR, DATA, ENTRY) the window; only output ends with FIN, once per
+ * stream, and only that end may be empty; STARTED once, EXIT or RESULT
+ * once (then the channel is over); WINDOW never 0 and never more than
+ * the stdin sent; PONG one per PING, HELLO answers one per HELLO,
+ * restarts ABOUND_RESTART_BURST at once; frames before a handshake
+ * ABOUND_STALE_MAX bytes; frames for forgotten zombies what those had on
+ * the way. Lookups per frame are constant time (channels by hash, a
+ * stream's last block by pointer), so the budget is also the CPU bound.
+ *
+ * Memory per connection (what a guest sends cannot grow it further):
+ *   - the connection itself (83 KiB, the 64 KiB receive chunk in it), the
+ *     reader's frame buffer (AP_HDR_SIZE + AP_MAX_PAYLOAD, 128 KiB) and
+ *     the frame being written (at most 128 KiB);
  *   - per channel, at most ACHAN_MAX_CHANNELS (32) open:
  *     - a send queue of at most ACHAN_CHAN_SENDQ bytes (one frame);
  *     - a receive queue of at most AP_WINDOW_INIT (256 KiB) of data, or
  *       ACHAN_GET_WINDOW (1 MiB) for a large GET: more than granted is a
- *       hostile guest. Output, file data and LIST entry frames
- *       under ACHAN_COALESCE_FRAME bytes merge into blocks of
- *       ACHAN_COALESCE_MAX, each at least 3/4 full once the next exists
- *       (an entry adds a 4-byte length to its 15 bytes at least): under
- *       600 KiB in all (1.4 MiB for a large GET);
- *     - one STARTED, EXIT or RESULT (one frame at most), and the frame a
- *       caller holds (achan_exec_next, 128 KiB at most);
+ *       hostile guest. Frames from ACHAN_COALESCE_FRAME bytes up take
+ *       their size and 24 bytes; smaller ones merge into blocks of
+ *       ACHAN_COALESCE_MAX (16 KiB), each at least 3/4 full once the next
+ *       of its stream exists, and an entry adds a 4-byte length to its 15
+ *       bytes at least: at most 4/3 of the window (19/15 of that for a
+ *       LIST) and a 16 KiB block per stream: under 460 KiB (1.4 MiB for a
+ *       large GET);
+ *     - STARTED and EXIT, or one RESULT (128 KiB each at most), and the
+ *       block a caller holds (achan_exec_next, achan_get's write: 128 KiB
+ *       at most, its data already granted again);
+ *     so under 760 KiB for a command, 1.7 MiB for a large GET;
  *   - abandoned channels kept to recognise frames still on the way:
- *     ACHAN_MAX_ZOMBIES records of about 100 bytes, the oldest dropped.
- * Worst case about 320 KiB + 32 * 1.6 MiB + 25 KiB, some 52 MiB, only with
+ *     ACHAN_MAX_ZOMBIES records of 160 bytes (40 KiB; nothing queued).
+ * Worst case about 340 KiB + 32 * 1.7 MiB + 40 KiB, some 55 MiB, only with
  * 32 large downloads at once and a guest filling every window; a command
- * or an upload alone stays under 1 MiB, a download under 2 MiB.
+ * or an upload alone stays under 1.1 MiB, a download under 2.1 MiB.
  */
 #include "vmm/achan.h"
 
@@ -54,8 +75,8 @@
 #define ACHAN_COALESCE_FRAME 4096      /* output and entry frames under this merge */
 #define ACHAN_COALESCE_MAX (16 * 1024) /* into blocks of this size */
 #define ACHAN_RECV_CHUNK (64 * 1024)
-#define ACHAN_FEED_SLICE 4096 /* bytes fed to the reader between budget checks */
-#define ACHAN_HASH 128       /* channel lookup buckets */
+#define ACHAN_FEED_SLICE 4096        /* bytes fed to the reader between budget checks */
+#define ACHAN_HASH 128               /* channel lookup buckets */
 #define ACHAN_IO_BURST (1024 * 1024) /* bytes read or written per wake-up */
 #define ACHAN_CALL_MAX_MS 60000      /* calls that take no deadline */
 #define ACHAN_POLL_MS 100            /* cancel flags are looked at this often */
@@ -102,8 +123,8 @@ struct chan {
 	struct frame_out *pre_close;
 	struct chan *ring_next;
 	int in_ring;
-	struct chan *hnext;        /* in its hash bucket */
-	struct frame_in *last[2];  /* the last queued block of STDERR ([1]) and of the rest */
+	struct chan *hnext;       /* in its hash bucket */
+	struct frame_in *last[2]; /* the last queued block of STDERR ([1]) and of the rest */
 };
 
 struct ping {
@@ -138,8 +159,8 @@ struct achan {
 
 	struct aread *rd;
 	struct abound bound;
-	int throttled; /* not reading until the timer fires */
-	int timer;     /* that timer, or -1 */
+	int throttled;     /* not reading until the timer fires */
+	int timer;         /* that timer, or -1 */
 	size_t roff, rlen; /* bytes of rbuf read and not fed yet */
 	struct chan *hash[ACHAN_HASH];
 	struct chan *chans;
@@ -520,7 +541,8 @@ conn_frame(struct achan *c, const struct ap_hdr *h, const unsigned char *p)
 		/* The agent (re)started: it skipped what we sent before. */
 		if (abound_restart(&c->bound, clock_ms()) < 0)
 			return hostile(c, "the agent restarted more than %d times in %d s",
-			    ABOUND_RESTART_BURST, ABOUND_RESTART_BURST * ABOUND_RESTART_REFILL_MS / 1000);
+			    ABOUND_RESTART_BURST,
+			    ABOUND_RESTART_BURST * ABOUND_RESTART_REFILL_MS / 1000);
 		if (c->state == 1)
 			agent_restarted(c);
 		else
@@ -914,7 +936,8 @@ read_some(struct achan *c)
 			c->rlen = (size_t)r;
 			got += (size_t)r;
 		}
-		size_t n = c->rlen - c->roff < ACHAN_FEED_SLICE ? c->rlen - c->roff : ACHAN_FEED_SLICE;
+		size_t n = c->rlen - c->roff < ACHAN_FEED_SLICE ? c->rlen - c->roff :
+								  ACHAN_FEED_SLICE;
 
 		abound_bytes(&c->bound, n, !aread_synced(c->rd));
 		int rc = aread_feed(c->rd, c->rbuf + c->roff, n);

@@ -34,16 +34,16 @@
 #define ABOUND_STALE_MAX (64u << 20)
 
 struct abound {
-	long long at_ms;       /* last refill */
-	long long tokens;      /* frames that may come now; below 0: a debt */
-	size_t byte_rest;      /* bytes read not yet charged */
-	long long restart_at;  /* last restart refill */
-	int restart_tokens;    /* restarts that may come */
-	uint64_t stale;        /* bytes ignored since the last handshake */
-	uint64_t forgotten;    /* bytes frames for forgotten channels may still take */
-	uint64_t pongs_owed;   /* PINGs sent and not answered */
-	uint64_t hellos_owed;  /* HELLOs sent and not answered */
-	uint64_t frames;       /* frames seen, for the figures */
+	long long at_ms;      /* last refill */
+	long long tokens;     /* frames that may come now; below 0: a debt */
+	size_t byte_rest;     /* bytes read not yet charged */
+	long long restart_at; /* last restart refill */
+	int restart_tokens;   /* restarts that may come */
+	uint64_t stale;       /* bytes ignored since the last handshake */
+	uint64_t forgotten;   /* bytes frames for forgotten channels may still take */
+	uint64_t pongs_owed;  /* PINGs sent and not answered */
+	uint64_t hellos_owed; /* HELLOs sent and not answered */
+	uint64_t frames;      /* frames seen, for the figures */
 };
 
 void abound_init(struct abound *b, long long now_ms);

@@ -128,8 +128,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 enum { S_EXEC = 1, S_GET, S_LIST, S_PUT, S_STAT, S_KINDS };
 
-static const uint16_t s_types[] = { AP_T_HELLO, AP_T_PONG, AP_T_STARTED, AP_T_STDOUT,
-	AP_T_STDERR, AP_T_EXIT, AP_T_DATA, AP_T_ENTRY, AP_T_RESULT, AP_T_WINDOW };
+static const uint16_t s_types[] = { AP_T_HELLO, AP_T_PONG, AP_T_STARTED, AP_T_STDOUT, AP_T_STDERR,
+	AP_T_EXIT, AP_T_DATA, AP_T_ENTRY, AP_T_RESULT, AP_T_WINDOW };
 
 struct session {
 	struct achan *c;
@@ -200,11 +200,12 @@ s_setup(struct session *s)
 			    have - off < AP_HDR_SIZE + h.len)
 				break;
 			const unsigned char *p = in + off + AP_HDR_SIZE;
-			int k = h.type == AP_T_EXEC ? S_EXEC : h.type == AP_T_GET ? S_GET :
-			    h.type == AP_T_LIST		    ? S_LIST :
-			    h.type == AP_T_PUT		    ? S_PUT :
-			    h.type == AP_T_STAT		    ? S_STAT :
-							      0;
+			int k = h.type == AP_T_EXEC ? S_EXEC :
+			    h.type == AP_T_GET      ? S_GET :
+			    h.type == AP_T_LIST     ? S_LIST :
+			    h.type == AP_T_PUT      ? S_PUT :
+			    h.type == AP_T_STAT     ? S_STAT :
+						      0;
 			if (h.type == AP_T_HELLO && h.len == 13)
 				for (int i = 0; i < 8; i++)
 					s->nonce = s->nonce << 8 | p[5 + i];
@@ -331,7 +332,8 @@ session_feed(struct session *s, const uint8_t *d, size_t n)
 
 	while (at + 6 <= n && frames < S_MAX_FRAMES) {
 		uint16_t type = d[at] < 10 ? s_types[d[at]] : d[at];
-		uint32_t chan = d[at + 1] >= 1 && d[at + 1] < S_KINDS ? s->chan[d[at + 1]] : d[at + 1];
+		uint32_t chan = d[at + 1] >= 1 && d[at + 1] < S_KINDS ? s->chan[d[at + 1]] :
+									d[at + 1];
 		uint16_t flags = (uint16_t)(d[at + 2] << 8 | d[at + 3]);
 		size_t len = (size_t)(d[at + 4] << 8 | d[at + 5]) % (S_MAX_LEN + 1);
 		unsigned reps = 1u << (flags >> 12 & 7);

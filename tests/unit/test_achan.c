@@ -317,8 +317,8 @@ fa_exec(struct fa *a, uint32_t chan, const unsigned char *p, size_t n, unsigned 
 			if (a->mode == M_WINDOW0)
 				fa_send(a, AP_T_WINDOW, 0, chan, pl, o.len);
 			else
-				fa_send(a, AP_T_STDOUT, a->mode == M_SECOND_FIN ? AP_F_FIN : 0, chan,
-				    NULL, 0);
+				fa_send(a, AP_T_STDOUT, a->mode == M_SECOND_FIN ? AP_F_FIN : 0,
+				    chan, NULL, 0);
 		return;
 	}
 	if (a->mode == M_AFTER_END) {
@@ -1818,8 +1818,8 @@ test_bound_frame_rate(void **state)
 	    ABOUND_FRAME_RATE);
 	/* The burst aside, no faster than the rate (a slow machine may be
 	 * slower: that is not what is checked). */
-	assert_true(ms >= (long long)(AP_WINDOW_INIT - ABOUND_FRAME_BURST) * 1000 /
-		ABOUND_FRAME_RATE * 9 / 10);
+	assert_true(ms >=
+	    (long long)(AP_WINDOW_INIT - ABOUND_FRAME_BURST) * 1000 / ABOUND_FRAME_RATE * 9 / 10);
 	assert_int_equal(achan_state(f->c), 1);
 	achan_exec_free(x);
 	stop(f);

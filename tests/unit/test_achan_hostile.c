@@ -72,8 +72,8 @@ static const char *const pattern_names[P_COUNT] = { "fin-get", "fin-list", "empt
 
 struct peer {
 	enum pattern pat;
-	pthread_t th;   /* the reconnecting driver on aasd's side */
-	int fd;         /* the current hostile end */
+	pthread_t th; /* the reconnecting driver on aasd's side */
+	int fd;       /* the current hostile end */
 	long reconnects;
 	int off; /* left out (AAS_HOSTILE_PATTERNS) */
 	char reason[256];
@@ -564,8 +564,12 @@ test_hostile_guests(void **state)
 	(void)state;
 	if (getuid() != 0 || good_start(&g) < 0)
 		skip(); /* the agent switches to uid 65534: root, and the host build */
-	if (s && (seconds = strtol(s, NULL, 10)) <= 0)
-		seconds = 15;
+	if (s) {
+		char *end;
+		long v = strtol(s, &end, 10);
+		if (end != s && *end == '\0' && v > 0 && v <= 3600)
+			seconds = v;
+	}
 	lat = calloc(cap, sizeof(*lat));
 	assert_non_null(lat);
 	for (int i = 0; i < HOSTILE_WARMUP; i++)
