@@ -16,7 +16,6 @@ void
 abound_frame(struct abound *b)
 {
 	b->tokens--;
-	b->frames++;
 }
 
 void
@@ -82,7 +81,7 @@ abound_ready(struct abound *b)
 void
 abound_forget(struct abound *b, uint64_t window)
 {
-	/* Its data, and one STARTED, EXIT or RESULT of any size. */
+	/* Its data, and a STARTED and an EXIT or RESULT of any size. */
 	b->forgotten += window + 2 * (AP_HDR_SIZE + AP_MAX_PAYLOAD);
 }
 

@@ -43,7 +43,6 @@ struct abound {
 	uint64_t forgotten;   /* bytes frames for forgotten channels may still take */
 	uint64_t pongs_owed;  /* PINGs sent and not answered */
 	uint64_t hellos_owed; /* HELLOs sent and not answered */
-	uint64_t frames;      /* frames seen, for the figures */
 };
 
 void abound_init(struct abound *b, long long now_ms);
@@ -61,7 +60,8 @@ int abound_stale(struct abound *b, uint32_t len);
 /* A handshake completed. */
 void abound_ready(struct abound *b);
 /* A channel was forgotten with `window` data bytes still granted: frames
- * on the way for it may take that much and one end frame more. */
+ * on the way for it may take that much and two frames more (a STARTED
+ * and an end). */
 void abound_forget(struct abound *b, uint64_t window);
 /* A frame for a forgotten channel: 0, or -1 beyond what was allowed. */
 int abound_forgotten(struct abound *b, uint32_t len);
