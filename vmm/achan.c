@@ -8,26 +8,47 @@
  * so a PUT of any size delays a PING or another channel by at most the
  * frame being written and one more.
  *
- * Memory per connection is bounded (what a guest sends cannot grow it):
- *   - the reader's frame buffer, AP_HDR_SIZE + AP_MAX_PAYLOAD (128 KiB),
- *     a receive chunk (ACHAN_RECV_CHUNK, 64 KiB) and the frame being
- *     written (at most 128 KiB);
+ * What a guest sends is bounded three ways. Every frame and every byte
+ * read draws on the connection's budget (achan_bound.h: ABOUND_FRAME_RATE
+ * frames a second, bursts of ABOUND_FRAME_BURST; out-of-sync bytes cost
+ * more): past it aasd stops reading the stream until a timer, so the
+ * guest waits and a wake-up of the shared event thread does a bounded
+ * amount of work for it, and the reader is fed in ACHAN_FEED_SLICE slices
+ * so that a pause can come inside a chunk. Every frame has a count or a
+ * byte bound, past which the guest broke the protocol: data (STDOUT,
+ * STDERR, DATA, ENTRY) the window; only output ends with FIN, once per
+ * stream, and only that end may be empty; STARTED once, EXIT or RESULT
+ * once (then the channel is over); WINDOW never 0 and never more than
+ * the stdin sent; PONG one per PING, HELLO answers one per HELLO,
+ * restarts ABOUND_RESTART_BURST at once; frames before a handshake
+ * ABOUND_STALE_MAX bytes; frames for forgotten zombies what those had on
+ * the way. Lookups per frame are constant time (channels by hash, a
+ * stream's last block by pointer), so the budget is also the CPU bound.
+ *
+ * Memory per connection (what a guest sends cannot grow it further):
+ *   - the connection itself (83 KiB, the 64 KiB receive chunk in it), the
+ *     reader's frame buffer (AP_HDR_SIZE + AP_MAX_PAYLOAD, 128 KiB) and
+ *     the frame being written (at most 128 KiB);
  *   - per channel, at most ACHAN_MAX_CHANNELS (32) open:
  *     - a send queue of at most ACHAN_CHAN_SENDQ bytes (one frame);
  *     - a receive queue of at most AP_WINDOW_INIT (256 KiB) of data, or
  *       ACHAN_GET_WINDOW (1 MiB) for a large GET: more than granted is a
- *       hostile guest. Output, file data and LIST entry frames
- *       under ACHAN_COALESCE_FRAME bytes merge into blocks of
- *       ACHAN_COALESCE_MAX, each at least 3/4 full once the next exists
- *       (an entry adds a 4-byte length to its 15 bytes at least): under
- *       600 KiB in all (1.4 MiB for a large GET);
- *     - one STARTED, EXIT or RESULT (one frame at most), and the frame a
- *       caller holds (achan_exec_next, 128 KiB at most);
+ *       hostile guest. Frames from ACHAN_COALESCE_FRAME bytes up take
+ *       their size and 24 bytes; smaller ones merge into blocks of
+ *       ACHAN_COALESCE_MAX (16 KiB), each at least 3/4 full once the next
+ *       of its stream exists, and an entry adds a 4-byte length to its 15
+ *       bytes at least: at most 4/3 of the window (19/15 of that for a
+ *       LIST) and a 16 KiB block per stream: under 460 KiB (1.4 MiB for a
+ *       large GET);
+ *     - STARTED and EXIT, or one RESULT (128 KiB each at most), and the
+ *       block a caller holds (achan_exec_next, achan_get's write: 128 KiB
+ *       at most, its data already granted again);
+ *     so under 760 KiB for a command, 1.7 MiB for a large GET;
  *   - abandoned channels kept to recognise frames still on the way:
- *     ACHAN_MAX_ZOMBIES records of about 100 bytes, the oldest dropped.
- * Worst case about 320 KiB + 32 * 1.6 MiB + 25 KiB, some 52 MiB, only with
+ *     ACHAN_MAX_ZOMBIES records of 160 bytes (40 KiB; nothing queued).
+ * Worst case about 340 KiB + 32 * 1.7 MiB + 40 KiB, some 55 MiB, only with
  * 32 large downloads at once and a guest filling every window; a command
- * or an upload alone stays under 1 MiB, a download under 2 MiB.
+ * or an upload alone stays under 1.1 MiB, a download under 2.1 MiB.
  */
 #include "vmm/achan.h"
 
@@ -44,6 +65,7 @@
 #include <libvirt/virterror.h>
 
 #include "base/clock.h"
+#include "vmm/achan_bound.h"
 #include "vmm/aread.h"
 #include "vmm/image/aproto.h"
 
@@ -53,6 +75,8 @@
 #define ACHAN_COALESCE_FRAME 4096      /* output and entry frames under this merge */
 #define ACHAN_COALESCE_MAX (16 * 1024) /* into blocks of this size */
 #define ACHAN_RECV_CHUNK (64 * 1024)
+#define ACHAN_FEED_SLICE 4096        /* bytes fed to the reader between budget checks */
+#define ACHAN_HASH 128               /* channel lookup buckets */
 #define ACHAN_IO_BURST (1024 * 1024) /* bytes read or written per wake-up */
 #define ACHAN_CALL_MAX_MS 60000      /* calls that take no deadline */
 #define ACHAN_POLL_MS 100            /* cancel flags are looked at this often */
@@ -99,6 +123,8 @@ struct chan {
 	struct frame_out *pre_close;
 	struct chan *ring_next;
 	int in_ring;
+	struct chan *hnext;       /* in its hash bucket */
+	struct frame_in *last[2]; /* the last queued block of STDERR ([1]) and of the rest */
 };
 
 struct ping {
@@ -132,6 +158,11 @@ struct achan {
 	char boot_id[AP_MAX_STRING + 1];
 
 	struct aread *rd;
+	struct abound bound;
+	int throttled;     /* not reading until the timer fires */
+	int timer;         /* that timer, or -1 */
+	size_t roff, rlen; /* bytes of rbuf read and not fed yet */
+	struct chan *hash[ACHAN_HASH];
 	struct chan *chans;
 	size_t nopen, nzombies;
 	uint32_t next_chan;
@@ -227,7 +258,7 @@ frames_out_free(struct frame_out *f)
 static struct chan *
 chan_find(struct achan *c, uint32_t id)
 {
-	for (struct chan *ch = c->chans; ch; ch = ch->next)
+	for (struct chan *ch = c->hash[id % ACHAN_HASH]; ch; ch = ch->hnext)
 		if (ch->id == id)
 			return ch;
 	return NULL;
@@ -272,6 +303,11 @@ chan_drop(struct achan *c, struct chan *ch)
 	for (struct chan **pp = &c->chans; *pp; pp = &(*pp)->next)
 		if (*pp == ch) {
 			*pp = ch->next;
+			break;
+		}
+	for (struct chan **pp = &c->hash[ch->id % ACHAN_HASH]; *pp; pp = &(*pp)->hnext)
+		if (*pp == ch) {
+			*pp = ch->hnext;
 			break;
 		}
 	ring_remove(c, ch);
@@ -379,7 +415,7 @@ arm(struct achan *c)
 
 	pthread_mutex_lock(&c->arm_lock);
 	pthread_mutex_lock(&c->lock);
-	want = EV_R | (want_write(c) ? EV_W : 0);
+	want = (c->throttled ? 0 : EV_R) | (want_write(c) ? EV_W : 0);
 	pthread_mutex_unlock(&c->lock);
 	if (!c->removed && want != c->armed) {
 		if (c->st)
@@ -403,6 +439,16 @@ io_stop(struct achan *c)
 			virStreamEventRemoveCallback(c->st);
 		else
 			virEventRemoveHandle(c->watch);
+		/* Nothing more is read from a failed stream: libvirt need not
+		 * keep what the guest goes on sending either. */
+		if (c->st && !c->aborted) {
+			virStreamAbort(c->st);
+			c->aborted = 1;
+		}
+	}
+	if (c->timer >= 0) {
+		virEventRemoveTimeout(c->timer);
+		c->timer = -1;
 	}
 	pthread_mutex_unlock(&c->arm_lock);
 }
@@ -461,9 +507,15 @@ conn_frame(struct achan *c, const struct ap_hdr *h, const unsigned char *p)
 		uint64_t seq = 0;
 
 		if (c->state != 1)
-			return 0;
+			return abound_stale(&c->bound, h->len) < 0 ?
+			    hostile(c, "more than %u bytes before answering the handshake",
+				ABOUND_STALE_MAX) :
+			    0;
 		if (h->len != 8)
 			return hostile(c, "PONG of %lu bytes", (unsigned long)h->len);
+		if (c->bound.pongs_owed == 0)
+			return hostile(c, "more PONGs than PINGs");
+		c->bound.pongs_owed--;
 		for (int i = 0; i < 8; i++)
 			seq = seq << 8 | p[i];
 		if (seq >= c->ping_seq)
@@ -475,7 +527,7 @@ conn_frame(struct achan *c, const struct ap_hdr *h, const unsigned char *p)
 		return 0;
 	}
 	if (h->type != AP_T_HELLO) {
-		if (c->state != 1)
+		if (c->state != 1 && abound_stale(&c->bound, h->len) == 0)
 			return 0; /* left over from before the handshake */
 		return hostile(c, "frame type 0x%x on channel 0", h->type);
 	}
@@ -487,14 +539,27 @@ conn_frame(struct achan *c, const struct ap_hdr *h, const unsigned char *p)
 	uint64_t nonce = ap_u64(fn);
 	if (nonce == 0) {
 		/* The agent (re)started: it skipped what we sent before. */
+		if (abound_restart(&c->bound, clock_ms()) < 0)
+			return hostile(c, "the agent restarted more than %d times in %d s",
+			    ABOUND_RESTART_BURST,
+			    ABOUND_RESTART_BURST * ABOUND_RESTART_REFILL_MS / 1000);
 		if (c->state == 1)
 			agent_restarted(c);
 		else
 			c->hello_pending = 1;
 		return 0;
 	}
-	if (nonce != c->nonce || c->state != 0)
-		return 0; /* an answer to an earlier handshake */
+	if (nonce != c->nonce) {
+		/* An answer to an earlier connection's handshake. */
+		if (abound_stale(&c->bound, h->len) < 0)
+			return hostile(c, "more than %u bytes of stale HELLOs", ABOUND_STALE_MAX);
+		return 0;
+	}
+	if (c->bound.hellos_owed == 0)
+		return hostile(c, "more HELLO answers than HELLOs");
+	c->bound.hellos_owed--;
+	if (c->state != 0)
+		return 0; /* a second answer: HELLO went out twice */
 	const struct ap_field *fv = ap_find(c->fields, nf, AP_TAG_VERSION);
 	if (fv == NULL || ap_u32(fv) != AP_VERSION)
 		return hostile(c, "agent speaks protocol version %u, not %u", fv ? ap_u32(fv) : 0,
@@ -503,6 +568,7 @@ conn_frame(struct achan *c, const struct ap_hdr *h, const unsigned char *p)
 	if (fb)
 		ap_str(fb, c->boot_id, sizeof(c->boot_id));
 	c->state = 1;
+	abound_ready(&c->bound);
 	pthread_cond_broadcast(&c->cond);
 	return 0;
 }
@@ -527,26 +593,22 @@ is_data(int type)
 }
 
 /* Queues a frame on its channel. Small output frames of one stream merge
- * into that stream's last block, and entries of a LIST into blocks of
- * length-prefixed records, so a guest sending tiny frames cannot make
- * the bookkeeping outgrow the window. */
+ * into that stream's last block (kept in ch->last: no walk of the queue),
+ * and entries of a LIST into blocks of length-prefixed records, so a
+ * guest sending tiny frames cannot make the bookkeeping outgrow the
+ * window. chan_frame has refused empty frames but a stream's one FIN. */
 static int
 chan_queue(struct achan *c, struct chan *ch, const struct ap_hdr *h, const unsigned char *p)
 {
-	struct frame_in *f, *last = NULL;
-	int out = h->type == AP_T_STDOUT || h->type == AP_T_STDERR || h->type == AP_T_DATA;
+	struct frame_in *f, **last = &ch->last[h->type == AP_T_STDERR];
 	int entry = h->type == AP_T_ENTRY;
+	int streamed = is_data(h->type);
 	uint32_t need = h->len + (entry ? 4 : 0);
-	int small = (out || entry) && !(h->flags & AP_F_FIN) && need < ACHAN_COALESCE_FRAME;
+	int small = streamed && !(h->flags & AP_F_FIN) && need < ACHAN_COALESCE_FRAME;
 
-	if (small) {
-		for (f = ch->in_head; f; f = f->next)
-			if (f->type == h->type)
-				last = f;
-		if (last && !(last->flags & AP_F_FIN) && last->len + need <= last->cap) {
-			f = last;
-			goto append;
-		}
+	if (small && *last && !((*last)->flags & AP_F_FIN) && (*last)->len + need <= (*last)->cap) {
+		f = *last;
+		goto append;
 	}
 	uint32_t cap = small ? ACHAN_COALESCE_MAX : need;
 	f = malloc(sizeof(*f) + cap);
@@ -565,6 +627,8 @@ chan_queue(struct achan *c, struct chan *ch, const struct ap_hdr *h, const unsig
 	else
 		ch->in_head = f;
 	ch->in_tail = f;
+	if (streamed)
+		*last = f;
 append:
 	if (entry) {
 		f->p[f->len] = (unsigned char)(h->len >> 24);
@@ -580,18 +644,53 @@ append:
 	return 0;
 }
 
+/* A data frame's place in its stream: output on an EXEC once STARTED,
+ * DATA on a GET, ENTRY on a LIST; only output ends with AP_F_FIN, once,
+ * and only that end may be empty (an empty frame costs no window). */
+static int
+stream_check(struct achan *c, struct chan *ch, const struct ap_hdr *h)
+{
+	unsigned long id = (unsigned long)h->chan;
+	int want = h->type == AP_T_DATA ? AP_T_GET : h->type == AP_T_ENTRY ? AP_T_LIST : AP_T_EXEC;
+	int *eof = h->type == AP_T_STDERR ? &ch->eof_err : &ch->eof_out;
+
+	if (ch->kind != want)
+		return hostile(c, "data frame type 0x%x on channel %lu of the wrong kind", h->type,
+		    id);
+	if (want == AP_T_EXEC && !ch->started)
+		return hostile(c, "output on channel %lu before STARTED", id);
+	if (*eof)
+		return hostile(c, "output after its end on channel %lu", id);
+	if (h->flags & AP_F_FIN) {
+		if (want != AP_T_EXEC)
+			return hostile(c, "end of data (FIN) from the agent on channel %lu", id);
+		*eof = 1;
+	} else if (h->len == 0) {
+		return hostile(c, "empty data frame type 0x%x without FIN on channel %lu", h->type,
+		    id);
+	}
+	return 0;
+}
+
 static int
 chan_frame(struct achan *c, const struct ap_hdr *h, const unsigned char *p)
 {
 	struct chan *ch;
 	uint64_t cost;
 
-	if (c->state != 1)
-		return 0; /* before the handshake: frames of an earlier connection */
+	if (c->state != 1) {
+		/* Before the handshake: frames of an earlier connection. */
+		if (abound_stale(&c->bound, h->len) < 0)
+			return hostile(c, "more than %u bytes before answering the handshake",
+			    ABOUND_STALE_MAX);
+		return 0;
+	}
 	ch = chan_find(c, h->chan);
 	if (ch == NULL) {
-		/* A zombie forgotten to keep their number bounded. */
-		if (h->chan <= c->zombie_floor && h->chan != 0)
+		/* A zombie forgotten to keep their number bounded: what was
+		 * on its way, no more. */
+		if (h->chan <= c->zombie_floor && h->chan != 0 &&
+		    abound_forgotten(&c->bound, h->len) == 0)
 			return 0;
 		return hostile(c, "frame type 0x%x on unknown channel %lu", h->type,
 		    (unsigned long)h->chan);
@@ -602,24 +701,10 @@ chan_frame(struct achan *c, const struct ap_hdr *h, const unsigned char *p)
 	switch (h->type) {
 	case AP_T_STDOUT:
 	case AP_T_STDERR:
-		if (ch->kind != AP_T_EXEC || !ch->started)
-			return hostile(c, "output on channel %lu before STARTED",
-			    (unsigned long)h->chan);
-		int *eof = h->type == AP_T_STDOUT ? &ch->eof_out : &ch->eof_err;
-		if (*eof)
-			return hostile(c, "output after its end on channel %lu",
-			    (unsigned long)h->chan);
-		if (h->flags & AP_F_FIN)
-			*eof = 1;
-		break;
 	case AP_T_DATA:
-		if (ch->kind != AP_T_GET)
-			return hostile(c, "DATA on channel %lu, not a GET", (unsigned long)h->chan);
-		break;
 	case AP_T_ENTRY:
-		if (ch->kind != AP_T_LIST)
-			return hostile(c, "ENTRY on channel %lu, not a LIST",
-			    (unsigned long)h->chan);
+		if (stream_check(c, ch, h) < 0)
+			return -1;
 		break;
 	case AP_T_STARTED:
 		if (ch->kind != AP_T_EXEC || ch->started)
@@ -643,8 +728,9 @@ chan_frame(struct achan *c, const struct ap_hdr *h, const unsigned char *p)
 		    ap_parse(p, h->len, c->fields, AP_MAX_FIELDS, &nf) < 0 ||
 		    (fs = ap_find(c->fields, nf, AP_TAG_SIZE)) == NULL)
 			return hostile(c, "bad WINDOW on channel %lu", (unsigned long)h->chan);
-		if (ap_u64(fs) > AP_STDIN_MAX - ch->stdin_credit)
-			return hostile(c, "WINDOW for stdin never sent");
+		if (ap_u64(fs) == 0 || ap_u64(fs) > AP_STDIN_MAX - ch->stdin_credit)
+			return hostile(c, "WINDOW of %llu bytes for stdin never sent",
+			    (unsigned long long)ap_u64(fs));
 		ch->stdin_credit += ap_u64(fs);
 		pthread_cond_broadcast(&c->cond);
 		return 0;
@@ -683,9 +769,19 @@ on_frame(void *ctx, const struct ap_hdr *h, const unsigned char *p)
 
 	if (c->state == -1)
 		return -1;
+	abound_frame(&c->bound);
 	if (h->chan == 0)
 		return conn_frame(c, h, p);
 	return chan_frame(c, h, p);
+}
+
+/* An AP_SYNC between frames costs what a frame does. */
+static void
+on_sync(void *ctx)
+{
+	struct achan *c = ctx;
+
+	abound_frame(&c->bound);
 }
 
 /* ---- writing (event thread, lock held) ---- */
@@ -720,6 +816,7 @@ pick(struct achan *c)
 		ap_put_u64(&o, AP_TAG_NONCE, c->nonce);
 		ctl_frame(c, 1, AP_T_HELLO, 0, pl, o.len);
 		c->hello_pending = 0;
+		c->bound.hellos_owed++;
 		return 1;
 	}
 	for (struct ping *q = c->pings; q; q = q->next)
@@ -728,6 +825,7 @@ pick(struct achan *c)
 				pl[i] = (unsigned char)(q->seq >> (56 - 8 * i));
 			ctl_frame(c, 0, AP_T_PING, 0, pl, 8);
 			q->sent = 1;
+			c->bound.pongs_owed++;
 			return 1;
 		}
 	for (struct chan *ch = c->chans; ch; ch = ch->next) {
@@ -805,19 +903,22 @@ write_some(struct achan *c)
 		pthread_cond_broadcast(&c->cond);
 }
 
-static void
-io_event(struct achan *c, int events)
+/* Feeds the reader what was read before and reads more, a slice at a
+ * time while the connection's budget lasts (lock held). Returns the
+ * milliseconds reading pauses for (0: until the transport has more). */
+static long long
+read_some(struct achan *c)
 {
-	int stop = 0;
+	size_t got = 0;
+	long long pause = 0;
 
-	pthread_mutex_lock(&c->lock);
-	if (c->state == -1 || c->closed) {
-		stop = 1;
-		goto out;
-	}
-	if (events &
-	    (VIR_STREAM_EVENT_READABLE | VIR_STREAM_EVENT_HANGUP | VIR_STREAM_EVENT_ERROR)) {
-		for (size_t got = 0; got < ACHAN_IO_BURST && c->state != -1;) {
+	while (c->state != -1) {
+		pause = abound_wait_ms(&c->bound, clock_ms());
+		if (pause > 0)
+			break;
+		if (c->roff == c->rlen) {
+			if (got >= ACHAN_IO_BURST)
+				break;
 			ssize_t r = io_recv(c, c->rbuf, sizeof(c->rbuf));
 
 			if (r == -2)
@@ -831,21 +932,98 @@ io_event(struct achan *c, int events)
 				    c->st ? virt_error() : strerror(errno));
 				break;
 			}
+			c->roff = 0;
+			c->rlen = (size_t)r;
 			got += (size_t)r;
-			if (aread_feed(c->rd, c->rbuf, (size_t)r) < 0 && aread_reason(c->rd)[0])
-				hostile(c, "%s", aread_reason(c->rd));
+		}
+		size_t n = c->rlen - c->roff < ACHAN_FEED_SLICE ? c->rlen - c->roff :
+								  ACHAN_FEED_SLICE;
+
+		abound_bytes(&c->bound, n, !aread_synced(c->rd));
+		int rc = aread_feed(c->rd, c->rbuf + c->roff, n);
+
+		c->roff += n;
+		if (rc < 0 && aread_reason(c->rd)[0])
+			hostile(c, "%s", aread_reason(c->rd));
+	}
+	if (c->state == -1)
+		return 0;
+	c->throttled = pause > 0;
+	return pause;
+}
+
+/* The pause is over: read on (event thread). */
+static void
+timer_cb(int timer, void *opaque)
+{
+	struct achan *c = opaque;
+
+	pthread_mutex_lock(&c->arm_lock);
+	if (c->timer == timer)
+		virEventUpdateTimeout(timer, -1);
+	pthread_mutex_unlock(&c->arm_lock);
+	pthread_mutex_lock(&c->lock);
+	c->throttled = 0;
+	pthread_mutex_unlock(&c->lock);
+	io_event(c, VIR_STREAM_EVENT_READABLE);
+}
+
+/* Pauses reading for ms (the watch drops READABLE in arm). Without a
+ * timer reading goes on: slower guests, never a stuck one. */
+static void
+throttle(struct achan *c, long long ms)
+{
+	int ok = 1;
+
+	pthread_mutex_lock(&c->arm_lock);
+	if (c->removed) {
+		ok = 0;
+	} else if (c->timer >= 0) {
+		virEventUpdateTimeout(c->timer, (int)ms);
+	} else {
+		atomic_fetch_add(&c->refs, 1);
+		c->timer = virEventAddTimeout((int)ms, timer_cb, c, watch_free);
+		if (c->timer < 0) {
+			atomic_fetch_sub(&c->refs, 1);
+			ok = 0;
 		}
 	}
+	pthread_mutex_unlock(&c->arm_lock);
+	if (!ok) {
+		pthread_mutex_lock(&c->lock);
+		c->throttled = 0;
+		pthread_mutex_unlock(&c->lock);
+	}
+}
+
+static void
+io_event(struct achan *c, int events)
+{
+	int stop = 0;
+	long long pause = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (c->state == -1 || c->closed) {
+		stop = 1;
+		goto out;
+	}
+	if ((events &
+		(VIR_STREAM_EVENT_READABLE | VIR_STREAM_EVENT_HANGUP | VIR_STREAM_EVENT_ERROR)) &&
+	    !c->throttled)
+		pause = read_some(c);
 	if (c->state != -1)
 		write_some(c);
 	if (c->state == -1)
 		stop = 1;
 out:
 	pthread_mutex_unlock(&c->lock);
-	if (stop)
+	if (stop) {
 		io_stop(c);
-	else
-		arm(c);
+		return;
+	}
+	if (pause > 0)
+		throttle(c, pause);
+	arm(c);
 }
 
 /* ---- life ---- */
@@ -856,7 +1034,7 @@ achan_new(struct err *e)
 	struct achan *c = calloc(1, sizeof(*c));
 	pthread_condattr_t ca;
 
-	if (c == NULL || (c->rd = aread_new(on_frame, NULL, c)) == NULL) {
+	if (c == NULL || (c->rd = aread_new(on_frame, on_sync, c)) == NULL) {
 		free(c);
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
@@ -871,6 +1049,8 @@ achan_new(struct err *e)
 	atomic_init(&c->urefs, 1);
 	c->fd = -1;
 	c->watch = -1;
+	c->timer = -1;
+	abound_init(&c->bound, clock_ms());
 	c->nonce = new_nonce();
 	c->hello_pending = 1;
 	c->next_chan = 1;
@@ -1160,6 +1340,8 @@ chan_open(struct achan *c, int kind, long long deadline_ms, struct err *e)
 	ch->stdin_credit = AP_STDIN_MAX;
 	ch->next = c->chans;
 	c->chans = ch;
+	ch->hnext = c->hash[ch->id % ACHAN_HASH];
+	c->hash[ch->id % ACHAN_HASH] = ch;
 	c->nopen++;
 out:
 	pthread_mutex_unlock(&c->lock);
@@ -1177,6 +1359,7 @@ chan_release_locked(struct achan *c, struct chan *ch)
 	}
 	frames_in_free(ch->in_head);
 	ch->in_head = ch->in_tail = NULL;
+	ch->last[0] = ch->last[1] = NULL;
 	for (struct frame_out *f = ch->out_head, *next, **keep = &ch->pre_close; f; f = next) {
 		struct ap_hdr h;
 
@@ -1207,6 +1390,7 @@ chan_release_locked(struct achan *c, struct chan *ch)
 			break;
 		if (old->id > c->zombie_floor)
 			c->zombie_floor = old->id;
+		abound_forget(&c->bound, old->window);
 		chan_drop(c, old);
 	}
 }
@@ -1305,6 +1489,9 @@ chan_next(struct achan *c, struct chan *ch, long long deadline_ms, const atomic_
 			ch->in_head = f->next;
 			if (ch->in_head == NULL)
 				ch->in_tail = NULL;
+			for (int i = 0; i < 2; i++)
+				if (ch->last[i] == f)
+					ch->last[i] = NULL;
 			f->next = NULL;
 			if (is_data(f->type) && !ch->ended) {
 				ch->grant_pending += f->data;

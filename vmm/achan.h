@@ -7,11 +7,14 @@
  * The calls below block the calling worker thread (never the event
  * thread) until their answer, a deadline or a cancel flag. Everything the
  * guest sends is hostile: frames are parsed by aproto, every queue is
- * bounded, and a guest that breaks the protocol (a bad frame, more data
- * than granted, no sync within AP_SYNC_SCAN_MAX, an unknown channel) puts
- * the connection in the failed state with a reason (achan_failure); every
- * waiting call then fails with ERR_UNAVAILABLE, and the owner ends the
- * sandbox with that reason. */
+ * bounded, every frame and byte draws on a rate budget (achan_bound.h:
+ * past it aasd reads no more until later), and a guest that breaks the
+ * protocol (a bad frame, more data than granted, an empty or second end
+ * of data, repeated answers, restarts in a loop, no sync within
+ * AP_SYNC_SCAN_MAX, an unknown channel) puts the connection in the failed
+ * state with a reason (achan_failure) and aasd reads nothing more from
+ * it; every waiting call then fails with ERR_UNAVAILABLE, and the owner
+ * ends the sandbox with that reason. */
 #ifndef AAS_ACHAN_H
 #define AAS_ACHAN_H
 

@@ -32,6 +32,7 @@ size_t __sanitizer_get_current_allocated_bytes(void);
 #include "base/clock.h"
 #include "base/err.h"
 #include "vmm/achan.h"
+#include "vmm/achan_bound.h"
 #include "vmm/image/aproto.h"
 #include "vmm/vm.h"
 
@@ -53,7 +54,21 @@ enum mode {
 	M_BADLIST,   /* an entry named ".." */
 	M_AFTER_END, /* output on a channel after its EXIT */
 	M_BADTYPE,   /* a frame type the protocol does not have */
+	/* bounds (each pattern a fixed number of frames, so that a run
+	 * without the bound ends too) */
+	M_FIN_GET,    /* empty DATA with and without FIN in turn on a GET */
+	M_FIN_LIST,   /* entries with and without FIN in turn on a LIST */
+	M_EMPTY,      /* empty STDOUT frames without FIN */
+	M_SECOND_FIN, /* STDOUT FIN twice */
+	M_WINDOW0,    /* WINDOW{0} frames on an EXEC */
+	M_PONGS,      /* PONGs for one PING */
+	M_HELLO_LOOP, /* an unasked HELLO after every answer: restarts forever */
+	M_ZOMBIE,     /* frames for a channel aasd forgot */
+	M_STALE,      /* frames before answering the handshake */
 };
+
+#define BOUND_FRAMES 4000 /* frames of each hostile pattern */
+#define ZOMBIE_EXECS 300  /* abandoned commands: more than achan keeps */
 
 struct fa {
 	int fd;
@@ -265,6 +280,17 @@ fa_stream(struct fa *a, int type, uint32_t chan, uint64_t total, size_t frame, u
 	return 0;
 }
 
+/* Output for channel 1, long forgotten (ZOMBIE_EXECS were abandoned):
+ * far more than a channel could have had on its way. */
+static void
+fa_zombie_flood(struct fa *a, unsigned char *buf)
+{
+	memset(buf, 'z', 65536);
+	for (int i = 0; i < BOUND_FRAMES; i++)
+		if (fa_send(a, AP_T_STDOUT, 0, 1, buf, 65536) < 0)
+			break;
+}
+
 static void
 fa_exec(struct fa *a, uint32_t chan, const unsigned char *p, size_t n, unsigned char *in,
     unsigned char *buf)
@@ -284,6 +310,17 @@ fa_exec(struct fa *a, uint32_t chan, const unsigned char *p, size_t n, unsigned 
 	fa_send(a, AP_T_STARTED, 0, chan, pl, o.len);
 	if (a->mode == M_MALFORMED)
 		return;
+	if (a->mode == M_EMPTY || a->mode == M_SECOND_FIN || a->mode == M_WINDOW0) {
+		o.len = 0;
+		ap_put_u64(&o, AP_TAG_SIZE, 0);
+		for (int i = 0; i < BOUND_FRAMES; i++)
+			if (a->mode == M_WINDOW0)
+				fa_send(a, AP_T_WINDOW, 0, chan, pl, o.len);
+			else
+				fa_send(a, AP_T_STDOUT, a->mode == M_SECOND_FIN ? AP_F_FIN : 0,
+				    chan, NULL, 0);
+		return;
+	}
 	if (a->mode == M_AFTER_END) {
 		unsigned char ex[16];
 		struct ap_out xo = { .buf = ex };
@@ -366,7 +403,8 @@ fa_exec(struct fa *a, uint32_t chan, const unsigned char *p, size_t n, unsigned 
 			if (h.chan != chan)
 				continue;
 			if (h.type == AP_T_CLOSE) {
-				a->closes++;
+				if (++a->closes == ZOMBIE_EXECS && a->mode == M_ZOMBIE)
+					fa_zombie_flood(a, buf);
 				return;
 			}
 			if (h.type == AP_T_RESIZE) {
@@ -461,6 +499,22 @@ fa_file(struct fa *a, const struct ap_hdr *rq, const unsigned char *p, unsigned 
 			fa_result(a, rq->chan, errnos[i].err, "refused by the fake agent", 0);
 			return;
 		}
+	if (a->mode == M_FIN_GET && rq->type == AP_T_GET) {
+		for (int i = 0; i < BOUND_FRAMES; i++)
+			fa_send(a, AP_T_DATA, i % 2 ? 0 : AP_F_FIN, rq->chan, NULL, 0);
+		fa_result(a, rq->chan, 0, NULL, 0);
+		return;
+	}
+	if (a->mode == M_FIN_LIST && rq->type == AP_T_LIST) {
+		for (int i = 0; i < BOUND_FRAMES; i++) {
+			ap_put_str(&o, AP_TAG_NAME, "x");
+			ap_put_u32(&o, AP_TAG_TYPE, AP_FT_FILE);
+			fa_send(a, AP_T_ENTRY, i % 2 ? 0 : AP_F_FIN, rq->chan, pl, o.len);
+			o.len = 0;
+		}
+		fa_result(a, rq->chan, 0, NULL, 0);
+		return;
+	}
 	switch (rq->type) {
 	case AP_T_PUT:
 		fa_put(a, rq->chan, in);
@@ -531,8 +585,18 @@ fa_main(void *arg)
 	while (fa_recv(a, &h, in) == 0) {
 		switch (h.type) {
 		case AP_T_HELLO:
+			if (a->mode == M_STALE) {
+				/* Leftovers of an earlier connection, without end. */
+				memset(buf, 's', 65536);
+				writen(a->fd, SYNC, AP_SYNC_LEN);
+				for (int i = 0; i < BOUND_FRAMES; i++)
+					if (fa_send(a, AP_T_STDOUT, 0, 5, buf, 65536) < 0)
+						break;
+			}
 			if (a->mode != M_SILENT)
 				fa_hello(a, field_u64(in, h.len, AP_TAG_NONCE));
+			if (a->mode == M_HELLO_LOOP && a->flood_sent++ < BOUND_FRAMES)
+				fa_hello(a, 0);
 			if (a->mode == M_OVERSIZED) {
 				struct ap_hdr big = { .len = AP_MAX_PAYLOAD + 1,
 					.type = AP_T_STDOUT,
@@ -545,7 +609,8 @@ fa_main(void *arg)
 			}
 			break;
 		case AP_T_PING:
-			fa_send(a, AP_T_PONG, 0, 0, in, h.len);
+			for (int i = 0; i < (a->mode == M_PONGS ? BOUND_FRAMES : 1); i++)
+				fa_send(a, AP_T_PONG, 0, 0, in, h.len);
 			if (a->mode == M_BADTYPE)
 				fa_send(a, 0x77, 0, 0, NULL, 0);
 			break;
@@ -1080,6 +1145,16 @@ on_many(void *ctx, const char *name, const struct achan_stat *st, struct err *e)
 }
 
 static int
+count_entry(void *ctx, const char *name, const struct achan_stat *st, struct err *e)
+{
+	(void)name;
+	(void)st;
+	(void)e;
+	((struct many *)ctx)->n++;
+	return 0;
+}
+
+static int
 stop_at_3(void *ctx, const char *name, const struct achan_stat *st, struct err *e)
 {
 	(void)name;
@@ -1137,6 +1212,7 @@ test_list(void **state)
 }
 
 static ssize_t zero_read(void *ctx, void *buf, size_t n, struct err *e);
+static int count_write(void *ctx, const void *buf, size_t n, struct err *e);
 
 struct bg {
 	struct fx *f;
@@ -1558,6 +1634,197 @@ test_close_fails_waiters(void **state)
 	stop(f);
 }
 
+/* ---- bounds: a guest breaking the protocol in ways that cost it
+ * nothing (empty frames, repeats, frames nobody waits for) ends its
+ * connection with a reason, and aasd's heap stays bounded meanwhile ---- */
+
+/* Waits for the failure, then checks what the connection held. */
+static void
+assert_bounded(struct fx *f, long heap0, const char *needle)
+{
+	assert_failed(f, 1, needle);
+	long grew = heap_kib() - heap0;
+	printf("%s: heap grew by %ld KiB\n", needle, grew);
+	if (grew > 2048)
+		fail_msg("heap grew by %ld KiB", grew);
+}
+
+/* Empty DATA frames with and without FIN in turn: before, each pair
+ * took a fresh 16 KiB block and the queue was walked for each. */
+static void
+test_bound_fin_get(void **state)
+{
+	struct fx *f = start(M_FIN_GET);
+	struct src g = { 0 };
+	struct err e;
+	uint64_t total;
+	long heap0 = heap_kib();
+
+	(void)state;
+	ready(f);
+	err_clear(&e);
+	assert_int_equal(achan_get(f->c, "/x", 0, 0, 0, count_write, &g, &total, soon(5000), &e),
+	    -1);
+	assert_int_equal(e.kind, ERR_UNAVAILABLE);
+	assert_bounded(f, heap0, "end of data (FIN) from the agent");
+	stop(f);
+}
+
+static void
+test_bound_fin_list(void **state)
+{
+	struct fx *f = start(M_FIN_LIST);
+	struct many m = { 0 };
+	struct err e;
+	long heap0 = heap_kib();
+
+	(void)state;
+	ready(f);
+	err_clear(&e);
+	assert_int_equal(achan_list(f->c, "/d", count_entry, &m, soon(5000), &e), -1);
+	assert_int_equal(e.kind, ERR_UNAVAILABLE);
+	assert_bounded(f, heap0, "end of data (FIN) from the agent");
+	stop(f);
+}
+
+/* An exec whose events are never read, while the pattern arrives. */
+static void
+bound_exec(enum mode mode, const char *needle)
+{
+	struct fx *f = start(mode);
+	const char *argv[] = { "x", NULL };
+	struct achan_exec_req rq = { .argv = argv };
+	struct achan_exec *x;
+	struct err e;
+	long pid, heap0 = heap_kib();
+
+	ready(f);
+	err_clear(&e);
+	x = achan_exec_start(f->c, &rq, &pid, &e);
+	assert_bounded(f, heap0, needle);
+	achan_exec_free(x);
+	stop(f);
+}
+
+static void
+test_bound_empty_output(void **state)
+{
+	(void)state;
+	bound_exec(M_EMPTY, "empty data frame");
+}
+
+static void
+test_bound_second_fin(void **state)
+{
+	(void)state;
+	bound_exec(M_SECOND_FIN, "output after its end");
+}
+
+static void
+test_bound_zero_window(void **state)
+{
+	(void)state;
+	bound_exec(M_WINDOW0, "WINDOW of 0 bytes");
+}
+
+static void
+test_bound_pongs(void **state)
+{
+	struct fx *f = start(M_PONGS);
+	struct err e;
+	long heap0 = heap_kib();
+
+	(void)state;
+	ready(f);
+	err_clear(&e);
+	achan_ping(f->c, soon(2000), &e);
+	assert_bounded(f, heap0, "more PONGs than PINGs");
+	stop(f);
+}
+
+/* An agent that restarts after every handshake: each restart fails what
+ * was open and starts again; a few are an agent crashing, more a guest. */
+static void
+test_bound_hello_loop(void **state)
+{
+	struct fx *f = start(M_HELLO_LOOP);
+	long heap0 = heap_kib();
+
+	(void)state;
+	assert_bounded(f, heap0, "restarted more than");
+	assert_true(f->a.flood_sent <= ABOUND_RESTART_BURST + 2);
+	stop(f);
+}
+
+static void
+test_bound_stale(void **state)
+{
+	struct fx *f = start(M_STALE);
+	long heap0 = heap_kib();
+
+	(void)state;
+	assert_bounded(f, heap0, "before answering the handshake");
+	stop(f);
+}
+
+/* Channels abandoned beyond what achan remembers are forgotten; frames
+ * for them are dropped up to what they could still have had on the way. */
+static void
+test_bound_zombie_flood(void **state)
+{
+	struct fx *f = start(M_ZOMBIE);
+	const char *argv[] = { "wait", NULL };
+	struct achan_exec_req rq = { .argv = argv };
+	struct err e;
+	long pid, heap0;
+
+	(void)state;
+	ready(f);
+	heap0 = heap_kib();
+	for (int i = 0; i < ZOMBIE_EXECS; i++) {
+		err_clear(&e);
+		struct achan_exec *x = achan_exec_start(f->c, &rq, &pid, &e);
+		if (x == NULL)
+			fail_msg("exec %d: %s", i, e.msg);
+		achan_exec_free(x);
+	}
+	assert_bounded(f, heap0, "unknown channel 1");
+	stop(f);
+}
+
+/* Tiny frames as fast as a socket takes them: aasd reads them at its
+ * budget's rate (the guest waits), not as fast as they come. */
+static void
+test_bound_frame_rate(void **state)
+{
+	struct fx *f = start(M_SERVE);
+	struct achan_exec *x;
+	struct achan_ev ev;
+	struct err e;
+	size_t got = 0;
+	long long t0;
+
+	(void)state;
+	ready(f);
+	x = run(f, "tiny", 0);
+	t0 = clock_ms();
+	while (got < AP_WINDOW_INIT) {
+		err_clear(&e);
+		assert_int_equal(achan_exec_next(x, soon(20000), NULL, &ev, &e), 1);
+		got += ev.len;
+	}
+	long long ms = clock_ms() - t0;
+	printf("%u 1-byte frames in %lld ms (budget %d frames/s)\n", AP_WINDOW_INIT, ms,
+	    ABOUND_FRAME_RATE);
+	/* The burst aside, no faster than the rate (a slow machine may be
+	 * slower: that is not what is checked). */
+	assert_true(ms >=
+	    (long long)(AP_WINDOW_INIT - ABOUND_FRAME_BURST) * 1000 / ABOUND_FRAME_RATE * 9 / 10);
+	assert_int_equal(achan_state(f->c), 1);
+	achan_exec_free(x);
+	stop(f);
+}
+
 /* ---- figures ---- */
 
 static int
@@ -1860,6 +2127,16 @@ main(void)
 		cmocka_unit_test(test_stream_closes_while_waiting),
 		cmocka_unit_test(test_agent_restart_fails_open_calls),
 		cmocka_unit_test(test_close_fails_waiters),
+		cmocka_unit_test(test_bound_fin_get),
+		cmocka_unit_test(test_bound_fin_list),
+		cmocka_unit_test(test_bound_empty_output),
+		cmocka_unit_test(test_bound_second_fin),
+		cmocka_unit_test(test_bound_zero_window),
+		cmocka_unit_test(test_bound_pongs),
+		cmocka_unit_test(test_bound_hello_loop),
+		cmocka_unit_test(test_bound_stale),
+		cmocka_unit_test(test_bound_zombie_flood),
+		cmocka_unit_test(test_bound_frame_rate),
 		cmocka_unit_test(test_throughput),
 		cmocka_unit_test(test_real_agent),
 	};
