@@ -54,3 +54,15 @@ num_parse_decimal(const char *s, double *out)
 	*out = v;
 	return 0;
 }
+
+int
+num_hex_digit(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}

@@ -7,18 +7,6 @@
 
 #include "base/num.h"
 
-static int
-hex_value(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Decodes [s, s+n) into out (room for n + 1 bytes). Returns the decoded
  * length, or -1 on a bad escape or an escaped NUL. */
 static long
@@ -33,8 +21,8 @@ decode(const char *s, size_t n, char *out)
 			int hi, lo;
 			if (i + 2 >= n)
 				return -1;
-			hi = hex_value(s[i + 1]);
-			lo = hex_value(s[i + 2]);
+			hi = num_hex_digit(s[i + 1]);
+			lo = num_hex_digit(s[i + 2]);
 			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
 				return -1;
 			out[j++] = (char)(hi * 16 + lo);

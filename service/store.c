@@ -460,11 +460,10 @@ store_expiry_changed(struct db *db, struct err *e)
 }
 
 /* One count(*) with the sandbox as its parameter. */
-int
-store_count(struct db *db, const char *sql, const char *sandbox_id, long long *n, struct err *e)
+/* The one number a count query answered; r is cleared. */
+static int
+count_of(PGresult *r, long long *n, struct err *e)
 {
-	const char *p[1] = { sandbox_id };
-	PGresult *r = db_query(db, sql, 1, p, e);
 	int rc;
 
 	if (r == NULL)
@@ -472,4 +471,20 @@ store_count(struct db *db, const char *sql, const char *sandbox_id, long long *n
 	rc = db_get_ll(r, 0, 0, n, e);
 	PQclear(r);
 	return rc;
+}
+
+int
+store_count(struct db *db, const char *sql, const char *sandbox_id, long long *n, struct err *e)
+{
+	const char *p[1] = { sandbox_id };
+
+	return count_of(db_query(db, sql, 1, p, e), n, e);
+}
+
+int
+store_conn_count(PGconn *c, const char *sql, const char *sandbox_id, long long *n, struct err *e)
+{
+	const char *p[1] = { sandbox_id };
+
+	return count_of(db_conn_query(c, sql, 1, p, e), n, e);
 }

@@ -34,22 +34,14 @@ cmd_insert_tx(PGconn *c, void *arg, struct err *e)
 	struct cmd_tx *t = arg;
 	const char *sbx[1] = { t->p[1] };
 	long long n;
-	PGresult *r;
-	int rc;
 
-	r = db_conn_query(c, "SELECT 1 FROM sandboxes WHERE id = $1 FOR NO KEY UPDATE", 1, sbx, e);
-	if (r == NULL)
+	if (db_conn_exec(c, "SELECT 1 FROM sandboxes WHERE id = $1 FOR NO KEY UPDATE", 1, sbx, NULL,
+		e) < 0)
 		return -1;
-	PQclear(r);
-	r = db_conn_query(c,
-	    "SELECT count(*) FROM sandbox_commands WHERE sandbox_id = $1 AND background"
-	    " AND state = 'running'",
-	    1, sbx, e);
-	if (r == NULL)
-		return -1;
-	rc = db_get_ll(r, 0, 0, &n, e);
-	PQclear(r);
-	if (rc < 0)
+	if (store_conn_count(c,
+		"SELECT count(*) FROM sandbox_commands WHERE sandbox_id = $1 AND background"
+		" AND state = 'running'",
+		sbx[0], &n, e) < 0)
 		return -1;
 	if (n >= t->bg_cap) {
 		err_set_at(e, ERR_LIMIT, "background",

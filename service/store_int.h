@@ -21,6 +21,9 @@ int store_only_str(PGresult *r, const char *id, char *out, size_t n, struct err 
 /* One count(*) whose only parameter is the sandbox id. */
 int store_count(struct db *db, const char *sql, const char *sandbox_id, long long *n,
     struct err *e);
+/* The same inside a transaction, on its connection. */
+int store_conn_count(PGconn *c, const char *sql, const char *sandbox_id, long long *n,
+    struct err *e);
 
 /* Reads one row into `elem`: 0 kept, 1 left out, -1 with `e` set. */
 typedef int (*store_row_fn)(const PGresult *r, int row, void *elem, struct err *e);

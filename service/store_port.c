@@ -59,8 +59,6 @@ port_insert_tx(PGconn *c, void *arg, struct err *e)
 	struct port_tx *t = arg;
 	long long n;
 	long found = 0, added = 0;
-	PGresult *r;
-	int rc;
 
 	*t->inserted = 0;
 	if (db_conn_exec(c,
@@ -69,13 +67,8 @@ port_insert_tx(PGconn *c, void *arg, struct err *e)
 		return -1;
 	if (found != 1)
 		return 0;
-	r = db_conn_query(c, "SELECT count(*) FROM sandbox_ports WHERE sandbox_id = $1", 1, t->p,
-	    e);
-	if (r == NULL)
-		return -1;
-	rc = db_get_ll(r, 0, 0, &n, e);
-	PQclear(r);
-	if (rc < 0)
+	if (store_conn_count(c, "SELECT count(*) FROM sandbox_ports WHERE sandbox_id = $1", t->p[0],
+		&n, e) < 0)
 		return -1;
 	if (n >= t->cap) {
 		err_set_at(e, ERR_LIMIT, "port",

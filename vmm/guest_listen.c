@@ -9,21 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/num.h"
 #include "vmm/guest.h"
 
 #define TCP_LISTEN 0x0A
-
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /* Parses `n` hex digits at p (within end) into *v. */
 static int
@@ -33,7 +22,7 @@ hex_n(const char *p, const char *end, size_t n, unsigned long *v)
 	if ((size_t)(end - p) < n)
 		return -1;
 	for (size_t i = 0; i < n; i++) {
-		int d = hexval(p[i]);
+		int d = num_hex_digit(p[i]);
 
 		if (d < 0)
 			return -1;
@@ -91,7 +80,7 @@ line_state(const char *p, const char *end, int port)
 	if (p >= end || hex_n(p + 1, end, 2, &st) < 0 || st != TCP_LISTEN)
 		return GUEST_LISTEN_NONE;
 	for (size_t i = 0; i < alen; i++)
-		if (hexval(a[i]) < 0)
+		if (num_hex_digit(a[i]) < 0)
 			return GUEST_LISTEN_NONE;
 	return is_loopback(a, alen) ? GUEST_LISTEN_LOOPBACK : GUEST_LISTEN_ANY;
 }
