@@ -134,6 +134,23 @@ user_take_turn(PGconn *c, const char *kind, const char *value, int max, int wind
 	return att_record(c, subject, e);
 }
 
+int
+user_account_of(PGconn *c, const char *email, char account[ACCT_ID_LEN + 1], struct err *e)
+{
+	const char *p[1] = { email };
+	PGresult *r = db_conn_query(c,
+	    "SELECT id FROM accounts WHERE lower(email) = $1 AND disabled_at IS NULL "
+	    "ORDER BY created_at LIMIT 1",
+	    1, p, e);
+	int rc;
+
+	if (r == NULL)
+		return -1;
+	rc = PQntuples(r) != 1 ? 0 : db_get_str(r, 0, 0, account, ACCT_ID_LEN + 1, e) == 0 ? 1 : -1;
+	PQclear(r);
+	return rc;
+}
+
 struct signup_ctx {
 	const struct config *cfg;
 	const char *email, *addr, *hash;
@@ -585,25 +602,15 @@ static int
 reset_request_tx(PGconn *c, void *arg, struct err *e)
 {
 	struct reset_ctx *rx = arg;
-	const char *p[1] = { rx->email };
 	char account[ACCT_ID_LEN + 1], token[USER_LINK_LEN + 1], url[CONFIG_STR_MAX + 128];
 	char body[2048];
-	PGresult *r;
 	int found;
 
 	if (user_take_turn(c, "mail-ip", rx->addr, rx->cfg->signups_per_address, HOUR_S,
 		"mails asked for from your network", e) < 0)
 		return -1;
-	r = db_conn_query(c,
-	    "SELECT id FROM accounts WHERE lower(email) = $1 AND disabled_at IS NULL "
-	    "ORDER BY created_at LIMIT 1",
-	    1, p, e);
-	if (r == NULL)
-		return -1;
-	found = PQntuples(r) == 1 && db_get_str(r, 0, 0, account, sizeof(account), e) == 0;
-	PQclear(r);
-	if (!found)
-		return 0;
+	if ((found = user_account_of(c, rx->email, account, e)) <= 0)
+		return found;
 	/* Over the account's allowance the request is quietly dropped: the
 	 * page must not tell whether the address has an account. */
 	{

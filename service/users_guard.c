@@ -11,22 +11,12 @@
 int
 user_signup_taken(PGconn *c, const struct config *cfg, const char *email, struct err *e)
 {
-	const char *p[1] = { email };
 	char account[ACCT_ID_LEN + 1], body[2 * CONFIG_STR_MAX + 512];
 	struct err quiet;
-	PGresult *r;
 	int found;
 
-	r = db_conn_query(c,
-	    "SELECT id FROM accounts WHERE lower(email) = $1 AND disabled_at IS NULL "
-	    "ORDER BY created_at LIMIT 1",
-	    1, p, e);
-	if (r == NULL)
-		return -1;
-	found = PQntuples(r) == 1 && db_get_str(r, 0, 0, account, sizeof(account), e) == 0;
-	PQclear(r);
-	if (!found)
-		return 0;
+	if ((found = user_account_of(c, email, account, e)) <= 0)
+		return found;
 	err_clear(&quiet);
 	if (user_take_turn(c, "mail", account, cfg->mails_per_account, HOUR_S, "mails", &quiet) <
 	    0) {

@@ -18,6 +18,9 @@ int user_link_new(PGconn *c, const struct config *cfg, const char *account, cons
 void user_money_text(long long micro, char *out, size_t n);
 /* ERR_LIMIT ("Too many <what>. Try again in ...") when `kind:value` had
  * `max` events in `window_s`; else counts one more. */
+/* 1 and the id of the live account whose address is `email` (lower
+ * case), 0 when there is none, -1 with `e` set. */
+int user_account_of(PGconn *c, const char *email, char account[ACCT_ID_LEN + 1], struct err *e);
 int user_take_turn(PGconn *c, const char *kind, const char *value, int max, int window_s,
     const char *what, struct err *e);
 /* The account of a link of `purpose`, read without a lock. */
