@@ -20,7 +20,7 @@ import { createMCPClient } from '@ai-sdk/mcp';
 import { MultiServerMCPClient } from '@langchain/mcp-adapters';
 import { startAasd, vmEnv, newAccount, freePort, waitFor, ROOT } from './lib/harness.mjs';
 import { startSmtpSink } from './lib/smtp.mjs';
-import { WebClient, randomEmail, GOOD_PASSWORD, linkIn } from './lib/web.mjs';
+import { WebClient, randomEmail, GOOD_PASSWORD, linkIn, signUpAndLogIn } from './lib/web.mjs';
 import { launchBrowser, closeBrowser, formFill, clickAndWait } from './lib/browser.mjs';
 
 const BIN = path.join(ROOT, 'node_modules/.bin');
@@ -193,8 +193,7 @@ function sdkOps(client) {
 async function dashboardUser() {
   const c = new WebClient(aasd.url);
   const email = randomEmail('clients');
-  const r = await c.submit('/signup', '/signup', { email, password: GOOD_PASSWORD });
-  assert.equal(r.status, 303, r.text);
+  await signUpAndLogIn(c, email);
   const mail = await smtp.waitFor(email, { subject: 'Verify' });
   assert.equal((await c.openLink(linkIn(mail, '/verify?code='))).status, 200);
   return email;
