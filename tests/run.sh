@@ -44,6 +44,10 @@ fi
 # PostgreSQL before the unit tests: the sandbox service's tests use it,
 # each run on a fresh database of their own (the e2e part keeps "aas").
 sh deploy/devdb.sh start "$STATE" || { echo "database start failed"; failed=$((failed + 1)); }
+# The run leaves nothing running, its private PostgreSQL included, also
+# when it fails or is interrupted (the exit status stays the run's).
+trap 'sh deploy/devdb.sh stop "$STATE" >/dev/null 2>&1' EXIT
+trap 'exit 130' INT TERM
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 if [ "$(id -u)" -eq 0 ]; then aspg="runuser -u postgres --"; else aspg=""; fi
 $aspg "$pgbin/psql" -h "$STATE/run" -U postgres -d postgres -qtAX \
