@@ -41,22 +41,6 @@ rnd(char *out, size_t n)
 	assert_int_equal(key_random_base36(out, n - 1), 0);
 }
 
-static long long
-count(struct sfx *s, const char *sql, const char *arg)
-{
-	const char *p[1] = { arg };
-	long long n = -1;
-	struct err e;
-	PGresult *r;
-
-	err_clear(&e);
-	r = db_query(s->app->db, sql, 1, p, &e);
-	assert_non_null(r);
-	assert_int_equal(db_get_ll(r, 0, 0, &n, &e), 0);
-	PQclear(r);
-	return n;
-}
-
 /* Signs up `email` from `addr` and follows its verification link; the
  * verification's *granted. */
 static int
@@ -90,7 +74,7 @@ signup_verified(struct sfx *s, const char *email, const char *addr)
 static long long
 grants(struct sfx *s, const char *tail)
 {
-	return count(s,
+	return sfx_ll(s,
 	    "SELECT count(*) FROM ledger l JOIN accounts a ON a.id = l.account_id "
 	    "WHERE l.kind = 'grant' AND right(a.email, length($1)) = $1",
 	    tail);
@@ -116,7 +100,7 @@ test_grants_per_network(void **state)
 		assert_int_equal(signup_verified(s, email, addr), i < 3 ? 1 : -1);
 	}
 	assert_int_equal(grants(s, tail), 3);
-	assert_int_equal(count(s,
+	assert_int_equal(sfx_ll(s,
 			     "SELECT count(*) FROM accounts WHERE right(email, length($1)) = $1",
 			     tail),
 	    4);

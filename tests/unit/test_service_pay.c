@@ -29,31 +29,15 @@
 #define USD 1000000LL
 
 static long long
-num(struct sfx *s, const char *sql, const char *arg)
-{
-	const char *p[1] = { arg };
-	long long n = -1;
-	struct err e;
-	PGresult *r;
-
-	err_clear(&e);
-	r = db_query(s->app->db, sql, 1, p, &e);
-	assert_non_null(r);
-	assert_int_equal(db_get_ll(r, 0, 0, &n, &e), 0);
-	PQclear(r);
-	return n;
-}
-
-static long long
 balance(struct sfx *s)
 {
 	/* The balance, after checking it is the ledger's sum. */
-	assert_int_equal(num(s,
+	assert_int_equal(sfx_ll(s,
 			     "SELECT (balance = (SELECT coalesce(sum(amount), 0) FROM ledger "
 			     "WHERE account_id = $1))::int FROM accounts WHERE id = $1",
 			     s->account),
 	    1);
-	return num(s, "SELECT balance FROM accounts WHERE id = $1", s->account);
+	return sfx_ll(s, "SELECT balance FROM accounts WHERE id = $1", s->account);
 }
 
 /* Signs `body` as Stripe does and applies it; *credited as pay_apply. */
@@ -185,7 +169,7 @@ test_refunds_take_back_once(void **state)
 	refund_event(body, sizeof(body), id, pi, 300);
 	deliver(s, body, &credited);
 	assert_int_equal(balance(s), start);
-	assert_int_equal(num(s,
+	assert_int_equal(sfx_ll(s,
 			     "SELECT count(*) FROM ledger WHERE account_id = $1 AND kind = "
 			     "'adjustment' AND amount < 0",
 			     s->account),
@@ -231,19 +215,19 @@ test_refund_beyond_balance_is_owed(void **state)
 	deliver(s, body, &credited);
 	/* $1 from the balance, $9 owed, the account disabled; never below zero. */
 	assert_int_equal(balance(s), 0);
-	assert_int_equal(num(s, "SELECT payment_debt FROM accounts WHERE id = $1", s->account),
+	assert_int_equal(sfx_ll(s, "SELECT payment_debt FROM accounts WHERE id = $1", s->account),
 	    9 * USD);
 	assert_int_equal(
-	    num(s, "SELECT count(*) FROM accounts WHERE id = $1 AND disabled_at IS NOT NULL",
+	    sfx_ll(s, "SELECT count(*) FROM accounts WHERE id = $1 AND disabled_at IS NOT NULL",
 		s->account),
 	    1);
-	assert_int_equal(num(s,
+	assert_int_equal(sfx_ll(s,
 			     "SELECT count(*) FROM ledger WHERE account_id = $1 AND amount = 0 AND "
 			     "strpos(reason, '$9.000000 more than the balance is owed') > 0",
 			     s->account),
 	    1);
 	deliver(s, body, &credited);
-	assert_int_equal(num(s, "SELECT payment_debt FROM accounts WHERE id = $1", s->account),
+	assert_int_equal(sfx_ll(s, "SELECT payment_debt FROM accounts WHERE id = $1", s->account),
 	    9 * USD);
 }
 
@@ -312,7 +296,7 @@ test_checkouts_bounded(void **state)
 	pi_new(pi, sizeof(pi));
 	paid_checkout(s, 1, pi, co, sizeof(co));
 	assert_int_equal(
-	    num(s,
+	    sfx_ll(s,
 		"WITH u AS (UPDATE payment_checkouts SET paid_at = now() WHERE "
 		"account_id = $1 AND paid_at IS NULL RETURNING 1) SELECT count(*) FROM u",
 		s->account),

@@ -91,25 +91,9 @@ mail_code(struct sfx *s, const char *account, const char *subject_part, char cod
 }
 
 static long long
-count(struct sfx *s, const char *sql, const char *arg)
-{
-	const char *p[1] = { arg };
-	long long n = -1;
-	struct err e;
-	PGresult *r;
-
-	err_clear(&e);
-	r = db_query(s->app->db, sql, 1, p, &e);
-	assert_non_null(r);
-	assert_int_equal(db_get_ll(r, 0, 0, &n, &e), 0);
-	PQclear(r);
-	return n;
-}
-
-static long long
 balance(struct sfx *s, const char *account)
 {
-	return count(s, "SELECT balance FROM accounts WHERE id = $1", account);
+	return sfx_ll(s, "SELECT balance FROM accounts WHERE id = $1", account);
 }
 
 static void
@@ -136,7 +120,7 @@ test_signup_verify_grants_once(void **state)
 	tune(s);
 	signup(s, email, sizeof(email), account);
 	/* Stored in lower case, unverified, no credit yet, one mail waiting. */
-	assert_int_equal(count(s,
+	assert_int_equal(sfx_ll(s,
 			     "SELECT count(*) FROM accounts WHERE id = $1 AND email = "
 			     "lower(email) AND email_verified_at IS NULL",
 			     account),
@@ -158,7 +142,8 @@ test_signup_verify_grants_once(void **state)
 	assert_int_equal(user_resend(s->app->db, &s->app->cfg, account, run_addr, &e), -1);
 	assert_int_equal(e.kind, ERR_CONFLICT);
 	assert_int_equal(balance(s, account), SFX_FREE_CREDIT);
-	assert_int_equal(count(s, "SELECT count(*) FROM ledger WHERE account_id = $1", account), 1);
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM ledger WHERE account_id = $1", account),
+	    1);
 }
 
 struct racer {
@@ -234,10 +219,10 @@ test_signup_refuses_bad_input(void **state)
 			     &e),
 	    0);
 	assert_string_equal(other, "");
-	assert_int_equal(count(s, "SELECT count(*) FROM accounts WHERE lower(email) = lower($1)",
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM accounts WHERE lower(email) = lower($1)",
 			     email),
 	    1);
-	assert_int_equal(count(s,
+	assert_int_equal(sfx_ll(s,
 			     "SELECT count(*) FROM mail_outbox WHERE account_id = $1 AND "
 			     "subject = 'Your aas account' AND strpos(body, 'has an account') > 0",
 			     account),
@@ -258,7 +243,7 @@ test_signup_refuses_bad_input(void **state)
 			     run_addr, other, &e),
 	    -1);
 	assert_string_equal(e.field, "email");
-	assert_int_equal(count(s, "SELECT count(*) FROM accounts WHERE email = $1",
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM accounts WHERE email = $1",
 			     "fresh-weak@example.com"),
 	    0);
 }
@@ -285,7 +270,7 @@ test_signup_limit_per_address(void **state)
 	    -1);
 	assert_int_equal(e.kind, ERR_LIMIT);
 	assert_non_null(strstr(e.msg, "Try again in"));
-	assert_int_equal(count(s, "SELECT count(*) FROM accounts WHERE lower(email) = lower($1)",
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM accounts WHERE lower(email) = lower($1)",
 			     email),
 	    0);
 }
@@ -338,7 +323,7 @@ test_login_locks_out(void **state)
 	assert_string_equal(e.msg, "Wrong e-mail address or password.");
 	/* The lockout ends when its failures leave the window. */
 	login_pair_subject(email, addr, subject, sizeof(subject));
-	assert_int_equal(count(s,
+	assert_int_equal(sfx_ll(s,
 			     "WITH u AS (UPDATE auth_events SET at = at - interval '1 day' "
 			     "WHERE subject = $1 RETURNING 1) SELECT count(*) FROM u",
 			     subject),
@@ -373,7 +358,7 @@ test_reset_link(void **state)
 	assert_int_equal(wsess_create(s->app->db, &s->app->cfg, account, sid, &e), 0);
 	/* No mail for an address without an account, and the same answer. */
 	assert_int_equal(user_reset_request(s->app->db, &s->app->cfg, nobody, run_addr, &e), 0);
-	assert_int_equal(count(s, "SELECT count(*) FROM mail_outbox WHERE to_addr = $1", nobody),
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM mail_outbox WHERE to_addr = $1", nobody),
 	    0);
 	assert_int_equal(user_reset_request(s->app->db, &s->app->cfg, email, run_addr, &e), 0);
 	mail_code(s, account, "Reset", code);
@@ -405,7 +390,7 @@ test_reset_link(void **state)
 	assert_int_equal(user_reset_request(s->app->db, &s->app->cfg, email, run_addr, &e), 0);
 	mail_code(s, account, "Reset", code);
 	assert_int_equal(
-	    count(s,
+	    sfx_ll(s,
 		"WITH u AS (UPDATE email_links SET expires_at = now() - interval '1 s' "
 		"WHERE account_id = $1 AND purpose = 'reset' AND used_at IS NULL RETURNING 1) "
 		"SELECT count(*) FROM u",
@@ -449,7 +434,7 @@ test_sessions(void **state)
 	/* Idle too long, or too old: ended. */
 	key_hash_hex(sid[2], WSESS_ID_LEN, hash, sizeof(hash));
 	assert_int_equal(
-	    count(s,
+	    sfx_ll(s,
 		"WITH u AS (UPDATE web_sessions SET last_seen_at = now() - interval '2 hours' "
 		"WHERE id_hash = $1 RETURNING 1) SELECT count(*) FROM u",
 		hash),
@@ -458,7 +443,7 @@ test_sessions(void **state)
 	assert_int_equal(wsess_resolve(s->app->db, &s->app->cfg, sid[2], &ws, &e), -1);
 	key_hash_hex(sid[1], WSESS_ID_LEN, hash, sizeof(hash));
 	assert_int_equal(
-	    count(s,
+	    sfx_ll(s,
 		"WITH u AS (UPDATE web_sessions SET created_at = now() - interval '2 days' "
 		"WHERE id_hash = $1 RETURNING 1) SELECT count(*) FROM u",
 		hash),
@@ -501,7 +486,7 @@ test_outbox_keeps_mail_without_smtp(void **state)
 			     &e),
 	    0);
 	assert_int_equal(sent, 0);
-	assert_int_equal(count(s,
+	assert_int_equal(sfx_ll(s,
 			     "SELECT count(*) FROM mail_outbox WHERE account_id = $1 "
 			     "AND sent_at IS NULL AND attempts = 1 AND last_error LIKE 'smtp:%'",
 			     account),
@@ -535,13 +520,13 @@ test_email_change(void **state)
 			     fresh, run_addr, &e),
 	    0);
 	/* Nothing changes before the new address answers; the old one is told. */
-	assert_int_equal(count(s,
+	assert_int_equal(sfx_ll(s,
 			     "SELECT count(*) FROM accounts WHERE id = $1 AND email = lower(email) "
 			     "AND email <> 'x' AND strpos(email, 'user.') = 1",
 			     account),
 	    1);
 	mail_code(s, account, "Confirm your new", code);
-	assert_int_equal(count(s,
+	assert_int_equal(sfx_ll(s,
 			     "SELECT count(*) FROM mail_outbox WHERE account_id = $1 "
 			     "AND subject LIKE '%is changing'",
 			     account),
@@ -551,7 +536,7 @@ test_email_change(void **state)
 	assert_string_equal(got, account);
 	for (char *p = fresh; *p; p++)
 		*p = (char)(*p >= 'A' && *p <= 'Z' ? *p + 32 : *p);
-	assert_int_equal(count(s, "SELECT count(*) FROM accounts WHERE email = $1", fresh), 1);
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM accounts WHERE email = $1", fresh), 1);
 	err_clear(&e);
 	assert_int_equal(user_login(s->app->db, &s->app->cfg, fresh, PASSWORD, run_addr, got, &e),
 	    0);
@@ -597,7 +582,7 @@ test_delete_account(void **state)
 			     run_addr, &e),
 	    -1);
 	assert_string_equal(e.field, "current");
-	assert_int_equal(count(s,
+	assert_int_equal(sfx_ll(s,
 			     "SELECT count(*) FROM accounts WHERE id = $1 AND deleted_at IS NULL "
 			     "AND disabled_at IS NULL",
 			     s->account),
@@ -609,18 +594,18 @@ test_delete_account(void **state)
 	wait_destroyed(s, id);
 	sfx_text(s, "SELECT end_reason FROM sandboxes WHERE id = $1", id, v, sizeof(v));
 	assert_string_equal(v, "account_disabled");
-	assert_int_equal(count(s,
+	assert_int_equal(sfx_ll(s,
 			     "SELECT count(*) FROM api_keys WHERE account_id = $1 "
 			     "AND revoked_at IS NULL",
 			     s->account),
 	    0);
 	/* No personal data left; the ledger stays and still adds up. */
-	assert_int_equal(count(s,
+	assert_int_equal(sfx_ll(s,
 			     "SELECT count(*) FROM accounts WHERE id = $1 AND password_hash IS "
 			     "NULL AND email = 'deleted-' || id || '@deleted.invalid'",
 			     s->account),
 	    1);
-	assert_int_equal(count(s, "SELECT count(*) FROM ledger WHERE account_id = $1", s->account),
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM ledger WHERE account_id = $1", s->account),
 	    3);
 	/* The address is free for a new account. */
 	err_clear(&e);
@@ -681,7 +666,7 @@ test_password_change_voids_links(void **state)
 	assert_int_equal(user_email_change_confirm(s->app->db, &s->app->cfg, code, got, &e), -1);
 	assert_int_equal(e.kind, ERR_CONFLICT);
 	/* Still at its first address. */
-	assert_int_equal(count(s, "SELECT count(*) FROM accounts WHERE email = lower($1)", email),
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM accounts WHERE email = lower($1)", email),
 	    1);
 }
 
@@ -753,7 +738,7 @@ grant_new(struct sfx *s, const char *account, char grant[ACCT_ID_LEN + 1])
 static long long
 grant_live(struct sfx *s, const char *grant)
 {
-	return count(s, "SELECT count(*) FROM oauth_grants WHERE id = $1 AND revoked_at IS NULL",
+	return sfx_ll(s, "SELECT count(*) FROM oauth_grants WHERE id = $1 AND revoked_at IS NULL",
 	    grant);
 }
 
@@ -805,7 +790,7 @@ test_current_password_limited(void **state)
 	err_clear(&e);
 	assert_int_equal(user_login(s->app->db, &s->app->cfg, other, PASSWORD, run_addr, got, &e),
 	    0);
-	assert_int_equal(count(s,
+	assert_int_equal(sfx_ll(s,
 			     "SELECT count(*) FROM accounts WHERE id = $1 AND deleted_at IS "
 			     "NULL",
 			     account),
@@ -878,7 +863,7 @@ test_link_check_changes_nothing(void **state)
 	err_clear(&e);
 	assert_int_equal(user_link_check(s->app->db, code, "verify", &e), 0);
 	assert_int_equal(user_link_check(s->app->db, code, "verify", &e), 0);
-	assert_int_equal(count(s,
+	assert_int_equal(sfx_ll(s,
 			     "SELECT count(*) FROM accounts WHERE id = $1 AND "
 			     "email_verified_at IS NULL",
 			     account),
@@ -991,7 +976,7 @@ test_signup_taken_answers_alike(void **state)
 	print_message("sign-up: new address %.1f ms, taken address %.1f ms (3 each)\n", new_ms,
 	    taken);
 	assert_true(taken * 3 > new_ms && new_ms * 3 > taken);
-	assert_int_equal(count(s, "SELECT count(*) FROM accounts WHERE lower(email) = lower($1)",
+	assert_int_equal(sfx_ll(s, "SELECT count(*) FROM accounts WHERE lower(email) = lower($1)",
 			     email),
 	    1);
 }
