@@ -3,7 +3,8 @@
 #   - nginx: `nginx -t` on aas.conf and aas-proxy.conf, inside a wrapper
 #     nginx.conf in a temporary directory (self-signed certificates, listen
 #     addresses moved to loopback high ports; nothing is started);
-#   - systemd: `systemd-analyze verify` on aasd.service (ExecStart pointed
+#   - systemd: `systemd-analyze verify` on aasd.service and
+#     aas-netguard.service (ExecStart pointed
 #     at a built aasd).
 # A tool that is missing is reported and skipped. NGINX_BIN and AASD may
 # name the binaries (defaults: nginx on the PATH, build/aasd). (Not NGINX:
@@ -76,17 +77,20 @@ check_systemd() {
 		echo "verify: $aasd not built (make): systemd check skipped"
 		return 0
 	fi
-	sed -e "s#^ExecStart=/usr/local/bin/aasd#ExecStart=$aasd#" -e "s#^ExecStartPre=+/usr/local/bin/aasd#ExecStartPre=+$aasd#" \
-	    "$here/aasd.service" >"$tmp/aasd.service"
-	# Only problems of this unit fail the check, not of the host's others.
-	out=$(systemd-analyze verify "$tmp/aasd.service" 2>&1 || true)
-	bad=$(printf '%s\n' "$out" | grep -F "aasd.service" || true)
+	for unit in aasd.service aas-netguard.service; do
+		sed -e "s#^ExecStart=/usr/local/bin/aasd#ExecStart=$aasd#" \
+		    -e "s#^ExecStartPre=+/usr/local/bin/aasd#ExecStartPre=+$aasd#" \
+		    "$here/$unit" >"$tmp/$unit"
+	done
+	# Only problems of these units fail the check, not of the host's others.
+	out=$(systemd-analyze verify "$tmp/aasd.service" "$tmp/aas-netguard.service" 2>&1 || true)
+	bad=$(printf '%s\n' "$out" | grep -E "(aasd|aas-netguard)\.service" || true)
 	if [ -n "$bad" ]; then
 		printf '%s\n' "$bad" >&2
 		echo "verify: systemd-analyze verify failed" >&2
 		return 1
 	fi
-	echo "verify: systemd: aasd.service is valid"
+	echo "verify: systemd: aasd.service and aas-netguard.service are valid"
 }
 
 check_nginx || rc=1
