@@ -4,8 +4,9 @@
 # with "N passed, N failed".
 # AAS_E2E="tests/e2e/a.test.mjs ..." runs only those end-to-end files;
 # AAS_SKIP_LINT=1 / AAS_SKIP_UNIT=1 / AAS_SKIP_E2E=1 leave a part out;
-# E2E_FILE_S (900) and E2E_TOTAL_S (3900) bound an e2e file and the e2e part;
-# each e2e file is timed, and the ten slowest are listed at the end.
+# the e2e files run in E2E_LANES (2) lanes (tests/e2e_run.sh); E2E_FILE_S
+# (900) and E2E_TOTAL_S (3900) bound an e2e file and the e2e part; each
+# e2e file is timed, and the ten slowest are listed at the end.
 set -u
 
 B=${B:-build}
@@ -108,64 +109,13 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 	# Before any sandbox with a network device boots: nothing QEMU sends
 	# may leave for addresses beyond loopback and the tests' namespaces.
 	sh tests/net-safety.sh install || { echo "network safety rule failed"; failed=$((failed + 1)); }
-	# VMs of an earlier run (QEMU outlives the aasd that started it) go.
-	pkill -f "qemu-system.*$STATE/vms/" 2>/dev/null || true
-	pkill -f "libvirtd -f $STATE/hosts/" 2>/dev/null || true
-	rm -rf "$STATE"/libvirt-* "$STATE/vms" "$STATE/uids" "$STATE/hosts"
-	# A fresh database each run: tests never see a previous run's rows.
-	pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
-	if [ "$(id -u)" -eq 0 ]; then aspg="runuser -u postgres --"; else aspg=""; fi
-	$aspg "$pgbin/psql" -h "$STATE/run" -U postgres -d postgres -qtAX \
-		-c "DROP DATABASE IF EXISTS aas WITH (FORCE)" -c "CREATE DATABASE aas OWNER aas" \
-		>/dev/null
-
-	# Printed as it runs, so a stalled run shows where. Each file runs in a
-	# node of its own, timed, for at most E2E_FILE_S; the whole part gets
-	# E2E_TOTAL_S: a hang is a failure with a name, never a run that ends
-	# only when CI gives up. A file not started before that is failed.
+	# The files, in lanes (tests/e2e_run.sh); their output as each ends.
 	out=$LOG/e2e.txt
 	times=$LOG/e2e-times.txt
-	: >"$out"
-	: >"$times"
 	: >"$LOG/e2e-failed.txt"
-	p=0
-	f=0
-	e2e_end=$(($(date +%s) + ${E2E_TOTAL_S:-3900}))
-	for file in ${AAS_E2E:-tests/e2e/*.test.mjs}; do
-		t0=$(date +%s)
-		left=$((e2e_end - t0))
-		if [ "$left" -le 0 ]; then
-			echo "e2e: $file not run: the e2e part is past ${E2E_TOTAL_S:-3900} s" | tee -a "$out"
-			f=$((f + 1))
-			continue
-		fi
-		limit=${E2E_FILE_S:-900}
-		[ "$left" -ge "$limit" ] || limit=$left
-		one=$LOG/e2e-one.txt
-		{
-			AAS_BUILD_DIR="$ROOT/$B" AAS_TEST_STATE_DIR="$STATE" \
-			AAS_TEST_DATABASE_URL="postgresql:///aas?host=$STATE/run&user=aas" \
-			timeout -k 30 "$limit" \
-			node --test --test-concurrency=1 --test-force-exit \
-				--test-timeout="$((limit * 1000))" \
-				--test-reporter=spec --test-reporter-destination=stdout "$file" 2>&1
-			echo $? >"$LOG/e2e.rc"
-		} | tee "$one"
-		cat "$one" >>"$out"
-		rc=$(cat "$LOG/e2e.rc")
-		[ "$rc" -ne 124 ] && [ "$rc" -ne 137 ] || echo "e2e: $file stopped after $limit s"
-		# The spec reporter's summary; a cancelled test counts as failed,
-		# and so does a file that failed without one.
-		fp=$(sed -n 's/^ℹ pass \([0-9]*\)$/\1/p' "$one" | tail -n 1)
-		ff=$(sed -n 's/^ℹ fail \([0-9]*\)$/\1/p' "$one" | tail -n 1)
-		fc=$(sed -n 's/^ℹ cancelled \([0-9]*\)$/\1/p' "$one" | tail -n 1)
-		fp=${fp:-0}
-		ff=$((${ff:-0} + ${fc:-0}))
-		[ "$rc" -eq 0 ] || [ "$ff" -gt 0 ] || ff=1
-		p=$((p + fp))
-		f=$((f + ff))
-		echo "$(($(date +%s) - t0)) $file" >>"$times"
-	done
+	echo "0 1" >"$LOG/e2e-result.txt"
+	sh tests/e2e_run.sh "$STATE" "$B" "$LOG/e2e-result.txt"
+	read -r p f <"$LOG/e2e-result.txt"
 	passed=$((passed + p))
 	failed=$((failed + f))
 	# What failed, again at the end where a cut log still shows it: each
@@ -183,18 +133,19 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 	printf 'e2e  %3s passed, %s failed\n' "$p" "$f"
 	# Every test stops its VMs; one still running here is a leak, counted
 	# as a failure and ended so the run leaves nothing behind.
-	left=$(pgrep -fc "qemu-system.*$STATE/vms/" || true)
+	# (Each lane's state directory is STATE1, STATE2, ...)
+	left=$(pgrep -fc "qemu-system.*$STATE[0-9]*/vms/" || true)
 	if [ "${left:-0}" -gt 0 ]; then
 		echo "e2e left $left VM(s) running:"
-		pgrep -af "qemu-system.*$STATE/vms/" | grep -o "$STATE/vms/[^/]*" | sort -u
-		pkill -f "qemu-system.*$STATE/vms/" 2>/dev/null || true
+		pgrep -af "qemu-system.*$STATE[0-9]*/vms/" | grep -o "$STATE[0-9]*/vms/[^/]*" | sort -u
+		pkill -f "qemu-system.*$STATE[0-9]*/vms/" 2>/dev/null || true
 		failed=$((failed + 1))
 	fi
 	# The fleet tests' libvirt daemons too.
-	left=$(pgrep -fc "libvirtd -f $STATE/hosts/" || true)
+	left=$(pgrep -fc "libvirtd -f $STATE[0-9]*/hosts/" || true)
 	if [ "${left:-0}" -gt 0 ]; then
 		echo "e2e left $left libvirt daemon(s) running"
-		pkill -f "libvirtd -f $STATE/hosts/" 2>/dev/null || true
+		pkill -f "libvirtd -f $STATE[0-9]*/hosts/" 2>/dev/null || true
 		failed=$((failed + 1))
 	fi
 	# And the network namespaces the tests made (each removes its own on
@@ -215,19 +166,19 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 	# $STATE/browser/aas-test-chromium-* (tests/e2e/lib/browser.mjs), named
 	# on the command line of the browser and of its child processes; no
 	# other Chromium is touched.
-	left=$(pgrep -fc "$STATE/browser/aas-test-chromium-" || true)
+	left=$(pgrep -fc "$STATE[0-9]*/browser/aas-test-chromium-" || true)
 	if [ "${left:-0}" -gt 0 ]; then
 		echo "e2e left $left Chromium process(es) running"
-		pkill -KILL -f "$STATE/browser/aas-test-chromium-" 2>/dev/null || true
+		pkill -KILL -f "$STATE[0-9]*/browser/aas-test-chromium-" 2>/dev/null || true
 		failed=$((failed + 1))
 	fi
 	# Profiles of browsers that were killed, and their singleton socket
 	# directories in TMPDIR (each profile's SingletonSocket links there).
-	for l in "$STATE"/browser/aas-test-chromium-*/SingletonSocket; do
+	for l in "$STATE"*/browser/aas-test-chromium-*/SingletonSocket; do
 		d=$(dirname "$(readlink "$l" 2>/dev/null || echo /)")
 		case $d in */org.chromium.Chromium.*) rm -rf "$d" ;; esac
 	done
-	rm -rf "$STATE/browser"
+	rm -rf "$STATE"*/browser
 fi
 
 if [ "${AAS_SKIP_E2E:-0}" != 1 ] && [ -s "$LOG/e2e-failed.txt" ]; then

@@ -3,6 +3,7 @@
 // in the guest with ps), run_command's output as MCP progress with the
 // official SDK client (onprogress), and the same over REST as an event
 // stream.
+// make test: alone (it bounds how soon streamed output arrives).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';

@@ -3,6 +3,7 @@
 // keys made and revoked there, and buying credit through a stand-in for
 // Stripe with locally signed webhook deliveries. No VM is needed here;
 // tests/e2e/dashboard.test.mjs drives the main flow in a browser.
+// make test: alone (it compares answer times of known and unknown emails).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import crypto from 'node:crypto';

@@ -5,6 +5,7 @@
 // answered 429 busy with Retry-After instead of waiting behind hour-long
 // commands. Account A fills its share with long commands, from one key and
 // from twenty; account B's calls are answered while A's still run.
+// make test: alone (it compares p99 latencies, which other lanes' VMs would move).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { performance } from 'node:perf_hooks';

@@ -4,6 +4,7 @@
 // must (it has no CAP_NET_ADMIN). No VM boots: a sandbox with internet is
 // refused or allowed before one would. production.test.mjs runs the same
 // pair with the unit's privileges.
+// make test: alone (it deletes and restores the machine's isolation rule).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';

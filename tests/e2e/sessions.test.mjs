@@ -1,5 +1,6 @@
 // Sessions live in PostgreSQL: a second aasd on the same database serves a
 // session the first one created; a database restart is survived.
+// make test: alone (it restarts the PostgreSQL every lane uses).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { startAasd, newAccount, post, openSession, initializeBody, devdb, sleep, PROTOCOL,

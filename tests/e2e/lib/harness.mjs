@@ -76,7 +76,7 @@ export function vmEnv(rootName, extra = {}) {
     AAS_LIBVIRT_URI: `qemu:///embed?root=${STATE}/libvirt-${rootName}`,
     AAS_IMAGE_DIR: IMAGE_DIR,
     AAS_VIRT: 'tcg',
-    AAS_BOOT_SNAPSHOTS: '0',
+    AAS_BOOT_SNAPSHOTS: process.env.AAS_TEST_BOOT_SNAPSHOTS ?? '0',
     AAS_RECONCILE_S: '2',
     AAS_NET_ALLOW: TEST_NET_ALLOW,
     ...extra,
