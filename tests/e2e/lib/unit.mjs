@@ -1,0 +1,87 @@
+// aasd as deploy/aasd.service runs it, as far as a test can without
+// systemd: user aas with the unit's two capabilities and NoNewPrivileges
+// (setpriv), in a mount namespace where the system is read-only but the
+// state directory and /run/aas-vm (ProtectSystem=strict, ReadWritePaths),
+// /tmp is a fresh tmpfs (PrivateTmp) and /home, /root are empty and
+// closed (ProtectHome). The namespace is made as root before setpriv drops
+// privileges; unshare, sh and setpriv each exec the next, so the process
+// started is aasd itself.
+import { execFileSync } from 'node:child_process';
+import { chownSync, chmodSync, mkdirSync } from 'node:fs';
+
+export const UNIT_USER = 'aas';
+// CapabilityBoundingSet= and AmbientCapabilities= of deploy/aasd.service.
+const CAPS = '-all,+chown,+dac_override';
+
+function exists(kind, name) {
+  try {
+    execFileSync('getent', [kind, name], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+// The unit's user, made as docs/operations.md step 3 makes it; in group
+// libvirt where that group exists (SupplementaryGroups=libvirt). Returns
+// { uid, gid }.
+export function ensureUnitUser() {
+  if (!exists('passwd', UNIT_USER)) {
+    execFileSync('useradd', ['--system', '--home-dir', '/var/lib/aas', '--shell', '/usr/sbin/nologin',
+      '--user-group', UNIT_USER]);
+  }
+  if (exists('group', 'libvirt')) execFileSync('usermod', ['-a', '-G', 'libvirt', UNIT_USER]);
+  const id = (flag) => Number(execFileSync('id', [flag, UNIT_USER], { encoding: 'utf8' }).trim());
+  return { uid: id('-u'), gid: id('-g') };
+}
+
+// Directories owned by aas as systemd would make them: the state directory
+// (StateDirectory=aas, StateDirectoryMode=0755) and the stand-in for
+// /run/aas-vm (deploy/aas-tmpfiles.conf: 0700 aas aas).
+export function unitDirs(stateDir, runVm) {
+  const { uid, gid } = ensureUnitUser();
+  for (const [d, mode] of [[stateDir, 0o755], [runVm, 0o700]]) {
+    mkdirSync(d, { recursive: true });
+    chownSync(d, uid, gid);
+    chmodSync(d, mode);
+  }
+}
+
+// Run as root in the new mount namespace: $1 the state directory, $2 what
+// is mounted on /run/aas-vm, the rest aasd's argv.
+const SCRIPT = `set -eu
+SD=$1
+RUNVM=$2
+shift 2
+# ProtectSystem=strict: every mount read-only, the API file systems aside.
+for m in $(awk '{ print $5 }' /proc/self/mountinfo | sort -u); do
+	case $m in /dev | /dev/* | /proc | /proc/* | /sys | /sys/*) continue ;; esac
+	mount -o remount,bind,ro "$m" 2>/dev/null || true
+done
+if touch /usr/.aas-unit-probe 2>/dev/null; then echo "unit: / is still writable" >&2; exit 1; fi
+# PrivateTmp, ProtectHome (empty and closed, as systemd's inaccessible dirs).
+mount -t tmpfs -o mode=1777,nosuid,nodev aas-tmp /tmp
+for h in /home /root /run/user; do
+	[ -d "$h" ] && mount -t tmpfs -o mode=000,size=4k aas-home "$h"
+done
+# ReadWritePaths=/run/aas-vm and StateDirectory=.
+mount --bind "$RUNVM" /run/aas-vm
+mount -o remount,bind,rw /run/aas-vm
+mount --bind "$SD" "$SD"
+mount -o remount,bind,rw "$SD"
+# WorkingDirectory=, UMask=, LimitNOFILE=.
+cd "$SD"
+umask 022
+ulimit -n 65536
+exec setpriv --reuid=${UNIT_USER} --regid=${UNIT_USER} --init-groups \\
+	--inh-caps=${CAPS} --ambient-caps=${CAPS} --bounding-set=${CAPS} --no-new-privs -- "$@"
+`;
+
+// A `wrap` for harness.startAasd: aasd's argv run as the unit runs it.
+// /run/aas-vm must exist as a mount point (aasd made it on an earlier run,
+// or mkdir -p here: tmpfiles makes it at boot in production).
+export function unitWrap(stateDir, runVm) {
+  mkdirSync('/run/aas-vm', { recursive: true });
+  return (argv) => ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', SCRIPT, 'sh',
+    stateDir, runVm, ...argv];
+}
