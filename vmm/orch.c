@@ -347,7 +347,9 @@ orch_make_vm_files_from(struct orch *o, struct vm_host *h, const char *id, enum 
 	/* A snapshot's disk is an overlay on the same image: copied whole. */
 	if (from_disk ? fcopy_path(from_disk, disk, 0600, e) < 0 : run_quiet(argv, e) < 0)
 		return -1;
-	if (chown(disk, *uid, *gid) < 0 || chmod(disk, 0600) < 0) {
+	/* chmod first: once the VM's user owns it, only CAP_FOWNER (which
+	 * the unit does not give) could change its mode. */
+	if (chmod(disk, 0600) < 0 || chown(disk, *uid, *gid) < 0) {
 		err_set(e, ERR_INTERNAL, "cannot hand %s to uid %u: %s", disk, (unsigned)*uid,
 		    strerror(errno));
 		return -1;

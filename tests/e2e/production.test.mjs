@@ -145,9 +145,13 @@ after(async () => {
 });
 
 test('healthz through nginx answers with the VM layer up; /metrics is not exposed', async () => {
-  const h = await get(`${base}/healthz`);
+  // The VM layer answers once libvirt did (seconds after the start).
+  let h;
+  await waitFor('the VM layer', async () => {
+    h = await get(`${base}/healthz`);
+    return h.json?.vm?.status === 'ok';
+  }, 60000).catch(() => assert.fail(`healthz: ${h?.status} ${h?.text}\n${srv.log().slice(-2000)}`));
   assert.equal(h.status, 200, h.text);
-  assert.equal(h.json?.vm?.status, 'ok', `healthz: ${h.text}`);
   assert.match(h.headers.get('strict-transport-security') ?? '', /max-age=/, 'nginx adds HSTS');
   assert.equal((await get(`${base}/metrics`)).status, 404, 'nginx hides /metrics');
 });
@@ -257,7 +261,10 @@ test('an aasd restart (SIGTERM, started again the same way) keeps the sandbox wo
 test('a snapshot and a fork from it', async () => {
   const s = await ok('snapshot_sandbox', { sandbox_id: sbx, keep_minutes: 10 });
   assert.match(s.snapshot_id, /^snp-/, JSON.stringify(s));
-  const f = await ok('create_sandbox', { from_snapshot: s.snapshot_id, timeout_minutes: 5 });
+  // internet: false only where the sandbox has none: a create asks for
+  // networking by default, also from a snapshot without it.
+  const f = await ok('create_sandbox', { from_snapshot: s.snapshot_id, timeout_minutes: 5,
+    ...(netOk ? {} : { internet: false }) });
   made.push({ id: f.sandbox_id });
   const r = await ok('run_command', { sandbox_id: f.sandbox_id, command: 'cat ~/tree/top.txt' });
   assert.equal(r.stdout, 'top\n', 'the fork has the file');
@@ -272,6 +279,7 @@ test('destroy, and the ledger matches the balance', async () => {
   assert.equal(d.state, 'destroyed');
   made.splice(made.findIndex((m) => m.id === sbx), 1);
   await ledgerMatchesBalance();
-  // Nothing of it is left on the host.
-  assert.ok(!existsSync(path.join(SD, 'vms', sbx)), 'its VM directory is gone');
+  // Nothing of it is left on the host (the teardown ends after the answer).
+  await waitFor('its VM directory to go', () => !existsSync(path.join(SD, 'vms', sbx)), 30000)
+    .catch(() => assert.fail(`${path.join(SD, 'vms', sbx)} is still there\n${srv.log().slice(-2000)}`));
 });

@@ -69,10 +69,12 @@ mount --bind "$RUNVM" /run/aas-vm
 mount -o remount,bind,rw /run/aas-vm
 mount --bind "$SD" "$SD"
 mount -o remount,bind,rw "$SD"
-# WorkingDirectory=, UMask=, LimitNOFILE=.
+# WorkingDirectory=, UMask=, LimitNOFILE= (capped by this machine's hard
+# limit, which raising would need CAP_SYS_RESOURCE for).
 cd "$SD"
 umask 022
-ulimit -n 65536
+hard=$(ulimit -Hn)
+if [ "$hard" = unlimited ] || [ "$hard" -ge 65536 ]; then ulimit -n 65536; else ulimit -n "$hard"; fi
 exec setpriv --reuid=${UNIT_USER} --regid=${UNIT_USER} --init-groups \\
 	--inh-caps=${CAPS} --ambient-caps=${CAPS} --bounding-set=${CAPS} --no-new-privs -- "$@"
 `;
