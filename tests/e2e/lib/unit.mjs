@@ -7,11 +7,44 @@
 // privileges; unshare, sh and setpriv each exec the next, so the process
 // started is aasd itself.
 import { execFileSync } from 'node:child_process';
-import { chownSync, chmodSync, mkdirSync } from 'node:fs';
+import { chownSync, chmodSync, mkdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { ROOT } from './harness.mjs';
 
-export const UNIT_USER = 'aas';
-// CapabilityBoundingSet= and AmbientCapabilities= of deploy/aasd.service.
-const CAPS = '-all,+chown,+dac_override';
+// The [Service] settings of deploy/aasd.service, name -> value (the last
+// one of a name wins, as in systemd).
+function unitSettings() {
+  const out = {};
+  for (const line of readFileSync(path.join(ROOT, 'deploy/aasd.service'), 'utf8').split('\n')) {
+    const m = /^([A-Za-z]+)=(.*)$/.exec(line.trim());
+    if (m) out[m[1]] = m[2].trim();
+  }
+  return out;
+}
+
+// What this file emulates, read from the unit so that a change there is a
+// change here; a setting it cannot follow fails the test instead.
+function unitShape() {
+  const u = unitSettings();
+  const want = { ProtectSystem: 'strict', ProtectHome: 'yes', PrivateTmp: 'yes', NoNewPrivileges: 'yes',
+    ReadWritePaths: '/run/aas-vm', StateDirectory: 'aas' };
+  for (const [k, v] of Object.entries(want)) {
+    if (u[k] !== v) throw new Error(`deploy/aasd.service has ${k}=${u[k]}; lib/unit.mjs emulates ${k}=${v}`);
+  }
+  const caps = (v) => (v || '').split(/\s+/).filter(Boolean).map((c) => c.replace(/^CAP_/, '').toLowerCase());
+  const ambient = caps(u.AmbientCapabilities);
+  const bounding = caps(u.CapabilityBoundingSet);
+  if (ambient.join() !== bounding.join()) {
+    throw new Error('deploy/aasd.service: AmbientCapabilities and CapabilityBoundingSet differ');
+  }
+  return {
+    user: u.User, group: u.Group, caps: ['-all', ...ambient.map((c) => `+${c}`)].join(','),
+    umask: u.UMask, nofile: u.LimitNOFILE, stateMode: parseInt(u.StateDirectoryMode || '0755', 8),
+  };
+}
+
+const UNIT = unitShape();
+export const UNIT_USER = UNIT.user;
 
 function exists(kind, name) {
   try {
@@ -40,7 +73,7 @@ export function ensureUnitUser() {
 // /run/aas-vm (deploy/aas-tmpfiles.conf: 0700 aas aas).
 export function unitDirs(stateDir, runVm) {
   const { uid, gid } = ensureUnitUser();
-  for (const [d, mode] of [[stateDir, 0o755], [runVm, 0o700]]) {
+  for (const [d, mode] of [[stateDir, UNIT.stateMode], [runVm, 0o700]]) {
     mkdirSync(d, { recursive: true });
     chownSync(d, uid, gid);
     chmodSync(d, mode);
@@ -72,11 +105,11 @@ mount -o remount,bind,rw "$SD"
 # WorkingDirectory=, UMask=, LimitNOFILE= (capped by this machine's hard
 # limit, which raising would need CAP_SYS_RESOURCE for).
 cd "$SD"
-umask 022
+umask ${UNIT.umask}
 hard=$(ulimit -Hn)
-if [ "$hard" = unlimited ] || [ "$hard" -ge 65536 ]; then ulimit -n 65536; else ulimit -n "$hard"; fi
-exec setpriv --reuid=${UNIT_USER} --regid=${UNIT_USER} --init-groups \\
-	--inh-caps=${CAPS} --ambient-caps=${CAPS} --bounding-set=${CAPS} --no-new-privs -- "$@"
+if [ "$hard" = unlimited ] || [ "$hard" -ge ${UNIT.nofile} ]; then ulimit -n ${UNIT.nofile}; else ulimit -n "$hard"; fi
+exec setpriv --reuid=${UNIT.user} --regid=${UNIT.group} --init-groups \\
+	--inh-caps=${UNIT.caps} --ambient-caps=${UNIT.caps} --bounding-set=${UNIT.caps} --no-new-privs -- "$@"
 `;
 
 // A `wrap` for harness.startAasd: aasd's argv run as the unit runs it.
