@@ -528,14 +528,16 @@ orch_wait_agent(struct vm_host *h, const char *name, long long deadline, struct 
 }
 
 /* Watches the memory cgroup of domain `name`'s QEMU when it runs on this
- * machine (a qemu:/// URI), so a stop by its memory limit is told apart. */
+ * machine, so a stop by its memory limit is told apart. Any URI without
+ * a host name (qemu:///system, or qemu+unix:///system?socket=... for a
+ * daemon on a socket of its own) has its QEMU here. */
 static void
 watch_memory(struct orch *o, struct vm_host *h, const char *name)
 {
 	struct err e;
 	pid_t pid;
 
-	if (o->oom == NULL || strncmp(vm_host_uri(h), "qemu:///", 8) != 0 ||
+	if (o->oom == NULL || !orch_uri_this_machine(vm_host_uri(h)) ||
 	    oomwatch_watching(o->oom, name))
 		return;
 	err_clear(&e);

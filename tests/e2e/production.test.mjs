@@ -81,8 +81,9 @@ async function get(url, headers = {}) {
   return { status: r.status, headers: r.headers, text, json };
 }
 
-function startUnitAasd() {
-  return startAasd(env, { wrap: unitWrap(SD, RUN_VM), port: env.AAS_LISTEN ? Number(env.AAS_LISTEN.split(':')[1]) : 0 });
+// On the port nginx proxies to, also after a restart.
+function startUnitAasd(extra = {}) {
+  return startAasd({ ...env, ...extra }, { wrap: unitWrap(SD, RUN_VM), port: Number(env.AAS_LISTEN.split(':')[1]) });
 }
 
 // The privileged watcher, as root with aasd's settings. On a main without
@@ -282,4 +283,32 @@ test('destroy, and the ledger matches the balance', async () => {
   // Nothing of it is left on the host (the teardown ends after the answer).
   await waitFor('its VM directory to go', () => !existsSync(path.join(SD, 'vms', sbx)), 30000)
     .catch(() => assert.fail(`${path.join(SD, 'vms', sbx)} is still there\n${srv.log().slice(-2000)}`));
+});
+
+// On cgroup v1 the watch needs a write to cgroup.event_control, which
+// ProtectControlGroups (emulated: /sys/fs/cgroup read-only) forbids; such a
+// VM ends as guest_shutdown there (docs/operations.md, known gaps).
+const CGROUP_V1 = !existsSync('/sys/fs/cgroup/cgroup.controllers');
+
+test('a guest past its memory limit ends as out_of_memory', {
+  skip: CGROUP_V1 && 'cgroup v1: ProtectControlGroups keeps aasd from watching the memory limit',
+}, async () => {
+  // 1 MiB over the guest's 512 (as jail.test.mjs): its QEMU reaches the
+  // limit before the guest's own kernel runs out.
+  await srv.stop();
+  srv = await startUnitAasd({ AAS_VM_MEMORY_OVERHEAD_MIB: '1' });
+  call = await toolCaller({ mcpUrl: `${base}/v1/mcp`, fetch: tls.fetch }, acct);
+  const { sandbox_id: id } = await ok('create_sandbox', { size: 'small', timeout_minutes: 5, internet: false });
+  made.push({ id });
+  await call('run_command', { sandbox_id: id, timeout_seconds: 60,
+    command: 'python3 -c "b = bytearray(b\'x\') * (400 << 20); import time; time.sleep(30)"' });
+  let g;
+  await waitFor('the sandbox to stop', async () => {
+    g = await ok('get_sandbox', { sandbox_id: id });
+    return g.state !== 'running';
+  }, 60000).catch(() => {});
+  assert.equal(g.state, 'failed', JSON.stringify(g));
+  assert.equal(g.end_reason, 'out_of_memory', `${JSON.stringify(g)}\n${srv.log().slice(-2000)}`);
+  made.splice(made.findIndex((m) => m.id === id), 1);
+  await ledgerMatchesBalance();
 });

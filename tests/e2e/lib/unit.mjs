@@ -2,8 +2,9 @@
 // systemd: user aas with the unit's two capabilities and NoNewPrivileges
 // (setpriv), in a mount namespace where the system is read-only but the
 // state directory and /run/aas-vm (ProtectSystem=strict, ReadWritePaths),
-// /tmp is a fresh tmpfs (PrivateTmp) and /home, /root are empty and
-// closed (ProtectHome). The namespace is made as root before setpriv drops
+// and so are /sys, /sys/fs/cgroup and /proc/sys (ProtectKernelTunables and
+// ProtectControlGroups, in part), /tmp is a fresh tmpfs (PrivateTmp) and
+// /home, /root are empty and closed (ProtectHome). The namespace is made as root before setpriv drops
 // privileges; unshare, sh and setpriv each exec the next, so the process
 // started is aasd itself.
 import { execFileSync } from 'node:child_process';
@@ -86,12 +87,17 @@ const SCRIPT = `set -eu
 SD=$1
 RUNVM=$2
 shift 2
-# ProtectSystem=strict: every mount read-only, the API file systems aside.
+# ProtectSystem=strict: every mount read-only but /dev and /proc; /sys too
+# (ProtectKernelTunables, ProtectControlGroups), and so /proc/sys.
 for m in $(awk '{ print $5 }' /proc/self/mountinfo | sort -u); do
-	case $m in /dev | /dev/* | /proc | /proc/* | /sys | /sys/*) continue ;; esac
+	case $m in /dev | /dev/* | /proc | /proc/*) continue ;; esac
 	mount -o remount,bind,ro "$m" 2>/dev/null || true
 done
-if touch /usr/.aas-unit-probe 2>/dev/null; then echo "unit: / is still writable" >&2; exit 1; fi
+mount --bind /proc/sys /proc/sys
+mount -o remount,bind,ro /proc/sys
+for p in /usr /sys/fs/cgroup /proc/sys/kernel; do
+	if touch "$p/.aas-unit-probe" 2>/dev/null; then echo "unit: $p is still writable" >&2; exit 1; fi
+done
 # PrivateTmp, ProtectHome (empty and closed, as systemd's inaccessible dirs).
 mount -t tmpfs -o mode=1777,nosuid,nodev aas-tmp /tmp
 for h in /home /root /run/user; do
