@@ -37,7 +37,7 @@ BASE_SRC := \
 	base/utf8.c base/metrics.c base/mcp_version.c base/buf.c base/num.c base/tool_result.c base/b64.c \
 	base/tally.c base/bq.c base/tar.c base/tar_seen.c base/passwd.c base/passwd_gate.c base/html.c base/smtp.c base/gzip.c base/fetch.c base/fcopy.c
 VMM_SRC := vmm/vm_xml.c vmm/conlog.c vmm/uidpool.c vmm/oomwatch.c vmm/vm.c vmm/vm_agent.c vmm/vpool.c vmm/agent.c vmm/agent_reply.c vmm/orch.c vmm/orch_save.c vmm/guest.c vmm/guest_listen.c vmm/saveimg.c vmm/orch_xml.c \
-	vmm/guest_tree.c vmm/netguard.c vmm/aread.c vmm/achan.c vmm/image/aproto.c vmm/image/agent_tree.c vmm/achan_bound.c
+	vmm/guest_tree.c vmm/netguard.c vmm/netguard_status.c vmm/aread.c vmm/achan.c vmm/image/aproto.c vmm/image/agent_tree.c vmm/achan_bound.c
 BILLING_SRC := billing/price.c billing/ledger.c billing/billing.c
 SERVICE_SRC := \
 	service/app.c service/accounts.c service/session.c service/catalog.c \
@@ -51,7 +51,7 @@ SERVER_SRC := \
 	server/proxy.c server/proxy_parse.c server/metrics_http.c server/card.c \
 	server/rest.c server/rest_ops.c server/rest_query.c server/rest_openapi.c \
 	server/ws.c server/pty.c server/pty_ticket.c server/web.c server/web_page.c server/web_dash.c server/web_sbx.c server/web_usage.c server/web_pay.c server/npx.c \
-	server/oauth.c server/web_oauth.c
+	server/oauth.c server/web_oauth.c server/netguard_cli.c server/deploy_check.c
 GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c $(B)/gen/embed_openapi.c $(B)/gen/embed_web.c $(B)/gen/embed_npx.c
 
 BASE_OBJ := $(BASE_SRC:%.c=$(B)/%.o) $(B)/gen/embed_migrations.o

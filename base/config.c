@@ -230,6 +230,13 @@ static const struct cfg_entry cfg_table[] = {
 	    "Lifetime of a sandbox when create_sandbox names none, in minutes." },
 	{ "AAS_NET", CFG_NET, "auto", 0, 0, F(net),
 	    "Sandbox networking: auto (install and check the host isolation rule; no network device when that fails), on (refuse to start without it) or off (never a network device)." },
+	{ "AAS_NETGUARD_STATUS", CFG_STR, "/run/aas-netguard/status", 0, 0, F(netguard_status),
+	    "Where `aasd --netguard-watch` (root, deploy/aas-netguard.service) records the "
+	    "isolation rule's state; an aasd without CAP_NET_ADMIN reads it instead of nftables "
+	    "while it exists. Empty: aasd checks nftables itself." },
+	{ "AAS_NETGUARD_WATCH_S", CFG_INT, "5", 1, 300, F(netguard_watch_s),
+	    "How often `aasd --netguard-watch` checks the isolation rule (and puts it back when "
+	    "it is gone); aasd trusts its status for three such periods." },
 	{ "AAS_NET_ALLOW", CFG_CIDRS, "", 0, 0, F(net_allow),
 	    "Comma-separated CIDRs (IPv4 or IPv6) sandboxes may reach although private: RFC 1918, 100.64.0.0/10 and fc00::/7 are refused by default (the host itself and link-local stay refused)." },
 	{ "AAS_PREVIEW_DOMAIN", CFG_STR, "", 0, 0, F(preview_domain),

@@ -100,6 +100,8 @@ struct config {
 	/* Networking and previews */
 	int net;                              /* enum config_net */
 	char net_allow[CONFIG_NET_ALLOW_MAX]; /* canonical CIDRs, comma-separated */
+	char netguard_status[CONFIG_STR_MAX]; /* the watcher's status file; "" none */
+	int netguard_watch_s;                 /* the watcher's period */
 	char preview_domain[256];             /* host[:port], lower case */
 	char preview_scheme[8];
 	int preview_signed_ttl_s;

@@ -3,10 +3,10 @@
 #   - nginx: `nginx -t` on aas.conf and aas-proxy.conf, inside a wrapper
 #     nginx.conf in a temporary directory (self-signed certificates, listen
 #     addresses moved to loopback high ports; nothing is started);
-#   - systemd: `systemd-analyze verify` on aasd.service (ExecStart pointed
-#     at a built aasd);
-#   - that aas-tmpfiles.conf makes every ReadWritePaths= directory of the
-#     unit, owned by its User= and Group= (else the unit fails with
+#   - systemd: `systemd-analyze verify` on aasd.service and
+#     aas-netguard.service (ExecStart pointed at a built aasd);
+#   - that aas-tmpfiles.conf makes every ReadWritePaths= directory of
+#     aasd.service, owned by its User= and Group= (else the unit fails with
 #     226/NAMESPACE, or aasd cannot use /run/aas-vm), and that the unit's
 #     AmbientCapabilities= and CapabilityBoundingSet= are one set (what
 #     tests/e2e/production.test.mjs runs aasd with).
@@ -81,17 +81,20 @@ check_systemd() {
 		echo "verify: $aasd not built (make): systemd check skipped"
 		return 0
 	fi
-	sed -e "s#^ExecStart=/usr/local/bin/aasd#ExecStart=$aasd#" -e "s#^ExecStartPre=+/usr/local/bin/aasd#ExecStartPre=+$aasd#" \
-	    "$here/aasd.service" >"$tmp/aasd.service"
-	# Only problems of this unit fail the check, not of the host's others.
-	out=$(systemd-analyze verify "$tmp/aasd.service" 2>&1 || true)
-	bad=$(printf '%s\n' "$out" | grep -F "aasd.service" || true)
+	for unit in aasd.service aas-netguard.service; do
+		sed -e "s#^ExecStart=/usr/local/bin/aasd#ExecStart=$aasd#" \
+		    -e "s#^ExecStartPre=+/usr/local/bin/aasd#ExecStartPre=+$aasd#" \
+		    "$here/$unit" >"$tmp/$unit"
+	done
+	# Only problems of these units fail the check, not of the host's others.
+	out=$(systemd-analyze verify "$tmp/aasd.service" "$tmp/aas-netguard.service" 2>&1 || true)
+	bad=$(printf '%s\n' "$out" | grep -E "(aasd|aas-netguard)\.service" || true)
 	if [ -n "$bad" ]; then
 		printf '%s\n' "$bad" >&2
 		echo "verify: systemd-analyze verify failed" >&2
 		return 1
 	fi
-	echo "verify: systemd: aasd.service is valid"
+	echo "verify: systemd: aasd.service and aas-netguard.service are valid"
 }
 
 # The value of a [Service] setting of aasd.service (the last one wins).

@@ -16,7 +16,8 @@
 #include "server/http.h"
 #include "base/log.h"
 #include "server/mcp.h"
-#include "vmm/netguard.h"
+#include "server/netguard_cli.h"
+#include "server/deploy_check.h"
 #include "server/metrics_http.h"
 #include "vmm/orch.h"
 #include "service/preview.h"
@@ -78,6 +79,36 @@ front_sandbox_ended(const char *sandbox_id, void *ctx)
 	pty_close_sandbox(f->pty, sandbox_id);
 }
 
+/* One feature's state in /healthz: what works, and for what does not, why
+ * (aasd --check-deployment says how to fix it). */
+static void
+feature(json_t *features, json_t *missing, const char *name, int ok, const char *why)
+{
+	json_object_set_new(features, name,
+	    ok ? json_pack("{s:s}", "status", "ok") :
+		 json_pack("{s:s, s:s}", "status", "missing", "why", why));
+	if (!ok)
+		json_array_append_new(missing, json_string(name));
+}
+
+static void
+health_features(struct app *app, json_t *out)
+{
+	json_t *features = json_object(), *missing = json_array();
+	char why[400] = "this server runs without sandboxes";
+	int net = 0;
+
+	if (app->sbx)
+		net = sbx_net_state(app->sbx, why, sizeof(why));
+	feature(features, missing, "internet", net, why);
+	feature(features, missing, "previews", net,
+	    net ? "" : "previews reach sandboxes over their network device, which they lack");
+	feature(features, missing, "signup_mail", app->cfg.smtp_url[0] != '\0',
+	    "no AAS_SMTP_URL: sign-up and password reset send no mail");
+	json_object_set_new(out, "features", features);
+	json_object_set_new(out, "missing", missing);
+}
+
 static void
 health_work(struct http_req *req, void *ctx)
 {
@@ -112,6 +143,7 @@ health_work(struct http_req *req, void *ctx)
 			ok ? orch_accel_reason(o) : ve.msg, "confinement", "vm_users", "own",
 			"vm_uids", range, "security_drivers", conf.secmodels, "seccomp", "on"));
 	}
+	health_features(app, out);
 	http_reply_json(req, 200, out);
 }
 
@@ -160,61 +192,6 @@ preview_explain(void *ctx, const struct preview_route *route, char *msg, size_t 
 		sbx_preview_explain(app->sbx, route, msg, n);
 }
 
-/* The sandbox isolation rule for AAS_QEMU_USER: printed (for other
- * hypervisor hosts) or installed (from a privileged ExecStartPre when
- * aasd itself lacks CAP_NET_ADMIN). */
-static int
-netguard_main(const char *what)
-{
-	struct config cfg;
-	struct err e;
-	struct passwd *pw;
-	struct netguard_users who;
-	char rules[NETGUARD_RULES_MAX], users[NETGUARD_USERS_TEXT];
-
-	err_clear(&e);
-	if (config_load(&cfg, env_get, &e) < 0) {
-		fprintf(stderr, "aasd: %s\n", e.msg);
-		return 2;
-	}
-	pw = getpwnam(cfg.qemu_user);
-	if (pw == NULL) {
-		fprintf(stderr, "aasd: AAS_QEMU_USER: no user %s\n", cfg.qemu_user);
-		return 1;
-	}
-	who.user = (uint32_t)pw->pw_uid;
-	who.first = cfg.qemu_uids.first;
-	who.count = cfg.qemu_uids.count;
-	netguard_users_text(&who, users, sizeof(users));
-	if (strcmp(what, "--netguard-users") == 0) {
-		/* For the test set-up's own rule, which must match the same users. */
-		printf("%s\n", users);
-		return 0;
-	}
-	if (strcmp(what, "--netguard-rules") == 0 || strcmp(what, "--netguard-rules-hash") == 0) {
-		char hash[KEY_HASH_HEX_LEN + 1];
-
-		if (netguard_ruleset(&who, cfg.net_allow, rules, sizeof(rules)) < 0)
-			return 1;
-		if (strcmp(what, "--netguard-rules") == 0) {
-			fputs(rules, stdout);
-			return 0;
-		}
-		/* What `aasctl host add --isolation-rule` records for a host
-		 * the rule was installed on. */
-		key_hash_hex(rules, strlen(rules), hash, sizeof(hash));
-		printf("%s\n", hash);
-		return 0;
-	}
-	if (netguard_ensure(&who, cfg.net_allow, &e) < 0) {
-		fprintf(stderr, "aasd: %s\n", e.msg);
-		return 1;
-	}
-	printf("isolation rule for %s and the VM users (uids %s) in place: nft table inet %s\n",
-	    cfg.qemu_user, users, NETGUARD_TABLE);
-	return 0;
-}
-
 static void
 print_config_row(const char *name, const char *def, const char *help, void *ctx)
 {
@@ -251,15 +228,15 @@ main(int argc, char **argv)
 		config_print_table(print_config_row, NULL);
 		return 0;
 	}
-	if (argc > 1 &&
-	    (strcmp(argv[1], "--netguard-rules") == 0 || strcmp(argv[1], "--netguard-users") == 0 ||
-		strcmp(argv[1], "--netguard-rules-hash") == 0 ||
-		strcmp(argv[1], "--netguard-install") == 0))
-		return netguard_main(argv[1]);
+	if (argc > 1 && strcmp(argv[1], "--check-deployment") == 0)
+		return dcheck_main();
+	if (argc > 1 && netguard_cli_is(argv[1]))
+		return netguard_cli_main(argv[1]);
 	if (argc > 1) {
 		fprintf(stderr,
-		    "usage: aasd [--config-table | --netguard-rules | --netguard-rules-hash |\n"
-		    "             --netguard-users | --netguard-install]\n"
+		    "usage: aasd [--config-table | --check-deployment | --netguard-rules |\n"
+		    "             --netguard-rules-hash | --netguard-users | --netguard-install |\n"
+		    "             --netguard-watch]\n"
 		    "Configuration comes from AAS_* environment variables; see docs/configuration.md.\n");
 		return 2;
 	}

@@ -51,6 +51,7 @@ orch_open(const struct config *cfg, struct err *e)
 		.boot_timeout_s = cfg->boot_timeout_s,
 		.kvm_probe_timeout_s = cfg->kvm_probe_timeout_s,
 		.net_allow = cfg->net_allow,
+		.netguard_status = cfg->netguard_status,
 		.console_max_bytes = (size_t)cfg->console_max_bytes,
 		.bench_port = cfg->bench_port,
 		.guest_kernel_args = cfg->guest_kernel_args,

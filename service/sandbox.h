@@ -242,6 +242,10 @@ int sbx_tree_get(struct sbx *s, const char *account, const char *sandbox_id, con
     void *ctx, struct sbx_tree_res *res, struct err *e);
 json_t *sbx_list_files(struct sbx *s, const char *account, const struct sbx_files_req *req,
     struct err *e);
+/* 1 when new sandboxes get a network device (the isolation rule is in
+ * place), 0 with the reason in `why` when not (sandbox_net.c). */
+int sbx_net_state(struct sbx *s, char *why, size_t n);
+
 /* expose_port: a forward into the VM and a preview URL (sandbox_net.c). */
 json_t *sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req *req,
     struct err *e);

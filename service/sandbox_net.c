@@ -15,8 +15,10 @@
 #include "service/preview.h"
 #include "vmm/guest_listen.h"
 
-/* A boot with a network device trusts a check at most this old. */
-#define NET_CHECK_MAX_AGE_MS 30000
+/* A boot trusts a check at most this old, either way: a rule flushed
+ * since is seen before a VM gets a device, one put back (or a watcher
+ * started) soon after. */
+#define NET_CHECK_MAX_AGE_MS 5000
 
 static void
 net_set(struct sbx *s, int ok, const char *why)
@@ -76,7 +78,7 @@ sbx_net_available(struct sbx *s, char *why, size_t n)
 	int ok, stale;
 
 	pthread_mutex_lock(&s->cap_lock);
-	stale = s->net_ok && clock_ms() - s->net_checked_ms > NET_CHECK_MAX_AGE_MS;
+	stale = clock_ms() - s->net_checked_ms > NET_CHECK_MAX_AGE_MS;
 	pthread_mutex_unlock(&s->cap_lock);
 	if (stale)
 		sbx_net_refresh(s);
@@ -86,6 +88,12 @@ sbx_net_available(struct sbx *s, char *why, size_t n)
 		snprintf(why, n, "%s", s->net_why);
 	pthread_mutex_unlock(&s->cap_lock);
 	return ok;
+}
+
+int
+sbx_net_state(struct sbx *s, char *why, size_t n)
+{
+	return sbx_net_available(s, why, n);
 }
 
 int

@@ -127,6 +127,7 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 	times=$LOG/e2e-times.txt
 	: >"$out"
 	: >"$times"
+	: >"$LOG/e2e-failed.txt"
 	p=0
 	f=0
 	e2e_end=$(($(date +%s) + ${E2E_TOTAL_S:-3900}))
@@ -167,6 +168,16 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 	done
 	passed=$((passed + p))
 	failed=$((failed + f))
+	# What failed, again at the end where a cut log still shows it: each
+	# failing test's name and the first lines of its error.
+	if [ "$f" -gt 0 ]; then
+		echo "e2e: what failed (all of it in $out):"
+		awk '/^✖ failing tests:/ { on = 1; next } /^(✔|▶|ℹ)/ { on = 0 }
+			on && !/^ +at / && !/^ *$/' "$out" | head -n 80 | sed 's/^/    /'
+		# And the shortest form of it for the very end of the run.
+		awk '/^✖ failing tests:/ { on = 1; next } /^(✔|▶|ℹ)/ { on = 0 }
+			on && (/^✖ / || /^  [A-Za-z]*Error/)' "$out" | head -n 16 >"$LOG/e2e-failed.txt"
+	fi
 	echo "e2e: the ten slowest files (seconds), of $(awk '{ s += $1 } END { print s + 0 }' "$times") s in all:"
 	sort -rn "$times" | head -n 10 | sed 's/^/    /'
 	printf 'e2e  %3s passed, %s failed\n' "$p" "$f"
@@ -219,5 +230,9 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 	rm -rf "$STATE/browser"
 fi
 
+if [ "${AAS_SKIP_E2E:-0}" != 1 ] && [ -s "$LOG/e2e-failed.txt" ]; then
+	echo "e2e tests that failed:"
+	sed 's/^/    /' "$LOG/e2e-failed.txt"
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

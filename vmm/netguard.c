@@ -167,8 +167,8 @@ ruleset_marked(const struct netguard_users *who, const char *allow, const char *
 /* What netguard_check looks for to know the table holds this very
  * ruleset: a comment naming a hash of its text (with the mark zeroed), so a
  * rule for another allow-list, another user or an older aasd is outdated. */
-static int
-ruleset_mark(const struct netguard_users *who, const char *allow, char *mark, size_t n)
+int
+netguard_mark(const struct netguard_users *who, const char *allow, char *mark, size_t n)
 {
 	char *text = malloc(NETGUARD_RULES_MAX);
 	int rc = -1;
@@ -189,7 +189,7 @@ netguard_ruleset(const struct netguard_users *who, const char *allow, char *out,
 {
 	char mark[64];
 
-	if (ruleset_mark(who, allow, mark, sizeof(mark)) < 0)
+	if (netguard_mark(who, allow, mark, sizeof(mark)) < 0)
 		return -1;
 	return ruleset_marked(who, allow, mark, out, n);
 }
@@ -344,10 +344,10 @@ netguard_check(const struct netguard_users *who, const char *allow, struct err *
 	}
 	/* nft prints the rule back in its own words; these are the parts that
 	 * make it a guard: the hook, the user, the local-address match and
-	 * the verdict; and the mark of this very ruleset (ruleset_mark). */
+	 * the verdict; and the mark of this very ruleset (netguard_mark). */
 	netguard_users_text(who, users, sizeof(users));
 	snprintf(want, sizeof(want), "meta skuid %s fib daddr type { local,", users);
-	if (ruleset_mark(who, allow, mark, sizeof(mark)) < 0) {
+	if (netguard_mark(who, allow, mark, sizeof(mark)) < 0) {
 		err_set(e, ERR_INTERNAL, "netguard: bad allow-list");
 		goto out;
 	}

@@ -41,6 +41,10 @@ void netguard_users_text(const struct netguard_users *who, char *out, size_t n);
 /* The ruleset text for `who` (what netguard_install loads); -1 when the
  * allow-list is not canonical or the text does not fit in n. */
 int netguard_ruleset(const struct netguard_users *who, const char *allow, char *out, size_t n);
+/* The mark a ruleset carries in a comment: "aas rules " and a hash of its
+ * text, so another allow-list, user range or aasd version tells apart. */
+#define NETGUARD_MARK_MAX 48
+int netguard_mark(const struct netguard_users *who, const char *allow, char *mark, size_t n);
 /* Loads the ruleset, replacing an older copy of the table atomically.
  * Needs CAP_NET_ADMIN. */
 int netguard_install(const struct netguard_users *who, const char *allow, struct err *e);

@@ -26,6 +26,7 @@
 #include "vmm/agent.h"
 #include "vmm/conlog.h"
 #include "vmm/netguard.h"
+#include "vmm/netguard_status.h"
 #include "vmm/oomwatch.h"
 #include "vmm/orch_int.h"
 #include "vmm/orch_xml.h"
@@ -887,7 +888,9 @@ orch_new(const struct orch_config *cfg, struct err *e)
 	    check_setting(cfg->image_dir, ORCH_PATH_MAX, "image directory", e) < 0 ||
 	    check_setting(cfg->state_dir, ORCH_PATH_MAX, "state directory", e) < 0 ||
 	    check_setting(cfg->net_allow ? cfg->net_allow : "", CONFIG_NET_ALLOW_MAX,
-		"network allow-list", e) < 0)
+		"network allow-list", e) < 0 ||
+	    check_setting(cfg->netguard_status ? cfg->netguard_status : "", ORCH_PATH_MAX,
+		"isolation rule status file", e) < 0)
 		return NULL;
 	o = calloc(1, sizeof(*o));
 	if (o == NULL) {
@@ -900,6 +903,8 @@ orch_new(const struct orch_config *cfg, struct err *e)
 	o->boot_timeout_s = cfg->boot_timeout_s;
 	o->kvm_probe_timeout_s = cfg->kvm_probe_timeout_s;
 	snprintf(o->net_allow, sizeof(o->net_allow), "%s", cfg->net_allow ? cfg->net_allow : "");
+	snprintf(o->netguard_status, sizeof(o->netguard_status), "%s",
+	    cfg->netguard_status ? cfg->netguard_status : "");
 	o->console_max = cfg->console_max_bytes;
 	o->bench_port = cfg->bench_port;
 	o->memory_overhead_mib = cfg->memory_overhead_mib;
@@ -1580,7 +1585,29 @@ orch_console_tail(struct orch *o, const char *id, size_t max)
 int
 orch_net_ensure(struct orch *o, struct err *e)
 {
-	return netguard_ensure(&o->users, o->net_allow, e);
+	struct err own;
+	int rc;
+
+	/* The watcher's word while it keeps a status (aasd without
+	 * CAP_NET_ADMIN cannot read nftables); aasd's own check otherwise. */
+	if (o->netguard_status[0]) {
+		rc = netguard_status_check(o->netguard_status, &o->users, o->net_allow,
+		    (long long)time(NULL), e);
+		if (rc <= 0)
+			return rc;
+	}
+	err_clear(&own);
+	if (netguard_ensure(&o->users, o->net_allow, &own) == 0)
+		return 0;
+	if (geteuid() == 0 || o->netguard_status[0] == '\0') {
+		*e = own;
+		return -1;
+	}
+	err_set(e, own.kind,
+	    "%.300s; without CAP_NET_ADMIN aasd cannot read nftables: run `aasd --netguard-watch` as "
+	    "root (deploy/aas-netguard.service), which records the rule's state in %.120s",
+	    own.msg, o->netguard_status);
+	return -1;
 }
 
 int

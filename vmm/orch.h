@@ -42,6 +42,7 @@ struct orch_config {
 	int boot_timeout_s;            /* start to first guest-agent answer */
 	int kvm_probe_timeout_s;       /* the same for the KVM probe guest (auto) */
 	const char *net_allow;         /* private ranges guests may reach (netguard.h) */
+	const char *netguard_status;   /* the rule watcher's status file (netguard_status.h) */
 	size_t console_max_bytes;      /* a VM's console kept on the host (conlog.h) */
 	const char *guest_kernel_args; /* appended to new VMs' command line (tests) */
 	int bench_port;                /* add VM_BENCH_PORT_NAME to new domains */

@@ -27,6 +27,7 @@ struct orch {
 	int boot_timeout_s;
 	int kvm_probe_timeout_s;
 	char net_allow[CONFIG_NET_ALLOW_MAX];
+	char netguard_status[ORCH_PATH_MAX];
 	size_t console_max;
 	int bench_port;
 	int memory_overhead_mib;

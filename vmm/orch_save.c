@@ -335,6 +335,33 @@ orch_snapshot_whole(struct orch *o, const char *snap, long long *bytes)
 	return 1;
 }
 
+/* How long a recovered domain may stay paused: libvirt winds down the job
+ * an aasd killed mid-save left (cancels the migration to the file) on its
+ * own time after it reconnects. */
+#define RUN_AGAIN_MS 20000
+#define RUN_AGAIN_STEP_MS 250
+
+/* Makes a domain found after a crash run (it may be paused by the save or
+ * restore its aasd did not live to finish). Best effort: a domain that
+ * stays paused answers no call, which its sandbox's errors then say. */
+static void
+run_again(struct vm_host *h, const char *name)
+{
+	long long end = clock_ms() + RUN_AGAIN_MS;
+	struct err e;
+
+	for (;;) {
+		err_clear(&e);
+		if (vm_unpause(h, name, &e) == 0 || e.kind == ERR_NOT_FOUND)
+			return;
+		if (clock_ms() >= end) {
+			log_warn("vm %s: stays paused after recovery: %s", name, e.msg);
+			return;
+		}
+		clock_sleep_ms(RUN_AGAIN_STEP_MS);
+	}
+}
+
 int
 orch_snapshot_recover(struct orch *o, const char *uri, const char *id, const char *snap, int *kept,
     int *restarted, struct err *e)
@@ -356,14 +383,14 @@ orch_snapshot_recover(struct orch *o, const char *uri, const char *id, const cha
 		return -1;
 	if (runs && !orch_file_ok(path)) {
 		/* Stopped before its save ended: the same QEMU runs on. */
-		err_clear(&ignore);
-		if (vm_resume(h, name, &ignore) < 0)
-			log_debug("vm %s: %s", name, ignore.msg);
+		run_again(h, name);
 		orch_snapshot_delete(o, snap);
 		return 0;
 	}
 	if (runs) {
-		/* Restored from the saved state: a new QEMU. */
+		/* Restored from the saved state: a new QEMU, which a restore
+		 * cut short may have left paused. */
+		run_again(h, name);
 		*restarted = 1;
 		if (!(*kept = orch_snapshot_whole(o, snap, NULL)))
 			orch_snapshot_delete(o, snap);

@@ -250,6 +250,26 @@ vm_host_open(const char *uri, const char *qemu_user, struct err *e)
 	return h;
 }
 
+int
+vm_host_probe(const char *uri, char *info, size_t n, struct err *e)
+{
+	virConnectPtr c = virConnectOpen(uri);
+	unsigned long version = 0;
+	const char *type;
+
+	if (c == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "cannot open %s: %s", uri, last_error());
+		return -1;
+	}
+	type = virConnectGetType(c);
+	if (virConnectGetVersion(c, &version) < 0)
+		version = 0;
+	snprintf(info, n, "%s %lu.%lu.%lu", type ? type : "hypervisor", version / 1000000,
+	    version / 1000 % 1000, version % 1000);
+	virConnectClose(c);
+	return 0;
+}
+
 void
 vm_host_close(struct vm_host *h)
 {
@@ -915,6 +935,37 @@ int
 vm_resume(struct vm_host *h, const char *name, struct err *e)
 {
 	return domain_op(h, name, resume_op, NULL, "resume", e);
+}
+
+int
+vm_unpause(struct vm_host *h, const char *name, struct err *e)
+{
+	virConnectPtr c = vm_host_conn(h);
+	int state = VIR_DOMAIN_NOSTATE, reason = 0, rc = -1;
+	virDomainPtr d;
+
+	if (c == NULL) {
+		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+		return -1;
+	}
+	d = virDomainLookupByName(c, name);
+	if (d == NULL)
+		err_set(e, ERR_NOT_FOUND, "VM %s is not running on %s", name, h->uri);
+	else if (virDomainGetState(d, &state, &reason, 0) < 0)
+		err_set(e, ERR_UNAVAILABLE, "state of %s: %s", name, last_error());
+	else if (state == VIR_DOMAIN_RUNNING)
+		rc = 0;
+	else if (state != VIR_DOMAIN_PAUSED)
+		err_set(e, ERR_UNAVAILABLE, "%s is neither running nor paused (state %d)", name,
+		    state);
+	else if (virDomainResume(d) < 0)
+		err_set(e, ERR_UNAVAILABLE, "cannot run %s again: %s", name, last_error());
+	else
+		rc = 0;
+	if (d)
+		virDomainFree(d);
+	virConnectClose(c);
+	return rc;
 }
 
 int

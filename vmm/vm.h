@@ -39,6 +39,9 @@ void vm_events_stop(void);
  * user itself). */
 struct vm_host *vm_host_open(const char *uri, const char *qemu_user, struct err *e);
 void vm_host_close(struct vm_host *h);
+/* Opens `uri` once and closes it again: 0 with the hypervisor's name and
+ * version in `info`, or -1 with libvirt's reason. */
+int vm_host_probe(const char *uri, char *info, size_t n, struct err *e);
 const char *vm_host_uri(const struct vm_host *h);
 virConnectPtr vm_host_conn(struct vm_host *h);
 
@@ -86,6 +89,9 @@ int vm_migrate(struct vm_host *src, struct vm_host *dst, const char *name, int s
  * it run again. */
 int vm_suspend(struct vm_host *h, const char *name, struct err *e);
 int vm_resume(struct vm_host *h, const char *name, struct err *e);
+/* Resumes `name` if it is paused (a job an earlier aasd left half done can
+ * leave it so); 0 when it runs. */
+int vm_unpause(struct vm_host *h, const char *name, struct err *e);
 /* Saves a running domain's memory and device state into `path` (a file
  * on the host, left owned by aasd's user, mode 0600) and ends the domain.
  * With the remote driver `path` is on the daemon's machine and its owner

@@ -14,7 +14,7 @@ const run = promisify(execFile);
 const read = (f) => readFileSync(path.join(ROOT, f), 'utf8');
 
 const FILES = [
-  'deploy/aasd.service', 'deploy/aasd.env.example', 'deploy/aas-tmpfiles.conf',
+  'deploy/aasd.service', 'deploy/aas-netguard.service', 'deploy/aasd.env.example', 'deploy/aas-tmpfiles.conf',
   'deploy/nginx/aas.conf', 'deploy/nginx/aas-proxy.conf', 'docs/operations.md',
 ];
 

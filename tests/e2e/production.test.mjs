@@ -26,7 +26,8 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, rmSync, existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import {
-  BUILD, DB_URL, STATE, TEST_NET_ALLOW, aasctl, freePort, psql, sleep, startAasd, toolCaller, vmEnv, waitFor,
+  BUILD, DB_URL, STATE, TEST_NET_ALLOW, aasctl, baseEnv, freePort, psql, sleep, startAasd, toolCaller, vmEnv,
+  waitFor,
 } from './lib/harness.mjs';
 import { startHostd } from './lib/hostd.mjs';
 import { makeCerts, writeNginxConf, startNginx, tlsFetch } from './lib/nginx.mjs';
@@ -40,7 +41,9 @@ const PREVIEW = 'preview.aas.test';
 const SD = path.join(STATE, 'prod');           // AAS_STATE_DIR, as /var/lib/aas
 const RUN_VM = path.join(STATE, 'prod-run-aas-vm'); // mounted on /run/aas-vm
 const NGX = path.join(STATE, 'prod-nginx');
-const NETGUARD_STATUS = path.join(SD, 'netguard', 'status');
+// As /run/aas-netguard: root's, outside what aasd may write, so aasd
+// cannot forge the watcher's word.
+const NETGUARD_STATUS = path.join(STATE, 'prod-netguard', 'status');
 
 let host;       // the libvirt system daemon
 let smtp;
@@ -87,10 +90,10 @@ function startUnitAasd(extra = {}) {
 }
 
 // The privileged watcher, as root with aasd's settings. On a main without
-// it, it exits at once with aasd's usage; the internet step then fails.
+// it, it exits at once with aasd's usage, and the internet steps fail.
 function startWatcher() {
   const p = spawn(path.join(BUILD, 'aasd'), ['--netguard-watch'], {
-    env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+    env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'],
   });
   p.stdout.on('data', (d) => { watcherLog += d; });
   p.stderr.on('data', (d) => { watcherLog += d; });
@@ -99,9 +102,9 @@ function startWatcher() {
 }
 
 before(async () => {
-  for (const d of [SD, RUN_VM, NGX]) rmSync(d, { recursive: true, force: true });
+  for (const d of [SD, RUN_VM, NGX, path.dirname(NETGUARD_STATUS)]) rmSync(d, { recursive: true, force: true });
   unitDirs(SD, RUN_VM);
-  mkdirSync(path.dirname(NETGUARD_STATUS), { recursive: true });
+  mkdirSync(path.dirname(NETGUARD_STATUS), { recursive: true, mode: 0o755 });
   host = await startHostd('prod', { sockGroup: 'aas', binds: [[RUN_VM, '/run/aas-vm']] });
   smtp = await startSmtpSink();
   const [port, httpPort, aasdPort] = [await freePort(), await freePort(), await freePort()];
@@ -150,11 +153,26 @@ test('healthz through nginx answers with the VM layer up; /metrics is not expose
   let h;
   await waitFor('the VM layer', async () => {
     h = await get(`${base}/healthz`);
-    return h.json?.vm?.status === 'ok';
-  }, 60000).catch(() => assert.fail(`healthz: ${h?.status} ${h?.text}\n${srv.log().slice(-2000)}`));
+    return h.json?.vm?.status === 'ok' && h.json?.missing?.length === 0;
+  }, 60000).catch(() => assert.fail(`healthz: ${h?.status} ${h?.text}\n--- watcher ---\n${watcherLog.slice(-1500)}`
+    + `\n--- aasd ---\n${srv.log().slice(-2000)}`));
   assert.equal(h.status, 200, h.text);
+  assert.equal(h.json.features?.internet?.status, 'ok', 'the watcher\'s status is trusted');
   assert.match(h.headers.get('strict-transport-security') ?? '', /max-age=/, 'nginx adds HSTS');
   assert.equal((await get(`${base}/metrics`)).status, 404, 'nginx hides /metrics');
+});
+
+test('aasd --check-deployment, run as the unit runs aasd, finds every feature usable', async () => {
+  const argv = unitWrap(SD, RUN_VM)([path.join(BUILD, 'aasd'), '--check-deployment']);
+  const r = await new Promise((resolve) => {
+    const p = spawn(argv[0], argv.slice(1), { env: baseEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    p.stdout.on('data', (d) => { out += d; });
+    p.stderr.on('data', (d) => { out += d; });
+    p.on('exit', (code) => resolve({ code, out }));
+  });
+  assert.equal(r.code, 0, `--check-deployment:\n${r.out}`);
+  assert.doesNotMatch(r.out, /^missing/m, r.out);
 });
 
 test('sign up, verify and make a key on the dashboard through nginx', async () => {

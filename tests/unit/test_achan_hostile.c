@@ -8,8 +8,10 @@
  * would (after HOSTILE_RESPAWN_MS, the least the image's init waits
  * before it starts an agent again), so the pressure lasts. "echo hi" on
  * the good connection must keep its p99 latency during the attack within
- * 1.5 times the idle one, and the process's resident size grow by less
- * than 32 MiB.
+ * 1.5 times the idle one (or HOSTILE_SLACK_MS above it, whichever is
+ * more: another process's load on a two-core machine moves a p99 by
+ * milliseconds, the stalls this guards against cost seconds), and the
+ * process's resident size grow by less than 32 MiB.
  *
  * AAS_HOSTILE_SECONDS (default 15, so that make test stays short) is how
  * long the attack is measured, every pattern at once; it comes in
@@ -47,6 +49,7 @@
 
 #define HOSTILE_FLOOR_MS 8.0
 #define HOSTILE_RATIO 1.5
+#define HOSTILE_SLACK_MS 15.0
 #define HOSTILE_RSS_MAX_MIB 32
 #define HOSTILE_ROUNDS 5
 #define HOSTILE_IDLE_SAMPLES 100 /* per round */
@@ -637,9 +640,12 @@ test_hostile_guests(void **state)
 	}
 	assert_int_equal(achan_state(g.c), 1);
 	double base = idle > HOSTILE_FLOOR_MS ? idle : HOSTILE_FLOOR_MS;
+	double bound = base * HOSTILE_RATIO > base + HOSTILE_SLACK_MS ? base * HOSTILE_RATIO :
+									base + HOSTILE_SLACK_MS;
 	printf("echo hi: p99 idle %.2f ms over %zu runs (floor %.0f), during %ld s of attack "
-	       "%.2f ms over %zu runs: ratio %.2f (at most %.1f)\n",
-	    idle, ni, HOSTILE_FLOOR_MS, seconds, attack, na, attack / base, HOSTILE_RATIO);
+	       "%.2f ms over %zu runs: ratio %.2f (at most %.2f ms: %.1f times or +%.0f ms)\n",
+	    idle, ni, HOSTILE_FLOOR_MS, seconds, attack, na, attack / base, bound, HOSTILE_RATIO,
+	    HOSTILE_SLACK_MS);
 	printf("resident size: %ld MiB before, %ld MiB after: %+ld MiB (under %d)\n", rss0 / 1024,
 	    rss1 / 1024, (rss1 - rss0) / 1024, HOSTILE_RSS_MAX_MIB);
 	good_stop(&g);
@@ -647,7 +653,7 @@ test_hostile_guests(void **state)
 	for (int i = 0; i < P_COUNT; i++)
 		if (i != P_TINY && !peers[i].off && peers[i].reason[0] == '\0')
 			fail_msg("%s: aasd never gave up on it", pattern_names[i]);
-	if (attack > base * HOSTILE_RATIO)
+	if (attack > bound)
 		fail_msg("p99 %.2f ms during the attack, %.2f ms idle", attack, base);
 #ifndef __SANITIZE_ADDRESS__
 	/* (The sanitizer's quarantine keeps freed memory resident.) */

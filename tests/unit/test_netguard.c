@@ -12,6 +12,9 @@
 
 #include "base/config.h"
 #include "vmm/netguard.h"
+#include "vmm/netguard_status.h"
+
+#include <unistd.h>
 
 #define UID_LINE(rest) "meta skuid 999 " rest "\n"
 
@@ -246,6 +249,88 @@ test_config_net_allow(void **state)
 	free(cfg);
 }
 
+/* A status path of this test's own. */
+static void
+status_path(char *out, size_t n)
+{
+	snprintf(out, n, "/tmp/aas-test-netguard-%ld.status", (long)getpid());
+}
+
+static void
+test_status_round_trip(void **state)
+{
+	char path[128];
+	struct err e;
+
+	(void)state;
+	status_path(path, sizeof(path));
+	unlink(path);
+	err_clear(&e);
+	/* No file: no watcher, aasd checks nftables itself. */
+	assert_int_equal(netguard_status_check(path, &u999, "", 1000, &e), 1);
+	assert_int_equal(netguard_status_write(path, &u999, "", NULL, 5, 1000, &e), 0);
+	assert_int_equal(netguard_status_check(path, &u999, "", 1000, &e), 0);
+	/* Fresh for three periods, not after. */
+	assert_int_equal(netguard_status_check(path, &u999, "", 1015, &e), 0);
+	assert_int_equal(netguard_status_check(path, &u999, "", 1016, &e), -1);
+	assert_non_null(strstr(e.msg, "16 s ago"));
+	assert_non_null(strstr(e.msg, "aas-netguard.service"));
+	/* From the future by more than a period: a clock step or a forgery. */
+	err_clear(&e);
+	assert_int_equal(netguard_status_check(path, &u999, "", 990, &e), -1);
+	/* Another user or allow-list: another ruleset. */
+	err_clear(&e);
+	assert_int_equal(netguard_status_check(path, &u998, "", 1000, &e), -1);
+	assert_non_null(strstr(e.msg, "another ruleset"));
+	err_clear(&e);
+	assert_int_equal(netguard_status_check(path, &u999, "10.99.20.0/24", 1000, &e), -1);
+	assert_non_null(strstr(e.msg, "AAS_NET_ALLOW"));
+	/* The watcher's failure, with its reason on one line. */
+	err_clear(&e);
+	assert_int_equal(netguard_status_write(path, &u999, "", "nft: no\nsuch table", 5, 1000, &e),
+	    0);
+	assert_int_equal(netguard_status_check(path, &u999, "", 1000, &e), -1);
+	assert_non_null(strstr(e.msg, "cannot keep the isolation rule: nft: no such table"));
+	unlink(path);
+}
+
+static void
+test_status_hostile_text(void **state)
+{
+	char mark[64], ok[256];
+	struct err e;
+	const char *bad[] = {
+		"",
+		"aas-netguard 2\nstate ok\n",
+		"aas-netguard 1\nstate ok\nchecked 1000\nevery 5\n",         /* no mark */
+		"aas-netguard 1\nstate ok\nmark x\nchecked 10x0\nevery 5\n", /* a number */
+		"aas-netguard 1\nstate ok\nmark x\nchecked 1000\nevery 0\n", /* no period */
+		"aas-netguard 1\nstate ok\nmark x\nchecked 1000\nevery 99999\n",
+		"aas-netguard 1\nstate ok\nmark x\nchecked -5\nevery 5\n",
+	};
+
+	(void)state;
+	assert_int_equal(netguard_mark(&u999, "", mark, sizeof(mark)), 0);
+	snprintf(ok, sizeof(ok), "aas-netguard 1\nstate ok\nmark %s\nchecked 1000\nevery 5\n",
+	    mark);
+	err_clear(&e);
+	assert_int_equal(netguard_status_parse(ok, strlen(ok), mark, 1000, &e), 0);
+	/* A NUL inside is not a status. */
+	assert_int_equal(netguard_status_parse(ok, strlen(ok) + 1, mark, 1000, &e), -1);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		err_clear(&e);
+		assert_int_equal(netguard_status_parse(bad[i], strlen(bad[i]), mark, 1000, &e), -1);
+	}
+	/* Anything past the bound is not read. */
+	{
+		char big[NETGUARD_STATUS_MAX + 64];
+
+		memset(big, 'a', sizeof(big));
+		err_clear(&e);
+		assert_int_equal(netguard_status_parse(big, sizeof(big), mark, 1000, &e), -1);
+	}
+}
+
 int
 main(void)
 {
@@ -256,6 +341,8 @@ main(void)
 		cmocka_unit_test(test_ruleset_longest_list),
 		cmocka_unit_test(test_cidr_canon),
 		cmocka_unit_test(test_config_net_allow),
+		cmocka_unit_test(test_status_round_trip),
+		cmocka_unit_test(test_status_hostile_text),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,12 +31,17 @@ export async function freePort() {
   });
 }
 
-function baseEnv(extra = {}) {
+// The settings every aasd (and aasctl) under test starts from.
+export function baseEnv(extra = {}) {
   return {
     PATH: process.env.PATH,
     AAS_STATE_DIR: STATE,
     AAS_DATABASE_URL: DB_URL,
     AAS_LOG_LEVEL: 'info',
+    // aasd runs as root here and reads nftables itself; a machine's own
+    // watcher status (/run/aas-netguard) never decides a test.
+    // netguard_watch.test.mjs and production.test.mjs name theirs.
+    AAS_NETGUARD_STATUS: '',
     // Tests that need VMs ask for them (vmEnv); the others run without.
     AAS_LIBVIRT_URI: 'none',
     // Tests sign up many accounts at example.com from a few networks: the
