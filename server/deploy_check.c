@@ -248,11 +248,29 @@ check_cgroups(const struct config *cfg, struct dc_row *r)
 			buf[0] = '\0';
 		fclose(f);
 	}
-	if (strstr(buf, "memory") != NULL)
+	if (strstr(buf, "memory") != NULL) {
 		row_set(r, DC_OK, "cgroup v2 memory controller: the OOM reason is seen", NULL);
-	else if (access("/sys/fs/cgroup/memory/memory.oom_control", R_OK) == 0)
-		row_set(r, DC_OK, "cgroup v1 memory controller: the OOM reason is seen", NULL);
-	else
+	} else if (access("/sys/fs/cgroup/memory/memory.oom_control", R_OK) == 0) {
+		/* v1 is watched through an eventfd registered by a write to
+		 * cgroup.event_control, which ProtectControlGroups=yes makes
+		 * read-only: opened as the watch opens it, nothing written. */
+		int fd = open("/sys/fs/cgroup/memory/cgroup.event_control", O_WRONLY | O_CLOEXEC);
+
+		if (fd >= 0) {
+			close(fd);
+			row_set(r, DC_OK, "cgroup v1 memory controller: the OOM reason is seen",
+			    NULL);
+		} else {
+			char why[200];
+
+			snprintf(why, sizeof(why),
+			    "cgroup v1: cgroup.event_control cannot be written (%s), so a VM stopped by "
+			    "its memory limit reads as a crash",
+			    strerror(errno));
+			row_set(r, DC_WARN, why,
+			    "cgroup v2 (Debian 12's default), or ProtectControlGroups=no in aasd.service");
+		}
+	} else
 		row_set(r, DC_WARN, "no memory cgroup readable here: an OOM reads as a crash",
 		    "a host with the memory controller (cgroup v2 or v1)");
 }
