@@ -236,13 +236,43 @@ check_isolation(const struct config *cfg, struct dc_row *r)
 		    NULL);
 }
 
+/* 1 when /proc hides other users' processes (hidepid, as systemd's
+ * ProtectProc=invisible or noaccess mounts it). */
+static int
+proc_hides_others(void)
+{
+	char line[1024];
+	int hidden = 0;
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+		const char *h = strstr(line, "hidepid=");
+
+		if (strstr(line, " /proc ") != NULL && strstr(line, " - proc ") != NULL)
+			hidden = h != NULL && strncmp(h + 8, "0", 1) != 0 &&
+			    strncmp(h + 8, "off", 3) != 0;
+	}
+	if (f != NULL)
+		fclose(f);
+	return hidden;
+}
+
 static void
 check_cgroups(const struct config *cfg, struct dc_row *r)
 {
 	char buf[256] = "";
-	FILE *f = fopen("/sys/fs/cgroup/cgroup.controllers", "r");
+	FILE *f;
 
 	(void)cfg;
+	/* The watch finds each VM's QEMU, another user's process, in /proc. */
+	if (proc_hides_others()) {
+		row_set(r, DC_WARN,
+		    "/proc hides other users' processes, so the VMs' QEMU cannot be found: a VM "
+		    "stopped by its memory limit reads as a crash",
+		    "ProtectProc=default in aasd.service");
+		return;
+	}
+	f = fopen("/sys/fs/cgroup/cgroup.controllers", "r");
 	if (f != NULL) {
 		if (fgets(buf, sizeof(buf), f) == NULL)
 			buf[0] = '\0';

@@ -11,18 +11,27 @@
 // over https, the terminal over wss, pause and resume, an aasd restart
 // under it), a snapshot and its fork, destroy, and the ledger.
 //
+// Emulated by lib/unit.mjs: User/Group, AmbientCapabilities and
+// CapabilityBoundingSet, NoNewPrivileges, ProtectSystem=strict with
+// ReadWritePaths and StateDirectory, ProtectHome, PrivateTmp,
+// PrivateDevices, ProtectProc, the read-only /sys and /proc/sys
+// of ProtectKernelTunables and ProtectControlGroups, UMask, LimitNOFILE
+// (up to this machine's hard limit), WorkingDirectory.
 // Not emulated without systemd (the unit has them, this test does not):
 // SystemCallFilter=@system-service and SystemCallArchitectures=native
 // (seccomp), MemoryDenyWriteExecute, RestrictAddressFamilies,
 // RestrictNamespaces, RestrictRealtime, RestrictSUIDSGID, LockPersonality,
-// ProtectKernelTunables/Modules/Logs, ProtectControlGroups, ProtectClock,
-// ProtectHostname, ProtectProc=invisible, PrivateDevices, RemoveIPC, the
-// unit's cgroup, and Restart=on-failure. nginx runs as root on high ports
+// ProtectKernelModules/Logs, ProtectClock, ProtectHostname, the rest of
+// ProtectKernelTunables (/proc/sysrq-trigger, /proc/irq ...), RemoveIPC,
+// SupplementaryGroups=libvirt where there is no such group (the libvirt
+// socket is given to group aas instead), the unit's cgroup, ordering
+// (After=, Wants=) and Restart=on-failure. nginx runs as root on high ports
 // of 127.0.0.1 (not 443), so aas's URLs carry a port and the preview domain
 // is given without one: nginx passes $host, which has none.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { promisify } from 'node:util';
 import { mkdirSync, rmSync, existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import {
@@ -36,6 +45,7 @@ import { startSmtpSink } from './lib/smtp.mjs';
 import { WebClient, GOOD_PASSWORD, linkIn, randomEmail, signUpAndLogIn } from './lib/web.mjs';
 import { wsConnect } from './lib/ws.mjs';
 
+const run = promisify(execFile);
 const API = 'api.aas.test';
 const PREVIEW = 'preview.aas.test';
 const SD = path.join(STATE, 'prod');           // AAS_STATE_DIR, as /var/lib/aas
@@ -151,6 +161,13 @@ after(async () => {
   await smtp?.stop();
   await host?.stop();
   await aasctl('host', 'remove', host?.uri ?? '').catch(() => {});
+  // QEMU outlives libvirtd, and tests/run.sh looks for leaks under
+  // STATE/vms only: this file's VMs (under SD/vms) are ended here, and
+  // a leak fails the file.
+  const { stdout } = await run('pgrep', ['-f', `qemu-system.*${SD}/vms/`]).catch(() => ({ stdout: '' }));
+  const left = stdout.split('\n').filter(Boolean).map(Number);
+  for (const pid of left) { try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ } }
+  assert.deepEqual(left, [], 'VMs left running');
 });
 
 test('healthz through nginx answers with the VM layer up; /metrics is not exposed', async () => {

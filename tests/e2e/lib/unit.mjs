@@ -3,8 +3,10 @@
 // (setpriv), in a mount namespace where the system is read-only but the
 // state directory and /run/aas-vm (ProtectSystem=strict, ReadWritePaths),
 // and so are /sys, /sys/fs/cgroup and /proc/sys (ProtectKernelTunables and
-// ProtectControlGroups, in part), /tmp is a fresh tmpfs (PrivateTmp) and
-// /home, /root are empty and closed (ProtectHome). The namespace is made as root before setpriv drops
+// ProtectControlGroups, in part), /proc shows only aas's processes where
+// the unit says ProtectProc=invisible, /dev has only the pseudo devices
+// (PrivateDevices), /tmp is a fresh tmpfs (PrivateTmp) and /home, /root
+// are empty and closed (ProtectHome). The namespace is made as root before setpriv drops
 // privileges; unshare, sh and setpriv each exec the next, so the process
 // started is aasd itself.
 import { execFileSync } from 'node:child_process';
@@ -38,7 +40,10 @@ function unitShape() {
   if (ambient.join() !== bounding.join()) {
     throw new Error('deploy/aasd.service: AmbientCapabilities and CapabilityBoundingSet differ');
   }
+  const proc = u.ProtectProc || 'default';
+  if (!['default', 'invisible'].includes(proc)) throw new Error(`lib/unit.mjs: no emulation of ProtectProc=${proc}`);
   return {
+    hideProc: proc === 'invisible',
     user: u.User, group: u.Group, caps: ['-all', ...ambient.map((c) => `+${c}`)].join(','),
     umask: u.UMask, nofile: u.LimitNOFILE, stateMode: parseInt(u.StateDirectoryMode || '0755', 8),
   };
@@ -93,8 +98,24 @@ for m in $(awk '{ print $5 }' /proc/self/mountinfo | sort -u); do
 	case $m in /dev | /dev/* | /proc | /proc/*) continue ;; esac
 	mount -o remount,bind,ro "$m" 2>/dev/null || true
 done
+# ProtectProc=invisible, when the unit asks for it: other users'
+# processes are not in /proc.
+${UNIT.hideProc ? 'mount -t proc -o hidepid=invisible,nosuid,nodev,noexec aas-proc /proc' : ':'}
 mount --bind /proc/sys /proc/sys
 mount -o remount,bind,ro /proc/sys
+# PrivateDevices: a /dev of the pseudo devices only.
+mount -t tmpfs -o mode=755,nosuid,noexec aas-dev /dev
+for d in null:1:3 zero:1:5 full:1:7 random:1:8 urandom:1:9 tty:5:0; do
+	n=\${d%%:*}
+	mm=\${d#*:}
+	mknod -m 666 "/dev/$n" c "\${mm%:*}" "\${mm#*:}"
+done
+mkdir /dev/pts /dev/shm
+mount -t devpts -o newinstance,ptmxmode=0666,mode=620 aas-pts /dev/pts
+ln -s pts/ptmx /dev/ptmx
+mount -t tmpfs -o mode=1777,nosuid,nodev aas-shm /dev/shm
+ln -s /proc/self/fd /dev/fd
+for i in 0:stdin 1:stdout 2:stderr; do ln -s "/proc/self/fd/\${i%:*}" "/dev/\${i#*:}"; done
 for p in /usr /sys/fs/cgroup /proc/sys/kernel; do
 	if touch "$p/.aas-unit-probe" 2>/dev/null; then echo "unit: $p is still writable" >&2; exit 1; fi
 done
