@@ -108,8 +108,10 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 	# Before any sandbox with a network device boots: nothing QEMU sends
 	# may leave for addresses beyond loopback and the tests' namespaces.
 	sh tests/net-safety.sh install || { echo "network safety rule failed"; failed=$((failed + 1)); }
-	# VMs of an earlier run (QEMU outlives the aasd that started it) go.
-	pkill -f "qemu-system.*$STATE/vms/" 2>/dev/null || true
+	# VMs of an earlier run (QEMU outlives the aasd that started it) go;
+	# production.test.mjs keeps its aasd's state, VMs too, in $STATE/prod.
+	vms="$STATE/(prod/)?vms/"
+	pkill -f "qemu-system.*$vms" 2>/dev/null || true
 	pkill -f "libvirtd -f $STATE/hosts/" 2>/dev/null || true
 	rm -rf "$STATE"/libvirt-* "$STATE/vms" "$STATE/uids" "$STATE/hosts"
 	# A fresh database each run: tests never see a previous run's rows.
@@ -183,11 +185,18 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 	printf 'e2e  %3s passed, %s failed\n' "$p" "$f"
 	# Every test stops its VMs; one still running here is a leak, counted
 	# as a failure and ended so the run leaves nothing behind.
-	left=$(pgrep -fc "qemu-system.*$STATE/vms/" || true)
+	left=$(pgrep -fc "qemu-system.*$vms" || true)
 	if [ "${left:-0}" -gt 0 ]; then
 		echo "e2e left $left VM(s) running:"
-		pgrep -af "qemu-system.*$STATE/vms/" | grep -o "$STATE/vms/[^/]*" | sort -u
-		pkill -f "qemu-system.*$STATE/vms/" 2>/dev/null || true
+		pgrep -af "qemu-system.*$vms" | grep -Eo "$vms[^/]*" | sort -u
+		pkill -f "qemu-system.*$vms" 2>/dev/null || true
+		failed=$((failed + 1))
+	fi
+	# production.test.mjs's nginx (its configuration is under $STATE).
+	left=$(pgrep -fc "nginx -e $STATE/" || true)
+	if [ "${left:-0}" -gt 0 ]; then
+		echo "e2e left $left nginx master(s) running"
+		pkill -f "nginx -e $STATE/" 2>/dev/null || true
 		failed=$((failed + 1))
 	fi
 	# The fleet tests' libvirt daemons too.

@@ -144,6 +144,10 @@ before(async () => {
   const ruleEnv = { PATH: process.env.PATH, AAS_NET_ALLOW: TEST_NET_ALLOW, AAS_DATABASE_URL: DB_URL };
   await aasctl('host', 'add', host.uri, '--isolation-rule', host.installRule(path.join(BUILD, 'aasd'), ruleEnv));
   watcher = startWatcher();
+  // aasd.service comes after aas-netguard.service: its first status is
+  // there when aasd starts (unless the watcher failed, which a step names).
+  await waitFor('the watcher\'s status', () => existsSync(NETGUARD_STATUS) || watcher.exitCode !== null, 15000)
+    .catch(() => {});
   srv = await startUnitAasd();
   const certs = makeCerts(path.join(NGX, 'tls'), [API, `*.${PREVIEW}`]);
   const conf = writeNginxConf(NGX, { api: API, preview: PREVIEW, port, httpPort, upstreamPort: aasdPort, certs });

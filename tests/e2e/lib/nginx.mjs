@@ -90,6 +90,10 @@ export async function startNginx(conf, port) {
   proc.stdout.on('data', (d) => { log += d; });
   proc.stderr.on('data', (d) => { log += d; });
   const exited = new Promise((r) => proc.on('exit', r));
+  // A test process that ends without stop() takes nginx with it.
+  const onExit = () => { try { proc.kill('SIGTERM'); } catch { /* gone */ } };
+  process.on('exit', onExit);
+  exited.then(() => process.off('exit', onExit));
   const deadline = Date.now() + START_MS;
   while (!await canConnect(port)) {
     if (proc.exitCode !== null) throw new Error(`nginx exited:\n${log}`);
