@@ -32,7 +32,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdirSync, rmSync, existsSync, readFileSync } from 'node:fs';
+import { mkdirSync, rmSync, existsSync } from 'node:fs';
 import path from 'node:path';
 import {
   BUILD, DB_URL, STATE, TEST_NET_ALLOW, aasctl, baseEnv, freePort, psql, sleep, startAasd, toolCaller, vmEnv,
@@ -158,16 +158,14 @@ before(async () => {
 after(async () => {
   // Whatever failed, nothing stays running.
   for (const { id } of made) await call?.('destroy_sandbox', { sandbox_id: id }).catch(() => {});
-  const stops = [srv?.stop().catch((e) => { console.log(`aasd stop: ${e.message}`); return srv.kill(); })];
-  await Promise.all(stops);
+  await srv?.stop().catch((e) => { console.log(`aasd stop: ${e.message}`); return srv.kill(); });
   if (watcher && watcher.exitCode === null) { watcher.kill('SIGTERM'); await watcher.exited; }
   await nginx?.stop();
   await smtp?.stop();
   await host?.stop();
   await aasctl('host', 'remove', host?.uri ?? '').catch(() => {});
-  // QEMU outlives libvirtd, and tests/run.sh looks for leaks under
-  // STATE/vms only: this file's VMs (under SD/vms) are ended here, and
-  // a leak fails the file.
+  // QEMU outlives aasd and libvirtd: a VM still running (aasd died before
+  // destroying it) is ended here and fails the file.
   const { stdout } = await run('pgrep', ['-f', `qemu-system.*${SD}/vms/`]).catch(() => ({ stdout: '' }));
   const left = stdout.split('\n').filter(Boolean).map(Number);
   for (const pid of left) { try { process.kill(pid, 'SIGKILL'); } catch { /* gone */ } }
