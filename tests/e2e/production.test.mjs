@@ -309,10 +309,9 @@ test('an aasd restart (SIGTERM, started again the same way) keeps the sandbox wo
 test('a snapshot and a fork from it', async () => {
   const s = await ok('snapshot_sandbox', { sandbox_id: sbx, keep_minutes: 10 });
   assert.match(s.snapshot_id, /^snp-/, JSON.stringify(s));
-  // internet: false only where the sandbox has none: a create asks for
-  // networking by default, also from a snapshot without it.
-  const f = await ok('create_sandbox', { from_snapshot: s.snapshot_id, timeout_minutes: 5,
-    ...(netOk ? {} : { internet: false }) });
+  // The fork has the snapshot's network, whatever internet says.
+  const f = await ok('create_sandbox', { from_snapshot: s.snapshot_id, timeout_minutes: 5 });
+  assert.equal(f.network, netOk ? 'nat' : 'none', JSON.stringify(f));
   made.push({ id: f.sandbox_id });
   const r = await ok('run_command', { sandbox_id: f.sandbox_id, command: 'cat ~/tree/top.txt' });
   assert.equal(r.stdout, 'top\n', 'the fork has the file');
