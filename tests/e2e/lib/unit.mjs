@@ -122,7 +122,7 @@ done
 # PrivateTmp, ProtectHome (empty and closed, as systemd's inaccessible dirs).
 mount -t tmpfs -o mode=1777,nosuid,nodev aas-tmp /tmp
 for h in /home /root /run/user; do
-	[ -d "$h" ] && mount -t tmpfs -o mode=000,size=4k aas-home "$h"
+	if [ -d "$h" ]; then mount -t tmpfs -o mode=000,size=4k aas-home "$h"; fi
 done
 # ReadWritePaths=/run/aas-vm and StateDirectory=.
 mount --bind "$RUNVM" /run/aas-vm
