@@ -36,6 +36,19 @@ if [ -n "$missing" ]; then
 	apt-get install -y -q --no-install-recommends $missing >/dev/null
 fi
 
+# aasd runs as aas (deploy/aasd.service, docs/operations.md step 3); the
+# production-shaped test runs it so too. In group libvirt where the daemon
+# package made one (the unit's SupplementaryGroups=libvirt).
+if ! getent passwd aas >/dev/null 2>&1; then
+	if [ "$(id -u)" -ne 0 ]; then
+		echo "install-deps: user aas missing (run as root to create it)" >&2
+		exit 1
+	fi
+	useradd --system --home-dir /var/lib/aas --shell /usr/sbin/nologin --user-group aas
+fi
+if getent group libvirt >/dev/null 2>&1 && ! id -nG aas | grep -qw libvirt; then
+	usermod -a -G libvirt aas
+fi
 # QEMU for sandboxes runs as a user that nothing else uses, so host firewall
 # rules can name exactly its traffic (and nothing else shares its files).
 if ! getent passwd aas-qemu >/dev/null 2>&1; then

@@ -4,8 +4,12 @@
 #     nginx.conf in a temporary directory (self-signed certificates, listen
 #     addresses moved to loopback high ports; nothing is started);
 #   - systemd: `systemd-analyze verify` on aasd.service and
-#     aas-netguard.service (ExecStart pointed
-#     at a built aasd).
+#     aas-netguard.service (ExecStart pointed at a built aasd);
+#   - that aas-tmpfiles.conf makes every ReadWritePaths= directory of
+#     aasd.service, owned by its User= and Group= (else the unit fails with
+#     226/NAMESPACE, or aasd cannot use /run/aas-vm), and that the unit's
+#     AmbientCapabilities= and CapabilityBoundingSet= are one set (what
+#     tests/e2e/production.test.mjs runs aasd with).
 # A tool that is missing is reported and skipped. NGINX_BIN and AASD may
 # name the binaries (defaults: nginx on the PATH, build/aasd). (Not NGINX:
 # nginx itself reads that variable.)
@@ -93,6 +97,28 @@ check_systemd() {
 	echo "verify: systemd: aasd.service and aas-netguard.service are valid"
 }
 
+# The value of a [Service] setting of aasd.service (the last one wins).
+unit_get() {
+	sed -n "s/^$1=//p" "$here/aasd.service" | tail -n 1
+}
+
+check_unit_files() {
+	user=$(unit_get User)
+	group=$(unit_get Group)
+	for d in $(unit_get ReadWritePaths); do
+		if ! grep -Eq "^d +$d +0700 +$user +$group( |\$)" "$here/aas-tmpfiles.conf"; then
+			echo "verify: aas-tmpfiles.conf does not make $d 0700 $user $group (ReadWritePaths=)" >&2
+			return 1
+		fi
+	done
+	if [ "$(unit_get AmbientCapabilities)" != "$(unit_get CapabilityBoundingSet)" ]; then
+		echo "verify: aasd.service: AmbientCapabilities and CapabilityBoundingSet differ" >&2
+		return 1
+	fi
+	echo "verify: aas-tmpfiles.conf makes the unit's ReadWritePaths; its capabilities are one set"
+}
+
 check_nginx || rc=1
 check_systemd || rc=1
+check_unit_files || rc=1
 exit $rc

@@ -236,23 +236,71 @@ check_isolation(const struct config *cfg, struct dc_row *r)
 		    NULL);
 }
 
+/* 1 when /proc hides other users' processes (hidepid, as systemd's
+ * ProtectProc=invisible or noaccess mounts it). */
+static int
+proc_hides_others(void)
+{
+	char line[1024];
+	int hidden = 0;
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+
+	while (f != NULL && fgets(line, sizeof(line), f) != NULL) {
+		const char *h = strstr(line, "hidepid=");
+
+		if (strstr(line, " /proc ") != NULL && strstr(line, " - proc ") != NULL)
+			hidden = h != NULL && strncmp(h + 8, "0", 1) != 0 &&
+			    strncmp(h + 8, "off", 3) != 0;
+	}
+	if (f != NULL)
+		fclose(f);
+	return hidden;
+}
+
 static void
 check_cgroups(const struct config *cfg, struct dc_row *r)
 {
 	char buf[256] = "";
-	FILE *f = fopen("/sys/fs/cgroup/cgroup.controllers", "r");
+	FILE *f;
 
 	(void)cfg;
+	/* The watch finds each VM's QEMU, another user's process, in /proc. */
+	if (proc_hides_others()) {
+		row_set(r, DC_WARN,
+		    "/proc hides other users' processes, so the VMs' QEMU cannot be found: a VM "
+		    "stopped by its memory limit reads as a crash",
+		    "ProtectProc=default in aasd.service");
+		return;
+	}
+	f = fopen("/sys/fs/cgroup/cgroup.controllers", "r");
 	if (f != NULL) {
 		if (fgets(buf, sizeof(buf), f) == NULL)
 			buf[0] = '\0';
 		fclose(f);
 	}
-	if (strstr(buf, "memory") != NULL)
+	if (strstr(buf, "memory") != NULL) {
 		row_set(r, DC_OK, "cgroup v2 memory controller: the OOM reason is seen", NULL);
-	else if (access("/sys/fs/cgroup/memory/memory.oom_control", R_OK) == 0)
-		row_set(r, DC_OK, "cgroup v1 memory controller: the OOM reason is seen", NULL);
-	else
+	} else if (access("/sys/fs/cgroup/memory/memory.oom_control", R_OK) == 0) {
+		/* v1 is watched through an eventfd registered by a write to
+		 * cgroup.event_control, which ProtectControlGroups=yes makes
+		 * read-only: opened as the watch opens it, nothing written. */
+		int fd = open("/sys/fs/cgroup/memory/cgroup.event_control", O_WRONLY | O_CLOEXEC);
+
+		if (fd >= 0) {
+			close(fd);
+			row_set(r, DC_OK, "cgroup v1 memory controller: the OOM reason is seen",
+			    NULL);
+		} else {
+			char why[200];
+
+			snprintf(why, sizeof(why),
+			    "cgroup v1: cgroup.event_control cannot be written (%s), so a VM stopped by "
+			    "its memory limit reads as a crash",
+			    strerror(errno));
+			row_set(r, DC_WARN, why,
+			    "cgroup v2 (Debian 12's default), or ProtectControlGroups=no in aasd.service");
+		}
+	} else
 		row_set(r, DC_WARN, "no memory cgroup readable here: an OOM reads as a crash",
 		    "a host with the memory controller (cgroup v2 or v1)");
 }

@@ -213,6 +213,8 @@ struct create_tx {
 	int claimed;
 	int64_t price;
 	enum vm_net net;
+	int net_ok;        /* a fork: networking can give a device now */
+	char net_why[300]; /* and why not */
 };
 
 /* The ledger charge and the row's price, in the create transaction. */
@@ -272,6 +274,13 @@ fork_tx(PGconn *c, struct create_tx *t, struct err *e)
 	t->price = cat_price(cfg, sz);
 	t->net = sbx_net_parse(sn.net);
 	t->n.net = vm_net_name(t->net);
+	if (t->net != VM_NET_NONE && !t->net_ok) {
+		err_set_at(e, ERR_UNAVAILABLE, "from_snapshot",
+		    "from_snapshot: snapshot %s has a network device, and sandbox networking is"
+		    " unavailable on this server (%s)",
+		    snap, t->net_why);
+		return -1;
+	}
 	memcpy(t->id, "sbx-", 4);
 	if (key_random_base36(t->id + 4, 16) < 0) {
 		err_set(e, ERR_INTERNAL, "random generator failed");
@@ -383,7 +392,12 @@ sbx_create(struct sbx *s, const char *account, const struct sbx_create_req *req,
 	t.size_asked = req->size;
 	t.n.from_snapshot = req->from_snapshot;
 	t.price = cat_price(cfg, size);
-	if (sbx_net_for(s, req->internet, &t.net, e) < 0)
+	/* A fork has its snapshot's network, whatever `internet` says
+	 * (fork_tx): asked here, outside the transaction, whether a device can
+	 * be given now. */
+	if (req->from_snapshot)
+		t.net_ok = sbx_net_available(s, t.net_why, sizeof(t.net_why));
+	else if (sbx_net_for(s, req->internet, &t.net, e) < 0)
 		return NULL;
 	t.n.net = vm_net_name(t.net);
 	if (orch_wait_ready(s->orch, 60000, e) < 0)

@@ -28,7 +28,7 @@ FILE_S=${E2E_FILE_S:-900}
 TOTAL_S=${E2E_TOTAL_S:-3900}
 # Started first in the lanes (the longest known, so no lane ends late
 # on one of them); the others follow in name order.
-SLOW_FIRST="blackbox hostile_guest snapshot jail files pause vm_crash billing seed fleet clients"
+SLOW_FIRST="blackbox hostile_guest snapshot jail files pause vm_crash billing seed fleet clients production"
 
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 if [ "$(id -u)" -eq 0 ]; then aspg="runuser -u postgres --"; else aspg=""; fi
@@ -43,8 +43,9 @@ fresh_db() { # NAME
 # VMs and hypervisor daemons of an earlier run (QEMU outlives the aasd
 # that started it) go, and their directories with them.
 fresh_state() { # DIR
-	pkill -f "qemu-system.*$1/vms/" 2>/dev/null || true
+	pkill -f "qemu-system.*$1/(prod/)?vms/" 2>/dev/null || true
 	pkill -f "libvirtd -f $1/hosts/" 2>/dev/null || true
+	pkill -f "nginx -e $1/" 2>/dev/null || true
 	rm -rf "$1"/libvirt-* "$1/vms" "$1/uids" "$1/hosts"
 	mkdir -p "$1/log"
 }

@@ -133,12 +133,21 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 	printf 'e2e  %3s passed, %s failed\n' "$p" "$f"
 	# Every test stops its VMs; one still running here is a leak, counted
 	# as a failure and ended so the run leaves nothing behind.
-	# (Each lane's state directory is STATE1, STATE2, ...)
-	left=$(pgrep -fc "qemu-system.*$STATE[0-9]*/vms/" || true)
+	# (Each lane's state directory is STATE1, STATE2, ...; production.test.mjs
+	# keeps its aasd's, VMs too, in STATE/prod.)
+	vms="$STATE[0-9]*/(prod/)?vms/"
+	left=$(pgrep -fc "qemu-system.*$vms" || true)
 	if [ "${left:-0}" -gt 0 ]; then
 		echo "e2e left $left VM(s) running:"
-		pgrep -af "qemu-system.*$STATE[0-9]*/vms/" | grep -o "$STATE[0-9]*/vms/[^/]*" | sort -u
-		pkill -f "qemu-system.*$STATE[0-9]*/vms/" 2>/dev/null || true
+		pgrep -af "qemu-system.*$vms" | grep -Eo "$vms[^/]*" | sort -u
+		pkill -f "qemu-system.*$vms" 2>/dev/null || true
+		failed=$((failed + 1))
+	fi
+	# production.test.mjs's nginx (its configuration is under $STATE).
+	left=$(pgrep -fc "nginx -e $STATE/" || true)
+	if [ "${left:-0}" -gt 0 ]; then
+		echo "e2e left $left nginx master(s) running"
+		pkill -f "nginx -e $STATE/" 2>/dev/null || true
 		failed=$((failed + 1))
 	fi
 	# The fleet tests' libvirt daemons too.

@@ -348,7 +348,9 @@ orch_make_vm_files_from(struct orch *o, struct vm_host *h, const char *id, enum 
 	/* A snapshot's disk is an overlay on the same image: copied whole. */
 	if (from_disk ? fcopy_path(from_disk, disk, 0600, e) < 0 : run_quiet(argv, e) < 0)
 		return -1;
-	if (chown(disk, *uid, *gid) < 0 || chmod(disk, 0600) < 0) {
+	/* chmod first: once the VM's user owns it, only CAP_FOWNER (which
+	 * the unit does not give) could change its mode. */
+	if (chmod(disk, 0600) < 0 || chown(disk, *uid, *gid) < 0) {
 		err_set(e, ERR_INTERNAL, "cannot hand %s to uid %u: %s", disk, (unsigned)*uid,
 		    strerror(errno));
 		return -1;
@@ -527,14 +529,16 @@ orch_wait_agent(struct vm_host *h, const char *name, long long deadline, struct 
 }
 
 /* Watches the memory cgroup of domain `name`'s QEMU when it runs on this
- * machine (a qemu:/// URI), so a stop by its memory limit is told apart. */
+ * machine, so a stop by its memory limit is told apart. Any URI without
+ * a host name (qemu:///system, or qemu+unix:///system?socket=... for a
+ * daemon on a socket of its own) has its QEMU here. */
 static void
 watch_memory(struct orch *o, struct vm_host *h, const char *name)
 {
 	struct err e;
 	pid_t pid;
 
-	if (o->oom == NULL || strncmp(vm_host_uri(h), "qemu:///", 8) != 0 ||
+	if (o->oom == NULL || !orch_uri_this_machine(vm_host_uri(h)) ||
 	    oomwatch_watching(o->oom, name))
 		return;
 	err_clear(&e);

@@ -97,4 +97,5 @@ test('deploy/verify.sh passes (nginx -t and systemd-analyze when installed)', as
   });
   assert.match(stdout, /nginx/);
   assert.match(stdout, /systemd/);
+  assert.match(stdout, /makes the unit's ReadWritePaths/);
 });

@@ -153,6 +153,37 @@ test_fork_is_a_new_sandbox_of_the_snapshot(void **state)
 	assert_int_equal(snap_count(s, s->account), 1);
 }
 
+/* Under AAS_NET=off: a fork has its snapshot's network whatever
+ * `internet` says, so a snapshot without one forks with the default, and
+ * one with a device (as if taken while networking worked) is refused. */
+static void
+test_fork_takes_its_snapshots_network(void **state)
+{
+	struct sfx *s = *state;
+	char id[ID_MAX], snap[ID_MAX], fork[ID_MAX];
+	json_t *r;
+
+	r = sfx_ok(s, s->account, "create_sandbox",
+	    json_pack("{s:i, s:b}", "timeout_minutes", 10, "internet", 0));
+	snprintf(id, sizeof(id), "%s", sfx_str(r, "sandbox_id"));
+	assert_string_equal(sfx_str(r, "network"), "none");
+	json_decref(r);
+	r = snapshot(s, id);
+	snprintf(snap, sizeof(snap), "%s", sfx_str(r, "snapshot_id"));
+	json_decref(r);
+	r = sfx_ok(s, s->account, "create_sandbox",
+	    json_pack("{s:s, s:i}", "from_snapshot", snap, "timeout_minutes", 5));
+	assert_string_equal(sfx_str(r, "network"), "none");
+	snprintf(fork, sizeof(fork), "%s", sfx_str(r, "sandbox_id"));
+	json_decref(r);
+	json_decref(sfx_ok(s, s->account, "destroy_sandbox",
+	    json_pack("{s:s}", "sandbox_id", fork)));
+	exec_sql(s, "UPDATE snapshots SET network = 'nat' WHERE id = $1", snap);
+	sfx_fails(s, s->account, "create_sandbox",
+	    json_pack("{s:s, s:b}", "from_snapshot", snap, "internet", 0), ERR_UNAVAILABLE);
+	json_decref(sfx_ok(s, s->account, "destroy_sandbox", json_pack("{s:s}", "sandbox_id", id)));
+}
+
 static void
 test_snapshots_never_cross_accounts(void **state)
 {
@@ -289,6 +320,8 @@ main(void)
 		T(test_cap_and_failures_change_nothing),
 		T(test_snapshot_expires),
 		T(test_reconcile_ends_a_snapshot),
+		cmocka_unit_test_setup_teardown(test_fork_takes_its_snapshots_network,
+		    sfx_setup_net_off, sfx_teardown),
 	};
 
 	return cmocka_run_group_tests(tests, sfx_group_setup, sfx_group_teardown);

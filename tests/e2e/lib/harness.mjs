@@ -84,11 +84,15 @@ export function vmEnv(rootName, extra = {}) {
 }
 
 // Starts aasd and waits until /healthz answers. Returns a handle whose
-// stop() sends SIGTERM and waits for the exit.
-export async function startAasd(env = {}) {
-  const port = await freePort();
+// stop() sends SIGTERM and waits for the exit. `wrap` turns aasd's argv
+// into the command that runs it (tests/e2e/lib/unit.mjs: as the systemd
+// unit would), which must exec aasd in the end, so the pid is aasd's;
+// `port` keeps the listen port of an aasd started before.
+export async function startAasd(env = {}, { wrap = (argv) => argv, port: keep = 0 } = {}) {
+  const port = keep || await freePort();
   const listen = `127.0.0.1:${port}`;
-  const proc = spawn(path.join(BUILD, 'aasd'), [], {
+  const argv = wrap([path.join(BUILD, 'aasd')]);
+  const proc = spawn(argv[0], argv.slice(1), {
     env: baseEnv({ AAS_LISTEN: listen, ...env }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -202,9 +206,10 @@ export const JSON_HEADERS = {
   Accept: 'application/json, text/event-stream',
 };
 
-// One raw POST; returns {status, headers, text, json}.
-export async function post(url, body, headers = {}) {
-  const r = await fetch(url, {
+// One raw POST; returns {status, headers, text, json}. `via` is a fetch
+// of the same shape (lib/nginx.mjs: TLS with the test's own CA).
+export async function post(url, body, headers = {}, via = fetch) {
+  const r = await via(url, {
     method: 'POST',
     headers: { ...JSON_HEADERS, ...headers },
     body: typeof body === 'string' ? body : JSON.stringify(body),
@@ -223,27 +228,29 @@ export function initializeBody(id = 1, version = PROTOCOL) {
 }
 
 // initialize + notifications/initialized; returns the session id.
-export async function openSession(mcpUrl, headers = {}, version = PROTOCOL) {
-  const r = await post(mcpUrl, initializeBody(1, version), headers);
+export async function openSession(mcpUrl, headers = {}, version = PROTOCOL, via = fetch) {
+  const r = await post(mcpUrl, initializeBody(1, version), headers, via);
   if (r.status !== 200) throw new Error(`initialize: ${r.status} ${r.text}`);
   const sid = r.headers.get('mcp-session-id');
   const n = await post(mcpUrl, { jsonrpc: '2.0', method: 'notifications/initialized' },
-    { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': version, ...headers });
+    { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': version, ...headers }, via);
   if (n.status !== 202) throw new Error(`initialized: ${n.status}`);
   return sid;
 }
 
 // An MCP session with acct's key on aasd; returns call(name, args), which
 // resolves to the tool result as { isError, text, json } (json: the text
-// parsed, or null for an error message).
+// parsed, or null for an error message). aasd.fetch, when there is one,
+// carries the requests (lib/nginx.mjs).
 export async function toolCaller(aasd, acct) {
-  const sid = await openSession(aasd.mcpUrl, { 'x-api-key': acct.api_key });
+  const via = aasd.fetch ?? fetch;
+  const sid = await openSession(aasd.mcpUrl, { 'x-api-key': acct.api_key }, PROTOCOL, via);
   const H = { 'Mcp-Session-Id': sid, 'MCP-Protocol-Version': PROTOCOL, 'x-api-key': acct.api_key };
   let n = 1;
   return async (name, args) => {
     const id = n++;
     const r = await post(aasd.mcpUrl, { jsonrpc: '2.0', id, method: 'tools/call',
-      params: { name, arguments: args } }, H);
+      params: { name, arguments: args } }, H, via);
     if (r.status !== 200) throw new Error(`${name}: HTTP ${r.status} ${r.text.slice(0, 300)}`);
     const msg = r.json ?? sseMessages(r.text).find((m) => m.id === id);
     if (!msg) throw new Error(`${name}: no answer in ${r.text.slice(0, 300)}`);

@@ -11,6 +11,10 @@
 // this one by a veth pair: the host's private address is netns.peer.
 // With `hide`, those directories (aasd's VM files, the image) are empty
 // in the daemon's mount namespace: a host that shares nothing with aasd.
+// With `binds` ([[source, target], ...]) the daemon sees those directories
+// at those paths (the /run/aas-vm of an aasd in a mount namespace of its
+// own); with `sockGroup` its socket is 0770 for that group, as Debian's
+// libvirt group is, for an aasd that is not root.
 import { createHash, randomUUID } from 'node:crypto';
 import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
@@ -30,6 +34,7 @@ mount --bind "$D/lib" /var/lib/libvirt
 mount --bind "$D/cache" /var/cache/libvirt
 mount --bind "$D/log" /var/log/libvirt
 mount --bind "$D/etc" /etc/libvirt
+for b in $HOSTD_BINDS; do mkdir -p "\${b#*=}"; mount --bind "\${b%%=*}" "\${b#*=}"; done
 for p in "$@"; do mount -t tmpfs -o size=1m,mode=0755 aas-hidden "$p"; done
 exec libvirtd -f "$D/etc/libvirtd.conf" -p "$D/libvirtd.pid"
 `;
@@ -67,13 +72,16 @@ export function makeNetns(name, host, peer) {
   return { ns, host, peer, path: `/run/netns/${ns}`, remove };
 }
 
-export async function startHostd(name, { qemuUser = 'aas-qemu', netns = null, base = STATE, hide = [] } = {}) {
+export async function startHostd(name, {
+  qemuUser = 'aas-qemu', netns = null, base = STATE, hide = [], binds = [], sockGroup = null,
+} = {}) {
   const dir = path.join(base, 'hosts', name);
   const sockDir = path.join(dir, 'sock');
   const sock = path.join(sockDir, 'libvirt-sock');
   for (const d of ['sock', 'run', 'lib', 'cache', 'log', 'etc']) mkdirSync(path.join(dir, d), { recursive: true });
   writeFileSync(path.join(dir, 'etc/libvirtd.conf'), [
-    `unix_sock_dir = "${sockDir}"`, 'unix_sock_rw_perms = "0700"', 'auth_unix_rw = "none"',
+    `unix_sock_dir = "${sockDir}"`, `unix_sock_rw_perms = "${sockGroup ? '0770' : '0700'}"`,
+    ...(sockGroup ? [`unix_sock_group = "${sockGroup}"`] : []), 'auth_unix_rw = "none"',
     `host_uuid = "${randomUUID()}"`,
     'auth_unix_ro = "none"', 'log_outputs = "3:stderr"', ''].join('\n'));
   // The settings aasd writes for its embedded driver (vmm/vm.c).
@@ -86,9 +94,13 @@ export async function startHostd(name, { qemuUser = 'aas-qemu', netns = null, ba
       // nsenter joins the network namespace only (ip netns exec would
       // also remount /sys and hide the cgroups libvirt needs).
       const cmd = ['unshare', '--mount', '--propagation', 'private', 'sh', '-c', SCRIPT, 'sh', dir, ...hide];
+      const opts = {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, HOSTD_BINDS: binds.map(([s, t]) => `${s}=${t}`).join(' ') },
+      };
       this.proc = netns
-        ? spawn('nsenter', [`--net=${netns.path}`, ...cmd], { stdio: ['ignore', 'pipe', 'pipe'] })
-        : spawn(cmd[0], cmd.slice(1), { stdio: ['ignore', 'pipe', 'pipe'] });
+        ? spawn('nsenter', [`--net=${netns.path}`, ...cmd], opts)
+        : spawn(cmd[0], cmd.slice(1), opts);
       this.proc.stdout.on('data', (d) => { this.log += d; });
       this.proc.stderr.on('data', (d) => { this.log += d; });
       this.exited = new Promise((r) => this.proc.on('exit', r));

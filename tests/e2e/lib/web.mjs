@@ -4,8 +4,10 @@ import crypto from 'node:crypto';
 import http from 'node:http';
 
 export class WebClient {
-  constructor(base) {
+  // `via`: a fetch of the same shape (lib/nginx.mjs: TLS with the test's CA).
+  constructor(base, via = fetch) {
     this.base = base;
+    this.via = via;
     this.cookies = new Map();
   }
 
@@ -25,7 +27,7 @@ export class WebClient {
   }
 
   async get(path, headers = {}) {
-    const res = await fetch(this.base + path, {
+    const res = await this.via(this.base + path, {
       redirect: 'manual', headers: { cookie: this.cookieHeader(), ...headers },
     });
     this.keep(res);
@@ -33,7 +35,7 @@ export class WebClient {
   }
 
   async post(path, fields, headers = {}) {
-    const res = await fetch(this.base + path, {
+    const res = await this.via(this.base + path, {
       method: 'POST',
       redirect: 'manual',
       headers: {

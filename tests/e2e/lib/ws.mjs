@@ -2,6 +2,7 @@
 // out, one frame back) over a raw TCP connection, so a test controls the
 // Host header and needs no library. Node 20 has no WebSocket client.
 import net from 'node:net';
+import tls from 'node:tls';
 import { createHash, randomBytes } from 'node:crypto';
 
 // Connects to 127.0.0.1:port with `host` as the Host header, sends `text`
@@ -94,11 +95,14 @@ while True:
 // binary and text message received, as one string), waitFor(re, ms)
 // and `closed`, a promise of { code, reason } when the server closes
 // (code 1006 when the connection drops without a close frame).
-export function wsConnect(port, path, headers = {}, timeoutMs = 60000) {
+// `tls` (options of tls.connect: ca, servername) makes it wss, and `host`
+// replaces the Host header (a name nginx serves).
+export function wsConnect(port, path, headers = {}, timeoutMs = 60000,
+  { tls: tlsOpts = null, host = `127.0.0.1:${port}` } = {}) {
   return new Promise((resolve, reject) => {
     const key = randomBytes(16).toString('base64');
     const want = createHash('sha1').update(`${key}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`).digest('base64');
-    const sock = net.connect(port, '127.0.0.1');
+    const sock = tlsOpts ? tls.connect({ port, host: '127.0.0.1', ...tlsOpts }) : net.connect(port, '127.0.0.1');
     let buf = Buffer.alloc(0);
     let head = null;
     let frag = [];
@@ -185,9 +189,9 @@ export function wsConnect(port, path, headers = {}, timeoutMs = 60000) {
     const timer = setTimeout(() => { sock.destroy(); reject(new Error('websocket timeout')); }, timeoutMs);
     sock.on('error', (e) => { clearTimeout(timer); if (head === null) reject(e); });
     sock.on('close', () => { closedResolve(closeFrame || { code: 1006, reason: '' }); });
-    sock.on('connect', () => {
+    sock.on(tlsOpts ? 'secureConnect' : 'connect', () => {
       const extra = Object.entries(headers).map(([k, v]) => `${k}: ${v}\r\n`).join('');
-      sock.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nUpgrade: websocket\r\n` +
+      sock.write(`GET ${path} HTTP/1.1\r\nHost: ${host}\r\nUpgrade: websocket\r\n` +
         `Connection: Upgrade\r\nSec-WebSocket-Key: ${key}\r\nSec-WebSocket-Version: 13\r\n${extra}\r\n`);
     });
     let refused = null;
