@@ -257,6 +257,11 @@ proc_hides_others(void)
 	return hidden;
 }
 
+/* Where libvirt puts VMs' memory cgroups on v1: machined's slice, or
+ * "machine" on a host without systemd. */
+#define V1_SLICE_SYSTEMD "/sys/fs/cgroup/memory/machine.slice"
+#define V1_SLICE_PLAIN "/sys/fs/cgroup/memory/machine"
+
 static void
 check_cgroups(const struct config *cfg, struct dc_row *r)
 {
@@ -282,9 +287,18 @@ check_cgroups(const struct config *cfg, struct dc_row *r)
 		row_set(r, DC_OK, "cgroup v2 memory controller: the OOM reason is seen", NULL);
 	} else if (access("/sys/fs/cgroup/memory/memory.oom_control", R_OK) == 0) {
 		/* v1 is watched through an eventfd registered by a write to
-		 * cgroup.event_control, which ProtectControlGroups=yes makes
-		 * read-only: opened as the watch opens it, nothing written. */
-		int fd = open("/sys/fs/cgroup/memory/cgroup.event_control", O_WRONLY | O_CLOEXEC);
+		 * the VM's cgroup.event_control, which ProtectControlGroups=yes
+		 * makes read-only but where the unit's ReadWritePaths= grants
+		 * libvirt's machine slice: opened as the watch opens it, in the
+		 * slice VMs go to (machine without systemd), nothing written. */
+		const char *slice = access(V1_SLICE_SYSTEMD, F_OK) == 0 ? V1_SLICE_SYSTEMD :
+		    access(V1_SLICE_PLAIN, F_OK) == 0                   ? V1_SLICE_PLAIN :
+									  "/sys/fs/cgroup/memory";
+		char path[128];
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/cgroup.event_control", slice);
+		fd = open(path, O_WRONLY | O_CLOEXEC);
 
 		if (fd >= 0) {
 			close(fd);
@@ -294,11 +308,12 @@ check_cgroups(const struct config *cfg, struct dc_row *r)
 			char why[200];
 
 			snprintf(why, sizeof(why),
-			    "cgroup v1: cgroup.event_control cannot be written (%s), so a VM stopped by "
-			    "its memory limit reads as a crash",
-			    strerror(errno));
+			    "cgroup v1: %.60s cannot be written (%s), so a VM stopped by its memory "
+			    "limit reads as a crash",
+			    path, strerror(errno));
 			row_set(r, DC_WARN, why,
-			    "cgroup v2 (Debian 12's default), or ProtectControlGroups=no in aasd.service");
+			    "ReadWritePaths=-" V1_SLICE_SYSTEMD
+			    " in aasd.service (as deploy/ has it)");
 		}
 	} else
 		row_set(r, DC_WARN, "no memory cgroup readable here: an OOM reads as a crash",

@@ -10,7 +10,7 @@
 // privileges; unshare, sh and setpriv each exec the next, so the process
 // started is aasd itself.
 import { execFileSync } from 'node:child_process';
-import { chownSync, chmodSync, mkdirSync, readFileSync } from 'node:fs';
+import { chownSync, chmodSync, existsSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ROOT } from './harness.mjs';
 
@@ -30,10 +30,20 @@ function unitSettings() {
 function unitShape() {
   const u = unitSettings();
   const want = { ProtectSystem: 'strict', ProtectHome: 'yes', PrivateTmp: 'yes', NoNewPrivileges: 'yes',
-    ReadWritePaths: '/run/aas-vm', StateDirectory: 'aas' };
+    StateDirectory: 'aas' };
   for (const [k, v] of Object.entries(want)) {
     if (u[k] !== v) throw new Error(`deploy/aasd.service has ${k}=${u[k]}; lib/unit.mjs emulates ${k}=${v}`);
   }
+  // /run/aas-vm (given a directory of the test's own), then optional
+  // system paths ('-'), bound writable where they exist. libvirt without
+  // systemd names the v1 machine slice "machine".
+  const [runVm, ...optional] = (u.ReadWritePaths || '').split(/\s+/).filter(Boolean);
+  if (runVm !== '/run/aas-vm' || optional.some((p) => !p.startsWith('-'))) {
+    throw new Error(`deploy/aasd.service has ReadWritePaths=${u.ReadWritePaths}; lib/unit.mjs emulates `
+      + '/run/aas-vm and optional (-) system paths');
+  }
+  const writable = optional.map((p) => p.slice(1))
+    .map((p) => (existsSync(p) ? p : p.replace(/\/machine\.slice$/, '/machine')));
   const caps = (v) => (v || '').split(/\s+/).filter(Boolean).map((c) => c.replace(/^CAP_/, '').toLowerCase());
   const ambient = caps(u.AmbientCapabilities);
   const bounding = caps(u.CapabilityBoundingSet);
@@ -43,7 +53,7 @@ function unitShape() {
   const proc = u.ProtectProc || 'default';
   if (!['default', 'invisible'].includes(proc)) throw new Error(`lib/unit.mjs: no emulation of ProtectProc=${proc}`);
   return {
-    hideProc: proc === 'invisible',
+    hideProc: proc === 'invisible', writable,
     user: u.User, group: u.Group, caps: ['-all', ...ambient.map((c) => `+${c}`)].join(','),
     umask: u.UMask, nofile: u.LimitNOFILE, stateMode: parseInt(u.StateDirectoryMode || '0755', 8),
   };
@@ -127,6 +137,12 @@ done
 # ReadWritePaths=/run/aas-vm and StateDirectory=.
 mount --bind "$RUNVM" /run/aas-vm
 mount -o remount,bind,rw /run/aas-vm
+# ReadWritePaths=-...: the system paths the unit leaves writable, if here.
+for p in ${UNIT.writable.map((p) => `'${p}'`).join(' ')}; do
+	[ -d "$p" ] || continue
+	mount --bind "$p" "$p"
+	mount -o remount,bind,rw "$p"
+done
 mount --bind "$SD" "$SD"
 mount -o remount,bind,rw "$SD"
 # WorkingDirectory=, UMask=, LimitNOFILE= (capped by this machine's hard
