@@ -4,7 +4,7 @@
 # with "N passed, N failed".
 # AAS_E2E="tests/e2e/a.test.mjs ..." runs only those end-to-end files;
 # AAS_SKIP_LINT=1 / AAS_SKIP_UNIT=1 / AAS_SKIP_E2E=1 leave a part out;
-# the e2e files run in E2E_LANES (2) lanes (tests/e2e_run.sh); E2E_FILE_S
+# the e2e files run in E2E_LANES (3) lanes (tests/e2e_run.sh); E2E_FILE_S
 # (900) and E2E_TOTAL_S (3900) bound an e2e file and the e2e part; each
 # e2e file is timed, and the ten slowest are listed at the end.
 set -u
