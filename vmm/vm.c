@@ -937,35 +937,23 @@ vm_resume(struct vm_host *h, const char *name, struct err *e)
 	return domain_op(h, name, resume_op, NULL, "resume", e);
 }
 
+/* Resumes a paused domain and leaves a running one so; any other state
+ * gets libvirt's own refusal from virDomainResume. */
+static int
+unpause_op(virDomainPtr d, const char *unused)
+{
+	int state = VIR_DOMAIN_NOSTATE, reason = 0;
+
+	(void)unused;
+	if (virDomainGetState(d, &state, &reason, 0) == 0 && state == VIR_DOMAIN_RUNNING)
+		return 0;
+	return virDomainResume(d);
+}
+
 int
 vm_unpause(struct vm_host *h, const char *name, struct err *e)
 {
-	virConnectPtr c = vm_host_conn(h);
-	int state = VIR_DOMAIN_NOSTATE, reason = 0, rc = -1;
-	virDomainPtr d;
-
-	if (c == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
-		return -1;
-	}
-	d = virDomainLookupByName(c, name);
-	if (d == NULL)
-		err_set(e, ERR_NOT_FOUND, "VM %s is not running on %s", name, h->uri);
-	else if (virDomainGetState(d, &state, &reason, 0) < 0)
-		err_set(e, ERR_UNAVAILABLE, "state of %s: %s", name, last_error());
-	else if (state == VIR_DOMAIN_RUNNING)
-		rc = 0;
-	else if (state != VIR_DOMAIN_PAUSED)
-		err_set(e, ERR_UNAVAILABLE, "%s is neither running nor paused (state %d)", name,
-		    state);
-	else if (virDomainResume(d) < 0)
-		err_set(e, ERR_UNAVAILABLE, "cannot run %s again: %s", name, last_error());
-	else
-		rc = 0;
-	if (d)
-		virDomainFree(d);
-	virConnectClose(c);
-	return rc;
+	return domain_op(h, name, unpause_op, NULL, "run again", e);
 }
 
 int
