@@ -159,7 +159,12 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 	fi
 	# And the network namespaces the tests made (each removes its own on
 	# exit; a killed test file cannot).
-	left=$(ip netns list 2>/dev/null | awk '/^aas-test-/ {print $1}')
+	# A name ends in its test process's pid: one whose process still runs
+	# belongs to another run on this machine and is left alone.
+	left=""
+	for ns in $(ip netns list 2>/dev/null | awk '/^aas-test-/ {print $1}'); do
+		kill -0 "${ns##*-}" 2>/dev/null || left="$left $ns"
+	done
 	if [ -n "$left" ]; then
 		echo "e2e left network namespace(s): $left"
 		for ns in $left; do ip netns del "$ns" 2>/dev/null || true; done

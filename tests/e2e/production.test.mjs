@@ -8,7 +8,7 @@
 // behind nginx configured from deploy/nginx/ (lib/nginx.mjs) with a test CA.
 // Every request goes through nginx: /healthz, the dashboard's sign-up and
 // key, MCP tools on one sandbox with internet (commands, files, a preview
-// over https, the terminal over wss, pause and resume, an aasd restart
+// over https and one over wss, the terminal over wss, pause and resume, an aasd restart
 // under it), a snapshot and its fork, destroy, and the ledger.
 //
 // Emulated by lib/unit.mjs: User/Group, AmbientCapabilities and
@@ -43,7 +43,7 @@ import { makeCerts, writeNginxConf, startNginx, tlsFetch } from './lib/nginx.mjs
 import { unitDirs, unitWrap } from './lib/unit.mjs';
 import { startSmtpSink } from './lib/smtp.mjs';
 import { WebClient, GOOD_PASSWORD, linkIn, randomEmail, signUpAndLogIn } from './lib/web.mjs';
-import { wsConnect } from './lib/ws.mjs';
+import { wsConnect, WS_ECHO_SERVER } from './lib/ws.mjs';
 
 const run = promisify(execFile);
 const API = 'api.aas.test';
@@ -268,6 +268,24 @@ test('expose_port: a guest web server answers at its https preview URL through n
     return p?.status === 200 && p;
   }, 60000).catch(async () => assert.fail(`preview: ${JSON.stringify(await get(url).catch((e) => e.message))}`));
   assert.equal(page.text, 'preview-ok\n');
+});
+
+test('a WebSocket server in the guest answers at its preview over wss through nginx', async () => {
+  assert.ok(netOk, 'no network device: nothing to expose');
+  await ok('write_file', { sandbox_id: sbx, path: '/home/sandbox/ws.py', content: WS_ECHO_SERVER });
+  await sh('exec python3 ~/ws.py', { background: true, timeout_seconds: 1200 });
+  await ok('expose_port', { sandbox_id: sbx, port: 9000 });
+  const host = `9000-${sbx}.${PREVIEW}`;
+  let r = null;
+  await waitFor('the WebSocket preview', async () => {
+    r?.ws?.destroy();
+    r = await wsConnect(tls.port, '/', {}, 20000,
+      { tls: { ca: tls.caPem, servername: host }, host: `${host}:${tls.port}` }).catch(() => null);
+    return r?.status === 101;
+  }, 60000).catch(() => assert.fail(`upgrade: ${r?.head ?? 'no answer'}`));
+  r.ws.send('echo over wss');
+  await r.ws.waitFor(/echo over wss/);
+  r.ws.destroy();
 });
 
 test('the terminal over wss through nginx', async () => {
