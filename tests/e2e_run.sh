@@ -4,7 +4,8 @@
 #
 #   tests/e2e_run.sh STATE BUILD_DIR RESULT_FILE
 #
-# Files run in E2E_LANES (3) lanes at once, each lane with a state
+# Files run in E2E_LANES (2) lanes at once (three starved a fork's guest
+# agent of CPU on a two-core machine), each lane with a state
 # directory (STATE1, STATE2, ...: VMs, libvirt roots, hypervisor hosts)
 # and a database (aas_1, aas_2, ...) of its own, so that two files share
 # nothing but the machine. A file whose first lines say "make test:
@@ -23,7 +24,7 @@ B=$2
 RESULT=$3
 ROOT=$(pwd)
 LOG=$STATE/log
-LANES=${E2E_LANES:-3}
+LANES=${E2E_LANES:-2}
 FILE_S=${E2E_FILE_S:-900}
 TOTAL_S=${E2E_TOTAL_S:-3900}
 # Started first in the lanes (the longest known, so no lane ends late

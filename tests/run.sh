@@ -4,7 +4,7 @@
 # with "N passed, N failed".
 # AAS_E2E="tests/e2e/a.test.mjs ..." runs only those end-to-end files;
 # AAS_SKIP_LINT=1 / AAS_SKIP_UNIT=1 / AAS_SKIP_E2E=1 leave a part out;
-# the e2e files run in E2E_LANES (3) lanes (tests/e2e_run.sh); E2E_FILE_S
+# the e2e files run in E2E_LANES (2) lanes (tests/e2e_run.sh); E2E_FILE_S
 # (900) and E2E_TOTAL_S (3900) bound an e2e file and the e2e part; each
 # e2e file is timed, and the ten slowest are listed at the end.
 set -u
@@ -122,10 +122,10 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 	# failing test's name and the first lines of its error.
 	if [ "$f" -gt 0 ]; then
 		echo "e2e: what failed (all of it in $out):"
-		awk '/^✖ failing tests:/ { on = 1; next } /^(✔|▶|ℹ)/ { on = 0 }
+		awk '/^✖ failing tests:/ { on = 1; next } /^(✔|▶|ℹ|e2e: )/ { on = 0 }
 			on && !/^ +at / && !/^ *$/' "$out" | head -n 80 | sed 's/^/    /'
 		# And the shortest form of it for the very end of the run.
-		awk '/^✖ failing tests:/ { on = 1; next } /^(✔|▶|ℹ)/ { on = 0 }
+		awk '/^✖ failing tests:/ { on = 1; next } /^(✔|▶|ℹ|e2e: )/ { on = 0 }
 			on && (/^✖ / || /^  [A-Za-z]*Error/)' "$out" | head -n 16 >"$LOG/e2e-failed.txt"
 	fi
 	echo "e2e: the ten slowest files (seconds), of $(awk '{ s += $1 } END { print s + 0 }' "$times") s in all:"
