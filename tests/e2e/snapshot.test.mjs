@@ -7,7 +7,7 @@
 // account's snapshot is not found anywhere; a kill -9 in the middle of a
 // snapshot leaves one consistent state, charged once, no file behind; a
 // host without room beyond its sandboxes gets no booted-state VM.
-import { test, before, after } from 'node:test';
+import { test, before, after, afterEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { execFile } from 'node:child_process';
@@ -58,6 +58,19 @@ before(async () => {
   other = await newAccount();
   a = await toolCaller(aasd, acct);
   b = await toolCaller(aasd, other);
+});
+
+// A test that fails leaves nothing to the next: its sandboxes (forks too)
+// are destroyed and its snapshots deleted.
+afterEach(async () => {
+  for (const [call, who] of [[a, acct], [b, other]]) {
+    if (!call) continue;
+    await destroyLeft(call, who);
+    const left = await call('list_snapshots', {}).catch(() => null);
+    for (const s of left?.json?.snapshots ?? []) {
+      await call('delete_snapshot', { snapshot_id: s.snapshot_id }).catch(() => null);
+    }
+  }
 });
 
 after(async () => {
