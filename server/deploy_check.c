@@ -22,6 +22,7 @@
 #include "vmm/netguard.h"
 #include "vmm/netguard_status.h"
 #include "vmm/vm.h"
+#include "server/netguard_cli.h"
 
 enum dc_status { DC_OK, DC_WARN, DC_MISSING };
 
@@ -204,7 +205,6 @@ static void
 check_isolation(const struct config *cfg, struct dc_row *r)
 {
 	struct netguard_users who;
-	struct passwd *pw;
 	struct err e;
 	int rc = 1;
 
@@ -213,14 +213,10 @@ check_isolation(const struct config *cfg, struct dc_row *r)
 		    "AAS_NET=auto with the isolation rule (aas-netguard.service)");
 		return;
 	}
-	pw = getpwnam(cfg->qemu_user);
-	if (pw == NULL) {
+	if (netguard_cli_users(cfg, &who) < 0) {
 		row_set(r, DC_MISSING, "AAS_QEMU_USER names no user", "create aas-qemu (step 3)");
 		return;
 	}
-	who.user = (uint32_t)pw->pw_uid;
-	who.first = cfg->qemu_uids.first;
-	who.count = cfg->qemu_uids.count;
 	err_clear(&e);
 	if (cfg->netguard_status[0])
 		rc = netguard_status_check(cfg->netguard_status, &who, cfg->net_allow,

@@ -32,6 +32,19 @@ on_stop(int sig)
 }
 
 int
+netguard_cli_users(const struct config *cfg, struct netguard_users *who)
+{
+	struct passwd *pw = getpwnam(cfg->qemu_user);
+
+	if (pw == NULL)
+		return -1;
+	who->user = (uint32_t)pw->pw_uid;
+	who->first = cfg->qemu_uids.first;
+	who->count = cfg->qemu_uids.count;
+	return 0;
+}
+
+int
 netguard_cli_is(const char *arg)
 {
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
@@ -116,7 +129,6 @@ netguard_cli_main(const char *what)
 {
 	struct config cfg;
 	struct err e;
-	struct passwd *pw;
 	struct netguard_users who;
 	char users[NETGUARD_USERS_TEXT];
 
@@ -125,14 +137,10 @@ netguard_cli_main(const char *what)
 		fprintf(stderr, "aasd: %s\n", e.msg);
 		return 2;
 	}
-	pw = getpwnam(cfg.qemu_user);
-	if (pw == NULL) {
+	if (netguard_cli_users(&cfg, &who) < 0) {
 		fprintf(stderr, "aasd: AAS_QEMU_USER: no user %s\n", cfg.qemu_user);
 		return 1;
 	}
-	who.user = (uint32_t)pw->pw_uid;
-	who.first = cfg.qemu_uids.first;
-	who.count = cfg.qemu_uids.count;
 	netguard_users_text(&who, users, sizeof(users));
 	if (strcmp(what, "--netguard-users") == 0) {
 		/* For the test set-up's own rule, which must match the same users. */

@@ -4,6 +4,13 @@
 #ifndef AAS_NETGUARD_CLI_H
 #define AAS_NETGUARD_CLI_H
 
+struct config;
+struct netguard_users;
+
+/* The users the rule is for, from the settings (AAS_QEMU_USER's uid and
+ * AAS_QEMU_UIDS); -1 when AAS_QEMU_USER names no user. */
+int netguard_cli_users(const struct config *cfg, struct netguard_users *who);
+
 /* Whether `arg` is one of these commands. */
 int netguard_cli_is(const char *arg);
 /* Runs it; returns the process's exit status. */
