@@ -39,13 +39,22 @@ BASE_SRC := \
 VMM_SRC := vmm/vm_xml.c vmm/conlog.c vmm/uidpool.c vmm/oomwatch.c vmm/vm.c vmm/vm_agent.c vmm/vpool.c vmm/agent.c vmm/agent_reply.c vmm/orch.c vmm/orch_save.c vmm/guest.c vmm/guest_listen.c vmm/saveimg.c vmm/orch_xml.c \
 	vmm/guest_tree.c vmm/netguard.c vmm/netguard_status.c vmm/aread.c vmm/achan.c vmm/image/aproto.c vmm/image/agent_tree.c vmm/achan_bound.c
 BILLING_SRC := billing/price.c billing/ledger.c billing/billing.c
+ACCOUNT_SRC := \
+	account/accounts.c account/session.c account/attempts.c account/mailq.c account/websess.c \
+	account/users.c account/users_change.c account/users_check.c account/users_revoke.c account/pay.c \
+	account/pay_stripe.c account/oauth_rules.c account/oauth.c account/purge.c account/users_guard.c \
+	account/users_grant.c account/pay_back.c
+SANDBOX_SRC := \
+	sandbox/catalog.c sandbox/reaper.c sandbox/sandbox.c sandbox/sandbox_maint.c \
+	sandbox/sandbox_hosts.c sandbox/hosts.c sandbox/place.c sandbox/sandbox_io.c \
+	sandbox/sandbox_tree.c sandbox/sandbox_cmd.c sandbox/sandbox_net.c sandbox/sandbox_pty.c \
+	sandbox/sandbox_move.c sandbox/sandbox_pause.c sandbox/sandbox_snap.c sandbox/preview.c \
+	sandbox/usage.c sandbox/store.c sandbox/store_cmd.c sandbox/store_port.c sandbox/store_money.c \
+	sandbox/store_maint.c sandbox/store_move.c sandbox/store_pause.c sandbox/store_snap.c \
+	sandbox/settle.c sandbox/preview_cookie.c
 SERVICE_SRC := \
-	service/app.c service/accounts.c service/session.c service/catalog.c \
-	service/tools.c service/tool_info.c service/tool_sandbox.c service/tool_args.c service/tool_files.c service/tool_cmd.c service/reaper.c \
-	service/sandbox.c service/sandbox_maint.c service/sandbox_hosts.c service/hosts.c service/place.c service/sandbox_io.c service/sandbox_tree.c service/sandbox_cmd.c service/sandbox_net.c service/sandbox_pty.c service/sandbox_move.c service/sandbox_pause.c service/sandbox_snap.c \
-	service/preview.c service/usage.c service/store.c service/store_cmd.c service/store_port.c service/store_money.c service/store_maint.c service/store_move.c service/store_pause.c service/store_snap.c service/settle.c \
-	service/attempts.c service/mailq.c service/websess.c service/users.c service/users_change.c service/users_check.c service/users_revoke.c service/pay.c service/pay_stripe.c service/tasks.c \
-	service/oauth_rules.c service/oauth.c service/task_cut.c service/purge.c service/preview_cookie.c service/users_guard.c service/users_grant.c service/pay_back.c
+	service/app.c service/tools.c service/tool_info.c service/tool_sandbox.c service/tool_args.c \
+	service/tool_files.c service/tool_cmd.c service/tasks.c service/task_cut.c
 SERVER_SRC := \
 	server/auth.c server/http.c server/sse.c server/mcp.c server/mcp_cred.c server/mcp_rpc.c server/mcp_era.c server/http_limits.c server/hlim.c \
 	server/proxy.c server/proxy_parse.c server/metrics_http.c server/card.c \
@@ -56,6 +65,7 @@ GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c $(B)/gen/embed_ope
 
 BASE_OBJ := $(BASE_SRC:%.c=$(B)/%.o) $(B)/gen/embed_migrations.o
 LIB_OBJ := $(BASE_OBJ) $(VMM_SRC:%.c=$(B)/%.o) $(BILLING_SRC:%.c=$(B)/%.o) \
+	$(ACCOUNT_SRC:%.c=$(B)/%.o) $(SANDBOX_SRC:%.c=$(B)/%.o) \
 	$(SERVICE_SRC:%.c=$(B)/%.o) $(SERVER_SRC:%.c=$(B)/%.o) \
 	$(B)/gen/embed_tools.o $(B)/gen/embed_openapi.o $(B)/gen/embed_web.o $(B)/gen/embed_npx.o
 AASD_OBJ   := $(B)/server/aasd.o
@@ -161,13 +171,13 @@ $(B)/tests/test_bridge_%: tests/unit/test_bridge_%.c $(B)/libbridge.a $(B)/libaa
 
 # The sandbox service's tests link the real service, billing and base code
 # with a fake hypervisor and guest (tests/unit/fake_vmm.c) in place of every
-# vmm/ function service/*.c calls. The list is read from the sources, so a
+# vmm/ function sandbox/*.c and service/*.c call. The list is read from the sources, so a
 # new call without a stand-in fails to link instead of reaching libvirt.
 SVC_TEST_OBJ := $(B)/tests/unit/fake_vmm.o $(B)/tests/unit/service_fixture.o
 VMM_CALL_RE := \b(orch|guest|agent|vm|netguard)_[a-z0-9_]+ *[(]
 SVC_VMM_CALLS := $(sort $(filter \
 	$(shell grep -ohE '$(VMM_CALL_RE)' vmm/*.h | tr -d ' \050'), \
-	$(shell grep -ohE '$(VMM_CALL_RE)' service/*.c | tr -d ' \050')))
+	$(shell grep -ohE '$(VMM_CALL_RE)' sandbox/*.c service/*.c | tr -d ' \050')))
 SVC_WRAP := $(foreach f,$(SVC_VMM_CALLS),-Wl,--wrap=$(f))
 
 # Targets of their own: a pattern rule's prerequisite that does not exist

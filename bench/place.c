@@ -16,7 +16,7 @@
 
 #include "base/db.h"
 #include "base/num.h"
-#include "service/hosts.h"
+#include "sandbox/hosts.h"
 
 #define BENCH_HOSTS_MAX 16
 #define BENCH_PER_HOST_MAX 200

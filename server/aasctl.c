@@ -11,14 +11,15 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 
-#include "service/accounts.h"
+#include "account/accounts.h"
 #include "service/app.h"
-#include "service/hosts.h"
+#include "sandbox/hosts.h"
+#include "sandbox/store.h"
 #include "base/clock.h"
 #include "base/config.h"
 #include "billing/ledger.h"
-#include "service/usage.h"
-#include "service/mailq.h"
+#include "sandbox/usage.h"
+#include "account/mailq.h"
 #include "base/log.h"
 #include "base/num.h"
 
@@ -328,14 +329,15 @@ run(struct app *app, int argc, char **argv, struct err *e)
 	if (strcmp(what, "account") == 0 && strcmp(sub, "disable") == 0) {
 		const char *acct = opt(argc, argv, "--account");
 		struct acct_disabled d;
+		long long live;
 		if (acct == NULL)
 			goto bad;
-		if (acct_disable(app->db, acct, &d, e) < 0)
+		if (store_disable_account(app->db, acct, &d, &live, e) < 0)
 			return fail(e);
 		return print_json(json_pack("{s:s, s:b, s:b, s:I, s:I, s:I}", "account_id", acct,
 		    "disabled", 1, "already_disabled", d.already, "keys_revoked",
 		    (json_int_t)d.keys_revoked, "sessions_ended", (json_int_t)d.sessions_ended,
-		    "sandboxes_stopping", (json_int_t)d.sandboxes_live));
+		    "sandboxes_stopping", (json_int_t)live));
 	}
 	if (strcmp(what, "account") == 0 && strcmp(sub, "enable") == 0) {
 		const char *acct = opt(argc, argv, "--account");

@@ -20,16 +20,16 @@
 #include "server/deploy_check.h"
 #include "server/metrics_http.h"
 #include "vmm/orch.h"
-#include "service/preview.h"
+#include "sandbox/preview.h"
 #include "server/proxy.h"
 #include "server/rest.h"
 #include "server/pty.h"
 #include "server/npx.h"
 #include "server/oauth.h"
 #include "server/web.h"
-#include "service/mailq.h"
+#include "account/mailq.h"
 #include "base/passwd.h"
-#include "service/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "service/tasks.h"
 #include "vmm/vm.h"
 #include "service/tools.h"
@@ -265,8 +265,7 @@ main(int argc, char **argv)
 		goto out;
 	}
 	if (strcmp(cfg.libvirt_uri, "none") != 0) {
-		app->sbx = sbx_new(app, &e);
-		if (app->sbx == NULL) {
+		if (app_start_sandboxes(app, &e) < 0) {
 			log_error("start: %s", e.msg);
 			goto out;
 		}

@@ -8,9 +8,9 @@
 #include "base/keys.h"
 #include "server/hlim.h"
 #include "server/oauth.h"
-#include "service/accounts.h"
+#include "account/accounts.h"
 #include "service/app.h"
-#include "service/oauth.h"
+#include "account/oauth.h"
 
 static const char *
 trim(const char *s, size_t *len)

@@ -13,16 +13,16 @@
 #include <string.h>
 #include <strings.h>
 
-#include "service/accounts.h"
+#include "account/accounts.h"
 #include "server/auth.h"
 #include "server/oauth.h"
 #include "base/jsonrpc.h"
 #include "base/log.h"
 #include "base/mcp_version.h"
 #include "base/metrics.h"
-#include "service/session.h"
+#include "account/session.h"
 #include "server/mcp_cred.h"
-#include "service/oauth_rules.h"
+#include "account/oauth_rules.h"
 #include "service/tools.h"
 
 struct mcp *

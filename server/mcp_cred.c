@@ -7,8 +7,8 @@
 #include "base/keys.h"
 #include "server/auth.h"
 #include "service/app.h"
-#include "service/oauth.h"
-#include "service/oauth_rules.h"
+#include "account/oauth.h"
+#include "account/oauth_rules.h"
 
 int
 mcp_cred_id(struct app *app, struct http_req *req, char out[SESS_CRED_MAX + 1], struct err *e)

@@ -7,7 +7,7 @@
 
 #include "base/err.h"
 #include "server/http.h"
-#include "service/session.h"
+#include "account/session.h"
 
 struct app;
 

@@ -9,7 +9,7 @@
 #include "base/jsonrpc.h"
 #include "base/tally.h"
 #include "server/mcp.h"
-#include "service/session.h"
+#include "account/session.h"
 
 #define MCP_MAX_INFLIGHT 4096
 #define MCP_MAX_GET_STREAMS 1024

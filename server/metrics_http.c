@@ -1,6 +1,6 @@
 /* metrics_http.c - the /metrics endpoint. */
 #include "server/metrics_http.h"
-#include "service/hosts.h"
+#include "sandbox/hosts.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -11,8 +11,8 @@
 
 #include "base/log.h"
 #include "base/metrics.h"
-#include "service/sandbox.h"
-#include "service/store.h"
+#include "sandbox/sandbox.h"
+#include "sandbox/store.h"
 
 /* Scrapes from several Prometheus servers share one database read. */
 #define GAUGE_CACHE_S 1.0

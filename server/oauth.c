@@ -11,7 +11,7 @@
 #include "base/log.h"
 #include "server/rest_query.h"
 #include "server/web.h"
-#include "service/oauth.h"
+#include "account/oauth.h"
 
 #define FORM_MAX 8192
 

@@ -26,7 +26,7 @@
 #include "base/log.h"
 #include "base/tally.h"
 #include "server/proxy_parse.h"
-#include "service/preview_cookie.h"
+#include "sandbox/preview_cookie.h"
 
 #define PX_BUF (256 * 1024)     /* each direction's buffer */
 #define PX_IO (32 * 1024)       /* one read or write */
@@ -536,7 +536,7 @@ header_is(const char *name, const char *want)
  * status and headers, and picks the body framing. */
 /* A sandbox's cookies stay on its own preview host: a Set-Cookie whose
  * Domain names another (the parent preview domain above all) is left out,
- * the others lose their Domain attribute (service/preview_cookie.h). The
+ * the others lose their Domain attribute (sandbox/preview_cookie.h). The
  * values point into x->rhead, which the proxy owns; a kept value is never
  * longer than it was, so it is rewritten in place. */
 static int

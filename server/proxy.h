@@ -18,7 +18,7 @@
 #include <microhttpd.h>
 
 #include "base/err.h"
-#include "service/preview.h"
+#include "sandbox/preview.h"
 
 struct proxy;
 struct px;

@@ -41,9 +41,9 @@
 #include "server/pty_ticket.h"
 #include "server/rest_query.h"
 #include "server/ws.h"
-#include "service/accounts.h"
+#include "account/accounts.h"
 #include "service/app.h"
-#include "service/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "vmm/guest.h"
 
 #define PTY_ID_MAX 64         /* longest sandbox id looked at */

@@ -2,13 +2,13 @@
  * origin and key checks, arguments from path, query and body, deferral to
  * the worker pool, JSON errors. The operations are in rest_ops.c. */
 #include "server/rest_int.h"
-#include "service/hosts.h"
+#include "sandbox/hosts.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/accounts.h"
+#include "account/accounts.h"
 #include "server/auth.h"
 #include "vmm/guest.h"
 #include "server/rest_query.h"

@@ -9,7 +9,7 @@
 
 #include "base/bq.h"
 #include "base/metrics.h"
-#include "service/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "vmm/guest.h"
 #include "service/tool_sandbox.h"
 

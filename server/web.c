@@ -14,9 +14,9 @@
 #include "base/log.h"
 #include "server/rest_query.h"
 #include "server/web_int.h"
-#include "service/accounts.h"
-#include "service/mailq.h"
-#include "service/users.h"
+#include "account/accounts.h"
+#include "account/mailq.h"
+#include "account/users.h"
 
 #define COOKIE_SESSION "aas_session"
 #define COOKIE_FORM "aas_form"

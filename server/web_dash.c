@@ -8,9 +8,9 @@
 #include "base/keys.h"
 #include "base/log.h"
 #include "server/web_int.h"
-#include "service/accounts.h"
-#include "service/mailq.h"
-#include "service/users.h"
+#include "account/accounts.h"
+#include "account/mailq.h"
+#include "account/users.h"
 
 void
 web_dash_home(struct web_ctx *c)

@@ -8,7 +8,7 @@
 #include "base/ttlmap.h"
 #include "server/http.h"
 #include "service/app.h"
-#include "service/websess.h"
+#include "account/websess.h"
 #include "server/web.h"
 
 #define WEB_PAGE_MAX (512 * 1024)

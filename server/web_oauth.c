@@ -9,8 +9,8 @@
 #include "base/log.h"
 #include "server/oauth.h"
 #include "server/web_int.h"
-#include "service/attempts.h"
-#include "service/oauth.h"
+#include "account/attempts.h"
+#include "account/oauth.h"
 
 /* Percent-encodes `s` (RFC 3986 unreserved kept) onto b. */
 static void

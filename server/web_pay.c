@@ -9,7 +9,7 @@
 #include "base/log.h"
 #include "server/rest_query.h"
 #include "server/web_int.h"
-#include "service/pay.h"
+#include "account/pay.h"
 
 static const struct pay_provider *
 provider(const struct config *cfg)

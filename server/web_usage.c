@@ -8,7 +8,7 @@
 
 #include "server/rest_query.h"
 #include "server/web_int.h"
-#include "service/usage.h"
+#include "sandbox/usage.h"
 
 #define CHART_DAYS 30
 #define LEDGER_PAGE 25

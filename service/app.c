@@ -7,8 +7,9 @@
 
 #include "base/embed.h"
 #include "base/log.h"
-#include "service/accounts.h"
-#include "service/reaper.h"
+#include "account/accounts.h"
+#include "sandbox/reaper.h"
+#include "sandbox/sandbox.h"
 #include "service/tasks.h"
 #include <stdatomic.h>
 #include "base/migrate.h"
@@ -120,6 +121,27 @@ app_sandbox_ended(struct app *app, const char *sandbox_id)
 	if (app->hooks.sandbox_ended)
 		app->hooks.sandbox_ended(sandbox_id, app->hooks.ctx);
 	pthread_mutex_unlock(&app->hooks_lock);
+}
+
+static void
+sandbox_ended(void *ctx, const char *sandbox_id)
+{
+	app_sandbox_ended(ctx, sandbox_id);
+}
+
+int
+app_start_sandboxes(struct app *app, struct err *e)
+{
+	const struct sbx_env env = {
+		.cfg = &app->cfg,
+		.db = app->db,
+		.reaper = &app->reaper,
+		.ended = sandbox_ended,
+		.ctx = app,
+	};
+
+	app->sbx = sbx_new(&env, e);
+	return app->sbx ? 0 : -1;
 }
 
 static int

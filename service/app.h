@@ -62,5 +62,9 @@ void app_free(struct app *app);
 void app_set_hooks(struct app *app, const struct app_hooks *h);
 /* Tells the front end that a sandbox ended (no operation without hooks). */
 void app_sandbox_ended(struct app *app, const char *sandbox_id);
+/* Starts the sandbox service on this app's settings and database into
+ * app->sbx: its reaper is published in app->reaper, and the sandboxes that
+ * end reach the front end's hooks. */
+int app_start_sandboxes(struct app *app, struct err *e);
 
 #endif

@@ -8,7 +8,7 @@
 
 #include "base/keys.h"
 #include "base/log.h"
-#include "service/accounts.h"
+#include "account/accounts.h"
 #include "service/task_cut.h"
 #include "service/tasks.h"
 

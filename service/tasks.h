@@ -9,7 +9,7 @@
  * AAS_TASK_RESULT_MAX_BYTES (service/task_cut.h), and an account keeps at
  * most AAS_TASK_BYTES_PER_ACCOUNT of them (each counting its result's
  * bytes and TASK_ROW_BYTES; a working one the most its result may take).
- * Expired rows go (service/purge.h, and the account's own at each start).
+ * Expired rows go (account/purge.h, and the account's own at each start).
  * A task whose aasd stopped while it ran (no heartbeat for TASK_STALE_S)
  * reads as failed. */
 #ifndef AAS_TASKS_H

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "base/utf8.h"
-#include "service/sandbox.h"
+#include "sandbox/sandbox.h"
 
 /* ---- typed readers of validated arguments ---- */
 

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "base/utf8.h"
-#include "service/sandbox.h"
+#include "sandbox/sandbox.h"
 
 /* ---- output stream ---- */
 

@@ -9,7 +9,7 @@
 
 #include "base/b64.h"
 #include "base/metrics.h"
-#include "service/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "service/tool_impl.h"
 #include "vmm/guest.h"
 

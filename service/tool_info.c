@@ -8,10 +8,10 @@
 #include <time.h>
 #include <string.h>
 
-#include "service/catalog.h"
+#include "sandbox/catalog.h"
 #include "service/tool_impl.h"
 #include "base/mcp_version.h"
-#include "service/sandbox.h"
+#include "sandbox/sandbox.h"
 
 static const char guide[] =
     "aas gives you disposable Linux VMs (Debian 12, each with its own kernel). "

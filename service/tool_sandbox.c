@@ -8,10 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "service/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "service/tool_cmd.h"
 #include "service/tool_impl.h"
-#include "service/usage.h"
+#include "sandbox/usage.h"
 
 #define RUN_DEFAULT_TIMEOUT_S 60
 #define RUN_DEFAULT_OUTPUT (256 * 1024)
@@ -354,7 +354,7 @@ extend_parse(const struct call_ctx *cx, const json_t *args, void *req, struct er
 static json_t *
 extend_run(struct call_ctx *cx, void *req, struct err *e)
 {
-	return usage_extend(cx->app, cx->account_id, req, e);
+	return usage_extend(cx->app->db, &cx->app->cfg, cx->account_id, req, e);
 }
 
 static int
@@ -372,7 +372,7 @@ usage_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err
 static json_t *
 usage_run(struct call_ctx *cx, void *req, struct err *e)
 {
-	return usage_get(cx->app, cx->account_id, req, e);
+	return usage_get(cx->app->db, cx->account_id, req, e);
 }
 
 _Static_assert(sizeof(struct create_args) <= TOOL_MAX_REQ, "create request too large");

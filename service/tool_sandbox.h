@@ -10,7 +10,7 @@
 #include <jansson.h>
 
 #include "base/err.h"
-#include "service/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "service/tools.h"
 
 /* `t` is write_file / read_file (tools_find), or NULL to look it up. */

@@ -1,13 +1,13 @@
 /* fuzz_oauth_client.c - a client's metadata from bytes (a Client ID
  * Metadata Document fetched from a URL a stranger chose, or a dynamic
- * registration): service/oauth_rules.c. The first line is the client_id
+ * registration): account/oauth_rules.c. The first line is the client_id
  * (empty: a registration), the rest the JSON. Checks: what is accepted
  * names itself as asked, has 1 to OAUTH_REDIRECTS_MAX redirect URIs that
  * each pass oauth_redirect_valid, and a name without control bytes. */
 #include <jansson.h>
 
 #include "base/err.h"
-#include "service/oauth_rules.h"
+#include "account/oauth_rules.h"
 #include "tests/fuzz/fuzz.h"
 
 int

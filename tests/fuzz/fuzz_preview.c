@@ -1,4 +1,4 @@
-/* fuzz_preview.c - what a preview request controls (service/preview.h):
+/* fuzz_preview.c - what a preview request controls (sandbox/preview.h):
  * the Host header against the preview domain, the label in front of it,
  * the signed URL's query parameters and signature, and the Cookie header.
  * Fields are separated by newlines: host, domain, query, cookie, then one
@@ -6,7 +6,7 @@
  * past one is caught). */
 #include <string.h>
 
-#include "service/preview.h"
+#include "sandbox/preview.h"
 #include "tests/fuzz/fuzz.h"
 
 #define FUZZ_TOKEN_HASH "5e884898da28047151d0e56f8dc6292773603d0d6aabbdd62a11ef721d1542d8"

@@ -5,12 +5,12 @@
  * point the second byte chooses (the two must agree), client request
  * headers ("name: value" lines) checked before they go upstream, or (the
  * second byte 'c') an upstream's Set-Cookie value through the cookie
- * filter (service/preview_cookie.h). */
+ * filter (sandbox/preview_cookie.h). */
 #include <string.h>
 #include <strings.h>
 
 #include "server/proxy_parse.h"
-#include "service/preview_cookie.h"
+#include "sandbox/preview_cookie.h"
 #include "tests/fuzz/fuzz.h"
 
 #define FUZZ_HEAD_MAX (64 * 1024) /* as the proxy's PX_HEAD_MAX */

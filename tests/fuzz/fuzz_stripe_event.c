@@ -1,5 +1,5 @@
 /* fuzz_stripe_event.c - a Stripe webhook delivery from bytes
- * (service/pay_stripe.c): the first line is the Stripe-Signature header,
+ * (account/pay_stripe.c): the first line is the Stripe-Signature header,
  * the rest the body. When the first byte is even the header is replaced
  * by a valid signature of the body, so the event reader is reached too.
  * Checks: a paid event always names an account, a checkout and an amount
@@ -13,7 +13,7 @@
 
 #include "base/config.h"
 #include "base/err.h"
-#include "service/pay.h"
+#include "account/pay.h"
 #include "tests/fuzz/fuzz.h"
 
 #define SECRET "whsec_fuzz"

@@ -61,7 +61,7 @@ put() {
 put bad/vmm/x.c <<'EOF'
 /* x.c - the hypervisor layer reaching up. */
 #include <stdio.h>
-#include "service/sandbox.h"
+#include "sandbox/sandbox.h"
 EOF
 put bad/base/y.c <<'EOF'
 /* y.c - the base layer reaching up. */
@@ -171,7 +171,7 @@ EOF
 put good/server/s.c <<'EOF'
 /* s.c - the top layer includes from every layer below. */
 #include "server/http.h"
-#include "service/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "billing/price.h"
 #include "vmm/vm.h"
 #include "base/log.h"

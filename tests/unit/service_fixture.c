@@ -20,7 +20,7 @@
 #include "base/keys.h"
 #include "base/log.h"
 #include "base/ttlmap.h"
-#include "service/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "tests/unit/fake_vmm.h"
 
 #define SFX_ENV_MAX 24 /* variables a test's configuration sets */
@@ -209,8 +209,7 @@ sfx_open(void **state, const struct sfx_opts *o)
 		"UPDATE hosts SET shared = false WHERE shared AND uri LIKE 'fake%svctest-%'", 0,
 		NULL, NULL, &e) < 0)
 		goto fail;
-	s->app->sbx = sbx_new(s->app, &e);
-	if (s->app->sbx == NULL)
+	if (app_start_sandboxes(s->app, &e) < 0)
 		goto fail;
 	if (make_account(s, "a", s->account, &e) < 0 || make_account(s, "b", s->other, &e) < 0)
 		goto fail;

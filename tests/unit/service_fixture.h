@@ -15,7 +15,7 @@
 #include <jansson.h>
 
 #include "base/err.h"
-#include "service/accounts.h"
+#include "account/accounts.h"
 #include "service/app.h"
 #include "service/tools.h"
 

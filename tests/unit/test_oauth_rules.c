@@ -14,7 +14,7 @@
 #include <netinet/in.h>
 
 #include "base/fetch.h"
-#include "service/oauth_rules.h"
+#include "account/oauth_rules.h"
 
 static void
 test_pkce(void **state)

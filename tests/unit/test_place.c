@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "service/place.h"
+#include "sandbox/place.h"
 
 static struct place_host
 host(long long mem, int cpus, long long rmem, long long rcpu)

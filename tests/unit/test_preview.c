@@ -1,4 +1,4 @@
-/* test_preview.c - preview host names and signed URLs (service/preview.h). */
+/* test_preview.c - preview host names and signed URLs (sandbox/preview.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "service/preview.h"
+#include "sandbox/preview.h"
 
 static void
 test_host_names(void **state)

@@ -1,5 +1,5 @@
 /* test_preview_cookie.c - a sandbox's Set-Cookie headers through the
- * preview proxy's filter (service/preview_cookie.h): host-only cookies
+ * preview proxy's filter (sandbox/preview_cookie.h): host-only cookies
  * pass, a cookie for the parent preview domain (cookie tossing onto every
  * other sandbox's preview) or any other domain is refused whole. */
 #include <setjmp.h>
@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "service/preview_cookie.h"
+#include "sandbox/preview_cookie.h"
 
 #define HOST "8080-sbx-abc.preview.test"
 

@@ -15,8 +15,8 @@
 #include <cmocka.h>
 
 #include "base/err.h"
-#include "service/accounts.h"
-#include "service/session.h"
+#include "account/accounts.h"
+#include "account/session.h"
 #include "tests/unit/fake_vmm.h"
 #include "tests/unit/service_fixture.h"
 

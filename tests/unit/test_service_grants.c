@@ -15,8 +15,8 @@
 #include "base/db.h"
 #include "base/err.h"
 #include "base/keys.h"
-#include "service/users.h"
-#include "service/users_int.h"
+#include "account/users.h"
+#include "account/users_int.h"
 #include "tests/unit/service_fixture.h"
 
 #define PASSWORD "correct horse battery staple"

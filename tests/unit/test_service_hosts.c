@@ -16,8 +16,8 @@
 #include <cmocka.h>
 
 #include "base/err.h"
-#include "service/hosts.h"
-#include "service/sandbox.h"
+#include "sandbox/hosts.h"
+#include "sandbox/sandbox.h"
 #include "vmm/orch.h"
 #include "service/tools.h"
 #include "tests/unit/fake_vmm.h"

@@ -15,7 +15,7 @@
 #include <openssl/sha.h>
 
 #include "base/keys.h"
-#include "service/oauth.h"
+#include "account/oauth.h"
 #include "tests/unit/service_fixture.h"
 
 #define RESOURCE "https://aas.test/v1/mcp"

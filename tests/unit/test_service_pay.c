@@ -22,7 +22,7 @@
 #include "base/err.h"
 #include "base/keys.h"
 #include "billing/ledger.h"
-#include "service/pay.h"
+#include "account/pay.h"
 #include "tests/unit/service_fixture.h"
 
 #define SECRET "whsec_unit"

@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "service/purge.h"
+#include "account/purge.h"
 #include "tests/unit/service_fixture.h"
 
 #define BACKLOG 1200 /* expired tasks: more than two batches */

@@ -23,8 +23,9 @@
 #include "base/db.h"
 #include "base/err.h"
 #include "base/ttlmap.h"
-#include "service/accounts.h"
-#include "service/session.h"
+#include "account/accounts.h"
+#include "account/session.h"
+#include "sandbox/store.h"
 #include "tests/unit/fake_vmm.h"
 #include "tests/unit/service_fixture.h"
 
@@ -195,6 +196,7 @@ test_disable_stops_everything(void **state)
 	struct sess_limits lim;
 	struct sess_info info;
 	struct acct_disabled d;
+	long long live;
 	struct fake_vm_info vm;
 	char id[ID_MAX], other_id[ID_MAX], sess[SESS_ID_LEN + 1], account[ACCT_ID_LEN + 1];
 	char v[32];
@@ -218,11 +220,11 @@ test_disable_stops_everything(void **state)
 			     strlen(new_key.key), account, &e),
 	    0);
 
-	assert_int_equal(acct_disable(s->app->db, s->account, &d, &e), 0);
+	assert_int_equal(store_disable_account(s->app->db, s->account, &d, &live, &e), 0);
 	assert_false(d.already);
 	assert_int_equal(d.keys_revoked, 2); /* the first key and this one */
 	assert_int_equal(d.sessions_ended, 1);
-	assert_int_equal(d.sandboxes_live, 1);
+	assert_int_equal(live, 1);
 
 	/* The reaper, woken by the notice, stops and settles it. */
 	wait_state(s, id, "destroyed");

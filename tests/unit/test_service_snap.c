@@ -17,7 +17,7 @@
 
 #include "base/db.h"
 #include "base/err.h"
-#include "service/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "vmm/orch.h"
 #include "tests/unit/fake_vmm.h"
 #include "tests/unit/service_fixture.h"

@@ -17,8 +17,8 @@
 
 #include "base/db.h"
 #include "base/err.h"
-#include "service/preview.h"
-#include "service/sandbox.h"
+#include "sandbox/preview.h"
+#include "sandbox/sandbox.h"
 #include "tests/unit/fake_vmm.h"
 #include "vmm/guest_listen.h"
 #include "tests/unit/service_fixture.h"

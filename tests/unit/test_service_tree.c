@@ -17,7 +17,7 @@
 #include "base/err.h"
 #include "base/tar.h"
 #include "service/app.h"
-#include "service/sandbox.h"
+#include "sandbox/sandbox.h"
 #include "tests/unit/fake_vmm.h"
 #include "tests/unit/service_fixture.h"
 

@@ -25,8 +25,10 @@ BEGIN {
 	allowed["base"] = "base"
 	allowed["vmm"] = "base vmm"
 	allowed["billing"] = "base billing"
-	allowed["service"] = "base vmm billing service"
-	allowed["server"] = "base vmm billing service server"
+	allowed["account"] = "base billing account"
+	allowed["sandbox"] = "base vmm billing account sandbox"
+	allowed["service"] = "base vmm billing account sandbox service"
+	allowed["server"] = "base vmm billing account sandbox service server"
 	allowed["bridge"] = "base bridge"
 	bad = 0
 }

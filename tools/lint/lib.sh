@@ -2,7 +2,7 @@
 #
 # The folders of project C code, lowest layer first. vmm/image (the guest's
 # own programs) is inside vmm/.
-LINT_DIRS="base vmm billing service server bridge tests/unit bench tools"
+LINT_DIRS="base vmm billing account sandbox service server bridge tests/unit bench tools"
 
 # lint_files [-l LIST] [PATH...]
 # Prints the C files (*.c, *.h) the PATHs name, one a line, sorted: a file,

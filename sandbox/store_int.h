@@ -1,0 +1,45 @@
+/* store_int.h - what the store's files share (not a public interface). */
+#ifndef AAS_STORE_INT_H
+#define AAS_STORE_INT_H
+
+#include "sandbox/store.h"
+
+#define STORE_TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
+
+/* ERR_NOT_FOUND naming sandbox_id. */
+void store_not_found(const char *id, struct err *e);
+/* A text column as JSON: null when NULL or empty. */
+json_t *store_text_or_null(const PGresult *r, int row, int col);
+/* An integer column as JSON: null when NULL or unreadable. */
+json_t *store_int_or_null(const PGresult *r, int row, int col);
+
+/* The first column of the only row of `r` into out, and clears `r`;
+ * ERR_NOT_FOUND naming sandbox `id` when there is no row; -1 also when `r`
+ * is NULL (its error is already in `e`). */
+int store_only_str(PGresult *r, const char *id, char *out, size_t n, struct err *e);
+
+/* One count(*) whose only parameter is the sandbox id. */
+int store_count(struct db *db, const char *sql, const char *sandbox_id, long long *n,
+    struct err *e);
+/* The same inside a transaction, on its connection. */
+int store_conn_count(PGconn *c, const char *sql, const char *sandbox_id, long long *n,
+    struct err *e);
+
+/* Reads one row into `elem`: 0 kept, 1 left out, -1 with `e` set. */
+typedef int (*store_row_fn)(const PGresult *r, int row, void *elem, struct err *e);
+
+/* Runs a query and reads its rows into a malloc'd array of `size`-byte
+ * elements (*out, *n; NULL and 0 for no rows). */
+int store_rows(struct db *db, const char *sql, int nparams, const char *const *params, size_t size,
+    store_row_fn read, void **out, size_t *n, struct err *e);
+
+/* Takes the answer of an UPDATE ... RETURNING id, host_uri of at most
+ * one row (and clears it): 1 with both, 0 for no row, -1 on error. */
+int store_id_host(PGresult *r, char *id, char *host, size_t hn, struct err *e);
+
+/* The preview forwards of sandbox `id` now go to `host_ports` (one per
+ * entry of `ports`): its VM started again on a new QEMU. */
+int store_conn_ports_rebind(PGconn *c, const char *id, const int *ports, const int *host_ports,
+    size_t n, struct err *e);
+
+#endif
