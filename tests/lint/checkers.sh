@@ -186,5 +186,67 @@ check "layers: a clean tree" good pass sh "$LINT/layers.sh" </dev/null
 check "banned: a clean tree" good pass sh "$LINT/banned.sh" </dev/null
 check "format: a clean tree" good pass sh "$LINT/format.sh" </dev/null
 
+# ---- sizes: files up to 800 lines, functions up to 100 ----
+
+# lines N: N lines of comment, a file of that size.
+lines() {
+	awk -v n="$1" 'BEGIN { for (i = 1; i <= n; i++) printf "/* line %d */\n", i }'
+}
+
+# fn NAME N: a function NAME whose lines from its "{" to its "}" are N
+# (at least 5), after its return type and name (two lines).
+fn() {
+	awk -v name="$1" -v n="$2" 'BEGIN {
+		printf "int\n%s(int a)\n{\n\tint n = a;\n\n", name
+		for (i = 1; i <= n - 5; i++)
+			print "\tn++;"
+		printf "\treturn n;\n}\n"
+	}'
+}
+
+lines 801 | put s801/base/long.c
+check "size: a file of 801 lines" s801 fail sh "$LINT/size.sh" <<'EOF'
+base/long.c:801
+EOF
+
+{ echo "/* fn.c - one function too long. */"; fn longest 101; } | put s101/vmm/fn.c
+check "size: a function of 101 lines" s101 fail sh "$LINT/size.sh" <<'EOF'
+vmm/fn.c:3
+EOF
+
+lines 850 | put sgrew/server/grew.c
+lines 30 | put sgrew/server/split.c
+{ echo "/* f.c - a listed function that grew. */"; fn grown 121; } | put sgrew/base/f.c
+put sgrew/tools/lint/size-allow <<'EOF'
+# what is still to split
+server/grew.c 849
+server/split.c 900
+base/f.c:grown 120
+base/f.c:gone 130
+server/gone.c 1000
+EOF
+check "size: a listed file and function grown, three stale lines" sgrew fail \
+    sh "$LINT/size.sh" <<'EOF'
+server/grew.c:801
+base/f.c:3
+tools/lint/size-allow:3
+tools/lint/size-allow:5
+tools/lint/size-allow:6
+EOF
+
+lines 800 | put sok/base/edge.c
+{ echo "/* fn.c - functions at the limit and below. */"; fn edge 100; echo; fn short 5; } |
+    put sok/bridge/fn.c
+lines 900 | put sok/service/listed.c
+{ echo "/* f.c - a listed function, shorter than listed. */"; fn listed 115; } | put sok/service/f.c
+lines 900 | put sok/tests/unit/test_big.c
+{ lines 900; fn bench_long 150; } | put sok/bench/b.c
+put sok/tools/lint/size-allow <<'EOF'
+service/listed.c 900 # splits soon
+service/f.c:listed 120
+EOF
+check "size: 800 and 100 lines, listed ones, tests/ and bench/ pass" sok pass \
+    sh "$LINT/size.sh" </dev/null
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
