@@ -248,5 +248,141 @@ EOF
 check "size: 800 and 100 lines, listed ones, tests/ and bench/ pass" sok pass \
     sh "$LINT/size.sh" </dev/null
 
+# ---- prefixes: one per file, from its name; one folder per prefix ----
+
+put pwrong/base/ring.c <<'EOF'
+/* ring.c - one function without the file's prefix. */
+struct ring *
+ring_new(int n)
+{
+	return 0;
+}
+
+int
+rng_put(struct ring *r,
+    int v)
+{
+	return v;
+}
+EOF
+check "prefix: a function without its file's prefix" pwrong fail sh "$LINT/prefix.sh" <<'EOF'
+base/ring.c:9
+EOF
+
+put players/base/meter.c <<'EOF'
+/* meter.c - meter_ in base/. */
+int
+meter_count(void)
+{
+	return 0;
+}
+EOF
+put players/server/meter_http.c <<'EOF'
+/* meter_http.c - meter_ in server/ too. */
+void
+meter_http_handle(void)
+{
+}
+EOF
+check "prefix: one prefix in two layers, undocumented" players fail sh "$LINT/prefix.sh" <<'EOF'
+base/meter.c:3
+server/meter_http.c:3
+EOF
+
+cp -R "$T/players" "$T/pstale"
+put pstale/tools/lint/prefixes <<'EOF'
+# the exceptions
+base/r*.c rg_ no function needs this
+base+vmm+server meter_ vmm/ has no meter_ function
+service/x.c
+base+server meter_ listed twice
+EOF
+check "prefix: stale lines, a line without a reason, a prefix listed twice" pstale fail \
+    sh "$LINT/prefix.sh" <<'EOF'
+tools/lint/prefixes:2
+tools/lint/prefixes:3
+tools/lint/prefixes:4
+tools/lint/prefixes:5
+EOF
+
+cp -R "$T/players" "$T/pok"
+put pok/tools/lint/prefixes <<'EOF'
+# the exceptions, each with its reason
+service/sandbox*.c sbx_ the sandbox service's module prefix
+base+server meter_ the meter and its endpoint
+EOF
+put pok/service/sandbox_io.c <<'EOF'
+/* sandbox_io.c - a documented prefix, the file's own, a static helper. */
+static int
+helper(void)
+{
+	return 0;
+}
+
+int
+sbx_run(void)
+{
+	return helper();
+}
+
+int
+sandbox_io_count(void)
+{
+	return 0;
+}
+EOF
+put pok/service/sandbox.c <<'EOF'
+/* sandbox.c - the file's own word, main(). */
+static int sandbox_helper(void)
+{
+	return 0;
+}
+
+void
+sandbox(void)
+{
+}
+
+int
+main(void)
+{
+	return sandbox_helper();
+}
+EOF
+put pok/vmm/image/aas-agent.c <<'EOF'
+/* aas-agent.c - a name with "-". */
+const char *
+aas_version(void)
+{
+	return "1";
+}
+EOF
+put pok/tools/fuzz_x.c <<'EOF'
+/* fuzz_x.c - a fuzz harness. */
+int
+LLVMFuzzerTestOneInput(const unsigned char *data, unsigned long size)
+{
+	return data == 0 || size == 0;
+}
+EOF
+put pok/tests/unit/test_x.c <<'EOF'
+/* test_x.c - tests are not checked. */
+int
+__wrap_meter_count(void)
+{
+	return 1;
+}
+EOF
+put pok/build/gen.c <<'EOF'
+/* gen.c - generated, not checked. */
+int
+other_gen(void)
+{
+	return 0;
+}
+EOF
+check "prefix: own prefixes, documented exceptions, what is not checked" pok pass \
+    sh "$LINT/prefix.sh" </dev/null
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
