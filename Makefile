@@ -267,11 +267,12 @@ bench:
 
 # Every check on every project folder (tools/lint/), then the checks' own
 # tests; all run, and any failure fails the target. make test runs them
-# too, on the paths in tools/lint/format-paths and banned-paths.
+# too, banned calls and format on the paths in tools/lint/format-paths and
+# banned-paths.
 lint:
 	@rc=0; \
 	for c in tools/lint/layers.sh tools/lint/banned.sh tools/lint/format.sh \
-	    tests/lint/checkers.sh; do \
+	    tools/lint/size.sh tools/lint/prefix.sh tests/lint/checkers.sh; do \
 		echo "  LINT    $$c"; \
 		sh $$c || rc=1; \
 	done; \

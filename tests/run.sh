@@ -20,7 +20,8 @@ failed=0
 
 # --- lint ---
 # Banned calls and format are checked on the paths listed in
-# tools/lint/banned-paths and format-paths (make lint checks everything).
+# tools/lint/banned-paths and format-paths (make lint checks everything);
+# layers, sizes and prefixes on the whole tree, like make lint.
 lint() { # NAME COMMAND...
 	name=$1
 	shift
@@ -39,6 +40,8 @@ if [ "${AAS_SKIP_LINT:-0}" != 1 ]; then
 	lint layers sh tools/lint/layers.sh
 	lint banned sh tools/lint/banned.sh -l tools/lint/banned-paths
 	lint format sh tools/lint/format.sh -l tools/lint/format-paths
+	lint size sh tools/lint/size.sh
+	lint prefix sh tools/lint/prefix.sh
 	lint checkers sh tests/lint/checkers.sh
 fi
 

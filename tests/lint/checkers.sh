@@ -186,5 +186,203 @@ check "layers: a clean tree" good pass sh "$LINT/layers.sh" </dev/null
 check "banned: a clean tree" good pass sh "$LINT/banned.sh" </dev/null
 check "format: a clean tree" good pass sh "$LINT/format.sh" </dev/null
 
+# ---- sizes: files up to 800 lines, functions up to 100 ----
+
+# lines N: N lines of comment, a file of that size.
+lines() {
+	awk -v n="$1" 'BEGIN { for (i = 1; i <= n; i++) printf "/* line %d */\n", i }'
+}
+
+# fn NAME N: a function NAME whose lines from its "{" to its "}" are N
+# (at least 5), after its return type and name (two lines).
+fn() {
+	awk -v name="$1" -v n="$2" 'BEGIN {
+		printf "int\n%s(int a)\n{\n\tint n = a;\n\n", name
+		for (i = 1; i <= n - 5; i++)
+			print "\tn++;"
+		printf "\treturn n;\n}\n"
+	}'
+}
+
+lines 801 | put s801/base/long.c
+check "size: a file of 801 lines" s801 fail sh "$LINT/size.sh" <<'EOF'
+base/long.c:801
+EOF
+
+{ echo "/* fn.c - one function too long. */"; fn longest 101; } | put s101/vmm/fn.c
+check "size: a function of 101 lines" s101 fail sh "$LINT/size.sh" <<'EOF'
+vmm/fn.c:3
+EOF
+
+lines 850 | put sgrew/server/grew.c
+lines 30 | put sgrew/server/split.c
+{ echo "/* f.c - a listed function that grew. */"; fn grown 121; } | put sgrew/base/f.c
+put sgrew/tools/lint/size-allow <<'EOF'
+# what is still to split
+server/grew.c 849
+server/split.c 900
+base/f.c:grown 120
+base/f.c:gone 130
+server/gone.c 1000
+EOF
+check "size: a listed file and function grown, three stale lines" sgrew fail \
+    sh "$LINT/size.sh" <<'EOF'
+server/grew.c:801
+base/f.c:3
+tools/lint/size-allow:3
+tools/lint/size-allow:5
+tools/lint/size-allow:6
+EOF
+
+lines 800 | put sok/base/edge.c
+{ echo "/* fn.c - functions at the limit and below. */"; fn edge 100; echo; fn short 5; } |
+    put sok/bridge/fn.c
+lines 900 | put sok/service/listed.c
+{ echo "/* f.c - a listed function, shorter than listed. */"; fn listed 115; } | put sok/service/f.c
+lines 900 | put sok/tests/unit/test_big.c
+{ lines 900; fn bench_long 150; } | put sok/bench/b.c
+put sok/tools/lint/size-allow <<'EOF'
+service/listed.c 900 # splits soon
+service/f.c:listed 120
+EOF
+check "size: 800 and 100 lines, listed ones, tests/ and bench/ pass" sok pass \
+    sh "$LINT/size.sh" </dev/null
+
+# ---- prefixes: one per file, from its name; one folder per prefix ----
+
+put pwrong/base/ring.c <<'EOF'
+/* ring.c - one function without the file's prefix. */
+struct ring *
+ring_new(int n)
+{
+	return 0;
+}
+
+int
+rng_put(struct ring *r,
+    int v)
+{
+	return v;
+}
+EOF
+check "prefix: a function without its file's prefix" pwrong fail sh "$LINT/prefix.sh" <<'EOF'
+base/ring.c:9
+EOF
+
+put players/base/meter.c <<'EOF'
+/* meter.c - meter_ in base/. */
+int
+meter_count(void)
+{
+	return 0;
+}
+EOF
+put players/server/meter_http.c <<'EOF'
+/* meter_http.c - meter_ in server/ too. */
+void
+meter_http_handle(void)
+{
+}
+EOF
+check "prefix: one prefix in two layers, undocumented" players fail sh "$LINT/prefix.sh" <<'EOF'
+base/meter.c:3
+server/meter_http.c:3
+EOF
+
+cp -R "$T/players" "$T/pstale"
+put pstale/tools/lint/prefixes <<'EOF'
+# the exceptions
+base/r*.c rg_ no function needs this
+base+vmm+server meter_ vmm/ has no meter_ function
+service/x.c
+base+server meter_ listed twice
+EOF
+check "prefix: stale lines, a line without a reason, a prefix listed twice" pstale fail \
+    sh "$LINT/prefix.sh" <<'EOF'
+tools/lint/prefixes:2
+tools/lint/prefixes:3
+tools/lint/prefixes:4
+tools/lint/prefixes:5
+EOF
+
+cp -R "$T/players" "$T/pok"
+put pok/tools/lint/prefixes <<'EOF'
+# the exceptions, each with its reason
+service/sandbox*.c sbx_ the sandbox service's module prefix
+base+server meter_ the meter and its endpoint
+EOF
+put pok/service/sandbox_io.c <<'EOF'
+/* sandbox_io.c - a documented prefix, the file's own, a static helper. */
+static int
+helper(void)
+{
+	return 0;
+}
+
+int
+sbx_run(void)
+{
+	return helper();
+}
+
+int
+sandbox_io_count(void)
+{
+	return 0;
+}
+EOF
+put pok/service/sandbox.c <<'EOF'
+/* sandbox.c - the file's own word, main(). */
+static int sandbox_helper(void)
+{
+	return 0;
+}
+
+void
+sandbox(void)
+{
+}
+
+int
+main(void)
+{
+	return sandbox_helper();
+}
+EOF
+put pok/vmm/image/aas-agent.c <<'EOF'
+/* aas-agent.c - a name with "-". */
+const char *
+aas_version(void)
+{
+	return "1";
+}
+EOF
+put pok/tools/fuzz_x.c <<'EOF'
+/* fuzz_x.c - a fuzz harness. */
+int
+LLVMFuzzerTestOneInput(const unsigned char *data, unsigned long size)
+{
+	return data == 0 || size == 0;
+}
+EOF
+put pok/tests/unit/test_x.c <<'EOF'
+/* test_x.c - tests are not checked. */
+int
+__wrap_meter_count(void)
+{
+	return 1;
+}
+EOF
+put pok/build/gen.c <<'EOF'
+/* gen.c - generated, not checked. */
+int
+other_gen(void)
+{
+	return 0;
+}
+EOF
+check "prefix: own prefixes, documented exceptions, what is not checked" pok pass \
+    sh "$LINT/prefix.sh" </dev/null
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -63,3 +63,58 @@ lint_files() {
 		[ -z "$f" ] || echo "$f"
 	done
 }
+
+# lint_scan FILE...
+# What the size and prefix checks read of C files, one record a line:
+#   file PATH LINES
+#   def PATH OPEN CLOSE AT LINKAGE NAME
+# A definition is found the house style's way: its opening "{" alone at
+# column 0, its closing "}" the next line starting at column 0 (OPEN and
+# CLOSE, the function is CLOSE - OPEN + 1 lines). Its declarator is the
+# nearest line above the "{" starting at column 0 (the parameters may
+# continue on indented lines): NAME is the last word before its first "(",
+# AT its line. LINKAGE is "static" when the return type says so (before
+# the name on that line, or the line above when the name starts it), else
+# "extern".
+lint_scan() {
+	awk '
+	FNR == 1 {
+		if (NR > 1)
+			printf "file %s %d\n", path, n
+		path = FILENAME
+		open = 0
+	}
+	{
+		n = FNR
+		line[FNR] = $0
+	}
+	/^\{/ {
+		open = FNR
+		at = FNR - 1
+		while (at > 0 && line[at] !~ /^[^ \t]/)
+			at--
+		head = ""
+		if (at > 0 && index(line[at], "(") > 0)
+			head = substr(line[at], 1, index(line[at], "(") - 1)
+		sub(/[ \t]+$/, "", head)
+		name = head
+		sub(/.*[^A-Za-z0-9_]/, "", name)
+		type = head
+		if (name == head && at > 1)
+			type = line[at - 1]
+		linkage = "extern"
+		if (type ~ /(^|[^A-Za-z0-9_])static([^A-Za-z0-9_]|$)/)
+			linkage = "static"
+		next
+	}
+	/^\}/ && open > 0 {
+		if (name != "")
+			printf "def %s %d %d %d %s %s\n", path, open, FNR, at, linkage, name
+		open = 0
+	}
+	END {
+		if (NR > 0)
+			printf "file %s %d\n", path, n
+	}
+	' "$@"
+}
