@@ -50,7 +50,7 @@ SERVER_SRC := \
 	server/auth.c server/http.c server/http_reply.c server/http_head.c server/http_defer.c server/sse.c server/mcp.c server/mcp_caller.c server/mcp_post.c server/mcp_stream.c server/mcp_cred.c server/mcp_rpc.c server/mcp_era.c server/http_limits.c server/hlim.c \
 	server/proxy.c server/proxy_px.c server/proxy_up.c server/proxy_head.c server/proxy_parse.c server/metrics_http.c server/card.c \
 	server/rest.c server/rest_ops.c server/rest_query.c server/rest_openapi.c \
-	server/ws.c server/pty.c server/pty_ticket.c server/web.c server/web_page.c server/web_dash.c server/web_sbx.c server/web_usage.c server/web_pay.c server/npx.c \
+	server/ws.c server/pty.c server/pty_sess.c server/pty_ticket.c server/web.c server/web_page.c server/web_dash.c server/web_sbx.c server/web_usage.c server/web_pay.c server/npx.c \
 	server/oauth.c server/web_oauth.c server/netguard_cli.c server/deploy_check.c
 GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c $(B)/gen/embed_openapi.c $(B)/gen/embed_web.c $(B)/gen/embed_npx.c
 
