@@ -15,6 +15,7 @@
 #include "bridge/br_tools.h"
 #include "base/jsonrpc.h"
 #include "base/log.h"
+#include "base/mcp_method.h"
 #include "base/mcp_version.h"
 
 #define BR_WORKERS 4
@@ -202,11 +203,12 @@ cancel_matching(struct br_rpc *r, const json_t *id)
 /* ---- methods (reading thread) ---- */
 
 static json_t *
-do_initialize(struct rpc_msg *msg)
+do_initialize(void *ctx, struct rpc_msg *msg)
 {
 	const char *asked = json_string_value(json_object_get(msg->params, "protocolVersion"));
 	const char *version = mcp_version_at(0);
 
+	(void)ctx;
 	if (!json_is_object(msg->params) || asked == NULL)
 		return rpc_error(msg->id, RPC_INVALID_PARAMS, "params.protocolVersion is required",
 		    NULL);
@@ -224,8 +226,9 @@ do_initialize(struct rpc_msg *msg)
 }
 
 static json_t *
-do_tools_call(struct br_rpc *r, struct rpc_msg *msg)
+do_tools_call(void *ctx, struct rpc_msg *msg)
 {
+	struct br_rpc *r = ctx;
 	const char *name = json_string_value(json_object_get(msg->params, "name"));
 	json_t *args = json_object_get(msg->params, "arguments");
 	json_t *token = json_object_get(json_object_get(msg->params, "_meta"), "progressToken");
@@ -254,39 +257,34 @@ do_tools_call(struct br_rpc *r, struct rpc_msg *msg)
 }
 
 static json_t *
-handle(struct br_rpc *r, json_t *raw)
+do_tools_list(void *ctx, struct rpc_msg *msg)
 {
-	struct rpc_msg msg;
-	char text[200];
+	json_t *bad = mcp_method_one_page(msg);
 
-	rpc_classify(raw, &msg);
-	if (msg.kind == RPC_INVALID)
-		return rpc_error(msg.id, msg.err_code, msg.err_msg, NULL);
-	if (msg.kind == RPC_RESPONSE)
-		return NULL; /* the bridge sends no requests */
-	if (msg.kind == RPC_NOTIFICATION) {
-		if (strcmp(msg.method, "notifications/cancelled") == 0) {
-			json_t *rid = json_object_get(msg.params, "requestId");
-			if (rpc_id_valid(rid))
-				cancel_matching(r, rid);
-		}
-		return NULL; /* initialized and the others need nothing */
-	}
-	if (strcmp(msg.method, "initialize") == 0)
-		return do_initialize(&msg);
-	if (strcmp(msg.method, "ping") == 0)
-		return rpc_result(msg.id, json_object());
-	if (strcmp(msg.method, "tools/list") == 0) {
-		if (json_object_get(msg.params, "cursor") != NULL)
-			return rpc_error(msg.id, RPC_INVALID_PARAMS,
-			    "invalid cursor: the tool list has a single page", NULL);
-		return rpc_result(msg.id, br_catalog_list());
-	}
-	if (strcmp(msg.method, "tools/call") == 0)
-		return do_tools_call(r, &msg);
-	snprintf(text, sizeof(text), "Method not found: %.120s", msg.method);
-	return rpc_error(msg.id, RPC_METHOD_NOT_FOUND, text, NULL);
+	(void)ctx;
+	return bad ? bad : rpc_result(msg->id, br_catalog_list());
 }
+
+static void
+cancel_call(void *ctx, json_t *request_id)
+{
+	cancel_matching(ctx, request_id);
+}
+
+static const struct mcp_method methods[] = {
+	{ "initialize", do_initialize },
+	{ "ping", mcp_method_ping },
+	{ "tools/list", do_tools_list },
+	{ "tools/call", do_tools_call },
+};
+
+/* The bridge sends no requests (responses need nothing) and does nothing
+ * with a notification but a cancellation. */
+static const struct mcp_methods endpoint = {
+	.table = methods,
+	.n = sizeof(methods) / sizeof(methods[0]),
+	.cancel = cancel_call,
+};
 
 static void
 handle_line(struct br_rpc *r, const char *line, size_t len)
@@ -308,7 +306,7 @@ handle_line(struct br_rpc *r, const char *line, size_t len)
 		    rpc_error(NULL, RPC_INVALID_REQUEST,
 			"Invalid Request: batches are not supported on stdio", NULL));
 	else
-		send_msg(r, handle(r, raw));
+		send_msg(r, mcp_method_handle(&endpoint, r, raw));
 	json_decref(raw);
 }
 

@@ -97,6 +97,14 @@ fail(const struct err *e)
 	return 1;
 }
 
+/* The usage on stderr: a command or option missing. */
+static int
+bad_usage(void)
+{
+	fputs(usage, stderr);
+	return 2;
+}
+
 static json_t *
 key_json(const char *account_id, const struct acct_new_key *k)
 {
@@ -261,10 +269,8 @@ cmd_host(struct app *app, int argc, char **argv, struct err *e)
 		v = hosts_list_json(app->db, e);
 		return v ? print_json(v) : fail(e);
 	}
-	if (arg == NULL) {
-		fputs(usage, stderr);
-		return 2;
-	}
+	if (arg == NULL)
+		return bad_usage();
 	if (strcmp(sub, "add") == 0) {
 		struct hosts_options o = { .name = opt(argc, argv, "--name"),
 			.preview_address = opt(argc, argv, "--preview-address"),
@@ -289,147 +295,238 @@ cmd_host(struct app *app, int argc, char **argv, struct err *e)
 			return fail(e);
 		return print_json(json_pack("{s:s, s:b}", "host", arg, "removed", 1));
 	}
-	fputs(usage, stderr);
-	return 2;
+	return bad_usage();
 }
+
+/* --limit: 100 when absent, else 1 to AASCTL_MAX_LEDGER; -1 otherwise. */
+static int
+limit_opt(int argc, char **argv, long long *out, struct err *e)
+{
+	const char *lim = opt(argc, argv, "--limit");
+
+	*out = 100;
+	if (lim && (num_parse_ll(lim, out) < 0 || *out < 1 || *out > AASCTL_MAX_LEDGER)) {
+		err_set_field(e, "limit", "limit: a whole number from 1 to %d", AASCTL_MAX_LEDGER);
+		return -1;
+	}
+	return 0;
+}
+
+/* An --account option naming an account id: 0, or -1 when it does not. */
+static int
+account_opt_valid(const char *acct, struct err *e)
+{
+	if (!acct_id_valid(acct)) {
+		err_set_field(e, "account", "account: not an account id");
+		return -1;
+	}
+	return 0;
+}
+
+static int
+cmd_migrate(struct app *app, int argc, char **argv, struct err *e)
+{
+	(void)app;
+	(void)argc;
+	(void)argv;
+	(void)e;
+	return print_json(json_pack("{s:b}", "migrated", 1));
+}
+
+static int
+cmd_dev_key_opts(struct app *app, int argc, char **argv, struct err *e)
+{
+	const char *email = opt(argc, argv, "--email");
+	const char *file = opt(argc, argv, "--file");
+
+	if (email == NULL || file == NULL)
+		return bad_usage();
+	return cmd_dev_key(app, email, file, e);
+}
+
+static int
+cmd_account_create(struct app *app, int argc, char **argv, struct err *e)
+{
+	const char *email = opt(argc, argv, "--email");
+	char account_id[ACCT_ID_LEN + 1];
+	struct acct_new_key nk;
+	json_t *v;
+
+	if (email == NULL)
+		return bad_usage();
+	if (acct_create(app->db, email, app->cfg.free_credit, account_id, &nk, e) < 0)
+		return fail(e);
+	v = key_json(account_id, &nk);
+	json_object_set_new(v, "email", json_string(email));
+	OPENSSL_cleanse(&nk, sizeof(nk));
+	return print_json(v);
+}
+
+static int
+cmd_account_list(struct app *app, int argc, char **argv, struct err *e)
+{
+	json_t *v = acct_list(app->db, e);
+
+	(void)argc;
+	(void)argv;
+	return v ? print_json(v) : fail(e);
+}
+
+static int
+cmd_account_disable(struct app *app, int argc, char **argv, struct err *e)
+{
+	const char *acct = opt(argc, argv, "--account");
+	struct acct_disabled d;
+	long long live;
+
+	if (acct == NULL)
+		return bad_usage();
+	if (store_disable_account(app->db, acct, &d, &live, e) < 0)
+		return fail(e);
+	return print_json(json_pack("{s:s, s:b, s:b, s:I, s:I, s:I}", "account_id", acct,
+	    "disabled", 1, "already_disabled", d.already, "keys_revoked",
+	    (json_int_t)d.keys_revoked, "sessions_ended", (json_int_t)d.sessions_ended,
+	    "sandboxes_stopping", (json_int_t)live));
+}
+
+static int
+cmd_account_enable(struct app *app, int argc, char **argv, struct err *e)
+{
+	const char *acct = opt(argc, argv, "--account");
+
+	if (acct == NULL)
+		return bad_usage();
+	if (acct_enable(app->db, acct, e) < 0)
+		return fail(e);
+	return print_json(json_pack("{s:s, s:b, s:s}", "account_id", acct, "disabled", 0, "note",
+	    "Its keys stay revoked; create a new one with key create."));
+}
+
+static int
+cmd_key_create(struct app *app, int argc, char **argv, struct err *e)
+{
+	const char *acct = opt(argc, argv, "--account");
+	struct acct_new_key nk;
+	json_t *v;
+
+	if (acct == NULL)
+		return bad_usage();
+	if (acct_key_create(app->db, acct, opt(argc, argv, "--name"), &nk, e) < 0)
+		return fail(e);
+	v = key_json(acct, &nk);
+	OPENSSL_cleanse(&nk, sizeof(nk));
+	return print_json(v);
+}
+
+static int
+cmd_key_list(struct app *app, int argc, char **argv, struct err *e)
+{
+	const char *acct = opt(argc, argv, "--account");
+	json_t *v;
+
+	if (acct == NULL)
+		return bad_usage();
+	v = acct_key_list(app->db, acct, e);
+	return v ? print_json(v) : fail(e);
+}
+
+static int
+cmd_key_revoke(struct app *app, int argc, char **argv, struct err *e)
+{
+	const char *key_id = opt(argc, argv, "--key");
+
+	if (key_id == NULL)
+		return bad_usage();
+	if (acct_key_revoke(app->db, key_id, e) < 0)
+		return fail(e);
+	return print_json(json_pack("{s:s, s:b}", "key_id", key_id, "revoked", 1));
+}
+
+static int
+cmd_credit_grant(struct app *app, int argc, char **argv, struct err *e)
+{
+	const char *acct = opt(argc, argv, "--account");
+	const char *amount = opt(argc, argv, "--amount");
+	const char *reason = opt(argc, argv, "--reason");
+	long long n;
+	int64_t balance;
+
+	if (acct == NULL || amount == NULL || reason == NULL)
+		return bad_usage();
+	if (num_parse_ll(amount, &n) < 0) {
+		err_set_field(e, "amount", "amount: not a whole number of micro-USD");
+		return fail(e);
+	}
+	if (account_opt_valid(acct, e) < 0)
+		return fail(e);
+	if (bill_grant(app->db, acct, n, reason, &balance, e) < 0)
+		return fail(e);
+	return print_json(json_pack("{s:s, s:I, s:I}", "account_id", acct, "granted", (json_int_t)n,
+	    "balance", (json_int_t)balance));
+}
+
+static int
+cmd_ledger(struct app *app, int argc, char **argv, struct err *e)
+{
+	const char *acct = opt(argc, argv, "--account");
+	int64_t next;
+	long long l;
+	json_t *v;
+
+	if (acct == NULL)
+		return bad_usage();
+	if (account_opt_valid(acct, e) < 0 || limit_opt(argc, argv, &l, e) < 0)
+		return fail(e);
+	v = usage_ledger_json(app->db, acct, (int)l, 0, &next, e);
+	return v ? print_json(v) : fail(e);
+}
+
+static int
+cmd_mail_pending(struct app *app, int argc, char **argv, struct err *e)
+{
+	long long l;
+	json_t *v;
+
+	if (limit_opt(argc, argv, &l, e) < 0)
+		return fail(e);
+	v = mailq_pending(app->db, (int)l, e);
+	return v ? print_json(v) : fail(e);
+}
+
+/* The commands: the first word, the second ("" for none looked at), and
+ * what runs them (the exit status). */
+static const struct command {
+	const char *what, *sub;
+	int (*run)(struct app *app, int argc, char **argv, struct err *e);
+} commands[] = {
+	{ "migrate", "", cmd_migrate },
+	{ "dev-key", "", cmd_dev_key_opts },
+	{ "account", "create", cmd_account_create },
+	{ "account", "list", cmd_account_list },
+	{ "account", "disable", cmd_account_disable },
+	{ "account", "enable", cmd_account_enable },
+	{ "key", "create", cmd_key_create },
+	{ "key", "list", cmd_key_list },
+	{ "credit", "grant", cmd_credit_grant },
+	{ "ledger", "", cmd_ledger },
+	{ "key", "revoke", cmd_key_revoke },
+	{ "host", "", cmd_host },
+	{ "mail", "pending", cmd_mail_pending },
+};
 
 static int
 run(struct app *app, int argc, char **argv, struct err *e)
 {
-	const char *what = argv[1];
 	const char *sub = argc > 2 ? argv[2] : "";
-	struct acct_new_key nk;
-	char account_id[ACCT_ID_LEN + 1];
-	json_t *v;
 
-	if (strcmp(what, "migrate") == 0)
-		return print_json(json_pack("{s:b}", "migrated", 1));
-	if (strcmp(what, "dev-key") == 0) {
-		const char *email = opt(argc, argv, "--email");
-		const char *file = opt(argc, argv, "--file");
-		if (email == NULL || file == NULL)
-			goto bad;
-		return cmd_dev_key(app, email, file, e);
-	}
-	if (strcmp(what, "account") == 0 && strcmp(sub, "create") == 0) {
-		const char *email = opt(argc, argv, "--email");
-		if (email == NULL)
-			goto bad;
-		if (acct_create(app->db, email, app->cfg.free_credit, account_id, &nk, e) < 0)
-			return fail(e);
-		v = key_json(account_id, &nk);
-		json_object_set_new(v, "email", json_string(email));
-		OPENSSL_cleanse(&nk, sizeof(nk));
-		return print_json(v);
-	}
-	if (strcmp(what, "account") == 0 && strcmp(sub, "list") == 0) {
-		v = acct_list(app->db, e);
-		return v ? print_json(v) : fail(e);
-	}
-	if (strcmp(what, "account") == 0 && strcmp(sub, "disable") == 0) {
-		const char *acct = opt(argc, argv, "--account");
-		struct acct_disabled d;
-		long long live;
-		if (acct == NULL)
-			goto bad;
-		if (store_disable_account(app->db, acct, &d, &live, e) < 0)
-			return fail(e);
-		return print_json(json_pack("{s:s, s:b, s:b, s:I, s:I, s:I}", "account_id", acct,
-		    "disabled", 1, "already_disabled", d.already, "keys_revoked",
-		    (json_int_t)d.keys_revoked, "sessions_ended", (json_int_t)d.sessions_ended,
-		    "sandboxes_stopping", (json_int_t)live));
-	}
-	if (strcmp(what, "account") == 0 && strcmp(sub, "enable") == 0) {
-		const char *acct = opt(argc, argv, "--account");
-		if (acct == NULL)
-			goto bad;
-		if (acct_enable(app->db, acct, e) < 0)
-			return fail(e);
-		return print_json(json_pack("{s:s, s:b, s:s}", "account_id", acct, "disabled", 0,
-		    "note", "Its keys stay revoked; create a new one with key create."));
-	}
-	if (strcmp(what, "key") == 0 && strcmp(sub, "create") == 0) {
-		const char *acct = opt(argc, argv, "--account");
-		if (acct == NULL)
-			goto bad;
-		if (acct_key_create(app->db, acct, opt(argc, argv, "--name"), &nk, e) < 0)
-			return fail(e);
-		v = key_json(acct, &nk);
-		OPENSSL_cleanse(&nk, sizeof(nk));
-		return print_json(v);
-	}
-	if (strcmp(what, "key") == 0 && strcmp(sub, "list") == 0) {
-		const char *acct = opt(argc, argv, "--account");
-		if (acct == NULL)
-			goto bad;
-		v = acct_key_list(app->db, acct, e);
-		return v ? print_json(v) : fail(e);
-	}
-	if (strcmp(what, "credit") == 0 && strcmp(sub, "grant") == 0) {
-		const char *acct = opt(argc, argv, "--account");
-		const char *amount = opt(argc, argv, "--amount");
-		const char *reason = opt(argc, argv, "--reason");
-		long long n;
-		int64_t balance;
-		if (acct == NULL || amount == NULL || reason == NULL)
-			goto bad;
-		if (num_parse_ll(amount, &n) < 0) {
-			err_set_field(e, "amount", "amount: not a whole number of micro-USD");
-			return fail(e);
-		}
-		if (!acct_id_valid(acct)) {
-			err_set_field(e, "account", "account: not an account id");
-			return fail(e);
-		}
-		if (bill_grant(app->db, acct, n, reason, &balance, e) < 0)
-			return fail(e);
-		return print_json(json_pack("{s:s, s:I, s:I}", "account_id", acct, "granted",
-		    (json_int_t)n, "balance", (json_int_t)balance));
-	}
-	if (strcmp(what, "ledger") == 0) {
-		const char *acct = opt(argc, argv, "--account");
-		const char *lim = opt(argc, argv, "--limit");
-		int64_t next;
-		if (acct == NULL)
-			goto bad;
-		if (!acct_id_valid(acct)) {
-			err_set_field(e, "account", "account: not an account id");
-			return fail(e);
-		}
-		long long l = 100;
-		if (lim && (num_parse_ll(lim, &l) < 0 || l < 1 || l > AASCTL_MAX_LEDGER)) {
-			err_set_field(e, "limit", "limit: a whole number from 1 to %d",
-			    AASCTL_MAX_LEDGER);
-			return fail(e);
-		}
-		v = usage_ledger_json(app->db, acct, (int)l, 0, &next, e);
-		return v ? print_json(v) : fail(e);
-	}
-	if (strcmp(what, "key") == 0 && strcmp(sub, "revoke") == 0) {
-		const char *key_id = opt(argc, argv, "--key");
-		if (key_id == NULL)
-			goto bad;
-		if (acct_key_revoke(app->db, key_id, e) < 0)
-			return fail(e);
-		return print_json(json_pack("{s:s, s:b}", "key_id", key_id, "revoked", 1));
-	}
-	if (strcmp(what, "host") == 0)
-		return cmd_host(app, argc, argv, e);
-	if (strcmp(what, "mail") == 0 && strcmp(sub, "pending") == 0) {
-		const char *lim = opt(argc, argv, "--limit");
-		long long l = 100;
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		const struct command *c = &commands[i];
 
-		if (lim && (num_parse_ll(lim, &l) < 0 || l < 1 || l > AASCTL_MAX_LEDGER)) {
-			err_set_field(e, "limit", "limit: a whole number from 1 to %d",
-			    AASCTL_MAX_LEDGER);
-			return fail(e);
-		}
-		v = mailq_pending(app->db, (int)l, e);
-		return v ? print_json(v) : fail(e);
+		if (strcmp(argv[1], c->what) == 0 &&
+		    (c->sub[0] == '\0' || strcmp(sub, c->sub) == 0))
+			return c->run(app, argc, argv, e);
 	}
-bad:
-	fputs(usage, stderr);
-	return 2;
+	return bad_usage();
 }
 
 int

@@ -199,57 +199,66 @@ print_config_row(const char *name, const char *def, const char *help, void *ctx)
 	printf("| `%s` | `%s` | %s |\n", name, *def ? def : "", help);
 }
 
-int
-main(int argc, char **argv)
-{
+/* Everything the service runs, in the order it starts; stop() frees what
+ * was made, whatever the point start or serve reached. */
+struct daemon {
 	struct config cfg;
-	struct err e;
-	struct app *app = NULL;
-	struct mcp *mcp = NULL;
-	struct card *card = NULL;
-	struct metrics_http *metrics = NULL;
-	struct rest *rest = NULL;
-	struct pty_hub *pty = NULL;
-	struct mailq *mq = NULL;
-	struct web *web = NULL;
-	struct npx *npx = NULL;
-	struct tasks *tasks = NULL;
+	struct app *app;
+	struct tasks *tasks;
+	struct mcp *mcp;
+	struct card *card;
+	struct metrics_http *metrics;
+	struct rest *rest;
+	struct pty_hub *pty;
+	struct mailq *mq;
+	struct npx *npx;
+	struct web *web;
+	struct work_pool *work;
 	struct http_route routes[MAX_ROUTES];
-	size_t n_rest = 0;
-	struct work_pool *work = NULL;
-	struct http_server *http = NULL;
-	struct proxy *proxy = NULL;
+	size_t n_routes;
+	struct proxy *proxy;
 	struct front front;
-	sigset_t sigs;
-	int sig = 0, rc = 1;
+	struct http_server *http;
+};
 
-	if (argc > 1 && strcmp(argv[1], "--config-table") == 0) {
+/* The modes that do one thing and exit: the exit status. */
+static int
+one_shot(const char *arg)
+{
+	if (strcmp(arg, "--config-table") == 0) {
 		printf("| Variable | Default | Meaning |\n|---|---|---|\n");
 		config_print_table(print_config_row, NULL);
 		return 0;
 	}
-	if (argc > 1 && strcmp(argv[1], "--check-deployment") == 0)
+	if (strcmp(arg, "--check-deployment") == 0)
 		return dcheck_main();
-	if (argc > 1 && netguard_cli_is(argv[1]))
-		return netguard_cli_main(argv[1]);
-	if (argc > 1) {
-		fprintf(stderr,
-		    "usage: aasd [--config-table | --check-deployment | --netguard-rules |\n"
-		    "             --netguard-rules-hash | --netguard-users | --netguard-install |\n"
-		    "             --netguard-watch]\n"
-		    "Configuration comes from AAS_* environment variables; see docs/configuration.md.\n");
-		return 2;
-	}
+	if (netguard_cli_is(arg))
+		return netguard_cli_main(arg);
+	fprintf(stderr,
+	    "usage: aasd [--config-table | --check-deployment | --netguard-rules |\n"
+	    "             --netguard-rules-hash | --netguard-users | --netguard-install |\n"
+	    "             --netguard-watch]\n"
+	    "Configuration comes from AAS_* environment variables; see docs/configuration.md.\n");
+	return 2;
+}
+
+/* The settings, the signals (taken by the main thread only), and the
+ * process-wide state the parts use; exits on failure. */
+static void
+setup(struct config *cfg, sigset_t *sigs)
+{
+	struct err e;
+
 	err_clear(&e);
-	if (config_load(&cfg, env_get, &e) < 0)
+	if (config_load(cfg, env_get, &e) < 0)
 		log_fatal("config: %s", e.msg);
-	log_set_level((enum log_level)cfg.log_level);
+	log_set_level((enum log_level)cfg->log_level);
 
 	/* Signals are taken synchronously by the main thread only. */
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+	sigemptyset(sigs);
+	sigaddset(sigs, SIGINT);
+	sigaddset(sigs, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
 	if (tools_init(&e) < 0)
@@ -257,153 +266,199 @@ main(int argc, char **argv)
 	/* Before any thread: libcurl's global state (mail). */
 	if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0)
 		log_fatal("start: libcurl did not initialise");
-	pw_set_concurrency(cfg.password_hashes);
-	pw_set_share(cfg.password_hashes_per_client);
-	app = app_new(&cfg, APP_CACHES, &e);
-	if (app == NULL) {
-		log_error("start: %s", e.msg);
-		goto out;
-	}
-	if (strcmp(cfg.libvirt_uri, "none") != 0) {
-		if (app_start_sandboxes(app, &e) < 0) {
-			log_error("start: %s", e.msg);
-			goto out;
-		}
+	pw_set_concurrency(cfg->password_hashes);
+	pw_set_share(cfg->password_hashes_per_client);
+}
+
+/* The service and its front ends, each after the one it needs: 0, or -1
+ * with e saying why. */
+static int
+start_parts(struct daemon *d, struct err *e)
+{
+	const struct config *cfg = &d->cfg;
+
+	if ((d->app = app_new(cfg, APP_CACHES, e)) == NULL)
+		return -1;
+	if (strcmp(cfg->libvirt_uri, "none") != 0) {
+		if (app_start_sandboxes(d->app, e) < 0)
+			return -1;
 	} else {
 		log_info("vm: AAS_LIBVIRT_URI=none; sandbox tools are unavailable");
 	}
-	tasks = tasks_new(app, &e);
-	if (tasks == NULL) {
-		log_error("start: %s", e.msg);
-		goto out;
+	if ((d->tasks = tasks_new(d->app, e)) == NULL)
+		return -1;
+	atomic_store(&d->app->tasks, d->tasks);
+	d->mcp = mcp_new(d->app, e);
+	d->card = card_new(&d->app->cfg, e);
+	d->metrics = metrics_http_new(d->app, e);
+	if (d->mcp != NULL)
+		d->rest = rest_new(d->app, e);
+	if (d->rest != NULL)
+		d->pty = pty_new(d->app, e);
+	if (d->pty != NULL)
+		d->mq = mailq_start(d->app->db, &d->app->cfg, e);
+	if (d->mq != NULL)
+		d->npx = npx_new(&d->app->cfg, e);
+	if (d->npx != NULL) {
+		d->web = web_new(d->app, d->mq, d->pty);
+		if (d->web == NULL)
+			err_set(e, ERR_INTERNAL, "out of memory");
 	}
-	atomic_store(&app->tasks, tasks);
-	mcp = mcp_new(app, &e);
-	card = card_new(&app->cfg, &e);
-	metrics = metrics_http_new(app, &e);
-	if (mcp != NULL)
-		rest = rest_new(app, &e);
-	if (rest != NULL)
-		pty = pty_new(app, &e);
-	if (pty != NULL)
-		mq = mailq_start(app->db, &app->cfg, &e);
-	if (mq != NULL)
-		npx = npx_new(&app->cfg, &e);
-	if (npx != NULL) {
-		web = web_new(app, mq, pty);
-		if (web == NULL)
-			err_set(&e, ERR_INTERNAL, "out of memory");
-	}
-	work = work_new(cfg.workers, WORK_QUEUE_MAX, &e);
-	if (work != NULL) {
+	d->work = work_new(cfg->workers, WORK_QUEUE_MAX, e);
+	if (d->work != NULL) {
 		struct work_limits lim = {
-			.per_key_running = (size_t)cfg.max_calls_per_account,
-			.per_key_queued = (size_t)cfg.max_queued_per_account,
-			.max_wait_ms = (long long)cfg.queue_wait_s * 1000,
+			.per_key_running = (size_t)cfg->max_calls_per_account,
+			.per_key_queued = (size_t)cfg->max_queued_per_account,
+			.max_wait_ms = (long long)cfg->queue_wait_s * 1000,
 		};
-		if (work_set_limits(work, &lim, &e) < 0) {
-			work_free(work);
-			work = NULL;
+		if (work_set_limits(d->work, &lim, e) < 0) {
+			work_free(d->work);
+			d->work = NULL;
 		}
 	}
-	if (mcp == NULL || card == NULL || metrics == NULL || rest == NULL || pty == NULL ||
-	    mq == NULL || web == NULL || work == NULL) {
-		log_error("start: %s", e.msg);
-		goto out;
-	}
+	if (d->mcp == NULL || d->card == NULL || d->metrics == NULL || d->rest == NULL ||
+	    d->pty == NULL || d->mq == NULL || d->web == NULL || d->work == NULL)
+		return -1;
+	return 0;
+}
+
+/* d->routes: the MCP and fixed routes first (the first route that
+ * matches wins), then OAuth, the terminal, REST and the dashboard. */
+static int
+route_table(struct daemon *d)
+{
 	const struct http_route fixed[] = {
 		{ .path = "/v1/mcp",
 		    .handler = mcp_handle,
-		    .ctx = mcp,
+		    .ctx = d->mcp,
 		    .error_fmt = mcp_error_fmt,
 		    .head = mcp_head },
-		{ .path = "/healthz", .handler = health, .ctx = app },
-		{ .path = "/mcp.tgz", .handler = npx_handle, .ctx = npx },
-		{ .path = "/metrics", .handler = metrics_http_handle, .ctx = metrics },
+		{ .path = "/healthz", .handler = health, .ctx = d->app },
+		{ .path = "/mcp.tgz", .handler = npx_handle, .ctx = d->npx },
+		{ .path = "/metrics", .handler = metrics_http_handle, .ctx = d->metrics },
 		{ .path = "/.well-known/mcp/server-card.json",
 		    .handler = card_handle,
-		    .ctx = card },
+		    .ctx = d->card },
 	};
-	const struct http_route *rest_r = rest_routes(rest, &n_rest);
+	size_t n_rest = 0;
+	const struct http_route *rest_r = rest_routes(d->rest, &n_rest);
 	size_t n_fixed = sizeof(fixed) / sizeof(fixed[0]);
+
 	if (n_fixed + OAUTH_HTTP_ROUTES + PTY_ROUTES + n_rest + WEB_ROUTES > MAX_ROUTES) {
 		log_error("start: too many HTTP routes");
-		goto out;
+		return -1;
 	}
-	/* The MCP and fixed routes first: the first route that matches wins. */
-	memcpy(routes, fixed, sizeof(fixed));
-	n_fixed += oauth_http_routes(app, routes + n_fixed, OAUTH_HTTP_ROUTES);
-	n_fixed += pty_routes(pty, routes + n_fixed, PTY_ROUTES);
-	memcpy(routes + n_fixed, rest_r, n_rest * sizeof(*rest_r));
-	n_rest += web_routes(web, routes + n_fixed + n_rest, WEB_ROUTES);
+	memcpy(d->routes, fixed, sizeof(fixed));
+	n_fixed += oauth_http_routes(d->app, d->routes + n_fixed, OAUTH_HTTP_ROUTES);
+	n_fixed += pty_routes(d->pty, d->routes + n_fixed, PTY_ROUTES);
+	memcpy(d->routes + n_fixed, rest_r, n_rest * sizeof(*rest_r));
+	n_rest += web_routes(d->web, d->routes + n_fixed + n_rest, WEB_ROUTES);
+	d->n_routes = n_fixed + n_rest;
+	return 0;
+}
+
+/* The preview proxy, the hooks that close what another process ended,
+ * and the HTTP server on its port: 0, or -1 with e saying why. */
+static int
+serve(struct daemon *d, struct err *e)
+{
+	const struct config *cfg = &d->cfg;
 	const struct proxy_config pcfg = {
-		.max_conns = cfg.preview_max_conns,
-		.max_per_sandbox = cfg.max_preview_conns_per_sandbox,
-		.max_per_account = cfg.max_preview_conns_per_account,
-		.idle_timeout_s = cfg.preview_timeout_s,
-		.scheme = cfg.preview_scheme,
+		.max_conns = cfg->preview_max_conns,
+		.max_per_sandbox = cfg->max_preview_conns_per_sandbox,
+		.max_per_account = cfg->max_preview_conns_per_account,
+		.idle_timeout_s = cfg->preview_timeout_s,
+		.scheme = cfg->preview_scheme,
 		.resolve = preview_resolve,
 		.explain = preview_explain,
 		.rewrite_query = preview_query_strip,
-		.ctx = app,
+		.ctx = d->app,
 	};
-	proxy = proxy_new(&pcfg, &e);
-	if (proxy == NULL) {
-		log_error("start: %s", e.msg);
-		goto out;
-	}
-	front.mcp = mcp;
-	front.proxy = proxy;
-	front.pty = pty;
-	const struct app_hooks hooks = { front_session_ended, front_account_disabled,
-		front_sandbox_ended, &front };
-	app_set_hooks(app, &hooks);
-	const struct http_intercept icpt = { preview_claims, app, proxy };
 	struct http_auth auth;
-	auth_hooks(app, &auth);
-	http = http_new(&app->cfg, work, routes, n_fixed + n_rest, &icpt, &auth, &e);
-	if (http == NULL) {
+
+	if ((d->proxy = proxy_new(&pcfg, e)) == NULL)
+		return -1;
+	d->front.mcp = d->mcp;
+	d->front.proxy = d->proxy;
+	d->front.pty = d->pty;
+	const struct app_hooks hooks = { front_session_ended, front_account_disabled,
+		front_sandbox_ended, &d->front };
+	app_set_hooks(d->app, &hooks);
+	const struct http_intercept icpt = { preview_claims, d->app, d->proxy };
+	auth_hooks(d->app, &auth);
+	d->http = http_new(&d->app->cfg, d->work, d->routes, d->n_routes, &icpt, &auth, e);
+	return d->http ? 0 : -1;
+}
+
+/* Ends what start and serve made, in the order that lets each part finish
+ * with the ones it still uses. */
+static void
+stop(struct daemon *d)
+{
+	/* Nothing new is taken; workers finish (and resume their
+	 * connections) before the HTTP daemon stops. */
+	http_close(d->http);
+	if (d->app)
+		app_set_hooks(d->app, NULL);
+	/* Calls waiting on a guest end now rather than hold the workers. */
+	if (d->app && d->app->sbx)
+		sbx_stop_calls(d->app->sbx);
+	sse_finish_all();
+	work_free(d->work);
+	pty_stop(d->pty);
+	http_free(d->http);
+	/* Tasks stop before the service under them does. */
+	if (d->app)
+		atomic_store(&d->app->tasks, NULL);
+	tasks_free(d->tasks);
+	web_free(d->web);
+	npx_free(d->npx);
+	mailq_stop(d->mq);
+	pty_free(d->pty);
+	mcp_free(d->mcp);
+	card_free(d->card);
+	metrics_http_free(d->metrics);
+	rest_free(d->rest);
+	if (d->app)
+		sbx_free(d->app->sbx);
+	vm_events_stop();
+	app_free(d->app);
+	/* Last: the maintenance and notice threads (stopped above) may call
+	 * into the proxy through the hooks until then. */
+	proxy_free(d->proxy);
+	tools_cleanup();
+	curl_global_cleanup();
+}
+
+int
+main(int argc, char **argv)
+{
+	struct daemon d;
+	struct err e;
+	sigset_t sigs;
+	int sig = 0, rc = 1;
+
+	if (argc > 1)
+		return one_shot(argv[1]);
+	memset(&d, 0, sizeof(d));
+	setup(&d.cfg, &sigs);
+	err_clear(&e);
+	if (start_parts(&d, &e) < 0) {
 		log_error("start: %s", e.msg);
 		goto out;
 	}
-	log_info("aasd %s listening on %s:%d (public %s)", AAS_VERSION, cfg.listen_host,
-	    cfg.listen_port, cfg.public_url);
+	if (route_table(&d) < 0)
+		goto out;
+	if (serve(&d, &e) < 0) {
+		log_error("start: %s", e.msg);
+		goto out;
+	}
+	log_info("aasd %s listening on %s:%d (public %s)", AAS_VERSION, d.cfg.listen_host,
+	    d.cfg.listen_port, d.cfg.public_url);
 	sigwait(&sigs, &sig);
 	log_info("aasd: signal %d, stopping", sig);
 	rc = 0;
 out:
-	/* Nothing new is taken; workers finish (and resume their
-	 * connections) before the HTTP daemon stops. */
-	http_close(http);
-	if (app)
-		app_set_hooks(app, NULL);
-	/* Calls waiting on a guest end now rather than hold the workers. */
-	if (app && app->sbx)
-		sbx_stop_calls(app->sbx);
-	sse_finish_all();
-	work_free(work);
-	pty_stop(pty);
-	http_free(http);
-	/* Tasks stop before the service under them does. */
-	if (app)
-		atomic_store(&app->tasks, NULL);
-	tasks_free(tasks);
-	web_free(web);
-	npx_free(npx);
-	mailq_stop(mq);
-	pty_free(pty);
-	mcp_free(mcp);
-	card_free(card);
-	metrics_http_free(metrics);
-	rest_free(rest);
-	if (app)
-		sbx_free(app->sbx);
-	vm_events_stop();
-	app_free(app);
-	/* Last: the maintenance and notice threads (stopped above) may call
-	 * into the proxy through the hooks until then. */
-	proxy_free(proxy);
-	tools_cleanup();
-	curl_global_cleanup();
+	stop(&d);
 	return rc;
 }

@@ -1,4 +1,7 @@
-/* http.c - libmicrohttpd front end. */
+/* http.c - libmicrohttpd front end: the server, the callbacks a request
+ * goes through, and what a handler reads of its request (replies are
+ * http_reply.c, the headers stage http_head.c, work handed to the pool
+ * http_defer.c; what they share, server/http_int.h). */
 #include "server/http.h"
 
 #include <arpa/inet.h>
@@ -9,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
@@ -19,14 +21,12 @@
 #include "base/clock.h"
 #include "base/keys.h"
 #include "base/log.h"
-#include "server/auth.h"
 #include "server/http_int.h"
 #include "server/proxy.h"
 #include "base/metrics.h"
 
 #define HTTP_MAX_QUERY 16384
-#define HTTP_BUSY_RETRY_S 1 /* Retry-After of a busy answer */
-#define HTTP_DRAIN_MS 5000  /* how long a stop waits for answers on their way out */
+#define HTTP_DRAIN_MS 5000 /* how long a stop waits for answers on their way out */
 
 /* ---- request accessors ---- */
 
@@ -152,391 +152,6 @@ http_log_detail(struct http_req *req, const char *key, const char *value)
 		snprintf(req->detail + n, sizeof(req->detail) - n, " %s=%s", key, clean);
 }
 
-/* ---- replies ---- */
-
-struct http_upgrade {
-	pthread_mutex_t lock;
-	http_upgraded_fn fn;
-	void (*drop)(void *ctx);
-	void *ctx;
-	struct MHD_UpgradeResponseHandle *urh;
-	int taken; /* the socket went to fn */
-	/* The request holds one reference, fn's side one more once it has the
-	 * socket: either may end first (a session can close before MHD
-	 * reports the request complete). */
-	int refs;
-};
-
-static void
-upgrade_unref(struct http_upgrade *u)
-{
-	int left;
-
-	pthread_mutex_lock(&u->lock);
-	left = --u->refs;
-	pthread_mutex_unlock(&u->lock);
-	if (left > 0)
-		return;
-	pthread_mutex_destroy(&u->lock);
-	free(u);
-}
-
-/* The request ends: an upgrade that never happened drops its context. */
-static void
-upgrade_release(struct http_req *req)
-{
-	struct http_upgrade *u = req->upgrade;
-	int taken;
-
-	if (u == NULL)
-		return;
-	req->upgrade = NULL;
-	pthread_mutex_lock(&u->lock);
-	taken = u->taken;
-	u->taken = taken ? taken : -1; /* -1: too late for the socket */
-	pthread_mutex_unlock(&u->lock);
-	if (!taken && u->drop)
-		u->drop(u->ctx);
-	upgrade_unref(u);
-}
-
-static void
-on_upgraded(void *cls, struct MHD_Connection *conn, void *con_cls, const char *extra_in,
-    size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
-{
-	struct http_upgrade *u = cls;
-	int late;
-
-	(void)conn;
-	(void)con_cls;
-	pthread_mutex_lock(&u->lock);
-	late = u->taken < 0;
-	u->taken = 1;
-	u->urh = urh;
-	if (!late)
-		u->refs++; /* fn's, dropped by http_upgrade_close */
-	pthread_mutex_unlock(&u->lock);
-	if (late) {
-		MHD_upgrade_action(urh, MHD_UPGRADE_ACTION_CLOSE);
-		return;
-	}
-	u->fn(u->ctx, (int)sock, extra_in, extra_in_size, u);
-}
-
-void
-http_upgrade_close(struct http_upgrade *u)
-{
-	if (u == NULL)
-		return;
-	MHD_upgrade_action(u->urh, MHD_UPGRADE_ACTION_CLOSE);
-	upgrade_unref(u);
-}
-
-static void
-reset_reply(struct http_req *req)
-{
-	free(req->resp_body);
-	req->resp_body = NULL;
-	req->resp_len = 0;
-	if (req->sse) {
-		sse_unref(req->sse);
-		req->sse = NULL;
-	}
-	bq_free(req->out);
-	req->out = NULL;
-	upgrade_release(req);
-}
-
-void
-http_reply_upgrade(struct http_req *req, http_upgraded_fn fn, void *ctx, void (*drop)(void *ctx))
-{
-	struct http_upgrade *u = calloc(1, sizeof(*u));
-
-	reset_reply(req);
-	if (u == NULL) {
-		if (drop)
-			drop(ctx);
-		http_reply_error(req, 500, "internal", "out of memory");
-		return;
-	}
-	pthread_mutex_init(&u->lock, NULL);
-	u->refs = 1; /* the request's */
-	u->fn = fn;
-	u->drop = drop;
-	u->ctx = ctx;
-	req->upgrade = u;
-	req->status = 101;
-	req->content_type[0] = '\0';
-}
-
-void
-http_reply_raw(struct http_req *req, int status, const char *content_type, const char *body,
-    size_t len)
-{
-	reset_reply(req);
-	req->status = status;
-	snprintf(req->content_type, sizeof(req->content_type), "%s", content_type);
-	if (len > 0) {
-		req->resp_body = malloc(len);
-		if (req->resp_body == NULL) {
-			req->status = 500;
-			return;
-		}
-		memcpy(req->resp_body, body, len);
-		req->resp_len = len;
-	}
-}
-
-void
-http_reply_json(struct http_req *req, int status, json_t *body)
-{
-	char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-
-	json_decref(body);
-	reset_reply(req);
-	if (text == NULL) {
-		req->status = 500;
-		snprintf(req->content_type, sizeof(req->content_type), "application/json");
-		return;
-	}
-	req->status = status;
-	snprintf(req->content_type, sizeof(req->content_type), "application/json");
-	req->resp_body = text;
-	req->resp_len = strlen(text);
-}
-
-static json_t *
-default_error_fmt(int status, const char *code, const char *message)
-{
-	(void)status;
-	return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", message);
-}
-
-void
-http_reply_error(struct http_req *req, int status, const char *code, const char *message)
-{
-	http_error_fmt fmt = req->route && req->route->error_fmt ? req->route->error_fmt :
-								   default_error_fmt;
-
-	http_reply_json(req, status, fmt(status, code, message));
-}
-
-void
-http_add_header(struct http_req *req, const char *name, const char *value)
-{
-	if (req->n_headers >= HTTP_MAX_OUT_HEADERS) {
-		log_warn("http: too many response headers, dropping %s", name);
-		return;
-	}
-	if (strlen(value) > HTTP_MAX_HEADER_VALUE || strlen(name) >= sizeof(req->headers[0].name)) {
-		log_warn("http: response header %.40s too long, dropped", name);
-		return;
-	}
-	req->headers[req->n_headers].value = strdup(value);
-	if (req->headers[req->n_headers].value == NULL) {
-		log_warn("http: out of memory, dropping response header %s", name);
-		return;
-	}
-	snprintf(req->headers[req->n_headers].name, sizeof(req->headers[0].name), "%s", name);
-	req->n_headers++;
-}
-
-struct sse *
-http_reply_sse(struct http_req *req, int status)
-{
-	struct sse *s = sse_new();
-
-	if (s == NULL)
-		return NULL;
-	reset_reply(req);
-	req->status = status;
-	snprintf(req->content_type, sizeof(req->content_type), "text/event-stream");
-	req->sse = s; /* the request's reference, handed to MHD */
-	sse_ref(s);   /* the caller's */
-	return s;
-}
-
-/* ---- deferral ---- */
-
-static void
-deferred_main(void *p)
-{
-	struct deferred *d = p;
-
-	d->fn(d->req, d->arg);
-	if (!d->sent)
-		http_send_now(d->req);
-	free(d);
-}
-
-/* The job waited too long for a worker (its key had too much running):
- * it never runs, and the client is told to retry. On the pool's timer. */
-static void
-deferred_expire(void *p)
-{
-	struct deferred *d = p;
-	struct http_req *req = d->req;
-	char after[16];
-
-	if (d->drop)
-		d->drop(d->arg);
-	snprintf(after, sizeof(after), "%d", HTTP_BUSY_RETRY_S);
-	http_add_header(req, "Retry-After", after);
-	http_reply_error(req, 429, "busy",
-	    "too many calls of this account are in progress; retry shortly");
-	http_send_now(req);
-	free(d);
-}
-
-void
-http_defer_as(struct http_req *req, const char *key, http_deferred_fn fn, void *arg,
-    void (*drop)(void *arg))
-{
-	snprintf(req->work_key, sizeof(req->work_key), "%s", key ? key : "");
-	http_defer(req, fn, arg, drop);
-}
-
-void
-http_defer(struct http_req *req, http_deferred_fn fn, void *arg, void (*drop)(void *arg))
-{
-	req->fn = fn;
-	req->arg = arg;
-	req->drop = drop;
-	req->state = REQ_DEFERRED;
-}
-
-static void req_free(struct http_req *req);
-
-/* The work of a streamed body ended: the HTTP thread sends the reply
- * once the body is in (or now, when it waits for it). */
-static void
-stream_work_done(struct http_req *req)
-{
-	struct MHD_Connection *resume = NULL;
-	int orphan;
-
-	bq_abandon(req->in, NULL); /* the rest of the body is dropped */
-	pthread_mutex_lock(&req->slock);
-	req->work_done = 1;
-	orphan = req->orphan;
-	if (req->reply_wait) {
-		req->reply_wait = 0;
-		resume = req->conn;
-	}
-	pthread_mutex_unlock(&req->slock);
-	if (orphan)
-		req_free(req);
-	else if (resume)
-		MHD_resume_connection(resume);
-}
-
-void
-http_send_now(struct http_req *req)
-{
-	struct MHD_Connection *conn = req->conn;
-
-	if (req->deferred) {
-		req->deferred->sent = 1;
-		req->deferred = NULL;
-	}
-	if (req->streaming) {
-		stream_work_done(req);
-		return;
-	}
-	req->state = REQ_READY;
-	/* After this the HTTP thread owns req again (and may free it). */
-	MHD_resume_connection(conn);
-}
-
-/* ---- streamed bodies ---- */
-
-static void
-conn_park(void *ctx)
-{
-	MHD_suspend_connection(ctx);
-}
-
-static void
-conn_wake(void *ctx)
-{
-	MHD_resume_connection(ctx);
-}
-
-/* A streamed body's queue is full: the connection is parked, and the
- * time it waits for the work is not the client's. */
-static void
-body_park(void *ctx)
-{
-	struct http_req *req = ctx;
-
-	hlim_pause(req->srv->lim, http_lim_conn(req));
-	MHD_suspend_connection(req->conn);
-}
-
-static void
-body_wake(void *ctx)
-{
-	struct http_req *req = ctx;
-
-	hlim_resume(req->srv->lim, http_lim_conn(req));
-	MHD_resume_connection(req->conn);
-}
-
-struct bq *
-http_body_stream(struct http_req *req)
-{
-	return req->in;
-}
-
-struct bq *
-http_reply_stream(struct http_req *req, int status, const char *content_type, long long length)
-{
-	struct err e;
-	struct bq *q;
-
-	err_clear(&e);
-	q = bq_new(BQ_MAX_BYTES, conn_park, conn_wake, req->conn, &e);
-	if (q == NULL)
-		return NULL;
-	reset_reply(req);
-	req->status = status;
-	snprintf(req->content_type, sizeof(req->content_type), "%s", content_type);
-	req->out = q; /* the response's reference */
-	req->out_len = length;
-	bq_ref(q); /* the caller's */
-	http_send_now(req);
-	return q;
-}
-
-/* The content reader of a streamed reply, on the HTTP thread: parks the
- * connection while the queue is empty (the writer wakes it). */
-static ssize_t
-out_reader(void *cls, uint64_t pos, char *buf, size_t max)
-{
-	ssize_t n = bq_take(cls, buf, max);
-
-	(void)pos;
-	if (n == BQ_END)
-		return MHD_CONTENT_READER_END_OF_STREAM;
-	if (n == BQ_FAILED)
-		return MHD_CONTENT_READER_END_WITH_ERROR;
-	return n;
-}
-
-/* The reply is over (sent, or the client went away): the writer's next
- * bq_write fails. */
-static void
-out_free(void *cls)
-{
-	struct err e;
-
-	err_clear(&e);
-	err_set(&e, ERR_UNAVAILABLE, "the client went away");
-	bq_detach(cls);
-	bq_abandon(cls, &e);
-	bq_free(cls);
-}
-
 /* ---- libmicrohttpd callbacks ---- */
 
 static void
@@ -637,13 +252,13 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		if (orphan)
 			return;
 	}
-	req_free(req);
+	http_req_free(req);
 }
 
-static void
-req_free(struct http_req *req)
+void
+http_req_free(struct http_req *req)
 {
-	reset_reply(req);
+	http_reply_reset(req);
 	for (int i = 0; i < req->n_headers; i++)
 		free(req->headers[i].value);
 	bq_free(req->in);
@@ -654,375 +269,14 @@ req_free(struct http_req *req)
 	free(req);
 }
 
-static enum MHD_Result
-find_key_arg(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
-{
-	static const char *const names[] = { "apikey", "api_key", "key", "token", "access_token",
-		"x-api-key" };
-	int *found = cls;
-
-	(void)kind;
-	(void)value;
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		if (strcasecmp(key, names[i]) == 0) {
-			*found = 1;
-			return MHD_NO;
-		}
-	}
-	return MHD_YES;
-}
-
-static enum MHD_Result
-queue_reply(struct http_req *req)
-{
-	struct MHD_Response *r;
-	enum MHD_Result rc;
-
-	if (req->status == 0)
-		http_reply_error(req, 500, "internal", "no reply produced");
-	if (req->sse) {
-		r = sse_response(req->sse, req->conn);
-	} else if (req->out) {
-		r = MHD_create_response_from_callback(req->out_len < 0 ? MHD_SIZE_UNKNOWN :
-									 (uint64_t)req->out_len,
-		    BQ_CHUNK / 4, out_reader, req->out, out_free);
-		if (r)
-			req->out = NULL; /* the response's now */
-	} else if (req->upgrade) {
-		hlim_exempt(req->srv->lim, http_lim_conn(req));
-		r = MHD_create_response_for_upgrade(on_upgraded, req->upgrade);
-	} else {
-		r = MHD_create_response_from_buffer(req->resp_len, req->resp_body,
-		    MHD_RESPMEM_MUST_FREE);
-		if (r)
-			req->resp_body = NULL; /* MHD owns it now */
-	}
-	if (r == NULL)
-		return MHD_NO;
-	/* Answered: whatever is left of the body is not waited for. */
-	hlim_request_end(req->srv->lim, http_lim_conn(req));
-	if (req->content_type[0])
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, req->content_type);
-	if (req->sse) {
-		MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache, no-transform");
-		MHD_add_response_header(r, "X-Accel-Buffering", "no");
-	}
-	MHD_add_response_header(r, "X-Request-Id", req->request_id);
-	for (int i = 0; i < req->n_headers; i++)
-		MHD_add_response_header(r, req->headers[i].name, req->headers[i].value);
-	rc = MHD_queue_response(req->conn, (unsigned)req->status, r);
-	MHD_destroy_response(r);
-	req->state = REQ_QUEUED;
-	return rc;
-}
-
-static const struct http_route *
-find_route(struct http_server *srv, struct http_req *req)
-{
-	for (size_t i = 0; i < srv->n_routes; i++) {
-		int n = http_path_match(srv->routes[i].path, req->path, req->args,
-		    HTTP_MAX_PATH_ARGS);
-		if (n >= 0) {
-			req->n_args = (size_t)n;
-			return &srv->routes[i];
-		}
-	}
-	return NULL;
-}
-
-/* Refusals that need only the request line: a reply, or 0. */
-static int
-refuse_early(struct http_req *req)
-{
-	int key_in_url = 0;
-
-	if (req->path_too_long) {
-		http_reply_error(req, 414, "uri_too_long", "URI too long");
-		return 1;
-	}
-	MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, find_key_arg, &key_in_url);
-	if (key_in_url) {
-		http_reply_error(req, 400, "key_in_url",
-		    "API keys go in a header (Authorization: Bearer <key> or x-api-key: <key>), "
-		    "never in the URL. Remove the key from the query string.");
-		return 1;
-	}
-	if (req->route == NULL) {
-		http_reply_error(req, 404, "not_found", "no such endpoint");
-		return 1;
-	}
-	return 0;
-}
-
-static void
-dispatch(struct http_req *req)
+void
+http_dispatch(struct http_req *req)
 {
 	if (req->too_large) {
 		http_lim_reply_too_large(req);
 		return;
 	}
 	req->route->handler(req, req->route->ctx);
-}
-
-/* ---- the API key, before the body ---- */
-
-/* On a worker: resolves the request's key while its connection is parked,
- * then resumes it (the headers stage runs again and reads the result). */
-static void
-key_lookup_main(void *p)
-{
-	struct http_req *req = p;
-	struct http_server *srv = req->srv;
-	const char *key, *why;
-	size_t keylen;
-
-	err_clear(&req->key_err);
-	if (auth_extract(http_header(req, "Authorization"), http_header(req, "x-api-key"), &key,
-		&keylen, &why) == AUTH_KEY &&
-	    srv->auth.resolve(srv->auth.ctx, http_path(req), key, keylen, req->account,
-		sizeof(req->account), &req->key_err) == 0)
-		req->key_state = KEY_OK;
-	else
-		req->key_state = KEY_REFUSED;
-	hlim_resume(srv->lim, http_lim_conn(req));
-	MHD_resume_connection(req->conn);
-}
-
-/* The lookup waited too long for a worker (the key had too much running). */
-static void
-key_lookup_expire(void *p)
-{
-	struct http_req *req = p;
-
-	req->key_state = KEY_BUSY;
-	hlim_resume(req->srv->lim, http_lim_conn(req));
-	MHD_resume_connection(req->conn);
-}
-
-static void
-reply_busy(struct http_req *req, const char *msg)
-{
-	char after[16];
-
-	snprintf(after, sizeof(after), "%d", HTTP_BUSY_RETRY_S);
-	http_add_header(req, "Retry-After", after);
-	http_reply_error(req, 429, "busy", msg);
-}
-
-/* After the lookup: read the body, or answer with it unread. */
-static enum head_next
-key_outcome(struct http_server *srv, struct http_req *req)
-{
-	switch (req->key_state) {
-	case KEY_OK:
-		return HEAD_READ_BODY;
-	case KEY_BUSY:
-		/* The lookup took the client address's turn. */
-		reply_busy(req, "too many requests from this address are waiting; retry shortly");
-		return HEAD_REPLY;
-	case KEY_REFUSED:
-		if (req->key_err.kind == ERR_UNAUTHORIZED || req->key_err.kind == ERR_NONE)
-			auth_reply_refused(req, srv->cfg, &req->key_err);
-		else
-			http_reply_error(req, err_http_status(req->key_err.kind), "unavailable",
-			    req->key_err.msg);
-		return HEAD_REPLY;
-	case KEY_UNCHECKED:
-	case KEY_LOOKING:
-		break;
-	}
-	http_reply_error(req, 500, "internal", "API key check lost");
-	return HEAD_REPLY;
-}
-
-/* Once the headers are in, before any byte of the body: the route, the
- * refusals that need no body, the body limit, and the API key (resolved
- * here from the cache, or on a worker while the connection is parked:
- * HEAD_WAIT, and this runs again when it resumes). */
-static enum head_next
-head(struct http_server *srv, struct http_req *req)
-{
-	enum http_key_need need = HTTP_KEY_NONE;
-	const char *key, *why;
-	enum auth_found found;
-	size_t keylen;
-	char wkey[AUTH_WORK_KEY_LEN + 1];
-
-	if (req->head_again) {
-		req->head_again = 0;
-		return key_outcome(srv, req);
-	}
-	req->route = find_route(srv, req);
-	if (refuse_early(req))
-		return HEAD_REPLY;
-	if (req->route->head)
-		need = req->route->head(req, req->route->ctx);
-	if (need == HTTP_KEY_REPLIED)
-		return HEAD_REPLY;
-	if (req->route->max_body > 0) {
-		req->max_body = req->route->max_body;
-		req->max_body_name = req->route->max_body_name;
-	} else {
-		req->max_body = srv->cfg->max_body_bytes;
-		req->max_body_name = "AAS_MAX_BODY_BYTES";
-	}
-	found = auth_extract(http_header(req, "Authorization"), http_header(req, "x-api-key"), &key,
-	    &keylen, &why);
-	if (need == HTTP_KEY_NONE || (need == HTTP_KEY_OPTIONAL && found == AUTH_NO_KEY)) {
-		/* Anonymous: a small body. */
-		if (req->max_body > srv->cfg->max_anon_body_bytes) {
-			req->max_body = srv->cfg->max_anon_body_bytes;
-			req->max_body_name = "AAS_MAX_ANON_BODY_BYTES";
-		}
-	} else if (found != AUTH_KEY) {
-		auth_reply_unauthorized(req, found, why, srv->cfg->dashboard_url);
-		return HEAD_REPLY;
-	}
-	if (need == HTTP_KEY_NONE || found != AUTH_KEY || !srv->has_auth)
-		return HEAD_READ_BODY;
-	if (srv->auth.peek(srv->auth.ctx, key, keylen, req->account, sizeof(req->account))) {
-		req->key_state = KEY_OK;
-		return HEAD_READ_BODY;
-	}
-	/* A database lookup: never on this thread. Park first, then hand
-	 * off, so the worker's resume cannot precede the suspend. */
-	/* Whose it is is not known yet: the lookup takes the address's turn. */
-	auth_work_key_addr(req, wkey, sizeof(wkey));
-	req->key_state = KEY_LOOKING;
-	req->head_again = 1;
-	hlim_pause(srv->lim, http_lim_conn(req));
-	MHD_suspend_connection(req->conn);
-	if (work_submit_key(srv->work, wkey, key_lookup_main, key_lookup_expire, req) < 0) {
-		req->key_state = KEY_BUSY;
-		hlim_resume(srv->lim, http_lim_conn(req));
-		MHD_resume_connection(req->conn);
-	}
-	return HEAD_WAIT;
-}
-
-/* Runs the headers stage and answers libmicrohttpd for it. */
-static enum MHD_Result
-head_reply(struct http_server *srv, struct http_req *req)
-{
-	switch (head(srv, req)) {
-	case HEAD_READ_BODY:
-		if (http_lim_body_begin(req) < 0)
-			return queue_reply(req);
-		return MHD_YES;
-	case HEAD_WAIT:
-		return MHD_YES;
-	case HEAD_REPLY:
-		return queue_reply(req);
-	}
-	return MHD_NO;
-}
-
-/* Hands the work to a worker as the body begins (a stream_body route).
- * When the handler replies at once or the work cannot be queued, the
- * request goes on as an ordinary one that drops its body. */
-/* The pool would not take the work: its argument goes, and the caller is
- * told to retry. */
-static void
-reply_pool_busy(struct http_req *req)
-{
-	if (req->drop)
-		req->drop(req->arg);
-	reply_busy(req, "too many calls are waiting (for this account, or in all); retry shortly");
-}
-
-static void
-stream_start(struct http_server *srv, struct http_req *req)
-{
-	struct deferred *d;
-	struct err e;
-
-	err_clear(&e);
-	req->in = bq_new(BQ_MAX_BYTES, body_park, body_wake, req, &e);
-	if (req->in == NULL) {
-		http_reply_error(req, 500, "internal", "out of memory");
-		req->state = REQ_READY;
-		return;
-	}
-	dispatch(req);
-	if (req->state != REQ_DEFERRED) {
-		req->state = REQ_READY;
-		return;
-	}
-	if ((d = calloc(1, sizeof(*d))) == NULL) {
-		if (req->drop)
-			req->drop(req->arg);
-		http_reply_error(req, 500, "internal", "out of memory");
-		req->state = REQ_READY;
-		return;
-	}
-	d->req = req;
-	d->fn = req->fn;
-	d->arg = req->arg;
-	d->drop = req->drop;
-	req->deferred = d;
-	req->streaming = 1;
-	if (work_submit_key(srv->work, req->work_key, deferred_main, deferred_expire, d) < 0) {
-		req->streaming = 0;
-		req->deferred = NULL;
-		free(d);
-		reply_pool_busy(req);
-		req->state = REQ_READY;
-	}
-}
-
-/* A streamed body on the HTTP thread: into the queue while the work
- * reads it (parked while the queue is full), then the work's reply. */
-static enum MHD_Result
-stream_body(struct http_req *req, const char *data, size_t *size)
-{
-	if (*size > 0) {
-		size_t n = *size;
-		ssize_t r;
-		int parked;
-
-		if (req->in_done) {
-			*size = 0; /* not wanted any more: dropped */
-			return MHD_YES;
-		}
-		if (req->body_len + n > (size_t)req->max_body) {
-			struct err e;
-			err_clear(&e);
-			err_set_at(&e, ERR_LIMIT, req->max_body_name ? req->max_body_name : "",
-			    "request body larger than %lld bytes (%s)", req->max_body,
-			    req->max_body_name ? req->max_body_name : "the route's limit");
-			bq_finish(req->in, &e);
-			req->in_done = 1;
-			*size = 0;
-			return MHD_YES;
-		}
-		hlim_request_bytes(req->srv->lim, http_lim_conn(req), n);
-		r = bq_offer(req->in, data, n, &parked);
-		if (r < 0) {
-			req->in_done = 1;
-			*size = 0;
-			return MHD_YES;
-		}
-		req->body_len += (size_t)r;
-		*size -= (size_t)r;
-		return MHD_YES;
-	}
-	hlim_request_end(req->srv->lim, http_lim_conn(req));
-	if (!req->in_done) {
-		bq_finish(req->in, NULL);
-		req->in_done = 1;
-	}
-	pthread_mutex_lock(&req->slock);
-	if (!req->work_done) {
-		/* Parked under the lock: the work's resume follows it. */
-		req->reply_wait = 1;
-		MHD_suspend_connection(req->conn);
-		pthread_mutex_unlock(&req->slock);
-		return MHD_YES;
-	}
-	pthread_mutex_unlock(&req->slock);
-	req->streaming = 0;
-	req->state = REQ_READY;
-	return queue_reply(req);
 }
 
 static enum MHD_Result
@@ -1048,7 +302,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 			http_add_header(req, MHD_HTTP_HEADER_CONNECTION, "close");
 			http_reply_error(req, 503, "unavailable",
 			    "the service is restarting; retry shortly");
-			return queue_reply(req);
+			return http_reply_queue(req);
 		}
 		/* Preview hosts first: their traffic never meets the routes. */
 		if (srv->has_icpt && host && srv->icpt.claims(srv->icpt.ctx, host)) {
@@ -1062,18 +316,18 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 			static const char busy[] = "preview proxy busy; retry shortly\n";
 			http_reply_raw(req, 503, "text/plain; charset=utf-8", busy,
 			    sizeof(busy) - 1);
-			return queue_reply(req);
+			return http_reply_queue(req);
 		}
-		return head_reply(srv, req);
+		return http_head_reply(srv, req);
 	}
 	/* Again after a key lookup resumed the connection: libmicrohttpd
 	 * then repeats its first call. */
 	if (req->head_again)
-		return head_reply(srv, req);
+		return http_head_reply(srv, req);
 	if (req->route && req->route->stream_body && req->state == REQ_NEW && !req->streaming)
-		stream_start(srv, req);
+		http_defer_stream_start(srv, req);
 	if (req->streaming)
-		return stream_body(req, upload_data, upload_data_size);
+		return http_defer_stream_body(req, upload_data, upload_data_size);
 	if (*upload_data_size > 0) {
 		size_t n = *upload_data_size;
 		*upload_data_size = 0;
@@ -1086,36 +340,12 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	hlim_request_end(srv->lim, http_lim_conn(req)); /* the body is in */
 	switch (req->state) {
 	case REQ_NEW:
-		dispatch(req);
-		if (req->state == REQ_DEFERRED) {
-			struct deferred *d = calloc(1, sizeof(*d));
-			if (d == NULL) {
-				if (req->drop)
-					req->drop(req->arg);
-				http_reply_error(req, 500, "internal", "out of memory");
-				return queue_reply(req);
-			}
-			d->req = req;
-			d->fn = req->fn;
-			d->arg = req->arg;
-			d->drop = req->drop;
-			req->deferred = d;
-			/* Park first, then hand off: the worker's resume can
-			 * never precede the suspend. */
-			MHD_suspend_connection(conn);
-			if (work_submit_key(srv->work, req->work_key, deferred_main,
-				deferred_expire, d) < 0) {
-				req->deferred = NULL;
-				free(d);
-				reply_pool_busy(req);
-				req->state = REQ_READY;
-				MHD_resume_connection(conn);
-			}
-			return MHD_YES;
-		}
-		return queue_reply(req);
+		http_dispatch(req);
+		if (req->state == REQ_DEFERRED)
+			return http_defer_submit(srv, req);
+		return http_reply_queue(req);
 	case REQ_READY:
-		return queue_reply(req);
+		return http_reply_queue(req);
 	case REQ_DEFERRED:
 	case REQ_QUEUED:
 		return MHD_YES;

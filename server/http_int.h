@@ -1,5 +1,6 @@
 /* http_int.h - the HTTP front end's request and server, shared by the
- * files of the front end (http.c, http_limits.c) and nothing else. */
+ * files of the front end (http.c, http_reply.c, http_head.c, http_defer.c,
+ * http_limits.c) and nothing else. */
 #ifndef AAS_HTTP_INT_H
 #define AAS_HTTP_INT_H
 
@@ -123,6 +124,42 @@ struct http_server {
 	int has_auth;
 	struct hlim *lim; /* connections per address, arrival deadlines, body budgets */
 };
+
+/* ---- http.c ---- */
+
+/* Frees a request whose connection and work are both done with it. */
+void http_req_free(struct http_req *req);
+/* Runs the route's handler on a request whose body is in (or answers
+ * 413 for one over its limit). */
+void http_dispatch(struct http_req *req);
+
+/* ---- http_reply.c ---- */
+
+/* Drops whatever reply the request holds (body, stream, upgrade). */
+void http_reply_reset(struct http_req *req);
+/* Hands the request's reply to libmicrohttpd (a 500 when there is none). */
+enum MHD_Result http_reply_queue(struct http_req *req);
+/* Answers 429 "busy" with `msg` and a Retry-After. */
+void http_reply_busy(struct http_req *req, const char *msg);
+
+/* ---- http_head.c ---- */
+
+/* Runs the headers stage and answers libmicrohttpd for it: reads the
+ * body next, waits for the key's lookup, or replies at once. */
+enum MHD_Result http_head_reply(struct http_server *srv, struct http_req *req);
+
+/* ---- http_defer.c ---- */
+
+/* The handler deferred its work (req->state REQ_DEFERRED): parks the
+ * connection and hands the work to the pool, or replies 500 or 429. */
+enum MHD_Result http_defer_submit(struct http_server *srv, struct http_req *req);
+/* A stream_body route as its body begins: runs the handler and hands its
+ * work to the pool at once (req->streaming), or leaves the request an
+ * ordinary one that drops its body (req->state REQ_READY). */
+void http_defer_stream_start(struct http_server *srv, struct http_req *req);
+/* One call with body bytes of a streamed request (none: the body ended);
+ * the answer for libmicrohttpd. */
+enum MHD_Result http_defer_stream_body(struct http_req *req, const char *data, size_t *size);
 
 /* ---- http_limits.c ---- */
 

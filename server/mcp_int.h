@@ -1,5 +1,6 @@
-/* mcp_int.h - what the MCP transport (mcp.c) and its method handlers
- * (mcp_rpc.c) share; not a public interface. */
+/* mcp_int.h - what the MCP transport (mcp.c, mcp_caller.c, mcp_post.c,
+ * mcp_stream.c) and its method handlers (mcp_rpc.c, mcp_era.c) share; not
+ * a public interface. */
 #ifndef AAS_MCP_INT_H
 #define AAS_MCP_INT_H
 
@@ -105,6 +106,43 @@ json_t *mcp_era_task_call(struct call_env *env, struct rpc_msg *msg, const struc
 json_t *mcp_era_task_method(struct call_env *env, struct rpc_msg *msg);
 /* 1 for the extension's methods: tasks/get, tasks/cancel, tasks/update. */
 int mcp_era_is_task_method(const char *method);
+
+/* ---- mcp_caller.c ---- */
+
+/* Resolves the caller's key into account_id (ACCT_ID_LEN + 1 bytes;
+ * *has_account 0 without a key): 0, or -1 after replying (401, or 503
+ * when the key could not be checked). */
+int mcp_caller_auth(struct http_req *req, struct mcp *m, char *account_id, int *has_account);
+/* Without a credential: 0 when the message (or batch) may go on, -1 after
+ * answering 401 with the OAuth challenge (OAuth on, and a call that needs
+ * a credential). */
+int mcp_caller_refuse_anonymous(struct http_req *req, struct mcp *m, json_t *body);
+/* Replies for a session that cannot be used: 503 when the database did
+ * not answer, the limit's status, else 404 as for an unknown session. */
+void mcp_caller_session_refused(struct http_req *req, const struct err *e);
+/* Loads the job's session into env (binding an anonymous one to the
+ * caller's credential): 0, or -1 after replying. */
+int mcp_caller_session(struct http_req *req, struct mcp *m, struct mcp_job *job,
+    struct call_env *env, int has_account);
+
+/* ---- mcp_post.c ---- */
+
+/* 1 when the message is an initialize request. */
+int mcp_post_is_initialize(json_t *body);
+/* Answers the job's message or batch (202 when nothing is owed; nothing
+ * when the answer went out as a stream). */
+void mcp_post_reply(struct http_req *req, struct mcp_job *job, struct call_env *env);
+/* 1 when the job can be answered on the HTTP thread: a cheap message of a
+ * session cached here, from a caller known without the database. */
+int mcp_post_inline(struct http_req *req, struct mcp *m, struct mcp_job *job);
+
+/* ---- mcp_stream.c ---- */
+
+/* Opens a GET stream of the session for the account (NULL: the shared
+ * anonymous caps), or replies 503, 429 or 500. */
+void mcp_stream_open(struct http_req *req, struct mcp *m, const char *session, const char *account);
+
+/* ---- mcp_rpc.c ---- */
 
 /* Handles one JSON-RPC message. Returns the response (NULL for
  * notifications and when the reply went out as a stream). `new_session`

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/log.h"
+#include "base/mcp_method.h"
 #include "base/mcp_version.h"
 #include "base/tool_result.h"
 #include "base/metrics.h"
@@ -374,68 +375,117 @@ do_tools_call(struct call_env *env, struct rpc_msg *msg, int *streamed)
 	return rpc_result(msg->id, env->stateless ? mcp_era_result(res) : res);
 }
 
+/* ---- the method tables ---- */
+
+/* One message's context for the method tables. */
+struct msg_ctx {
+	struct call_env *env;
+	char *new_session; /* NULL where no session may be made */
+	int *streamed;
+};
+
+static void
+msg_seen(void *ctx, const struct rpc_msg *msg)
+{
+	struct msg_ctx *c = ctx;
+
+	if (c->env->req)
+		http_log_detail(c->env->req, "rpc", msg->method);
+	metrics_mcp_message(msg->method);
+}
+
+/* Only a session's own calls can be cancelled. */
+static void
+msg_cancel(void *ctx, json_t *request_id)
+{
+	struct msg_ctx *c = ctx;
+
+	if (c->env->session_id)
+		inflight_cancel(c->env->m, c->env->session_id, request_id);
+}
+
+static json_t *
+m_initialize(void *ctx, struct rpc_msg *msg)
+{
+	struct msg_ctx *c = ctx;
+	struct err e;
+	json_t *r;
+
+	if (c->env->in_batch || c->new_session == NULL)
+		return rpc_error(msg->id, RPC_INVALID_REQUEST,
+		    "initialize must be sent alone, without a session", NULL);
+	err_clear(&e);
+	r = do_initialize(c->env, msg, c->new_session, &e);
+	return r ? rpc_result(msg->id, r) : error_for(msg->id, &e);
+}
+
+static json_t *
+m_tools_list(void *ctx, struct rpc_msg *msg)
+{
+	json_t *bad = mcp_method_one_page(msg);
+
+	(void)ctx;
+	return bad ? bad : rpc_result(msg->id, tools_list_result());
+}
+
+static json_t *
+m_tools_call(void *ctx, struct rpc_msg *msg)
+{
+	struct msg_ctx *c = ctx;
+
+	return do_tools_call(c->env, msg, c->streamed);
+}
+
+static json_t *
+m_discover(void *ctx, struct rpc_msg *msg)
+{
+	(void)ctx;
+	return rpc_result(msg->id, mcp_era_discover());
+}
+
+static json_t *
+m_era_tools_list(void *ctx, struct rpc_msg *msg)
+{
+	json_t *bad = mcp_method_one_page(msg);
+
+	(void)ctx;
+	return bad ? bad : rpc_result(msg->id, mcp_era_tools_list());
+}
+
+static json_t *
+m_tasks(void *ctx, struct rpc_msg *msg)
+{
+	struct msg_ctx *c = ctx;
+
+	return mcp_era_task_method(c->env, msg);
+}
+
+static const struct mcp_method methods[] = {
+	{ "initialize", m_initialize },
+	{ "ping", mcp_method_ping },
+	{ "tools/list", m_tools_list },
+	{ "tools/call", m_tools_call },
+};
+
+/* 2026-07-28: no initialize, no ping; discover instead. */
+static const struct mcp_method era_methods[] = {
+	{ "server/discover", m_discover },
+	{ "tools/list", m_era_tools_list },
+	{ "tools/call", m_tools_call },
+	{ "tasks/", m_tasks },
+};
+
 json_t *
 mcp_handle_message(struct call_env *env, json_t *raw, char *new_session, int *streamed)
 {
-	struct rpc_msg msg;
-	struct err e;
+	struct msg_ctx c = { env, new_session, streamed };
+	const struct mcp_methods m = {
+		.table = env->stateless ? era_methods : methods,
+		.n = env->stateless ? sizeof(era_methods) / sizeof(era_methods[0]) :
+				      sizeof(methods) / sizeof(methods[0]),
+		.seen = msg_seen,
+		.cancel = msg_cancel,
+	};
 
-	err_clear(&e);
-	rpc_classify(raw, &msg);
-	if (msg.kind == RPC_INVALID)
-		return rpc_error(msg.id, msg.err_code, msg.err_msg, NULL);
-	if (msg.kind == RPC_RESPONSE)
-		return NULL; /* we send no requests; nothing to match */
-	if (env->req)
-		http_log_detail(env->req, "rpc", msg.method);
-	metrics_mcp_message(msg.method);
-	if (msg.kind == RPC_NOTIFICATION) {
-		if (strcmp(msg.method, "notifications/cancelled") == 0 && env->session_id) {
-			json_t *rid = json_object_get(msg.params, "requestId");
-			if (rpc_id_valid(rid))
-				inflight_cancel(env->m, env->session_id, rid);
-		}
-		return NULL;
-	}
-	if (env->stateless) {
-		/* 2026-07-28: no initialize, no ping; discover instead. */
-		if (strcmp(msg.method, "server/discover") == 0)
-			return rpc_result(msg.id, mcp_era_discover());
-		if (strcmp(msg.method, "tools/list") == 0) {
-			if (json_object_get(msg.params, "cursor") != NULL)
-				return rpc_error(msg.id, RPC_INVALID_PARAMS,
-				    "invalid cursor: the tool list has a single page", NULL);
-			return rpc_result(msg.id, mcp_era_tools_list());
-		}
-		if (strcmp(msg.method, "tools/call") == 0)
-			return do_tools_call(env, &msg, streamed);
-		if (strncmp(msg.method, "tasks/", 6) == 0)
-			return mcp_era_task_method(env, &msg);
-		char text[200];
-		snprintf(text, sizeof(text), "Method not found: %.120s", msg.method);
-		return rpc_error(msg.id, RPC_METHOD_NOT_FOUND, text, NULL);
-	}
-	if (strcmp(msg.method, "initialize") == 0) {
-		json_t *r;
-		if (env->in_batch || new_session == NULL)
-			return rpc_error(msg.id, RPC_INVALID_REQUEST,
-			    "initialize must be sent alone, without a session", NULL);
-		r = do_initialize(env, &msg, new_session, &e);
-		return r ? rpc_result(msg.id, r) : error_for(msg.id, &e);
-	}
-	if (strcmp(msg.method, "ping") == 0)
-		return rpc_result(msg.id, json_object());
-	if (strcmp(msg.method, "tools/list") == 0) {
-		if (json_object_get(msg.params, "cursor") != NULL)
-			return rpc_error(msg.id, RPC_INVALID_PARAMS,
-			    "invalid cursor: the tool list has a single page", NULL);
-		return rpc_result(msg.id, tools_list_result());
-	}
-	if (strcmp(msg.method, "tools/call") == 0)
-		return do_tools_call(env, &msg, streamed);
-	{
-		char text[200];
-		snprintf(text, sizeof(text), "Method not found: %.120s", msg.method);
-		return rpc_error(msg.id, RPC_METHOD_NOT_FOUND, text, NULL);
-	}
+	return mcp_method_handle(&m, &c, raw);
 }

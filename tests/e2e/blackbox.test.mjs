@@ -316,7 +316,7 @@ function carriesValidKey(headers) {
   return given.length > 0 && given.every((k) => k === given[0]) && keys.includes(given[0]);
 }
 
-// Query names aasd refuses as a key in the URL (server/http.c).
+// Query names aasd refuses as a key in the URL (server/http_head.c).
 const KEY_QUERY_NAMES = ['apikey', 'api_key', 'key', 'token', 'access_token', 'x-api-key'];
 function keyInQuery(path) {
   const q = path.indexOf('?');
