@@ -399,9 +399,8 @@ member_rule(struct tar_filter *f, struct tar_hdr *h, int sparse, char *why, size
 
 	if (rule == NULL)
 		rule = tar_name_check(h->name, h->name_len, t == '5', "name", why, cap);
-	if (rule == NULL && t == '2' &&
-	    (rule = tar_link_check(h->name, h->name_len, h->link, h->link_len)) == NULL)
-		rule = tsn_target_rule(h->link, h->link_len);
+	if (rule == NULL && t == '2')
+		rule = tar_link_check(h->name, h->name_len, h->link, h->link_len);
 	if (rule == NULL && t == '1') {
 		if (h->link_len <= TAR_MAX_NAME)
 			tar_name_clean(&h->link, &h->link_len);

@@ -57,7 +57,8 @@ void tar_name_clean(const char **s, size_t *len);
 const char *tar_name_check(const char *s, size_t len, int is_dir, const char *what, char *why,
     size_t cap);
 /* NULL when the symlink `name` -> `t` stays inside the archive root,
- * resolved lexically from the link's directory; else the rule broken. */
+ * resolved lexically from the link's directory, with its ".." components
+ * all first; else the rule broken. */
 const char *tar_link_check(const char *name, size_t nlen, const char *t, size_t tlen);
 /* s shown in a message: printable ASCII, others as '?', cut. */
 void tar_name_show(char *out, size_t cap, const char *s, size_t len);

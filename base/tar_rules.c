@@ -57,11 +57,16 @@ tar_name_check(const char *s, size_t len, int is_dir, const char *what, char *wh
 }
 
 /* NULL when the symlink `name` -> `t` stays inside the archive root,
- * resolved lexically from the link's directory; else the rule broken. */
+ * resolved lexically from the link's directory, and its ".." components
+ * all come first (they climb only the link's own directory, which is a
+ * real one by base/tar_seen.h's rules); else the rule broken. A target
+ * that leaves the root is named so before one with a late "..". */
 const char *
 tar_link_check(const char *name, size_t nlen, const char *t, size_t tlen)
 {
 	size_t depth = 0, start = 0;
+	int down = 0; /* a name component came before */
+	const char *late = NULL;
 
 	if (tlen == 0)
 		return "an empty symlink target";
@@ -91,12 +96,15 @@ tar_link_check(const char *name, size_t nlen, const char *t, size_t tlen)
 			if (depth == 0)
 				return "a symlink target outside the archive";
 			depth--;
+			if (down)
+				late = "a symlink target with \"..\" after a name";
 		} else if (n > 0 && !(n == 1 && t[start] == '.')) {
 			depth++;
+			down = 1;
 		}
 		start = i + 1;
 	}
-	return NULL;
+	return late;
 }
 
 /* s shown in a message: printable ASCII, others as '?', cut. */
