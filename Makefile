@@ -32,7 +32,7 @@ LDLIBS  := $(PKG_LIBS) $(ARGON2_LIBS) -lm
 # One static library per layer, each built only from its own folder
 # (docs in README.md, "Layers"); a program links the layers it uses.
 BASE_SRC := \
-	base/log.c base/err.c base/config.c base/keys.c base/db.c base/migrate.c \
+	base/log.c base/err.c base/config.c base/config_table.c base/keys.c base/db.c base/migrate.c \
 	base/jsonrpc.c base/jsonschema.c base/work.c base/ttlmap.c base/notify.c \
 	base/utf8.c base/metrics.c base/mcp_version.c base/buf.c base/num.c base/tool_result.c base/b64.c \
 	base/tally.c base/bq.c base/tar.c base/tar_rules.c base/tar_write.c base/tar_seen.c base/passwd.c base/passwd_gate.c base/html.c base/smtp.c base/gzip.c base/fetch.c base/fcopy.c
