@@ -257,9 +257,45 @@ set_guest_args(char *field, size_t size, const char *v)
 	return 0;
 }
 
+/* v into a string field of `size` bytes; -1 when it does not fit. */
+static int
+copy_in(char *field, size_t size, const char *v)
+{
+	size_t len = strlen(v);
+
+	if (len >= size)
+		return -1;
+	memcpy(field, v, len + 1);
+	return 0;
+}
+
+/* The int field becomes the index of v in words (n of them, in the
+ * order of their enum); -1 when v is none of them. */
+static int
+set_word(char *field, const char *const *words, size_t n, const char *v)
+{
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(v, words[i]) == 0) {
+			*(int *)(void *)field = (int)i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
 static int
 apply_entry(struct config *cfg, const struct cfg_entry *ent, const char *v)
 {
+	static const char *const virts[] = {
+		[CONFIG_VIRT_AUTO] = "auto",
+		[CONFIG_VIRT_KVM] = "kvm",
+		[CONFIG_VIRT_TCG] = "tcg",
+	};
+	static const char *const nets[] = {
+		[CONFIG_NET_AUTO] = "auto",
+		[CONFIG_NET_ON] = "on",
+		[CONFIG_NET_OFF] = "off",
+	};
 	char *field = (char *)cfg + ent->off;
 	long long n;
 	enum log_level lvl;
@@ -267,29 +303,22 @@ apply_entry(struct config *cfg, const struct cfg_entry *ent, const char *v)
 	switch (ent->kind) {
 	case CFG_STR:
 	case CFG_DIR:
-		if (strlen(v) >= ent->size)
-			return -1;
-		memcpy(field, v, strlen(v) + 1);
-		return 0;
+		return copy_in(field, ent->size, v);
 	case CFG_URL:
-		if (*v != '\0' && !valid_http_url(v))
+		if ((*v != '\0' && !valid_http_url(v)) || copy_in(field, ent->size, v) < 0)
 			return -1;
-		if (strlen(v) >= ent->size)
-			return -1;
-		memcpy(field, v, strlen(v) + 1);
 		/* One canonical form: no trailing slash. */
 		for (size_t l = strlen(field); l > 0 && field[l - 1] == '/'; l--)
 			field[l - 1] = '\0';
 		return 0;
 	case CFG_INT:
-		if (num_parse_ll(v, &n) < 0 || n < ent->min || n > ent->max)
-			return -1;
-		*(int *)(void *)field = (int)n;
-		return 0;
 	case CFG_LLONG:
 		if (num_parse_ll(v, &n) < 0 || n < ent->min || n > ent->max)
 			return -1;
-		*(long long *)(void *)field = n;
+		if (ent->kind == CFG_INT)
+			*(int *)(void *)field = (int)n;
+		else
+			*(long long *)(void *)field = n;
 		return 0;
 	case CFG_LISTEN:
 		return set_listen(cfg, v);
@@ -299,42 +328,19 @@ apply_entry(struct config *cfg, const struct cfg_entry *ent, const char *v)
 		*(int *)(void *)field = (int)lvl;
 		return 0;
 	case CFG_ORIGINS:
-		if (strlen(v) >= ent->size)
-			return -1;
-		memcpy(field, v, strlen(v) + 1);
-		return set_origins(cfg, v);
+		return copy_in(field, ent->size, v) < 0 ? -1 : set_origins(cfg, v);
 	case CFG_VIRT:
-		if (strcmp(v, "auto") == 0)
-			*(int *)(void *)field = CONFIG_VIRT_AUTO;
-		else if (strcmp(v, "kvm") == 0)
-			*(int *)(void *)field = CONFIG_VIRT_KVM;
-		else if (strcmp(v, "tcg") == 0)
-			*(int *)(void *)field = CONFIG_VIRT_TCG;
-		else
-			return -1;
-		return 0;
+		return set_word(field, virts, sizeof(virts) / sizeof(virts[0]), v);
 	case CFG_GUEST_ARGS:
 		return set_guest_args(field, ent->size, v);
 	case CFG_POOL:
-		if (strlen(v) >= ent->size)
-			return -1;
-		memcpy(field, v, strlen(v) + 1);
-		return set_pool(cfg, v);
+		return copy_in(field, ent->size, v) < 0 ? -1 : set_pool(cfg, v);
 	case CFG_NET:
-		if (strcmp(v, "auto") == 0)
-			*(int *)(void *)field = CONFIG_NET_AUTO;
-		else if (strcmp(v, "on") == 0)
-			*(int *)(void *)field = CONFIG_NET_ON;
-		else if (strcmp(v, "off") == 0)
-			*(int *)(void *)field = CONFIG_NET_OFF;
-		else
-			return -1;
-		return 0;
+		return set_word(field, nets, sizeof(nets) / sizeof(nets[0]), v);
 	case CFG_SCHEME:
 		if (strcmp(v, "http") != 0 && strcmp(v, "https") != 0)
 			return -1;
-		memcpy(field, v, strlen(v) + 1);
-		return 0;
+		return copy_in(field, ent->size, v);
 	case CFG_CIDRS:
 		return set_cidrs(field, ent->size, v);
 	case CFG_UIDS:
