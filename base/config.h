@@ -1,5 +1,5 @@
 /* config.h - service configuration, read once at start from environment
- * variables described by a single table (config.c). */
+ * variables described by a single table (config_table.c). */
 #ifndef AAS_CONFIG_H
 #define AAS_CONFIG_H
 

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/utf8.h"
+
 #define JSV_MAX_DEPTH 32
 
 static int validate(const json_t *schema, const json_t *v, const char *path, int depth,
@@ -147,18 +149,6 @@ check_type(const json_t *schema, const json_t *v, const char *path, struct err *
 	return fail(e, path, "must be %s, not %s", want, what_is(v, want_integer));
 }
 
-/* Length in code points; jansson guarantees valid UTF-8. */
-static size_t
-utf8_len(const char *s, size_t bytes)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < bytes; i++)
-		if (((unsigned char)s[i] & 0xC0) != 0x80)
-			n++;
-	return n;
-}
-
 /* A pattern that fails says what the value is for (the schema's
  * description, when it has one), so the caller learns the fix, not only
  * the rule. */
@@ -192,7 +182,7 @@ check_string(const json_t *schema, const json_t *v, const char *path, struct err
 
 	if (memchr(s, '\0', bytes) != NULL)
 		return fail(e, path, "must not contain a NUL character");
-	len = utf8_len(s, bytes);
+	len = utf8_chars(s, bytes); /* jansson guarantees valid UTF-8 */
 	if ((k = json_object_get(schema, "minLength")) && len < (size_t)json_integer_value(k)) {
 		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(k));
 		return fail(e, path, "must be at least %s character%s long", num,

@@ -298,18 +298,6 @@ contains_nocase(const char *s, size_t len, const char *sub, size_t n)
 	return 0;
 }
 
-/* Characters (not bytes) in valid UTF-8 text: its lead bytes. */
-static size_t
-utf8_chars(const char *s, size_t len)
-{
-	size_t n = 0;
-
-	for (size_t i = 0; i < len; i++)
-		if (((unsigned char)s[i] & 0xC0) != 0x80)
-			n++;
-	return n;
-}
-
 /* 1 when valid UTF-8 text has a C0 control (NUL included), DEL or a C1
  * control (U+0080..U+009F, encoded C2 80..C2 9F). */
 static int

@@ -1,34 +1,13 @@
-/* tar.c - a streaming tar checker and filter, and a ustar/pax writer. */
+/* tar.c - the streaming tar checker and filter (and reader): the input's
+ * blocks, its extended headers and each member through the rules. */
 #include "base/tar.h"
+#include "base/tar_int.h"
 #include "base/tar_seen.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Offsets and widths in a ustar header block. */
-#define H_NAME 0
-#define H_MODE 100
-#define H_UID 108
-#define H_GID 116
-#define H_SIZE 124
-#define H_MTIME 136
-#define H_CHKSUM 148
-#define H_TYPE 156
-#define H_LINK 157
-#define H_MAGIC 257
-#define H_UNAME 265
-#define H_GNAME 297
-#define H_PREFIX 345
-#define H_GNU_ISEXT 482     /* GNU sparse header: extension blocks follow */
-#define H_GNU_EXT_ISEXT 504 /* in such an extension block: another follows */
-#define W_NAME 100
-#define W_PREFIX 155
-#define W_OWNER 32
-
-/* Bytes of a name shown in an error message. */
-#define TAR_SHOW_NAME 120
 
 enum tar_state {
 	ST_HEADER, /* the next block is a header */
@@ -75,18 +54,6 @@ struct tar_filter {
 	unsigned char out[TAR_MAX_HEADER];
 };
 
-/* The fields of a header to write. */
-struct hdr {
-	const char *name, *link;
-	size_t name_len, link_len;
-	char type;
-	int64_t mode, uid, gid, mtime;
-	uint64_t size;
-	const unsigned char *uname, *gname; /* W_OWNER bytes each, or NULL */
-};
-
-/* ---- numbers ---- */
-
 /* An octal or base-256 (GNU) number field; -1 when it is neither. */
 static int
 num_get(const unsigned char *p, size_t w, int64_t *out)
@@ -127,321 +94,6 @@ num_get(const unsigned char *p, size_t w, int64_t *out)
 	*out = (int64_t)v;
 	return 0;
 }
-
-/* v into a field of w bytes: octal with a NUL when it fits, else
- * base-256 (read by GNU tar, libarchive and busybox). */
-static void
-num_put(unsigned char *p, size_t w, int64_t v)
-{
-	uint64_t u = (uint64_t)v;
-
-	if (v >= 0 && (w - 1) * 3 < 64 && u < (uint64_t)1 << ((w - 1) * 3)) {
-		char tmp[24];
-
-		snprintf(tmp, sizeof(tmp), "%0*llo", (int)(w - 1), (unsigned long long)u);
-		memcpy(p, tmp, w - 1);
-		p[w - 1] = '\0';
-		return;
-	}
-	for (size_t i = w - 1; i >= 1; i--) {
-		p[i] = (unsigned char)(u & 0xff);
-		u >>= 8;
-		if (v < 0)
-			u |= (uint64_t)0xff << 56;
-	}
-	p[0] = v < 0 ? 0xff : 0x80;
-}
-
-static uint64_t
-blocks_of(uint64_t size)
-{
-	return size / TAR_BLOCK + (size % TAR_BLOCK != 0);
-}
-
-size_t
-tar_pad(uint64_t size)
-{
-	return (size_t)((TAR_BLOCK - size % TAR_BLOCK) % TAR_BLOCK);
-}
-
-/* ---- names ---- */
-
-/* Drops a leading "./" (repeated) and a lone ".". */
-static void
-name_clean(const char **s, size_t *len)
-{
-	while (*len >= 2 && (*s)[0] == '.' && (*s)[1] == '/') {
-		*s += 2;
-		*len -= 2;
-	}
-	if (*len == 1 && (*s)[0] == '.')
-		*len = 0;
-}
-
-/* NULL when s (len bytes) is a clean relative name, else the rule it
- * breaks, worded with `what` ("name"). */
-static const char *
-name_check(const char *s, size_t len, int is_dir, const char *what, char *why, size_t cap)
-{
-	size_t start = 0;
-
-	if (len == 0) {
-		snprintf(why, cap, "an empty %s", what);
-		return why;
-	}
-	if (len > TAR_MAX_NAME) {
-		snprintf(why, cap, "a %s longer than %d bytes", what, TAR_MAX_NAME);
-		return why;
-	}
-	if (memchr(s, '\0', len) != NULL) {
-		snprintf(why, cap, "a NUL in a %s", what);
-		return why;
-	}
-	if (s[0] == '/') {
-		snprintf(why, cap, "an absolute %s", what);
-		return why;
-	}
-	for (size_t i = 0; i <= len; i++) {
-		if (i < len && s[i] != '/')
-			continue;
-		if (i == start && !(is_dir && i == len && len > 0)) {
-			snprintf(why, cap, "an empty component in a %s", what);
-			return why;
-		}
-		if (i - start == 2 && s[start] == '.' && s[start + 1] == '.') {
-			snprintf(why, cap, "\"..\" in a %s", what);
-			return why;
-		}
-		start = i + 1;
-	}
-	return NULL;
-}
-
-/* NULL when the symlink `name` -> `t` stays inside the archive root,
- * resolved lexically from the link's directory; else the rule broken. */
-static const char *
-link_check(const char *name, size_t nlen, const char *t, size_t tlen)
-{
-	size_t depth = 0, start = 0;
-
-	if (tlen == 0)
-		return "an empty symlink target";
-	if (tlen > TAR_MAX_NAME)
-		return "a symlink target longer than 4095 bytes";
-	if (memchr(t, '\0', tlen) != NULL)
-		return "a NUL in a symlink target";
-	if (t[0] == '/')
-		return "an absolute symlink target";
-	/* The link's directory: its name's components but the last (a
-	 * checked name has no "..", no empty component). */
-	for (size_t i = 0; i < nlen; i++) {
-		if (name[i] != '/')
-			continue;
-		if (!(i - start == 1 && name[start] == '.'))
-			depth++;
-		start = i + 1;
-	}
-	start = 0;
-	for (size_t i = 0; i <= tlen; i++) {
-		size_t n;
-
-		if (i < tlen && t[i] != '/')
-			continue;
-		n = i - start;
-		if (n == 2 && t[start] == '.' && t[start + 1] == '.') {
-			if (depth == 0)
-				return "a symlink target outside the archive";
-			depth--;
-		} else if (n > 0 && !(n == 1 && t[start] == '.')) {
-			depth++;
-		}
-		start = i + 1;
-	}
-	return NULL;
-}
-
-/* s shown in a message: printable ASCII, others as '?', cut. */
-static void
-name_show(char *out, size_t cap, const char *s, size_t len)
-{
-	size_t k = 0, n = len < TAR_SHOW_NAME ? len : TAR_SHOW_NAME;
-
-	if (n > TAR_MAX_NAME)
-		n = TAR_MAX_NAME;
-	for (size_t i = 0; i < n && k + 1 < cap; i++) {
-		unsigned char c = (unsigned char)s[i];
-
-		out[k++] = c >= 0x20 && c < 0x7f && c != '"' && c != '\\' ? (char)c : '?';
-	}
-	if (len > n && k + 4 < cap) {
-		memcpy(out + k, "...", 3);
-		k += 3;
-	}
-	out[k] = '\0';
-}
-
-/* ---- writing headers ---- */
-
-static void
-hdr_checksum(unsigned char *b)
-{
-	unsigned sum = 0;
-	char tmp[8];
-
-	memset(b + H_CHKSUM, ' ', 8);
-	for (size_t i = 0; i < TAR_BLOCK; i++)
-		sum += b[i];
-	snprintf(tmp, sizeof(tmp), "%06o", sum);
-	memcpy(b + H_CHKSUM, tmp, 7);
-	b[H_CHKSUM + 7] = ' ';
-}
-
-static void
-hdr_block(unsigned char *b, const struct hdr *h, const char *name, size_t nlen, const char *prefix,
-    size_t plen, const char *link, size_t llen)
-{
-	memset(b, 0, TAR_BLOCK);
-	memcpy(b + H_NAME, name, nlen);
-	num_put(b + H_MODE, 8, h->mode);
-	num_put(b + H_UID, 8, h->uid);
-	num_put(b + H_GID, 8, h->gid);
-	num_put(b + H_SIZE, 12, (int64_t)h->size);
-	num_put(b + H_MTIME, 12, h->mtime);
-	b[H_TYPE] = (unsigned char)h->type;
-	memcpy(b + H_LINK, link, llen);
-	memcpy(b + H_MAGIC,
-	    "ustar\0"
-	    "00",
-	    8);
-	if (h->uname)
-		memcpy(b + H_UNAME, h->uname, W_OWNER);
-	if (h->gname)
-		memcpy(b + H_GNAME, h->gname, W_OWNER);
-	num_put(b + 329, 8, 0);
-	num_put(b + 337, 8, 0);
-	memcpy(b + H_PREFIX, prefix, plen);
-	hdr_checksum(b);
-}
-
-static size_t
-digits(size_t v)
-{
-	size_t d = 1;
-
-	for (; v >= 10; v /= 10)
-		d++;
-	return d;
-}
-
-/* One pax record "<len> key=value\n" at out (room checked by the
- * caller's bound); its length, which counts its own digits. */
-static size_t
-pax_record(char *out, const char *key, const char *v, size_t vlen)
-{
-	size_t klen = strlen(key), base = klen + vlen + 3, d = digits(base), len;
-	char num[24];
-
-	if (digits(base + d) > d)
-		d++;
-	len = base + d;
-	snprintf(num, sizeof(num), "%zu", len);
-	memcpy(out, num, d);
-	out[d] = ' ';
-	memcpy(out + d + 1, key, klen);
-	out[d + 1 + klen] = '=';
-	memcpy(out + d + 2 + klen, v, vlen);
-	out[len - 1] = '\n';
-	return len;
-}
-
-/* The header(s) of h into out: a pax 'x' header first when the name or
- * link does not fit ustar. Bytes written, or -1 with e. */
-static ssize_t
-hdr_write(unsigned char *out, size_t cap, const struct hdr *h, struct err *e)
-{
-	size_t split = 0, rec = 0, at;
-	int pax_path = 0, pax_link = h->link_len > W_NAME;
-
-	if (h->name_len > W_NAME) {
-		/* The longest prefix that leaves a non-empty name of <= 100. */
-		size_t i = h->name_len - 1 < W_PREFIX ? h->name_len - 1 : W_PREFIX;
-
-		for (; i > 0; i--)
-			if (h->name[i] == '/' && h->name_len - i - 1 <= W_NAME &&
-			    h->name_len - i - 1 > 0)
-				break;
-		split = i;
-		pax_path = split == 0;
-	}
-	if (pax_path)
-		rec += h->name_len + 32;
-	if (pax_link)
-		rec += h->link_len + 32;
-	if (cap < TAR_BLOCK * 2 + blocks_of(rec) * TAR_BLOCK) {
-		err_set(e, ERR_LIMIT, "tar header: %zu bytes of room are too few", cap);
-		return -1;
-	}
-	at = 0;
-	if (pax_path || pax_link) {
-		struct hdr x = { .type = 'x', .mode = 0644, .mtime = h->mtime };
-		char *r = (char *)out + TAR_BLOCK;
-		size_t n = 0;
-
-		if (pax_path)
-			n += pax_record(r + n, "path", h->name, h->name_len);
-		if (pax_link)
-			n += pax_record(r + n, "linkpath", h->link, h->link_len);
-		x.size = n;
-		memset(r + n, 0, tar_pad(n));
-		/* The ustar fields under a pax record hold a fixed name: a
-		 * reader that ignores pax still gets a harmless one. */
-		hdr_block(out, &x, "././@PaxHeader", 14, "", 0, "", 0);
-		at = TAR_BLOCK + n + tar_pad(n);
-	}
-	if (pax_path)
-		hdr_block(out + at, h, "@PaxPath", 8, "", 0, pax_link ? "" : h->link,
-		    pax_link ? 0 : h->link_len);
-	else if (split > 0)
-		hdr_block(out + at, h, h->name + split + 1, h->name_len - split - 1, h->name, split,
-		    pax_link ? "" : h->link, pax_link ? 0 : h->link_len);
-	else
-		hdr_block(out + at, h, h->name, h->name_len, "", 0, pax_link ? "" : h->link,
-		    pax_link ? 0 : h->link_len);
-	return (ssize_t)(at + TAR_BLOCK);
-}
-
-ssize_t
-tar_header(char *out, size_t cap, const char *name, char type, unsigned mode, uint64_t size,
-    long long mtime, struct err *e)
-{
-	struct hdr h = { 0 };
-	char why[96], shown[TAR_SHOW_NAME + 8];
-	size_t len = name ? strlen(name) : 0;
-
-	if (type != '0' && type != '5') {
-		err_set_at(e, ERR_INVALID, "type", "tar header: type '%c' is not '0' or '5'",
-		    type >= 0x20 && type < 0x7f ? type : '?');
-		return -1;
-	}
-	if (name == NULL)
-		name = "";
-	name_clean(&name, &len);
-	if (name_check(name, len, type == '5', "name", why, sizeof(why)) != NULL) {
-		name_show(shown, sizeof(shown), name, len);
-		err_set_at(e, ERR_INVALID, "name", "tar header \"%s\": %s", shown, why);
-		return -1;
-	}
-	h.name = name;
-	h.name_len = len;
-	h.link = "";
-	h.type = type;
-	h.mode = mode & 07777 & ~06000u;
-	h.size = type == '0' ? size : 0;
-	h.mtime = mtime;
-	return hdr_write((unsigned char *)out, cap, &h, e);
-}
-
-/* ---- the filter ---- */
 
 struct tar_filter *
 tar_filter_new(const struct tar_rules *r)
@@ -507,7 +159,7 @@ fail_member(struct tar_filter *f, struct err *e, enum err_kind kind, const char 
 {
 	char shown[TAR_SHOW_NAME + 8];
 
-	name_show(shown, sizeof(shown), f->cur.s, f->cur.len);
+	tar_name_show(shown, sizeof(shown), f->cur.s, f->cur.len);
 	return fail(f, e, kind, "member \"%s\": %s", shown, why);
 }
 
@@ -547,7 +199,7 @@ str_set(struct tar_str *s, const void *v, size_t n)
 static void
 data_follows(struct tar_filter *f, uint64_t size, int pass)
 {
-	f->blocks = blocks_of(size);
+	f->blocks = tar_blocks_of(size);
 	f->pass = pass;
 	f->left = pass ? size : 0;
 	f->state = f->blocks > 0 ? ST_DATA : ST_HEADER;
@@ -574,7 +226,7 @@ pass_data(struct tar_filter *f, const unsigned char *b, size_t bytes, tar_emit_f
 
 /* A reader's announcement of a member; a failure fails the filter. */
 static int
-announce(struct tar_filter *f, const struct hdr *h, void *ctx, struct err *e)
+announce(struct tar_filter *f, const struct tar_hdr *h, void *ctx, struct err *e)
 {
 	struct tar_member m = {
 		.name = h->name,
@@ -681,54 +333,13 @@ is_zero(const unsigned char *b)
 	return 1;
 }
 
-/* The rule a member's type breaks, or NULL. */
-static const char *
-type_rule(char t, int sparse, char *why, size_t cap)
+/* The member's name and link target, from its extended headers or else
+ * its ustar fields, into f->cur and f->curlink; the extended headers are
+ * used up. */
+static void
+member_names(struct tar_filter *f, const unsigned char *b)
 {
-	switch (t) {
-	case '0':
-	case '\0':
-	case '7':
-		return sparse ? "a sparse file" : NULL;
-	case '1':
-	case '2':
-	case '5':
-		return NULL;
-	case '3':
-	case '4':
-		return "a device node";
-	case '6':
-		return "a FIFO";
-	case 'S':
-		return "a sparse file";
-	case 'V':
-		return "a volume header";
-	case 'M':
-		return "a multivolume continuation";
-	default:
-		if (t >= 0x21 && t < 0x7f)
-			snprintf(why, cap, "an unknown member type '%c'", t);
-		else
-			snprintf(why, cap, "an unknown member type 0x%02x", (unsigned char)t);
-		return why;
-	}
-}
-
-/* A member's header block b (extended headers applied). */
-static int
-member(struct tar_filter *f, const unsigned char *b, uint64_t hsize, tar_emit_fn emit, void *ctx,
-    struct err *e)
-{
-	char t = (char)b[H_TYPE], why[96];
-	int ustar = memcmp(b + H_MAGIC, "ustar", 5) == 0;
 	int posix = memcmp(b + H_MAGIC, "ustar\0", 6) == 0;
-	int is_reg = t == '0' || t == '\0' || t == '7', sparse = f->sparse;
-	const char *rule, *name, *link;
-	size_t nlen, llen;
-	uint64_t size = f->has_size ? f->size : hsize;
-	int64_t mode, uid, gid, mtime;
-	struct hdr h = { 0 };
-	ssize_t n;
 
 	if (f->path.set) {
 		f->cur = f->path;
@@ -755,19 +366,15 @@ member(struct tar_filter *f, const unsigned char *b, uint64_t hsize, tar_emit_fn
 	else
 		str_set(&f->curlink, b + H_LINK, strnlen((const char *)b + H_LINK, W_NAME));
 	ext_clear(f);
-	if (num_get(b + H_MODE, 8, &mode) < 0 || num_get(b + H_UID, 8, &uid) < 0 ||
-	    num_get(b + H_GID, 8, &gid) < 0 || num_get(b + H_MTIME, 12, &mtime) < 0)
-		return fail_member(f, e, ERR_INVALID, "a malformed number in its header");
+}
 
-	name = f->cur.s;
-	nlen = f->cur.len;
-	if (nlen <= TAR_MAX_NAME)
-		name_clean(&name, &nlen);
-	if (nlen == 0 && f->cur.len > 0 && t == '5') {
-		/* The archive's root directory itself. */
-		data_follows(f, size, 0);
-		return 0;
-	}
+/* One more member, within max_members, and a file within
+ * max_member_bytes; 0, or -1 with the filter failed. */
+static int
+member_limits(struct tar_filter *f, int is_reg, uint64_t size, struct err *e)
+{
+	char why[96];
+
 	f->members++;
 	if (f->rules.max_members > 0 && f->members > f->rules.max_members) {
 		snprintf(why, sizeof(why), "more than %llu members",
@@ -779,55 +386,68 @@ member(struct tar_filter *f, const unsigned char *b, uint64_t hsize, tar_emit_fn
 		    (unsigned long long)size, (unsigned long long)f->rules.max_member_bytes);
 		return fail_member(f, e, ERR_LIMIT, why);
 	}
-	rule = type_rule(t, sparse, why, sizeof(why));
+	return 0;
+}
+
+/* The rule member h (its name cleaned; sparse: pax GNU.sparse.* keys
+ * came with it) breaks, or NULL; a hard link's target is cleaned in h. */
+static const char *
+member_rule(struct tar_filter *f, struct tar_hdr *h, int sparse, char *why, size_t cap)
+{
+	char t = h->type;
+	const char *rule = tar_type_rule(t, sparse, why, cap);
+
 	if (rule == NULL)
-		rule = name_check(name, nlen, t == '5', "name", why, sizeof(why));
-	link = f->curlink.s;
-	llen = f->curlink.len;
-	if (rule == NULL && t == '2' && (rule = link_check(name, nlen, link, llen)) == NULL)
-		rule = tsn_target_rule(link, llen);
+		rule = tar_name_check(h->name, h->name_len, t == '5', "name", why, cap);
+	if (rule == NULL && t == '2')
+		rule = tar_link_check(h->name, h->name_len, h->link, h->link_len);
 	if (rule == NULL && t == '1') {
-		if (llen <= TAR_MAX_NAME)
-			name_clean(&link, &llen);
-		rule = name_check(link, llen, 0, "hard link target", why, sizeof(why));
+		if (h->link_len <= TAR_MAX_NAME)
+			tar_name_clean(&h->link, &h->link_len);
+		rule = tar_name_check(h->link, h->link_len, 0, "hard link target", why, cap);
 	}
 	if (rule == NULL)
-		rule = tsn_check(f->seen, name, nlen, t, link, llen, why, sizeof(why));
-	if (rule != NULL) {
-		if (!f->rules.skip_bad)
-			return fail_member(f, e, ERR_INVALID, rule);
-		f->stats.skipped++;
-		data_follows(f, size, 0);
-		if (t == 'S' && b[H_GNU_ISEXT] != 0)
-			f->state = ST_SPARSE;
-		return 0;
-	}
-	if (tsn_record(f->seen, name, nlen, t) < 0)
+		rule = tsn_check(f->seen, h->name, h->name_len, t, h->link, h->link_len, why, cap);
+	return rule;
+}
+
+/* A member that broke `rule`: an error, or (skip_bad) left out with its
+ * data and, for a GNU sparse file, its extension blocks. */
+static int
+member_skip(struct tar_filter *f, const unsigned char *b, const char *rule, uint64_t size,
+    struct err *e)
+{
+	if (!f->rules.skip_bad)
+		return fail_member(f, e, ERR_INVALID, rule);
+	f->stats.skipped++;
+	data_follows(f, size, 0);
+	if (b[H_TYPE] == 'S' && b[H_GNU_ISEXT] != 0)
+		f->state = ST_SPARSE;
+	return 0;
+}
+
+/* A member that passed: recorded, announced to a reader or its cleaned
+ * header emitted, and counted. */
+static int
+member_pass(struct tar_filter *f, const struct tar_hdr *h, tar_emit_fn emit, void *ctx,
+    struct err *e)
+{
+	ssize_t n;
+
+	if (tsn_record(f->seen, h->name, h->name_len, h->type) < 0)
 		return fail_member(f, e, ERR_LIMIT,
 		    "more directories and links than the filter keeps");
-	h.name = name;
-	h.name_len = nlen;
-	h.link = t == '1' || t == '2' ? link : "";
-	h.link_len = t == '1' || t == '2' ? llen : 0;
-	h.type = is_reg ? '0' : t;
-	h.mode = mode & 07777 & ~06000;
-	h.uid = uid;
-	h.gid = gid;
-	h.mtime = mtime;
-	h.size = is_reg ? size : 0;
-	h.uname = ustar ? b + H_UNAME : NULL;
-	h.gname = ustar ? b + H_GNAME : NULL;
 	if (f->rules.member) {
-		if (announce(f, &h, ctx, e) < 0)
+		if (announce(f, h, ctx, e) < 0)
 			return -1;
 	} else {
-		n = hdr_write(f->out, sizeof(f->out), &h, NULL);
+		n = tar_hdr_write(f->out, sizeof(f->out), h, NULL);
 		if (n < 0)
 			return fail_member(f, e, ERR_INTERNAL, "no room for its header");
 		if (emit_out(f, f->out, (size_t)n, emit, ctx, e) < 0)
 			return -1;
 	}
-	switch (t) {
+	switch (h->type) {
 	case '5':
 		f->stats.dirs++;
 		break;
@@ -839,8 +459,58 @@ member(struct tar_filter *f, const unsigned char *b, uint64_t hsize, tar_emit_fn
 		break;
 	default:
 		f->stats.files++;
-		f->stats.bytes += size;
+		f->stats.bytes += h->size;
 	}
+	return 0;
+}
+
+/* A member's header block b (extended headers applied). */
+static int
+member(struct tar_filter *f, const unsigned char *b, uint64_t hsize, tar_emit_fn emit, void *ctx,
+    struct err *e)
+{
+	char t = (char)b[H_TYPE], why[96];
+	int ustar = memcmp(b + H_MAGIC, "ustar", 5) == 0;
+	int is_reg = t == '0' || t == '\0' || t == '7', sparse = f->sparse;
+	const char *rule;
+	uint64_t size = f->has_size ? f->size : hsize;
+	int64_t mode, uid, gid, mtime;
+	struct tar_hdr h = { 0 };
+
+	member_names(f, b);
+	if (num_get(b + H_MODE, 8, &mode) < 0 || num_get(b + H_UID, 8, &uid) < 0 ||
+	    num_get(b + H_GID, 8, &gid) < 0 || num_get(b + H_MTIME, 12, &mtime) < 0)
+		return fail_member(f, e, ERR_INVALID, "a malformed number in its header");
+	h.name = f->cur.s;
+	h.name_len = f->cur.len;
+	if (h.name_len <= TAR_MAX_NAME)
+		tar_name_clean(&h.name, &h.name_len);
+	if (h.name_len == 0 && f->cur.len > 0 && t == '5') {
+		/* The archive's root directory itself. */
+		data_follows(f, size, 0);
+		return 0;
+	}
+	if (member_limits(f, is_reg, size, e) < 0)
+		return -1;
+	h.type = t;
+	h.link = f->curlink.s;
+	h.link_len = f->curlink.len;
+	if ((rule = member_rule(f, &h, sparse, why, sizeof(why))) != NULL)
+		return member_skip(f, b, rule, size, e);
+	if (t != '1' && t != '2') {
+		h.link = "";
+		h.link_len = 0;
+	}
+	h.type = is_reg ? '0' : t;
+	h.mode = mode & 07777 & ~06000;
+	h.uid = uid;
+	h.gid = gid;
+	h.mtime = mtime;
+	h.size = is_reg ? size : 0;
+	h.uname = ustar ? b + H_UNAME : NULL;
+	h.gname = ustar ? b + H_GNAME : NULL;
+	if (member_pass(f, &h, emit, ctx, e) < 0)
+		return -1;
 	data_follows(f, size, is_reg);
 	return 0;
 }

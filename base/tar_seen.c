@@ -164,26 +164,3 @@ tsn_record(struct tar_seen *s, const char *name, size_t nlen, char t)
 		return add(s, K_LINK, name, nlen);
 	return 0;
 }
-
-const char *
-tsn_target_rule(const char *t, size_t tlen)
-{
-	int down = 0;
-	size_t start = 0;
-
-	for (size_t i = 0; i <= tlen; i++) {
-		size_t n;
-
-		if (i < tlen && t[i] != '/')
-			continue;
-		n = i - start;
-		if (n == 2 && t[start] == '.' && t[start + 1] == '.') {
-			if (down)
-				return "a symlink target with \"..\" after a name";
-		} else if (n > 0 && !(n == 1 && t[start] == '.')) {
-			down = 1;
-		}
-		start = i + 1;
-	}
-	return NULL;
-}

@@ -32,9 +32,4 @@ const char *tsn_check(const struct tar_seen *s, const char *name, size_t nlen, c
  * directory or symlink. 0, or -1 when TAR_SEEN_MAX names are held. */
 int tsn_record(struct tar_seen *s, const char *name, size_t nlen, char t);
 
-/* NULL when a symlink target's ".." components all come first (they climb
- * only the link's own directory, which is a real one by the rules above);
- * else the rule broken. */
-const char *tsn_target_rule(const char *t, size_t tlen);
-
 #endif

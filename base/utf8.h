@@ -1,4 +1,4 @@
-/* utf8.h - making arbitrary bytes safe for JSON text (utf8_). */
+/* utf8.h - UTF-8 text: arbitrary bytes made safe for JSON text, and measured (utf8_). */
 #ifndef AAS_UTF8_H
 #define AAS_UTF8_H
 
@@ -13,5 +13,9 @@ char *utf8_sanitize(const char *in, size_t len, size_t *out_len, size_t *replace
  * so that the rest can follow with the next piece: at most 3 bytes less
  * than len. Invalid bytes are not judged here (utf8_sanitize does). */
 size_t utf8_whole_len(const char *in, size_t len);
+
+/* Characters (code points, not bytes) in the `len` bytes of valid UTF-8
+ * text at s: its lead bytes. */
+size_t utf8_chars(const char *s, size_t len);
 
 #endif

@@ -25,6 +25,7 @@
 struct sync {
 	struct br_call *c;
 	const char *sbx;
+	int to_sandbox; /* else from it */
 	int delete_extras;
 	char root[PATH_MAX]; /* local, real */
 	char sdir[4200];     /* sandbox, absolute */
@@ -68,6 +69,7 @@ sync_init(struct sync *s, struct br_call *c, const json_t *args, int to_sandbox,
 	memset(s, 0, sizeof(*s));
 	clock_gettime(CLOCK_MONOTONIC, &s->t0);
 	s->c = c;
+	s->to_sandbox = to_sandbox;
 	s->sbx = json_string_value(json_object_get(args, "sandbox_id"));
 	s->delete_extras = json_is_true(json_object_get(args, "delete_extras"));
 	s->sent = json_array();
@@ -137,6 +139,66 @@ dest_of(const struct sync *s, const struct br_tree *src, const struct br_tree *d
 	return d;
 }
 
+/* One direction's way of moving what the destination lacks. */
+struct copy_ops {
+	const char *field; /* the argument a conflict names */
+	const char *clash; /* where the directory and the file are, in its message */
+	/* A directory the destination lacks (or has as another kind). */
+	int (*dir)(void *ctx, const struct br_entry *en, struct err *e);
+	/* A file the destination lacks or has with another size or time. */
+	int (*file)(void *ctx, const struct br_entry *en, struct err *e);
+	/* A file the destination has as it is; NULL: nothing to do. */
+	void (*skipped)(void *ctx);
+};
+
+/* The source tree against the destination's, in the source's (sorted)
+ * order: what differs goes to ops; a file where the destination keeps a
+ * directory is a conflict. The sandbox's links and special files are
+ * left out with a warning. */
+static int
+copy_walk(struct sync *s, const struct copy_ops *ops, void *ctx, struct err *e)
+{
+	const struct br_tree *src = s->to_sandbox ? s->local : s->remote;
+	const struct br_tree *dst = s->to_sandbox ? s->remote : s->local;
+	size_t n = br_tree_count(src);
+
+	for (size_t i = 0; i < n; i++) {
+		const struct br_entry *en = br_tree_at(src, i);
+		const struct br_entry *d = dest_of(s, src, dst, en->rel);
+
+		if (stop_if_cancelled(s, e) < 0)
+			return -1;
+		if (en->type == 'd') {
+			/* Empty directories too; parents of files come with them. */
+			if ((d == NULL || d->type != 'd') && ops->dir(ctx, en, e) < 0)
+				return -1;
+			continue;
+		}
+		if (!s->to_sandbox && en->type != 'f') {
+			br_warn(s->warnings, "%s: a %s in the sandbox, left out", en->rel,
+			    en->type == 'l' ? "symbolic link" : "special file");
+			continue;
+		}
+		switch (br_plan_file(en, d)) {
+		case BR_SKIP:
+			s->files_skipped++;
+			if (ops->skipped)
+				ops->skipped(ctx);
+			break;
+		case BR_CONFLICT:
+			err_set_at(e, ERR_CONFLICT, ops->field,
+			    "%s: %s is a directory %s (delete_extras: true replaces it)",
+			    ops->field, en->rel, ops->clash);
+			return -1;
+		case BR_SEND:
+			if (ops->file(ctx, en, e) < 0)
+				return -1;
+			break;
+		}
+	}
+	return 0;
+}
+
 /* ---- to the sandbox ---- */
 
 static int
@@ -194,86 +256,66 @@ pack_progress(void *ctx, size_t done, size_t total, const char *rel)
 	br_call_progress(s->c, (double)done, (double)total, msg);
 }
 
+/* A push's pack, and the sync it counts in. */
+struct pushing {
+	struct sync *s;
+	struct br_pack *p;
+};
+
+static int
+push_dir(void *ctx, const struct br_entry *en, struct err *e)
+{
+	struct pushing *ps = ctx;
+
+	return br_pack_add(ps->p, en, e);
+}
+
+static int
+push_file(void *ctx, const struct br_entry *en, struct err *e)
+{
+	struct pushing *ps = ctx;
+
+	if (br_pack_add(ps->p, en, e) < 0)
+		return -1;
+	ps->s->files_sent++;
+	ps->s->bytes += en->size;
+	note(ps->s, ps->s->sent, en->rel);
+	return 0;
+}
+
 /* What differs goes in one tar stream (PUT .../tree): directories the
  * sandbox lacks, files it lacks or has with another size or time. The
  * archive carries modes and times, so the next run skips what it sent. */
 static int
 push(struct sync *s, int missing, struct err *e)
 {
-	size_t n = br_tree_count(s->local);
-	struct br_pack *p = br_pack_new(s->root);
+	static const struct copy_ops ops = {
+		.field = "sandbox_path",
+		.clash = "in the sandbox and a file here",
+		.dir = push_dir,
+		.file = push_file,
+	};
+	struct pushing ps = { s, br_pack_new(s->root) };
 	int rc = -1;
 
-	if (p == NULL) {
+	if (ps.p == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return -1;
 	}
-	br_pack_on_member(p, pack_progress, s);
-	for (size_t i = 0; i < n; i++) {
-		const struct br_entry *en = br_tree_at(s->local, i);
-		const struct br_entry *d = dest_of(s, s->local, s->remote, en->rel);
-
-		if (stop_if_cancelled(s, e) < 0)
-			goto out;
-		if (en->type == 'd') {
-			/* Empty directories too; parents of files come with them. */
-			if ((d == NULL || d->type != 'd') && br_pack_add(p, en, e) < 0)
-				goto out;
-			continue;
-		}
-		switch (br_plan_file(en, d)) {
-		case BR_SKIP:
-			s->files_skipped++;
-			break;
-		case BR_CONFLICT:
-			err_set_at(e, ERR_CONFLICT, "sandbox_path",
-			    "sandbox_path: %s is a directory "
-			    "in the sandbox and a file here (delete_extras: true replaces it)",
-			    en->rel);
-			goto out;
-		case BR_SEND:
-			if (br_pack_add(p, en, e) < 0)
-				goto out;
-			s->files_sent++;
-			s->bytes += en->size;
-			note(s, s->sent, en->rel);
-			break;
-		}
-	}
-	if (br_pack_count(p) > 0) {
-		if (br_remote_put_tree(s->c, s->sbx, s->sdir, p, e) < 0)
+	br_pack_on_member(ps.p, pack_progress, s);
+	if (copy_walk(s, &ops, &ps, e) < 0)
+		goto out;
+	if (br_pack_count(ps.p) > 0) {
+		if (br_remote_put_tree(s->c, s->sbx, s->sdir, ps.p, e) < 0)
 			goto out;
 	} else if (missing && br_batch_add(s->batch, "mkdir -p --", s->sdir, "", e) < 0) {
 		goto out;
 	}
-	br_pack_warnings(p, s->warnings);
+	br_pack_warnings(ps.p, s->warnings);
 	rc = br_batch_flush(s->batch, e);
 out:
-	br_pack_free(p);
+	br_pack_free(ps.p);
 	return rc;
-}
-
-json_t *
-br_sync_to(struct br_call *c, const json_t *args, struct err *e)
-{
-	struct sync s;
-	json_t *out = NULL;
-	int missing = 0;
-
-	if (sync_init(&s, c, args, 1, e) < 0 ||
-	    br_local_scan(s.root, s.x, 1, s.local, s.warnings, e) < 0 ||
-	    br_remote_scan(c, s.sbx, s.sdir, s.x, s.remote, &missing, e) < 0)
-		goto out;
-	br_tree_sort(s.local);
-	br_tree_sort(s.remote);
-	if (s.delete_extras && !missing && delete_remote_extras(&s, e) < 0)
-		goto out;
-	if (push(&s, missing, e) < 0)
-		goto out;
-	out = report(&s, "to_sandbox");
-out:
-	sync_free(&s);
-	return out;
 }
 
 /* ---- from the sandbox ---- */
@@ -340,9 +382,12 @@ fetch_file(struct sync *s, const struct br_entry *en, struct err *e)
 	return 0;
 }
 
+/* A pull's files to fetch, and its progress over all the files. */
 struct pulled {
 	struct sync *s;
 	size_t done, total;
+	const struct br_entry **want; /* in the tree's order: sorted */
+	size_t nwant;
 };
 
 static void
@@ -368,9 +413,9 @@ pulled_one(void *ctx, const struct br_entry *en, long long bytes)
 /* Many files in one tree download, the service leaving out what it can
  * of the excluded names; got[i] marks those written. */
 static int
-pull_tree(struct sync *s, const struct br_entry **want, size_t n, unsigned char *got,
-    struct pulled *pd, struct err *e)
+pull_tree(struct pulled *pd, unsigned char *got, struct err *e)
 {
+	struct sync *s = pd->s;
 	char excl[8192];
 	long long bytes = 0;
 
@@ -379,15 +424,16 @@ pull_tree(struct sync *s, const struct br_entry **want, size_t n, unsigned char 
 			bytes += br_tree_at(s->remote, i)->size;
 	br_excl_names(s->x, excl, sizeof(excl));
 	/* The usual bound, and time for the listed bytes at a slow 1 MB/s. */
-	return br_pull_tree(s->c, s->sbx, s->sdir, s->root, excl, want, n, got,
+	return br_pull_tree(s->c, s->sbx, s->sdir, s->root, excl, pd->want, pd->nwant, got,
 	    s->c->cfg->request_timeout_s + (long)(bytes / 1000000), pulled_one, pd, e);
 }
 
 /* The files to fetch: many in one tree download, the rest (or all, when
  * few) one request each. */
 static int
-fetch_all(struct sync *s, const struct br_entry **want, size_t n, struct pulled *pd, struct err *e)
+fetch_all(struct pulled *pd, struct err *e)
 {
+	size_t n = pd->nwant;
 	unsigned char *got = calloc(n ? n : 1, 1);
 	int rc = -1;
 
@@ -395,12 +441,12 @@ fetch_all(struct sync *s, const struct br_entry **want, size_t n, struct pulled 
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return -1;
 	}
-	if (n >= SYNC_PULL_TREE_MIN && pull_tree(s, want, n, got, pd, e) < 0)
+	if (n >= SYNC_PULL_TREE_MIN && pull_tree(pd, got, e) < 0)
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		if (got[i])
 			continue;
-		if (fetch_file(s, want[i], e) < 0)
+		if (fetch_file(pd->s, pd->want[i], e) < 0)
 			goto out;
 		pulled_progress(pd);
 	}
@@ -411,77 +457,103 @@ out:
 }
 
 static int
+pull_dir(void *ctx, const struct br_entry *en, struct err *e)
+{
+	struct pulled *p = ctx;
+
+	return br_local_mkdirs(p->s->root, en->rel, e);
+}
+
+static int
+pull_file(void *ctx, const struct br_entry *en, struct err *e)
+{
+	struct pulled *p = ctx;
+
+	(void)e;
+	p->want[p->nwant++] = en;
+	return 0;
+}
+
+static void
+pull_skipped(void *ctx)
+{
+	pulled_progress(ctx);
+}
+
+static int
 pull(struct sync *s, struct err *e)
 {
-	size_t n = br_tree_count(s->remote), total = count_files(s->remote), done = 0, nwant = 0;
-	const struct br_entry **want = calloc(n ? n : 1, sizeof(*want));
-	struct pulled pd = { s, 0, total };
-	char msg[160];
+	static const struct copy_ops ops = {
+		.field = "local_path",
+		.clash = "here and a file in the sandbox",
+		.dir = pull_dir,
+		.file = pull_file,
+		.skipped = pull_skipped,
+	};
+	size_t n = br_tree_count(s->remote);
+	struct pulled pd = { .s = s, .total = count_files(s->remote) };
 	int rc = -1;
 
-	if (want == NULL) {
+	if ((pd.want = calloc(n ? n : 1, sizeof(*pd.want))) == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return -1;
 	}
-	for (size_t i = 0; i < n; i++) {
-		const struct br_entry *en = br_tree_at(s->remote, i);
-		const struct br_entry *d = dest_of(s, s->remote, s->local, en->rel);
-
-		if (stop_if_cancelled(s, e) < 0)
-			goto out;
-		if (en->type == 'd') {
-			if ((d == NULL || d->type != 'd') &&
-			    br_local_mkdirs(s->root, en->rel, e) < 0)
-				goto out;
-			continue;
-		}
-		if (en->type != 'f') {
-			br_warn(s->warnings, "%s: a %s in the sandbox, left out", en->rel,
-			    en->type == 'l' ? "symbolic link" : "special file");
-			continue;
-		}
-		switch (br_plan_file(en, d)) {
-		case BR_SKIP:
-			s->files_skipped++;
-			break;
-		case BR_CONFLICT:
-			err_set_at(e, ERR_CONFLICT, "local_path",
-			    "local_path: %s is a directory "
-			    "here and a file in the sandbox (delete_extras: true replaces it)",
-			    en->rel);
-			goto out;
-		case BR_SEND:
-			want[nwant++] = en; /* in the tree's order: sorted */
-			continue;
-		}
-		snprintf(msg, sizeof(msg), "%zu of %zu files", ++done, total);
-		br_call_progress(s->c, (double)done, (double)total, msg);
-	}
-	pd.done = done;
-	rc = fetch_all(s, want, nwant, &pd, e);
-out:
-	free(want);
+	if (copy_walk(s, &ops, &pd, e) == 0)
+		rc = fetch_all(&pd, e);
+	free(pd.want);
 	return rc;
+}
+
+/* ---- both ---- */
+
+/* Both trees listed and sorted, the source's first; for a push, a
+ * sandbox directory that does not exist yet is no error (*missing). */
+static int
+scan(struct sync *s, int *missing, struct err *e)
+{
+	if (s->to_sandbox) {
+		if (br_local_scan(s->root, s->x, 1, s->local, s->warnings, e) < 0 ||
+		    br_remote_scan(s->c, s->sbx, s->sdir, s->x, s->remote, missing, e) < 0)
+			return -1;
+	} else if (br_remote_scan(s->c, s->sbx, s->sdir, s->x, s->remote, NULL, e) < 0 ||
+	    br_local_scan(s->root, s->x, 0, s->local, s->warnings, e) < 0) {
+		return -1;
+	}
+	br_tree_sort(s->local);
+	br_tree_sort(s->remote);
+	return 0;
+}
+
+/* A sync either way: the source listed first, then the destination;
+ * extras deleted before anything is copied. */
+static json_t *
+sync_run(struct br_call *c, const json_t *args, int to_sandbox, struct err *e)
+{
+	struct sync s;
+	json_t *out = NULL;
+	int missing = 0;
+
+	if (sync_init(&s, c, args, to_sandbox, e) < 0 || scan(&s, &missing, e) < 0)
+		goto out;
+	if (s.delete_extras && !missing &&
+	    (to_sandbox ? delete_remote_extras(&s, e) : delete_local_extras(&s, e)) < 0)
+		goto out;
+	if ((to_sandbox ? push(&s, missing, e) : pull(&s, e)) < 0)
+		goto out;
+	out = report(&s, to_sandbox ? "to_sandbox" : "from_sandbox");
+out:
+	sync_free(&s);
+	return out;
+}
+
+json_t *
+br_sync_to(struct br_call *c, const json_t *args, struct err *e)
+{
+	return sync_run(c, args, 1, e);
 }
 
 json_t *
 br_sync_from(struct br_call *c, const json_t *args, struct err *e)
 {
-	struct sync s;
-	json_t *out = NULL;
-
-	if (sync_init(&s, c, args, 0, e) < 0 ||
-	    br_remote_scan(c, s.sbx, s.sdir, s.x, s.remote, NULL, e) < 0 ||
-	    br_local_scan(s.root, s.x, 0, s.local, s.warnings, e) < 0)
-		goto out;
-	br_tree_sort(s.local);
-	br_tree_sort(s.remote);
-	if (s.delete_extras && delete_local_extras(&s, e) < 0)
-		goto out;
-	if (pull(&s, e) < 0)
-		goto out;
-	out = report(&s, "from_sandbox");
-out:
-	sync_free(&s);
-	return out;
+	return sync_run(c, args, 0, e);
 }

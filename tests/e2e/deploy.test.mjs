@@ -34,7 +34,7 @@ function envExample() {
   return env;
 }
 
-test('every AAS_ variable the deploy files and the guide name exists in config.c', async () => {
+test('every AAS_ variable the deploy files and the guide name exists in config_table.c', async () => {
   const known = await knownVariables();
   assert.ok(known.size > 30);
   for (const f of FILES) {
