@@ -24,6 +24,7 @@
 #include <libvirt/virterror.h>
 
 #include "vmm/agent.h"
+#include "vmm/cgcaps.h"
 #include "vmm/conlog.h"
 #include "vmm/netguard.h"
 #include "vmm/netguard_status.h"
@@ -494,6 +495,10 @@ fill_spec(struct orch *o, struct vm_host *h, struct vm_spec *s, const char *name
 	s->cpu_shares = 1024u * (unsigned)vcpus;
 	s->cpu_quota_us = 100000u * (unsigned)vcpus + 50000u;
 	s->blkio_weight = vcpus >= 4 ? 1000u : 250u * (unsigned)vcpus;
+	/* libvirt fails a domain whose weight the host cannot apply; on a
+	 * remote host that is for its operator to provide. */
+	if (orch_uri_this_machine(vm_host_uri(h)) && !cgcaps_this_machine_blkio_weight())
+		s->blkio_weight = 0;
 	/* A small translation cache (the default) keeps an idle TCG VM's
 	 * QEMU to a quarter of what QEMU's own 1 GiB cache grows to. */
 	if (accel == VM_ACCEL_TCG)
