@@ -134,8 +134,11 @@ ROOT=$WORK/root
 mkdir -p "$WORK/cache"
 log "recipe $HASH; working in $WORK"
 
-# 1. PID 1, compiled first so that a broken init.c fails fast.
-gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -o "$WORK/aas-init" "$HERE/init.c"
+# 1. PID 1, compiled first so that a broken init.c fails fast. gsys.c is
+# what it shares with the agent; both include "vmm/image/..." from the
+# repository root.
+gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -I "$HERE/../.." -o "$WORK/aas-init" \
+	"$HERE/init.c" "$HERE/gsys.c"
 # The protocol's one encoder and parser is shared with aasd: included as
 # "vmm/image/aproto.h" from the repository root.
 gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -I "$HERE/../.." -o "$WORK/aas-agent" \
