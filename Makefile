@@ -200,13 +200,17 @@ $(B)/tests/%: tests/unit/%.c $(B)/libaas.a
 
 # The guest agent built for the host and its test, which runs it on a
 # socketpair (both take the protocol's one encoder and parser).
+# Its sources are those vmm/image/build.sh compiles into the image.
 AGENT_CFLAGS := $(filter-out -MMD -MP,$(CFLAGS))
-$(B)/tests/aas-agent-host: vmm/image/aas-agent.c vmm/image/aproto.c vmm/image/aproto.h \
-    vmm/image/agent_tree.c vmm/image/agent_tree.h vmm/image/agent_linger.c vmm/image/agent_linger.h
+AGENT_SRC := vmm/image/aas-agent.c vmm/image/agent_port.c vmm/image/agent_chan.c \
+	vmm/image/agent_spawn.c vmm/image/agent_exec.c vmm/image/agent_files.c vmm/image/agent_test.c \
+	vmm/image/aproto.c vmm/image/agent_tree.c vmm/image/agent_linger.c vmm/image/gsys.c
+AGENT_HDR := vmm/image/agent_int.h vmm/image/aproto.h vmm/image/agent_tree.h \
+	vmm/image/agent_linger.h vmm/image/gsys.h
+$(B)/tests/aas-agent-host: $(AGENT_SRC) $(AGENT_HDR)
 	@mkdir -p $(dir $@)
 	@echo "  CC+LD   $<"
-	$(Q)$(CC) $(AGENT_CFLAGS) $(LDFLAGS) -o $@ vmm/image/aas-agent.c vmm/image/aproto.c \
-	    vmm/image/agent_tree.c vmm/image/agent_linger.c
+	$(Q)$(CC) $(AGENT_CFLAGS) $(LDFLAGS) -o $@ $(AGENT_SRC)
 
 # The hostile-guest test runs the host build of the agent beside its
 # hostile peers.
