@@ -145,7 +145,7 @@ gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -I "$HERE/../.." -o "$WORK/aas
 gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -I "$HERE/../.." -o "$WORK/aas-agent" \
 	"$HERE/aas-agent.c" "$HERE/agent_port.c" "$HERE/agent_chan.c" "$HERE/agent_spawn.c" \
 	"$HERE/agent_exec.c" "$HERE/agent_files.c" "$HERE/agent_test.c" "$HERE/aproto.c" \
-	"$HERE/agent_tree.c" "$HERE/agent_linger.c" "$HERE/gsys.c"
+	"$HERE/agent_tree.c" "$HERE/agent_tree_commit.c" "$HERE/agent_linger.c" "$HERE/gsys.c"
 gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -o "$WORK/aas-identity" "$HERE/identity.c"
 log "aas-init, aas-agent and aas-identity compiled"
 
