@@ -37,7 +37,7 @@ BASE_SRC := \
 	base/utf8.c base/metrics.c base/mcp_version.c base/mcp_method.c base/buf.c base/num.c base/tool_result.c base/b64.c \
 	base/tally.c base/bq.c base/tar.c base/tar_rules.c base/tar_write.c base/tar_seen.c base/passwd.c base/passwd_gate.c base/html.c base/smtp.c base/gzip.c base/fetch.c base/fcopy.c
 VMM_SRC := vmm/vm_xml.c vmm/conlog.c vmm/uidpool.c vmm/oomwatch.c vmm/vm.c vmm/vm_agent.c vmm/vpool.c vmm/agent.c vmm/agent_reply.c vmm/orch.c vmm/orch_save.c vmm/guest.c vmm/guest_listen.c vmm/saveimg.c vmm/orch_xml.c \
-	vmm/guest_tree.c vmm/cgcaps.c vmm/netguard.c vmm/netguard_status.c vmm/aread.c vmm/achan.c vmm/image/aproto.c vmm/image/agent_tree.c vmm/achan_bound.c
+	vmm/guest_tree.c vmm/cgcaps.c vmm/netguard.c vmm/netguard_status.c vmm/aread.c vmm/achan.c vmm/image/aproto.c vmm/image/agent_tree.c vmm/image/agent_tree_commit.c vmm/achan_bound.c
 BILLING_SRC := billing/price.c billing/ledger.c billing/billing.c
 ACCOUNT_SRC := \
 	account/accounts.c account/session.c account/attempts.c account/mailq.c account/websess.c \
@@ -210,13 +210,18 @@ $(B)/tests/%: tests/unit/%.c $(B)/libaas.a
 
 # The guest agent built for the host and its test, which runs it on a
 # socketpair (both take the protocol's one encoder and parser).
+# Its sources are those vmm/image/build.sh compiles into the image.
 AGENT_CFLAGS := $(filter-out -MMD -MP,$(CFLAGS))
-$(B)/tests/aas-agent-host: vmm/image/aas-agent.c vmm/image/aproto.c vmm/image/aproto.h \
-    vmm/image/agent_tree.c vmm/image/agent_tree.h vmm/image/agent_linger.c vmm/image/agent_linger.h
+AGENT_SRC := vmm/image/aas-agent.c vmm/image/agent_port.c vmm/image/agent_chan.c \
+	vmm/image/agent_spawn.c vmm/image/agent_exec.c vmm/image/agent_files.c vmm/image/agent_test.c \
+	vmm/image/aproto.c vmm/image/agent_tree.c vmm/image/agent_tree_commit.c \
+	vmm/image/agent_linger.c vmm/image/gsys.c
+AGENT_HDR := vmm/image/agent_int.h vmm/image/aproto.h vmm/image/agent_tree.h \
+	vmm/image/agent_tree_int.h vmm/image/agent_linger.h vmm/image/gsys.h
+$(B)/tests/aas-agent-host: $(AGENT_SRC) $(AGENT_HDR)
 	@mkdir -p $(dir $@)
 	@echo "  CC+LD   $<"
-	$(Q)$(CC) $(AGENT_CFLAGS) $(LDFLAGS) -o $@ vmm/image/aas-agent.c vmm/image/aproto.c \
-	    vmm/image/agent_tree.c vmm/image/agent_linger.c
+	$(Q)$(CC) $(AGENT_CFLAGS) $(LDFLAGS) -o $@ $(AGENT_SRC)
 
 # The hostile-guest test runs the host build of the agent beside its
 # hostile peers.

@@ -1,6 +1,7 @@
-/* agent_tree.c - a checked tar stream unpacked beneath a stage directory
- * and moved into place (vmm/image/agent_tree.h). Part of the static
- * aas-agent; plain C over Linux system calls, no other state. */
+/* agent_tree.c - a checked tar stream unpacked beneath a stage directory,
+ * and the stage made and removed (vmm/image/agent_tree.h); moving it into
+ * place is agent_tree_commit.c's. Part of the static aas-agent; plain C
+ * over Linux system calls, no other state. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -15,20 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/fsuid.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#define BLK 512
-#define NAME_MAX_BYTES 4095
-#define MODE_MASK 0755 /* permissions with umask 022 applied, no set-id */
-/* A directory only implied by a member's name: the sticky bit, which no
- * member's mode keeps (MODE_MASK), marks it until the commit. Such a
- * directory never changes the mode of the target's own. */
-#define IMPLIED_MODE (S_ISVTX | 0755)
+#include "vmm/image/agent_tree_int.h"
+
 /* Rounds of removing a stage: link chains (at most 40 links deep in a
  * name) stack ATREE_MAX_DEPTH levels each. */
 #define ATREE_MAX_ROUNDS 64
@@ -36,29 +31,8 @@
 #define RENAME_NOREPLACE 1
 #endif
 
-enum st { ST_HEADER, ST_DATA, ST_PAX, ST_SKIP, ST_END, ST_FAILED };
-
-struct atree {
-	char dir[PATH_MAX];   /* the target */
-	char stage[PATH_MAX]; /* the stage, beside it */
-	int stage_fd;
-	enum st st;
-	unsigned char blk[BLK];
-	size_t have;     /* bytes in blk */
-	uint64_t left;   /* data bytes of the member still to come */
-	uint64_t pad;    /* padding after them */
-	int fd;          /* the file being written, or -1 */
-	long long mtime; /* of that file */
-	char *pax;       /* a pax header's data (ATREE_MAX_PAX) */
-	size_t pax_len, pax_have;
-	char pax_path[NAME_MAX_BYTES + 1], pax_link[NAME_MAX_BYTES + 1];
-	char cache_dir[NAME_MAX_BYTES + 1]; /* the directory part last opened */
-	int cache_fd;
-	uint64_t members;
-};
-
-static int
-fail(struct atree *t, int err, char *msg, size_t mn, const char *fmt, ...)
+int
+atree_fail(struct atree *t, int err, char *msg, size_t mn, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -71,8 +45,8 @@ fail(struct atree *t, int err, char *msg, size_t mn, const char *fmt, ...)
 	return -1;
 }
 
-static void
-close_fd(int *fd)
+void
+atree_close_fd(int *fd)
 {
 	if (*fd >= 0)
 		close(*fd);
@@ -163,7 +137,7 @@ parent_of(struct atree *t, const char *name, const char **last)
 		return t->cache_fd;
 	if ((fd = open_dir_made(t, dir)) < 0)
 		return -1;
-	close_fd(&t->cache_fd);
+	atree_close_fd(&t->cache_fd);
 	t->cache_fd = fd;
 	snprintf(t->cache_dir, sizeof(t->cache_dir), "%s", dir);
 	return fd;
@@ -257,123 +231,185 @@ make_room(int pfd, const char *last)
 	return unlinkat(pfd, last, 0);
 }
 
+/* A pax header: 'x' records for the next member, 'g' skipped. */
 static int
-begin_member(struct atree *t, char *msg, size_t mn)
+begin_pax(struct atree *t, char type, unsigned long long size, char *msg, size_t mn)
+{
+	if (size > ATREE_MAX_PAX)
+		return atree_fail(t, EINVAL, msg, mn, "tree: a pax header over %d bytes",
+		    ATREE_MAX_PAX);
+	t->pax_len = (size_t)size;
+	t->pax_have = 0;
+	t->st = type == 'x' ? ST_PAX : ST_SKIP;
+	if (type == 'x' && size == 0)
+		t->st = t->pad ? ST_SKIP : ST_HEADER;
+	return 0;
+}
+
+/* A member as its header and the pax records before it describe it. */
+struct member {
+	char name[NAME_MAX_BYTES + 1];
+	char link[NAME_MAX_BYTES + 1];
+	unsigned mode;
+	long long mtime;
+	int pfd;          /* the directory it goes in, beneath the stage (borrowed) */
+	const char *last; /* its name there */
+};
+
+/* The name (pax path, else ustar prefix/name; no trailing '/') and the
+ * link target (pax linkpath, else the header's) of the member in t->blk;
+ * the pax records are used up. */
+static void
+member_names(struct atree *t, struct member *m)
 {
 	const unsigned char *h = t->blk;
-	char name[NAME_MAX_BYTES + 1], link[NAME_MAX_BYTES + 1];
-	char type = (char)h[156];
-	int bad = 0, pfd;
-	long long ssize = num(h + 124, 12, &bad);
-	unsigned long long size = ssize < 0 ? 0 : (unsigned long long)ssize;
-	unsigned mode = (unsigned)num(h + 100, 8, &bad) & MODE_MASK;
-	long long mtime = num(h + 136, 12, &bad);
-	const char *last;
 	size_t n;
 
-	if (bad || ssize < 0)
-		return fail(t, EINVAL, msg, mn, "tree: a bad number in a header");
-	t->left = size;
-	t->pad = (BLK - size % BLK) % BLK;
-	if (type == 'x' || type == 'g') {
-		if (size > ATREE_MAX_PAX)
-			return fail(t, EINVAL, msg, mn, "tree: a pax header over %d bytes",
-			    ATREE_MAX_PAX);
-		t->pax_len = (size_t)size;
-		t->pax_have = 0;
-		t->st = type == 'x' ? ST_PAX : ST_SKIP;
-		if (type == 'x' && size == 0)
-			t->st = t->pad ? ST_SKIP : ST_HEADER;
-		return 0;
-	}
-	/* The name: pax path, else ustar prefix/name. */
 	if (t->pax_path[0] != '\0') {
-		snprintf(name, sizeof(name), "%s", t->pax_path);
+		snprintf(m->name, sizeof(m->name), "%s", t->pax_path);
 	} else {
 		size_t pn = strnlen((const char *)h + 345, 155);
 		size_t nn = strnlen((const char *)h, 100);
 
 		if (pn > 0 && memcmp(h + 257, "ustar", 5) == 0)
-			snprintf(name, sizeof(name), "%.*s/%.*s", (int)pn, h + 345, (int)nn, h);
+			snprintf(m->name, sizeof(m->name), "%.*s/%.*s", (int)pn, h + 345, (int)nn,
+			    h);
 		else
-			snprintf(name, sizeof(name), "%.*s", (int)nn, h);
+			snprintf(m->name, sizeof(m->name), "%.*s", (int)nn, h);
 	}
 	if (t->pax_link[0] != '\0')
-		snprintf(link, sizeof(link), "%s", t->pax_link);
+		snprintf(m->link, sizeof(m->link), "%s", t->pax_link);
 	else
-		snprintf(link, sizeof(link), "%.*s", (int)strnlen((const char *)h + 157, 100),
+		snprintf(m->link, sizeof(m->link), "%.*s", (int)strnlen((const char *)h + 157, 100),
 		    h + 157);
 	t->pax_path[0] = t->pax_link[0] = '\0';
-	n = strlen(name);
-	while (n > 1 && name[n - 1] == '/')
-		name[--n] = '\0';
-	if (!name_ok(name))
-		return fail(t, EINVAL, msg, mn, "tree: bad name \"%.200s\"", name);
+	n = strlen(m->name);
+	while (n > 1 && m->name[n - 1] == '/')
+		m->name[--n] = '\0';
+}
+
+/* A file, created new; an earlier member of the same name is replaced.
+ * Its data comes next. */
+static int
+make_file(struct atree *t, const struct member *m, char *msg, size_t mn)
+{
+	const int oflags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+
+	t->fd = openat(m->pfd, m->last, oflags, m->mode);
+	if (t->fd < 0 && errno == EEXIST && make_room(m->pfd, m->last) == 0)
+		t->fd = openat(m->pfd, m->last, oflags, m->mode);
+	if (t->fd < 0)
+		return atree_fail(t, errno, msg, mn, "tree: %.200s: %s", m->name, strerror(errno));
+	t->mtime = m->mtime;
+	t->st = ST_DATA;
+	return 0;
+}
+
+/* A directory. A later member wins: a file or link of this name goes; a
+ * directory made for an earlier member's name takes this mode. */
+static int
+make_dir(struct atree *t, const struct member *m, char *msg, size_t mn)
+{
+	struct stat st;
+	int rc = mkdirat(m->pfd, m->last, m->mode | 0700);
+
+	if (rc < 0 && errno == EEXIST && fstatat(m->pfd, m->last, &st, AT_SYMLINK_NOFOLLOW) == 0)
+		rc = S_ISDIR(st.st_mode)           ? fchmodat(m->pfd, m->last, m->mode | 0700, 0) :
+		    make_room(m->pfd, m->last) < 0 ? -1 :
+						     mkdirat(m->pfd, m->last, m->mode | 0700);
+	if (rc < 0)
+		return atree_fail(t, errno, msg, mn, "tree: %.200s: %s", m->name, strerror(errno));
+	t->st = ST_SKIP; /* a directory's data, if any, is skipped */
+	return 0;
+}
+
+/* A symbolic link (checked against the stage at the commit). */
+static int
+make_symlink(struct atree *t, const struct member *m, char *msg, size_t mn)
+{
+	const char *link = m->link;
+
+	if (link[0] == '\0' || make_room(m->pfd, m->last) < 0 ||
+	    symlinkat(link, m->pfd, m->last) < 0)
+		return atree_fail(t, link[0] ? errno : EINVAL, msg, mn, "tree: %.200s: %s", m->name,
+		    link[0] ? strerror(errno) : "empty link");
+	t->st = ST_SKIP;
+	return 0;
+}
+
+/* A hard link to an earlier member, found beneath the stage. */
+static int
+make_hardlink(struct atree *t, const struct member *m, char *msg, size_t mn)
+{
+	char tdir[NAME_MAX_BYTES + 1];
+	const char *link = m->link;
+	const char *ts = strrchr(link, '/');
+	const char *tlast = ts ? ts + 1 : link;
+	int tfd;
+
+	if (!name_ok(link) || make_room(m->pfd, m->last) < 0)
+		return atree_fail(t, name_ok(link) ? errno : EINVAL, msg, mn, "tree: %.200s: %s",
+		    m->name, name_ok(link) ? strerror(errno) : "bad link target");
+	snprintf(tdir, sizeof(tdir), "%.*s", ts ? (int)(ts - link) : 0, link);
+	tfd = open_beneath(t->stage_fd, tdir);
+	if (tfd < 0 || linkat(tfd, tlast, m->pfd, m->last, 0) < 0) {
+		int err = errno;
+		if (tfd >= 0)
+			close(tfd);
+		return atree_fail(t, err, msg, mn, "tree: %.200s: %s", m->name, strerror(err));
+	}
+	close(tfd);
+	t->st = ST_SKIP;
+	return 0;
+}
+
+/* The header in t->blk begins a member: it is made beneath the stage (a
+ * file then takes the data that follows). */
+static int
+begin_member(struct atree *t, char *msg, size_t mn)
+{
+	const unsigned char *h = t->blk;
+	char type = (char)h[156];
+	int bad = 0, rc;
+	long long ssize = num(h + 124, 12, &bad);
+	unsigned long long size = ssize < 0 ? 0 : (unsigned long long)ssize;
+	struct member m;
+
+	m.mode = (unsigned)num(h + 100, 8, &bad) & MODE_MASK;
+	m.mtime = num(h + 136, 12, &bad);
+	if (bad || ssize < 0)
+		return atree_fail(t, EINVAL, msg, mn, "tree: a bad number in a header");
+	t->left = size;
+	t->pad = (BLK - size % BLK) % BLK;
+	if (type == 'x' || type == 'g')
+		return begin_pax(t, type, size, msg, mn);
+	member_names(t, &m);
+	if (!name_ok(m.name))
+		return atree_fail(t, EINVAL, msg, mn, "tree: bad name \"%.200s\"", m.name);
 	t->members++;
-	if ((pfd = parent_of(t, name, &last)) < 0)
-		return fail(t, errno, msg, mn, "tree: %.200s: %s", name, strerror(errno));
+	if ((m.pfd = parent_of(t, m.name, &m.last)) < 0)
+		return atree_fail(t, errno, msg, mn, "tree: %.200s: %s", m.name, strerror(errno));
 	switch (type) {
 	case '0':
 	case '\0':
 	case '7':
-		/* Created new; an earlier member of the same name is replaced. */
-		t->fd = openat(pfd, last, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		    mode);
-		if (t->fd < 0 && errno == EEXIST && make_room(pfd, last) == 0)
-			t->fd = openat(pfd, last,
-			    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-		if (t->fd < 0)
-			return fail(t, errno, msg, mn, "tree: %.200s: %s", name, strerror(errno));
-		t->mtime = mtime;
-		t->st = ST_DATA;
+		rc = make_file(t, &m, msg, mn);
 		break;
-	case '5': {
-		/* A later member wins: a file or link of this name goes; a
-		 * directory made for an earlier member's name takes this mode. */
-		struct stat st;
-		int rc = mkdirat(pfd, last, mode | 0700);
-
-		if (rc < 0 && errno == EEXIST && fstatat(pfd, last, &st, AT_SYMLINK_NOFOLLOW) == 0)
-			rc = S_ISDIR(st.st_mode)     ? fchmodat(pfd, last, mode | 0700, 0) :
-			    make_room(pfd, last) < 0 ? -1 :
-						       mkdirat(pfd, last, mode | 0700);
-		if (rc < 0)
-			return fail(t, errno, msg, mn, "tree: %.200s: %s", name, strerror(errno));
-		t->st = ST_SKIP; /* a directory's data, if any, is skipped */
+	case '5':
+		rc = make_dir(t, &m, msg, mn);
 		break;
-	}
 	case '2':
-		if (link[0] == '\0' || make_room(pfd, last) < 0 || symlinkat(link, pfd, last) < 0)
-			return fail(t, link[0] ? errno : EINVAL, msg, mn, "tree: %.200s: %s", name,
-			    link[0] ? strerror(errno) : "empty link");
-		t->st = ST_SKIP;
+		rc = make_symlink(t, &m, msg, mn);
 		break;
-	case '1': {
-		/* A hard link to an earlier member, found beneath the stage. */
-		char tdir[NAME_MAX_BYTES + 1];
-		const char *ts = strrchr(link, '/');
-		const char *tlast = ts ? ts + 1 : link;
-		int tfd;
-
-		if (!name_ok(link) || make_room(pfd, last) < 0)
-			return fail(t, name_ok(link) ? errno : EINVAL, msg, mn, "tree: %.200s: %s",
-			    name, name_ok(link) ? strerror(errno) : "bad link target");
-		snprintf(tdir, sizeof(tdir), "%.*s", ts ? (int)(ts - link) : 0, link);
-		tfd = open_beneath(t->stage_fd, tdir);
-		if (tfd < 0 || linkat(tfd, tlast, pfd, last, 0) < 0) {
-			int err = errno;
-			if (tfd >= 0)
-				close(tfd);
-			return fail(t, err, msg, mn, "tree: %.200s: %s", name, strerror(err));
-		}
-		close(tfd);
-		t->st = ST_SKIP;
+	case '1':
+		rc = make_hardlink(t, &m, msg, mn);
 		break;
-	}
 	default:
-		return fail(t, EINVAL, msg, mn, "tree: %.200s: member type '%c' not accepted", name,
-		    type);
+		return atree_fail(t, EINVAL, msg, mn, "tree: %.200s: member type '%c' not accepted",
+		    m.name, type);
 	}
+	if (rc < 0)
+		return -1;
 	if (t->st == ST_SKIP && t->left == 0 && t->pad == 0)
 		t->st = ST_HEADER;
 	return 0;
@@ -391,7 +427,7 @@ end_file(struct atree *t, char *msg, size_t mn)
 		err = errno;
 	}
 	t->fd = -1;
-	return rc < 0 ? fail(t, err, msg, mn, "tree: %s", strerror(err)) : 0;
+	return rc < 0 ? atree_fail(t, err, msg, mn, "tree: %s", strerror(err)) : 0;
 }
 
 int
@@ -402,7 +438,7 @@ atree_feed(struct atree *t, const unsigned char *p, size_t n, char *msg, size_t 
 
 		switch (t->st) {
 		case ST_FAILED:
-			return fail(t, EINVAL, msg, mn, "tree: an earlier error");
+			return atree_fail(t, EINVAL, msg, mn, "tree: an earlier error");
 		case ST_END:
 			return 0; /* padding after the end */
 		case ST_HEADER:
@@ -439,7 +475,7 @@ atree_feed(struct atree *t, const unsigned char *p, size_t n, char *msg, size_t 
 				if (w < 0 && errno == EINTR)
 					continue;
 				if (w <= 0)
-					return fail(t, w < 0 ? errno : EIO, msg, mn,
+					return atree_fail(t, w < 0 ? errno : EIO, msg, mn,
 					    "tree: write: %s", strerror(w < 0 ? errno : EIO));
 				p += w;
 				n -= (size_t)w;
@@ -460,7 +496,8 @@ atree_feed(struct atree *t, const unsigned char *p, size_t n, char *msg, size_t 
 			n -= k;
 			if (t->pax_have == t->pax_len) {
 				if (pax_parse(t) < 0)
-					return fail(t, EINVAL, msg, mn, "tree: a bad pax header");
+					return atree_fail(t, EINVAL, msg, mn,
+					    "tree: a bad pax header");
 				t->left = 0;
 				t->st = t->pad ? ST_SKIP : ST_HEADER;
 			}
@@ -481,310 +518,6 @@ atree_feed(struct atree *t, const unsigned char *p, size_t n, char *msg, size_t 
 		}
 	}
 	return 0;
-}
-
-/* ---- the stage into place ---- */
-
-/* The implied directories beneath fd (a directory of the stage about to
- * move whole) get the plain mode. */
-static int
-settle(int fd, int depth, char *msg, size_t mn)
-{
-	int dup_fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-	struct dirent *ent;
-	struct stat st;
-	int rc = 0;
-
-	if (d == NULL) {
-		if (dup_fd >= 0)
-			close(dup_fd);
-		return fail(NULL, errno, msg, mn, "tree: %s", strerror(errno));
-	}
-	if (depth > ATREE_MAX_DEPTH) {
-		closedir(d);
-		return fail(NULL, ELOOP, msg, mn, "tree: deeper than %d levels", ATREE_MAX_DEPTH);
-	}
-	if (fstat(fd, &st) == 0 && (st.st_mode & S_ISVTX))
-		(void)fchmod(fd, MODE_MASK);
-	while (rc == 0 && (ent = readdir(d)) != NULL) {
-		int sub;
-
-		if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
-			continue;
-		sub = openat(fd, ent->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (sub < 0)
-			continue; /* not a directory */
-		rc = settle(sub, depth + 1, msg, mn);
-		close(sub);
-	}
-	closedir(d);
-	return rc;
-}
-
-static int
-settle_at(int at, const char *name, char *msg, size_t mn)
-{
-	int fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	int rc;
-
-	if (fd < 0)
-		return fail(NULL, errno, msg, mn, "tree: %s", strerror(errno));
-	rc = settle(fd, 0, msg, mn);
-	close(fd);
-	return rc;
-}
-
-/* A directory stream on its own copy of fd for a walk at `depth`; NULL
- * with errno and msg (ELOOP past ATREE_MAX_DEPTH). */
-static DIR *
-walk_open(int fd, int depth, char *msg, size_t mn)
-{
-	int dup_fd;
-	DIR *d;
-
-	if (depth > ATREE_MAX_DEPTH) {
-		fail(NULL, ELOOP, msg, mn, "tree: deeper than %d levels", ATREE_MAX_DEPTH);
-		return NULL;
-	}
-	dup_fd = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
-	if (d == NULL) {
-		int err = errno;
-
-		if (dup_fd >= 0)
-			close(dup_fd);
-		fail(NULL, err, msg, mn, "tree: %s", strerror(err));
-		return NULL;
-	}
-	return d;
-}
-
-/* Every link beneath the stage's directory fd (at rel, "" for the stage)
- * resolves beneath the stage: base/tar checks each link alone, and a
- * chain (x -> ".", up -> "x/..") that passes it would, once moved into
- * place, lead out of the target. A dangling link is left as it is. */
-static int
-links_inside(int root, int fd, char *rel, size_t cap, int depth, char *msg, size_t mn)
-{
-	DIR *d = walk_open(fd, depth, msg, mn);
-	size_t n = strlen(rel);
-	struct dirent *ent;
-	int rc = 0;
-
-	if (d == NULL)
-		return -1;
-	while (rc == 0 && (ent = readdir(d)) != NULL) {
-		struct stat st;
-
-		if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
-			continue;
-		if (fstatat(fd, ent->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-		    (!S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)))
-			continue;
-		if (snprintf(rel + n, cap - n, "%s%s", n ? "/" : "", ent->d_name) >=
-		    (int)(cap - n)) {
-			rc = fail(NULL, ENAMETOOLONG, msg, mn, "tree: a name too long");
-			break;
-		}
-		if (S_ISLNK(st.st_mode)) {
-			struct open_how how = {
-				.flags = O_PATH | O_CLOEXEC,
-				.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
-			};
-			int lfd = (int)syscall(SYS_openat2, root, rel, &how, sizeof(how));
-
-			if (lfd >= 0)
-				close(lfd);
-			else if (errno == EXDEV)
-				rc = fail(NULL, EXDEV, msg, mn,
-				    "tree: %.200s: a chain of links leads out of the directory",
-				    rel);
-		} else {
-			int sub = openat(fd, ent->d_name,
-			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-
-			if (sub >= 0) {
-				rc = links_inside(root, sub, rel, cap, depth + 1, msg, mn);
-				close(sub);
-			}
-		}
-		rel[n] = '\0';
-	}
-	closedir(d);
-	return rc;
-}
-
-/* Whether an entry of the stage's directory sfd can be renamed into the
- * target's dfd (replacing `ds` when have): the check pass looks for what
- * would make the move fail half way (another file system, no write
- * access, a sticky directory, a read-only mount). 0, or -1 with errno. */
-static int
-can_move(int sfd, int dfd, int have, const struct stat *ds)
-{
-	struct stat a, b;
-	uid_t me = (uid_t)setfsuid((uid_t)-1);
-
-	if (fstat(sfd, &a) < 0 || fstat(dfd, &b) < 0)
-		return -1;
-	if (a.st_dev != b.st_dev) {
-		errno = EXDEV;
-		return -1;
-	}
-	if (syscall(SYS_faccessat2, dfd, ".", W_OK | X_OK, AT_EACCESS) < 0 && errno != ENOSYS)
-		return -1;
-	if (have && (b.st_mode & S_ISVTX) && me != 0 && ds->st_uid != me && b.st_uid != me) {
-		errno = EPERM;
-		return -1;
-	}
-	return 0;
-}
-
-/* Depth first over the stage's directory sfd against the target's dfd:
- * check (no change) or move. */
-static int
-walk(int sfd, int dfd, int move, int depth, char *path, size_t plen, char *msg, size_t mn)
-{
-	DIR *d = walk_open(sfd, depth, msg, mn);
-	struct dirent *ent;
-	int rc = 0;
-
-	if (d == NULL)
-		return -1;
-	while (rc == 0 && (errno = 0, ent = readdir(d)) != NULL) {
-		struct stat ss, ds;
-		int have;
-
-		if (strcmp(ent->d_name, ".") == 0 || strcmp(ent->d_name, "..") == 0)
-			continue;
-		if (fstatat(sfd, ent->d_name, &ss, AT_SYMLINK_NOFOLLOW) < 0) {
-			rc = fail(NULL, errno, msg, mn, "tree: %s", strerror(errno));
-			break;
-		}
-		have = fstatat(dfd, ent->d_name, &ds, AT_SYMLINK_NOFOLLOW) == 0;
-		if (!have && errno != ENOENT) {
-			rc = fail(NULL, errno, msg, mn, "tree: %.200s/%.200s: %s", path,
-			    ent->d_name, strerror(errno));
-			break;
-		}
-		if (have && S_ISDIR(ss.st_mode) != S_ISDIR(ds.st_mode)) {
-			rc = fail(NULL, S_ISDIR(ss.st_mode) ? ENOTDIR : EISDIR, msg, mn,
-			    "tree: %.200s/%.200s is a %s in the directory and a %s in the archive",
-			    path, ent->d_name, S_ISDIR(ds.st_mode) ? "directory" : "file",
-			    S_ISDIR(ss.st_mode) ? "directory" : "file");
-			break;
-		}
-		if (!move && !(S_ISDIR(ss.st_mode) && have) && can_move(sfd, dfd, have, &ds) < 0) {
-			rc = fail(NULL, errno, msg, mn, "tree: %.200s/%.200s: %s", path,
-			    ent->d_name, strerror(errno));
-			break;
-		}
-		if (S_ISDIR(ss.st_mode) && have) {
-			int s2 = openat(sfd, ent->d_name,
-			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			int d2 = openat(dfd, ent->d_name,
-			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			size_t n = strlen(path);
-
-			if (s2 < 0 || d2 < 0) {
-				rc = fail(NULL, errno, msg, mn, "tree: %.200s/%.200s: %s", path,
-				    ent->d_name, strerror(errno));
-			} else {
-				snprintf(path + n, plen - n, "/%s", ent->d_name);
-				rc = walk(s2, d2, move, depth + 1, path, plen, msg, mn);
-				path[n] = '\0';
-				if (rc == 0 && move && !(ss.st_mode & S_ISVTX))
-					(void)fchmod(d2, ss.st_mode & 07777);
-			}
-			if (s2 >= 0)
-				close(s2);
-			if (d2 >= 0)
-				close(d2);
-		} else if (move && S_ISDIR(ss.st_mode) &&
-		    (rc = settle_at(sfd, ent->d_name, msg, mn)) < 0) {
-			break;
-		} else if (move && renameat(sfd, ent->d_name, dfd, ent->d_name) < 0) {
-			/* A file replaces a file; a whole new directory goes at once. */
-			rc = fail(NULL, errno, msg, mn, "tree: %.200s/%.200s: %s", path,
-			    ent->d_name, strerror(errno));
-		}
-	}
-	if (rc == 0 && errno != 0)
-		rc = fail(NULL, errno, msg, mn, "tree: %s", strerror(errno));
-	closedir(d);
-	return rc;
-}
-
-/* mkdir -p of an absolute path. */
-static int
-make_dirs(const char *path)
-{
-	char p[PATH_MAX];
-
-	snprintf(p, sizeof(p), "%s", path);
-	for (char *s = p + 1;; s++) {
-		if (*s != '/' && *s != '\0')
-			continue;
-		char c = *s;
-		*s = '\0';
-		if (mkdir(p, 0755) < 0 && errno != EEXIST)
-			return -1;
-		*s = c;
-		if (c == '\0')
-			return 0;
-	}
-}
-
-int
-atree_commit(struct atree *t, uint64_t *members, char *msg, size_t mn)
-{
-	char path[PATH_MAX];
-	struct stat st;
-	int dfd, rc;
-
-	*members = t->members;
-	if (t->st == ST_FAILED)
-		return fail(t, EINVAL, msg, mn, "tree: an earlier error");
-	if (t->st != ST_HEADER && t->st != ST_END)
-		return fail(t, EINVAL, msg, mn, "tree: the archive ended inside a member");
-	if (t->have != 0)
-		return fail(t, EINVAL, msg, mn, "tree: the archive ended inside a header");
-	close_fd(&t->cache_fd);
-	path[0] = '\0';
-	if (links_inside(t->stage_fd, t->stage_fd, path, sizeof(path), 0, msg, mn) < 0) {
-		t->st = ST_FAILED;
-		return -1;
-	}
-	if (stat(t->dir, &st) < 0 && errno == ENOENT) {
-		/* A new directory: the stage becomes it. */
-		char parent[PATH_MAX];
-		char *s;
-
-		snprintf(parent, sizeof(parent), "%s", t->dir);
-		s = strrchr(parent, '/');
-		if (s != NULL && s != parent)
-			*s = '\0';
-		if (settle(t->stage_fd, 0, msg, mn) < 0) {
-			t->st = ST_FAILED;
-			return -1;
-		}
-		if ((s != parent && make_dirs(parent) < 0) || rename(t->stage, t->dir) < 0)
-			return fail(t, errno, msg, mn, "tree: %.300s: %s", t->dir, strerror(errno));
-		(void)chmod(t->dir, 0755);
-		t->stage[0] = '\0';
-		return 0;
-	}
-	dfd = open(t->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return fail(t, errno, msg, mn, "tree: %.300s: %s", t->dir, strerror(errno));
-	snprintf(path, sizeof(path), "%s", t->dir);
-	rc = walk(t->stage_fd, dfd, 0, 0, path, sizeof(path), msg, mn);
-	if (rc == 0)
-		rc = walk(t->stage_fd, dfd, 1, 0, path, sizeof(path), msg, mn);
-	close(dfd);
-	if (rc < 0)
-		t->st = ST_FAILED;
-	return rc;
 }
 
 /* ---- the stage ---- */
@@ -858,18 +591,18 @@ atree_new(const char *dir, char *msg, size_t mn)
 	size_t n = strlen(dir);
 
 	if (dir[0] != '/' || n >= sizeof(t->dir)) {
-		fail(NULL, EINVAL, msg, mn, "tree: not an absolute path");
+		atree_fail(NULL, EINVAL, msg, mn, "tree: not an absolute path");
 		return NULL;
 	}
 	if (ancestor(dir, anc, sizeof(anc)) < 0) {
-		fail(NULL, errno, msg, mn, "%s", strerror(errno));
+		atree_fail(NULL, errno, msg, mn, "%s", strerror(errno));
 		return NULL;
 	}
 	sweep_stale(anc);
 	t = calloc(1, sizeof(*t));
 	if (t == NULL || (t->pax = malloc(ATREE_MAX_PAX)) == NULL) {
 		free(t);
-		fail(NULL, ENOMEM, msg, mn, "tree: out of memory");
+		atree_fail(NULL, ENOMEM, msg, mn, "tree: out of memory");
 		return NULL;
 	}
 	t->fd = t->cache_fd = t->stage_fd = -1;
@@ -887,7 +620,7 @@ atree_new(const char *dir, char *msg, size_t mn)
 	if (t->stage_fd < 0) {
 		int err = errno;
 
-		fail(NULL, err, msg, mn, "%s", strerror(err));
+		atree_fail(NULL, err, msg, mn, "%s", strerror(err));
 		(void)rmdir(t->stage);
 		free(t->pax);
 		free(t);
@@ -942,14 +675,14 @@ atree_free(struct atree *t)
 {
 	if (t == NULL)
 		return;
-	close_fd(&t->fd);
-	close_fd(&t->cache_fd);
+	atree_close_fd(&t->fd);
+	atree_close_fd(&t->cache_fd);
 	/* Each round takes ATREE_MAX_DEPTH levels off what is deeper. */
 	if (t->stage[0] != '\0' && t->stage_fd >= 0)
 		for (int round = 0; round < ATREE_MAX_ROUNDS; round++)
 			if (!remove_all(AT_FDCWD, t->stage, 0, t->stage_fd))
 				break;
-	close_fd(&t->stage_fd);
+	atree_close_fd(&t->stage_fd);
 	free(t->pax);
 	free(t);
 }

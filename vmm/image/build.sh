@@ -1,9 +1,10 @@
 #!/bin/sh
 # Builds the aas guest image: a Debian bookworm root file system (mmdebstrap),
 # the cloud kernel, a busybox initramfs, the static PID 1 (init.c) and the
-# static agent aasd talks to (aas-agent.c with the protocol's aproto.c, the
-# tree unpacker agent_tree.c and agent_linger.c, which drains the pipes a
-# finished command's background processes still hold).
+# static agent aasd talks to (aas-agent.c and its pieces agent_*.c, with the
+# protocol's aproto.c; among them the tree unpacker agent_tree.c and
+# agent_linger.c, which drains the pipes a finished command's background
+# processes still hold). Both take gsys.c, what they share.
 #
 # usage: build.sh STATE_DIR            (as root)
 #
@@ -134,12 +135,17 @@ ROOT=$WORK/root
 mkdir -p "$WORK/cache"
 log "recipe $HASH; working in $WORK"
 
-# 1. PID 1, compiled first so that a broken init.c fails fast.
-gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -o "$WORK/aas-init" "$HERE/init.c"
-# The protocol's one encoder and parser is shared with aasd: included as
-# "vmm/image/aproto.h" from the repository root.
+# 1. PID 1, compiled first so that a broken init.c fails fast. gsys.c is
+# what it shares with the agent; both include "vmm/image/..." from the
+# repository root.
+gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -I "$HERE/../.." -o "$WORK/aas-init" \
+	"$HERE/init.c" "$HERE/gsys.c"
+# The agent's pieces (agent_int.h names them); the protocol's one encoder
+# and parser is shared with aasd. The Makefile's AGENT_SRC is the same list.
 gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -I "$HERE/../.." -o "$WORK/aas-agent" \
-	"$HERE/aas-agent.c" "$HERE/aproto.c" "$HERE/agent_tree.c" "$HERE/agent_linger.c"
+	"$HERE/aas-agent.c" "$HERE/agent_port.c" "$HERE/agent_chan.c" "$HERE/agent_spawn.c" \
+	"$HERE/agent_exec.c" "$HERE/agent_files.c" "$HERE/agent_test.c" "$HERE/aproto.c" \
+	"$HERE/agent_tree.c" "$HERE/agent_tree_commit.c" "$HERE/agent_linger.c" "$HERE/gsys.c"
 gcc -std=c17 -static -O2 -Wall -Wextra -Werror -s -o "$WORK/aas-identity" "$HERE/identity.c"
 log "aas-init, aas-agent and aas-identity compiled"
 

@@ -9,7 +9,9 @@
  * zombie, and powers off on SIGTERM, SIGINT, SIGPWR or SIGUSR2 (SIGUSR1:
  * reboot). Milestones go to /dev/console as "aas-init: ..." lines.
  *
- * Built by build.sh: gcc -std=c17 -static -O2 -Wall -Wextra -Werror.
+ * Built by build.sh: gcc -std=c17 -static -O2 -Wall -Wextra -Werror -I<repo>
+ * init.c gsys.c (the console line, clock and kernel files it shares with
+ * aas-agent).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -34,46 +36,33 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vmm/image/gsys.h"
+
 #define PORT_DIR "/dev/virtio-ports/"
 #define QGA_NAME "org.qemu.guest_agent.0"
 #define AAS_NAME "org.aas.agent.0" /* AP_PORT_NAME (vmm/image/aproto.h) */
 #define PORT_WAIT_MS 10000         /* how long to wait for the agents' ports */
 #define BACKOFF_MIN_MS 250
 #define BACKOFF_MAX_MS 5000
-#define STABLE_MS 10000    /* an agent that ran this long resets the backoff */
-#define STOP_GRACE_MS 1000 /* SIGTERM to everything, then SIGKILL */
+#define STABLE_MS 10000      /* an agent that ran this long resets the backoff */
+#define STOP_GRACE_MS 1000   /* SIGTERM to everything, then SIGKILL */
+#define CONSOLE_LINE_MAX 256 /* bytes of a console line, its newline included */
 
 static int console_fd = -1;
 
 static void
 say(const char *fmt, ...)
 {
-	char buf[256];
+	char head[64];
 	struct timespec ts;
 	va_list ap;
-	int n;
 
 	clock_gettime(CLOCK_BOOTTIME, &ts);
-	n = snprintf(buf, sizeof(buf), "aas-init: [%ld.%02ld] ", (long)ts.tv_sec,
+	snprintf(head, sizeof(head), "aas-init: [%ld.%02ld] ", (long)ts.tv_sec,
 	    ts.tv_nsec / 10000000);
 	va_start(ap, fmt);
-	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n - 1, fmt, ap);
+	gsys_vline(console_fd >= 0 ? console_fd : STDERR_FILENO, CONSOLE_LINE_MAX, head, fmt, ap);
 	va_end(ap);
-	if (n > (int)sizeof(buf) - 2)
-		n = (int)sizeof(buf) - 2;
-	buf[n++] = '\n';
-	if (write(console_fd >= 0 ? console_fd : STDERR_FILENO, buf, (size_t)n) < 0) {
-		/* nowhere left to report to */
-	}
-}
-
-static long long
-now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void
@@ -159,28 +148,6 @@ set_sin(struct sockaddr *sa, const char *addr)
 	inet_pton(AF_INET, addr, &sin->sin_addr);
 }
 
-/* "nat", "isolated" or "" from aas.net= on the kernel command line. */
-static void
-net_mode(char *out, size_t n)
-{
-	char buf[1024];
-	int fd = open("/proc/cmdline", O_RDONLY | O_CLOEXEC);
-	ssize_t r = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-	char *p;
-
-	out[0] = '\0';
-	if (fd >= 0)
-		close(fd);
-	if (r <= 0)
-		return;
-	buf[r] = '\0';
-	p = strstr(buf, "aas.net=");
-	if (p == NULL)
-		return;
-	p += 8;
-	snprintf(out, n, "%.*s", (int)strcspn(p, " \n"), p);
-}
-
 static void
 write_file(const char *path, const char *text)
 {
@@ -201,7 +168,8 @@ net_up(void)
 	struct rtentry rt;
 	int s;
 
-	net_mode(mode, sizeof(mode));
+	/* "nat", "isolated" or "" */
+	gsys_cmdline("aas.net=", mode, sizeof(mode));
 	if (mode[0] == '\0') {
 		write_file("/etc/resolv.conf", "# aas guest: no network device\n");
 		return;
@@ -284,22 +252,12 @@ link_ports(void)
 	mkdir("/dev/virtio-ports", 0755);
 	while ((e = readdir(d)) != NULL) {
 		char path[512], name[256], target[300], link[600];
-		ssize_t n;
-		int fd;
 
 		if (strncmp(e->d_name, "vport", 5) != 0)
 			continue;
 		snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name", e->d_name);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
+		if (gsys_read_small(path, name, sizeof(name)) <= 0)
 			continue;
-		n = read(fd, name, sizeof(name) - 1);
-		close(fd);
-		while (n > 0 && (name[n - 1] == '\n' || name[n - 1] == ' '))
-			n--;
-		if (n <= 0)
-			continue;
-		name[n] = '\0';
 		if (strchr(name, '/') != NULL || name[0] == '.')
 			continue;
 		snprintf(target, sizeof(target), "../%s", e->d_name);
@@ -317,10 +275,10 @@ link_ports(void)
 static void
 wait_agent_ports(void)
 {
-	long long deadline = now_ms() + PORT_WAIT_MS;
+	long long deadline = gsys_now_ms() + PORT_WAIT_MS;
 
 	while (link_ports() < N_AGENTS) {
-		if (now_ms() >= deadline) {
+		if (gsys_now_ms() >= deadline) {
 			say("not every agent port after %d ms; starting the agents anyway",
 			    PORT_WAIT_MS);
 			return;
@@ -367,14 +325,14 @@ power_off(int how)
 
 	say("%s", how == RB_AUTOBOOT ? "rebooting" : "powering off");
 	kill(-1, SIGTERM);
-	deadline = now_ms() + STOP_GRACE_MS;
+	deadline = gsys_now_ms() + STOP_GRACE_MS;
 	for (;;) {
 		pid_t p = waitpid(-1, NULL, WNOHANG);
 
 		if (p < 0 && errno == ECHILD)
 			break;
 		if (p <= 0) {
-			if (now_ms() >= deadline)
+			if (gsys_now_ms() >= deadline)
 				break;
 			sleep_ms(10);
 		}
@@ -442,36 +400,130 @@ machine_id(void)
 		say("/etc/machine-id: %s", strerror(errno));
 }
 
-int
-main(void)
+/* The signals PID 1 acts on, blocked and taken synchronously; the mask
+ * before goes to orig, for the agents. */
+static void
+take_signals(sigset_t *set, sigset_t *orig)
 {
 	static const int sigs[] = { SIGCHLD, SIGTERM, SIGINT, SIGPWR, SIGUSR1, SIGUSR2, SIGHUP };
-	sigset_t set, orig;
 	struct sigaction sa;
 
-	umask(022);
-	mount_all();
-	if (getpid() != 1)
-		say("warning: not PID 1");
-	say("started");
-
-	sigemptyset(&set);
+	sigemptyset(set);
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_signal;
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) {
-		sigaddset(&set, sigs[i]);
+		sigaddset(set, sigs[i]);
 		sigaction(sigs[i], &sa, NULL);
 	}
-	sigprocmask(SIG_BLOCK, &set, &orig);
+	sigprocmask(SIG_BLOCK, set, orig);
 	/* Ctrl-Alt-Del becomes SIGINT instead of an immediate reboot. */
 	reboot(RB_DISABLE_CAD);
+}
 
+/* The environment every agent (and every guest-exec without env) gets. */
+static void
+base_environment(void)
+{
 	clearenv();
 	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
 	setenv("HOME", "/root", 1);
 	setenv("LANG", "C.UTF-8", 1);
 	if (chdir("/") < 0)
 		say("chdir /: %s", strerror(errno));
+}
+
+/* a is not running: it starts again after its backoff, which doubles. */
+static void
+agent_retry(struct agent *a, long long now)
+{
+	a->pid = -1;
+	a->respawn_at = now + a->backoff;
+	a->backoff = a->backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : a->backoff * 2;
+}
+
+/* Starts every agent whose time has come; the next respawn time of one
+ * still not running, or 0. */
+static long long
+start_due_agents(long long now, const sigset_t *orig)
+{
+	long long next = 0;
+
+	for (size_t i = 0; i < N_AGENTS; i++) {
+		struct agent *a = &agents[i];
+
+		if (a->pid < 0 && now >= a->respawn_at) {
+			a->pid = spawn_agent(a, orig);
+			a->started = now;
+			if (a->pid > 0)
+				say("%s started (pid %d)", a->name, (int)a->pid);
+			else
+				agent_retry(a, now);
+		}
+		if (a->pid < 0 && (next == 0 || a->respawn_at < next))
+			next = a->respawn_at;
+	}
+	return next;
+}
+
+/* The next signal of set, or -1 once `next` (0: none) has come. */
+static int
+wait_signal(const sigset_t *set, long long now, long long next)
+{
+	struct timespec ts;
+	siginfo_t si;
+
+	if (next > 0) {
+		long long wait = next > now ? next - now : 0;
+
+		ts.tv_sec = (time_t)(wait / 1000);
+		ts.tv_nsec = (long)(wait % 1000) * 1000000L;
+		return sigtimedwait(set, &si, &ts);
+	}
+	return sigwaitinfo(set, &si);
+}
+
+/* Reaps every child that ended; an agent among them is due again. */
+static void
+reap_children(void)
+{
+	for (;;) {
+		int st;
+		pid_t p = waitpid(-1, &st, WNOHANG);
+
+		if (p <= 0)
+			break;
+		for (size_t i = 0; i < N_AGENTS; i++) {
+			struct agent *a = &agents[i];
+			long long now;
+
+			if (p != a->pid)
+				continue;
+			now = gsys_now_ms();
+			if (now - a->started >= STABLE_MS)
+				a->backoff = BACKOFF_MIN_MS;
+			if (WIFEXITED(st))
+				say("%s exited (status %d); restart in %ld ms", a->name,
+				    WEXITSTATUS(st), a->backoff);
+			else
+				say("%s killed (signal %d); restart in %ld ms", a->name,
+				    WIFSIGNALED(st) ? WTERMSIG(st) : 0, a->backoff);
+			agent_retry(a, now);
+		}
+	}
+}
+
+int
+main(void)
+{
+	sigset_t set, orig;
+
+	umask(022);
+	mount_all();
+	if (getpid() != 1)
+		say("warning: not PID 1");
+	say("started");
+	take_signals(&set, &orig);
+	base_environment();
 
 	if (sethostname("sandbox", 7) < 0)
 		say("sethostname: %s", strerror(errno));
@@ -482,41 +534,8 @@ main(void)
 	wait_agent_ports();
 
 	for (;;) {
-		long long now = now_ms(), next = 0;
-		struct timespec ts;
-		siginfo_t si;
-		int sig;
-
-		for (size_t i = 0; i < N_AGENTS; i++) {
-			struct agent *a = &agents[i];
-
-			if (a->pid < 0 && now >= a->respawn_at) {
-				a->pid = spawn_agent(a, &orig);
-				a->started = now;
-				if (a->pid > 0) {
-					say("%s started (pid %d)", a->name, (int)a->pid);
-				} else {
-					a->pid = -1;
-					a->respawn_at = now + a->backoff;
-					a->backoff = a->backoff * 2 > BACKOFF_MAX_MS ?
-					    BACKOFF_MAX_MS :
-					    a->backoff * 2;
-				}
-			}
-			if (a->pid < 0 && (next == 0 || a->respawn_at < next))
-				next = a->respawn_at;
-		}
-		if (next > 0) {
-			long long wait = next > now ? next - now : 0;
-
-			ts.tv_sec = (time_t)(wait / 1000);
-			ts.tv_nsec = (long)(wait % 1000) * 1000000L;
-			sig = sigtimedwait(&set, &si, &ts);
-		} else {
-			sig = sigwaitinfo(&set, &si);
-		}
-		if (sig < 0)
-			continue; /* EAGAIN (respawn time) or EINTR */
+		long long now = gsys_now_ms();
+		int sig = wait_signal(&set, now, start_due_agents(now, &orig));
 
 		switch (sig) {
 		case SIGTERM:
@@ -529,37 +548,10 @@ main(void)
 			power_off(RB_AUTOBOOT);
 			break;
 		case SIGCHLD:
-			for (;;) {
-				int st;
-				pid_t p = waitpid(-1, &st, WNOHANG);
-
-				if (p <= 0)
-					break;
-				for (size_t i = 0; i < N_AGENTS; i++) {
-					struct agent *a = &agents[i];
-
-					if (p != a->pid)
-						continue;
-					now = now_ms();
-					if (now - a->started >= STABLE_MS)
-						a->backoff = BACKOFF_MIN_MS;
-					if (WIFEXITED(st))
-						say("%s exited (status %d); restart in %ld ms",
-						    a->name, WEXITSTATUS(st), a->backoff);
-					else
-						say("%s killed (signal %d); restart in %ld ms",
-						    a->name, WIFSIGNALED(st) ? WTERMSIG(st) : 0,
-						    a->backoff);
-					a->pid = -1;
-					a->respawn_at = now + a->backoff;
-					a->backoff = a->backoff * 2 > BACKOFF_MAX_MS ?
-					    BACKOFF_MAX_MS :
-					    a->backoff * 2;
-				}
-			}
+			reap_children();
 			break;
 		default:
-			break;
+			break; /* -1: EAGAIN (respawn time) or EINTR */
 		}
 	}
 }
