@@ -1544,22 +1544,30 @@ result_check(const struct ap_field *f, size_t nf, const char *what, struct err *
 	return -1;
 }
 
-/* Waits for the RESULT that ends a channel (other frames are skipped
- * through `skip`) and parses it into fields. */
+/* The next frame of a request's answer: 0 with *fr (the caller frees
+ * it), -1 with e set, ERR_TIMEOUT naming `what` at the deadline. */
+static int
+chan_reply(struct achan *c, struct chan *ch, long long deadline_ms, struct frame_in **fr,
+    const char *what, struct err *e)
+{
+	int r = chan_next(c, ch, deadline_ms, NULL, fr, e);
+
+	if (r == 0)
+		err_set(e, ERR_TIMEOUT, "%s: the guest agent did not answer in time", what);
+	return r == 1 ? 0 : -1;
+}
+
+/* Waits for the RESULT that ends a channel (other frames are skipped)
+ * and parses it into fields. */
 static int
 wait_result(struct achan *c, struct chan *ch, long long deadline_ms, struct frame_in **res,
     struct ap_field *f, size_t *nf, const char *what, struct err *e)
 {
 	for (;;) {
 		struct frame_in *fr = NULL;
-		int r = chan_next(c, ch, deadline_ms, NULL, &fr, e);
 
-		if (r < 0)
+		if (chan_reply(c, ch, deadline_ms, &fr, what, e) < 0)
 			return -1;
-		if (r == 0) {
-			err_set(e, ERR_TIMEOUT, "%s: the guest agent did not answer in time", what);
-			return -1;
-		}
 		if (fr->type != AP_T_RESULT) {
 			free(fr);
 			continue;
@@ -1900,58 +1908,95 @@ path_payload(struct ap_out *o, const char *path, struct err *e)
 	return 0;
 }
 
+/* A file request on a channel of its own: the payload it sends (the path
+ * first, then a few numbers) and room for the fields of its answer. */
+struct freq {
+	struct achan *c;
+	struct chan *ch; /* NULL until freq_send */
+	long long deadline_ms;
+	unsigned char pl[AP_MAX_STRING + 64];
+	struct ap_out o;
+	struct ap_field *f;
+	size_t nf;
+};
+
+/* Starts a request on path: 0, or -1 with e set (a path that is not
+ * absolute or too long, no memory). freq_end is due either way. */
+static int
+freq_begin(struct freq *q, struct achan *c, const char *path, long long deadline_ms, struct err *e)
+{
+	q->c = c;
+	q->ch = NULL;
+	q->deadline_ms = deadline_ms;
+	q->o = (struct ap_out){ .buf = q->pl };
+	q->f = NULL;
+	if (path_payload(&q->o, path, e) < 0)
+		return -1;
+	q->f = fields_new(e);
+	return q->f ? 0 : -1;
+}
+
+/* Opens the request's channel and sends the payload as `kind`: what
+ * chan_send returns (1: the agent has answered already). */
+static int
+freq_send(struct freq *q, int kind, uint16_t flags, struct err *e)
+{
+	q->ch = chan_open(q->c, kind, q->deadline_ms, e);
+	if (q->ch == NULL)
+		return -1;
+	return chan_send(q->c, q->ch, (uint16_t)kind, flags, q->o.buf, q->o.len, q->deadline_ms, e);
+}
+
+/* Frees the fields and gives the channel up. */
+static void
+freq_end(struct freq *q)
+{
+	free(q->f);
+	chan_release(q->c, q->ch);
+}
+
 int
 achan_put(struct achan *c, const char *path, unsigned mode, int flags, uint64_t offset,
     achan_read_fn read_fn, void *ctx, uint64_t *written, long long deadline_ms, struct err *e)
 {
-	unsigned char pl[AP_MAX_STRING + 64];
-	struct ap_out o = { .buf = pl };
-	struct chan *ch = NULL;
+	struct freq q;
 	unsigned char *buf = NULL;
 	struct frame_in *res = NULL;
-	struct ap_field *f = NULL;
-	size_t nf;
-	int rc = -1;
+	int r, rc = -1;
 
-	if (path_payload(&o, path, e) < 0)
-		return -1;
+	if (freq_begin(&q, c, path, deadline_ms, e) < 0)
+		goto out;
 	if (mode)
-		ap_put_u32(&o, AP_TAG_MODE, mode);
+		ap_put_u32(&q.o, AP_TAG_MODE, mode);
 	if (offset)
-		ap_put_u64(&o, AP_TAG_OFFSET, offset);
+		ap_put_u64(&q.o, AP_TAG_OFFSET, offset);
 	buf = malloc(AP_MAX_PAYLOAD);
-	f = fields_new(e);
-	if (buf == NULL || f == NULL) {
+	if (buf == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		goto out;
 	}
-	ch = chan_open(c, AP_T_PUT, deadline_ms, e);
-	if (ch == NULL)
-		goto out;
-	int r = chan_send(c, ch, AP_T_PUT, file_flags(flags), o.buf, o.len, deadline_ms, e);
+	r = freq_send(&q, AP_T_PUT, file_flags(flags), e);
 	while (r == 0) {
 		ssize_t n = read_fn(ctx, buf, AP_MAX_PAYLOAD, e);
 
 		if (n < 0)
 			goto out;
-		r = chan_send(c, ch, AP_T_DATA, n == 0 ? AP_F_FIN : 0, buf, (size_t)n, deadline_ms,
-		    e);
+		r = chan_send(c, q.ch, AP_T_DATA, n == 0 ? AP_F_FIN : 0, buf, (size_t)n,
+		    deadline_ms, e);
 		if (n == 0)
 			break;
 	}
-	if (r < 0 || wait_result(c, ch, deadline_ms, &res, f, &nf, path, e) < 0 ||
-	    result_check(f, nf, path, e) < 0)
+	if (r < 0 || wait_result(c, q.ch, deadline_ms, &res, q.f, &q.nf, path, e) < 0 ||
+	    result_check(q.f, q.nf, path, e) < 0)
 		goto out;
-	const struct ap_field *fs = ap_find(f, nf, AP_TAG_SIZE);
+	const struct ap_field *fs = ap_find(q.f, q.nf, AP_TAG_SIZE);
 	if (written)
 		*written = fs ? ap_u64(fs) : 0;
 	rc = 0;
 out:
 	free(res);
-	free(f);
 	free(buf);
-	if (ch)
-		chan_release(c, ch);
+	freq_end(&q);
 	return rc;
 }
 
@@ -1979,38 +2024,23 @@ int
 achan_get(struct achan *c, const char *path, int flags, uint64_t offset, uint64_t length,
     achan_write_fn write_fn, void *ctx, uint64_t *total, long long deadline_ms, struct err *e)
 {
-	unsigned char pl[AP_MAX_STRING + 64];
-	struct ap_out o = { .buf = pl };
-	struct chan *ch = NULL;
-	struct ap_field *f = NULL;
-	size_t nf;
+	struct freq q;
 	int rc = -1;
 
-	if (path_payload(&o, path, e) < 0)
-		return -1;
+	if (freq_begin(&q, c, path, deadline_ms, e) < 0)
+		goto out;
 	if (offset)
-		ap_put_u64(&o, AP_TAG_OFFSET, offset);
+		ap_put_u64(&q.o, AP_TAG_OFFSET, offset);
 	if (length)
-		ap_put_u64(&o, AP_TAG_LENGTH, length);
-	f = fields_new(e);
-	if (f == NULL)
-		return -1;
-	ch = chan_open(c, AP_T_GET, deadline_ms, e);
-	if (ch == NULL ||
-	    chan_send(c, ch, AP_T_GET, file_flags(flags & ACHAN_AS_ROOT), o.buf, o.len, deadline_ms,
-		e) < 0 ||
-	    get_widen(c, ch, length, deadline_ms, e) < 0)
+		ap_put_u64(&q.o, AP_TAG_LENGTH, length);
+	if (freq_send(&q, AP_T_GET, file_flags(flags & ACHAN_AS_ROOT), e) < 0 ||
+	    get_widen(c, q.ch, length, deadline_ms, e) < 0)
 		goto out;
 	for (;;) {
 		struct frame_in *fr = NULL;
-		int r = chan_next(c, ch, deadline_ms, NULL, &fr, e);
 
-		if (r < 0)
+		if (chan_reply(c, q.ch, deadline_ms, &fr, path, e) < 0)
 			goto out;
-		if (r == 0) {
-			err_set(e, ERR_TIMEOUT, "%s: the guest agent did not answer in time", path);
-			goto out;
-		}
 		if (fr->type == AP_T_DATA) {
 			int w = fr->len ? write_fn(ctx, fr->p, fr->len, e) : 0;
 			free(fr);
@@ -2022,13 +2052,13 @@ achan_get(struct achan *c, const char *path, int flags, uint64_t offset, uint64_
 			free(fr);
 			continue;
 		}
-		if (ap_parse(fr->p, fr->len, f, AP_MAX_FIELDS, &nf) < 0 ||
-		    result_check(f, nf, path, e) < 0) {
+		if (ap_parse(fr->p, fr->len, q.f, AP_MAX_FIELDS, &q.nf) < 0 ||
+		    result_check(q.f, q.nf, path, e) < 0) {
 			err_set(e, ERR_INTERNAL, "%s: malformed result", path);
 			free(fr);
 			goto out;
 		}
-		const struct ap_field *fs = ap_find(f, nf, AP_TAG_SIZE);
+		const struct ap_field *fs = ap_find(q.f, q.nf, AP_TAG_SIZE);
 		if (total)
 			*total = fs ? ap_u64(fs) : 0;
 		free(fr);
@@ -2036,9 +2066,7 @@ achan_get(struct achan *c, const char *path, int flags, uint64_t offset, uint64_
 		break;
 	}
 out:
-	free(f);
-	if (ch)
-		chan_release(c, ch);
+	freq_end(&q);
 	return rc;
 }
 
@@ -2081,21 +2109,17 @@ int
 achan_stat(struct achan *c, const char *path, int flags, struct achan_stat *st,
     long long deadline_ms, struct err *e)
 {
-	unsigned char pl[AP_MAX_STRING + 64];
-	struct ap_out o = { .buf = pl };
+	struct freq q;
 	struct frame_in *res = NULL;
-	struct ap_field *f;
-	size_t nf;
-	int rc;
+	int rc = -1;
 
-	if (path_payload(&o, path, e) < 0 || (f = fields_new(e)) == NULL)
-		return -1;
-	rc = simple_call(c, AP_T_STAT, file_flags(flags & ACHAN_AS_ROOT), &o, deadline_ms, path,
-	    &res, f, &nf, e);
+	if (freq_begin(&q, c, path, deadline_ms, e) == 0)
+		rc = simple_call(c, AP_T_STAT, file_flags(flags & ACHAN_AS_ROOT), &q.o, deadline_ms,
+		    path, &res, q.f, &q.nf, e);
 	if (rc == 0)
-		stat_fill(f, nf, st);
+		stat_fill(q.f, q.nf, st);
 	free(res);
-	free(f);
+	freq_end(&q);
 	return rc;
 }
 
@@ -2134,33 +2158,21 @@ int
 achan_list(struct achan *c, const char *path, achan_entry_fn fn, void *ctx, long long deadline_ms,
     struct err *e)
 {
-	unsigned char pl[AP_MAX_STRING + 64];
-	struct ap_out o = { .buf = pl };
-	struct chan *ch = NULL;
-	struct ap_field *f;
-	size_t nf;
-	int rc = -1;
+	struct freq q;
+	int r, rc = -1;
 
-	if (path_payload(&o, path, e) < 0 || (f = fields_new(e)) == NULL)
-		return -1;
-	ch = chan_open(c, AP_T_LIST, deadline_ms, e);
-	if (ch == NULL || chan_send(c, ch, AP_T_LIST, 0, o.buf, o.len, deadline_ms, e) < 0)
+	if (freq_begin(&q, c, path, deadline_ms, e) < 0 || freq_send(&q, AP_T_LIST, 0, e) < 0)
 		goto out;
 	for (;;) {
 		struct frame_in *fr = NULL;
-		int r = chan_next(c, ch, deadline_ms, NULL, &fr, e);
 
-		if (r < 0)
+		if (chan_reply(c, q.ch, deadline_ms, &fr, path, e) < 0)
 			goto out;
-		if (r == 0) {
-			err_set(e, ERR_TIMEOUT, "%s: the guest agent did not answer in time", path);
-			goto out;
-		}
 		if (fr->type == AP_T_RESULT) {
-			if (ap_parse(fr->p, fr->len, f, AP_MAX_FIELDS, &nf) < 0)
+			if (ap_parse(fr->p, fr->len, q.f, AP_MAX_FIELDS, &q.nf) < 0)
 				err_set(e, ERR_INTERNAL, "%s: malformed answer", path);
 			else
-				rc = result_check(f, nf, path, e);
+				rc = result_check(q.f, q.nf, path, e);
 			free(fr);
 			break;
 		}
@@ -2168,7 +2180,7 @@ achan_list(struct achan *c, const char *path, achan_entry_fn fn, void *ctx, long
 			free(fr);
 			continue;
 		}
-		r = list_block(fr, f, fn, ctx, path, e);
+		r = list_block(fr, q.f, fn, ctx, path, e);
 		free(fr);
 		if (r < 0)
 			goto out;
@@ -2178,8 +2190,6 @@ achan_list(struct achan *c, const char *path, achan_entry_fn fn, void *ctx, long
 		}
 	}
 out:
-	free(f);
-	if (ch)
-		chan_release(c, ch);
+	freq_end(&q);
 	return rc;
 }
