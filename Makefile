@@ -37,7 +37,8 @@ BASE_SRC := \
 	base/utf8.c base/metrics.c base/mcp_version.c base/buf.c base/num.c base/tool_result.c base/b64.c \
 	base/tally.c base/bq.c base/tar.c base/tar_seen.c base/passwd.c base/passwd_gate.c base/html.c base/smtp.c base/gzip.c base/fetch.c base/fcopy.c
 VMM_SRC := vmm/vm_xml.c vmm/conlog.c vmm/uidpool.c vmm/oomwatch.c vmm/vm.c vmm/vm_agent.c vmm/vpool.c vmm/agent.c vmm/agent_reply.c vmm/orch.c vmm/orch_save.c vmm/guest.c vmm/guest_listen.c vmm/saveimg.c vmm/orch_xml.c \
-	vmm/guest_tree.c vmm/netguard.c vmm/netguard_status.c vmm/aread.c vmm/achan.c vmm/image/aproto.c vmm/image/agent_tree.c vmm/achan_bound.c
+	vmm/guest_tree.c vmm/netguard.c vmm/netguard_status.c vmm/aread.c vmm/achan.c vmm/achan_io.c vmm/achan_frame.c vmm/achan_chan.c \
+	vmm/achan_exec.c vmm/achan_file.c vmm/image/aproto.c vmm/image/agent_tree.c vmm/achan_bound.c
 BILLING_SRC := billing/price.c billing/ledger.c billing/billing.c
 SERVICE_SRC := \
 	service/app.c service/accounts.c service/session.c service/catalog.c \
