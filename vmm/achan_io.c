@@ -72,27 +72,32 @@ achan_io_watch(struct achan *c)
 	return c->watch < 0 ? -1 : 0;
 }
 
+/* A descriptor's read or write as a libvirt stream's reads: -2 when it
+ * would block (or was interrupted), else r. */
+static ssize_t
+fd_result(ssize_t r)
+{
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return -2;
+	return r;
+}
+
 /* Bytes read: > 0, 0 at the end, -2 when nothing is there, -1 failed. */
 static ssize_t
 io_recv(struct achan *c, void *buf, size_t n)
 {
 	if (c->st)
 		return virStreamRecv(c->st, buf, n);
-	ssize_t r = read(c->fd, buf, n);
-	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return -2;
-	return r;
+	return fd_result(read(c->fd, buf, n));
 }
 
+/* Bytes written: > 0, -2 when the transport would block, -1 failed. */
 static ssize_t
 io_send(struct achan *c, const void *buf, size_t n)
 {
 	if (c->st)
 		return virStreamSend(c->st, buf, n);
-	ssize_t r = write(c->fd, buf, n);
-	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return -2;
-	return r;
+	return fd_result(write(c->fd, buf, n));
 }
 
 /* 1 when the writer has something to do (lock held). */
@@ -181,6 +186,16 @@ ctl_frame(struct achan *c, int with_sync, uint16_t type, uint32_t chan, const un
 	c->cur_off = 0;
 }
 
+/* Makes a queued frame the one being written (it is freed once sent). */
+static void
+frame_next(struct achan *c, struct achan_frame_out *f)
+{
+	c->cur = f;
+	c->cur_p = f->b;
+	c->cur_len = f->len;
+	c->cur_off = 0;
+}
+
 /* Chooses the next frame to write; 0 when there is none. */
 static int
 pick(struct achan *c)
@@ -210,10 +225,7 @@ pick(struct achan *c)
 
 			ch->pre_close = f->next;
 			f->next = NULL;
-			c->cur = f;
-			c->cur_p = f->b;
-			c->cur_len = f->len;
-			c->cur_off = 0;
+			frame_next(c, f);
 			return 1;
 		}
 		if (ch->close_pending) {
@@ -241,10 +253,7 @@ pick(struct achan *c)
 		achan_ring_push(c, ch);
 	ch->out_bytes -= f->len;
 	f->next = NULL;
-	c->cur = f;
-	c->cur_p = f->b;
-	c->cur_len = f->len;
-	c->cur_off = 0;
+	frame_next(c, f);
 	return 1;
 }
 
