@@ -171,9 +171,12 @@ SVC_VMM_CALLS := $(sort $(filter \
 	$(shell grep -ohE '$(VMM_CALL_RE)' service/*.c | tr -d ' \050')))
 SVC_WRAP := $(foreach f,$(SVC_VMM_CALLS),-Wl,--wrap=$(f))
 
+# The agent protocol tests' shared set-up (tests/unit/achan_fixture.c).
+ACHAN_TEST_OBJ := $(B)/tests/unit/achan_fixture.o
+
 # Targets of their own: a pattern rule's prerequisite that does not exist
 # yet would make the generic test rule below win.
-$(SVC_TEST_OBJ): $(B)/%.o: %.c
+$(SVC_TEST_OBJ) $(ACHAN_TEST_OBJ): $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
@@ -192,12 +195,18 @@ $(B)/tests/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_MAIN) $(B)/libbridge.a $(B)/libaas
 	@mkdir -p $(dir $@)
 	@echo "  CC+LD   $<"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(if $(FUZZ_LIBFUZZER),-fsanitize=fuzzer) -o $@ $< \
-	    $(FUZZ_MAIN) $(B)/libbridge.a $(B)/libaas.a $(LDLIBS)
+	    $(TEST_OBJ) $(FUZZ_MAIN) $(B)/libbridge.a $(B)/libaas.a $(LDLIBS)
 
 $(B)/tests/%: tests/unit/%.c $(B)/libaas.a
 	@mkdir -p $(dir $@)
 	@echo "  CC+LD   $<"
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libaas.a $(LDLIBS) $(CMOCKA_LIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_OBJ) $(B)/libaas.a $(LDLIBS) $(CMOCKA_LIBS)
+
+# The agent protocol's tests and fuzz harness link their shared set-up
+# (TEST_OBJ: what a test links besides its own file).
+ACHAN_TESTS := $(B)/tests/test_achan $(B)/tests/test_achan_hostile $(B)/tests/fuzz_agent_frames
+$(ACHAN_TESTS): TEST_OBJ := $(ACHAN_TEST_OBJ)
+$(ACHAN_TESTS): $(ACHAN_TEST_OBJ)
 
 # The guest agent built for the host and its test, which runs it on a
 # socketpair (both take the protocol's one encoder and parser).
