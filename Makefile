@@ -37,7 +37,9 @@ BASE_SRC := \
 	base/utf8.c base/metrics.c base/mcp_version.c base/mcp_method.c base/buf.c base/num.c base/tool_result.c base/b64.c \
 	base/tally.c base/bq.c base/tar.c base/tar_rules.c base/tar_write.c base/tar_seen.c base/passwd.c base/passwd_gate.c base/html.c base/smtp.c base/gzip.c base/fetch.c base/fcopy.c
 VMM_SRC := vmm/vm_xml.c vmm/conlog.c vmm/uidpool.c vmm/oomwatch.c vmm/vm.c vmm/vm_agent.c vmm/vpool.c vmm/agent.c vmm/agent_reply.c vmm/orch.c vmm/orch_save.c vmm/guest.c vmm/guest_listen.c vmm/saveimg.c vmm/orch_xml.c \
-	vmm/guest_tree.c vmm/cgcaps.c vmm/netguard.c vmm/netguard_status.c vmm/aread.c vmm/achan.c vmm/image/aproto.c vmm/image/agent_tree.c vmm/image/agent_tree_commit.c vmm/achan_bound.c
+	vmm/guest_tree.c vmm/cgcaps.c vmm/netguard.c vmm/netguard_status.c vmm/aread.c \
+	vmm/achan.c vmm/achan_io.c vmm/achan_frame.c vmm/achan_chan.c vmm/achan_exec.c vmm/achan_file.c vmm/achan_bound.c \
+	vmm/image/aproto.c vmm/image/agent_tree.c vmm/image/agent_tree_commit.c
 BILLING_SRC := billing/price.c billing/ledger.c billing/billing.c
 ACCOUNT_SRC := \
 	account/accounts.c account/session.c account/attempts.c account/mailq.c account/websess.c \
@@ -180,9 +182,12 @@ SVC_VMM_CALLS := $(sort $(filter \
 	$(shell grep -ohE '$(VMM_CALL_RE)' sandbox/*.c service/*.c | tr -d ' \050')))
 SVC_WRAP := $(foreach f,$(SVC_VMM_CALLS),-Wl,--wrap=$(f))
 
+# The agent protocol tests' shared set-up (tests/unit/achan_fixture.c).
+ACHAN_TEST_OBJ := $(B)/tests/unit/achan_fixture.o
+
 # Targets of their own: a pattern rule's prerequisite that does not exist
 # yet would make the generic test rule below win.
-$(SVC_TEST_OBJ): $(B)/%.o: %.c
+$(SVC_TEST_OBJ) $(ACHAN_TEST_OBJ): $(B)/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CFLAGS) -c -o $@ $<
@@ -201,12 +206,18 @@ $(B)/tests/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_MAIN) $(B)/libbridge.a $(B)/libaas
 	@mkdir -p $(dir $@)
 	@echo "  CC+LD   $<"
 	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) $(if $(FUZZ_LIBFUZZER),-fsanitize=fuzzer) -o $@ $< \
-	    $(FUZZ_MAIN) $(B)/libbridge.a $(B)/libaas.a $(LDLIBS)
+	    $(TEST_OBJ) $(FUZZ_MAIN) $(B)/libbridge.a $(B)/libaas.a $(LDLIBS)
 
 $(B)/tests/%: tests/unit/%.c $(B)/libaas.a
 	@mkdir -p $(dir $@)
 	@echo "  CC+LD   $<"
-	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(B)/libaas.a $(LDLIBS) $(CMOCKA_LIBS)
+	$(Q)$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(TEST_OBJ) $(B)/libaas.a $(LDLIBS) $(CMOCKA_LIBS)
+
+# The agent protocol's tests and fuzz harness link their shared set-up
+# (TEST_OBJ: what a test links besides its own file).
+ACHAN_TESTS := $(B)/tests/test_achan $(B)/tests/test_achan_hostile $(B)/tests/fuzz_agent_frames
+$(ACHAN_TESTS): TEST_OBJ := $(ACHAN_TEST_OBJ)
+$(ACHAN_TESTS): $(ACHAN_TEST_OBJ)
 
 # The guest agent built for the host and its test, which runs it on a
 # socketpair (both take the protocol's one encoder and parser).

@@ -19,7 +19,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -29,8 +28,8 @@
 #include "vmm/achan.h"
 #include "vmm/aread.h"
 #include "vmm/image/aproto.h"
-#include "vmm/vm.h"
 #include "tests/fuzz/fuzz.h"
+#include "tests/unit/achan_fixture.h"
 
 static void session_run(const uint8_t *data, size_t size);
 
@@ -258,16 +257,6 @@ c_read(void *ctx, void *buf, size_t n, struct err *e)
 }
 
 static int
-c_write(void *ctx, const void *buf, size_t n, struct err *e)
-{
-	(void)ctx;
-	(void)buf;
-	(void)n;
-	(void)e;
-	return 0;
-}
-
-static int
 c_entry(void *ctx, const char *name, const struct achan_stat *st, struct err *e)
 {
 	(void)ctx;
@@ -306,7 +295,7 @@ call_main(void *arg)
 		break;
 	}
 	case S_GET:
-		achan_get(c, "/g", 0, 0, 0, c_write, NULL, &n, until, &e);
+		achan_get(c, "/g", 0, 0, 0, afx_sink, NULL, &n, until, &e);
 		break;
 	case S_LIST:
 		achan_list(c, "/l", c_entry, NULL, until, &e);
@@ -351,30 +340,19 @@ session_feed(struct session *s, const uint8_t *d, size_t n)
 static void
 session_run(const uint8_t *data, size_t size)
 {
-	static int events;
 	struct session s = { 0 };
 	struct call calls[S_KINDS];
 	pthread_t th[S_KINDS];
-	int sv[2], started = 0;
+	int started = 0;
 	struct err e;
 	char why[256];
 
-	if (!events) {
-		signal(SIGPIPE, SIG_IGN);
-		err_clear(&e);
-		if (vm_events_start(NULL, &e) < 0)
-			return;
-		events = 1;
-	}
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+	if (afx_events() < 0)
 		return;
-	s.fd = sv[1];
 	err_clear(&e);
-	s.c = achan_open_fd(sv[0], &e);
-	if (s.c == NULL) {
-		close(sv[1]);
+	s.c = afx_open(&s.fd, &e);
+	if (s.c == NULL)
 		return;
-	}
 	for (int k = S_EXEC; k < S_KINDS; k++) {
 		calls[k] = (struct call){ .s = &s, .kind = k };
 		if (pthread_create(&th[k], NULL, call_main, &calls[k]) == 0)
@@ -390,7 +368,7 @@ session_run(const uint8_t *data, size_t size)
 			s_frame(&s, AP_T_STARTED, 0, s.chan[S_EXEC], pl, o.len);
 		session_feed(&s, data, size);
 	}
-	shutdown(sv[1], SHUT_RDWR);
+	shutdown(s.fd, SHUT_RDWR);
 	for (int k = S_EXEC; k < S_KINDS; k++)
 		if (started & 1 << k)
 			pthread_join(th[k], NULL);
@@ -405,5 +383,5 @@ session_run(const uint8_t *data, size_t size)
 	if (achan_guest_at_fault(s.c))
 		FUZZ_CHECK(strstr(why, "guest agent broke the protocol") == why);
 	achan_free(s.c);
-	close(sv[1]);
+	close(s.fd);
 }

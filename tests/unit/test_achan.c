@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,7 +16,6 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,7 +32,7 @@ size_t __sanitizer_get_current_allocated_bytes(void);
 #include "vmm/achan.h"
 #include "vmm/achan_bound.h"
 #include "vmm/image/aproto.h"
-#include "vmm/vm.h"
+#include "tests/unit/achan_fixture.h"
 
 static const unsigned char SYNC[] = AP_SYNC;
 
@@ -90,40 +88,6 @@ struct fa {
 };
 
 static int
-readn(int fd, void *p, size_t n)
-{
-	unsigned char *b = p;
-
-	while (n > 0) {
-		ssize_t r = read(fd, b, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		b += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
-static int
-writen(int fd, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-
-	while (n > 0) {
-		ssize_t r = write(fd, b, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		b += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
-static int
 fa_send(struct fa *a, int type, int flags, uint32_t chan, const void *p, size_t n)
 {
 	unsigned char h[AP_HDR_SIZE];
@@ -138,11 +102,11 @@ fa_send(struct fa *a, int type, int flags, uint32_t chan, const void *p, size_t 
 		unsigned char one[AP_HDR_SIZE + 256];
 		memcpy(one, h, sizeof(h));
 		memcpy(one + sizeof(h), p, n);
-		return writen(a->fd, one, sizeof(h) + n);
+		return afx_writen(a->fd, one, sizeof(h) + n);
 	}
-	if (writen(a->fd, h, sizeof(h)) < 0)
+	if (afx_writen(a->fd, h, sizeof(h)) < 0)
 		return -1;
-	return n ? writen(a->fd, p, n) : 0;
+	return n ? afx_writen(a->fd, p, n) : 0;
 }
 
 /* One frame (a leading AP_SYNC is skipped); payload holds AP_MAX_PAYLOAD. */
@@ -151,18 +115,19 @@ fa_recv(struct fa *a, struct ap_hdr *h, unsigned char *payload)
 {
 	unsigned char b[AP_HDR_SIZE];
 
-	if (readn(a->fd, b, 1) < 0)
+	if (afx_readn(a->fd, b, 1) < 0)
 		return -1;
 	if (b[0] == SYNC[0]) {
 		unsigned char rest[AP_SYNC_LEN - 1];
-		if (readn(a->fd, rest, sizeof(rest)) < 0 || memcmp(rest, SYNC + 1, sizeof(rest)))
+		if (afx_readn(a->fd, rest, sizeof(rest)) < 0 ||
+		    memcmp(rest, SYNC + 1, sizeof(rest)))
 			return -1;
-		if (readn(a->fd, b, 1) < 0)
+		if (afx_readn(a->fd, b, 1) < 0)
 			return -1;
 	}
-	if (readn(a->fd, b + 1, AP_HDR_SIZE - 1) < 0 || ap_hdr_get(b, h) < 0)
+	if (afx_readn(a->fd, b + 1, AP_HDR_SIZE - 1) < 0 || ap_hdr_get(b, h) < 0)
 		return -1;
-	return readn(a->fd, payload, h->len);
+	return afx_readn(a->fd, payload, h->len);
 }
 
 static uint64_t
@@ -198,7 +163,7 @@ fa_hello(struct fa *a, uint64_t nonce)
 	ap_put_u64(&o, AP_TAG_NONCE, nonce);
 	ap_put_u32(&o, AP_TAG_VERSION, AP_VERSION);
 	ap_put_str(&o, AP_TAG_BOOT_ID, "boot-1");
-	if (writen(a->fd, SYNC, AP_SYNC_LEN) < 0)
+	if (afx_writen(a->fd, SYNC, AP_SYNC_LEN) < 0)
 		return -1;
 	return fa_send(a, AP_T_HELLO, 0, 0, pl, o.len);
 }
@@ -572,13 +537,13 @@ fa_main(void *arg)
 
 	if (a->mode == M_NOSYNC) {
 		memset(buf, 'x', AP_MAX_PAYLOAD);
-		while (writen(a->fd, buf, AP_MAX_PAYLOAD) == 0)
+		while (afx_writen(a->fd, buf, AP_MAX_PAYLOAD) == 0)
 			;
 		goto out;
 	}
 	if (a->mode == M_GARBAGE) {
 		static const char junk[] = "\xaa\x55\x01 half a sync, then noise\x00\xff";
-		writen(a->fd, junk, sizeof(junk));
+		afx_writen(a->fd, junk, sizeof(junk));
 		fa_send(a, AP_T_STDOUT, 0, 7, "stale", 5); /* before any sync: skipped */
 		fa_hello(a, 0);
 	}
@@ -588,7 +553,7 @@ fa_main(void *arg)
 			if (a->mode == M_STALE) {
 				/* Leftovers of an earlier connection, without end. */
 				memset(buf, 's', 65536);
-				writen(a->fd, SYNC, AP_SYNC_LEN);
+				afx_writen(a->fd, SYNC, AP_SYNC_LEN);
 				for (int i = 0; i < BOUND_FRAMES; i++)
 					if (fa_send(a, AP_T_STDOUT, 0, 5, buf, 65536) < 0)
 						break;
@@ -603,7 +568,7 @@ fa_main(void *arg)
 					.chan = 1 };
 				unsigned char hb[AP_HDR_SIZE];
 				ap_hdr_put(hb, &big);
-				writen(a->fd, hb, sizeof(hb));
+				afx_writen(a->fd, hb, sizeof(hb));
 			} else if (a->mode == M_UNKNOWN) {
 				fa_send(a, AP_T_STDOUT, 0, 999, "x", 1);
 			}
@@ -667,17 +632,15 @@ static struct fx *
 start(enum mode mode)
 {
 	struct fx *f = calloc(1, sizeof(*f));
-	int sv[2];
 	struct err e;
 
 	assert_non_null(f);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	f->a.fd = sv[1];
+	err_clear(&e);
+	f->c = afx_open(&f->a.fd, &e);
+	if (f->c == NULL)
+		fail_msg("%s", e.msg);
 	f->a.mode = mode;
 	assert_int_equal(pthread_create(&f->a.th, NULL, fa_main, &f->a), 0);
-	err_clear(&e);
-	f->c = achan_open_fd(sv[0], &e);
-	assert_non_null(f->c);
 	return f;
 }
 
@@ -1899,50 +1862,6 @@ test_throughput(void **state)
 
 /* ---- the real guest agent, when a host build of it is named ---- */
 
-struct real {
-	pid_t pid;
-	char home[64];
-	struct achan *c;
-};
-
-static void
-real_start(struct real *r, const char *bin)
-{
-	int sv[2];
-	struct err e;
-
-	snprintf(r->home, sizeof(r->home), "/tmp/test_achan.XXXXXX");
-	assert_non_null(mkdtemp(r->home));
-	assert_int_equal(chown(r->home, 65534, 65534), 0);
-	assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
-	r->pid = fork();
-	assert_true(r->pid >= 0);
-	if (r->pid == 0) {
-		dup2(sv[1], 3);
-		execl(bin, bin, "--fd", "3", "--uid", "65534", "--gid", "65534", "--home", r->home,
-		    (char *)NULL);
-		_exit(127);
-	}
-	close(sv[1]);
-	err_clear(&e);
-	r->c = achan_open_fd(sv[0], &e);
-	assert_non_null(r->c);
-	assert_int_equal(achan_wait_ready(r->c, soon(5000), &e), 0);
-}
-
-static void
-real_stop(struct real *r)
-{
-	char cmd[128];
-
-	achan_free(r->c);
-	kill(r->pid, SIGKILL);
-	waitpid(r->pid, NULL, 0);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", r->home);
-	if (system(cmd) != 0)
-		fprintf(stderr, "could not remove %s\n", r->home);
-}
-
 /* Runs argv to its end: stdout into out, the exit code returned. */
 static int
 real_run(struct achan *c, const char *const *argv, const char *in, char *out, size_t on)
@@ -1985,7 +1904,7 @@ static void
 test_real_agent(void **state)
 {
 	const char *bin = getenv("AAS_AGENT_HOST");
-	struct real r;
+	struct afx_agent r;
 	char out[256], path[128];
 	struct err e;
 	struct achan_stat st;
@@ -1993,7 +1912,9 @@ test_real_agent(void **state)
 	(void)state;
 	if (bin == NULL || getuid() != 0)
 		skip();
-	real_start(&r, bin);
+	err_clear(&e);
+	if (afx_agent_start(&r, bin, "/tmp/test_achan.XXXXXX", &e) < 0)
+		fail_msg("the agent: %s", e.msg);
 	const char *echo[] = { "/bin/echo", "hi", NULL };
 	assert_int_equal(real_run(r.c, echo, NULL, out, sizeof(out)), 0);
 	assert_string_equal(out, "hi\n");
@@ -2082,18 +2003,14 @@ test_real_agent(void **state)
 	    (double)n / 1e6 / (put_s > 0 ? put_s : 0.001),
 	    (double)n / 1e6 / (get_s > 0 ? get_s : 0.001), lat[50] / 1000,
 	    (double)(clock_ms() - r0) / 20);
-	real_stop(&r);
+	afx_agent_stop(&r);
 }
 
 static int
 group_setup(void **state)
 {
-	struct err e;
-
 	(void)state;
-	signal(SIGPIPE, SIG_IGN); /* the fake agent writes to closed sockets */
-	err_clear(&e);
-	return vm_events_start(NULL, &e);
+	return afx_events(); /* SIGPIPE ignored: the fake agent writes to closed sockets */
 }
 
 int

@@ -26,7 +26,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,7 +35,6 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -45,7 +43,7 @@
 #include "base/err.h"
 #include "vmm/achan.h"
 #include "vmm/image/aproto.h"
-#include "vmm/vm.h"
+#include "tests/unit/achan_fixture.h"
 
 #define HOSTILE_FLOOR_MS 8.0
 #define HOSTILE_RATIO 1.5
@@ -93,40 +91,6 @@ static atomic_int live;     /* hostile connections open */
 
 /* ---- the hostile end ---- */
 
-static int
-readn(int fd, void *p, size_t n)
-{
-	unsigned char *b = p;
-
-	while (n > 0) {
-		ssize_t r = read(fd, b, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		b += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
-static int
-writen(int fd, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-
-	while (n > 0) {
-		ssize_t r = write(fd, b, n);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		b += r;
-		n -= (size_t)r;
-	}
-	return 0;
-}
-
 /* Appends a frame to buf at *at (room permitting). */
 static void
 put_frame(unsigned char *buf, size_t *at, size_t cap, int type, int flags, uint32_t chan,
@@ -149,7 +113,7 @@ send_frame(int fd, int type, int flags, uint32_t chan, const void *p, size_t n)
 	size_t at = 0;
 
 	put_frame(b, &at, sizeof(b), type, flags, chan, p, n);
-	return writen(fd, b, at);
+	return afx_writen(fd, b, at);
 }
 
 static int
@@ -157,16 +121,16 @@ recv_frame(int fd, struct ap_hdr *h, unsigned char *payload)
 {
 	unsigned char b[AP_HDR_SIZE];
 
-	if (readn(fd, b, 1) < 0)
+	if (afx_readn(fd, b, 1) < 0)
 		return -1;
 	if (b[0] == SYNC[0]) {
 		unsigned char rest[AP_SYNC_LEN - 1];
-		if (readn(fd, rest, sizeof(rest)) < 0 || readn(fd, b, 1) < 0)
+		if (afx_readn(fd, rest, sizeof(rest)) < 0 || afx_readn(fd, b, 1) < 0)
 			return -1;
 	}
-	if (readn(fd, b + 1, AP_HDR_SIZE - 1) < 0 || ap_hdr_get(b, h) < 0)
+	if (afx_readn(fd, b + 1, AP_HDR_SIZE - 1) < 0 || ap_hdr_get(b, h) < 0)
 		return -1;
-	return readn(fd, payload, h->len);
+	return afx_readn(fd, payload, h->len);
 }
 
 static uint64_t
@@ -189,7 +153,7 @@ hello(int fd, uint64_t nonce)
 
 	ap_put_u64(&o, AP_TAG_NONCE, nonce);
 	ap_put_u32(&o, AP_TAG_VERSION, AP_VERSION);
-	if (writen(fd, SYNC, AP_SYNC_LEN) < 0)
+	if (afx_writen(fd, SYNC, AP_SYNC_LEN) < 0)
 		return -1;
 	return send_frame(fd, AP_T_HELLO, 0, 0, pl, o.len);
 }
@@ -209,7 +173,7 @@ flood(int fd, int type, uint32_t chan, int alt_fin, const void *p, size_t n)
 		if (at == before)
 			break;
 	}
-	while (!atomic_load(&hold) && writen(fd, buf, at) == 0)
+	while (!atomic_load(&hold) && afx_writen(fd, buf, at) == 0)
 		;
 	free(buf);
 }
@@ -231,7 +195,7 @@ tiny(int fd, uint32_t chan, unsigned char *in)
 			put_frame(buf, &at, FLOOD_BUF, AP_T_STDOUT, 0, chan, "t", 1);
 			window--;
 		}
-		if (at && writen(fd, buf, at) < 0)
+		if (at && afx_writen(fd, buf, at) < 0)
 			break;
 		while (window == 0) {
 			if (recv_frame(fd, &h, in) < 0)
@@ -300,13 +264,13 @@ peer_serve(struct peer *p, int fd)
 	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
 	if (p->pat == P_GARBAGE) {
 		memset(in, 'g', FLOOD_BUF);
-		while (!atomic_load(&hold) && writen(fd, in, FLOOD_BUF) == 0)
+		while (!atomic_load(&hold) && afx_writen(fd, in, FLOOD_BUF) == 0)
 			;
 		goto out;
 	}
 	while (in && !atomic_load(&hold) && recv_frame(fd, &h, in) == 0) {
 		if (h.type == AP_T_HELLO && p->pat == P_STALE) {
-			writen(fd, SYNC, AP_SYNC_LEN);
+			afx_writen(fd, SYNC, AP_SYNC_LEN);
 			memset(in, 's', 4096);
 			flood(fd, AP_T_STDOUT, 5, 0, in, 4096);
 			break;
@@ -348,16 +312,6 @@ serve_main(void *arg)
 /* ---- aasd's side of a hostile peer: calls that draw the pattern out ---- */
 
 static int
-sink(void *ctx, const void *buf, size_t n, struct err *e)
-{
-	(void)ctx;
-	(void)buf;
-	(void)n;
-	(void)e;
-	return 0;
-}
-
-static int
 entry_sink(void *ctx, const char *name, const struct achan_stat *st, struct err *e)
 {
 	(void)ctx;
@@ -381,7 +335,7 @@ drive(struct peer *p, struct achan *c)
 	err_clear(&e);
 	switch (p->pat) {
 	case P_FIN_GET:
-		achan_get(c, "/x", 0, 0, 0, sink, NULL, &total, clock_ms() + 2000, &e);
+		achan_get(c, "/x", 0, 0, 0, afx_sink, NULL, &total, clock_ms() + 2000, &e);
 		break;
 	case P_FIN_LIST:
 		achan_list(c, "/x", entry_sink, NULL, clock_ms() + 2000, &e);
@@ -412,8 +366,6 @@ peer_main(void *arg)
 	struct peer *p = arg;
 
 	while (!atomic_load(&stopping)) {
-		int sv[2];
-
 		if (atomic_load(&hold)) {
 			clock_sleep_ms(10);
 			continue;
@@ -423,25 +375,24 @@ peer_main(void *arg)
 		pthread_t th;
 		struct serve_arg sa = { p, -1 };
 
-		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		err_clear(&e);
+		c = afx_open(&sa.fd, &e);
+		if (c == NULL)
 			break;
-		sa.fd = sv[1];
 		if (pthread_create(&th, NULL, serve_main, &sa) != 0) {
-			close(sv[0]);
-			close(sv[1]);
+			achan_free(c);
+			close(sa.fd);
 			break;
 		}
-		err_clear(&e);
 		atomic_fetch_add(&live, 1);
-		c = achan_open_fd(sv[0], &e);
-		while (c && achan_state(c) >= 0 && !atomic_load(&hold))
+		while (achan_state(c) >= 0 && !atomic_load(&hold))
 			drive(p, c);
-		if (c && achan_state(c) < 0 && p->reason[0] == '\0')
+		if (achan_state(c) < 0 && p->reason[0] == '\0')
 			achan_failure(c, p->reason, sizeof(p->reason));
 		achan_free(c);
-		shutdown(sv[1], SHUT_RDWR);
+		shutdown(sa.fd, SHUT_RDWR);
 		pthread_join(th, NULL);
-		close(sv[1]);
+		close(sa.fd);
 		atomic_fetch_sub(&live, 1);
 		p->reconnects++;
 		/* The image's init respawns an agent that ended no sooner. */
@@ -454,18 +405,13 @@ peer_main(void *arg)
 
 /* ---- the good agent ---- */
 
-struct good {
-	pid_t pid;
-	char home[64];
-	struct achan *c;
-};
-
+/* Starts the host build of the agent (AAS_AGENT_HOST, or aas-agent-host
+ * beside this test): -1 when there is none to start. */
 static int
-good_start(struct good *g)
+good_start(struct afx_agent *g)
 {
 	const char *bin = getenv("AAS_AGENT_HOST");
 	char def[4096];
-	int sv[2];
 	struct err e;
 
 	if (bin == NULL) {
@@ -479,32 +425,10 @@ good_start(struct good *g)
 	}
 	if (access(bin, X_OK) != 0)
 		return -1;
-	snprintf(g->home, sizeof(g->home), "/tmp/test_achan_hostile.XXXXXX");
-	if (mkdtemp(g->home) == NULL || chown(g->home, 65534, 65534) < 0 ||
-	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
-		return -1;
-	g->pid = fork();
-	if (g->pid == 0) {
-		dup2(sv[1], 3);
-		execl(bin, bin, "--fd", "3", "--uid", "65534", "--gid", "65534", "--home", g->home,
-		    (char *)NULL);
-		_exit(127);
-	}
-	close(sv[1]);
 	err_clear(&e);
-	g->c = achan_open_fd(sv[0], &e);
-	assert_non_null(g->c);
-	assert_int_equal(achan_wait_ready(g->c, clock_ms() + 5000, &e), 0);
+	if (afx_agent_start(g, bin, "/tmp/test_achan_hostile.XXXXXX", &e) < 0)
+		fail_msg("the good agent: %s", e.msg);
 	return 0;
-}
-
-static void
-good_stop(struct good *g)
-{
-	achan_free(g->c);
-	kill(g->pid, SIGKILL);
-	waitpid(g->pid, NULL, 0);
-	rmdir(g->home);
 }
 
 /* One "echo hi" to its end; microseconds. */
@@ -570,7 +494,7 @@ rss_kib(void)
 static void
 test_hostile_guests(void **state)
 {
-	struct good g;
+	struct afx_agent g;
 	struct peer peers[P_COUNT];
 	long long *lat;
 	size_t cap = 200000;
@@ -648,7 +572,7 @@ test_hostile_guests(void **state)
 	    HOSTILE_SLACK_MS);
 	printf("resident size: %ld MiB before, %ld MiB after: %+ld MiB (under %d)\n", rss0 / 1024,
 	    rss1 / 1024, (rss1 - rss0) / 1024, HOSTILE_RSS_MAX_MIB);
-	good_stop(&g);
+	afx_agent_stop(&g);
 	free(lat);
 	for (int i = 0; i < P_COUNT; i++)
 		if (i != P_TINY && !peers[i].off && peers[i].reason[0] == '\0')
@@ -665,12 +589,8 @@ test_hostile_guests(void **state)
 static int
 group_setup(void **state)
 {
-	struct err e;
-
 	(void)state;
-	signal(SIGPIPE, SIG_IGN);
-	err_clear(&e);
-	return vm_events_start(NULL, &e);
+	return afx_events();
 }
 
 int
