@@ -1585,24 +1585,19 @@ orch_console_tail(struct orch *o, const char *id, size_t max)
 int
 orch_net_ensure(struct orch *o, struct err *e)
 {
+	enum netguard_source by;
 	struct err own;
-	int rc;
 
-	/* The watcher's word while it keeps a status (aasd without
-	 * CAP_NET_ADMIN cannot read nftables); aasd's own check otherwise. */
-	if (o->netguard_status[0]) {
-		rc = netguard_status_check(o->netguard_status, &o->users, o->net_allow,
-		    (long long)time(NULL), e);
-		if (rc <= 0)
-			return rc;
-	}
 	err_clear(&own);
-	if (netguard_ensure(&o->users, o->net_allow, &own) == 0)
+	if (netguard_status_in_force(o->netguard_status, &o->users, o->net_allow,
+		(long long)time(NULL), 1, &by, &own) == 0)
 		return 0;
-	if (geteuid() == 0 || o->netguard_status[0] == '\0') {
+	if (by == NETGUARD_BY_WATCHER || geteuid() == 0 || o->netguard_status[0] == '\0') {
 		*e = own;
 		return -1;
 	}
+	/* No status yet, and nftables does not answer aasd: the watcher is
+	 * what is missing. */
 	err_set(e, own.kind,
 	    "%.300s; without CAP_NET_ADMIN aasd cannot read nftables: run `aasd --netguard-watch` as "
 	    "root (deploy/aas-netguard.service), which records the rule's state in %.120s",
