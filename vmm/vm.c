@@ -330,6 +330,38 @@ vm_host_conn(struct vm_host *h)
 	return c;
 }
 
+/* h's connection (vm_host_conn), or NULL with ERR_UNAVAILABLE. */
+static virConnectPtr
+conn_or_err(struct vm_host *h, struct err *e)
+{
+	virConnectPtr c = vm_host_conn(h);
+
+	if (c == NULL)
+		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+	return c;
+}
+
+/* Domain `name` on h, or NULL with e set: ERR_UNAVAILABLE when h is
+ * unreachable, ERR_NOT_FOUND "VM <name> is not running" (" on <uri>" with
+ * `on_uri`) when it is not there. The domain holds its connection:
+ * virDomainFree lets go of both. */
+static virDomainPtr
+domain_get(struct vm_host *h, const char *name, int on_uri, struct err *e)
+{
+	virConnectPtr c = conn_or_err(h, e);
+	virDomainPtr d;
+
+	if (c == NULL)
+		return NULL;
+	d = virDomainLookupByName(c, name);
+	if (d == NULL && on_uri)
+		err_set(e, ERR_NOT_FOUND, "VM %s is not running on %s", name, h->uri);
+	else if (d == NULL)
+		err_set(e, ERR_NOT_FOUND, "VM %s is not running", name);
+	virConnectClose(c);
+	return d;
+}
+
 /* ---- serial consoles ---- */
 
 /* The host's console timer: watches every paused console again. */
@@ -480,7 +512,6 @@ console_attach_domain(struct vm_host *h, virDomainPtr d, const char *name, const
 int
 vm_console_attach(struct vm_host *h, const char *name, const char *path, size_t max, struct err *e)
 {
-	virConnectPtr c;
 	virDomainPtr d;
 	int rc;
 
@@ -490,20 +521,10 @@ vm_console_attach(struct vm_host *h, const char *name, const char *path, size_t 
 	pthread_mutex_unlock(&h->con_lock);
 	if (live)
 		return 0;
-	c = vm_host_conn(h);
-	if (c == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+	if ((d = domain_get(h, name, 0, e)) == NULL)
 		return -1;
-	}
-	d = virDomainLookupByName(c, name);
-	if (d == NULL) {
-		err_set(e, ERR_NOT_FOUND, "VM %s is not running", name);
-		virConnectClose(c);
-		return -1;
-	}
 	rc = console_attach_domain(h, d, name, path, max, e);
 	virDomainFree(d);
-	virConnectClose(c);
 	return rc;
 }
 
@@ -556,15 +577,13 @@ set_memory_limit(virDomainPtr d, unsigned mib, const char *name, struct err *e)
 int
 vm_start(struct vm_host *h, const struct vm_spec *spec, struct err *e)
 {
-	virConnectPtr c = vm_host_conn(h);
+	virConnectPtr c = conn_or_err(h, e);
 	virDomainPtr d = NULL;
 	char *xml = NULL;
 	int rc = -1, paused;
 
-	if (c == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+	if (c == NULL)
 		return -1;
-	}
 	xml = vm_xml_build(spec, e);
 	if (xml == NULL)
 		goto out;
@@ -611,20 +630,12 @@ int
 vm_monitor_hmp(struct vm_host *h, const char *name, const char *cmd, char *reply, size_t rn,
     struct err *e)
 {
-	virConnectPtr c = vm_host_conn(h);
-	virDomainPtr d = NULL;
+	virDomainPtr d = domain_get(h, name, 0, e);
 	char *answer = NULL;
 	int rc = -1;
 
-	if (c == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+	if (d == NULL)
 		return -1;
-	}
-	d = virDomainLookupByName(c, name);
-	if (d == NULL) {
-		err_set(e, ERR_NOT_FOUND, "VM %s is not running", name);
-		goto out;
-	}
 	if (virDomainQemuMonitorCommand(d, cmd, &answer, VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP) < 0) {
 		err_set(e, ERR_UNAVAILABLE, "monitor of %s: %s", name, last_error());
 		goto out;
@@ -633,23 +644,19 @@ vm_monitor_hmp(struct vm_host *h, const char *name, const char *cmd, char *reply
 	rc = 0;
 out:
 	free(answer);
-	if (d)
-		virDomainFree(d);
-	virConnectClose(c);
+	virDomainFree(d);
 	return rc;
 }
 
 int
 vm_destroy(struct vm_host *h, const char *name, struct err *e)
 {
-	virConnectPtr c = vm_host_conn(h);
+	virConnectPtr c = conn_or_err(h, e);
 	virDomainPtr d;
 	int rc = 0;
 
-	if (c == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+	if (c == NULL)
 		return -1;
-	}
 	d = virDomainLookupByName(c, name);
 	if (d == NULL) {
 		virErrorPtr ve = virGetLastError();
@@ -679,14 +686,12 @@ vm_destroy(struct vm_host *h, const char *name, struct err *e)
 int
 vm_exists(struct vm_host *h, const char *name, struct err *e)
 {
-	virConnectPtr c = vm_host_conn(h);
+	virConnectPtr c = conn_or_err(h, e);
 	virDomainPtr d;
 	int rc;
 
-	if (c == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+	if (c == NULL)
 		return -1;
-	}
 	d = virDomainLookupByName(c, name);
 	rc = d != NULL && virDomainIsActive(d) == 1;
 	if (d)
@@ -706,7 +711,7 @@ vm_names_free(char **names, size_t n)
 int
 vm_list(struct vm_host *h, const char *prefix, char ***names, size_t *n, struct err *e)
 {
-	virConnectPtr c = vm_host_conn(h);
+	virConnectPtr c;
 	virDomainPtr *doms = NULL;
 	int count;
 	size_t k = 0;
@@ -714,10 +719,8 @@ vm_list(struct vm_host *h, const char *prefix, char ***names, size_t *n, struct 
 
 	*names = NULL;
 	*n = 0;
-	if (c == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+	if ((c = conn_or_err(h, e)) == NULL)
 		return -1;
-	}
 	count = virConnectListAllDomains(c, &doms, VIR_CONNECT_LIST_DOMAINS_ACTIVE);
 	if (count < 0) {
 		err_set(e, ERR_UNAVAILABLE, "cannot list domains on %s: %s", h->uri, last_error());
@@ -745,16 +748,14 @@ vm_list(struct vm_host *h, const char *prefix, char ***names, size_t *n, struct 
 int
 vm_stats(struct vm_host *h, const char *name, struct vm_stats *out, struct err *e)
 {
-	virConnectPtr c = vm_host_conn(h);
+	virConnectPtr c;
 	virDomainPtr d;
 	virDomainInfo info;
 	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
-	if (c == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+	if ((c = conn_or_err(h, e)) == NULL)
 		return -1;
-	}
 	d = virDomainLookupByName(c, name);
 	if (d == NULL) {
 		err_set(e, ERR_NOT_FOUND, "no VM %s", name);
@@ -815,7 +816,7 @@ int
 vm_migrate(struct vm_host *src, struct vm_host *dst, const char *name, int shared_storage,
     const char *socket_dir, const char *socket_base, long long *pause_ms, struct err *e)
 {
-	virConnectPtr sc = vm_host_conn(src), dc = NULL;
+	virConnectPtr dc = NULL;
 	virTypedParameterPtr params = NULL;
 	virDomainPtr d = NULL, moved = NULL;
 	unsigned long long limit_kib = 0;
@@ -830,15 +831,8 @@ vm_migrate(struct vm_host *src, struct vm_host *dst, const char *name, int share
 	unsigned flags = VIR_MIGRATE_LIVE | VIR_MIGRATE_AUTO_CONVERGE | VIR_MIGRATE_PEER2PEER |
 	    VIR_MIGRATE_TUNNELLED;
 
-	if (sc == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", src->uri);
+	if ((d = domain_get(src, name, 1, e)) == NULL)
 		goto out;
-	}
-	d = virDomainLookupByName(sc, name);
-	if (d == NULL) {
-		err_set(e, ERR_NOT_FOUND, "VM %s is not running on %s", name, src->uri);
-		goto out;
-	}
 	xml = migratable_xml(d, socket_dir, socket_base, &limit_kib);
 	if (xml == NULL ||
 	    virTypedParamsAddString(&params, &np, &maxp, VIR_MIGRATE_PARAM_DEST_XML, xml) < 0) {
@@ -871,8 +865,6 @@ out:
 		virDomainFree(d);
 	virTypedParamsFree(params, np);
 	free(xml);
-	if (sc)
-		virConnectClose(sc);
 	if (dc)
 		virConnectClose(dc);
 	return rc;
@@ -883,24 +875,16 @@ static int
 domain_op(struct vm_host *h, const char *name, int (*op)(virDomainPtr, const char *),
     const char *arg, const char *what, struct err *e)
 {
-	virConnectPtr c = vm_host_conn(h);
-	virDomainPtr d;
+	virDomainPtr d = domain_get(h, name, 1, e);
 	int rc = -1;
 
-	if (c == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
-		return -1;
-	}
-	d = virDomainLookupByName(c, name);
 	if (d == NULL)
-		err_set(e, ERR_NOT_FOUND, "VM %s is not running on %s", name, h->uri);
-	else if (op(d, arg) < 0)
+		return -1;
+	if (op(d, arg) < 0)
 		err_set(e, ERR_UNAVAILABLE, "cannot %s %s: %s", what, name, last_error());
 	else
 		rc = 0;
-	if (d)
-		virDomainFree(d);
-	virConnectClose(c);
+	virDomainFree(d);
 	return rc;
 }
 
@@ -973,16 +957,14 @@ vm_save(struct vm_host *h, const char *name, const char *path, struct err *e)
 int
 vm_restore(struct vm_host *h, const char *name, const char *path, const char *kept, struct err *e)
 {
-	virConnectPtr c = vm_host_conn(h);
+	virConnectPtr c = conn_or_err(h, e);
 	unsigned long long limit_kib = 0;
 	char *xml = NULL;
 	virDomainPtr d = NULL;
 	int rc = -1;
 
-	if (c == NULL) {
-		err_set(e, ERR_UNAVAILABLE, "hypervisor %s unreachable", h->uri);
+	if (c == NULL)
 		return -1;
-	}
 	/* The memory limit as at start: set on the paused domain, not in
 	 * its XML (see set_memory_limit_kib). */
 	if ((xml = vm_xml_without_memtune(kept, &limit_kib)) == NULL) {
