@@ -877,12 +877,11 @@ set_image_id(struct orch *o, const char *image_dir)
 	free(real);
 }
 
-struct orch *
-orch_new(const struct orch_config *cfg, struct err *e)
+/* -1 with e set when a setting is missing or too long: every path below
+ * is sized for directories shorter than ORCH_PATH_MAX. */
+static int
+check_config(const struct orch_config *cfg, struct err *e)
 {
-	struct orch *o;
-
-	/* Every path below is sized for directories shorter than ORCH_PATH_MAX. */
 	if (check_setting(cfg->libvirt_uri, ORCH_URI_LIST_MAX, "libvirt URI list", e) < 0 ||
 	    check_setting(cfg->qemu_user, ORCH_USER_MAX, "QEMU user", e) < 0 ||
 	    check_setting(cfg->image_dir, ORCH_PATH_MAX, "image directory", e) < 0 ||
@@ -891,12 +890,14 @@ orch_new(const struct orch_config *cfg, struct err *e)
 		"network allow-list", e) < 0 ||
 	    check_setting(cfg->netguard_status ? cfg->netguard_status : "", ORCH_PATH_MAX,
 		"isolation rule status file", e) < 0)
-		return NULL;
-	o = calloc(1, sizeof(*o));
-	if (o == NULL) {
-		err_set(e, ERR_INTERNAL, "out of memory");
-		return NULL;
-	}
+		return -1;
+	return 0;
+}
+
+/* The settings o keeps, and the image's files. */
+static void
+copy_config(struct orch *o, const struct orch_config *cfg)
+{
 	snprintf(o->libvirt_uri, sizeof(o->libvirt_uri), "%s", cfg->libvirt_uri);
 	snprintf(o->qemu_user, sizeof(o->qemu_user), "%s", cfg->qemu_user);
 	o->virt = cfg->virt;
@@ -913,72 +914,114 @@ orch_new(const struct orch_config *cfg, struct err *e)
 		snprintf(o->extra_args, sizeof(o->extra_args), "%s", cfg->guest_kernel_args);
 	if (o->console_max < CONLOG_MIN_BYTES || o->console_max > CONLOG_MAX_BYTES)
 		o->console_max = ORCH_CONSOLE_DEFAULT;
-	pthread_mutex_init(&o->lock, NULL);
-	pthread_mutex_init(&o->cpu_lock, NULL);
-	pthread_mutex_init(&o->pool_lock, NULL);
-	pthread_mutex_init(&o->saving_lock, NULL);
-	pthread_cond_init(&o->ready_cond, NULL);
 	snprintf(o->vms_dir, sizeof(o->vms_dir), "%s/vms", cfg->state_dir);
 	snprintf(o->kernel, sizeof(o->kernel), "%s/vmlinuz", cfg->image_dir);
 	snprintf(o->initrd, sizeof(o->initrd), "%s/initrd.img", cfg->image_dir);
 	snprintf(o->base, sizeof(o->base), "%s/base.qcow2", cfg->image_dir);
 	set_image_id(o, cfg->image_dir);
 	o->boot_snapshots = cfg->boot_snapshots;
+}
+
+/* $state/vms and $state/saved, and no booted-image state of another
+ * image left in the latter. */
+static int
+make_state_dirs(struct orch *o, const char *state_dir, struct err *e)
+{
 	if (mkdir(o->vms_dir, 0755) < 0 && errno != EEXIST) {
 		err_set(e, ERR_INTERNAL, "cannot create %s: %s", o->vms_dir, strerror(errno));
-		goto fail;
+		return -1;
 	}
 	/* Not in the VM's directory: the saved memory and the domain XML a
 	 * restore starts from (orch_xml.h, its devices and user) are aasd's
 	 * alone. */
-	snprintf(o->saved_dir, sizeof(o->saved_dir), "%s/saved", cfg->state_dir);
+	snprintf(o->saved_dir, sizeof(o->saved_dir), "%s/saved", state_dir);
 	if ((mkdir(o->saved_dir, 0700) < 0 && errno != EEXIST) || chmod(o->saved_dir, 0700) < 0) {
 		err_set(e, ERR_INTERNAL, "cannot create %s: %s", o->saved_dir, strerror(errno));
-		goto fail;
+		return -1;
 	}
 	orch_drop_old_boot_snaps(o);
+	return 0;
+}
+
+/* The QEMU users: libvirt's probes' user, the range each VM takes one
+ * from (checked to be nobody else's), /dev/kvm's group, and the watch
+ * on their memory limits. */
+static int
+set_up_users(struct orch *o, const struct orch_config *cfg, struct err *e)
+{
+	char dir[ORCH_PATH_MAX + 16];
+	struct group *kvm;
+	struct err we;
+
 	if (resolve_qemu_user(o, e) < 0 ||
 	    check_vm_users(o, cfg->vm_uid_first, cfg->vm_uid_count, e) < 0)
-		goto fail;
-	{
-		char dir[ORCH_PATH_MAX + 16];
-		struct group *kvm = getgrnam("kvm");
+		return -1;
+	kvm = getgrnam("kvm");
+	snprintf(dir, sizeof(dir), "%s/uids", cfg->state_dir);
+	o->uids = uidpool_new(dir, cfg->vm_uid_first, cfg->vm_uid_count, e);
+	if (o->uids == NULL)
+		return -1;
+	o->kvm_gid = kvm != NULL ? kvm->gr_gid : (gid_t)-1;
+	err_clear(&we);
+	o->oom = oomwatch_new("/sys/fs/cgroup", &we);
+	if (o->oom == NULL)
+		log_warn("vm: %s; VMs stopped by their memory limit will show as stopped "
+			 "unexpectedly",
+		    we.msg);
+	o->users.user = (uint32_t)o->qemu_uid;
+	o->users.first = cfg->vm_uid_first;
+	o->users.count = cfg->vm_uid_count;
+	return 0;
+}
 
-		snprintf(dir, sizeof(dir), "%s/uids", cfg->state_dir);
-		o->uids = uidpool_new(dir, cfg->vm_uid_first, cfg->vm_uid_count, e);
-		if (o->uids == NULL)
-			goto fail;
-		o->kvm_gid = kvm != NULL ? kvm->gr_gid : (gid_t)-1;
-		{
-			struct err we;
-
-			err_clear(&we);
-			o->oom = oomwatch_new("/sys/fs/cgroup", &we);
-			if (o->oom == NULL)
-				log_warn("vm: %s; VMs stopped by their memory limit will show as "
-					 "stopped unexpectedly",
-				    we.msg);
-		}
-		o->users.user = (uint32_t)o->qemu_uid;
-		o->users.first = cfg->vm_uid_first;
-		o->users.count = cfg->vm_uid_count;
-	}
-	/* libvirt makes the VMs' channel sockets there and hands QEMU their
-	 * descriptors: no VM's user needs the path, so none can reach
-	 * another VM's agent through it. */
+/* libvirt makes the VMs' channel sockets in ORCH_SOCKET_DIR and hands
+ * QEMU their descriptors: no VM's user needs the path, so none can reach
+ * another VM's agent through it. */
+static int
+make_socket_dir(struct err *e)
+{
 	if ((mkdir(ORCH_SOCKET_DIR, 0700) < 0 && errno != EEXIST) ||
 	    chown(ORCH_SOCKET_DIR, geteuid(), getegid()) < 0 || chmod(ORCH_SOCKET_DIR, 0700) < 0) {
 		err_set(e, ERR_INTERNAL, "cannot prepare %s: %s", ORCH_SOCKET_DIR, strerror(errno));
-		goto fail;
+		return -1;
 	}
-	char lvlog[ORCH_PATH_MAX + 32];
-	snprintf(lvlog, sizeof(lvlog), "%s/log/libvirt.log", cfg->state_dir);
-	{
-		char logdir[ORCH_PATH_MAX + 8];
-		snprintf(logdir, sizeof(logdir), "%s/log", cfg->state_dir);
-		mkdir(logdir, 0755);
-	}
+	return 0;
+}
+
+/* libvirt's event loop, its log in $state/log, and every host opened. */
+static int
+open_libvirt(struct orch *o, const char *state_dir, struct err *e)
+{
+	char lvlog[ORCH_PATH_MAX + 32], logdir[ORCH_PATH_MAX + 8];
+
+	snprintf(lvlog, sizeof(lvlog), "%s/log/libvirt.log", state_dir);
+	snprintf(logdir, sizeof(logdir), "%s/log", state_dir);
+	mkdir(logdir, 0755);
 	if (vm_events_start(lvlog, e) < 0 || open_hosts(o, e) < 0)
+		return -1;
+	return 0;
+}
+
+struct orch *
+orch_new(const struct orch_config *cfg, struct err *e)
+{
+	struct orch *o;
+
+	if (check_config(cfg, e) < 0)
+		return NULL;
+	o = calloc(1, sizeof(*o));
+	if (o == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	copy_config(o, cfg);
+	pthread_mutex_init(&o->lock, NULL);
+	pthread_mutex_init(&o->cpu_lock, NULL);
+	pthread_mutex_init(&o->pool_lock, NULL);
+	pthread_mutex_init(&o->saving_lock, NULL);
+	pthread_cond_init(&o->ready_cond, NULL);
+	if (make_state_dirs(o, cfg->state_dir, e) < 0 || set_up_users(o, cfg, e) < 0 ||
+	    make_socket_dir(e) < 0 || open_libvirt(o, cfg->state_dir, e) < 0)
 		goto fail;
 	if (!orch_file_ok(o->kernel) || !orch_file_ok(o->initrd) || !orch_file_ok(o->base)) {
 		/* The service still runs (and says why); VM tools answer this. */
