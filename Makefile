@@ -36,7 +36,7 @@ BASE_SRC := \
 	base/jsonrpc.c base/jsonschema.c base/work.c base/ttlmap.c base/notify.c \
 	base/utf8.c base/metrics.c base/mcp_version.c base/buf.c base/num.c base/tool_result.c base/b64.c \
 	base/tally.c base/bq.c base/tar.c base/tar_seen.c base/passwd.c base/passwd_gate.c base/html.c base/smtp.c base/gzip.c base/fetch.c base/fcopy.c
-VMM_SRC := vmm/vm_xml.c vmm/conlog.c vmm/uidpool.c vmm/oomwatch.c vmm/vm.c vmm/vm_console.c vmm/vm_domain.c vmm/vm_migrate.c vmm/vm_agent.c vmm/vpool.c vmm/orch.c vmm/orch_save.c vmm/guest.c vmm/guest_file.c vmm/guest_list.c vmm/guest_pty.c vmm/guest_listen.c vmm/saveimg.c vmm/orch_xml.c \
+VMM_SRC := vmm/vm_xml.c vmm/conlog.c vmm/uidpool.c vmm/oomwatch.c vmm/vm.c vmm/vm_console.c vmm/vm_domain.c vmm/vm_migrate.c vmm/vm_agent.c vmm/vpool.c vmm/orch.c vmm/orch_host.c vmm/orch_files.c vmm/orch_vm.c vmm/orch_save.c vmm/guest.c vmm/guest_file.c vmm/guest_list.c vmm/guest_pty.c vmm/guest_listen.c vmm/saveimg.c vmm/orch_xml.c \
 	vmm/guest_tree.c vmm/netguard.c vmm/netguard_status.c vmm/aread.c vmm/achan.c vmm/image/aproto.c vmm/image/agent_tree.c vmm/achan_bound.c
 # The QEMU guest agent's client (vmm/agent*.c): aasd speaks to its own
 # aas-agent (vmm/achan.c); only the raw benchmark and the reply parser's
