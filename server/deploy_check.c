@@ -205,8 +205,8 @@ static void
 check_isolation(const struct config *cfg, struct dc_row *r)
 {
 	struct netguard_users who;
+	enum netguard_source by;
 	struct err e;
-	int rc = 1;
 
 	if (cfg->net == CONFIG_NET_OFF) {
 		row_set(r, DC_WARN, "AAS_NET=off: no sandbox gets a network (internet, previews)",
@@ -218,12 +218,9 @@ check_isolation(const struct config *cfg, struct dc_row *r)
 		return;
 	}
 	err_clear(&e);
-	if (cfg->netguard_status[0])
-		rc = netguard_status_check(cfg->netguard_status, &who, cfg->net_allow,
-		    (long long)time(NULL), &e);
-	if (rc == 1)
-		rc = netguard_check(&who, cfg->net_allow, &e) == 0 ? 0 : -1;
-	if (rc < 0)
+	/* Read only: the rule is the watcher's (or the unit's) to install. */
+	if (netguard_status_in_force(cfg->netguard_status, &who, cfg->net_allow,
+		(long long)time(NULL), 0, &by, &e) < 0)
 		row_set(r, DC_MISSING, e.msg,
 		    "enable aas-netguard.service (root, CAP_NET_ADMIN only): it keeps the rule and "
 		    "records it in AAS_NETGUARD_STATUS; without it no sandbox gets a network device");

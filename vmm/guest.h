@@ -1,7 +1,8 @@
 /* guest.h - operations inside a sandbox VM (guest_) through the guest's
  * aas-agent (vmm/achan.h): commands run as the sandbox user with their
- * output streamed and kept in logs, files move as raw bytes with the
- * sandbox user's rights. */
+ * output streamed and kept in logs (guest.c), files move as raw bytes with
+ * the sandbox user's rights (guest_file.c, listings guest_list.c), and
+ * terminals (guest_pty.c). */
 #ifndef AAS_GUEST_H
 #define AAS_GUEST_H
 
@@ -134,7 +135,7 @@ int guest_kill(struct vm_host *h, const char *dom, long pid, int sig, struct err
 int guest_run_poll(struct vm_host *h, const char *dom, const char *cmd_id, long pid, int *exit_code,
     struct err *e);
 
-/* ---- terminals ---- */
+/* ---- terminals (guest_pty.c) ---- */
 
 #define GUEST_PTY_MAX_DIM 1000 /* rows or columns of a terminal */
 

@@ -171,3 +171,19 @@ netguard_status_check(const char *path, const struct netguard_users *who, const 
 	}
 	return netguard_status_parse(text, (size_t)n, mark, now_s, e);
 }
+
+int
+netguard_status_in_force(const char *path, const struct netguard_users *who, const char *allow,
+    long long now_s, int install, enum netguard_source *by, struct err *e)
+{
+	int rc = 1;
+
+	*by = NETGUARD_BY_WATCHER;
+	if (path[0])
+		rc = netguard_status_check(path, who, allow, now_s, e);
+	if (rc <= 0)
+		return rc;
+	*by = NETGUARD_BY_NFTABLES;
+	rc = install ? netguard_ensure(who, allow, e) : netguard_check(who, allow, e);
+	return rc == 0 ? 0 : -1;
+}

@@ -30,6 +30,18 @@ int netguard_status_write(const char *path, const struct netguard_users *who, co
 int netguard_status_check(const char *path, const struct netguard_users *who, const char *allow,
     long long now_s, struct err *e);
 
+/* Who answered netguard_status_in_force. */
+enum netguard_source { NETGUARD_BY_WATCHER, NETGUARD_BY_NFTABLES };
+
+/* Whether the rule for `who` and `allow` is in force: the watcher's word
+ * while it keeps a status at `path` (aasd without CAP_NET_ADMIN cannot
+ * read nftables), nftables itself when there is none or `path` is ""
+ * (with `install`, netguard_ensure: the rule goes in when missing or
+ * outdated; else netguard_check). 0 when it is, -1 with the reason; *by
+ * says which of the two answered. */
+int netguard_status_in_force(const char *path, const struct netguard_users *who, const char *allow,
+    long long now_s, int install, enum netguard_source *by, struct err *e);
+
 /* The parser on its own, for tests and the fuzzer: `text` (len bytes, not
  * NUL-terminated) against the mark this aasd expects. */
 int netguard_status_parse(const char *text, size_t len, const char *want_mark, long long now_s,

@@ -1,6 +1,8 @@
-/* orch_int.h - what the orchestrator's files share (orch.c: hosts, start-up,
- * boots and listings; orch_save.c: pauses, snapshots, forks and booted-image
- * states). Not for use outside vmm/orch*.c. */
+/* orch_int.h - what the orchestrator's files share (orch.c: settings,
+ * start-up and the isolation rule; orch_host.c: hosts; orch_files.c: each
+ * VM's files and user; orch_vm.c: boots, forwards, moves, stops and
+ * listings; orch_save.c: pauses, snapshots, forks and booted-image states;
+ * orch_xml.c: the kept domain XML). Not for use outside vmm/orch*.c. */
 #ifndef AAS_ORCH_INT_H
 #define AAS_ORCH_INT_H
 
@@ -16,6 +18,8 @@
 struct uidpool;
 struct oomwatch;
 
+/* libvirt makes the VMs' channel sockets here (aasd's alone, 0700). */
+#define ORCH_SOCKET_DIR "/run/aas-vm"
 #define ORCH_SAVING_MAX 256 /* saves under way at once that are tracked */
 #define ORCH_NAME_MAX 128   /* a domain name */
 
@@ -121,6 +125,21 @@ void orch_follow(struct orch *o, struct vm_host *h, const char *id, const char *
     const char *after);
 /* 1 unless the service said host h has no room for one more VM. */
 int orch_host_spare(struct orch *o, const struct vm_host *h);
+/* The index of host h in o->hosts, or -1. */
+int orch_host_idx(struct orch *o, const struct vm_host *h);
+/* The image's volumes on pooled host h (uploaded and checked the first
+ * time), or NULL with e set. */
+const struct orch_pool *orch_pool_ready(struct orch *o, struct vm_host *h, struct err *e);
+/* VM `id`'s directory under $state/vms. */
+void orch_vm_dir(struct orch *o, const char *id, char *out, size_t n);
+/* Gives back the users of VMs whose directory and domain are both gone. */
+void orch_sweep_users(struct orch *o);
+/* The spec of domain `name` on h at this size: image, disk, console,
+ * agent socket (in `agent`) and host resources; the caller sets its user,
+ * network, command line and UUID. */
+void orch_fill_spec(struct orch *o, struct vm_host *h, struct vm_spec *s, const char *name,
+    enum vm_accel accel, int vcpus, int mem, const char *disk, const char *console, char *agent,
+    size_t an);
 /* Drops booted-image states of other images (orch_new). */
 void orch_drop_old_boot_snaps(struct orch *o);
 

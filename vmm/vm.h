@@ -1,5 +1,7 @@
-/* vm.h - one libvirt connection per hypervisor host, and the domain
- * operations the orchestrator needs (vm_). */
+/* vm.h - one libvirt connection per hypervisor host (vm.c), and the
+ * domain operations the orchestrator needs (vm_): start, look and stop
+ * (vm_domain.c), serial consoles (vm_console.c), live moves
+ * (vm_migrate.c). */
 #ifndef AAS_VM_H
 #define AAS_VM_H
 

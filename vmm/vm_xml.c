@@ -85,57 +85,94 @@ xml_escape(const char *in, char *out, size_t n)
 	return 0;
 }
 
-char *
-vm_xml_build(const struct vm_spec *s, struct err *e)
-{
+/* What the template is filled with: the spec's names and paths escaped,
+ * and its optional parts as XML ("" when left out). */
+struct xml_parts {
 	char name[256], kernel[1024], initrd[1024], cmdline[1024], disk[1024];
-	char agent[128], aas[140], bench[400] = "";
-	char tcg[128] = "";
-	char net[640] = "";
-	char label[160] = "";
-	char uuid[64] = "";
-	char tune[400] = "";
-	char *xml = NULL;
-	int n;
+	char agent[128], aas[140], bench[400];
+	char tcg[128];
+	char net[640];
+	char label[160];
+	char uuid[64];
+	char tune[400];
+};
 
+/* The size, names, paths and UUID checked and escaped into p; -1 with e
+ * set when one is unusable. */
+static int
+parts_checked(const struct vm_spec *s, struct xml_parts *p, struct err *e)
+{
 	if (s->vcpus < 1 || s->vcpus > 64 || s->memory_mib < 64 || s->memory_mib > 1024 * 1024) {
 		err_set(e, ERR_INVALID, "vm: bad size (%d vCPU, %d MiB)", s->vcpus, s->memory_mib);
-		return NULL;
+		return -1;
 	}
-	if (xml_escape(s->name, name, sizeof(name)) < 0 ||
-	    xml_escape(s->kernel, kernel, sizeof(kernel)) < 0 ||
-	    xml_escape(s->initrd, initrd, sizeof(initrd)) < 0 ||
-	    xml_escape(s->cmdline, cmdline, sizeof(cmdline)) < 0 ||
-	    xml_escape(s->disk, disk, sizeof(disk)) < 0 ||
-	    xml_escape(s->agent_socket, agent, sizeof(agent)) < 0 ||
+	if (xml_escape(s->name, p->name, sizeof(p->name)) < 0 ||
+	    xml_escape(s->kernel, p->kernel, sizeof(p->kernel)) < 0 ||
+	    xml_escape(s->initrd, p->initrd, sizeof(p->initrd)) < 0 ||
+	    xml_escape(s->cmdline, p->cmdline, sizeof(p->cmdline)) < 0 ||
+	    xml_escape(s->disk, p->disk, sizeof(p->disk)) < 0 ||
+	    xml_escape(s->agent_socket, p->agent, sizeof(p->agent)) < 0 ||
 	    strlen(s->agent_socket) > 100) {
 		err_set(e, ERR_INVALID, "vm: a name or path is too long or has control characters");
-		return NULL;
+		return -1;
 	}
 	if (s->uuid != NULL) {
 		if (strlen(s->uuid) != 36 || strspn(s->uuid, "0123456789abcdef-") != 36) {
 			err_set(e, ERR_INVALID, "vm: bad UUID");
-			return NULL;
+			return -1;
 		}
-		snprintf(uuid, sizeof(uuid), "  <uuid>%s</uuid>\n", s->uuid);
+		snprintf(p->uuid, sizeof(p->uuid), "  <uuid>%s</uuid>\n", s->uuid);
 	}
 	/* Within a unix socket's 108 bytes: the path is at most 100. */
-	snprintf(aas, sizeof(aas), "%s.aas", agent);
+	snprintf(p->aas, sizeof(p->aas), "%s.aas", p->agent);
+	return 0;
+}
+
+/* The host resources of the whole QEMU process: <cputune>, <blkiotune>. */
+static void
+parts_tune(const struct vm_spec *s, char *tune, size_t n)
+{
+	size_t u = 0;
+
+	if (s->cpu_shares > 0 || s->cpu_quota_us > 0) {
+		u += (size_t)snprintf(tune + u, n - u, "  <cputune>\n");
+		if (s->cpu_shares > 0)
+			u += (size_t)snprintf(tune + u, n - u, "    <shares>%u</shares>\n",
+			    s->cpu_shares);
+		/* global_*: the domain's whole cgroup (vCPUs, QEMU's main loop
+		 * and its I/O threads together). */
+		if (s->cpu_quota_us > 0)
+			u += (size_t)snprintf(tune + u, n - u,
+			    "    <global_period>100000</global_period>\n"
+			    "    <global_quota>%u</global_quota>\n",
+			    s->cpu_quota_us);
+		u += (size_t)snprintf(tune + u, n - u, "  </cputune>\n");
+	}
+	if (s->blkio_weight > 0)
+		snprintf(tune + u, n - u,
+		    "  <blkiotune>\n    <weight>%u</weight>\n  </blkiotune>\n", s->blkio_weight);
+}
+
+/* The parts the spec may leave out: the bench port, the TCG cache, the
+ * network device, QEMU's user and the host resources. */
+static void
+parts_optional(const struct vm_spec *s, struct xml_parts *p)
+{
 	if (s->bench_port)
-		snprintf(bench, sizeof(bench),
+		snprintf(p->bench, sizeof(p->bench),
 		    "    <channel type='unix'>\n"
 		    "      <source mode='bind' path='%s.bench'/>\n"
 		    "      <target type='virtio' name='" VM_BENCH_PORT_NAME "'/>\n"
 		    "    </channel>\n",
-		    agent);
+		    p->agent);
 	if (s->accel == VM_ACCEL_TCG && s->tb_cache_mib > 0)
-		snprintf(tcg, sizeof(tcg), "    <tcg><tb-cache unit='MiB'>%d</tb-cache></tcg>\n",
-		    s->tb_cache_mib);
+		snprintf(p->tcg, sizeof(p->tcg),
+		    "    <tcg><tb-cache unit='MiB'>%d</tb-cache></tcg>\n", s->tb_cache_mib);
 	if (s->net != VM_NET_NONE)
 		/* IPv6 off: the isolation rule and the guest set-up are IPv4.
 		 * An explicit slot on the root bus keeps clear of libvirt's
 		 * automatic addresses (root ports from 0x01). */
-		snprintf(net, sizeof(net),
+		snprintf(p->net, sizeof(p->net),
 		    "  <qemu:commandline>\n"
 		    "    <qemu:arg value='-netdev'/>\n"
 		    "    <qemu:arg value='user,id=%s,ipv6=off,restrict=%s'/>\n"
@@ -146,34 +183,22 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	/* relabel='no': libvirt changes no file's owner; aasd hands the
 	 * VM's files to this user itself. */
 	if (s->uid != 0)
-		snprintf(label, sizeof(label),
+		snprintf(p->label, sizeof(p->label),
 		    "  <seclabel type='static' model='dac' relabel='no'>\n"
 		    "    <label>+%u:+%u</label>\n"
 		    "  </seclabel>\n",
 		    s->uid, s->gid);
-	if (s->cpu_shares > 0 || s->cpu_quota_us > 0 || s->blkio_weight > 0) {
-		size_t u = 0;
+	if (s->cpu_shares > 0 || s->cpu_quota_us > 0 || s->blkio_weight > 0)
+		parts_tune(s, p->tune, sizeof(p->tune));
+}
 
-		if (s->cpu_shares > 0 || s->cpu_quota_us > 0) {
-			u += (size_t)snprintf(tune + u, sizeof(tune) - u, "  <cputune>\n");
-			if (s->cpu_shares > 0)
-				u += (size_t)snprintf(tune + u, sizeof(tune) - u,
-				    "    <shares>%u</shares>\n", s->cpu_shares);
-			/* global_*: the domain's whole cgroup (vCPUs, QEMU's
-			 * main loop and its I/O threads together). */
-			if (s->cpu_quota_us > 0)
-				u += (size_t)snprintf(tune + u, sizeof(tune) - u,
-				    "    <global_period>100000</global_period>\n"
-				    "    <global_quota>%u</global_quota>\n",
-				    s->cpu_quota_us);
-			u += (size_t)snprintf(tune + u, sizeof(tune) - u, "  </cputune>\n");
-		}
-		if (s->blkio_weight > 0)
-			snprintf(tune + u, sizeof(tune) - u,
-			    "  <blkiotune>\n    <weight>%u</weight>\n  </blkiotune>\n",
-			    s->blkio_weight);
-	}
-	xml = malloc(VM_XML_MAX);
+/* The template filled with p (malloc'd), or NULL with e set. */
+static char *
+render(const struct vm_spec *s, const struct xml_parts *p, struct err *e)
+{
+	char *xml = malloc(VM_XML_MAX);
+	int n;
+
 	if (xml == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
@@ -234,16 +259,28 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	    "%s"
 	    "%s"
 	    "</domain>\n",
-	    s->accel == VM_ACCEL_KVM ? "kvm" : "qemu", name, uuid, s->memory_mib, s->vcpus, tune,
-	    kernel, initrd, cmdline, tcg,
-	    s->accel == VM_ACCEL_KVM ? "  <cpu mode='host-passthrough'/>\n" : "", disk, agent, aas,
-	    bench, net, label);
+	    s->accel == VM_ACCEL_KVM ? "kvm" : "qemu", p->name, p->uuid, s->memory_mib, s->vcpus,
+	    p->tune, p->kernel, p->initrd, p->cmdline, p->tcg,
+	    s->accel == VM_ACCEL_KVM ? "  <cpu mode='host-passthrough'/>\n" : "", p->disk, p->agent,
+	    p->aas, p->bench, p->net, p->label);
 	if (n < 0 || n >= VM_XML_MAX) {
 		free(xml);
 		err_set(e, ERR_INTERNAL, "vm: domain XML too long");
 		return NULL;
 	}
 	return xml;
+}
+
+char *
+vm_xml_build(const struct vm_spec *s, struct err *e)
+{
+	struct xml_parts p;
+
+	memset(&p, 0, sizeof(p));
+	if (parts_checked(s, &p, e) < 0)
+		return NULL;
+	parts_optional(s, &p);
+	return render(s, &p, e);
 }
 
 /* xml with the unix sockets in `dir` renamed: in each path='<dir>/F', F's

@@ -68,7 +68,7 @@ test('the settings example is accepted by aasd\'s configuration', async () => {
 
 test('the unit, tmpfiles and nginx agree with the code and the settings', () => {
   const unit = read('deploy/aasd.service');
-  const socketDir = /#define ORCH_SOCKET_DIR "([^"]+)"/.exec(read('vmm/orch.c'))[1];
+  const socketDir = /#define ORCH_SOCKET_DIR "([^"]+)"/.exec(read('vmm/orch_int.h'))[1];
   // The socket directory first; after it only optional ('-') system paths.
   assert.match(unit, new RegExp(`^ReadWritePaths=${socketDir}( -/\\S+)*$`, 'm'));
   assert.match(read('deploy/aas-tmpfiles.conf'), new RegExp(`^d ${socketDir} 0700 aas aas -$`, 'm'));
