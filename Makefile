@@ -47,7 +47,7 @@ ACCOUNT_SRC := \
 SANDBOX_SRC := \
 	sandbox/catalog.c sandbox/reaper.c sandbox/sandbox.c sandbox/sandbox_maint.c \
 	sandbox/sandbox_hosts.c sandbox/hosts.c sandbox/place.c sandbox/sandbox_io.c \
-	sandbox/sandbox_tree.c sandbox/sandbox_cmd.c sandbox/sandbox_net.c sandbox/sandbox_pty.c \
+	sandbox/sandbox_tree.c sandbox/sandbox_cmd.c sandbox/sandbox_net.c sandbox/sandbox_ports.c sandbox/sandbox_pty.c \
 	sandbox/sandbox_move.c sandbox/sandbox_pause.c sandbox/sandbox_snap.c sandbox/preview.c \
 	sandbox/usage.c sandbox/store.c sandbox/store_cmd.c sandbox/store_port.c sandbox/store_money.c \
 	sandbox/store_maint.c sandbox/store_move.c sandbox/store_pause.c sandbox/store_snap.c \

@@ -147,6 +147,8 @@ int sbx_net_for(struct sbx *s, int internet, enum vm_net *net, struct err *e);
 /* The net the warm pool boots with. */
 enum vm_net sbx_net_pool(struct sbx *s);
 enum vm_net sbx_net_parse(const char *name);
+
+/* ---- exposed ports (sandbox_ports.c) ---- */
 /* Exposed ports of a sandbox as a JSON array (new reference). */
 json_t *sbx_ports_json(struct sbx *s, const char *id, struct err *e);
 /* Forgets a sandbox's ports (its forwards went with its VM). */
