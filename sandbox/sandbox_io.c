@@ -1,4 +1,5 @@
-/* sandbox_io.c - commands and files inside a running sandbox. */
+/* sandbox_io.c - commands and files inside a running sandbox, and the
+ * state of its background commands. */
 #include "sandbox/sandbox_int.h"
 
 #include <signal.h>
@@ -391,6 +392,46 @@ sbx_list_files(struct sbx *s, const char *account, const struct sbx_files_req *r
 }
 
 /* ---- command status ---- */
+
+int
+sbx_poll_command(struct sbx *s, struct vm_host *h, const char *domain, const char *cmd_id, long pid)
+{
+	int code = -1, ended;
+	struct err e;
+
+	err_clear(&e);
+	ended = guest_run_poll(h, domain, cmd_id, pid, &code, &e);
+	if (ended < 0 && e.kind == ERR_NOT_FOUND) {
+		/* The guest no longer knows it: the outcome is unknown. */
+		err_clear(&e);
+		(void)store_cmd_end(s->db, cmd_id, "failed", -1, 1, &e);
+		return 1;
+	}
+	if (ended == 1) {
+		err_clear(&e);
+		(void)store_cmd_end(s->db, cmd_id, code == 124 ? "timed_out" : "exited", code, 1,
+		    &e);
+	}
+	return ended;
+}
+
+void
+sbx_refresh_commands(struct sbx *s, const char *id, const char *host)
+{
+	struct vm_host *h = orch_host_by_uri(s->orch, host);
+	struct store_cmd_pid *cmds = NULL;
+	size_t n = 0;
+	char domain[64];
+	struct err e;
+
+	err_clear(&e);
+	if (h == NULL || store_cmd_running(s->db, id, &cmds, &n, &e) < 0)
+		return;
+	orch_domain_name(id, domain, sizeof(domain));
+	for (size_t i = 0; i < n; i++)
+		(void)sbx_poll_command(s, h, domain, cmds[i].id, cmds[i].pid);
+	free(cmds);
+}
 
 int
 sbx_command_id_valid(const char *id)

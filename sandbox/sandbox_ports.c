@@ -60,16 +60,6 @@ sbx_list_ports(struct sbx *s, const char *account, const char *id, struct err *e
 	return ports ? json_pack("{s:s, s:o}", "sandbox_id", id, "ports", ports) : NULL;
 }
 
-void
-sbx_ports_drop(struct sbx *s, const char *id)
-{
-	struct err e;
-
-	err_clear(&e);
-	if (store_ports_drop(s->db, id, &e) < 0)
-		log_warn("sandbox %s: cannot forget its ports: %s", id, e.msg);
-}
-
 size_t
 sbx_forward_again(struct sbx *s, const char *id, const char *host, int *ports, int *host_ports,
     size_t max)
