@@ -53,14 +53,17 @@ ACCOUNT_SRC := \
 	account/users.c account/users_change.c account/users_check.c account/users_revoke.c account/pay.c \
 	account/pay_stripe.c account/oauth_rules.c account/oauth.c account/purge.c account/users_guard.c \
 	account/users_grant.c account/pay_back.c
+# The sandbox service's own files (sandbox/sandbox*.c) in their layer order,
+# lowest first (sandbox/sandbox_int.h).
 SANDBOX_SRC := \
-	sandbox/catalog.c sandbox/reaper.c sandbox/sandbox.c sandbox/sandbox_maint.c \
-	sandbox/sandbox_hosts.c sandbox/hosts.c sandbox/place.c sandbox/sandbox_io.c \
-	sandbox/sandbox_tree.c sandbox/sandbox_cmd.c sandbox/sandbox_net.c sandbox/sandbox_pty.c \
-	sandbox/sandbox_move.c sandbox/sandbox_pause.c sandbox/sandbox_snap.c sandbox/preview.c \
-	sandbox/usage.c sandbox/store.c sandbox/store_cmd.c sandbox/store_port.c sandbox/store_money.c \
-	sandbox/store_maint.c sandbox/store_move.c sandbox/store_pause.c sandbox/store_snap.c \
-	sandbox/settle.c sandbox/preview_cookie.c
+	sandbox/catalog.c sandbox/reaper.c sandbox/hosts.c sandbox/place.c sandbox/preview.c \
+	sandbox/preview_cookie.c sandbox/usage.c sandbox/settle.c sandbox/store.c sandbox/store_cmd.c \
+	sandbox/store_port.c sandbox/store_money.c sandbox/store_maint.c sandbox/store_move.c \
+	sandbox/store_pause.c sandbox/store_snap.c \
+	sandbox/sandbox_net.c sandbox/sandbox_hosts.c sandbox/sandbox_core.c sandbox/sandbox_ports.c \
+	sandbox/sandbox_io.c sandbox/sandbox_cmd.c sandbox/sandbox_tree.c sandbox/sandbox_pty.c \
+	sandbox/sandbox_pause.c sandbox/sandbox_snap.c sandbox/sandbox_move.c sandbox/sandbox_maint.c \
+	sandbox/sandbox.c
 SERVICE_SRC := \
 	service/app.c service/tools.c service/tool_info.c service/tool_sandbox.c service/tool_args.c \
 	service/tool_files.c service/tool_cmd.c service/tasks.c service/task_cut.c

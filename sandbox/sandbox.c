@@ -1,5 +1,7 @@
-/* sandbox.c - sandbox lifecycle: create (from the warm pool or a fresh
- * boot), get, list, destroy. */
+/* sandbox.c - the sandbox service: its start and stop (the maintenance and
+ * mover threads), and create (from the warm pool or a fresh boot), get,
+ * list, destroy. The top of the service's files (sandbox_int.h): a row's
+ * boot and end are the core's (sandbox_core.c). */
 #include "sandbox/sandbox_int.h"
 
 #include <stdio.h>
@@ -126,13 +128,6 @@ fail:
 }
 
 void
-sbx_ended(struct sbx *s, const char *id)
-{
-	if (s->env.ended)
-		s->env.ended(s->env.ctx, id);
-}
-
-void
 sbx_stop_calls(struct sbx *s)
 {
 	if (s)
@@ -188,26 +183,6 @@ struct orch *
 sbx_orch(struct sbx *s)
 {
 	return s->orch;
-}
-
-struct vm_host *
-sbx_running(struct sbx *s, const char *account, const char *id, struct store_row *row, char *domain,
-    size_t dn, struct err *e)
-{
-	struct vm_host *h;
-
-	if (store_load(s->db, account, id, row, e) < 0)
-		return NULL;
-	if (strcmp(row->state, "running") != 0) {
-		err_set(e, ERR_CONFLICT, "sandbox %s is %s, not running%s", id, row->state,
-		    strcmp(row->state, "creating") == 0 ? " yet" : "; create a new one");
-		return NULL;
-	}
-	h = orch_host_by_uri(s->orch, row->host);
-	if (h == NULL)
-		err_set(e, ERR_UNAVAILABLE, "the sandbox's host is not served by this instance");
-	orch_domain_name(id, domain, dn);
-	return h;
 }
 
 /* ---- create ---- */

@@ -262,7 +262,7 @@ json_t *sbx_list_files(struct sbx *s, const char *account, const struct sbx_file
  * place), 0 with the reason in `why` when not (sandbox_net.c). */
 int sbx_net_state(struct sbx *s, char *why, size_t n);
 
-/* expose_port: a forward into the VM and a preview URL (sandbox_net.c). */
+/* expose_port: a forward into the VM and a preview URL (sandbox_ports.c). */
 json_t *sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req *req,
     struct err *e);
 /* {sandbox_id, ports: [...]} of one sandbox of the account. */

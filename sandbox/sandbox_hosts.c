@@ -13,7 +13,6 @@
 #include "sandbox/hosts.h"
 #include "sandbox/place.h"
 #include "sandbox/reaper.h"
-#include "sandbox/settle.h"
 #include "sandbox/store.h"
 
 /* Tells the VM layer where host `uri` keeps disks: its row's choice, or
@@ -130,40 +129,6 @@ poll_hosts(struct sbx *s)
 	}
 }
 
-/* Ends the live sandboxes of this aasd's hosts that are down: the VM
- * cannot be reached, so the row ends without it, billed up to the last
- * time its host answered. When the host comes back, reconcile destroys
- * the domains no live row claims and removes their files. */
-static void
-end_lost(struct sbx *s)
-{
-	char csv[ORCH_MAX_HOSTS * 260], lit[ORCH_MAX_HOSTS * 270];
-	struct store_due *lost = NULL;
-	size_t n = 0;
-	struct err e;
-
-	err_clear(&e);
-	if (sbx_hosts_csv(s, csv, sizeof(csv)) < 0 || db_array_literal(csv, lit, sizeof(lit)) < 0)
-		return;
-	if (store_claim_host_lost(s->db, lit, s->instance, &lost, &n, &e) < 0) {
-		log_warn("hosts: %s", e.msg);
-		return;
-	}
-	for (size_t i = 0; i < n; i++) {
-		struct bill_settlement st;
-		err_clear(&e);
-		log_warn("sandbox %s: its host %s is down; ending it (host_lost)", lost[i].id,
-		    lost[i].host);
-		sbx_ports_drop(s, lost[i].id);
-		if (settle_end(s->db, s->cfg->minute_s, lost[i].id, "destroyed",
-			STORE_END_HOST_LOST, "its host stopped answering", 0, &st, &e) < 0)
-			log_warn("sandbox %s: %s", lost[i].id, e.msg);
-		else
-			sbx_ended(s, lost[i].id);
-	}
-	free(lost);
-}
-
 int
 sbx_hosts_init(struct sbx *s, struct err *e)
 {
@@ -177,7 +142,7 @@ sbx_hosts_init(struct sbx *s, struct err *e)
 	return 0;
 }
 
-void
+int
 sbx_hosts_refresh(struct sbx *s, long long now_ms)
 {
 	char csv[ORCH_MAX_HOSTS * 260];
@@ -188,14 +153,14 @@ sbx_hosts_refresh(struct sbx *s, long long now_ms)
 	if (every_s > SBX_HOST_POLL_S)
 		every_s = SBX_HOST_POLL_S;
 	if (now_ms - s->hosts_polled_ms < every_s * 1000LL)
-		return;
+		return 0;
 	s->hosts_polled_ms = now_ms;
 	err_clear(&e);
 	if (open_shared(s) && s->reaper && sbx_hosts_csv(s, csv, sizeof(csv)) == 0 &&
 	    reap_set_hosts(s->reaper, csv, &e) < 0)
 		log_warn("hosts: %s", e.msg);
 	poll_hosts(s);
-	end_lost(s);
+	return 1;
 }
 
 const char *

@@ -1,4 +1,5 @@
-/* sandbox_io.c - commands and files inside a running sandbox. */
+/* sandbox_io.c - commands and files inside a running sandbox, and the
+ * state of its background commands. */
 #include "sandbox/sandbox_int.h"
 
 #include <signal.h>
@@ -81,47 +82,34 @@ sbx_run_res_clear(struct sbx_run_res *res)
 	memset(res, 0, sizeof(*res));
 }
 
-int
-sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
-    const struct sbx_progress *pg, struct sbx_run_res *res, struct err *e)
-{
-	const char *id = req->sandbox_id;
-	int timeout_s = req->timeout_s;
-	char domain[64];
+/* A run_command under way: its sandbox's VM, its command there, and
+ * what the wait for it saw. */
+struct run {
+	struct sbx *s;
+	const char *account;
+	const struct sbx_run_req *req;
+	const struct sbx_progress *pg;
+	struct sbx_run_res *res;
+	struct counted_sink counted;
 	struct store_row row;
 	struct vm_host *h;
-	struct guest_run run;
-	struct guest_sink sink = { NULL, NULL };
-	struct counted_sink counted = { pg, { 0, 0 } };
-	long long t0 = clock_ms(), deadline;
+	char domain[64];
 	long pid;
-	int code = -1, ended;
-	long long out_size = -1, err_size = -1;
+	long long t0;
+	int ended, code;
+	long long out_size, err_size;
+};
 
-	memset(res, 0, sizeof(*res));
-	if (req->max_output < 0 || req->max_output > s->cfg->max_output_bytes) {
-		err_set_field(e, "max_output_bytes",
-		    "max_output_bytes: at most %lld on this service", s->cfg->max_output_bytes);
-		return -1;
-	}
-	if ((h = sbx_running(s, account, id, &row, domain, sizeof(domain), e)) == NULL)
-		return -1;
-	memcpy(res->command_id, "cmd-", 4);
-	if (key_random_base36(res->command_id + 4, 16) < 0) {
-		err_set(e, ERR_INTERNAL, "random generator failed");
-		return -1;
-	}
-	guest_log_paths(res->command_id, res->stdout_path, sizeof(res->stdout_path),
-	    res->stderr_path, sizeof(res->stderr_path));
-	memset(&run, 0, sizeof(run));
-	run.cmd_id = res->command_id;
-	run.command = req->command;
-	run.cwd = req->cwd;
-	run.env = req->env;
-	run.stdin_data = req->stdin_data;
-	run.stdin_len = req->stdin_data ? req->stdin_len : 0;
-	run.timeout_s = timeout_s;
-	run.background = req->background;
+/* Records the command in its sandbox's list (the background cap is
+ * checked there) and keeps that list bounded. */
+static int
+run_record(struct run *r, struct err *e)
+{
+	struct sbx *s = r->s;
+	const struct sbx_run_req *req = r->req;
+	const char *id = req->sandbox_id;
+	struct err ignore;
+
 	if (req->background) {
 		long long n;
 		int cap = s->cfg->max_background_per_sandbox;
@@ -131,88 +119,176 @@ sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
 		/* At the cap, ask the guest first: a command that ended since
 		 * anyone last looked no longer counts. */
 		if (n >= cap)
-			sbx_refresh_commands(s, id, row.host);
+			sbx_refresh_commands(s, id, r->row.host);
 	}
 	/* The cap itself is checked where the row is inserted, under the
 	 * sandbox row's lock: parallel starts cannot pass it together. */
-	if (store_cmd_insert(s->db, res->command_id, id, req->command, req->background,
-		s->cfg->max_background_per_sandbox, res->stdout_path, res->stderr_path, e) < 0)
+	if (store_cmd_insert(s->db, r->res->command_id, id, req->command, req->background,
+		s->cfg->max_background_per_sandbox, r->res->stdout_path, r->res->stderr_path,
+		e) < 0)
 		return -1;
-	{
-		struct err ignore;
+	/* The record of commands stays bounded; the logs stay in the guest. */
+	err_clear(&ignore);
+	(void)store_cmd_trim(s->db, id, s->cfg->max_commands_kept, &ignore);
+	return 0;
+}
 
-		/* The record of commands stays bounded; the logs stay in the guest. */
-		err_clear(&ignore);
-		(void)store_cmd_trim(s->db, id, s->cfg->max_commands_kept, &ignore);
+/* Checks the request, finds the running VM, names the command and its
+ * logs, records it and starts it in the guest (r->pid). */
+static int
+run_start(struct run *r, struct err *e)
+{
+	struct sbx *s = r->s;
+	const struct sbx_run_req *req = r->req;
+	struct sbx_run_res *res = r->res;
+	struct guest_run run;
+	struct err ignore;
+
+	if (req->max_output < 0 || req->max_output > s->cfg->max_output_bytes) {
+		err_set_field(e, "max_output_bytes",
+		    "max_output_bytes: at most %lld on this service", s->cfg->max_output_bytes);
+		return -1;
 	}
-	if (guest_run_start(h, domain, &run, &pid, e) < 0) {
+	if ((r->h = sbx_running(s, r->account, req->sandbox_id, &r->row, r->domain,
+		 sizeof(r->domain), e)) == NULL)
+		return -1;
+	memcpy(res->command_id, "cmd-", 4);
+	if (key_random_base36(res->command_id + 4, 16) < 0) {
+		err_set(e, ERR_INTERNAL, "random generator failed");
+		return -1;
+	}
+	guest_log_paths(res->command_id, res->stdout_path, sizeof(res->stdout_path),
+	    res->stderr_path, sizeof(res->stderr_path));
+	if (run_record(r, e) < 0)
+		return -1;
+	memset(&run, 0, sizeof(run));
+	run.cmd_id = res->command_id;
+	run.command = req->command;
+	run.cwd = req->cwd;
+	run.env = req->env;
+	run.stdin_data = req->stdin_data;
+	run.stdin_len = req->stdin_data ? req->stdin_len : 0;
+	run.timeout_s = req->timeout_s;
+	run.background = req->background;
+	if (guest_run_start(r->h, r->domain, &run, &r->pid, e) < 0) {
 		record_end(s, res->command_id, "failed", -1);
-		return sbx_guest_failed(s, id, row.host, e);
+		return sbx_guest_failed(s, req->sandbox_id, r->row.host, e);
 	}
-	{
-		struct err ignore;
+	/* Only needed to ask about a background command later. */
+	err_clear(&ignore);
+	(void)store_cmd_set_pid(s->db, res->command_id, r->pid, &ignore);
+	return 0;
+}
 
-		/* Only needed to ask about a background command later. */
-		err_clear(&ignore);
-		(void)store_cmd_set_pid(s->db, res->command_id, pid, &ignore);
-	}
-	if (req->background) {
-		res->state = "running";
-		res->background = 1;
-		res->duration_ms = clock_ms() - t0;
-		return 0;
-	}
-	/* The guest kills the command at timeout_s; the host answers anyway a
-	 * little later if the guest is stuck. Waits in slices so a stopping
-	 * service is noticed as soon as a cancel. */
+/* The caller cancelled. */
+static int
+run_cancelled(const struct run *r)
+{
+	return r->pg && r->pg->cancel && atomic_load(r->pg->cancel);
+}
+
+/* Waits for a foreground command (r->ended: 1 it ended, 0 it still runs,
+ * -1 the guest failed, with e). The guest kills the command at timeout_s;
+ * the host answers anyway a little later if the guest is stuck. Waits in
+ * slices so a stopping service is noticed as soon as a cancel. */
+static void
+run_wait(struct run *r, struct err *e)
+{
+	const struct sbx_progress *pg = r->pg;
+	struct guest_sink sink = { NULL, NULL };
+	int timeout_s = r->req->timeout_s;
+	long long deadline;
+
 	if (pg && pg->output) {
 		sink.output = counted_output;
-		sink.ctx = &counted;
+		sink.ctx = &r->counted;
 	}
-	deadline = t0 + (long long)(timeout_s ? timeout_s + SBX_HOST_GRACE_S : 86400) * 1000;
+	deadline = r->t0 + (long long)(timeout_s ? timeout_s + SBX_HOST_GRACE_S : 86400) * 1000;
 	do {
 		long long slice = clock_ms() + SBX_WAIT_SLICE_MS;
 
-		ended = guest_run_wait(h, domain, pid, slice < deadline ? slice : deadline,
-		    pg ? pg->cancel : NULL, sink.output ? &sink : NULL, &code, &out_size, &err_size,
-		    e);
-	} while (ended == 0 && clock_ms() < deadline && !atomic_load(&s->calls_stop) &&
-	    !(pg && pg->cancel && atomic_load(pg->cancel)));
-	if (ended == 0)
-		guest_run_release(h, domain, pid);
+		r->ended = guest_run_wait(r->h, r->domain, r->pid,
+		    slice < deadline ? slice : deadline, pg ? pg->cancel : NULL,
+		    sink.output ? &sink : NULL, &r->code, &r->out_size, &r->err_size, e);
+	} while (r->ended == 0 && clock_ms() < deadline && !atomic_load(&r->s->calls_stop) &&
+	    !run_cancelled(r));
+	if (r->ended == 0)
+		guest_run_release(r->h, r->domain, r->pid);
+}
+
+/* The end of a foreground command's wait: a guest failure, a stop or a
+ * cancel (the command is stopped), or its result with the kept output. */
+static int
+run_end(struct run *r, struct err *e)
+{
+	struct sbx *s = r->s;
+	const struct sbx_run_req *req = r->req;
+	struct sbx_run_res *res = r->res;
+	int ended = r->ended, code = r->code, timeout_s = req->timeout_s;
+
 	if (ended < 0) {
 		record_end(s, res->command_id, "failed", -1);
-		return sbx_guest_failed(s, id, row.host, e);
+		return sbx_guest_failed(s, req->sandbox_id, r->row.host, e);
 	}
 	if (ended == 0 && atomic_load(&s->calls_stop)) {
-		kill_command(h, domain, pid);
+		kill_command(r->h, r->domain, r->pid);
 		record_end(s, res->command_id, "failed", -1);
 		err_set(e, ERR_UNAVAILABLE, "the service is restarting; the command was stopped");
 		return -1;
 	}
-	if (ended == 0 && pg && pg->cancel && atomic_load(pg->cancel)) {
-		kill_command(h, domain, pid);
+	if (ended == 0 && run_cancelled(r)) {
+		kill_command(r->h, r->domain, r->pid);
 		record_end(s, res->command_id, "failed", -1);
 		err_set(e, ERR_CONFLICT, "cancelled");
 		return -1;
 	}
-	if (guest_read_log(h, domain, res->stdout_path, 0, (size_t)req->max_output, out_size,
-		&res->out, &res->out_len, &res->out_total, e) < 0 ||
-	    guest_read_log(h, domain, res->stderr_path, 0, (size_t)req->max_output, err_size,
-		&res->err, &res->err_len, &res->err_total, e) < 0) {
+	if (guest_read_log(r->h, r->domain, res->stdout_path, 0, (size_t)req->max_output,
+		r->out_size, &res->out, &res->out_len, &res->out_total, e) < 0 ||
+	    guest_read_log(r->h, r->domain, res->stderr_path, 0, (size_t)req->max_output,
+		r->err_size, &res->err, &res->err_len, &res->err_total, e) < 0) {
 		record_end(s, res->command_id, ended ? "exited" : "timed_out", code);
 		sbx_run_res_clear(res);
 		return -1;
 	}
-	if (sink.output)
-		catch_up(&counted, res);
+	if (r->pg && r->pg->output)
+		catch_up(&r->counted, res);
 	res->ended = ended;
 	res->exit_code = code;
 	res->timed_out = !ended || (timeout_s > 0 && code == 124);
 	res->state = res->timed_out ? "timed_out" : "exited";
 	record_end(s, res->command_id, ended ? res->state : "running", code);
-	res->duration_ms = clock_ms() - t0;
+	res->duration_ms = clock_ms() - r->t0;
 	return 0;
+}
+
+int
+sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
+    const struct sbx_progress *pg, struct sbx_run_res *res, struct err *e)
+{
+	struct run r = {
+		.s = s,
+		.account = account,
+		.req = req,
+		.pg = pg,
+		.res = res,
+		.counted = { pg, { 0, 0 } },
+		.t0 = clock_ms(),
+		.code = -1,
+		.out_size = -1,
+		.err_size = -1,
+	};
+
+	memset(res, 0, sizeof(*res));
+	if (run_start(&r, e) < 0)
+		return -1;
+	if (req->background) {
+		res->state = "running";
+		res->background = 1;
+		res->duration_ms = clock_ms() - r.t0;
+		return 0;
+	}
+	run_wait(&r, e);
+	return run_end(&r, e);
 }
 
 /* ---- files ---- */
@@ -391,6 +467,46 @@ sbx_list_files(struct sbx *s, const char *account, const struct sbx_files_req *r
 }
 
 /* ---- command status ---- */
+
+int
+sbx_poll_command(struct sbx *s, struct vm_host *h, const char *domain, const char *cmd_id, long pid)
+{
+	int code = -1, ended;
+	struct err e;
+
+	err_clear(&e);
+	ended = guest_run_poll(h, domain, cmd_id, pid, &code, &e);
+	if (ended < 0 && e.kind == ERR_NOT_FOUND) {
+		/* The guest no longer knows it: the outcome is unknown. */
+		err_clear(&e);
+		(void)store_cmd_end(s->db, cmd_id, "failed", -1, 1, &e);
+		return 1;
+	}
+	if (ended == 1) {
+		err_clear(&e);
+		(void)store_cmd_end(s->db, cmd_id, code == 124 ? "timed_out" : "exited", code, 1,
+		    &e);
+	}
+	return ended;
+}
+
+void
+sbx_refresh_commands(struct sbx *s, const char *id, const char *host)
+{
+	struct vm_host *h = orch_host_by_uri(s->orch, host);
+	struct store_cmd_pid *cmds = NULL;
+	size_t n = 0;
+	char domain[64];
+	struct err e;
+
+	err_clear(&e);
+	if (h == NULL || store_cmd_running(s->db, id, &cmds, &n, &e) < 0)
+		return;
+	orch_domain_name(id, domain, sizeof(domain));
+	for (size_t i = 0; i < n; i++)
+		(void)sbx_poll_command(s, h, domain, cmds[i].id, cmds[i].pid);
+	free(cmds);
+}
 
 int
 sbx_command_id_valid(const char *id)

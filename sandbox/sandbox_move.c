@@ -1,7 +1,8 @@
 /* sandbox_move.c - evacuating hosts: the sandboxes of a host the operator
  * evacuates move, one at a time, to the host with the most headroom by
  * live migration, keeping their processes, files, id, expiry and preview
- * URLs; warm VMs there are dropped (the pool refills elsewhere). */
+ * URLs; warm VMs there are dropped (the pool refills elsewhere). And
+ * reconcile's end of a move whose aasd stopped. */
 #include "sandbox/sandbox_int.h"
 
 #include <stdio.h>
@@ -148,6 +149,34 @@ sbx_evacuate_round(struct sbx *s)
 		err_clear(&e);
 		if (store_move_next(s->db, lit, &m, &e) != 1 || move_one(s, &m) < 0)
 			break;
+	}
+}
+
+/* A move whose aasd stopped: the sandbox is where its VM is. Still on
+ * its old host, the move did not happen; only on `to`, it did (its previews are
+ * gone with the old QEMU); on neither, it was lost as any VM is (the next
+ * round finds it). */
+void
+sbx_reconcile_move(struct sbx *s, const char *id, const char *to, int here)
+{
+	int there = 0, won = 0;
+	struct err e;
+
+	err_clear(&e);
+	if (!here) {
+		there = orch_host_by_uri(s->orch, to) != NULL ?
+		    orch_vm_exists(s->orch, to, id, &e) :
+		    -1;
+		if (there < 0)
+			return; /* only an aasd that reaches both can tell */
+	}
+	if (there == 1) {
+		log_warn("reconcile: sandbox %s was moved to %s by an aasd that stopped", id, to);
+		sbx_ports_drop(s, id);
+		if (store_move_done(s->db, id, to, -1, NULL, NULL, 0, &won, &e) < 0)
+			log_warn("reconcile: sandbox %s: %s", id, e.msg);
+	} else if (store_move_failed(s->db, id, "the aasd moving it stopped", &e) < 0) {
+		log_warn("reconcile: sandbox %s: %s", id, e.msg);
 	}
 }
 
