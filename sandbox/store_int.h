@@ -6,6 +6,16 @@
 
 #define STORE_TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
+/* A sandbox or snapshot id the account does not have: the kind, field
+ * and message (with its argument) of err_set_at or db_query_row, so the
+ * statements that find one row and store_not_found say it alike. */
+#define STORE_NO_SANDBOX(id)                                                         \
+	ERR_NOT_FOUND, "sandbox_id", "sandbox_id: no sandbox %.40s in your account", \
+	    (id) ? (id) : ""
+#define STORE_NO_SNAPSHOT(id)                                                           \
+	ERR_NOT_FOUND, "snapshot_id", "snapshot_id: no snapshot %.40s in your account", \
+	    (id) ? (id) : ""
+
 /* ERR_NOT_FOUND naming sandbox_id. */
 void store_not_found(const char *id, struct err *e);
 /* A text column as JSON: null when NULL or empty. */
