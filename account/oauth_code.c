@@ -110,20 +110,14 @@ struct code_row {
 static PGresult *
 code_read(PGconn *c, const char *hash, struct code_row *k, struct err *e)
 {
-	PGresult *r = db_conn_query(c,
+	PGresult *r = db_conn_query_row(c,
 	    "SELECT account_id, client_id, client_name, redirect_uri, code_challenge, resource,"
 	    " scope, expires_at < now(), used_at IS NOT NULL, grant_id"
 	    " FROM oauth_codes WHERE code_hash = $1 FOR UPDATE",
-	    1, &hash, e);
+	    1, &hash, e, ERR_INVALID, "invalid_grant", "unknown or expired authorization code");
 
 	if (r == NULL)
 		return NULL;
-	if (PQntuples(r) != 1) {
-		PQclear(r);
-		err_set_at(e, ERR_INVALID, "invalid_grant",
-		    "unknown or expired authorization code");
-		return NULL;
-	}
 	if (db_get_bool(r, 0, 7, &k->expired, e) < 0 || db_get_bool(r, 0, 8, &k->used, e) < 0 ||
 	    db_get_str(r, 0, 0, k->account, sizeof(k->account), e) < 0 ||
 	    db_get_str(r, 0, 5, k->resource, sizeof(k->resource), e) < 0 ||

@@ -78,16 +78,16 @@ refresh_tx(PGconn *c, void *arg, struct err *e)
 	PGresult *r;
 
 	t->replay = 0;
-	r = db_conn_query(c,
+	r = db_conn_query_row(c,
 	    "SELECT t.grant_id, g.client_id, g.resource, g.scope, t.expires_at < now(),"
 	    " t.used_at IS NOT NULL, g.revoked_at IS NULL AND a.disabled_at IS NULL"
 	    " FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id"
 	    " JOIN accounts a ON a.id = g.account_id"
 	    " WHERE t.token_hash = $1 AND t.kind = 'refresh' FOR UPDATE OF t",
-	    1, &t->hash, e);
+	    1, &t->hash, e, ERR_INVALID, "invalid_grant", "unknown refresh token");
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) != 1 || db_get_str(r, 0, 0, grant, sizeof(grant), e) < 0 ||
+	if (db_get_str(r, 0, 0, grant, sizeof(grant), e) < 0 ||
 	    db_get_str(r, 0, 2, resource, sizeof(resource), e) < 0 ||
 	    db_get_str(r, 0, 3, scope, sizeof(scope), e) < 0 ||
 	    db_get_bool(r, 0, 4, &expired, e) < 0 || db_get_bool(r, 0, 5, &used, e) < 0 ||
@@ -208,7 +208,7 @@ oauth_resolve_access(struct db *db, const char *token, size_t len, const char *r
 	}
 	key_hash_hex(token, len, hash, sizeof(hash));
 	/* last_used_at is refreshed at most once a minute per grant. */
-	r = db_query(db,
+	r = db_query_row(db,
 	    "WITH t AS (SELECT g.id, g.account_id, t.resource, t.expires_at > now() AS live"
 	    "  FROM oauth_tokens t JOIN oauth_grants g ON g.id = t.grant_id"
 	    "  JOIN accounts a ON a.id = g.account_id"
@@ -218,13 +218,11 @@ oauth_resolve_access(struct db *db, const char *token, size_t len, const char *r
 	    "  (SELECT id FROM t WHERE live) AND (last_used_at IS NULL"
 	    "  OR last_used_at < now() - interval '60 seconds'))"
 	    " SELECT account_id, resource, live FROM t",
-	    1, p, e);
+	    1, p, e, ERR_UNAUTHORIZED, NULL, "invalid or revoked access token");
 	OPENSSL_cleanse(hash, sizeof(hash));
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) != 1) {
-		err_set(e, ERR_UNAUTHORIZED, "invalid or revoked access token");
-	} else if (db_get_bool(r, 0, 2, &live, e) < 0) {
+	if (db_get_bool(r, 0, 2, &live, e) < 0) {
 		/* e is set */
 	} else if (!live) {
 		err_set(e, ERR_UNAUTHORIZED, "the access token has expired; refresh it");
@@ -243,19 +241,16 @@ oauth_access_grant(struct db *db, const char *token, size_t len, char grant_id[3
 	char hash[KEY_HASH_HEX_LEN + 1];
 	const char *p[1] = { hash };
 	PGresult *r;
-	int rc = -1;
+	int rc;
 
 	key_hash_hex(token, len, hash, sizeof(hash));
-	r = db_query(db,
+	r = db_query_row(db,
 	    "SELECT grant_id::text FROM oauth_tokens WHERE token_hash = $1 AND kind = 'access'", 1,
-	    p, e);
+	    p, e, ERR_UNAUTHORIZED, NULL, "invalid access token");
 	OPENSSL_cleanse(hash, sizeof(hash));
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) != 1)
-		err_set(e, ERR_UNAUTHORIZED, "invalid access token");
-	else
-		rc = db_get_str(r, 0, 0, grant_id, 37, e);
+	rc = db_get_str(r, 0, 0, grant_id, 37, e);
 	PQclear(r);
 	return rc;
 }
