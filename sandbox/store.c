@@ -103,6 +103,19 @@ store_only_str(PGresult *r, const char *id, char *out, size_t n, struct err *e)
 	return rc;
 }
 
+json_t *
+store_row_json(PGresult *r, store_json_fn conv, struct err *e)
+{
+	json_t *out;
+
+	if (r == NULL)
+		return NULL;
+	if ((out = conv(r, 0)) == NULL)
+		err_set(e, ERR_INTERNAL, "out of memory");
+	PQclear(r);
+	return out;
+}
+
 /* ---- reading sandboxes ---- */
 
 int
@@ -162,14 +175,8 @@ store_sandbox_json(struct db *db, const char *account, const char *id, struct er
 	PGresult *r = db_query_row(db,
 	    "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = $1 AND account_id = $2", 2, p, e,
 	    STORE_NO_SANDBOX(id));
-	json_t *out;
 
-	if (r == NULL)
-		return NULL;
-	if ((out = sandbox_json(r, 0)) == NULL)
-		err_set(e, ERR_INTERNAL, "out of memory");
-	PQclear(r);
-	return out;
+	return store_row_json(r, sandbox_json, e);
 }
 
 json_t *

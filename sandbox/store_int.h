@@ -28,6 +28,13 @@ json_t *store_int_or_null(const PGresult *r, int row, int col);
  * is NULL (its error is already in `e`). */
 int store_only_str(PGresult *r, const char *id, char *out, size_t n, struct err *e);
 
+/* Makes one row of a result into JSON (NULL when out of memory). */
+typedef json_t *(*store_json_fn)(const PGresult *r, int row);
+/* The only row of a db_query_row answer as `conv` makes it, and clears
+ * `r`; NULL when `r` is NULL (its error is already in `e`) or with
+ * ERR_INTERNAL when out of memory. */
+json_t *store_row_json(PGresult *r, store_json_fn conv, struct err *e);
+
 /* One count(*) whose only parameter is the sandbox id. */
 int store_count(struct db *db, const char *sql, const char *sandbox_id, long long *n,
     struct err *e);

@@ -223,14 +223,8 @@ store_snap_json(struct db *db, const char *account, const char *snap, struct err
 	PGresult *r = db_query_row(db,
 	    "SELECT " SNAP_COLUMNS " FROM snapshots WHERE id = $1 AND account_id = $2::uuid", 2, p,
 	    e, STORE_NO_SNAPSHOT(snap));
-	json_t *out;
 
-	if (r == NULL)
-		return NULL;
-	if ((out = snap_json(r, 0)) == NULL)
-		err_set(e, ERR_INTERNAL, "out of memory");
-	PQclear(r);
-	return out;
+	return store_row_json(r, snap_json, e);
 }
 
 json_t *
