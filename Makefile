@@ -51,7 +51,8 @@ BILLING_SRC := billing/price.c billing/ledger.c billing/billing.c
 ACCOUNT_SRC := \
 	account/accounts.c account/session.c account/attempts.c account/mailq.c account/websess.c \
 	account/users.c account/users_change.c account/users_check.c account/users_revoke.c account/pay.c \
-	account/pay_stripe.c account/oauth_rules.c account/oauth.c account/purge.c account/users_guard.c \
+	account/pay_stripe.c account/oauth_rules.c account/oauth.c account/oauth_client.c \
+	account/oauth_code.c account/oauth_token.c account/purge.c account/users_guard.c \
 	account/users_grant.c account/pay_back.c
 # The sandbox service's own files (sandbox/sandbox*.c) in their layer order,
 # lowest first (sandbox/sandbox_int.h).

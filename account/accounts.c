@@ -135,15 +135,13 @@ acct_find_by_email(struct db *db, const char *email, char account_id[ACCT_ID_LEN
     struct err *e)
 {
 	const char *params[1] = { email };
-	PGresult *r = db_query(db, "SELECT id FROM accounts WHERE email = $1", 1, params, e);
-	int rc = -1;
+	PGresult *r = db_query_row(db, "SELECT id FROM accounts WHERE email = $1", 1, params, e,
+	    ERR_NOT_FOUND, NULL, "no account with that e-mail");
+	int rc;
 
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) != 1)
-		err_set(e, ERR_NOT_FOUND, "no account with that e-mail");
-	else
-		rc = db_get_str(r, 0, 0, account_id, ACCT_ID_LEN + 1, e);
+	rc = db_get_str(r, 0, 0, account_id, ACCT_ID_LEN + 1, e);
 	PQclear(r);
 	return rc;
 }
@@ -300,15 +298,11 @@ disable_tx(PGconn *c, void *arg, struct err *e)
 	int rc;
 
 	/* The account row first, as on every money path. */
-	r = db_conn_query(c,
-	    "SELECT disabled_at IS NOT NULL FROM accounts WHERE id = $1 FOR UPDATE", 1, params, e);
+	r = db_conn_query_row(c,
+	    "SELECT disabled_at IS NOT NULL FROM accounts WHERE id = $1 FOR UPDATE", 1, params, e,
+	    ERR_NOT_FOUND, NULL, "account not found");
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) != 1) {
-		PQclear(r);
-		err_set(e, ERR_NOT_FOUND, "account not found");
-		return -1;
-	}
 	rc = db_get_bool(r, 0, 0, &dc->out->already, e);
 	PQclear(r);
 	if (rc < 0)

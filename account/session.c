@@ -181,7 +181,7 @@ sess_lookup(struct db *db, const struct sess_limits *lim, const char *id, struct
 	snprintf(anon_idle, sizeof(anon_idle), "%d", lim->anon_idle_s);
 	/* last_seen_at moves at most once a minute, so a busy session does
 	 * not write a row version per request. */
-	r = db_query(db,
+	r = db_query_row(db,
 	    "WITH s AS (SELECT id, protocol_version, account_id, credential, last_seen_at"
 	    "  FROM mcp_sessions"
 	    "  WHERE id = $1 AND ended_at IS NULL"
@@ -191,13 +191,10 @@ sess_lookup(struct db *db, const struct sess_limits *lim, const char *id, struct
 	    "  (SELECT id FROM s WHERE last_seen_at < now() - interval '60 seconds'))"
 	    " SELECT protocol_version, coalesce(account_id::text, ''), coalesce(credential, '')"
 	    " FROM s",
-	    3, params, e);
+	    3, params, e, ERR_NOT_FOUND, NULL, "session not found");
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) != 1)
-		err_set(e, ERR_NOT_FOUND, "session not found");
-	else if (db_get_str(r, 0, 0, out->protocol_version, sizeof(out->protocol_version), e) ==
-		0 &&
+	if (db_get_str(r, 0, 0, out->protocol_version, sizeof(out->protocol_version), e) == 0 &&
 	    db_get_str(r, 0, 1, out->account_id, sizeof(out->account_id), e) == 0 &&
 	    db_get_str(r, 0, 2, out->credential, sizeof(out->credential), e) == 0)
 		rc = 0;

@@ -229,16 +229,11 @@ user_link_account(PGconn *c, const char *hash, const char *purpose, char *accoun
 	PGresult *r;
 	int rc;
 
-	r = db_conn_query(c,
-	    "SELECT account_id FROM email_links WHERE token_hash = $1 AND purpose = $2", 2, p, e);
+	r = db_conn_query_row(c,
+	    "SELECT account_id FROM email_links WHERE token_hash = $1 AND purpose = $2", 2, p, e,
+	    ERR_NOT_FOUND, NULL, "This link is not valid. Check that the whole link was opened.");
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) != 1) {
-		PQclear(r);
-		err_set(e, ERR_NOT_FOUND,
-		    "This link is not valid. Check that the whole link was opened.");
-		return -1;
-	}
 	rc = db_get_str(r, 0, 0, account, ACCT_ID_LEN + 1, e);
 	PQclear(r);
 	return rc;
@@ -281,17 +276,12 @@ int
 user_lock_account(PGconn *c, const char *account, struct err *e)
 {
 	const char *p[1] = { account };
-	PGresult *r = db_conn_query(c, "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", 1, p, e);
-	int n;
+	PGresult *r = db_conn_query_row(c, "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", 1, p,
+	    e, ERR_NOT_FOUND, NULL, "no such account");
 
 	if (r == NULL)
 		return -1;
-	n = PQntuples(r);
 	PQclear(r);
-	if (n != 1) {
-		err_set(e, ERR_NOT_FOUND, "no such account");
-		return -1;
-	}
 	return 0;
 }
 

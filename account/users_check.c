@@ -39,21 +39,19 @@ check_gate_tx(PGconn *c, void *arg, struct err *e)
 	PGresult *r;
 	int over, rc;
 
-	r = db_conn_query(c,
+	r = db_conn_query_row(c,
 	    "SELECT coalesce(password_hash, ''), lower(email) FROM accounts WHERE id = $1 "
 	    "AND deleted_at IS NULL",
-	    1, p, e);
+	    1, p, e, ERR_NOT_FOUND, NULL, "no such account");
 	if (r == NULL)
 		return -1;
-	rc = PQntuples(r) != 1 || db_get_str(r, 0, 0, cx->hash, sizeof(cx->hash), e) < 0 ||
+	rc = db_get_str(r, 0, 0, cx->hash, sizeof(cx->hash), e) < 0 ||
 		db_get_str(r, 0, 1, cx->email, sizeof(cx->email), e) < 0 ?
 	    -1 :
 	    0;
 	PQclear(r);
-	if (rc < 0) {
-		err_set(e, ERR_NOT_FOUND, "no such account");
+	if (rc < 0)
 		return -1;
-	}
 	if (check_subjects(cx, by_email, by_addr, e) < 0 || att_lock(c, by_email, e) < 0 ||
 	    att_lock(c, by_addr, e) < 0)
 		return -1;

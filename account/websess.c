@@ -60,7 +60,7 @@ wsess_resolve(struct db *db, const struct config *cfg, const char *id, struct ws
 	snprintf(abs, sizeof(abs), "%d", cfg->web_absolute_s);
 	/* Marks it used only when the mark is a minute old: most requests
 	 * then read and write nothing else. */
-	r = db_query(db,
+	r = db_query_row(db,
 	    "WITH s AS (SELECT w.id_hash, w.account_id, w.csrf, w.last_seen_at FROM web_sessions w "
 	    "  JOIN accounts a ON a.id = w.account_id "
 	    "  WHERE w.id_hash = $1 AND w.ended_at IS NULL AND a.disabled_at IS NULL "
@@ -70,13 +70,9 @@ wsess_resolve(struct db *db, const struct config *cfg, const char *id, struct ws
 	    "  (SELECT id_hash FROM s WHERE last_seen_at < now() - interval '1 minute')) "
 	    "SELECT s.account_id, s.csrf, a.email, a.email_verified_at IS NOT NULL, a.balance "
 	    "FROM s JOIN accounts a ON a.id = s.account_id",
-	    3, p, e);
+	    3, p, e, ERR_UNAUTHORIZED, NULL, "not logged in, or the session ended");
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) != 1) {
-		err_set(e, ERR_UNAUTHORIZED, "not logged in, or the session ended");
-		goto out;
-	}
 	if (db_get_str(r, 0, 0, out->account_id, sizeof(out->account_id), e) < 0 ||
 	    db_get_str(r, 0, 1, out->csrf, sizeof(out->csrf), e) < 0 ||
 	    db_get_str(r, 0, 2, out->email, sizeof(out->email), e) < 0 ||

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +218,49 @@ db_query(struct db *db, const char *sql, int nparams, const char *const *params,
 		log_warn("db: connection broken, retrying once");
 	}
 	return NULL;
+}
+
+/* `r` when it holds one row; else NULL (`r` cleared) with the caller's
+ * error for a missing row in `e`, or with the query's error already there
+ * when `r` is NULL. */
+static PGresult *
+one_row(PGresult *r, struct err *e, enum err_kind kind, const char *field, const char *fmt,
+    va_list ap)
+{
+	char msg[sizeof(e->msg)];
+
+	if (r == NULL || PQntuples(r) == 1)
+		return r;
+	PQclear(r);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	err_set_at(e, kind, field, "%s", msg);
+	return NULL;
+}
+
+PGresult *
+db_query_row(struct db *db, const char *sql, int nparams, const char *const *params, struct err *e,
+    enum err_kind kind, const char *field, const char *fmt, ...)
+{
+	PGresult *r = db_query(db, sql, nparams, params, e);
+	va_list ap;
+
+	va_start(ap, fmt);
+	r = one_row(r, e, kind, field, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+PGresult *
+db_conn_query_row(PGconn *c, const char *sql, int nparams, const char *const *params, struct err *e,
+    enum err_kind kind, const char *field, const char *fmt, ...)
+{
+	PGresult *r = db_conn_query(c, sql, nparams, params, e);
+	va_list ap;
+
+	va_start(ap, fmt);
+	r = one_row(r, e, kind, field, fmt, ap);
+	va_end(ap);
+	return r;
 }
 
 static int

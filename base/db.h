@@ -37,6 +37,18 @@ int db_tx(struct db *db, db_tx_fn fn, void *arg, struct err *e);
 PGresult *db_conn_query(PGconn *c, const char *sql, int nparams, const char *const *params,
     struct err *e);
 
+/* A statement that finds one row (autocommit, or on a transaction's
+ * connection): the result holding it (caller PQclear()s it), or NULL with
+ * `e` set. No row (or more than one, which the SQL is to rule out) is the
+ * caller's error, mostly ERR_NOT_FOUND: `kind`, `field` (may be NULL) and
+ * the message `fmt` makes. */
+PGresult *db_query_row(struct db *db, const char *sql, int nparams, const char *const *params,
+    struct err *e, enum err_kind kind, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 8, 9)));
+PGresult *db_conn_query_row(PGconn *c, const char *sql, int nparams, const char *const *params,
+    struct err *e, enum err_kind kind, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 8, 9)));
+
 /* Rows touched by an INSERT/UPDATE/DELETE result. */
 long db_affected(PGresult *r);
 

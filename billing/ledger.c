@@ -12,16 +12,14 @@ int
 bill_lock_balance(PGconn *c, const char *account, int64_t *balance, struct err *e)
 {
 	const char *p[1] = { account };
-	PGresult *r = db_conn_query(c, "SELECT balance FROM accounts WHERE id = $1 FOR UPDATE", 1,
-	    p, e);
+	PGresult *r = db_conn_query_row(c, "SELECT balance FROM accounts WHERE id = $1 FOR UPDATE",
+	    1, p, e, ERR_NOT_FOUND, NULL, "account not found");
 	long long v;
 	int rc = -1;
 
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) != 1)
-		err_set(e, ERR_NOT_FOUND, "account not found");
-	else if (db_get_ll(r, 0, 0, &v, e) == 0) {
+	if (db_get_ll(r, 0, 0, &v, e) == 0) {
 		*balance = v;
 		rc = 0;
 	}

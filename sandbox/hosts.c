@@ -149,21 +149,17 @@ hosts_add(struct db *db, const char *uri, const struct hosts_options *opt, struc
 	return one_host_json(db, uri, e);
 }
 
+/* The JSON text of the first column of a db_query_row result, which it
+ * clears; NULL when `r` is NULL (its error is in `e`). */
 static json_t *
-json_query(struct db *db, const char *sql, int np, const char *const *p, struct err *e)
+json_of_row(PGresult *r, struct err *e)
 {
-	PGresult *r = db_query(db, sql, np, p, e);
 	json_error_t je;
 	json_t *v = NULL;
 	const char *text;
 
 	if (r == NULL)
 		return NULL;
-	if (PQntuples(r) == 0) {
-		PQclear(r);
-		err_set(e, ERR_NOT_FOUND, "no such host");
-		return NULL;
-	}
 	text = db_get_text(r, 0, 0);
 	if (text == NULL || (v = json_loads(text, 0, &je)) == NULL)
 		err_set(e, ERR_INTERNAL, "hosts: unreadable answer");
@@ -174,7 +170,7 @@ json_query(struct db *db, const char *sql, int np, const char *const *p, struct 
 json_t *
 hosts_list_json(struct db *db, struct err *e)
 {
-	return json_query(db,
+	PGresult *r = db_query_row(db,
 	    "SELECT coalesce(json_agg(json_build_object('name', h.name, 'uri', h.uri,"
 	    " 'state', h.state, 'state_since', h.state_since, 'draining', h.draining,"
 	    " 'evacuating', h.evacuating,"
@@ -194,7 +190,9 @@ hosts_list_json(struct db *db, struct err *e)
 	    "  sum(reserved_vcpus) AS cpu, count(*) FILTER (WHERE NOT in_pool) AS n"
 	    "  FROM sandboxes WHERE state IN " STORE_VM_STATES
 	    "  GROUP BY host_uri) r ON r.host_uri = h.uri",
-	    0, NULL, e);
+	    0, NULL, e, ERR_NOT_FOUND, NULL, "no such host");
+
+	return json_of_row(r, e);
 }
 
 static int
@@ -356,7 +354,7 @@ json_t *
 hosts_evacuation_json(struct db *db, const char *host, struct err *e)
 {
 	const char *p[1] = { host };
-	json_t *v = json_query(db,
+	PGresult *r = db_query_row(db,
 	    "SELECT json_build_object('host', h.name, 'evacuating', h.evacuating,"
 	    " 'waiting', count(s.id) FILTER (WHERE s.moving_to IS NULL AND s.move_error IS NULL),"
 	    " 'moving', count(s.id) FILTER (WHERE s.moving_to IS NOT NULL),"
@@ -369,13 +367,9 @@ hosts_evacuation_json(struct db *db, const char *host, struct err *e)
 	    " FROM hosts h LEFT JOIN sandboxes s ON s.host_uri = h.uri"
 	    "  AND s.state IN " STORE_VM_STATES
 	    " WHERE h.name = $1 OR h.uri = $1 GROUP BY h.id LIMIT 1",
-	    1, p, e);
+	    1, p, e, ERR_NOT_FOUND, "host", "host: no host %s", host);
 
-	if (v == NULL && e->kind == ERR_NOT_FOUND) {
-		err_clear(e);
-		err_set_at(e, ERR_NOT_FOUND, "host", "host: no host %s", host);
-	}
-	return v;
+	return json_of_row(r, e);
 }
 
 int

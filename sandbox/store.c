@@ -16,8 +16,7 @@
 void
 store_not_found(const char *id, struct err *e)
 {
-	err_set_at(e, ERR_NOT_FOUND, "sandbox_id", "sandbox_id: no sandbox %.40s in your account",
-	    id ? id : "");
+	err_set_at(e, STORE_NO_SANDBOX(id));
 }
 
 /* A text column as JSON: null when NULL or empty. */
@@ -104,6 +103,19 @@ store_only_str(PGresult *r, const char *id, char *out, size_t n, struct err *e)
 	return rc;
 }
 
+json_t *
+store_row_json(PGresult *r, store_json_fn conv, struct err *e)
+{
+	json_t *out;
+
+	if (r == NULL)
+		return NULL;
+	if ((out = conv(r, 0)) == NULL)
+		err_set(e, ERR_INTERNAL, "out of memory");
+	PQclear(r);
+	return out;
+}
+
 /* ---- reading sandboxes ---- */
 
 int
@@ -117,17 +129,13 @@ store_load(struct db *db, const char *account, const char *id, struct store_row 
 		store_not_found(id, e);
 		return -1;
 	}
-	r = db_query(db,
+	r = db_query_row(db,
 	    account ?
 		"SELECT id, state, size, host_uri, net FROM sandboxes WHERE id = $1 AND account_id = $2" :
 		"SELECT id, state, size, host_uri, net FROM sandboxes WHERE id = $1",
-	    account ? 2 : 1, p, e);
+	    account ? 2 : 1, p, e, STORE_NO_SANDBOX(id));
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) != 1) {
-		store_not_found(id, e);
-		goto out;
-	}
 	if (db_get_str(r, 0, 0, row->id, sizeof(row->id), e) < 0 ||
 	    db_get_str(r, 0, 1, row->state, sizeof(row->state), e) < 0 ||
 	    db_get_str(r, 0, 2, row->size, sizeof(row->size), e) < 0 ||
@@ -164,18 +172,11 @@ json_t *
 store_sandbox_json(struct db *db, const char *account, const char *id, struct err *e)
 {
 	const char *p[2] = { id, account };
-	PGresult *r = db_query(db,
-	    "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = $1 AND account_id = $2", 2, p, e);
-	json_t *out = NULL;
+	PGresult *r = db_query_row(db,
+	    "SELECT " SANDBOX_COLUMNS " FROM sandboxes WHERE id = $1 AND account_id = $2", 2, p, e,
+	    STORE_NO_SANDBOX(id));
 
-	if (r == NULL)
-		return NULL;
-	if (PQntuples(r) != 1)
-		store_not_found(id, e);
-	else if ((out = sandbox_json(r, 0)) == NULL)
-		err_set(e, ERR_INTERNAL, "out of memory");
-	PQclear(r);
-	return out;
+	return store_row_json(r, sandbox_json, e);
 }
 
 json_t *

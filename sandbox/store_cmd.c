@@ -168,18 +168,16 @@ json_t *
 store_cmd_json(struct db *db, const char *sandbox_id, const char *cmd_id, struct err *e)
 {
 	const char *p[2] = { cmd_id, sandbox_id };
-	PGresult *r = db_query(db,
+	PGresult *r = db_query_row(db,
 	    "SELECT " COMMAND_COLUMNS " FROM sandbox_commands"
 	    " WHERE id = $1 AND sandbox_id = $2",
-	    2, p, e);
-	json_t *out = NULL;
+	    2, p, e, ERR_NOT_FOUND, "command_id", "command_id: no command %s in %s", cmd_id,
+	    sandbox_id);
+	json_t *out;
 
 	if (r == NULL)
 		return NULL;
-	if (PQntuples(r) != 1)
-		err_set_at(e, ERR_NOT_FOUND, "command_id", "command_id: no command %s in %s",
-		    cmd_id, sandbox_id);
-	else if ((out = command_json(r, 0, (size_t)-1)) == NULL)
+	if ((out = command_json(r, 0, (size_t)-1)) == NULL)
 		err_set(e, ERR_INTERNAL, "out of memory");
 	PQclear(r);
 	return out;

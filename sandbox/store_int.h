@@ -6,6 +6,16 @@
 
 #define STORE_TS(col) "to_char(" col " AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"
 
+/* A sandbox or snapshot id the account does not have: the kind, field
+ * and message (with its argument) of err_set_at or db_query_row, so the
+ * statements that find one row and store_not_found say it alike. */
+#define STORE_NO_SANDBOX(id)                                                         \
+	ERR_NOT_FOUND, "sandbox_id", "sandbox_id: no sandbox %.40s in your account", \
+	    (id) ? (id) : ""
+#define STORE_NO_SNAPSHOT(id)                                                           \
+	ERR_NOT_FOUND, "snapshot_id", "snapshot_id: no snapshot %.40s in your account", \
+	    (id) ? (id) : ""
+
 /* ERR_NOT_FOUND naming sandbox_id. */
 void store_not_found(const char *id, struct err *e);
 /* A text column as JSON: null when NULL or empty. */
@@ -17,6 +27,13 @@ json_t *store_int_or_null(const PGresult *r, int row, int col);
  * ERR_NOT_FOUND naming sandbox `id` when there is no row; -1 also when `r`
  * is NULL (its error is already in `e`). */
 int store_only_str(PGresult *r, const char *id, char *out, size_t n, struct err *e);
+
+/* Makes one row of a result into JSON (NULL when out of memory). */
+typedef json_t *(*store_json_fn)(const PGresult *r, int row);
+/* The only row of a db_query_row answer as `conv` makes it, and clears
+ * `r`; NULL when `r` is NULL (its error is already in `e`) or with
+ * ERR_INTERNAL when out of memory. */
+json_t *store_row_json(PGresult *r, store_json_fn conv, struct err *e);
 
 /* One count(*) whose only parameter is the sandbox id. */
 int store_count(struct db *db, const char *sql, const char *sandbox_id, long long *n,

@@ -29,7 +29,7 @@ store_lock_paid(PGconn *c, const char *id, const char *account, struct store_pai
 	/* The end is destroyed_at or failed_at, or now. Compute ran from
 	 * ready to the end, less the pauses that ended (paused_ms) and the one
 	 * under way (from paused_at). */
-	r = db_conn_query(c,
+	r = db_conn_query_row(c,
 	    "SELECT coalesce(account_id::text, ''), state, paid_minutes,"
 	    " price_per_minute, charged, refunded, minutes_used, settled_at IS NOT NULL,"
 	    " greatest(0, coalesce(trunc(extract(epoch FROM"
@@ -44,13 +44,9 @@ store_lock_paid(PGconn *c, const char *id, const char *account, struct store_pai
 	    " coalesce(trunc(extract(epoch FROM (expires_at - now())) * 1000), 0)::bigint"
 	    " FROM sandboxes WHERE id = $1 AND ($2::uuid IS NULL OR account_id = $2::uuid)"
 	    " FOR UPDATE",
-	    2, p, e);
+	    2, p, e, STORE_NO_SANDBOX(id));
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) != 1) {
-		store_not_found(id, e);
-		goto out;
-	}
 	if (db_get_str(r, 0, 0, out->account, sizeof(out->account), e) < 0 ||
 	    db_get_str(r, 0, 1, out->state, sizeof(out->state), e) < 0 ||
 	    db_get_int(r, 0, 2, &out->paid_minutes, e) < 0 ||

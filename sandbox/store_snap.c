@@ -14,8 +14,7 @@
 void
 store_snap_not_found(const char *snap, struct err *e)
 {
-	err_set_at(e, ERR_NOT_FOUND, "snapshot_id",
-	    "snapshot_id: no snapshot %.40s in your account", snap ? snap : "");
+	err_set_at(e, STORE_NO_SNAPSHOT(snap));
 }
 
 int
@@ -103,21 +102,18 @@ store_conn_snap_read(PGconn *c, const char *account, const char *snap, int for_u
     struct store_snap *out, struct err *e)
 {
 	const char *p[2] = { snap, account };
-	PGresult *r = db_conn_query(c,
+	PGresult *r = db_conn_query_row(c,
 	    for_update ?
 		"SELECT " SNAP_ROW " FROM snapshots WHERE id = $1 AND account_id = $2::uuid"
 		" AND state <> 'deleted' FOR UPDATE" :
 		"SELECT " SNAP_ROW " FROM snapshots WHERE id = $1 AND account_id = $2::uuid"
 		" AND state <> 'deleted'",
-	    2, p, e);
-	int rc = -1;
+	    2, p, e, STORE_NO_SNAPSHOT(snap));
+	int rc;
 
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) != 1)
-		store_snap_not_found(snap, e);
-	else
-		rc = read_snap(r, 0, out, e);
+	rc = read_snap(r, 0, out, e);
 	PQclear(r);
 	return rc;
 }
@@ -224,19 +220,11 @@ json_t *
 store_snap_json(struct db *db, const char *account, const char *snap, struct err *e)
 {
 	const char *p[2] = { snap, account };
-	PGresult *r = db_query(db,
+	PGresult *r = db_query_row(db,
 	    "SELECT " SNAP_COLUMNS " FROM snapshots WHERE id = $1 AND account_id = $2::uuid", 2, p,
-	    e);
-	json_t *out = NULL;
+	    e, STORE_NO_SNAPSHOT(snap));
 
-	if (r == NULL)
-		return NULL;
-	if (PQntuples(r) != 1)
-		store_snap_not_found(snap, e);
-	else if ((out = snap_json(r, 0)) == NULL)
-		err_set(e, ERR_INTERNAL, "out of memory");
-	PQclear(r);
-	return out;
+	return store_row_json(r, snap_json, e);
 }
 
 json_t *

@@ -33,7 +33,7 @@ usage_totals(struct db *db, const char *account, struct usage_totals *t, struct 
 	PGresult *r;
 	int rc = -1;
 
-	r = db_query(db,
+	r = db_query_row(db,
 	    "SELECT a.balance,"
 	    " coalesce(sum(l.amount) FILTER (WHERE l.kind = 'grant'), 0),"
 	    " coalesce(-sum(l.amount) FILTER (WHERE l.kind IN ('charge', 'refund')), 0),"
@@ -43,13 +43,9 @@ usage_totals(struct db *db, const char *account, struct usage_totals *t, struct 
 	    "  AND l.created_at >= date_trunc('month', now())), 0)"
 	    " FROM accounts a LEFT JOIN ledger l ON l.account_id = a.id"
 	    " WHERE a.id = $1 GROUP BY a.balance",
-	    1, p, e);
+	    1, p, e, ERR_NOT_FOUND, NULL, "account not found");
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) != 1) {
-		err_set(e, ERR_NOT_FOUND, "account not found");
-		goto out;
-	}
 	if (db_get_ll(r, 0, 0, &t->balance, e) < 0 || db_get_ll(r, 0, 1, &t->granted, e) < 0 ||
 	    db_get_ll(r, 0, 2, &t->spent, e) < 0 || db_get_ll(r, 0, 3, &t->today, e) < 0 ||
 	    db_get_ll(r, 0, 4, &t->month, e) < 0)

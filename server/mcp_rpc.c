@@ -146,7 +146,7 @@ progress_to_sse(void *p, double progress, double total, const char *message)
 const char *
 mcp_instructions(void)
 {
-	return tools_guide();
+	return tool_guide();
 }
 
 json_t *

@@ -252,7 +252,7 @@ op_upload(struct rest_call *c, json_t *args, struct err *e)
 		err_set(e, ERR_INTERNAL, "upload route without a streamed body");
 		return NULL;
 	}
-	if (tools_write_file_stream(&c->cx, c->tool, args, body_read, in,
+	if (tool_write_file_stream(&c->cx, c->tool, args, body_read, in,
 		(uint64_t)c->r->app->cfg.max_file_bytes, &out, e) == 0)
 		return out;
 	return reply_too_large(c, e);
@@ -306,7 +306,7 @@ static json_t *
 op_download(struct rest_call *c, json_t *args, struct err *e)
 {
 	struct download d = { c, NULL };
-	int rc = tools_read_file_stream(&c->cx, c->tool, args, c->r->app->cfg.max_file_bytes,
+	int rc = tool_read_file_stream(&c->cx, c->tool, args, c->r->app->cfg.max_file_bytes,
 	    download_start, download_write, &d, e);
 
 	if (d.out == NULL)

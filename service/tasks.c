@@ -376,19 +376,15 @@ tasks_get(struct tasks *t, const char *account, const char *id, struct err *e)
 		"AND heartbeat_at < now() - make_interval(secs => " STR(TASK_STALE_S) ")",
 		2, p, NULL, e) < 0)
 		return NULL;
-	r = db_query(t->app->db,
+	r = db_query_row(t->app->db,
 	    "SELECT status, status_message, result::text, "
 	    "  to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
 	    "  to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
 	    "  greatest(0, extract(epoch FROM expires_at - now()) * 1000)::bigint "
 	    "FROM mcp_tasks WHERE id = $1 AND account_id = $2 AND expires_at > now()",
-	    2, p, e);
+	    2, p, e, ERR_INVALID, "taskId", "no such task (unknown, expired or not yours)");
 	if (r == NULL)
 		return NULL;
-	if (PQntuples(r) != 1) {
-		err_set_field(e, "taskId", "no such task (unknown, expired or not yours)");
-		goto out;
-	}
 	{
 		long long ttl = 0;
 		const char *msg = db_get_text(r, 0, 1), *res = db_get_text(r, 0, 2);

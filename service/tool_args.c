@@ -102,7 +102,7 @@ tool_sbx(struct call_ctx *cx, struct err *e)
 void
 tool_progress(void *ctx, double progress, double total, const char *message)
 {
-	call_progress(ctx, progress, total, message);
+	tool_call_progress(ctx, progress, total, message);
 }
 
 /* Bytes as JSON text: invalid UTF-8 becomes U+FFFD. */

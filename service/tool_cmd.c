@@ -45,7 +45,7 @@ emit(struct tool_stream *ts, int fd, const char *text, size_t len)
 			ts->cx->output(ts->cx->progress_sink, fd, text, n, ts->sent);
 		} else {
 			snprintf(msg, sizeof(msg), "%s%.*s", prefix[fd == 2], (int)n, text);
-			call_progress(ts->cx, ts->sent, 0, msg);
+			tool_call_progress(ts->cx, ts->sent, 0, msg);
 		}
 		text += n;
 		len -= n;

@@ -211,7 +211,7 @@ file_tool(const struct tool *t, const char *name, struct err *e)
 }
 
 int
-tools_write_file_stream(struct call_ctx *cx, const struct tool *t, const json_t *args,
+tool_write_file_stream(struct call_ctx *cx, const struct tool *t, const json_t *args,
     guest_read_fn read, void *ctx, uint64_t max_bytes, json_t **result, struct err *e)
 {
 	struct tool_call *c;
@@ -236,7 +236,7 @@ tools_write_file_stream(struct call_ctx *cx, const struct tool *t, const json_t 
 }
 
 int
-tools_read_file_stream(struct call_ctx *cx, const struct tool *t, const json_t *args,
+tool_read_file_stream(struct call_ctx *cx, const struct tool *t, const json_t *args,
     long long max_bytes, sbx_read_start_fn start, guest_write_fn write, void *ctx, struct err *e)
 {
 	struct tool_call *c;

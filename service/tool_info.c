@@ -33,7 +33,7 @@ static const char guide[] =
     "'x-api-key: <key>'.";
 
 const char *
-tools_guide(void)
+tool_guide(void)
 {
 	return guide;
 }

@@ -134,7 +134,7 @@ run_result(const char *id, const struct sbx_run_res *res)
 static void
 stream_progress(void *ctx, double progress, double total, const char *message)
 {
-	call_progress(((struct tool_stream *)ctx)->cx, progress, total, message);
+	tool_call_progress(((struct tool_stream *)ctx)->cx, progress, total, message);
 }
 
 static json_t *

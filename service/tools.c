@@ -53,14 +53,14 @@ find_impl(const char *name)
 }
 
 void
-call_progress(struct call_ctx *cx, double progress, double total, const char *message)
+tool_call_progress(struct call_ctx *cx, double progress, double total, const char *message)
 {
 	if (cx->progress)
 		cx->progress(cx->progress_sink, progress, total, message);
 }
 
 int
-call_cancelled(const struct call_ctx *cx)
+tool_call_cancelled(const struct call_ctx *cx)
 {
 	return cx->cancelled != NULL && atomic_load(cx->cancelled);
 }

@@ -31,8 +31,10 @@ struct call_ctx {
 
 #define TOOLS_OUTPUT_CHUNK 8192 /* bytes of output text per notification */
 
-void call_progress(struct call_ctx *cx, double progress, double total, const char *message);
-int call_cancelled(const struct call_ctx *cx);
+/* Passes a progress notice to the call's sink, when it has one. */
+void tool_call_progress(struct call_ctx *cx, double progress, double total, const char *message);
+/* 1 when the client has cancelled the call (notifications/cancelled). */
+int tool_call_cancelled(const struct call_ctx *cx);
 
 /* Loads and checks the embedded catalogue; once, at start. */
 int tools_init(struct err *e);
@@ -67,7 +69,7 @@ char *tool_cached_result(const struct tool *t, struct app *app, size_t *len);
 
 /* The short guide for agents: initialize's instructions and
  * get_service_info's guide (static text). */
-const char *tools_guide(void);
+const char *tool_guide(void);
 
 /* The tool's inputSchema (with its x-mcp-header marks) / outputSchema
  * ($refs resolved); borrowed. */

@@ -1,10 +1,13 @@
-/* test_db.c - checked reads of result fields (base/db.h). The results are
- * built in memory with libpq's own constructors, so no server is needed. */
+/* test_db.c - checked reads of result fields (base/db.h), on results
+ * built in memory with libpq's own constructors; then the one-row queries
+ * against the unit PostgreSQL (AAS_TEST_DATABASE_URL, which tests/run.sh
+ * sets). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -326,6 +329,135 @@ test_first_error_wins(void **state)
 	PQclear(r);
 }
 
+/* ---- one-row queries, on the unit PostgreSQL ---- */
+
+static int
+db_open(void **state)
+{
+	const char *url = getenv("AAS_TEST_DATABASE_URL");
+	struct err e;
+
+	if (url == NULL || *url == '\0') {
+		print_error("AAS_TEST_DATABASE_URL is not set: the one-row query tests need"
+			    " PostgreSQL (tests/run.sh starts one and sets it)\n");
+		return -1;
+	}
+	err_clear(&e);
+	*state = db_new(url, 2, &e);
+	return *state ? 0 : -1;
+}
+
+static int
+db_close(void **state)
+{
+	db_free(*state);
+	return 0;
+}
+
+#define ROW_SQL "SELECT $1::text FROM generate_series(1, $2::int)"
+
+static void
+test_row_found(void **state)
+{
+	const char *p[2] = { "abc", "1" };
+	PGresult *r;
+	struct err e;
+
+	err_clear(&e);
+	r = db_query_row(*state, ROW_SQL, 2, p, &e, ERR_NOT_FOUND, "thing_id", "no thing %s", p[0]);
+	assert_non_null(r);
+	assert_int_equal(e.kind, ERR_NONE);
+	assert_int_equal(PQntuples(r), 1);
+	assert_string_equal(db_get_text(r, 0, 0), "abc");
+	PQclear(r);
+}
+
+static void
+test_no_row_is_the_callers_error(void **state)
+{
+	const char *p[2] = { "abc", "0" };
+	struct err e;
+
+	err_clear(&e);
+	assert_null(db_query_row(*state, ROW_SQL, 2, p, &e, ERR_NOT_FOUND, "thing_id",
+	    "thing_id: no thing %.2s in %s", p[0], "your account"));
+	assert_int_equal(e.kind, ERR_NOT_FOUND);
+	assert_string_equal(e.field, "thing_id");
+	assert_string_equal(e.msg, "thing_id: no thing ab in your account");
+	/* Another kind, and no field. */
+	err_clear(&e);
+	assert_null(db_query_row(*state, ROW_SQL, 2, p, &e, ERR_UNAUTHORIZED, NULL,
+	    "invalid token"));
+	assert_int_equal(e.kind, ERR_UNAUTHORIZED);
+	assert_string_equal(e.field, "");
+	assert_string_equal(e.msg, "invalid token");
+}
+
+static void
+test_two_rows_are_none(void **state)
+{
+	const char *p[2] = { "abc", "2" };
+	struct err e;
+
+	err_clear(&e);
+	assert_null(db_query_row(*state, ROW_SQL, 2, p, &e, ERR_NOT_FOUND, NULL, "no thing"));
+	assert_int_equal(e.kind, ERR_NOT_FOUND);
+	assert_string_equal(e.msg, "no thing");
+}
+
+static void
+test_query_error_stays(void **state)
+{
+	const char *p[2] = { "abc", "not a number" };
+	struct err e;
+
+	/* The statement's own failure is reported, not the missing row. */
+	err_clear(&e);
+	assert_null(db_query_row(*state, ROW_SQL, 2, p, &e, ERR_NOT_FOUND, NULL, "no thing"));
+	assert_int_not_equal(e.kind, ERR_NOT_FOUND);
+	assert_int_not_equal(e.kind, ERR_NONE);
+	/* A caller's earlier error is kept, as err_set keeps it. */
+	p[1] = "0";
+	err_clear(&e);
+	err_set(&e, ERR_CONFLICT, "first");
+	assert_null(db_query_row(*state, ROW_SQL, 2, p, &e, ERR_NOT_FOUND, NULL, "no thing"));
+	assert_int_equal(e.kind, ERR_CONFLICT);
+	assert_string_equal(e.msg, "first");
+}
+
+/* Inside a transaction: the row's text into arg, or the caller's error. */
+static int
+row_tx(PGconn *c, void *arg, struct err *e)
+{
+	char *out = arg;
+	const char *p[2] = { out, out[0] == 'x' ? "1" : "0" };
+	PGresult *r = db_conn_query_row(c, ROW_SQL, 2, p, e, ERR_INVALID, "invalid_grant",
+	    "unknown code %s", out);
+	int rc;
+
+	if (r == NULL)
+		return -1;
+	rc = db_get_str(r, 0, 0, out + 8, 8, e);
+	PQclear(r);
+	return rc;
+}
+
+static void
+test_conn_row(void **state)
+{
+	char buf[16] = "xyz";
+	struct err e;
+
+	err_clear(&e);
+	assert_int_equal(db_tx(*state, row_tx, buf, &e), 0);
+	assert_string_equal(buf + 8, "xyz");
+	memcpy(buf, "abc", 4);
+	assert_int_equal(db_tx(*state, row_tx, buf, &e), -1);
+	assert_int_equal(e.kind, ERR_INVALID);
+	assert_string_equal(e.field, "invalid_grant");
+	assert_string_equal(e.msg, "unknown code abc");
+}
+
 int
 main(void)
 {
@@ -338,6 +470,12 @@ main(void)
 		cmocka_unit_test(test_strings_fit_or_fail),
 		cmocka_unit_test(test_missing_row_or_column),
 		cmocka_unit_test(test_first_error_wins),
+		cmocka_unit_test_setup_teardown(test_row_found, db_open, db_close),
+		cmocka_unit_test_setup_teardown(test_no_row_is_the_callers_error, db_open,
+		    db_close),
+		cmocka_unit_test_setup_teardown(test_two_rows_are_none, db_open, db_close),
+		cmocka_unit_test_setup_teardown(test_query_error_stays, db_open, db_close),
+		cmocka_unit_test_setup_teardown(test_conn_row, db_open, db_close),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
