@@ -34,7 +34,7 @@ LDLIBS  := $(PKG_LIBS) $(ARGON2_LIBS) -lm
 BASE_SRC := \
 	base/log.c base/err.c base/config.c base/config_table.c base/keys.c base/db.c base/migrate.c \
 	base/jsonrpc.c base/jsonschema.c base/work.c base/ttlmap.c base/notify.c \
-	base/utf8.c base/metrics.c base/mcp_version.c base/mcp_method.c base/buf.c base/num.c base/tool_result.c base/b64.c \
+	base/utf8.c base/metrics.c base/mcpver.c base/mcpmeth.c base/buf.c base/num.c base/toolres.c base/b64.c \
 	base/tally.c base/bq.c base/tar.c base/tar_rules.c base/tar_write.c base/tar_seen.c base/passwd.c base/passwd_gate.c base/html.c base/smtp.c base/gzip.c base/fetch.c base/fcopy.c
 VMM_SRC := vmm/vm_xml.c vmm/conlog.c vmm/uidpool.c vmm/oomwatch.c vmm/cgcaps.c \
 	vmm/vm.c vmm/vm_console.c vmm/vm_domain.c vmm/vm_migrate.c vmm/vm_agent.c vmm/vpool.c \
@@ -70,10 +70,10 @@ SERVICE_SRC := \
 	service/tool_files.c service/tool_cmd.c service/tasks.c service/task_cut.c
 SERVER_SRC := \
 	server/auth.c server/http.c server/http_reply.c server/http_head.c server/http_defer.c server/sse.c server/mcp.c server/mcp_caller.c server/mcp_post.c server/mcp_stream.c server/mcp_cred.c server/mcp_rpc.c server/mcp_era.c server/http_limits.c server/hlim.c \
-	server/proxy.c server/proxy_px.c server/proxy_up.c server/proxy_head.c server/proxy_parse.c server/metrics_http.c server/card.c \
+	server/proxy.c server/proxy_px.c server/proxy_up.c server/proxy_head.c server/proxy_parse.c server/scrape.c server/card.c \
 	server/rest.c server/rest_ops.c server/rest_query.c server/rest_openapi.c \
 	server/ws.c server/pty.c server/pty_sess.c server/pty_ticket.c server/web.c server/web_page.c server/web_dash.c server/web_sbx.c server/web_usage.c server/web_pay.c server/npx.c \
-	server/oauth.c server/web_oauth.c server/netguard_cli.c server/deploy_check.c
+	server/authsrv.c server/web_oauth.c server/ngcli.c server/deploy_check.c
 GEN_SRC := $(B)/gen/embed_migrations.c $(B)/gen/embed_tools.c $(B)/gen/embed_openapi.c $(B)/gen/embed_web.c $(B)/gen/embed_npx.c
 
 BASE_OBJ := $(BASE_SRC:%.c=$(B)/%.o) $(B)/gen/embed_migrations.o

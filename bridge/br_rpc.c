@@ -15,8 +15,8 @@
 #include "bridge/br_tools.h"
 #include "base/jsonrpc.h"
 #include "base/log.h"
-#include "base/mcp_method.h"
-#include "base/mcp_version.h"
+#include "base/mcpmeth.h"
+#include "base/mcpver.h"
 
 #define BR_WORKERS 4
 #define BR_MAX_CALLS 32         /* running or queued */
@@ -206,13 +206,13 @@ static json_t *
 do_initialize(void *ctx, struct rpc_msg *msg)
 {
 	const char *asked = json_string_value(json_object_get(msg->params, "protocolVersion"));
-	const char *version = mcp_version_at(0);
+	const char *version = mcpver_at(0);
 
 	(void)ctx;
 	if (!json_is_object(msg->params) || asked == NULL)
 		return rpc_error(msg->id, RPC_INVALID_PARAMS, "params.protocolVersion is required",
 		    NULL);
-	if (mcp_version_supported(asked))
+	if (mcpver_supported(asked))
 		version = asked;
 	/* One member of the result a line. */
 	/* clang-format off */
@@ -259,7 +259,7 @@ do_tools_call(void *ctx, struct rpc_msg *msg)
 static json_t *
 do_tools_list(void *ctx, struct rpc_msg *msg)
 {
-	json_t *bad = mcp_method_one_page(msg);
+	json_t *bad = mcpmeth_one_page(msg);
 
 	(void)ctx;
 	return bad ? bad : rpc_result(msg->id, br_catalog_list());
@@ -271,16 +271,16 @@ cancel_call(void *ctx, json_t *request_id)
 	cancel_matching(ctx, request_id);
 }
 
-static const struct mcp_method methods[] = {
+static const struct mcpmeth methods[] = {
 	{ "initialize", do_initialize },
-	{ "ping", mcp_method_ping },
+	{ "ping", mcpmeth_ping },
 	{ "tools/list", do_tools_list },
 	{ "tools/call", do_tools_call },
 };
 
 /* The bridge sends no requests (responses need nothing) and does nothing
  * with a notification but a cancellation. */
-static const struct mcp_methods endpoint = {
+static const struct mcpmeth_set endpoint = {
 	.table = methods,
 	.n = sizeof(methods) / sizeof(methods[0]),
 	.cancel = cancel_call,
@@ -306,7 +306,7 @@ handle_line(struct br_rpc *r, const char *line, size_t len)
 		    rpc_error(NULL, RPC_INVALID_REQUEST,
 			"Invalid Request: batches are not supported on stdio", NULL));
 	else
-		send_msg(r, mcp_method_handle(&endpoint, r, raw));
+		send_msg(r, mcpmeth_handle(&endpoint, r, raw));
 	json_decref(raw);
 }
 

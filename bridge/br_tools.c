@@ -14,7 +14,7 @@
 #include "bridge/br_sync.h"
 #include "base/b64.h"
 #include "base/jsonschema.h"
-#include "base/tool_result.h"
+#include "base/toolres.h"
 #include "base/utf8.h"
 
 #define HOST_GRACE_S 10 /* the server answers this long after a command's timeout */
@@ -347,7 +347,7 @@ br_tools_call(struct br_call *c, const char *name, const json_t *args)
 	if (obj == NULL) {
 		if (e.kind == ERR_NONE)
 			err_set(&e, ERR_INTERNAL, "tool failed");
-		return tool_result_error(&e);
+		return toolres_error(&e);
 	}
-	return tool_result_structured(obj);
+	return toolres_structured(obj);
 }

@@ -16,16 +16,16 @@
 #include "server/http.h"
 #include "base/log.h"
 #include "server/mcp.h"
-#include "server/netguard_cli.h"
+#include "server/ngcli.h"
 #include "server/deploy_check.h"
-#include "server/metrics_http.h"
+#include "server/scrape.h"
 #include "vmm/orch.h"
 #include "sandbox/preview.h"
 #include "server/proxy.h"
 #include "server/rest.h"
 #include "server/pty.h"
 #include "server/npx.h"
-#include "server/oauth.h"
+#include "server/authsrv.h"
 #include "server/web.h"
 #include "account/mailq.h"
 #include "base/passwd.h"
@@ -207,7 +207,7 @@ struct daemon {
 	struct tasks *tasks;
 	struct mcp *mcp;
 	struct card *card;
-	struct metrics_http *metrics;
+	struct scrape *metrics;
 	struct rest *rest;
 	struct pty_hub *pty;
 	struct mailq *mq;
@@ -232,8 +232,8 @@ one_shot(const char *arg)
 	}
 	if (strcmp(arg, "--check-deployment") == 0)
 		return dcheck_main();
-	if (netguard_cli_is(arg))
-		return netguard_cli_main(arg);
+	if (ngcli_is(arg))
+		return ngcli_main(arg);
 	fprintf(stderr,
 	    "usage: aasd [--config-table | --check-deployment | --netguard-rules |\n"
 	    "             --netguard-rules-hash | --netguard-users | --netguard-install |\n"
@@ -290,7 +290,7 @@ start_parts(struct daemon *d, struct err *e)
 	atomic_store(&d->app->tasks, d->tasks);
 	d->mcp = mcp_new(d->app, e);
 	d->card = card_new(&d->app->cfg, e);
-	d->metrics = metrics_http_new(d->app, e);
+	d->metrics = scrape_new(d->app, e);
 	if (d->mcp != NULL)
 		d->rest = rest_new(d->app, e);
 	if (d->rest != NULL)
@@ -335,7 +335,7 @@ route_table(struct daemon *d)
 		    .head = mcp_head },
 		{ .path = "/healthz", .handler = health, .ctx = d->app },
 		{ .path = "/mcp.tgz", .handler = npx_handle, .ctx = d->npx },
-		{ .path = "/metrics", .handler = metrics_http_handle, .ctx = d->metrics },
+		{ .path = "/metrics", .handler = scrape_handle, .ctx = d->metrics },
 		{ .path = "/.well-known/mcp/server-card.json",
 		    .handler = card_handle,
 		    .ctx = d->card },
@@ -349,7 +349,7 @@ route_table(struct daemon *d)
 		return -1;
 	}
 	memcpy(d->routes, fixed, sizeof(fixed));
-	n_fixed += oauth_http_routes(d->app, d->routes + n_fixed, OAUTH_HTTP_ROUTES);
+	n_fixed += authsrv_routes(d->app, d->routes + n_fixed, OAUTH_HTTP_ROUTES);
 	n_fixed += pty_routes(d->pty, d->routes + n_fixed, PTY_ROUTES);
 	memcpy(d->routes + n_fixed, rest_r, n_rest * sizeof(*rest_r));
 	n_rest += web_routes(d->web, d->routes + n_fixed + n_rest, WEB_ROUTES);
@@ -417,7 +417,7 @@ stop(struct daemon *d)
 	pty_free(d->pty);
 	mcp_free(d->mcp);
 	card_free(d->card);
-	metrics_http_free(d->metrics);
+	scrape_free(d->metrics);
 	rest_free(d->rest);
 	if (d->app)
 		sbx_free(d->app->sbx);

@@ -7,7 +7,7 @@
 
 #include "base/keys.h"
 #include "server/hlim.h"
-#include "server/oauth.h"
+#include "server/authsrv.h"
 #include "account/accounts.h"
 #include "service/app.h"
 #include "account/oauth.h"
@@ -170,7 +170,7 @@ auth_reply_refused(struct http_req *req, const struct config *cfg, const struct 
 		auth_reply_unauthorized(req, AUTH_KEY, NULL, cfg->dashboard_url);
 		return;
 	}
-	oauth_http_challenge(cfg, meta, sizeof(meta));
+	authsrv_challenge(cfg, meta, sizeof(meta));
 	/* The message is ours (never the token), quotes left out. */
 	snprintf(challenge, sizeof(challenge),
 	    "%s, error=\"invalid_token\", error_description=\"%s\"", meta,
@@ -196,7 +196,7 @@ auth_resolve(struct app *app, const char *path, const char *key, size_t keylen, 
 			return -1;
 		}
 		/* The audience: this service's /v1/mcp, checked on every call. */
-		oauth_http_resource(&app->cfg, resource, sizeof(resource));
+		authsrv_resource(&app->cfg, resource, sizeof(resource));
 		if (oauth_resolve_access(app->db, key, keylen, resource, id, e) < 0)
 			return -1;
 	} else if (acct_resolve_key_cached(app->db, app->keys, key, keylen, id, e) < 0) {

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "service/app.h"
-#include "base/mcp_version.h"
+#include "base/mcpver.h"
 #include "server/mcp.h"
 #include "service/tools.h"
 
@@ -79,8 +79,8 @@ card_extend(json_t *card, const struct config *cfg)
 		return -1;
 	}
 	json_array_append_new(versions, json_string(MCP_VERSION_STATELESS));
-	for (size_t i = 0; i < mcp_version_count(); i++)
-		json_array_append_new(versions, json_string(mcp_version_at(i)));
+	for (size_t i = 0; i < mcpver_count(); i++)
+		json_array_append_new(versions, json_string(mcpver_at(i)));
 	json_object_set_new(card, "protocolVersions", versions);
 	if (!cfg->oauth)
 		return 0;
@@ -107,7 +107,7 @@ card_build(const struct config *cfg)
 	    " s:{s:s, s:s, s:s}, s:{s:{s:b}}, s:{s:b, s:[s], s:[s, s]},"
 	    " s:o, s:o, s:[], s:[]}",
 	    "version", "1.0",
-	    "protocolVersion", mcp_version_at(0),
+	    "protocolVersion", mcpver_at(0),
 	    "serverInfo",
 	      "name", "aas",
 	      "title", "Sandbox as a Service",

@@ -22,7 +22,7 @@
 #include "vmm/netguard.h"
 #include "vmm/netguard_status.h"
 #include "vmm/vm.h"
-#include "server/netguard_cli.h"
+#include "server/ngcli.h"
 
 enum dc_status { DC_OK, DC_WARN, DC_MISSING };
 
@@ -213,7 +213,7 @@ check_isolation(const struct config *cfg, struct dc_row *r)
 		    "AAS_NET=auto with the isolation rule (aas-netguard.service)");
 		return;
 	}
-	if (netguard_cli_users(cfg, &who) < 0) {
+	if (ngcli_users(cfg, &who) < 0) {
 		row_set(r, DC_MISSING, "AAS_QEMU_USER names no user", "create aas-qemu (step 3)");
 		return;
 	}

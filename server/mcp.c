@@ -16,7 +16,7 @@
 #include "account/accounts.h"
 #include "server/auth.h"
 #include "base/jsonrpc.h"
-#include "base/mcp_version.h"
+#include "base/mcpver.h"
 #include "account/session.h"
 #include "server/mcp_cred.h"
 
@@ -231,12 +231,12 @@ check_protocol_header(struct http_req *req)
 	const char *v = http_header(req, "MCP-Protocol-Version");
 	char msg[160];
 
-	if (v == NULL || mcp_version_supported(v))
+	if (v == NULL || mcpver_supported(v))
 		return 0;
 	snprintf(msg, sizeof(msg),
 	    "Bad Request: unsupported MCP-Protocol-Version; "
 	    "supported: %s, %s, %s",
-	    mcp_version_at(0), mcp_version_at(1), mcp_version_at(2));
+	    mcpver_at(0), mcpver_at(1), mcpver_at(2));
 	http_reply_error(req, 400, "bad_request", msg);
 	return -1;
 }

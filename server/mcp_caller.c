@@ -7,7 +7,7 @@
 #include "server/auth.h"
 #include "server/mcp_cred.h"
 #include "server/mcp_int.h"
-#include "server/oauth.h"
+#include "server/authsrv.h"
 #include "account/accounts.h"
 #include "account/session.h"
 #include "service/tools.h"
@@ -88,7 +88,7 @@ mcp_caller_refuse_anonymous(struct http_req *req, struct mcp *m, json_t *body)
 
 	if (!cfg->oauth || !needs_credential(body))
 		return 0;
-	oauth_http_challenge(cfg, challenge, sizeof(challenge));
+	authsrv_challenge(cfg, challenge, sizeof(challenge));
 	http_add_header(req, "WWW-Authenticate", challenge);
 	snprintf(msg, sizeof(msg),
 	    "this call needs a credential: an API key sent as 'Authorization: Bearer <key>' or "

@@ -9,10 +9,10 @@
 #include <strings.h>
 
 #include "base/b64.h"
-#include "base/mcp_version.h"
+#include "base/mcpver.h"
 #include "base/version.h"
 #include "server/mcp_int.h"
-#include "base/tool_result.h"
+#include "base/toolres.h"
 #include "service/tasks.h"
 #include "service/tools.h"
 
@@ -194,8 +194,8 @@ mcp_era_check(struct http_req *req, json_t *body)
 		json_t *supported = json_array();
 
 		json_array_append_new(supported, json_string(MCP_VERSION_STATELESS));
-		for (size_t i = 0; i < mcp_version_count(); i++)
-			json_array_append_new(supported, json_string(mcp_version_at(i)));
+		for (size_t i = 0; i < mcpver_count(); i++)
+			json_array_append_new(supported, json_string(mcpver_at(i)));
 		refuse(req, body, RPC_UNSUPPORTED_VERSION,
 		    "Unsupported protocol version (the _meta protocol version and MCP-Protocol-Version)",
 		    json_pack("{s:o,s:s?}", "supported", supported, "requested", version));
@@ -281,8 +281,8 @@ mcp_era_discover(void)
 	json_t *versions = json_array();
 
 	json_array_append_new(versions, json_string(MCP_VERSION_STATELESS));
-	for (size_t i = 0; i < mcp_version_count(); i++)
-		json_array_append_new(versions, json_string(mcp_version_at(i)));
+	for (size_t i = 0; i < mcpver_count(); i++)
+		json_array_append_new(versions, json_string(mcpver_at(i)));
 	return mcp_era_result(json_pack("{s:o,s:{s:{s:b},s:{s:{}}},s:s,s:i,s:s}",
 	    "supportedVersions", versions, "capabilities", "tools", "listChanged", 0, "extensions",
 	    MCP_EXT_TASKS, "instructions", mcp_instructions(), "ttlMs", MCP_LIST_TTL_MS,
@@ -351,7 +351,7 @@ mcp_era_task_call(struct call_env *env, struct rpc_msg *msg, const struct tool *
 	err_clear(&e);
 	/* The key and the arguments are checked now, not in the task. */
 	if ((call = tools_prepare(&cx, tool, args, &e)) == NULL)
-		return rpc_result(msg->id, mcp_era_result(tool_result_error(&e)));
+		return rpc_result(msg->id, mcp_era_result(toolres_error(&e)));
 	if (t == NULL || env->account_id == NULL) {
 		tool_call_free(call);
 		err_set(&e, ERR_UNAVAILABLE, "tasks are not available here");

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "base/jsonrpc.h"
-#include "base/mcp_version.h"
+#include "base/mcpver.h"
 #include "base/metrics.h"
 #include "server/auth.h"
 #include "server/mcp_int.h"

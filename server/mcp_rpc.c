@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "base/mcp_method.h"
-#include "base/mcp_version.h"
-#include "base/tool_result.h"
+#include "base/mcpmeth.h"
+#include "base/mcpver.h"
+#include "base/toolres.h"
 #include "base/metrics.h"
 #include "service/tools.h"
 
@@ -175,7 +175,7 @@ do_initialize(struct call_env *env, struct rpc_msg *msg, char *new_session, stru
 		err_set_field(e, "params.protocolVersion", "params.protocolVersion is required");
 		return NULL;
 	}
-	version = mcp_version_supported(asked) ? asked : mcp_version_at(0);
+	version = mcpver_supported(asked) ? asked : mcpver_at(0);
 	sess_limits_from(&env->m->app->cfg, &lim);
 	if (sess_create(env->m->app->db, &lim, version, env->account_id, env->credential,
 		json_string_value(json_object_get(client, "name")),
@@ -357,7 +357,7 @@ do_tools_call(struct call_env *env, struct rpc_msg *msg, int *streamed)
 	/* Refused calls are answered at once, unstreamed. */
 	err_clear(&e);
 	if ((call = tools_prepare(&cx, tool, args, &e)) == NULL) {
-		res = tool_result_error(&e);
+		res = toolres_error(&e);
 		return rpc_result(msg->id, env->stateless ? mcp_era_result(res) : res);
 	}
 	if (!env->in_batch && env->req && (token != NULL || tool_is_long(tool))) {
@@ -422,7 +422,7 @@ m_initialize(void *ctx, struct rpc_msg *msg)
 static json_t *
 m_tools_list(void *ctx, struct rpc_msg *msg)
 {
-	json_t *bad = mcp_method_one_page(msg);
+	json_t *bad = mcpmeth_one_page(msg);
 
 	(void)ctx;
 	return bad ? bad : rpc_result(msg->id, tools_list_result());
@@ -446,7 +446,7 @@ m_discover(void *ctx, struct rpc_msg *msg)
 static json_t *
 m_era_tools_list(void *ctx, struct rpc_msg *msg)
 {
-	json_t *bad = mcp_method_one_page(msg);
+	json_t *bad = mcpmeth_one_page(msg);
 
 	(void)ctx;
 	return bad ? bad : rpc_result(msg->id, mcp_era_tools_list());
@@ -460,15 +460,15 @@ m_tasks(void *ctx, struct rpc_msg *msg)
 	return mcp_era_task_method(c->env, msg);
 }
 
-static const struct mcp_method methods[] = {
+static const struct mcpmeth methods[] = {
 	{ "initialize", m_initialize },
-	{ "ping", mcp_method_ping },
+	{ "ping", mcpmeth_ping },
 	{ "tools/list", m_tools_list },
 	{ "tools/call", m_tools_call },
 };
 
 /* 2026-07-28: no initialize, no ping; discover instead. */
-static const struct mcp_method era_methods[] = {
+static const struct mcpmeth era_methods[] = {
 	{ "server/discover", m_discover },
 	{ "tools/list", m_era_tools_list },
 	{ "tools/call", m_tools_call },
@@ -479,7 +479,7 @@ json_t *
 mcp_handle_message(struct call_env *env, json_t *raw, char *new_session, int *streamed)
 {
 	struct msg_ctx c = { env, new_session, streamed };
-	const struct mcp_methods m = {
+	const struct mcpmeth_set m = {
 		.table = env->stateless ? era_methods : methods,
 		.n = env->stateless ? sizeof(era_methods) / sizeof(era_methods[0]) :
 				      sizeof(methods) / sizeof(methods[0]),
@@ -487,5 +487,5 @@ mcp_handle_message(struct call_env *env, json_t *raw, char *new_session, int *st
 		.cancel = msg_cancel,
 	};
 
-	return mcp_method_handle(&m, &c, raw);
+	return mcpmeth_handle(&m, &c, raw);
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "base/log.h"
-#include "server/oauth.h"
+#include "server/authsrv.h"
 #include "server/web_int.h"
 #include "account/attempts.h"
 #include "account/oauth.h"
@@ -146,7 +146,7 @@ authz_check(struct web_ctx *c, struct authz *a)
 	a->scope = param(c, "scope");
 	a->resource = param(c, "resource");
 	a->response_type = param(c, "response_type");
-	oauth_http_resource(c->cfg, a->resource_ours, sizeof(a->resource_ours));
+	authsrv_resource(c->cfg, a->resource_ours, sizeof(a->resource_ours));
 	err_clear(&e);
 	if (client_find(c, a, &e) < 0) {
 		if (e.kind == ERR_LIMIT && strcmp(c->method, "POST") != 0)

@@ -10,7 +10,7 @@
 
 #include "sandbox/catalog.h"
 #include "service/tool_impl.h"
-#include "base/mcp_version.h"
+#include "base/mcpver.h"
 #include "sandbox/sandbox.h"
 
 static const char guide[] =
@@ -84,8 +84,8 @@ versions_json(void)
 	/* The stateless revision first (newest), then those with sessions. */
 	if (arr)
 		json_array_append_new(arr, json_string(MCP_VERSION_STATELESS));
-	for (size_t i = 0; arr && i < mcp_version_count(); i++)
-		json_array_append_new(arr, json_string(mcp_version_at(i)));
+	for (size_t i = 0; arr && i < mcpver_count(); i++)
+		json_array_append_new(arr, json_string(mcpver_at(i)));
 	return arr;
 }
 

@@ -10,7 +10,7 @@
 #include "base/jsonschema.h"
 #include "base/log.h"
 #include "base/metrics.h"
-#include "base/tool_result.h"
+#include "base/toolres.h"
 #include "service/tool_cmd.h"
 #include "service/tool_impl.h"
 
@@ -57,12 +57,6 @@ tool_call_progress(struct call_ctx *cx, double progress, double total, const cha
 {
 	if (cx->progress)
 		cx->progress(cx->progress_sink, progress, total, message);
-}
-
-int
-tool_call_cancelled(const struct call_ctx *cx)
-{
-	return cx->cancelled != NULL && atomic_load(cx->cancelled);
 }
 
 /* A copy of the catalogue without the x-mcp-header marks: only
@@ -394,5 +388,5 @@ tools_call_prepared(struct call_ctx *cx, struct tool_call *c)
 	err_clear(&e);
 	obj = tool_call_run(cx, c, &e);
 	tools_count_call(cx, tool_name(c->tool), t0, obj ? ERR_NONE : e.kind);
-	return obj ? tool_result_structured(obj) : tool_result_error(&e);
+	return obj ? toolres_structured(obj) : toolres_error(&e);
 }

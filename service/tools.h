@@ -33,8 +33,6 @@ struct call_ctx {
 
 /* Passes a progress notice to the call's sink, when it has one. */
 void tool_call_progress(struct call_ctx *cx, double progress, double total, const char *message);
-/* 1 when the client has cancelled the call (notifications/cancelled). */
-int tool_call_cancelled(const struct call_ctx *cx);
 
 /* Loads and checks the embedded catalogue; once, at start. */
 int tools_init(struct err *e);

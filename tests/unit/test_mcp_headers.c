@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "base/mcp_version.h"
+#include "base/mcpver.h"
 #include "server/mcp.h"
 
 #define JSON "application/json"
@@ -140,30 +140,30 @@ static void
 test_versions(void **state)
 {
 	(void)state;
-	assert_int_equal(mcp_version_count(), 3);
+	assert_int_equal(mcpver_count(), 3);
 	/* Newest first. */
-	assert_string_equal(mcp_version_at(0), "2025-11-25");
-	assert_string_equal(mcp_version_at(1), "2025-06-18");
-	assert_string_equal(mcp_version_at(2), "2025-03-26");
-	assert_null(mcp_version_at(3));
-	assert_null(mcp_version_at((size_t)-1));
-	for (size_t i = 0; i < mcp_version_count(); i++) {
-		const char *v = mcp_version_at(i);
-		assert_true(mcp_version_supported(v));
+	assert_string_equal(mcpver_at(0), "2025-11-25");
+	assert_string_equal(mcpver_at(1), "2025-06-18");
+	assert_string_equal(mcpver_at(2), "2025-03-26");
+	assert_null(mcpver_at(3));
+	assert_null(mcpver_at((size_t)-1));
+	for (size_t i = 0; i < mcpver_count(); i++) {
+		const char *v = mcpver_at(i);
+		assert_true(mcpver_supported(v));
 		if (i > 0)
-			assert_true(strcmp(mcp_version_at(i - 1), v) > 0);
+			assert_true(strcmp(mcpver_at(i - 1), v) > 0);
 	}
 
-	assert_true(mcp_version_supported("2025-11-25"));
-	assert_true(mcp_version_supported("2025-06-18"));
-	assert_true(mcp_version_supported("2025-03-26"));
-	assert_false(mcp_version_supported("2024-11-05"));
-	assert_false(mcp_version_supported("2025-06-19"));
-	assert_false(mcp_version_supported(""));
-	assert_false(mcp_version_supported("2025-06-18 "));
-	assert_false(mcp_version_supported(" 2025-06-18"));
-	assert_false(mcp_version_supported("2025-06"));
-	assert_false(mcp_version_supported("2025-06-180"));
+	assert_true(mcpver_supported("2025-11-25"));
+	assert_true(mcpver_supported("2025-06-18"));
+	assert_true(mcpver_supported("2025-03-26"));
+	assert_false(mcpver_supported("2024-11-05"));
+	assert_false(mcpver_supported("2025-06-19"));
+	assert_false(mcpver_supported(""));
+	assert_false(mcpver_supported("2025-06-18 "));
+	assert_false(mcpver_supported(" 2025-06-18"));
+	assert_false(mcpver_supported("2025-06"));
+	assert_false(mcpver_supported("2025-06-180"));
 }
 
 static void

@@ -1,5 +1,5 @@
 /* test_mcp_method.c - one MCP message over an endpoint's method table
- * (base/mcp_method.h): errors, responses, notifications, cancellation,
+ * (base/mcpmeth.h): errors, responses, notifications, cancellation,
  * the method a request names, and "Method not found". */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "base/mcp_method.h"
+#include "base/mcpmeth.h"
 
 /* What the table's functions saw. */
 struct seen {
@@ -45,7 +45,7 @@ answer(void *ctx, struct rpc_msg *msg, const char *entry)
 static json_t *
 m_list(void *ctx, struct rpc_msg *msg)
 {
-	json_t *bad = mcp_method_one_page(msg);
+	json_t *bad = mcpmeth_one_page(msg);
 
 	return bad ? bad : answer(ctx, msg, "list");
 }
@@ -79,14 +79,14 @@ on_cancel(void *ctx, json_t *request_id)
 	s->cancelled_id = json_integer_value(request_id);
 }
 
-static const struct mcp_method table[] = {
-	{ "ping", mcp_method_ping },
+static const struct mcpmeth table[] = {
+	{ "ping", mcpmeth_ping },
 	{ "tools/list", m_list },
 	{ "tools/call", m_queued },
 	{ "tasks/", m_tasks },
 };
 
-static const struct mcp_methods endpoint = {
+static const struct mcpmeth_set endpoint = {
 	.table = table,
 	.n = sizeof(table) / sizeof(table[0]),
 	.seen = on_seen,
@@ -99,7 +99,7 @@ handle(struct seen *s, const char *text)
 {
 	json_t *raw = load(text), *out;
 
-	out = mcp_method_handle(&endpoint, s, raw);
+	out = mcpmeth_handle(&endpoint, s, raw);
 	json_decref(raw);
 	return out;
 }

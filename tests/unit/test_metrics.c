@@ -12,7 +12,7 @@
 #include <cmocka.h>
 
 #include "base/metrics.h"
-#include "server/metrics_http.h"
+#include "server/scrape.h"
 
 static int
 reset(void **state)
@@ -352,14 +352,14 @@ static void
 test_metrics_token(void **state)
 {
 	(void)state;
-	assert_true(metrics_http_token_ok("Bearer s3cret", "s3cret"));
-	assert_true(metrics_http_token_ok("bearer  s3cret", "s3cret"));
-	assert_false(metrics_http_token_ok("Bearer s3cre", "s3cret"));
-	assert_false(metrics_http_token_ok("Bearer s3cretX", "s3cret"));
-	assert_false(metrics_http_token_ok("Basic s3cret", "s3cret"));
-	assert_false(metrics_http_token_ok("s3cret", "s3cret"));
-	assert_false(metrics_http_token_ok(NULL, "s3cret"));
-	assert_false(metrics_http_token_ok("Bearer ", ""));
+	assert_true(scrape_token_ok("Bearer s3cret", "s3cret"));
+	assert_true(scrape_token_ok("bearer  s3cret", "s3cret"));
+	assert_false(scrape_token_ok("Bearer s3cre", "s3cret"));
+	assert_false(scrape_token_ok("Bearer s3cretX", "s3cret"));
+	assert_false(scrape_token_ok("Basic s3cret", "s3cret"));
+	assert_false(scrape_token_ok("s3cret", "s3cret"));
+	assert_false(scrape_token_ok(NULL, "s3cret"));
+	assert_false(scrape_token_ok("Bearer ", ""));
 }
 
 int

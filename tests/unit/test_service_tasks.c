@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "base/tool_result.h"
+#include "base/toolres.h"
 #include "service/task_cut.h"
 #include "service/tasks.h"
 #include "tests/unit/service_fixture.h"
@@ -463,7 +463,7 @@ test_cut_shapes(void **state)
 	json_decref(res);
 	/* Two long streams are cut to one length, each keeping its share. */
 	memset(big, 'x', sizeof(big) - 1);
-	res = tool_result_structured(json_pack("{s:s,s:s,s:i}", "stdout", big, "stderr", big,
+	res = toolres_structured(json_pack("{s:s,s:s,s:i}", "stdout", big, "stderr", big,
 	    "exit_code", 0));
 	text = task_cut(res, 65536, &len, &cut);
 	assert_non_null(text);

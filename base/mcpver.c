@@ -1,5 +1,5 @@
-/* mcp_version.c - the supported MCP revisions, newest first. */
-#include "base/mcp_version.h"
+/* mcpver.c - the supported MCP revisions, newest first. */
+#include "base/mcpver.h"
 
 #include <string.h>
 
@@ -7,19 +7,19 @@ static const char *const versions[] = { "2025-11-25", "2025-06-18", "2025-03-26"
 #define N_VERSIONS (sizeof(versions) / sizeof(versions[0]))
 
 size_t
-mcp_version_count(void)
+mcpver_count(void)
 {
 	return N_VERSIONS;
 }
 
 const char *
-mcp_version_at(size_t i)
+mcpver_at(size_t i)
 {
 	return i < N_VERSIONS ? versions[i] : NULL;
 }
 
 int
-mcp_version_supported(const char *v)
+mcpver_supported(const char *v)
 {
 	for (size_t i = 0; v && i < N_VERSIONS; i++)
 		if (strcmp(v, versions[i]) == 0)

@@ -1,11 +1,11 @@
-/* tool_result.c - CallToolResult objects. */
-#include "base/tool_result.h"
+/* toolres.c - CallToolResult objects. */
+#include "base/toolres.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 
 json_t *
-tool_result_text(const char *text, int is_error)
+toolres_text(const char *text, int is_error)
 {
 	json_t *res = json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text", text);
 
@@ -15,19 +15,19 @@ tool_result_text(const char *text, int is_error)
 }
 
 json_t *
-tool_result_error(const struct err *e)
+toolres_error(const struct err *e)
 {
 	char text[700];
 
 	snprintf(text, sizeof(text), "Error (%s): %s", err_kind_name(e->kind), e->msg);
-	return tool_result_text(text, 1);
+	return toolres_text(text, 1);
 }
 
 json_t *
-tool_result_structured(json_t *obj)
+toolres_structured(json_t *obj)
 {
 	char *text = json_dumps(obj, JSON_COMPACT);
-	json_t *res = text ? tool_result_text(text, 0) : NULL;
+	json_t *res = text ? toolres_text(text, 0) : NULL;
 
 	free(text);
 	if (res)

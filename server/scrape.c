@@ -1,5 +1,5 @@
-/* metrics_http.c - the /metrics endpoint. */
-#include "server/metrics_http.h"
+/* scrape.c - the /metrics endpoint. */
+#include "server/scrape.h"
 #include "sandbox/hosts.h"
 
 #include <pthread.h>
@@ -17,7 +17,7 @@
 /* Scrapes from several Prometheus servers share one database read. */
 #define GAUGE_CACHE_S 1.0
 
-struct metrics_http {
+struct scrape {
 	struct app *app;
 	pthread_mutex_t lock;
 	double read_at; /* 0: never */
@@ -28,10 +28,10 @@ struct metrics_http {
 	struct metrics_host hosts[METRICS_MAX_HOSTS];
 };
 
-struct metrics_http *
-metrics_http_new(struct app *app, struct err *e)
+struct scrape *
+scrape_new(struct app *app, struct err *e)
 {
-	struct metrics_http *mh = calloc(1, sizeof(*mh));
+	struct scrape *mh = calloc(1, sizeof(*mh));
 
 	if (mh == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
@@ -43,7 +43,7 @@ metrics_http_new(struct app *app, struct err *e)
 }
 
 void
-metrics_http_free(struct metrics_http *mh)
+scrape_free(struct scrape *mh)
 {
 	if (mh == NULL)
 		return;
@@ -52,7 +52,7 @@ metrics_http_free(struct metrics_http *mh)
 }
 
 int
-metrics_http_token_ok(const char *authorization, const char *token)
+scrape_token_ok(const char *authorization, const char *token)
 {
 	const char *p = authorization;
 	size_t n = strlen(token);
@@ -77,7 +77,7 @@ member_ll(const json_t *o, const char *a, const char *b, long long none)
 
 /* The hosts table, under mh->lock. */
 static void
-read_hosts(struct metrics_http *mh)
+read_hosts(struct scrape *mh)
 {
 	struct err e;
 	json_t *all, *h;
@@ -110,7 +110,7 @@ read_hosts(struct metrics_http *mh)
 /* Live sandboxes by state and the hosts, read at most once per
  * GAUGE_CACHE_S. */
 static void
-read_sandboxes(struct metrics_http *mh, struct metrics_gauges *g)
+read_sandboxes(struct scrape *mh, struct metrics_gauges *g)
 {
 	double now = metrics_now();
 	struct err e;
@@ -138,7 +138,7 @@ read_sandboxes(struct metrics_http *mh, struct metrics_gauges *g)
 /* The warm pool as the sandbox service last saw it (its maintenance
  * thread refreshes that from the database). */
 static void
-read_pool(struct metrics_http *mh, struct metrics_gauges *g)
+read_pool(struct scrape *mh, struct metrics_gauges *g)
 {
 	static const char *const sizes[] = { "small", "medium", "large" };
 	json_t *cap, *ready;
@@ -157,7 +157,7 @@ read_pool(struct metrics_http *mh, struct metrics_gauges *g)
 
 /* This process's teardowns after a destroy's answer. */
 static void
-read_teardowns(struct metrics_http *mh, struct metrics_gauges *g)
+read_teardowns(struct scrape *mh, struct metrics_gauges *g)
 {
 	if (mh->app->sbx == NULL)
 		return;
@@ -168,7 +168,7 @@ read_teardowns(struct metrics_http *mh, struct metrics_gauges *g)
 static void
 scrape(struct http_req *req, void *ctx)
 {
-	struct metrics_http *mh = ctx;
+	struct scrape *mh = ctx;
 	struct metrics_gauges g;
 	size_t len;
 	char *text;
@@ -187,9 +187,9 @@ scrape(struct http_req *req, void *ctx)
 }
 
 void
-metrics_http_handle(struct http_req *req, void *ctx)
+scrape_handle(struct http_req *req, void *ctx)
 {
-	struct metrics_http *mh = ctx;
+	struct scrape *mh = ctx;
 	const char *token = mh->app->cfg.metrics_token;
 
 	if (strcmp(http_method(req), "GET") != 0 && strcmp(http_method(req), "HEAD") != 0) {
@@ -197,7 +197,7 @@ metrics_http_handle(struct http_req *req, void *ctx)
 		http_reply_error(req, 405, "method_not_allowed", "use GET");
 		return;
 	}
-	if (*token && !metrics_http_token_ok(http_header(req, "Authorization"), token)) {
+	if (*token && !scrape_token_ok(http_header(req, "Authorization"), token)) {
 		http_add_header(req, "WWW-Authenticate", "Bearer realm=\"metrics\"");
 		http_reply_error(req, 401, "unauthorized",
 		    "/metrics needs 'Authorization: Bearer <AAS_METRICS_TOKEN>'");

@@ -1,7 +1,7 @@
-/* oauth.c - OAuth metadata, token, registration and revocation
+/* authsrv.c - OAuth metadata, token, registration and revocation
  * endpoints (oauth_http_). Database work runs on workers, queued under
  * the client's address. */
-#include "server/oauth.h"
+#include "server/authsrv.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,13 +16,13 @@
 #define FORM_MAX 8192
 
 void
-oauth_http_resource(const struct config *cfg, char *out, size_t n)
+authsrv_resource(const struct config *cfg, char *out, size_t n)
 {
 	snprintf(out, n, "%s/v1/mcp", cfg->public_url);
 }
 
 void
-oauth_http_challenge(const struct config *cfg, char *out, size_t n)
+authsrv_challenge(const struct config *cfg, char *out, size_t n)
 {
 	if (!cfg->oauth)
 		snprintf(out, n, "Bearer");
@@ -61,7 +61,7 @@ protected_resource(struct http_req *req, void *ctx)
 
 	if (!get_only(req))
 		return;
-	oauth_http_resource(cfg, resource, sizeof(resource));
+	authsrv_resource(cfg, resource, sizeof(resource));
 	snprintf(docs, sizeof(docs), "%s/dashboard/connect", cfg->public_url);
 	public_json(req,
 	    json_pack("{s:s, s:[s], s:[s], s:[s], s:s, s:s}", "resource", resource,
@@ -342,7 +342,7 @@ no_oauth(struct http_req *req, void *ctx)
 }
 
 size_t
-oauth_http_routes(struct app *app, struct http_route *out, size_t max)
+authsrv_routes(struct app *app, struct http_route *out, size_t max)
 {
 	static const char *const well_known[] = { "/.well-known/oauth-protected-resource",
 		"/.well-known/oauth-protected-resource/v1/mcp",

@@ -1,10 +1,10 @@
-/* oauth.h - the OAuth 2.1 endpoints that are not pages (oauth_http_):
+/* authsrv.h - the OAuth 2.1 authorization server's endpoints that are not pages (authsrv_):
  * RFC 9728 protected resource metadata, RFC 8414 authorization server
  * metadata, the token endpoint, dynamic client registration (RFC 7591)
  * and token revocation (RFC 7009). The consent page is the dashboard's
  * (web_oauth.c). docs/oauth.md says how it fits together. */
-#ifndef AAS_OAUTH_HTTP_H
-#define AAS_OAUTH_HTTP_H
+#ifndef AAS_AUTHSRV_H
+#define AAS_AUTHSRV_H
 
 #include <stddef.h>
 
@@ -14,12 +14,12 @@
 #define OAUTH_HTTP_ROUTES 8
 
 /* The resource tokens are for: <AAS_PUBLIC_URL>/v1/mcp. */
-void oauth_http_resource(const struct config *cfg, char *out, size_t n);
+void authsrv_resource(const struct config *cfg, char *out, size_t n);
 /* The WWW-Authenticate value for a request to /v1/mcp without a
  * credential: Bearer with resource_metadata (or plain "Bearer" when
  * OAuth is off). */
-void oauth_http_challenge(const struct config *cfg, char *out, size_t n);
+void authsrv_challenge(const struct config *cfg, char *out, size_t n);
 /* Its routes into out (at most OAUTH_HTTP_ROUTES); returns how many. */
-size_t oauth_http_routes(struct app *app, struct http_route *out, size_t max);
+size_t authsrv_routes(struct app *app, struct http_route *out, size_t max);
 
 #endif

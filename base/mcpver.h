@@ -1,5 +1,5 @@
-/* mcp_version.h - the MCP protocol revisions this project speaks
- * (mcp_version_), shared by aasd's transport, get_service_info and the
+/* mcpver.h - the MCP protocol revisions this project speaks
+ * (mcpver_), shared by aasd's transport, get_service_info and the
  * stdio bridge so they never disagree. */
 #ifndef AAS_MCP_VERSION_H
 #define AAS_MCP_VERSION_H
@@ -14,10 +14,10 @@
 /* The revision whose JSON-RPC batches are allowed. */
 #define MCP_VERSION_BATCH "2025-03-26"
 
-size_t mcp_version_count(void);
+size_t mcpver_count(void);
 /* The i-th revision, newest first; NULL past the end. */
-const char *mcp_version_at(size_t i);
+const char *mcpver_at(size_t i);
 /* 1 when `v` is one of them. */
-int mcp_version_supported(const char *v);
+int mcpver_supported(const char *v);
 
 #endif

@@ -1,6 +1,6 @@
-/* mcp_method.c - one MCP message dispatched over an endpoint's method
+/* mcpmeth.c - one MCP message dispatched over an endpoint's method
  * table (see mcp_method.h). */
-#include "base/mcp_method.h"
+#include "base/mcpmeth.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -17,7 +17,7 @@ names(const char *name, const char *method)
 }
 
 json_t *
-mcp_method_handle(const struct mcp_methods *m, void *ctx, json_t *raw)
+mcpmeth_handle(const struct mcpmeth_set *m, void *ctx, json_t *raw)
 {
 	struct rpc_msg msg;
 	char text[200];
@@ -45,14 +45,14 @@ mcp_method_handle(const struct mcp_methods *m, void *ctx, json_t *raw)
 }
 
 json_t *
-mcp_method_ping(void *ctx, struct rpc_msg *msg)
+mcpmeth_ping(void *ctx, struct rpc_msg *msg)
 {
 	(void)ctx;
 	return rpc_result(msg->id, json_object());
 }
 
 json_t *
-mcp_method_one_page(const struct rpc_msg *msg)
+mcpmeth_one_page(const struct rpc_msg *msg)
 {
 	if (json_object_get(msg->params, "cursor") != NULL)
 		return rpc_error(msg->id, RPC_INVALID_PARAMS,

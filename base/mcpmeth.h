@@ -1,5 +1,5 @@
-/* mcp_method.h - the MCP methods an endpoint answers, as a table
- * (mcp_method_), and the one dispatch over it that aasd's transport and
+/* mcpmeth.h - the MCP methods an endpoint answers, as a table
+ * (mcpmeth_), and the one dispatch over it that aasd's transport and
  * the stdio bridge share: a message classified, a cancellation passed on,
  * a request sent to its method or answered "Method not found". */
 #ifndef AAS_MCP_METHOD_H
@@ -17,14 +17,14 @@ typedef json_t *(*mcp_method_fn)(void *ctx, struct rpc_msg *msg);
 
 /* One method; a name ending in '/' stands for every method under it
  * ("tasks/"). */
-struct mcp_method {
+struct mcpmeth {
 	const char *name;
 	mcp_method_fn fn;
 };
 
 /* An endpoint: its methods, and what it does with every message. */
-struct mcp_methods {
-	const struct mcp_method *table;
+struct mcpmeth_set {
+	const struct mcpmeth *table;
 	size_t n;
 	/* Each request and notification before it is handled (a log, a
 	 * metric); NULL: nothing. */
@@ -37,13 +37,13 @@ struct mcp_methods {
  * response and a notification get no answer (a cancellation goes to
  * m->cancel); a request goes to the first method of the table that names
  * it, or is answered "Method not found". The response, or NULL. */
-json_t *mcp_method_handle(const struct mcp_methods *m, void *ctx, json_t *raw);
+json_t *mcpmeth_handle(const struct mcpmeth_set *m, void *ctx, json_t *raw);
 
 /* ping: an empty result. */
-json_t *mcp_method_ping(void *ctx, struct rpc_msg *msg);
+json_t *mcpmeth_ping(void *ctx, struct rpc_msg *msg);
 
 /* tools/list of a list with a single page: the error for a request that
  * names a cursor, else NULL (the caller answers with its list). */
-json_t *mcp_method_one_page(const struct rpc_msg *msg);
+json_t *mcpmeth_one_page(const struct rpc_msg *msg);
 
 #endif

@@ -1,10 +1,10 @@
-/* netguard_cli.c - aasd --netguard-{rules,rules-hash,users,install,watch}.
+/* ngcli.c - aasd --netguard-{rules,rules-hash,users,install,watch}.
  *
  * --netguard-install and --netguard-watch run as root (the unit's
  * ExecStartPre=+ and deploy/aas-netguard.service): aasd itself keeps no
  * CAP_NET_ADMIN, so it can neither load nor read nftables and trusts the
  * status these two record (vmm/netguard_status.h). */
-#include "server/netguard_cli.h"
+#include "server/ngcli.h"
 
 #include <pwd.h>
 #include <signal.h>
@@ -32,7 +32,7 @@ on_stop(int sig)
 }
 
 int
-netguard_cli_users(const struct config *cfg, struct netguard_users *who)
+ngcli_users(const struct config *cfg, struct netguard_users *who)
 {
 	struct passwd *pw = getpwnam(cfg->qemu_user);
 
@@ -45,7 +45,7 @@ netguard_cli_users(const struct config *cfg, struct netguard_users *who)
 }
 
 int
-netguard_cli_is(const char *arg)
+ngcli_is(const char *arg)
 {
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (strcmp(arg, commands[i]) == 0)
@@ -125,7 +125,7 @@ watch(const struct netguard_users *who, const struct config *cfg)
 }
 
 int
-netguard_cli_main(const char *what)
+ngcli_main(const char *what)
 {
 	struct config cfg;
 	struct err e;
@@ -137,7 +137,7 @@ netguard_cli_main(const char *what)
 		fprintf(stderr, "aasd: %s\n", e.msg);
 		return 2;
 	}
-	if (netguard_cli_users(&cfg, &who) < 0) {
+	if (ngcli_users(&cfg, &who) < 0) {
 		fprintf(stderr, "aasd: AAS_QEMU_USER: no user %s\n", cfg.qemu_user);
 		return 1;
 	}
