@@ -25,17 +25,12 @@ oauth_grants_other(PGconn *c, const char *account_id, const char *client_id, lon
     struct err *e)
 {
 	const char *p[2] = { account_id, client_id };
-	PGresult *r = db_conn_query(c,
-	    "SELECT count(*) FROM oauth_grants WHERE account_id = $1 AND client_id <> $2"
-	    " AND revoked_at IS NULL",
-	    2, p, e);
-	int rc;
 
-	if (r == NULL)
-		return -1;
-	rc = db_get_ll(r, 0, 0, n, e);
-	PQclear(r);
-	return rc;
+	return db_take_ll(db_conn_query(c,
+			      "SELECT count(*) FROM oauth_grants WHERE account_id = $1"
+			      " AND client_id <> $2 AND revoked_at IS NULL",
+			      2, p, e),
+	    n, e);
 }
 
 int

@@ -202,8 +202,7 @@ allow_tx(PGconn *c, void *arg, struct err *e)
 	char subject[ATT_SUBJECT_MAX + 1], when[48];
 	const char *p[1] = { ax->account };
 	long long retry, open = 0;
-	PGresult *r;
-	int over, rc;
+	int over;
 
 	if (att_subject(subject, sizeof(subject), "checkout", ax->account) < 0 ||
 	    att_lock(c, subject, e) < 0)
@@ -217,15 +216,11 @@ allow_tx(PGconn *c, void *arg, struct err *e)
 		return -1;
 	}
 	/* Stripe keeps an unpaid checkout open for a day. */
-	r = db_conn_query(c,
-	    "SELECT count(*) FROM payment_checkouts WHERE account_id = $1 AND paid_at IS NULL "
-	    "AND created_at > now() - interval '1 day'",
-	    1, p, e);
-	if (r == NULL)
-		return -1;
-	rc = db_get_ll(r, 0, 0, &open, e);
-	PQclear(r);
-	if (rc < 0)
+	if (db_take_ll(db_conn_query(c,
+			   "SELECT count(*) FROM payment_checkouts WHERE account_id = $1"
+			   " AND paid_at IS NULL AND created_at > now() - interval '1 day'",
+			   1, p, e),
+		&open, e) < 0)
 		return -1;
 	if (open >= ax->cfg->checkouts_open) {
 		err_set(e, ERR_LIMIT,

@@ -78,15 +78,10 @@ give(const struct back *b, long long amount, struct err *e)
 	char reason[PAY_ID_MAX * 2 + 128], n[24];
 	const char *p[2] = { b->account, n };
 	long long debt = 0, settle;
-	PGresult *r;
-	int rc;
 
-	r = db_conn_query(b->c, "SELECT payment_debt FROM accounts WHERE id = $1", 1, pa, e);
-	if (r == NULL)
-		return -1;
-	rc = db_get_ll(r, 0, 0, &debt, e);
-	PQclear(r);
-	if (rc < 0)
+	if (db_take_ll(db_conn_query(b->c, "SELECT payment_debt FROM accounts WHERE id = $1", 1, pa,
+			   e),
+		&debt, e) < 0)
 		return -1;
 	settle = debt < amount ? debt : amount;
 	snprintf(reason, sizeof(reason), "dispute reinstated for %s checkout %s (%s)", b->provider,

@@ -73,11 +73,9 @@ check_account(PGconn *c, const struct sess_limits *lim, const char *account, str
 		" OR last_seen_at < now() - make_interval(secs => $2::int))",
 		2, p, NULL, e) < 0)
 		return -1;
-	r = db_conn_query(c, "SELECT count(*) FROM mcp_sessions WHERE account_id = $1", 1, p, e);
-	if (r == NULL)
-		return -1;
-	rc = db_get_ll(r, 0, 0, &open_n, e);
-	PQclear(r);
+	rc = db_take_ll(db_conn_query(c, "SELECT count(*) FROM mcp_sessions WHERE account_id = $1",
+			    1, p, e),
+	    &open_n, e);
 	if (rc == 0 && open_n >= lim->max_per_account) {
 		err_set(e, ERR_LIMIT,
 		    "this account has %lld open MCP sessions, the most allowed "

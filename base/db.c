@@ -395,6 +395,18 @@ db_get_text(const PGresult *r, int row, int col)
 }
 
 int
+db_take_ll(PGresult *r, long long *out, struct err *e)
+{
+	int rc;
+
+	if (r == NULL)
+		return -1;
+	rc = db_get_ll(r, 0, 0, out, e);
+	PQclear(r);
+	return rc;
+}
+
+int
 db_get_ll_or(const PGresult *r, int row, int col, long long def, long long *out, struct err *e)
 {
 	if (!field_ok(r, row, col, e))

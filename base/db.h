@@ -66,6 +66,9 @@ int db_conn_exec(PGconn *c, const char *sql, int nparams, const char *const *par
  * client's fault). A NULL field reads as `def` (the *_or forms) or fails. */
 int db_get_ll(const PGresult *r, int row, int col, long long *out, struct err *e);
 int db_get_ll_or(const PGresult *r, int row, int col, long long def, long long *out, struct err *e);
+/* The number a query such as "SELECT count(*)" answered (its first row's
+ * first field), r PQclear()ed; r NULL (the query failed, `e` set) is -1. */
+int db_take_ll(PGresult *r, long long *out, struct err *e);
 int db_get_int(const PGresult *r, int row, int col, int *out, struct err *e);
 int db_get_int_or(const PGresult *r, int row, int col, int def, int *out, struct err *e);
 /* "t" / "f" of a boolean column. */

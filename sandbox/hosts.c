@@ -230,19 +230,13 @@ hosts_remove(struct db *db, const char *host, struct err *e)
 {
 	long n = 0;
 	const char *p[1] = { host };
-	PGresult *r;
 	long long live = 0;
-	int rc;
 
-	r = db_query(db,
-	    "SELECT count(s.id) FROM hosts h JOIN sandboxes s ON s.host_uri = h.uri"
-	    " WHERE (h.name = $1 OR h.uri = $1) AND s.state IN " STORE_VM_STATES,
-	    1, p, e);
-	if (r == NULL)
-		return -1;
-	rc = db_get_ll(r, 0, 0, &live, e);
-	PQclear(r);
-	if (rc < 0)
+	if (db_take_ll(db_query(db,
+			   "SELECT count(s.id) FROM hosts h JOIN sandboxes s ON s.host_uri = h.uri"
+			   " WHERE (h.name = $1 OR h.uri = $1) AND s.state IN " STORE_VM_STATES,
+			   1, p, e),
+		&live, e) < 0)
 		return -1;
 	if (live > 0) {
 		err_set_at(e, ERR_CONFLICT, "host",

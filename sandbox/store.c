@@ -492,25 +492,12 @@ store_expiry_changed(struct db *db, struct err *e)
 }
 
 /* One count(*) with the sandbox as its parameter. */
-/* The one number a count query answered; r is cleared. */
-static int
-count_of(PGresult *r, long long *n, struct err *e)
-{
-	int rc;
-
-	if (r == NULL)
-		return -1;
-	rc = db_get_ll(r, 0, 0, n, e);
-	PQclear(r);
-	return rc;
-}
-
 int
 store_count(struct db *db, const char *sql, const char *sandbox_id, long long *n, struct err *e)
 {
 	const char *p[1] = { sandbox_id };
 
-	return count_of(db_query(db, sql, 1, p, e), n, e);
+	return db_take_ll(db_query(db, sql, 1, p, e), n, e);
 }
 
 int
@@ -518,5 +505,5 @@ store_conn_count(PGconn *c, const char *sql, const char *sandbox_id, long long *
 {
 	const char *p[1] = { sandbox_id };
 
-	return count_of(db_conn_query(c, sql, 1, p, e), n, e);
+	return db_take_ll(db_conn_query(c, sql, 1, p, e), n, e);
 }

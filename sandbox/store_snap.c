@@ -21,16 +21,12 @@ int
 store_conn_snap_count(PGconn *c, const char *account, long long *n, struct err *e)
 {
 	const char *p[1] = { account };
-	PGresult *r = db_conn_query(c,
-	    "SELECT count(*) FROM snapshots WHERE account_id = $1::uuid AND state <> 'deleted'", 1,
-	    p, e);
-	int rc;
 
-	if (r == NULL)
-		return -1;
-	rc = db_get_ll(r, 0, 0, n, e);
-	PQclear(r);
-	return rc;
+	return db_take_ll(db_conn_query(c,
+			      "SELECT count(*) FROM snapshots WHERE account_id = $1::uuid"
+			      " AND state <> 'deleted'",
+			      1, p, e),
+	    n, e);
 }
 
 int

@@ -458,6 +458,36 @@ test_conn_row(void **state)
 	assert_string_equal(e.msg, "unknown code abc");
 }
 
+/* A count's number is taken and its result cleared; a failed query, a
+ * query without rows and a non-number are each -1. */
+static void
+test_take_ll(void **state)
+{
+	const char *p[1] = { "3" };
+	long long n = -1;
+	struct err e;
+
+	err_clear(&e);
+	assert_int_equal(db_take_ll(db_query(*state,
+					"SELECT count(*) FROM generate_series(1, $1::int)", 1, p,
+					&e),
+			     &n, &e),
+	    0);
+	assert_int_equal(n, 3);
+	assert_int_equal(db_take_ll(db_query(*state, "SELECT 1 WHERE false", 0, NULL, &e), &n, &e),
+	    -1);
+	assert_int_equal(e.kind, ERR_INTERNAL);
+	err_clear(&e);
+	assert_int_equal(db_take_ll(db_query(*state, "SELECT 'x'", 0, NULL, &e), &n, &e), -1);
+	err_clear(&e);
+	assert_int_equal(db_take_ll(db_query(*state, "SELECT $1::int", 1, (const char *[]){ "x" },
+					&e),
+			     &n, &e),
+	    -1);
+	assert_int_not_equal(e.kind, ERR_NONE);
+	assert_int_equal(n, 3);
+}
+
 int
 main(void)
 {
@@ -476,6 +506,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_two_rows_are_none, db_open, db_close),
 		cmocka_unit_test_setup_teardown(test_query_error_stays, db_open, db_close),
 		cmocka_unit_test_setup_teardown(test_conn_row, db_open, db_close),
+		cmocka_unit_test_setup_teardown(test_take_ll, db_open, db_close),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
