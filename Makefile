@@ -308,7 +308,7 @@ bench:
 lint:
 	@rc=0; \
 	for c in tools/lint/layers.sh tools/lint/banned.sh tools/lint/format.sh \
-	    tools/lint/size.sh tools/lint/prefix.sh tests/lint/checkers.sh; do \
+	    tools/lint/size.sh tools/lint/prefix.sh tools/lint/mustcheck.sh tests/lint/checkers.sh; do \
 		echo "  LINT    $$c"; \
 		sh $$c || rc=1; \
 	done; \

@@ -176,7 +176,7 @@ prune(struct mailq *q)
 
 	/* Every kind of row whose time is over; each failure is logged. */
 	err_clear(&e);
-	(void)purge_run(q->db, q->cfg, NULL, &e);
+	err_ignore(purge_run(q->db, q->cfg, NULL, &e));
 }
 
 static void *

@@ -19,14 +19,14 @@
 /* Puts a message in the outbox (inside the caller's transaction).
  * `account` may be NULL. */
 int mailq_put(PGconn *c, const char *account, const char *to, const char *subject, const char *body,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* Messages not sent yet, oldest first, bodies included (for an operator
  * without SMTP): [{id, to, subject, body, created_at, attempts, last_error}]. */
 json_t *mailq_pending(struct db *db, int limit, struct err *e);
 /* Sends due messages, at most `max`: *sent counts those the server took.
  * A message the server refused is tried again later. */
 int mailq_send_due(struct db *db, const char *smtp_url, const char *from, int max, int *sent,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 
 /* The sending thread: every second it sends what is due (when
  * AAS_SMTP_URL is set) and, every ten minutes, deletes the rows whose

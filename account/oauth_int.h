@@ -13,10 +13,10 @@
 
 /* Takes the account's advisory lock ("oauth:<account>"), held to the end
  * of the transaction, so its grants are counted and changed one at a time. */
-int oauth_account_lock(PGconn *c, const char *account_id, struct err *e);
+int oauth_account_lock(PGconn *c, const char *account_id, struct err *e) AAS_MUST_CHECK;
 /* How many live grants the account has for clients other than client_id. */
 int oauth_grants_other(PGconn *c, const char *account_id, const char *client_id, long long *n,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 
 /* A grant about to be made: the account, the client, and what it may use. */
 struct oauth_grant_req {
@@ -27,14 +27,16 @@ struct oauth_grant_req {
  * "invalid_grant" when the account is disabled or already has `max` grants
  * with other clients. */
 int oauth_grant_new(PGconn *c, const struct oauth_grant_req *g, int max,
-    char grant[OAUTH_GRANT_ID_MAX], struct err *e);
+    char grant[OAUTH_GRANT_ID_MAX], struct err *e) AAS_MUST_CHECK;
 /* Revokes a live grant for `reason` (revoke_reason); nothing when it is
  * not live. */
-int oauth_grant_end(PGconn *c, const char *grant_id, const char *reason, struct err *e);
+int oauth_grant_end(PGconn *c, const char *grant_id, const char *reason,
+    struct err *e) AAS_MUST_CHECK;
 
 /* A new access and refresh token under the grant into *out; the grant's
  * expired tokens, and those past what it keeps, go. */
 int oauth_tokens_issue(PGconn *c, const struct config *cfg, const char *grant_id,
-    const char *resource, const char *scope, struct oauth_tokens *out, struct err *e);
+    const char *resource, const char *scope, struct oauth_tokens *out,
+    struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -50,7 +50,8 @@ int oauth_client_id_is_url(const char *id, int allow_http_loopback);
  * registration request when client_id is NULL) into `out`. The fields
  * used: client_id (must equal), client_name, client_uri, redirect_uris,
  * token_endpoint_auth_method (only "none"), grant_types, response_types. */
-int oauth_client_parse(const char *client_id, json_t *doc, struct oauth_client *out, struct err *e);
+int oauth_client_parse(const char *client_id, json_t *doc, struct oauth_client *out,
+    struct err *e) AAS_MUST_CHECK;
 /* The redirect URIs as a JSON array (new reference). */
 json_t *oauth_client_redirects_json(const struct oauth_client *cl);
 /* 1 when `s` has the shape of one of our access tokens. */

@@ -63,11 +63,11 @@ extern const struct pay_provider pay_stripe;
  * AAS_CHECKOUTS_PER_HOUR made in the last hour (this one is counted) and
  * fewer than AAS_CHECKOUTS_OPEN unpaid in the last day; else ERR_LIMIT. */
 int pay_checkout_allowed(struct db *db, const struct config *cfg, const char *account,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* Remembers a checkout made for an account, of `amount` micro-USD: only
  * such checkouts are ever credited. */
 int pay_checkout_made(struct db *db, const struct pay_provider *p, const char *account,
-    const struct pay_checkout *co, long long amount, struct err *e);
+    const struct pay_checkout *co, long long amount, struct err *e) AAS_MUST_CHECK;
 /* Records the event and, when it says a checkout of this service was
  * paid (its account, its amount), credits that account once; *credited
  * is 1 when this delivery posted the credit. A refund or a dispute of a
@@ -76,6 +76,6 @@ int pay_checkout_made(struct db *db, const struct pay_provider *p, const char *a
  * event changes nothing. Lock order: the account row, then the event
  * row, then the ledger. */
 int pay_apply(struct db *db, const struct pay_provider *p, const struct pay_event *ev,
-    int *credited, struct err *e);
+    int *credited, struct err *e) AAS_MUST_CHECK;
 
 #endif

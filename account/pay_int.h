@@ -14,6 +14,6 @@
  * (accounts.payment_debt, a ledger row of 0 saying so) and the account
  * is disabled. */
 int pay_back_apply(PGconn *c, const char *provider, const struct pay_event *ev, const char *account,
-    const char *checkout, long long credited, struct err *e);
+    const char *checkout, long long credited, struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -28,7 +28,8 @@ struct purge_counts {
 /* One run over every kind; the rows deleted into *out (may be NULL). A
  * kind whose statement fails is logged and the others still run; -1 with
  * the first error then. */
-int purge_run(struct db *db, const struct config *cfg, struct purge_counts *out, struct err *e);
+int purge_run(struct db *db, const struct config *cfg, struct purge_counts *out,
+    struct err *e) AAS_MUST_CHECK;
 /* The kind at index i ("mcp_tasks", ...), or NULL past the last. */
 const char *purge_kind_name(int i);
 

@@ -575,8 +575,9 @@ user_login(struct db *db, const struct config *cfg, const char *email_in, const 
 		const char *p[2] = { account_id, hash };
 
 		if (pw_hash_as(&who, &pp, password, plen, hash, sizeof(hash), &ignore) == 0)
-			(void)db_exec(db, "UPDATE accounts SET password_hash = $2 WHERE id = $1", 2,
-			    p, NULL, &ignore);
+			err_ignore(db_exec(db,
+			    "UPDATE accounts SET password_hash = $2 WHERE id = $1", 2, p, NULL,
+			    &ignore));
 	}
 	return 0;
 }

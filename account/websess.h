@@ -28,17 +28,17 @@ struct wsess {
 /* Opens a session for an account that just proved its password (or its
  * e-mail link); ends the oldest beyond the per-account maximum. */
 int wsess_create(struct db *db, const struct config *cfg, const char *account,
-    char id[WSESS_ID_LEN + 1], struct err *e);
+    char id[WSESS_ID_LEN + 1], struct err *e) AAS_MUST_CHECK;
 /* The live session of a cookie value; ERR_UNAUTHORIZED when there is none
  * (unknown, ended, idle or too old, or its account disabled). Marks it
  * used (at most once a minute, to spare the database). */
 int wsess_resolve(struct db *db, const struct config *cfg, const char *id, struct wsess *out,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* Ends one session (logout); no error when it is not live. */
-int wsess_end(struct db *db, const char *id, struct err *e);
+int wsess_end(struct db *db, const char *id, struct err *e) AAS_MUST_CHECK;
 /* Ends every session of an account, inside the caller's transaction
  * (password reset, account disabled). */
-int wsess_end_account(PGconn *c, const char *account, struct err *e);
+int wsess_end_account(PGconn *c, const char *account, struct err *e) AAS_MUST_CHECK;
 /* 1 when the token a form carried is the session's (constant time). */
 int wsess_csrf_ok(const struct wsess *s, const char *token);
 

@@ -28,6 +28,6 @@ char *b64_encode(const void *in, size_t len);
  * ERR_INVALID when the text is not base64 as described above, ERR_LIMIT
  * when it decodes to more than cap bytes. */
 int b64_decode(const char *in, size_t len, unsigned char *out, size_t cap, size_t *out_len,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 
 #endif

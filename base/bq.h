@@ -39,10 +39,10 @@ void bq_detach(struct bq *q);
 
 /* Waits for bytes: the count (up to n), 0 at the clean end, -1 with e set
  * when the producer failed (its error) or the consumer abandoned. */
-ssize_t bq_read(struct bq *q, void *buf, size_t n, struct err *e);
+ssize_t bq_read(struct bq *q, void *buf, size_t n, struct err *e) AAS_MUST_CHECK;
 /* Waits until all n bytes are queued: 0, or -1 with e set once the
  * consumer abandoned (its error) or the producer side closed. */
-int bq_write(struct bq *q, const void *p, size_t n, struct err *e);
+int bq_write(struct bq *q, const void *p, size_t n, struct err *e) AAS_MUST_CHECK;
 
 /* ---- non-blocking side ---- */
 

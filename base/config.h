@@ -155,7 +155,8 @@ enum config_net { CONFIG_NET_AUTO, CONFIG_NET_ON, CONFIG_NET_OFF };
 /* Fills `cfg` from the environment through `getenv_fn` (getenv in the
  * daemon, a fake in tests). On a bad value returns -1 with a message that
  * names the variable. */
-int config_load(struct config *cfg, const char *(*getenv_fn)(const char *), struct err *e);
+int config_load(struct config *cfg, const char *(*getenv_fn)(const char *),
+    struct err *e) AAS_MUST_CHECK;
 
 /* Writes the documented table (name, default, meaning) to `fp`-like sink. */
 typedef void config_emit_fn(const char *name, const char *def, const char *help, void *ctx);

@@ -31,7 +31,7 @@ PGresult *db_query(struct db *db, const char *sql, int nparams, const char *cons
  * failure (40P01, 40001), the whole transaction runs again, up to
  * DB_TX_RETRIES times, so fn must not act outside the database. */
 typedef int (*db_tx_fn)(PGconn *c, void *arg, struct err *e);
-int db_tx(struct db *db, db_tx_fn fn, void *arg, struct err *e);
+int db_tx(struct db *db, db_tx_fn fn, void *arg, struct err *e) AAS_MUST_CHECK;
 
 /* A statement on a connection handed to a db_tx_fn. */
 PGresult *db_conn_query(PGconn *c, const char *sql, int nparams, const char *const *params,
@@ -56,25 +56,28 @@ long db_affected(PGresult *r);
  * transaction's connection): 0 with the number of rows it touched in
  * *affected (may be NULL), or -1 with `e` set. */
 int db_exec(struct db *db, const char *sql, int nparams, const char *const *params, long *affected,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 int db_conn_exec(PGconn *c, const char *sql, int nparams, const char *const *params, long *affected,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 
 /* Typed reads of one field of a result. Each checks that the row and
  * column exist and, for numbers, that the whole text is a number in range;
  * -1 with ERR_INTERNAL otherwise (a schema/code mismatch, never the
  * client's fault). A NULL field reads as `def` (the *_or forms) or fails. */
-int db_get_ll(const PGresult *r, int row, int col, long long *out, struct err *e);
-int db_get_ll_or(const PGresult *r, int row, int col, long long def, long long *out, struct err *e);
+int db_get_ll(const PGresult *r, int row, int col, long long *out, struct err *e) AAS_MUST_CHECK;
+int db_get_ll_or(const PGresult *r, int row, int col, long long def, long long *out,
+    struct err *e) AAS_MUST_CHECK;
 /* The number a query such as "SELECT count(*)" answered (its first row's
  * first field), r PQclear()ed; r NULL (the query failed, `e` set) is -1. */
-int db_take_ll(PGresult *r, long long *out, struct err *e);
-int db_get_int(const PGresult *r, int row, int col, int *out, struct err *e);
-int db_get_int_or(const PGresult *r, int row, int col, int def, int *out, struct err *e);
+int db_take_ll(PGresult *r, long long *out, struct err *e) AAS_MUST_CHECK;
+int db_get_int(const PGresult *r, int row, int col, int *out, struct err *e) AAS_MUST_CHECK;
+int db_get_int_or(const PGresult *r, int row, int col, int def, int *out,
+    struct err *e) AAS_MUST_CHECK;
 /* "t" / "f" of a boolean column. */
-int db_get_bool(const PGresult *r, int row, int col, int *out, struct err *e);
+int db_get_bool(const PGresult *r, int row, int col, int *out, struct err *e) AAS_MUST_CHECK;
 /* Copies a text field into out (truncation is an error); NULL reads as "". */
-int db_get_str(const PGresult *r, int row, int col, char *out, size_t n, struct err *e);
+int db_get_str(const PGresult *r, int row, int col, char *out, size_t n,
+    struct err *e) AAS_MUST_CHECK;
 /* The field's text (borrowed from r), or NULL when it is SQL NULL. */
 const char *db_get_text(const PGresult *r, int row, int col);
 
@@ -84,6 +87,6 @@ const char *db_get_text(const PGresult *r, int row, int col);
 int db_array_literal(const char *list, char *out, size_t n);
 
 /* 0 when a trivial query succeeds. */
-int db_ping(struct db *db, struct err *e);
+int db_ping(struct db *db, struct err *e) AAS_MUST_CHECK;
 
 #endif

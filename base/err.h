@@ -3,6 +3,22 @@
 #ifndef AAS_ERR_H
 #define AAS_ERR_H
 
+/* On every function that can fail (returns -1 or NULL and fills a struct
+ * err): the compiler makes each caller look at the result, so no failure
+ * is dropped unseen. A caller that means to go on regardless says so. */
+#define AAS_MUST_CHECK __attribute__((warn_unused_result))
+/* On a helper that fills the error and always returns -1, for its caller
+ * to return in one statement: nothing to check. */
+#define AAS_FAILS
+/* What such a caller writes when the failure is not its business (best
+ * effort, or a default already in place): a (void) cast does not quiet
+ * gcc's check. */
+static inline void
+err_ignore(int rc)
+{
+	(void)rc;
+}
+
 enum err_kind {
 	ERR_NONE = 0,
 	ERR_INVALID,      /* bad argument or request; `field` names it */

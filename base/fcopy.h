@@ -14,6 +14,6 @@ int fcopy_fd(int in, int out);
 int fcopy_write(int fd, const void *buf, size_t n);
 /* Creates `dst` (mode, O_EXCL) as a copy of `src`; on failure nothing is
  * left at `dst`. */
-int fcopy_path(const char *src, const char *dst, mode_t mode, struct err *e);
+int fcopy_path(const char *src, const char *dst, mode_t mode, struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -25,6 +25,7 @@ struct fetch_opts {
  * initialised and frees). ERR_UNAVAILABLE when it cannot be fetched or
  * answers other than 200, ERR_LIMIT when it is larger than max_bytes,
  * ERR_FORBIDDEN when its address is refused. */
-int fetch_get(const char *url, const struct fetch_opts *o, struct buf *out, struct err *e);
+int fetch_get(const char *url, const struct fetch_opts *o, struct buf *out,
+    struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -13,7 +13,8 @@
 
 /* 0 when `value` conforms. Otherwise -1 with e->field set to the path of
  * the offending value below `path` (e.g. "env.PATH") and a message. */
-int jsv_validate(const json_t *schema, const json_t *value, const char *path, struct err *e);
+int jsv_validate(const json_t *schema, const json_t *value, const char *path,
+    struct err *e) AAS_MUST_CHECK;
 
 /* A copy of `node` in which every {"$ref": "#/$defs/x", ...} is replaced
  * by a copy of defs.x with the sibling keys laid over it. NULL on a

@@ -9,6 +9,6 @@
 /* Applies every migration not yet recorded. `n_applied` (may be NULL)
  * receives how many ran now. */
 int migrate_apply(struct db *db, const struct embed_file *files, size_t n, int *n_applied,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -55,7 +55,7 @@ struct pw_params {
 };
 
 /* 0 when every parameter is in range, else -1 with ERR_INVALID. */
-int pw_params_check(const struct pw_params *p, struct err *e);
+int pw_params_check(const struct pw_params *p, struct err *e) AAS_MUST_CHECK;
 
 /* Writes the encoded argon2id hash of the `len` bytes at `pw` (random
  * 16-byte salt, 32-byte tag) to `out`, which holds `n` bytes. 0, or -1
@@ -63,24 +63,24 @@ int pw_params_check(const struct pw_params *p, struct err *e);
  * PW_PASSWORD_MAX) or ERR_INTERNAL (no randomness, library failure, `out` too
  * small). */
 int pw_hash(const struct pw_params *p, const char *pw, size_t len, char *out, size_t n,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 
 /* 1 when the password matches `encoded`, 0 when it does not (the
  * comparison is libargon2's, in constant time), -1 with ERR_INVALID when
  * `encoded` is not an argon2id hash as pw_hash writes them (or its
  * parameters are out of range) or the password is longer than PW_PASSWORD_MAX,
  * ERR_INTERNAL on a library failure. */
-int pw_verify(const char *encoded, const char *pw, size_t len, struct err *e);
+int pw_verify(const char *encoded, const char *pw, size_t len, struct err *e) AAS_MUST_CHECK;
 
 /* pw_hash, pw_verify and pw_burn counted under `who` (NULL: nobody): a
  * name already holding its share waits like a full gate, and fails with
  * ERR_LIMIT (not ERR_UNAVAILABLE) when its share stays full. */
 int pw_hash_as(const struct pw_who *who, const struct pw_params *p, const char *pw, size_t len,
-    char *out, size_t n, struct err *e);
+    char *out, size_t n, struct err *e) AAS_MUST_CHECK;
 int pw_verify_as(const struct pw_who *who, const char *encoded, const char *pw, size_t len,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 int pw_burn_as(const struct pw_who *who, const struct pw_params *p, const char *pw, size_t len,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 
 /* 1 when `encoded` was made with other parameters than `p` (or cannot be
  * parsed), so the caller should hash the password again after a
@@ -90,7 +90,7 @@ int pw_needs_rehash(const char *encoded, const struct pw_params *p);
 /* Spends the work of one pw_verify at `p` on a throwaway salt, so a login
  * for an unknown e-mail takes as long as one for a known one. Does nothing
  * when `p` is out of range. */
-int pw_burn(const struct pw_params *p, const char *pw, size_t len, struct err *e);
+int pw_burn(const struct pw_params *p, const char *pw, size_t len, struct err *e) AAS_MUST_CHECK;
 
 /* Sets how many hashes, verifies and burns may run at once (at least 1;
  * PW_CONCURRENCY_DEFAULT until called) and restarts pw_inflight_max. */
@@ -114,6 +114,6 @@ int pw_inflight_max(void);
  * repeated, not containing the e-mail's local part (when it has 4 or more
  * characters, in any case), not one of the most common passwords (in any
  * case). */
-int pw_policy_check(const char *pw, size_t len, const char *email, struct err *e);
+int pw_policy_check(const char *pw, size_t len, const char *email, struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -13,7 +13,7 @@
 /* Takes a turn for `who` (NULL: nobody), waiting at most the wait set;
  * the slot to give back, or -1 with ERR_UNAVAILABLE (the gate stayed full)
  * or ERR_LIMIT (a name of `who` kept its whole share). */
-int pwg_enter(const struct pw_who *who, struct err *e);
+int pwg_enter(const struct pw_who *who, struct err *e) AAS_MUST_CHECK;
 /* Gives back the turn of pwg_enter. */
 void pwg_leave(int slot);
 

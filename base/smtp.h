@@ -18,7 +18,8 @@ struct smtp_msg {
 /* The message's RFC 5322 text (headers, blank line, body with CRLF line
  * ends). ERR_INVALID when a header value holds a line break or a byte
  * outside printable ASCII, which would let it add headers of its own. */
-int smtp_format(const struct smtp_msg *m, long long now_s, struct buf *out, struct err *e);
+int smtp_format(const struct smtp_msg *m, long long now_s, struct buf *out,
+    struct err *e) AAS_MUST_CHECK;
 /* The address part of "Name <addr>" (or the whole when there are no
  * angle brackets) into out; -1 when there is none or it does not fit. */
 int smtp_address(const char *from, char *out, size_t n);
@@ -27,6 +28,7 @@ int smtp_address(const char *from, char *out, size_t n);
 int smtp_url_loopback(const char *url);
 /* Sends it to the server at `url` (smtp:// or smtps://), waiting at most
  * timeout_s. ERR_UNAVAILABLE when the server cannot be reached or refuses. */
-int smtp_send(const char *url, const struct smtp_msg *m, int timeout_s, struct err *e);
+int smtp_send(const char *url, const struct smtp_msg *m, int timeout_s,
+    struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -108,14 +108,15 @@ void tar_filter_free(struct tar_filter *f);
 /* Takes the next n bytes of the input, split anywhere; hands what passes
  * to emit. 0, or -1 with e. */
 int tar_filter_push(struct tar_filter *f, const void *p, size_t n, tar_emit_fn emit, void *ctx,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* The end of the input: -1 with e when it ended inside a header or a
  * member. Otherwise emits the end of the archive (two zero blocks): the
  * input's own end blocks are never passed on, so a consumer that sees the
  * end knows the whole archive was checked. Input after the input's end of
  * archive is ignored; an input without end blocks that ends between
  * members (or after one zero block) is complete. */
-int tar_filter_finish(struct tar_filter *f, tar_emit_fn emit, void *ctx, struct err *e);
+int tar_filter_finish(struct tar_filter *f, tar_emit_fn emit, void *ctx,
+    struct err *e) AAS_MUST_CHECK;
 /* What passed and what was left out so far. */
 const struct tar_stats *tar_filter_stats(const struct tar_filter *f);
 
@@ -126,7 +127,7 @@ const struct tar_stats *tar_filter_stats(const struct tar_filter *f);
  * filter would refuse, another type, or out too small; TAR_MAX_HEADER is
  * always enough). */
 ssize_t tar_header(char *out, size_t cap, const char *name, char type, unsigned mode, uint64_t size,
-    long long mtime, struct err *e);
+    long long mtime, struct err *e) AAS_MUST_CHECK;
 /* Zero bytes that pad a member of `size` bytes to a block boundary. */
 size_t tar_pad(uint64_t size);
 

@@ -48,7 +48,8 @@ struct tar_hdr {
 uint64_t tar_blocks_of(uint64_t size);
 /* The header(s) of h into out: a pax 'x' header first when the name or
  * link does not fit ustar. Bytes written, or -1 with e. */
-ssize_t tar_hdr_write(unsigned char *out, size_t cap, const struct tar_hdr *h, struct err *e);
+ssize_t tar_hdr_write(unsigned char *out, size_t cap, const struct tar_hdr *h,
+    struct err *e) AAS_MUST_CHECK;
 
 /* Drops a leading "./" (repeated) and a lone ".". */
 void tar_name_clean(const char **s, size_t *len);

@@ -24,7 +24,8 @@ struct work_limits {
 /* `threads` workers and at most `max_queue` waiting jobs in all. */
 struct work_pool *work_new(int threads, size_t max_queue, struct err *e);
 /* Sets the per-key limits (none until called); starts the expiry timer. */
-int work_set_limits(struct work_pool *pool, const struct work_limits *lim, struct err *e);
+int work_set_limits(struct work_pool *pool, const struct work_limits *lim,
+    struct err *e) AAS_MUST_CHECK;
 /* Stops taking jobs, lets queued and running ones finish, joins. */
 void work_free(struct work_pool *pool);
 /* Queues fn(arg) under `key` ("" or NULL: internal work, never limited

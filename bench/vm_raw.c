@@ -99,7 +99,7 @@ boot(const char *uri, const char *img, const char *work, const char *user, int n
 		}
 		printf("boot_ms %.1f\n", now_ms() - t0);
 		fflush(stdout);
-		vm_destroy(h, "aas-rawbench", &e);
+		err_ignore(vm_destroy(h, "aas-rawbench", &e));
 		unlink(disk);
 	}
 	vm_host_close(h);

@@ -16,7 +16,7 @@
  * ERR_PAYMENT stating balance, price and what the balance buys; nothing
  * is written. The caller records the price on the sandbox's row. */
 int bill_charge_create(PGconn *c, const char *account, const char *id, const char *size,
-    int minutes, int64_t price, struct err *e);
+    int minutes, int64_t price, struct err *e) AAS_MUST_CHECK;
 
 /* Inside the extend transaction, once the caller has locked the account
  * and then the sandbox row and allowed `minutes` more: charges minutes x
@@ -25,7 +25,7 @@ int bill_charge_create(PGconn *c, const char *account, const char *id, const cha
  * too little credit: ERR_PAYMENT stating balance, cost and what the
  * balance buys; nothing is written. */
 int bill_charge_extend(PGconn *c, const char *account, const char *id, int minutes, int64_t price,
-    int64_t *charged, int64_t *balance, struct err *e);
+    int64_t *charged, int64_t *balance, struct err *e) AAS_MUST_CHECK;
 
 struct bill_settlement {
 	int minutes_used;
@@ -50,32 +50,32 @@ struct bill_use {
  * the sandbox). `account` NULL or "": a warm VM, nothing to post. Fills
  * minutes_used, refunded and refund_posted. */
 int bill_refund_tx(PGconn *c, const char *account, const char *id, const struct bill_use *u,
-    int minute_s, struct bill_settlement *out, struct err *e);
+    int minute_s, struct bill_settlement *out, struct err *e) AAS_MUST_CHECK;
 
 /* Pauses (docs/billing.md#pause-and-resume), inside the caller's
  * transaction, the account row locked first. */
 /* Refunds `minutes` of compute at `price` when pause number `pause` begins. */
 int bill_pause_refund(PGconn *c, const char *account, const char *id, int pause, int minutes,
-    int64_t price, int64_t *refund, struct err *e);
+    int64_t price, int64_t *refund, struct err *e) AAS_MUST_CHECK;
 /* Charges `minutes` of storage at `price` (`tag` makes its key), at most
  * the balance: it pays for time past and is never refused. *cost: what
  * was charged. */
 int bill_charge_storage(PGconn *c, const char *account, const char *id, const char *tag,
-    int64_t minutes, int64_t price, int64_t *cost, struct err *e);
+    int64_t minutes, int64_t price, int64_t *cost, struct err *e) AAS_MUST_CHECK;
 /* Charges resume number `resume`: `minutes` of compute at `price`.
  * ERR_PAYMENT stating the balance when it does not cover them. */
 int bill_charge_resume(PGconn *c, const char *account, const char *id, int resume, int minutes,
-    int64_t price, int64_t *cost, int64_t *balance, struct err *e);
+    int64_t price, int64_t *cost, int64_t *balance, struct err *e) AAS_MUST_CHECK;
 /* Gives back what resume number `resume` paid when it failed. */
 int bill_resume_refund(PGconn *c, const char *account, const char *id, int resume, int minutes,
-    int64_t amount, struct err *e);
+    int64_t amount, struct err *e) AAS_MUST_CHECK;
 /* Snapshots (docs/billing.md#snapshots): storage for `minutes` at `price`
  * charged when snapshot `snap` is taken (ERR_PAYMENT when the balance does
  * not cover it), and `amount` for the `minutes` not begun given back when
  * it ends early. The account row locked first. */
 int bill_charge_snapshot(PGconn *c, const char *account, const char *snap, int minutes,
-    int64_t price, int64_t *cost, int64_t *balance, struct err *e);
+    int64_t price, int64_t *cost, int64_t *balance, struct err *e) AAS_MUST_CHECK;
 int bill_snapshot_refund(PGconn *c, const char *account, const char *snap, int minutes,
-    int64_t amount, struct err *e);
+    int64_t amount, struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -13,18 +13,19 @@
 #include "base/err.h"
 
 /* Locks the account row and reads its balance (inside a transaction). */
-int bill_lock_balance(PGconn *c, const char *account, int64_t *balance, struct err *e);
+int bill_lock_balance(PGconn *c, const char *account, int64_t *balance,
+    struct err *e) AAS_MUST_CHECK;
 
 /* Posts `amount` (signed: grants and refunds positive, charges negative).
  * A key already used posts nothing and succeeds (*posted = 0). A charge
  * beyond the balance fails with ERR_PAYMENT and changes nothing. */
 int bill_post(PGconn *c, const char *account, const char *sandbox, const char *kind, int64_t amount,
     int minutes, const char *reason, const char *key, int64_t *balance_after, int *posted,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 
 /* A grant in its own transaction (aasctl credit grant). */
 int bill_grant(struct db *db, const char *account, int64_t amount, const char *reason,
-    int64_t *balance_after, struct err *e);
+    int64_t *balance_after, struct err *e) AAS_MUST_CHECK;
 
 struct bill_entry {
 	long long id;
@@ -42,7 +43,7 @@ struct bill_entry {
  * (bill_entries_free them); *next_before is the next page's before_id, 0
  * when this is the last page. */
 int bill_entries(struct db *db, const char *account, int limit, int64_t before_id,
-    struct bill_entry **entries, size_t *count, int64_t *next_before, struct err *e);
+    struct bill_entry **entries, size_t *count, int64_t *next_before, struct err *e) AAS_MUST_CHECK;
 void bill_entries_free(struct bill_entry *v, size_t n);
 
 #endif

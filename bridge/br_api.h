@@ -44,9 +44,10 @@ json_t *br_api_put_stream(struct br_call *c, const struct br_url *u, const char 
     struct err *e);
 /* GET of raw bytes into r (cleared by the caller with br_resp_clear). */
 int br_api_get_bytes(struct br_call *c, const struct br_url *u, long timeout_s, struct br_resp *r,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* GET whose answer's body goes to `write` as it arrives (any size). */
 int br_api_get_stream(struct br_call *c, const struct br_url *u, long timeout_s,
-    int (*write)(void *ctx, const void *p, size_t n, struct err *e), void *ctx, struct err *e);
+    int (*write)(void *ctx, const void *p, size_t n, struct err *e), void *ctx,
+    struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -12,7 +12,7 @@
 
 /* Builds the list once, at start: the server tools named in `served`
  * (each must exist) in the server's order, then the bridge's tools. */
-int br_catalog_init(const char *const *served, size_t n_served, struct err *e);
+int br_catalog_init(const char *const *served, size_t n_served, struct err *e) AAS_MUST_CHECK;
 void br_catalog_cleanup(void);
 
 /* {"tools": [...]}, new reference. */

@@ -21,6 +21,6 @@ typedef const char *(*br_getenv_fn)(const char *name);
 
 /* Fills c. A missing AAS_API_KEY or a bad value fails with a message
  * naming the variable (never showing the key). */
-int br_config_load(struct br_config *c, br_getenv_fn get, struct err *e);
+int br_config_load(struct br_config *c, br_getenv_fn get, struct err *e) AAS_MUST_CHECK;
 
 #endif

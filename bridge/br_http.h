@@ -51,7 +51,8 @@ void br_resp_clear(struct br_resp *r);
  * answer first). Otherwise -1 and e says why: the API's
  * own error (kind from the status, its message and field), an unreachable
  * service, a timeout, a cancelled call or an answer over the size limit. */
-int br_http_do(struct br_http *h, const struct br_req *q, struct br_resp *r, struct err *e);
+int br_http_do(struct br_http *h, const struct br_req *q, struct br_resp *r,
+    struct err *e) AAS_MUST_CHECK;
 
 /* The error kind for an HTTP status of the API. */
 enum err_kind br_http_status_kind(long status);

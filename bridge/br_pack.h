@@ -24,7 +24,7 @@ struct br_pack *br_pack_new(const char *root);
 void br_pack_free(struct br_pack *p);
 /* Adds a file ('f') or directory ('d') entry; the pack keeps the pointer,
  * which must outlive it. -1 with ERR_LIMIT past BR_PACK_MAX_MEMBERS. */
-int br_pack_add(struct br_pack *p, const struct br_entry *en, struct err *e);
+int br_pack_add(struct br_pack *p, const struct br_entry *en, struct err *e) AAS_MUST_CHECK;
 size_t br_pack_count(const struct br_pack *p);
 /* Bytes of file content in the pack. */
 uint64_t br_pack_content_bytes(const struct br_pack *p);
@@ -35,6 +35,6 @@ void br_pack_on_member(struct br_pack *p,
 void br_pack_warnings(struct br_pack *p, json_t *warnings);
 /* The next bytes of the archive into buf: the count (0 at its end) or -1
  * with e (a file that cannot be read). */
-ssize_t br_pack_read(struct br_pack *p, void *buf, size_t n, struct err *e);
+ssize_t br_pack_read(struct br_pack *p, void *buf, size_t n, struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -41,7 +41,7 @@ int br_path_join(const char *dir, const char *rel, char *out, size_t n);
 /* The absolute sandbox directory for a sandbox_path argument: relative
  * means under /home/sandbox, "." and repeated or trailing slashes go,
  * ".." is refused. */
-int br_path_sandbox_dir(const char *p, char *out, size_t n, struct err *e);
+int br_path_sandbox_dir(const char *p, char *out, size_t n, struct err *e) AAS_MUST_CHECK;
 /* Number of components of a clean relative path. */
 int br_path_depth(const char *rel);
 

@@ -22,6 +22,6 @@ typedef void (*br_pull_done_fn)(void *ctx, const struct br_entry *en, long long 
  * vanished) keeps got[i] at 0: the caller fetches it on its own. */
 int br_pull_tree(struct br_call *c, const char *sbx, const char *sdir, const char *root,
     const char *exclude, const struct br_entry *const *want, size_t n, unsigned char *got,
-    long timeout_s, br_pull_done_fn done, void *ctx, struct err *e);
+    long timeout_s, br_pull_done_fn done, void *ctx, struct err *e) AAS_MUST_CHECK;
 
 #endif

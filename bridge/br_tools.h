@@ -9,7 +9,7 @@
 #include "bridge/br_api.h"
 
 /* Builds the catalogue of the forwarded tools and the sync tools. */
-int br_tools_init(struct err *e);
+int br_tools_init(struct err *e) AAS_MUST_CHECK;
 void br_tools_cleanup(void);
 
 /* 1 when the bridge lists a tool of that name. */

@@ -21,7 +21,7 @@ struct br_tree;
 struct br_tree *br_tree_new(size_t max_entries);
 void br_tree_free(struct br_tree *t);
 /* Copies the strings. -1 with e set past max_entries. */
-int br_tree_add(struct br_tree *t, const struct br_entry *en, struct err *e);
+int br_tree_add(struct br_tree *t, const struct br_entry *en, struct err *e) AAS_MUST_CHECK;
 /* Sorts by rel; needed before br_tree_find. */
 void br_tree_sort(struct br_tree *t);
 size_t br_tree_count(const struct br_tree *t);

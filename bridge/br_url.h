@@ -15,7 +15,7 @@
  * base "<origin>/v1". A value already ending in /v1 is kept as it is and
  * *had_v1 is set so the caller can warn. A query, fragment, user info or
  * any other path is refused. */
-int br_url_base(const char *origin, char *out, size_t n, int *had_v1, struct err *e);
+int br_url_base(const char *origin, char *out, size_t n, int *had_v1, struct err *e) AAS_MUST_CHECK;
 
 /* A URL under construction; errors (overflow) are sticky. */
 struct br_url;

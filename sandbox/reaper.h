@@ -23,7 +23,7 @@ struct reaper *reap_new(struct db *db, const char *hosts, const char *instance,
     reap_destroy_fn destroy, void *ctx, struct err *e);
 void reap_free(struct reaper *r);
 /* The hosts changed (one was added): reaps on `hosts` from now on. */
-int reap_set_hosts(struct reaper *r, const char *hosts, struct err *e);
+int reap_set_hosts(struct reaper *r, const char *hosts, struct err *e) AAS_MUST_CHECK;
 /* Something's expiry changed: look again now. */
 void reap_poke(struct reaper *r);
 

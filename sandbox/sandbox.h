@@ -211,18 +211,19 @@ json_t *sbx_snapshot_delete(struct sbx *s, const char *account, const char *snap
     struct err *e);
 /* 0 with `res` filled (sbx_run_res_clear it), -1 with `e`. */
 int sbx_run(struct sbx *s, const char *account, const struct sbx_run_req *req,
-    const struct sbx_progress *pg, struct sbx_run_res *res, struct err *e);
+    const struct sbx_progress *pg, struct sbx_run_res *res, struct err *e) AAS_MUST_CHECK;
 void sbx_run_res_clear(struct sbx_run_res *res);
 int sbx_write_file(struct sbx *s, const char *account, const struct sbx_write_req *req,
-    struct sbx_write_res *res, struct err *e);
+    struct sbx_write_res *res, struct err *e) AAS_MUST_CHECK;
 /* 0 with `res` filled (sbx_read_res_clear it), -1 with `e`. */
 int sbx_read_file(struct sbx *s, const char *account, const struct sbx_read_req *req,
-    struct sbx_read_res *res, struct err *e);
+    struct sbx_read_res *res, struct err *e) AAS_MUST_CHECK;
 void sbx_read_res_clear(struct sbx_read_res *res);
 /* write_file with the bytes from `read` instead of req->data, up to
  * `max_bytes` (the caller enforces it; it sizes the guest's deadline). */
 int sbx_write_stream(struct sbx *s, const char *account, const struct sbx_write_req *req,
-    guest_read_fn read, void *ctx, uint64_t max_bytes, struct sbx_write_res *res, struct err *e);
+    guest_read_fn read, void *ctx, uint64_t max_bytes, struct sbx_write_res *res,
+    struct err *e) AAS_MUST_CHECK;
 /* Where a streamed read starts: called once the size is known, before
  * any byte (res: path, offset, total; len the bytes that follow); -1 with
  * e set refuses. */
@@ -230,7 +231,8 @@ typedef int (*sbx_read_start_fn)(void *ctx, const struct sbx_read_res *res, stru
 /* read_file streamed: [offset, offset + length) (length 0: to the end,
  * refused above `max_bytes`) to `write`, after `start`. */
 int sbx_read_stream(struct sbx *s, const char *account, const struct sbx_read_req *req,
-    long long max_bytes, sbx_read_start_fn start, guest_write_fn write, void *ctx, struct err *e);
+    long long max_bytes, sbx_read_start_fn start, guest_write_fn write, void *ctx,
+    struct err *e) AAS_MUST_CHECK;
 /* ---- trees: a directory as one tar stream (sandbox_tree.c) ---- */
 
 struct sbx_tree_res {
@@ -246,7 +248,7 @@ struct sbx_tree_res {
  * naming it, and then nothing in the directory changes. */
 int sbx_tree_put(struct sbx *s, const char *account, const char *sandbox_id, const char *path,
     guest_read_fn read, void *ctx, uint64_t max_bytes, uint64_t max_entries,
-    struct sbx_tree_res *res, struct err *e);
+    struct sbx_tree_res *res, struct err *e) AAS_MUST_CHECK;
 /* Called once, before the first byte of a tree download. */
 typedef int (*sbx_tree_start_fn)(void *ctx, struct err *e);
 /* The directory `path` (default: the home) as a tar stream to `write`,
@@ -255,7 +257,7 @@ typedef int (*sbx_tree_start_fn)(void *ctx, struct err *e);
  * is a comma-separated list of patterns whose matches are not sent. */
 int sbx_tree_get(struct sbx *s, const char *account, const char *sandbox_id, const char *path,
     const char *exclude, uint64_t max_bytes, sbx_tree_start_fn start, guest_write_fn write,
-    void *ctx, struct sbx_tree_res *res, struct err *e);
+    void *ctx, struct sbx_tree_res *res, struct err *e) AAS_MUST_CHECK;
 json_t *sbx_list_files(struct sbx *s, const char *account, const struct sbx_files_req *req,
     struct err *e);
 /* 1 when new sandboxes get a network device (the isolation rule is in
@@ -294,11 +296,11 @@ json_t *sbx_command_status(struct sbx *s, const char *account, const char *sandb
  * Waits (pg->cancel ends the wait early) while the command runs and has
  * printed nothing past the offsets, at most req->wait_s seconds. */
 int sbx_command_get(struct sbx *s, const char *account, const struct sbx_cmd_req *req,
-    const struct sbx_progress *pg, struct sbx_cmd_res *res, struct err *e);
+    const struct sbx_progress *pg, struct sbx_cmd_res *res, struct err *e) AAS_MUST_CHECK;
 /* kill_command: signals the command's process group unless it ended, and
  * reports its state after a short wait for the end (no output). */
 int sbx_command_kill(struct sbx *s, const char *account, const struct sbx_kill_req *req,
-    struct sbx_cmd_res *res, struct err *e);
+    struct sbx_cmd_res *res, struct err *e) AAS_MUST_CHECK;
 void sbx_cmd_res_clear(struct sbx_cmd_res *res);
 
 /* Live capacity (refreshed by the maintenance thread): accelerator, hosts,
@@ -309,6 +311,6 @@ int sbx_teardowns(struct sbx *s);
 
 /* One reconcile pass (also run periodically): domains without a live row
  * are destroyed, live rows without a domain fail. Exposed for tests. */
-int sbx_reconcile(struct sbx *s, struct err *e);
+int sbx_reconcile(struct sbx *s, struct err *e) AAS_MUST_CHECK;
 
 #endif

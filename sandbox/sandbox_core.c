@@ -138,7 +138,7 @@ boot_from_snapshot(struct sbx *s, const char *id, const char *host, const char *
 		if (h == NULL)
 			err_set(e, ERR_UNAVAILABLE, "host %s is gone", host);
 		err_clear(&ignore);
-		orch_destroy(s->orch, host, id, &ignore);
+		err_ignore(orch_destroy(s->orch, host, id, &ignore));
 		return -1;
 	}
 	return 0;
@@ -188,7 +188,7 @@ sbx_boot_row_from(struct sbx *s, const char *id, const char *host, const char *s
 		 * may outlive its row's intent. */
 		struct err ignore;
 		err_clear(&ignore);
-		sbx_finish_destroy(s, id, host, STORE_END_DESTROYED, &ignore);
+		err_ignore(sbx_finish_destroy(s, id, host, STORE_END_DESTROYED, &ignore));
 		err_set(e, ERR_CONFLICT, "sandbox %s was destroyed while it was starting", id);
 		return -1;
 	}
@@ -283,7 +283,7 @@ sbx_vm_lost(struct sbx *s, const char *host, const char *id)
 	log_warn("reconcile: sandbox %s lost its VM (%s)", id, store_end_name(end));
 	sbx_mark_failed(s, id, end, why);
 	err_clear(&e);
-	orch_destroy(s->orch, host, id, &e);
+	err_ignore(orch_destroy(s->orch, host, id, &e));
 }
 
 /* Ends the live sandboxes of this aasd's hosts that are down: the VM

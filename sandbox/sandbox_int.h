@@ -72,14 +72,14 @@ struct sbx {
 /* ---- networking (sandbox_net.c) ---- */
 /* Checks (and under AAS_NET=auto/on installs) the isolation rule. -1 only
  * when AAS_NET=on and the rule cannot be put in place. */
-int sbx_net_init(struct sbx *s, struct err *e);
+int sbx_net_init(struct sbx *s, struct err *e) AAS_MUST_CHECK;
 /* Re-checks the rule (maintenance thread), reinstalling it if it went. */
 void sbx_net_refresh(struct sbx *s);
 /* 1 when VMs may get a network device now; else 0 and the reason. */
 int sbx_net_available(struct sbx *s, char *why, size_t n);
 /* The device a sandbox gets: nat for internet, isolated without; none
  * when networking is unavailable (internet then is an error). */
-int sbx_net_for(struct sbx *s, int internet, enum vm_net *net, struct err *e);
+int sbx_net_for(struct sbx *s, int internet, enum vm_net *net, struct err *e) AAS_MUST_CHECK;
 /* The net the warm pool boots with. */
 enum vm_net sbx_net_pool(struct sbx *s);
 /* The device a row's net names (nat, isolated; anything else: none). */
@@ -89,7 +89,7 @@ enum vm_net sbx_net_parse(const char *name);
 #define SBX_HOST_POLL_S 5 /* capacity and live use of each host */
 /* Registers this aasd's hosts, opens the table's shared ones and polls
  * them all once, so placement knows their capacity. */
-int sbx_hosts_init(struct sbx *s, struct err *e);
+int sbx_hosts_init(struct sbx *s, struct err *e) AAS_MUST_CHECK;
 /* Every SBX_HOST_POLL_S (at most AAS_HOST_DOWN_S / 3): opens hosts
  * added to the table and polls each, recording a host that is down
  * (hosts_report). 1 when it polled, for the caller to end the sandboxes
@@ -109,10 +109,10 @@ void sbx_host_spare(struct sbx *s, const char *uri, const struct cat_size *sz);
  * with the isolation rule when `net` is a network device; ERR_CAPACITY
  * when none has room. */
 int sbx_place(PGconn *c, struct sbx *s, const char *size, enum vm_net net, char *host, size_t n,
-    struct store_new *row, struct err *e);
+    struct store_new *row, struct err *e) AAS_MUST_CHECK;
 /* The same among the hosts in `csv` (comma-separated URIs) only. */
 int sbx_place_in(PGconn *c, struct sbx *s, const char *csv, const char *size, enum vm_net net,
-    char *host, size_t n, struct store_new *row, struct err *e);
+    char *host, size_t n, struct store_new *row, struct err *e) AAS_MUST_CHECK;
 /* The isolation rule a host must have for a VM with network `net`
  * (NULL: none needed), as hosts_reserve takes it. */
 const char *sbx_rule_for(struct sbx *s, enum vm_net net);
@@ -135,20 +135,20 @@ int sbx_sleep_or_stop(struct sbx *s, int seconds);
 void sbx_mark_failed(struct sbx *s, const char *id, enum store_end end, const char *reason);
 /* Boots the VM of a 'creating' row and moves it to running (or failed). */
 int sbx_boot_row(struct sbx *s, const char *id, const char *host, const char *size, enum vm_net net,
-    const struct sbx_progress *pg, struct err *e);
+    const struct sbx_progress *pg, struct err *e) AAS_MUST_CHECK;
 /* The same from snapshot `snap` (NULL: a cold boot). */
 int sbx_boot_row_from(struct sbx *s, const char *id, const char *host, const char *size,
-    enum vm_net net, const char *snap, const struct sbx_progress *pg, struct err *e);
+    enum vm_net net, const char *snap, const struct sbx_progress *pg, struct err *e) AAS_MUST_CHECK;
 /* Destroys a sandbox's VM, marks the row destroyed for `end` (unless it
  * already has an end reason) and settles it. */
 int sbx_finish_destroy(struct sbx *s, const char *id, const char *host, enum store_end end,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* A user's destroy of a row marked destroying: settles it once its VM is
  * out of reach (orch_detach) and tears the VM down in the background; when
  * the VM cannot be detached or SBX_TEARDOWN_MAX are under way, as
  * sbx_finish_destroy. */
 int sbx_destroy_detached(struct sbx *s, const char *id, const char *host, enum store_end end,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* Whether sandbox id's VM is being torn down in the background. */
 int sbx_tearing_down(struct sbx *s, const char *id);
 /* A live sandbox whose VM is gone (and, pausing or resuming, has no saved
@@ -166,7 +166,7 @@ int sbx_end_if_agent_fault(struct sbx *s, const char *id, const char *host, char
 /* After a guest call on sandbox `id` failed with e: when its guest broke
  * the agent protocol, ends the sandbox (end reason agent_protocol, the
  * reason kept) and says so in e. Returns -1. */
-int sbx_guest_failed(struct sbx *s, const char *id, const char *host, struct err *e);
+int sbx_guest_failed(struct sbx *s, const char *id, const char *host, struct err *e) AAS_FAILS;
 
 /* ---- exposed ports (sandbox_ports.c) ---- */
 /* Most forwards a sandbox brings to a new QEMU (a move, a resume);

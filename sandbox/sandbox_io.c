@@ -129,7 +129,7 @@ run_record(struct run *r, struct err *e)
 		return -1;
 	/* The record of commands stays bounded; the logs stay in the guest. */
 	err_clear(&ignore);
-	(void)store_cmd_trim(s->db, id, s->cfg->max_commands_kept, &ignore);
+	err_ignore(store_cmd_trim(s->db, id, s->cfg->max_commands_kept, &ignore));
 	return 0;
 }
 
@@ -176,7 +176,7 @@ run_start(struct run *r, struct err *e)
 	}
 	/* Only needed to ask about a background command later. */
 	err_clear(&ignore);
-	(void)store_cmd_set_pid(s->db, res->command_id, r->pid, &ignore);
+	err_ignore(store_cmd_set_pid(s->db, res->command_id, r->pid, &ignore));
 	return 0;
 }
 
@@ -479,13 +479,13 @@ sbx_poll_command(struct sbx *s, struct vm_host *h, const char *domain, const cha
 	if (ended < 0 && e.kind == ERR_NOT_FOUND) {
 		/* The guest no longer knows it: the outcome is unknown. */
 		err_clear(&e);
-		(void)store_cmd_end(s->db, cmd_id, "failed", -1, 1, &e);
+		err_ignore(store_cmd_end(s->db, cmd_id, "failed", -1, 1, &e));
 		return 1;
 	}
 	if (ended == 1) {
 		err_clear(&e);
-		(void)store_cmd_end(s->db, cmd_id, code == 124 ? "timed_out" : "exited", code, 1,
-		    &e);
+		err_ignore(store_cmd_end(s->db, cmd_id, code == 124 ? "timed_out" : "exited", code,
+		    1, &e));
 	}
 	return ended;
 }

@@ -55,14 +55,14 @@ reconcile_domains(struct sbx *s, const char *host, char **ids, size_t n)
 		err_clear(&e);
 		if (strncmp(ids[i], "sbx-", 4) != 0) {
 			if (stale_helper_domain(ids[i]))
-				orch_destroy(s->orch, host, ids[i], &e);
+				err_ignore(orch_destroy(s->orch, host, ids[i], &e));
 			continue;
 		}
 		if (store_is_live(s->db, ids[i], &live, &e) < 0)
 			continue; /* database trouble: decide nothing */
 		if (!live && !sbx_tearing_down(s, ids[i])) {
 			log_warn("reconcile: VM %s has no live sandbox row; destroying it", ids[i]);
-			orch_destroy(s->orch, host, ids[i], &e);
+			err_ignore(orch_destroy(s->orch, host, ids[i], &e));
 		}
 	}
 }
@@ -108,13 +108,13 @@ reconcile_rows(struct sbx *s, const char *host, char **ids, size_t n)
 			sbx_reconcile_snapshot(s, host, id);
 		} else if (strcmp(state, "creating") == 0 && rows[i].owner_dead) {
 			log_warn("reconcile: sandbox %s was left half-created; failing it", id);
-			orch_destroy(s->orch, host, id, &e);
+			err_ignore(orch_destroy(s->orch, host, id, &e));
 			sbx_mark_failed(s, id, STORE_END_HOST_LOST,
 			    "the service stopped while the sandbox was starting");
 		} else if (strcmp(state, "destroying") == 0 && rows[i].owner_dead) {
 			/* Whoever claimed it recorded why; a row without a
 			 * reason was a destroy. */
-			sbx_finish_destroy(s, id, host, STORE_END_DESTROYED, &e);
+			err_ignore(sbx_finish_destroy(s, id, host, STORE_END_DESTROYED, &e));
 		}
 	}
 	free(rows);
@@ -210,7 +210,8 @@ refill_pool(struct sbx *s)
 			if (store_pool_take_surplus(s->db, sz->name, lit, s->instance,
 				vm_net_name(net), surplus, host, sizeof(host), &e) == 1) {
 				log_info("warm pool: %s VM %s no longer needed", sz->name, surplus);
-				sbx_finish_destroy(s, surplus, host, STORE_END_POOL_SURPLUS, &e);
+				err_ignore(sbx_finish_destroy(s, surplus, host,
+				    STORE_END_POOL_SURPLUS, &e));
 				return;
 			}
 			continue;

@@ -86,9 +86,9 @@ move_one(struct sbx *s, const struct store_move *m)
 		return -1;
 	}
 	if (!t.found) {
-		store_move_failed(s->db, m->id,
+		err_ignore(store_move_failed(s->db, m->id,
 		    "no other host has room for it (for a sandbox with a network device: none with the isolation rule recorded)",
-		    &e);
+		    &e));
 		log_warn("evacuate: sandbox %s stays on %s: no other host has room", m->id,
 		    m->host);
 		return 0;
@@ -118,7 +118,7 @@ move_one(struct sbx *s, const struct store_move *m)
 		log_warn("evacuate: sandbox %s ended while it moved; destroying its VM on %s",
 		    m->id, t.to);
 		err_clear(&e);
-		orch_destroy(s->orch, t.to, m->id, &e);
+		err_ignore(orch_destroy(s->orch, t.to, m->id, &e));
 		return 0;
 	}
 	log_info("evacuate: sandbox %s now on %s (%lld ms; the guest paused %lld ms)", m->id, t.to,
@@ -141,7 +141,7 @@ sbx_evacuate_round(struct sbx *s)
 		if (store_move_pool_take(s->db, lit, s->instance, id, host, sizeof(host), &e) != 1)
 			break;
 		log_info("evacuate: warm VM %s on %s dropped", id, host);
-		sbx_finish_destroy(s, id, host, STORE_END_POOL_SURPLUS, &e);
+		err_ignore(sbx_finish_destroy(s, id, host, STORE_END_POOL_SURPLUS, &e));
 	}
 	for (int i = 0; i < SBX_MOVES_PER_ROUND && !atomic_load(&s->stop); i++) {
 		struct store_move m;

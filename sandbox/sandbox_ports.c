@@ -157,7 +157,7 @@ sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req 
 	    !inserted) {
 		struct err ignore;
 		err_clear(&ignore);
-		orch_forward_remove(s->orch, row.host, id, address, host_port, &ignore);
+		err_ignore(orch_forward_remove(s->orch, row.host, id, address, host_port, &ignore));
 		if (e->kind == ERR_NONE)
 			err_set_at(e, ERR_CONFLICT, "port",
 			    "port: %d is already exposed at %s"

@@ -14,11 +14,11 @@
  * `full_refund`, and marks the row settled. A second call changes nothing
  * and reports the first settlement (out->already). */
 int settle_sandbox(struct db *db, int minute_s, const char *id, int full_refund,
-    struct bill_settlement *out, struct err *e);
+    struct bill_settlement *out, struct err *e) AAS_MUST_CHECK;
 
 /* Ends a live row (store_conn_mark_ended: `state`, `end`, `reason`) and settles
  * it in the same transaction, so nobody sees it ended and unsettled. */
 int settle_end(struct db *db, int minute_s, const char *id, const char *state, enum store_end end,
-    const char *reason, int full_refund, struct bill_settlement *out, struct err *e);
+    const char *reason, int full_refund, struct bill_settlement *out, struct err *e) AAS_MUST_CHECK;
 
 #endif

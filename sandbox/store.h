@@ -54,7 +54,7 @@ void store_wrong_state(struct db *db, const char *id, const char *account, const
 /* A sandbox of `account` (NULL: any, for maintenance). ERR_NOT_FOUND
  * naming sandbox_id when there is none. */
 int store_load(struct db *db, const char *account, const char *id, struct store_row *row,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* The tools' "sandbox" object of one sandbox of `account`. */
 json_t *store_sandbox_json(struct db *db, const char *account, const char *id, struct err *e);
 /* list_sandboxes: {sandboxes, next_cursor}, newest first. `state` NULL for
@@ -62,19 +62,20 @@ json_t *store_sandbox_json(struct db *db, const char *account, const char *id, s
 json_t *store_list_json(struct db *db, const char *account, const char *state, const char *cursor,
     int limit, struct err *e);
 /* 1 when `id` has a live row (creating, running or destroying). */
-int store_is_live(struct db *db, const char *id, int *live, struct err *e);
+int store_is_live(struct db *db, const char *id, int *live, struct err *e) AAS_MUST_CHECK;
 /* *ended = 1 when sandbox id has no row, or ended more than `seconds` ago. */
-int store_ended_before(struct db *db, const char *id, int seconds, int *ended, struct err *e);
+int store_ended_before(struct db *db, const char *id, int seconds, int *ended,
+    struct err *e) AAS_MUST_CHECK;
 
 /* ---- creating ---- */
 
 /* Live sandboxes of an account, counted inside the caller's transaction
  * after it locked the account row. */
-int store_live_count(PGconn *c, const char *account, long long *live, struct err *e);
+int store_live_count(PGconn *c, const char *account, long long *live, struct err *e) AAS_MUST_CHECK;
 /* acct_disable, and in the same transaction the account's live sandboxes
  * counted into *live: those its reapers are left to stop. */
 int store_disable_account(struct db *db, const char *account, struct acct_disabled *out,
-    long long *live, struct err *e);
+    long long *live, struct err *e) AAS_MUST_CHECK;
 
 struct store_new {
 	const char *account; /* NULL: a warm-pool VM */
@@ -94,10 +95,13 @@ struct store_new {
 
 /* Claims a warm VM of n->size and n->net for n->account: 1 and its id and
  * host when one was free, 0 when none. */
-int store_claim_warm(PGconn *c, const struct store_new *n, char *id, char *host, struct err *e);
+int store_claim_warm(PGconn *c, const struct store_new *n, char *id, char *host,
+    struct err *e) AAS_MUST_CHECK;
 /* The row of a new VM, 'creating', before the VM exists. */
-int store_insert_creating(PGconn *c, const char *id, const struct store_new *n, struct err *e);
-int store_insert_pool(PGconn *c, const char *id, const struct store_new *n, struct err *e);
+int store_insert_creating(PGconn *c, const char *id, const struct store_new *n,
+    struct err *e) AAS_MUST_CHECK;
+int store_insert_pool(PGconn *c, const char *id, const struct store_new *n,
+    struct err *e) AAS_MUST_CHECK;
 
 /* ---- state changes ---- */
 
@@ -120,20 +124,20 @@ const char *store_end_name(enum store_end end);
 
 /* creating -> running; *won is 0 when the row was no longer creating. */
 int store_mark_running(struct db *db, const char *id, const char *accel, const char *boot,
-    int minute_s, int *won, struct err *e);
+    int minute_s, int *won, struct err *e) AAS_MUST_CHECK;
 /* A live sandbox of `account` (NULL: any) moves to destroying, owned by
  * `owner`, so reconcile leaves it to its owner; its end reason becomes
  * `end` unless it already had one. */
 int store_mark_destroying(struct db *db, const char *id, const char *account, const char *owner,
-    enum store_end end, struct err *e);
+    enum store_end end, struct err *e) AAS_MUST_CHECK;
 /* A live row ends, inside the caller's transaction (settle_end): `state`
  * destroyed or failed, at now() (destroyed_at or failed_at), with a text
  * reason or NULL. `end` is recorded unless the row already has an end
  * reason (set when it was claimed for destroying). */
 int store_conn_mark_ended(PGconn *c, const char *id, const char *state, enum store_end end,
-    const char *reason, struct err *e);
+    const char *reason, struct err *e) AAS_MUST_CHECK;
 /* Every aasd's reaper sleeps until the nearest expiry; this wakes them. */
-int store_expiry_changed(struct db *db, struct err *e);
+int store_expiry_changed(struct db *db, struct err *e) AAS_MUST_CHECK;
 
 /* ---- commands ---- */
 
@@ -142,18 +146,20 @@ int store_expiry_changed(struct db *db, struct err *e);
  * counted and inserted under the sandbox row's lock; `bg_cap` is unused
  * for the others. */
 int store_cmd_insert(struct db *db, const char *cmd_id, const char *sandbox_id, const char *command,
-    int background, int bg_cap, const char *out_path, const char *err_path, struct err *e);
+    int background, int bg_cap, const char *out_path, const char *err_path,
+    struct err *e) AAS_MUST_CHECK;
 /* Running background commands of a sandbox. */
-int store_cmd_background_count(struct db *db, const char *sandbox_id, long long *n, struct err *e);
+int store_cmd_background_count(struct db *db, const char *sandbox_id, long long *n,
+    struct err *e) AAS_MUST_CHECK;
 /* Forgets all but the newest `keep` commands of a sandbox. */
-int store_cmd_trim(struct db *db, const char *sandbox_id, int keep, struct err *e);
-int store_cmd_set_pid(struct db *db, const char *cmd_id, long pid, struct err *e);
+int store_cmd_trim(struct db *db, const char *sandbox_id, int keep, struct err *e) AAS_MUST_CHECK;
+int store_cmd_set_pid(struct db *db, const char *cmd_id, long pid, struct err *e) AAS_MUST_CHECK;
 /* The command ended (`state` exited, timed_out or failed) with `code`;
  * `state` running records nothing but keeps it running. An exit by a
  * signal after kill_command is recorded as killed. With
  * `only_running`, a command already ended is left as it is. */
 int store_cmd_end(struct db *db, const char *cmd_id, const char *state, int code, int only_running,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 
 struct store_cmd_pid {
 	char id[24];
@@ -161,7 +167,7 @@ struct store_cmd_pid {
 };
 /* Background commands of a sandbox still marked running (malloc'd). */
 int store_cmd_running(struct db *db, const char *sandbox_id, struct store_cmd_pid **cmds, size_t *n,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* One command of a sandbox, typed. */
 struct store_cmd {
 	char id[24];
@@ -176,9 +182,9 @@ struct store_cmd {
 };
 /* ERR_NOT_FOUND naming command_id when the sandbox has no such command. */
 int store_cmd_get(struct db *db, const char *sandbox_id, const char *cmd_id, struct store_cmd *out,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* Notes the signal kill_command sends to a running command. */
-int store_cmd_set_kill(struct db *db, const char *cmd_id, int sig, struct err *e);
+int store_cmd_set_kill(struct db *db, const char *cmd_id, int sig, struct err *e) AAS_MUST_CHECK;
 /* The most recent commands of a sandbox as a JSON array. */
 json_t *store_cmd_recent_json(struct db *db, const char *sandbox_id, struct err *e);
 /* One command as its status object (without log sizes). ERR_NOT_FOUND
@@ -193,16 +199,18 @@ struct store_port {
 	char created_at[40];
 };
 int store_ports(struct db *db, const char *sandbox_id, struct store_port **ports, size_t *n,
-    struct err *e);
-int store_port_count(struct db *db, const char *sandbox_id, long long *n, struct err *e);
-int store_port_exists(struct db *db, const char *sandbox_id, int port, int *exists, struct err *e);
+    struct err *e) AAS_MUST_CHECK;
+int store_port_count(struct db *db, const char *sandbox_id, long long *n,
+    struct err *e) AAS_MUST_CHECK;
+int store_port_exists(struct db *db, const char *sandbox_id, int port, int *exists,
+    struct err *e) AAS_MUST_CHECK;
 /* Adds the port unless the sandbox has `cap` already (ERR_LIMIT naming
  * AAS_MAX_PORTS_PER_SANDBOX): counted and inserted under the sandbox
  * row's lock, so parallel exposes cannot pass the cap together.
  * *inserted is 0 when the port was taken meanwhile or the sandbox stopped. */
 int store_port_insert(struct db *db, const char *sandbox_id, int port, int public, int host_port,
-    const char *token_hash, int cap, int *inserted, struct err *e);
-int store_ports_drop(struct db *db, const char *sandbox_id, struct err *e);
+    const char *token_hash, int cap, int *inserted, struct err *e) AAS_MUST_CHECK;
+int store_ports_drop(struct db *db, const char *sandbox_id, struct err *e) AAS_MUST_CHECK;
 
 /* Where a preview request goes: the exposed port of a running sandbox. */
 struct store_preview {
@@ -217,7 +225,7 @@ struct store_preview {
 /* 1 and `out` when the port is exposed on a running or paused sandbox of
  * an account that is not disabled, else 0. */
 int store_preview_lookup(struct db *db, const char *sandbox_id, int port, struct store_preview *out,
-    int *found, struct err *e);
+    int *found, struct err *e) AAS_MUST_CHECK;
 
 /* ---- money on a sandbox row (inside the caller's transaction, after
  * the account row was locked) ---- */
@@ -245,23 +253,24 @@ struct store_paid {
 
 /* The account a sandbox belongs to ("" for a warm VM), unlocked: what
  * the caller locks first. ERR_NOT_FOUND when there is no such sandbox. */
-int store_account_of(PGconn *c, const char *id, char *account, size_t n, struct err *e);
+int store_account_of(PGconn *c, const char *id, char *account, size_t n,
+    struct err *e) AAS_MUST_CHECK;
 /* Locks a sandbox row (of `account`, or any when NULL) and reads its money. */
 int store_lock_paid(PGconn *c, const char *id, const char *account, struct store_paid *out,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* The price and first charge of a new sandbox. */
 int store_set_paid(PGconn *c, const char *id, long long price, int minutes, long long cost,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* More paid minutes: expires_at moves by minutes x minute_s; the new
  * expiry (ISO 8601) into `expires`. */
 int store_add_paid(PGconn *c, const char *id, int minutes, long long cost, int minute_s,
-    char *expires, size_t n, struct err *e);
+    char *expires, size_t n, struct err *e) AAS_MUST_CHECK;
 /* The final settlement: minutes_used, `refund` added to refunded, and
  * `storage` (a paused sandbox's last storage charge) to charged. */
 int store_mark_settled(PGconn *c, const char *id, int used, long long refund, long long storage,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* store_expiry_changed inside a transaction: sent when it commits. */
-int store_expiry_changed_tx(PGconn *c, struct err *e);
+int store_expiry_changed_tx(PGconn *c, struct err *e) AAS_MUST_CHECK;
 
 /* get_usage: the account's newest sandboxes with what each cost. */
 json_t *store_usage_json(struct db *db, const char *account, int limit, struct err *e);
@@ -277,18 +286,18 @@ struct store_due {
  * array literal) that expired or whose account is disabled, for `owner`,
  * moving them to destroying with that end reason (malloc'd). */
 int store_claim_due(struct db *db, const char *hosts, const char *owner, int max,
-    struct store_due **due, size_t *n, struct err *e);
+    struct store_due **due, size_t *n, struct err *e) AAS_MUST_CHECK;
 /* Claims the live sandboxes on those of `hosts` that are down (at most
  * 200 a call), moving them to destroying for `owner` with end reason
  * host_lost unless they had one. */
 int store_claim_host_lost(struct db *db, const char *hosts, const char *owner,
-    struct store_due **due, size_t *n, struct err *e);
+    struct store_due **due, size_t *n, struct err *e) AAS_MUST_CHECK;
 /* Milliseconds until the nearest expiry on `hosts`; `none` when nothing
  * runs there. */
 int store_next_expiry_ms(struct db *db, const char *hosts, long long none, long long *ms,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* Live sandboxes by state: creating, running, destroying. */
-int store_count_live(struct db *db, long long counts[3], struct err *e);
+int store_count_live(struct db *db, long long counts[3], struct err *e) AAS_MUST_CHECK;
 
 /* ---- maintenance ---- */
 
@@ -301,18 +310,19 @@ struct store_host_row {
 };
 /* Live rows on `host` (malloc'd). */
 int store_host_rows(struct db *db, const char *host, int dead_s, struct store_host_row **rows,
-    size_t *n, struct err *e);
+    size_t *n, struct err *e) AAS_MUST_CHECK;
 /* Warm VMs of a size on `hosts` (a text[] literal): how many have `net`,
  * and how many running ones have another net. */
 int store_pool_counts(struct db *db, const char *size, const char *hosts, const char *net,
-    long long *have, long long *stale, struct err *e);
+    long long *have, long long *stale, struct err *e) AAS_MUST_CHECK;
 /* Takes the newest surplus warm VM on `hosts` for destruction: 1 and its
  * id and host, or 0. */
 int store_pool_take_surplus(struct db *db, const char *size, const char *hosts, const char *owner,
-    const char *net, char *id, char *host, size_t hn, struct err *e);
+    const char *net, char *id, char *host, size_t hn, struct err *e) AAS_MUST_CHECK;
 /* Live sandboxes of accounts, and warm VMs per size (small, medium, large). */
-int store_capacity(struct db *db, long long *live, long long warm[3], struct err *e);
-int store_heartbeat(struct db *db, const char *instance, const char *uris, struct err *e);
+int store_capacity(struct db *db, long long *live, long long warm[3], struct err *e) AAS_MUST_CHECK;
+int store_heartbeat(struct db *db, const char *instance, const char *uris,
+    struct err *e) AAS_MUST_CHECK;
 
 /* ---- pauses (store_pause.c) ---- */
 
@@ -320,28 +330,28 @@ int store_heartbeat(struct db *db, const char *instance, const char *uris, struc
  * `host`. ERR_CONFLICT naming the state when it is not running (or is
  * moving), ERR_NOT_FOUND when the account has no such sandbox. */
 int store_pause_begin(struct db *db, const char *id, const char *account, const char *owner,
-    char *host, size_t hn, struct err *e);
+    char *host, size_t hn, struct err *e) AAS_MUST_CHECK;
 /* pausing -> running: the VM could not be saved and runs on. */
-int store_pause_undo(struct db *db, const char *id, struct err *e);
+int store_pause_undo(struct db *db, const char *id, struct err *e) AAS_MUST_CHECK;
 /* A pause or resume this aasd could not record: reconcile finishes it
  * from what is on the host, as for an aasd that stopped. */
-int store_disown(struct db *db, const char *id, struct err *e);
+int store_disown(struct db *db, const char *id, struct err *e) AAS_MUST_CHECK;
 /* In the pause's money transaction: pausing -> paused, `paid_minutes`
  * the compute minutes it keeps, `refund` added to refunded, storage
  * billed from paused_at at `storage_price`. */
 int store_conn_mark_paused(PGconn *c, const char *id, int paid_minutes, long long refund,
-    long long storage_price, struct err *e);
+    long long storage_price, struct err *e) AAS_MUST_CHECK;
 /* In the resume's money transaction: paused -> resuming for `owner`,
  * `minutes` more paid for `compute`, `storage` charged up to now. */
 int store_conn_mark_resuming(PGconn *c, const char *id, const char *owner, int minutes,
-    long long compute, long long storage, struct err *e);
+    long long compute, long long storage, struct err *e) AAS_MUST_CHECK;
 /* In a failed resume's transaction: resuming -> paused, its compute back
  * (the caller posted the refund). */
-int store_conn_resume_undo(PGconn *c, const char *id, struct err *e);
+int store_conn_resume_undo(PGconn *c, const char *id, struct err *e) AAS_MUST_CHECK;
 /* resuming -> running, with the preview forwards' new host ports; *won
  * is 0 when the row was no longer resuming. */
 int store_resume_done(struct db *db, const char *id, const int *ports, const int *host_ports,
-    size_t n, int *won, struct err *e);
+    size_t n, int *won, struct err *e) AAS_MUST_CHECK;
 
 /* ---- moves (store_move.c): evacuating a host ---- */
 
@@ -354,25 +364,26 @@ struct store_move {
 /* Takes a warm VM on an evacuating host among `hosts` (a text[] literal)
  * for destruction as pool surplus: 1 with its id and host, or 0. */
 int store_move_pool_take(struct db *db, const char *hosts, const char *owner, char *id, char *host,
-    size_t hn, struct err *e);
+    size_t hn, struct err *e) AAS_MUST_CHECK;
 /* The next tenant sandbox to move off an evacuating host among `hosts`:
  * running, not moving, not refused before. 1 and it, or 0. */
-int store_move_next(struct db *db, const char *hosts, struct store_move *out, struct err *e);
+int store_move_next(struct db *db, const char *hosts, struct store_move *out,
+    struct err *e) AAS_MUST_CHECK;
 /* In the transaction that reserved room on `to` (after the host rows):
  * marks the sandbox as moving there; *won is 0 when it stopped running,
  * left `from` or is moved by someone else already. */
 int store_move_claim(PGconn *c, const char *id, const char *from, const char *to, const char *owner,
-    int *won, struct err *e);
+    int *won, struct err *e) AAS_MUST_CHECK;
 /* The move to `to` is over: the row's host becomes `to` and its preview
  * forwards the new host ports in `host_ports` (one per entry of `ports`);
  * `pause_ms`: how long its guest paused at the switch (-1: not known).
  * Recorded whatever became of the claim meanwhile (the VM is on `to` now);
  * *won is 0 when the sandbox stopped running (its VM on `to` is nobody's). */
 int store_move_done(struct db *db, const char *id, const char *to, long long pause_ms,
-    const int *ports, const int *host_ports, size_t n, int *won, struct err *e);
+    const int *ports, const int *host_ports, size_t n, int *won, struct err *e) AAS_MUST_CHECK;
 /* The move failed: the sandbox stays where it was with the reason, and is
  * not tried again until the next evacuate. */
-int store_move_failed(struct db *db, const char *id, const char *why, struct err *e);
+int store_move_failed(struct db *db, const char *id, const char *why, struct err *e) AAS_MUST_CHECK;
 
 /* ---- snapshots (store_snap.c) ---- */
 
@@ -407,36 +418,40 @@ struct store_snap_due {
 /* ERR_NOT_FOUND naming snapshot_id. */
 void store_snap_not_found(const char *snap, struct err *e);
 /* Snapshots of `account` not deleted (the per-account cap counts them). */
-int store_conn_snap_count(PGconn *c, const char *account, long long *n, struct err *e);
+int store_conn_snap_count(PGconn *c, const char *account, long long *n,
+    struct err *e) AAS_MUST_CHECK;
 /* running -> snapshotting, owned by `owner`; ERR_CONFLICT otherwise. */
 int store_conn_mark_snapshotting(PGconn *c, const char *id, const char *account, const char *owner,
-    struct err *e);
-int store_conn_snap_insert(PGconn *c, const struct store_snap_new *n, struct err *e);
+    struct err *e) AAS_MUST_CHECK;
+int store_conn_snap_insert(PGconn *c, const struct store_snap_new *n, struct err *e) AAS_MUST_CHECK;
 /* The account's snapshot, not deleted (locked FOR UPDATE when asked: after
  * the account and sandbox rows); ERR_NOT_FOUND otherwise. Under the
  * account row's lock a plain read is stable: every change of a snapshot
  * locks its account first. */
 int store_conn_snap_read(PGconn *c, const char *account, const char *snap, int for_update,
-    struct store_snap *out, struct err *e);
+    struct store_snap *out, struct err *e) AAS_MUST_CHECK;
 /* The snapshot sandbox `sandbox_id` is being taken: 1 with it, 0 none. */
-int store_snap_saving(struct db *db, const char *sandbox_id, struct store_snap *out, struct err *e);
+int store_snap_saving(struct db *db, const char *sandbox_id, struct store_snap *out,
+    struct err *e) AAS_MUST_CHECK;
 /* saving -> ready with its size on disk. */
-int store_conn_snap_ready(PGconn *c, const char *snap, long long bytes, struct err *e);
+int store_conn_snap_ready(PGconn *c, const char *snap, long long bytes,
+    struct err *e) AAS_MUST_CHECK;
 /* -> deleted, for `reason` (deleted, expired, failed, image_changed),
  * `refunded` given back. */
 int store_conn_snap_end(PGconn *c, const char *snap, const char *reason, long long refunded,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* snapshotting -> running; its forwards rebound when `ports` is not NULL
  * (its VM runs on a new QEMU). */
 int store_conn_snap_sandbox_back(PGconn *c, const char *sandbox_id, const int *ports,
-    const int *host_ports, size_t n, struct err *e);
+    const int *host_ports, size_t n, struct err *e) AAS_MUST_CHECK;
 /* A snapshot whose end could not be recorded: left to reconcile. */
-int store_snap_disown(struct db *db, const char *sandbox_id, struct err *e);
+int store_snap_disown(struct db *db, const char *sandbox_id, struct err *e) AAS_MUST_CHECK;
 json_t *store_snap_json(struct db *db, const char *account, const char *snap, struct err *e);
 /* The account's snapshots not deleted, newest first (at most 1000; the
  * per-account cap is far below). */
 json_t *store_snap_list_json(struct db *db, const char *account, struct err *e);
 /* Up to `max` ready snapshots past their expiry. */
-int store_snap_due(struct db *db, struct store_snap_due *due, size_t max, size_t *n, struct err *e);
+int store_snap_due(struct db *db, struct store_snap_due *due, size_t max, size_t *n,
+    struct err *e) AAS_MUST_CHECK;
 
 #endif

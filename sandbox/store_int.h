@@ -26,7 +26,7 @@ json_t *store_int_or_null(const PGresult *r, int row, int col);
 /* The first column of the only row of `r` into out, and clears `r`;
  * ERR_NOT_FOUND naming sandbox `id` when there is no row; -1 also when `r`
  * is NULL (its error is already in `e`). */
-int store_only_str(PGresult *r, const char *id, char *out, size_t n, struct err *e);
+int store_only_str(PGresult *r, const char *id, char *out, size_t n, struct err *e) AAS_MUST_CHECK;
 
 /* Makes one row of a result into JSON (NULL when out of memory). */
 typedef json_t *(*store_json_fn)(const PGresult *r, int row);
@@ -37,10 +37,10 @@ json_t *store_row_json(PGresult *r, store_json_fn conv, struct err *e);
 
 /* One count(*) whose only parameter is the sandbox id. */
 int store_count(struct db *db, const char *sql, const char *sandbox_id, long long *n,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* The same inside a transaction, on its connection. */
 int store_conn_count(PGconn *c, const char *sql, const char *sandbox_id, long long *n,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 
 /* Reads one row into `elem`: 0 kept, 1 left out, -1 with `e` set. */
 typedef int (*store_row_fn)(const PGresult *r, int row, void *elem, struct err *e);
@@ -48,15 +48,15 @@ typedef int (*store_row_fn)(const PGresult *r, int row, void *elem, struct err *
 /* Runs a query and reads its rows into a malloc'd array of `size`-byte
  * elements (*out, *n; NULL and 0 for no rows). */
 int store_rows(struct db *db, const char *sql, int nparams, const char *const *params, size_t size,
-    store_row_fn read, void **out, size_t *n, struct err *e);
+    store_row_fn read, void **out, size_t *n, struct err *e) AAS_MUST_CHECK;
 
 /* Takes the answer of an UPDATE ... RETURNING id, host_uri of at most
  * one row (and clears it): 1 with both, 0 for no row, -1 on error. */
-int store_id_host(PGresult *r, char *id, char *host, size_t hn, struct err *e);
+int store_id_host(PGresult *r, char *id, char *host, size_t hn, struct err *e) AAS_MUST_CHECK;
 
 /* The preview forwards of sandbox `id` now go to `host_ports` (one per
  * entry of `ports`): its VM started again on a new QEMU. */
 int store_conn_ports_rebind(PGconn *c, const char *id, const int *ports, const int *host_ports,
-    size_t n, struct err *e);
+    size_t n, struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -201,9 +201,9 @@ snap_json(const PGresult *r, int i)
 	struct err ignore;
 
 	err_clear(&ignore);
-	db_get_ll(r, i, 6, &bytes, &ignore);
-	db_get_int(r, i, 7, &keep, &ignore);
-	db_get_ll(r, i, 10, &charged, &ignore);
+	err_ignore(db_get_ll(r, i, 6, &bytes, &ignore));
+	err_ignore(db_get_int(r, i, 7, &keep, &ignore));
+	err_ignore(db_get_ll(r, i, 10, &charged, &ignore));
 	return json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:I, s:i, s:s, s:s, s:I}", "snapshot_id",
 	    PQgetvalue(r, i, 0), "name", store_text_or_null(r, i, 1), "sandbox_id",
 	    PQgetvalue(r, i, 2), "state", PQgetvalue(r, i, 3), "size", PQgetvalue(r, i, 4),

@@ -49,7 +49,7 @@ void auth_reply_refused(struct http_req *req, const struct config *cfg, const st
  * resource tokens are for (/v1/mcp): ERR_UNAUTHORIZED otherwise. */
 struct app;
 int auth_resolve(struct app *app, const char *path, const char *key, size_t keylen, char *account,
-    size_t n, struct err *e);
+    size_t n, struct err *e) AAS_MUST_CHECK;
 
 /* Key resolution for the HTTP front end (http_new): the key cache of
  * `app`, then its database. */

@@ -14,7 +14,8 @@ struct app;
 /* Fills `out` (SESS_CRED_MAX + 1 bytes) for the request's credential,
  * already accepted by authentication; "" when it carries none. -1 with e
  * when a token's grant cannot be read. */
-int mcp_cred_id(struct app *app, struct http_req *req, char out[SESS_CRED_MAX + 1], struct err *e);
+int mcp_cred_id(struct app *app, struct http_req *req, char out[SESS_CRED_MAX + 1],
+    struct err *e) AAS_MUST_CHECK;
 
 /* 1 when a request with credential `cred` of `account` (NULL, "": none)
  * may use the session `s`: its own credential's, or, for a session made

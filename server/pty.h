@@ -48,8 +48,8 @@ void pty_close_account(struct pty_hub *p, const char *account_id);
  * expired, used, or for another sandbox. */
 #define PTY_TICKET_MAX 160
 int pty_ticket_issue(struct pty_hub *p, const char *account, const char *sandbox_id, long long now,
-    char out[PTY_TICKET_MAX], struct err *e);
+    char out[PTY_TICKET_MAX], struct err *e) AAS_MUST_CHECK;
 int pty_ticket_redeem(struct pty_hub *p, const char *ticket, const char *sandbox_id, long long now,
-    char *account, size_t an, struct err *e);
+    char *account, size_t an, struct err *e) AAS_MUST_CHECK;
 
 #endif

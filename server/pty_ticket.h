@@ -26,7 +26,7 @@ void ptk_free(struct ptk_table *t);
  * loses its own oldest ticket; a table full of other accounts' live
  * tickets refuses with ERR_LIMIT, it never drops theirs. */
 int ptk_put(struct ptk_table *t, const char *nonce, const char *account, const char *sandbox,
-    long long expires, long long now, struct err *e);
+    long long expires, long long now, struct err *e) AAS_MUST_CHECK;
 /* 1 and the account filled (an bytes) when a live ticket has `nonce`
  * and was issued for `sandbox`; 0 otherwise. ptk_take also removes it
  * (so only one caller gets 1). */

@@ -258,7 +258,7 @@ login(struct web_ctx *c)
 		return;
 	}
 	if (c->logged_in)
-		(void)wsess_end(c->w->app->db, c->sid, &e);
+		err_ignore(wsess_end(c->w->app->db, c->sid, &e));
 	web_set_session_cookie(c, sid);
 	web_redirect(c, *login_next(c) ? login_next(c) : "/dashboard");
 }
@@ -279,7 +279,7 @@ logout(struct web_ctx *c)
 	if (!web_csrf_check(c))
 		return;
 	err_clear(&e);
-	(void)wsess_end(c->w->app->db, c->sid, &e);
+	err_ignore(wsess_end(c->w->app->db, c->sid, &e));
 	web_set_session_cookie(c, NULL);
 	c->logged_in = 0;
 	page_message(c, 200, "Logged out", "You are logged out.", "/login", "Log in again");

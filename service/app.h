@@ -65,6 +65,6 @@ void app_sandbox_ended(struct app *app, const char *sandbox_id);
 /* Starts the sandbox service on this app's settings and database into
  * app->sbx: its reaper is published in app->reaper, and the sandboxes that
  * end reach the front end's hooks. */
-int app_start_sandboxes(struct app *app, struct err *e);
+int app_start_sandboxes(struct app *app, struct err *e) AAS_MUST_CHECK;
 
 #endif

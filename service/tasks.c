@@ -339,7 +339,8 @@ tasks_start(struct tasks *t, const char *account, const char *tool, struct tool_
 		t->list = r->next;
 		pthread_mutex_unlock(&t->lock);
 		pthread_attr_destroy(&attr);
-		(void)db_exec(t->app->db, "DELETE FROM mcp_tasks WHERE id = $1", 1, p, NULL, e);
+		err_ignore(db_exec(t->app->db, "DELETE FROM mcp_tasks WHERE id = $1", 1, p, NULL,
+		    e));
 		err_set(e, ERR_UNAVAILABLE, "cannot start the task");
 		goto undo;
 	}

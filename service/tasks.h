@@ -39,7 +39,7 @@ void tasks_free(struct tasks *t);
  * ERR_LIMIT when this process or the account runs too many, or the
  * account's task storage is full (the message names the setting). */
 int tasks_start(struct tasks *t, const char *account, const char *tool, struct tool_call *call,
-    char id[TASK_ID_LEN + 1], struct err *e);
+    char id[TASK_ID_LEN + 1], struct err *e) AAS_MUST_CHECK;
 /* The task as the extension shows it: taskId, status, statusMessage,
  * createdAt, lastUpdatedAt, ttlMs, pollIntervalMs, and result (the
  * CallToolResult) once completed. ERR_NOT_FOUND for an unknown, expired
@@ -47,7 +47,8 @@ int tasks_start(struct tasks *t, const char *account, const char *tool, struct t
 json_t *tasks_get(struct tasks *t, const char *account, const char *id, struct err *e);
 /* Asks the call to stop, wherever it runs; a finished task is left as it
  * is. ERR_NOT_FOUND as tasks_get. */
-int tasks_cancel(struct tasks *t, const char *account, const char *id, struct err *e);
+int tasks_cancel(struct tasks *t, const char *account, const char *id,
+    struct err *e) AAS_MUST_CHECK;
 /* A "t:<id>" notification: cancels the call if it runs here. */
 void tasks_notice(struct tasks *t, const char *id);
 /* 1 when `id` has the shape of a task id. */

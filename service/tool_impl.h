@@ -41,15 +41,18 @@ extern const struct tool_impl tool_info_impl;
  * JSON type or out of range with an ERR_INVALID naming the field, so a
  * handler never reads a real as an integer. */
 int tool_arg_int(const json_t *args, const char *name, long long def, long long min, long long max,
-    long long *out, struct err *e);
-int tool_arg_bool(const json_t *args, const char *name, int def, int *out, struct err *e);
+    long long *out, struct err *e) AAS_MUST_CHECK;
+int tool_arg_bool(const json_t *args, const char *name, int def, int *out,
+    struct err *e) AAS_MUST_CHECK;
 /* NULL when absent; -1 when present and not a string. */
-int tool_arg_str(const json_t *args, const char *name, const char **out, struct err *e);
+int tool_arg_str(const json_t *args, const char *name, const char **out,
+    struct err *e) AAS_MUST_CHECK;
 /* tool_arg_int into an int. */
 int tool_arg_int32(const json_t *args, const char *name, int def, int min, int max, int *out,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* A string the schema requires: -1 naming the field when absent. */
-int tool_arg_need(const json_t *args, const char *name, const char **out, struct err *e);
+int tool_arg_need(const json_t *args, const char *name, const char **out,
+    struct err *e) AAS_MUST_CHECK;
 
 struct sbx;
 /* The sandbox service, or NULL with ERR_UNAVAILABLE (no VM layer). */
@@ -60,10 +63,12 @@ void tool_progress(void *ctx, double progress, double total, const char *message
 json_t *tool_text_of(const char *data, size_t len);
 
 /* write_file and read_file (tool_files.c). */
-int tool_write_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err *e);
+int tool_write_parse(const struct call_ctx *cx, const json_t *args, void *req,
+    struct err *e) AAS_MUST_CHECK;
 json_t *tool_write_run(struct call_ctx *cx, void *req, struct err *e);
 void tool_write_release(void *req);
-int tool_read_parse(const struct call_ctx *cx, const json_t *args, void *req, struct err *e);
+int tool_read_parse(const struct call_ctx *cx, const json_t *args, void *req,
+    struct err *e) AAS_MUST_CHECK;
 json_t *tool_read_run(struct call_ctx *cx, void *req, struct err *e);
 
 #endif

@@ -35,7 +35,7 @@ struct call_ctx {
 void tool_call_progress(struct call_ctx *cx, double progress, double total, const char *message);
 
 /* Loads and checks the embedded catalogue; once, at start. */
-int tools_init(struct err *e);
+int tools_init(struct err *e) AAS_MUST_CHECK;
 void tools_cleanup(void);
 
 /* The tools/list result of the session revisions, serialised once; its

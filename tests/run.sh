@@ -42,6 +42,7 @@ if [ "${AAS_SKIP_LINT:-0}" != 1 ]; then
 	lint format sh tools/lint/format.sh -l tools/lint/format-paths
 	lint size sh tools/lint/size.sh
 	lint prefix sh tools/lint/prefix.sh
+	lint mustcheck sh tools/lint/mustcheck.sh
 	lint checkers sh tests/lint/checkers.sh
 fi
 

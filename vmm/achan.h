@@ -47,7 +47,7 @@ void achan_free(struct achan *c);
 
 /* Waits until the agent has answered the handshake (the guest is ready).
  * ERR_TIMEOUT at the deadline (monotonic ms, base/clock.h). */
-int achan_wait_ready(struct achan *c, long long deadline_ms, struct err *e);
+int achan_wait_ready(struct achan *c, long long deadline_ms, struct err *e) AAS_MUST_CHECK;
 /* 1 once the connection is usable, 0 while not yet, -1 when failed. */
 int achan_state(struct achan *c);
 /* Why the connection failed ("" while it has not): a hostile or broken
@@ -57,7 +57,7 @@ const char *achan_failure(struct achan *c, char *buf, size_t n);
  * oversized frames) rather than the stream closing. */
 int achan_guest_at_fault(struct achan *c);
 /* One PING/PONG round trip. */
-int achan_ping(struct achan *c, long long deadline_ms, struct err *e);
+int achan_ping(struct achan *c, long long deadline_ms, struct err *e) AAS_MUST_CHECK;
 
 /* ---- processes ---- */
 
@@ -102,18 +102,21 @@ struct achan_exec *achan_exec_start(struct achan *c, const struct achan_exec_req
  * to the guest again as the caller takes it. After ACHAN_EV_EXIT there
  * are no more events. */
 int achan_exec_next(struct achan_exec *x, long long deadline_ms, const atomic_int *cancel,
-    struct achan_ev *ev, struct err *e);
+    struct achan_ev *ev, struct err *e) AAS_MUST_CHECK;
 /* Sends stdin bytes (blocks while AP_STDIN_MAX bytes are in flight);
  * eof closes the process's stdin. */
-int achan_exec_stdin(struct achan_exec *x, const void *p, size_t n, int eof, struct err *e);
-int achan_exec_signal(struct achan_exec *x, int sig, struct err *e);
-int achan_exec_resize(struct achan_exec *x, unsigned rows, unsigned cols, struct err *e);
+int achan_exec_stdin(struct achan_exec *x, const void *p, size_t n, int eof,
+    struct err *e) AAS_MUST_CHECK;
+int achan_exec_signal(struct achan_exec *x, int sig, struct err *e) AAS_MUST_CHECK;
+int achan_exec_resize(struct achan_exec *x, unsigned rows, unsigned cols,
+    struct err *e) AAS_MUST_CHECK;
 /* Abandons the channel (the process runs on unless signalled). */
 void achan_exec_free(struct achan_exec *x);
 
 /* Signals the process group of a process this agent started (by pid,
  * e.g. a background command started by an earlier aasd). */
-int achan_kill(struct achan *c, long pid, int sig, long long deadline_ms, struct err *e);
+int achan_kill(struct achan *c, long pid, int sig, long long deadline_ms,
+    struct err *e) AAS_MUST_CHECK;
 
 /* ---- files (with the sandbox user's rights) ---- */
 
@@ -139,11 +142,13 @@ typedef int (*achan_write_fn)(void *ctx, const void *buf, size_t n, struct err *
  * (EACCES, EPERM), ERR_LIMIT (ENOSPC, EDQUOT, EFBIG), ERR_INVALID (EISDIR,
  * ENOTDIR, ELOOP, EEXIST, ...) with the agent's message. */
 int achan_put(struct achan *c, const char *path, unsigned mode, int flags, uint64_t offset,
-    achan_read_fn read, void *ctx, uint64_t *written, long long deadline_ms, struct err *e);
+    achan_read_fn read, void *ctx, uint64_t *written, long long deadline_ms,
+    struct err *e) AAS_MUST_CHECK;
 /* Reads [offset, offset + length) (length 0: to the end) into `write`;
  * *total is the file's whole size. */
 int achan_get(struct achan *c, const char *path, int flags, uint64_t offset, uint64_t length,
-    achan_write_fn write, void *ctx, uint64_t *total, long long deadline_ms, struct err *e);
+    achan_write_fn write, void *ctx, uint64_t *total, long long deadline_ms,
+    struct err *e) AAS_MUST_CHECK;
 
 enum achan_ftype { ACHAN_FT_OTHER, ACHAN_FT_FILE, ACHAN_FT_DIR, ACHAN_FT_LINK };
 
@@ -156,13 +161,13 @@ struct achan_stat {
 };
 
 int achan_stat(struct achan *c, const char *path, int flags, struct achan_stat *st,
-    long long deadline_ms, struct err *e);
+    long long deadline_ms, struct err *e) AAS_MUST_CHECK;
 
 /* One directory's entries, each given to fn (name is NUL-ended); fn
  * returns 0 to go on, 1 to stop early, -1 with e set to abort. */
 typedef int (*achan_entry_fn)(void *ctx, const char *name, const struct achan_stat *st,
     struct err *e);
 int achan_list(struct achan *c, const char *path, achan_entry_fn fn, void *ctx,
-    long long deadline_ms, struct err *e);
+    long long deadline_ms, struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -210,9 +210,9 @@ void achan_unref(struct achan *c);
  * a cancel flag is watched), lock held. 1 once the deadline passed. */
 int achan_wait_change(struct achan *c, long long deadline_ms, const atomic_int *cancel);
 /* -1 with e set to ERR_UNAVAILABLE and the failure's reason. */
-int achan_unavailable(struct achan *c, struct err *e);
+int achan_unavailable(struct achan *c, struct err *e) AAS_FAILS;
 /* Waits until the handshake is done (lock held). */
-int achan_wait_ready_locked(struct achan *c, long long deadline_ms, struct err *e);
+int achan_wait_ready_locked(struct achan *c, long long deadline_ms, struct err *e) AAS_MUST_CHECK;
 
 /* ---- the transport (achan_io.c) ---- */
 
@@ -254,31 +254,33 @@ struct achan_chan *achan_chan_open(struct achan *c, int kind, long long deadline
 void achan_chan_release(struct achan *c, struct achan_chan *ch);
 /* -1 with e set when the connection failed or the agent restarted under
  * the channel, else 0 (lock held). */
-int achan_chan_gone(struct achan *c, struct achan_chan *ch, struct err *e);
+int achan_chan_gone(struct achan *c, struct achan_chan *ch, struct err *e) AAS_MUST_CHECK;
 /* Queues one frame (header added here) on a channel, waiting while its
  * send queue is full. 1 when the channel has ended meanwhile (the agent
  * answered early): nothing is sent. */
 int achan_chan_send(struct achan *c, struct achan_chan *ch, uint16_t type, uint16_t flags,
-    const void *p, size_t n, long long deadline_ms, struct err *e);
+    const void *p, size_t n, long long deadline_ms, struct err *e) AAS_MUST_CHECK;
 /* The next frame on a channel: 1 with *out (the caller frees it), 0 at
  * the deadline or on cancel, -1 with e set. Data taken is granted again. */
 int achan_chan_next(struct achan *c, struct achan_chan *ch, long long deadline_ms,
-    const atomic_int *cancel, struct achan_frame_in **out, struct err *e);
+    const atomic_int *cancel, struct achan_frame_in **out, struct err *e) AAS_MUST_CHECK;
 /* The next frame of a request's answer: 0 with *fr (the caller frees
  * it), -1 with e set, ERR_TIMEOUT naming `what` at the deadline. */
 int achan_chan_reply(struct achan *c, struct achan_chan *ch, long long deadline_ms,
-    struct achan_frame_in **fr, const char *what, struct err *e);
+    struct achan_frame_in **fr, const char *what, struct err *e) AAS_MUST_CHECK;
 /* Turns a RESULT into 0 or an error of the kind achan.h names. */
-int achan_result_check(const struct ap_field *f, size_t nf, const char *what, struct err *e);
+int achan_result_check(const struct ap_field *f, size_t nf, const char *what,
+    struct err *e) AAS_MUST_CHECK;
 /* Waits for the RESULT that ends a channel (other frames are skipped)
  * and parses it into fields. */
 int achan_wait_result(struct achan *c, struct achan_chan *ch, long long deadline_ms,
-    struct achan_frame_in **res, struct ap_field *f, size_t *nf, const char *what, struct err *e);
+    struct achan_frame_in **res, struct ap_field *f, size_t *nf, const char *what,
+    struct err *e) AAS_MUST_CHECK;
 /* Room for AP_MAX_FIELDS fields; NULL with e set. */
 struct ap_field *achan_fields_new(struct err *e);
 /* A request whose only answer is a RESULT; *res and f filled on success. */
 int achan_simple_call(struct achan *c, int kind, uint16_t flags, const struct ap_out *o,
     long long deadline_ms, const char *what, struct achan_frame_in **res, struct ap_field *f,
-    size_t *nf, struct err *e);
+    size_t *nf, struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -23,7 +23,7 @@
 json_t *agent_call(struct vm_host *h, const char *domain, const char *execute, json_t *args,
     int timeout_s, struct err *e);
 
-int agent_ping(struct vm_host *h, const char *domain, int timeout_s, struct err *e);
+int agent_ping(struct vm_host *h, const char *domain, int timeout_s, struct err *e) AAS_MUST_CHECK;
 
 struct agent_exec {
 	const char *path;
@@ -36,7 +36,7 @@ struct agent_exec {
 
 /* Starts a process; fills its guest pid. */
 int agent_exec_start(struct vm_host *h, const char *domain, const struct agent_exec *x, long *pid,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 
 struct agent_exec_status {
 	int exited;
@@ -50,20 +50,20 @@ struct agent_exec_status {
 
 /* One status poll. The agent forgets an exited process once reported. */
 int agent_exec_status(struct vm_host *h, const char *domain, long pid, struct agent_exec_status *st,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 void agent_exec_status_clear(struct agent_exec_status *st);
 
 /* Runs a short helper process to completion (poll until deadline_ms),
  * capturing at most AGENT_MAX_CAPTURE of output. */
 int agent_run(struct vm_host *h, const char *domain, const struct agent_exec *x, int deadline_ms,
-    struct agent_exec_status *st, struct err *e);
+    struct agent_exec_status *st, struct err *e) AAS_MUST_CHECK;
 
 /* Writes a whole file as root in AGENT_MAX_CHUNK pieces (created 0666
  * by the agent; callers move and chown it as needed). */
 int agent_file_write(struct vm_host *h, const char *domain, const char *path,
-    const unsigned char *data, size_t len, struct err *e);
+    const unsigned char *data, size_t len, struct err *e) AAS_MUST_CHECK;
 /* Reads up to `max` bytes from `offset`; *eof set when the file ended. */
 int agent_file_read(struct vm_host *h, const char *domain, const char *path, long long offset,
-    size_t max, unsigned char **data, size_t *len, int *eof, struct err *e);
+    size_t max, unsigned char **data, size_t *len, int *eof, struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -23,7 +23,7 @@ struct conlog;
  * symbolic link. */
 struct conlog *conlog_open(const char *path, size_t max, struct err *e);
 /* Adds n bytes; afterwards the file holds at most `max` bytes, the newest. */
-int conlog_append(struct conlog *l, const void *data, size_t n, struct err *e);
+int conlog_append(struct conlog *l, const void *data, size_t n, struct err *e) AAS_MUST_CHECK;
 /* Bytes the file holds now. */
 size_t conlog_size(const struct conlog *l);
 /* Closes the file (it stays). No operation when l is NULL. */

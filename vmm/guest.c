@@ -213,7 +213,7 @@ guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r, l
 		struct err ignore;
 
 		err_clear(&ignore);
-		(void)achan_exec_signal(g.x, SIGKILL, &ignore);
+		err_ignore(achan_exec_signal(g.x, SIGKILL, &ignore));
 		goto out;
 	}
 	if (!r->background) {

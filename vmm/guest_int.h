@@ -22,18 +22,18 @@ struct guest_exec {
 /* Starts `req` in domain `dom` over an agent connection of its own: 0 with
  * both held in g (*pid: the guest's), or -1 with e set and nothing held. */
 int guest_exec_open(struct vm_host *h, const char *dom, const struct achan_exec_req *req, long *pid,
-    struct guest_exec *g, struct err *e);
+    struct guest_exec *g, struct err *e) AAS_MUST_CHECK;
 /* Lets go of what g holds (a command still running runs on); an empty g
  * is fine. */
 void guest_exec_close(struct guest_exec *g);
 
 /* -1, with a refusal by the guest (ERR_FORBIDDEN) made the caller's bad
  * argument (ERR_INVALID), as file operations report it. */
-int guest_file_error(struct err *e);
+int guest_file_error(struct err *e) AAS_FAILS;
 /* Reads [offset, offset + max) of a file into a NUL-ended buffer (flags:
  * achan's, e.g. ACHAN_AS_ROOT); *total: the file's size. */
 int guest_get_bytes(struct vm_host *h, const char *dom, const char *path, int flags,
     long long offset, size_t max, unsigned char **data, size_t *len, long long *total,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -26,6 +26,6 @@ enum guest_listen guest_listen_parse(const char *text, size_t len, int port);
  * bytes) and answers for `port`; -1 with `e` filled when the guest cannot
  * be asked. */
 #define GUEST_LISTEN_MAX (256 * 1024)
-int guest_listen_probe(struct vm_host *h, const char *dom, int port, struct err *e);
+int guest_listen_probe(struct vm_host *h, const char *dom, int port, struct err *e) AAS_MUST_CHECK;
 
 #endif

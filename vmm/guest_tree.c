@@ -164,7 +164,7 @@ out:
 		struct err ignore;
 
 		err_clear(&ignore);
-		(void)achan_exec_signal(r.x, SIGKILL, &ignore);
+		err_ignore(achan_exec_signal(r.x, SIGKILL, &ignore));
 	}
 	achan_exec_free(r.x);
 	achan_free(c);

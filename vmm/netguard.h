@@ -47,11 +47,14 @@ int netguard_ruleset(const struct netguard_users *who, const char *allow, char *
 int netguard_mark(const struct netguard_users *who, const char *allow, char *mark, size_t n);
 /* Loads the ruleset, replacing an older copy of the table atomically.
  * Needs CAP_NET_ADMIN. */
-int netguard_install(const struct netguard_users *who, const char *allow, struct err *e);
+int netguard_install(const struct netguard_users *who, const char *allow,
+    struct err *e) AAS_MUST_CHECK;
 /* 0 when the rule for `who` and this allow-list is in place, -1 (with the
  * reason) when not. */
-int netguard_check(const struct netguard_users *who, const char *allow, struct err *e);
+int netguard_check(const struct netguard_users *who, const char *allow,
+    struct err *e) AAS_MUST_CHECK;
 /* Checks, installs the rule when it is missing or outdated, checks again. */
-int netguard_ensure(const struct netguard_users *who, const char *allow, struct err *e);
+int netguard_ensure(const struct netguard_users *who, const char *allow,
+    struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -22,13 +22,13 @@
  * renamed): the rule for `who` and `allow` in place when `why` is NULL, or
  * missing for `why`; `every_s` is how often the watcher looks again. */
 int netguard_status_write(const char *path, const struct netguard_users *who, const char *allow,
-    const char *why, int every_s, long long now_s, struct err *e);
+    const char *why, int every_s, long long now_s, struct err *e) AAS_MUST_CHECK;
 
 /* 0 when the status at `path` says this rule is in place and is fresh at
  * `now_s`; 1 when there is no status file (no watcher: aasd checks
  * itself); -1 with the reason otherwise (stale, missing, another rule). */
 int netguard_status_check(const char *path, const struct netguard_users *who, const char *allow,
-    long long now_s, struct err *e);
+    long long now_s, struct err *e) AAS_MUST_CHECK;
 
 /* Who answered netguard_status_in_force. */
 enum netguard_source { NETGUARD_BY_WATCHER, NETGUARD_BY_NFTABLES };
@@ -40,11 +40,11 @@ enum netguard_source { NETGUARD_BY_WATCHER, NETGUARD_BY_NFTABLES };
  * outdated; else netguard_check). 0 when it is, -1 with the reason; *by
  * says which of the two answered. */
 int netguard_status_in_force(const char *path, const struct netguard_users *who, const char *allow,
-    long long now_s, int install, enum netguard_source *by, struct err *e);
+    long long now_s, int install, enum netguard_source *by, struct err *e) AAS_MUST_CHECK;
 
 /* The parser on its own, for tests and the fuzzer: `text` (len bytes, not
  * NUL-terminated) against the mark this aasd expects. */
 int netguard_status_parse(const char *text, size_t len, const char *want_mark, long long now_s,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 
 #endif

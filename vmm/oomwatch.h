@@ -30,7 +30,7 @@ void oomwatch_free(struct oomwatch *w);
 
 /* Watches the memory cgroup of process `pid` (the VM `name`'s QEMU).
  * -1 with e set when it has none that can be watched. */
-int oomwatch_add(struct oomwatch *w, const char *name, pid_t pid, struct err *e);
+int oomwatch_add(struct oomwatch *w, const char *name, pid_t pid, struct err *e) AAS_MUST_CHECK;
 /* 1 when the kernel ran out of memory in `name`'s cgroup since it was
  * added, else 0; either way `name` is no longer watched. */
 int oomwatch_take(struct oomwatch *w, const char *name);

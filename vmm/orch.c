@@ -143,7 +143,7 @@ starter_main(void *p)
 		if (orch_boot_with(o, o->hosts[0], id, VM_ACCEL_KVM, VM_NET_NONE, 1, 256,
 			o->kvm_probe_timeout_s * 1000, NULL, NULL, &e) == 0) {
 			o->accel = VM_ACCEL_KVM;
-			orch_destroy(o, vm_host_uri(o->hosts[0]), id, &e);
+			err_ignore(orch_destroy(o, vm_host_uri(o->hosts[0]), id, &e));
 		} else {
 			o->accel = VM_ACCEL_TCG;
 			snprintf(o->accel_reason, sizeof(o->accel_reason),

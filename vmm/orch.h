@@ -72,7 +72,7 @@ void orch_free(struct orch *o);
 
 /* Waits up to timeout_ms for start-up to finish. 0 when VMs can be made;
  * -1 with the reason (no image, no hypervisor) otherwise. */
-int orch_wait_ready(struct orch *o, int timeout_ms, struct err *e);
+int orch_wait_ready(struct orch *o, int timeout_ms, struct err *e) AAS_MUST_CHECK;
 /* "kvm", "tcg", or NULL while undecided. */
 const char *orch_accel(struct orch *o);
 /* Why KVM is not used (empty when it is). */
@@ -95,7 +95,7 @@ struct vm_host *orch_host_by_uri(struct orch *o, const char *uri);
 /* Opens `uri` as one more host (at most ORCH_MAX_HOSTS); 0 when it is
  * open, already or now. Hosts are never closed before orch_free. */
 #define ORCH_MAX_HOSTS 16
-int orch_host_add(struct orch *o, const char *uri, struct err *e);
+int orch_host_add(struct orch *o, const char *uri, struct err *e) AAS_MUST_CHECK;
 /* 1 for a URI only one process can use (libvirt's embedded and test
  * drivers): such a host is never opened by an aasd it was not given to. */
 int orch_uri_private(const char *uri);
@@ -109,7 +109,8 @@ struct orch_host_stats {
 	long long disk_free_mib;   /* where overlays live (a pooled host: its pool); -1: unknown */
 	int domains;               /* running domains, aas's or not */
 };
-int orch_host_stats(struct orch *o, const char *uri, struct orch_host_stats *out, struct err *e);
+int orch_host_stats(struct orch *o, const char *uri, struct orch_host_stats *out,
+    struct err *e) AAS_MUST_CHECK;
 
 /* How orch_boot started a VM. */
 enum orch_booted {
@@ -128,16 +129,17 @@ enum orch_booted {
  * snapshot in the background (one at a time) for the next. *how (when not
  * NULL) says which. */
 int orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int vcpus,
-    int memory_mib, orch_progress_fn fn, void *ctx, enum orch_booted *how, struct err *e);
+    int memory_mib, orch_progress_fn fn, void *ctx, enum orch_booted *how,
+    struct err *e) AAS_MUST_CHECK;
 /* Adds a forward from <address>:<host_port> on the VM's host (a free
  * port, chosen here) to guest_port inside the VM. `address`: an IPv4
  * address of that host the gateway reaches (its private address); NULL or
  * "" for ORCH_FORWARD_LOOPBACK. */
 #define ORCH_FORWARD_LOOPBACK "127.0.0.1"
 int orch_forward_add(struct orch *o, const char *uri, const char *id, const char *address,
-    int guest_port, int *host_port, struct err *e);
+    int guest_port, int *host_port, struct err *e) AAS_MUST_CHECK;
 int orch_forward_remove(struct orch *o, const char *uri, const char *id, const char *address,
-    int host_port, struct err *e);
+    int host_port, struct err *e) AAS_MUST_CHECK;
 /* Whether host `uri` keeps the image and the overlays in its own storage
  * pool (vpool.h) instead of seeing aasd's files (the default for a host
  * not on this machine). */
@@ -156,27 +158,28 @@ int orch_uri_this_machine(const char *uri);
  * guest was paused (-1: not known). On failure the VM runs on where it
  * was. */
 int orch_migrate(struct orch *o, const char *from, const char *to, const char *id,
-    long long *pause_ms, struct err *e);
+    long long *pause_ms, struct err *e) AAS_MUST_CHECK;
 /* Destroys the domain and deletes its overlay and console log. Idempotent. */
-int orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e);
+int orch_destroy(struct orch *o, const char *uri, const char *id, struct err *e) AAS_MUST_CHECK;
 /* Puts a VM out of reach before orch_destroy: its agent and console
  * streams close and its vCPUs stop (its memory stays until the destroy).
  * A VM that does not run counts as done. */
-int orch_detach(struct orch *o, const char *uri, const char *id, struct err *e);
+int orch_detach(struct orch *o, const char *uri, const char *id, struct err *e) AAS_MUST_CHECK;
 /* Pause: the VM's memory and device state go to $state/saved/<id>.save
  * (a directory only aasd's user can write: libvirt starts the domain the
  * file describes) and the domain ends (its host memory is free; its disk,
  * user and directory stay). *bytes: the file's size. On failure the VM
  * runs on. Not on a host with its own storage pool (ERR_UNAVAILABLE). */
 #define ORCH_SAVE_SUFFIX ".save"
-int orch_pause(struct orch *o, const char *uri, const char *id, long long *bytes, struct err *e);
+int orch_pause(struct orch *o, const char *uri, const char *id, long long *bytes,
+    struct err *e) AAS_MUST_CHECK;
 /* Resume: the domain starts again from that file, on the same host,
  * processes and open files as they were; its console copy goes on and the
  * file goes. Its clock (guest_set_clock) and forwards are the caller's. */
-int orch_resume(struct orch *o, const char *uri, const char *id, struct err *e);
+int orch_resume(struct orch *o, const char *uri, const char *id, struct err *e) AAS_MUST_CHECK;
 /* After a save that stopped half-way (its aasd did): the VM's vCPUs run
  * again and the partial file goes. */
-int orch_continue(struct orch *o, const char *uri, const char *id, struct err *e);
+int orch_continue(struct orch *o, const char *uri, const char *id, struct err *e) AAS_MUST_CHECK;
 /* 1 when VM `id`, whose domain does not run, has a complete saved state
  * (a pause that finished, whether or not its aasd lived to say so). */
 int orch_saved(struct orch *o, const char *id);
@@ -193,12 +196,12 @@ const char *orch_image_id(struct orch *o);
  * save. On failure no snapshot file is left unless the restore failed (the
  * VM is lost, orch_vm_exists tells, and a whole snapshot stays). */
 int orch_snapshot(struct orch *o, const char *uri, const char *id, const char *snap,
-    long long *bytes, int *restarted, struct err *e);
+    long long *bytes, int *restarted, struct err *e) AAS_MUST_CHECK;
 /* After a snapshot whose aasd stopped: the VM runs again (*restarted: on a
  * new QEMU) and *kept says whether the snapshot is whole (else its files
  * are gone). ERR_NOT_FOUND when the VM ended with no saved state. */
 int orch_snapshot_recover(struct orch *o, const char *uri, const char *id, const char *snap,
-    int *kept, int *restarted, struct err *e);
+    int *kept, int *restarted, struct err *e) AAS_MUST_CHECK;
 /* 1 when both files of snapshot `snap` are there (*bytes: their size). */
 int orch_snapshot_whole(struct orch *o, const char *snap, long long *bytes);
 void orch_snapshot_delete(struct orch *o, const char *snap);
@@ -207,7 +210,7 @@ void orch_snapshot_delete(struct orch *o, const char *snap);
  * user, sockets), then its guest agent waited for. Its identity inside the
  * guest is the caller's (guest_new_identity). */
 int orch_boot_snapshot(struct orch *o, const char *uri, const char *id, const char *snap,
-    orch_progress_fn fn, void *ctx, struct err *e);
+    orch_progress_fn fn, void *ctx, struct err *e) AAS_MUST_CHECK;
 #define ORCH_SWEEP_MAX 4096 /* VM directories looked at per sweep */
 /* Removes the directories under $state/vms left by a VM that ended while
  * its aasd did (a crash in the middle of a teardown): those that
@@ -217,20 +220,21 @@ int orch_boot_snapshot(struct orch *o, const char *uri, const char *id, const ch
 void orch_sweep_dirs(struct orch *o, int (*unowned)(void *ctx, const char *id), void *ctx);
 /* Ids (not domain names) of this service's running domains on `uri`;
  * free them with orch_ids_free. */
-int orch_list(struct orch *o, const char *uri, char ***ids, size_t *n, struct err *e);
+int orch_list(struct orch *o, const char *uri, char ***ids, size_t *n,
+    struct err *e) AAS_MUST_CHECK;
 void orch_ids_free(char **ids, size_t n);
 /* 1 when sandbox `id`'s VM was stopped by the kernel for going over its
  * memory limit on the host (its size's memory plus the overhead), as seen
  * while it ran on this machine; 0 otherwise. Asked once its VM is gone. */
 int orch_vm_out_of_memory(struct orch *o, const char *id);
 /* 1 when sandbox `id`'s domain exists on `uri`, 0 when not, -1 on error. */
-int orch_vm_exists(struct orch *o, const char *uri, const char *id, struct err *e);
+int orch_vm_exists(struct orch *o, const char *uri, const char *id, struct err *e) AAS_MUST_CHECK;
 /* CPU, memory and host RSS of sandbox `id`'s domain. */
 int orch_vm_stats(struct orch *o, const char *uri, const char *id, struct vm_stats *out,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* Checks the host isolation rule for the QEMU users and installs it when
  * it is missing or outdated (netguard). */
-int orch_net_ensure(struct orch *o, struct err *e);
+int orch_net_ensure(struct orch *o, struct err *e) AAS_MUST_CHECK;
 /* 1 when the rule orch_net_ensure checks is the one in force for `uri`'s
  * QEMUs: a libvirt of this machine's own network (qemu:///...). */
 int orch_uri_net_checked_here(const char *uri);

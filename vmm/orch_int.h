@@ -91,7 +91,7 @@ struct orch {
 /* Boots VM `id` from its kernel and waits for its agent (cold). */
 int orch_boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel,
     enum vm_net net, int vcpus, int mem, int timeout_ms, orch_progress_fn fn, void *ctx,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* The host and domain name of VM `id`, its agent channel and console
  * closed (a save or a destroy follows); NULL when the host is unknown. */
 struct vm_host *orch_close_streams(struct orch *o, const char *uri, const char *id, char *name,
@@ -110,7 +110,7 @@ int orch_is_pooled(struct orch *o, const struct vm_host *h);
  * when NULL), and where its console is kept. */
 int orch_make_vm_files_from(struct orch *o, struct vm_host *h, const char *id, enum vm_accel accel,
     const char *from_disk, uid_t *uid, gid_t *gid, char *disk, size_t dn, char *console, size_t cn,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 /* Removes a VM's files, and its user once its domain is gone. */
 void orch_remove_vm_files(struct orch *o, struct vm_host *h, const char *id, int vm_gone);
 /* Where a paused VM's memory is kept (with ".new" while written). */
@@ -118,7 +118,8 @@ void orch_save_path(struct orch *o, const char *id, const char *suffix, char *ou
 /* Marks domain `name` as being saved (on) or no longer (off). */
 void orch_saving_mark(struct orch *o, const char *name, int on);
 /* Waits until the guest agent of domain `name` answers or `deadline` (ms). */
-int orch_wait_agent(struct vm_host *h, const char *name, long long deadline, struct err *e);
+int orch_wait_agent(struct vm_host *h, const char *name, long long deadline,
+    struct err *e) AAS_MUST_CHECK;
 /* Domain `name` of VM `id` runs on h anew (a restore, a move): its console
  * is copied again into its file and its memory limit watched. */
 void orch_follow(struct orch *o, struct vm_host *h, const char *id, const char *name,

@@ -746,7 +746,7 @@ orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int 
 			 * cold boot, and the state is made again. */
 			log_warn("vm %s: booted snapshot %s not used: %s", id, name, se.msg);
 			err_clear(&se);
-			orch_destroy(o, uri, id, &se);
+			err_ignore(orch_destroy(o, uri, id, &se));
 			unlink(save);
 			unlink(disk);
 			orch_xml_drop(o, name);

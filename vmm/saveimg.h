@@ -20,6 +20,7 @@ char *saveimg_xml(const char *path, struct err *e);
  * `src` with its domain XML replaced by `xml` and everything else as it
  * was. ERR_INVALID when `xml` does not fit the room `src` has for it. On
  * failure nothing is left at `dst`. */
-int saveimg_copy_as(const char *src, const char *dst, const char *xml, struct err *e);
+int saveimg_copy_as(const char *src, const char *dst, const char *xml,
+    struct err *e) AAS_MUST_CHECK;
 
 #endif

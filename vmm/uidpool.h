@@ -30,7 +30,8 @@ void uidpool_free(struct uidpool *p);
 
 /* Claims a free uid for `owner` (letters, digits, '-', '_' and '.'); an
  * ERR_LIMIT error when every uid is held. */
-int uidpool_claim(struct uidpool *p, const char *owner, uint32_t *uid, struct err *e);
+int uidpool_claim(struct uidpool *p, const char *owner, uint32_t *uid,
+    struct err *e) AAS_MUST_CHECK;
 /* Gives `uid` back when `owner` holds it: 0; -1 when it is not held by
  * `owner` (nothing changes). */
 int uidpool_release(struct uidpool *p, uint32_t uid, const char *owner);

@@ -46,7 +46,7 @@ virConnectPtr vm_conn_or_err(struct vm_host *h, struct err *e);
 virDomainPtr vm_domain_get(struct vm_host *h, const char *name, int on_uri, struct err *e);
 /* Sets the memory cgroup limit of domain d's QEMU (see vm_domain.c). */
 int vm_set_memory_limit_kib(virDomainPtr d, unsigned long long kib, const char *name,
-    struct err *e);
+    struct err *e) AAS_MUST_CHECK;
 
 /* Readies h's console list and its timer (vm_host_open). */
 void vm_console_host_init(struct vm_host *h);
@@ -56,6 +56,6 @@ void vm_console_host_end(struct vm_host *h);
 /* Copies the console of domain d into `path` unless it is being copied
  * already (vm_console_attach, for a domain in hand). */
 int vm_console_attach_domain(struct vm_host *h, virDomainPtr d, const char *name, const char *path,
-    size_t max, struct err *e);
+    size_t max, struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -36,24 +36,24 @@ struct vpool_file {
  * against its SHA-256 (a volume that does not match, such as an upload
  * cut short, is made again). The volume's path on the host into `path`. */
 int vpool_file_ensure(virConnectPtr c, const char *image_id, const struct vpool_file *f, char *path,
-    size_t n, struct err *e);
+    size_t n, struct err *e) AAS_MUST_CHECK;
 /* Creates the overlay volume <name>.qcow2 over `base_path` (a volume of
  * the pool), owned by uid:gid, mode 0600; its path into `path`. An overlay
  * of that name left from before is replaced. */
 int vpool_overlay_create(virConnectPtr c, const char *name, const char *base_path, uid_t uid,
-    gid_t gid, char *path, size_t n, struct err *e);
+    gid_t gid, char *path, size_t n, struct err *e) AAS_MUST_CHECK;
 /* Deletes the overlay volume <name>.qcow2; one that does not exist counts
  * as deleted. */
-int vpool_overlay_delete(virConnectPtr c, const char *name, struct err *e);
+int vpool_overlay_delete(virConnectPtr c, const char *name, struct err *e) AAS_MUST_CHECK;
 
 /* Copies overlay <name>.qcow2 from host `from` to host `to` as it is (the
  * same bytes, so the same backing path: the pool's path is the same
  * everywhere), owned there by uid:gid, mode 0600. The VM must not write
  * it meanwhile (paused). Its path on `to` into `path`. */
 int vpool_overlay_copy(virConnectPtr from, virConnectPtr to, const char *name, uid_t uid, gid_t gid,
-    char *path, size_t n, struct err *e);
+    char *path, size_t n, struct err *e) AAS_MUST_CHECK;
 
 /* SHA-256 (hex) of a local file. */
-int vpool_sha256_file(const char *path, char *hex, size_t n, struct err *e);
+int vpool_sha256_file(const char *path, char *hex, size_t n, struct err *e) AAS_MUST_CHECK;
 
 #endif

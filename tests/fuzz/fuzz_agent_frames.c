@@ -287,7 +287,7 @@ call_main(void *arg)
 		struct achan_exec *x = achan_exec_start(c, &rq, &pid, &e);
 
 		if (x)
-			achan_exec_stdin(x, "in", 2, 0, &e);
+			err_ignore(achan_exec_stdin(x, "in", 2, 0, &e));
 		while (x && achan_exec_next(x, until, NULL, &ev, &e) == 1)
 			if (ev.kind == ACHAN_EV_EXIT)
 				break;
@@ -295,16 +295,16 @@ call_main(void *arg)
 		break;
 	}
 	case S_GET:
-		achan_get(c, "/g", 0, 0, 0, afx_sink, NULL, &n, until, &e);
+		err_ignore(achan_get(c, "/g", 0, 0, 0, afx_sink, NULL, &n, until, &e));
 		break;
 	case S_LIST:
-		achan_list(c, "/l", c_entry, NULL, until, &e);
+		err_ignore(achan_list(c, "/l", c_entry, NULL, until, &e));
 		break;
 	case S_PUT:
-		achan_put(c, "/p", 0644, 0, 0, c_read, &left, &n, until, &e);
+		err_ignore(achan_put(c, "/p", 0644, 0, 0, c_read, &left, &n, until, &e));
 		break;
 	case S_STAT:
-		achan_stat(c, "/s", 0, &st, until, &e);
+		err_ignore(achan_stat(c, "/s", 0, &st, until, &e));
 		break;
 	}
 	return NULL;

@@ -108,7 +108,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!br_path_rel_ok(en.rel))
 			continue;
 		ents[n_ent++] = en;
-		(void)br_tree_add(k % 2 ? src : dst, &en, &e);
+		err_ignore(br_tree_add(k % 2 ? src : dst, &en, &e));
 	}
 	br_tree_sort(src);
 	br_tree_sort(dst);

@@ -384,5 +384,43 @@ EOF
 check "prefix: own prefixes, documented exceptions, what is not checked" pok pass \
     sh "$LINT/prefix.sh" </dev/null
 
+# ---- fallible functions: the compiler checks their callers ----
+
+put mbad/base/x.h <<'EOF'
+/* x.h - three fallible functions, one unmarked. */
+int x_open(const char *path, struct err *e) AAS_MUST_CHECK;
+int x_read(char *buf, unsigned long n,
+    struct err *e);
+int x_fail(struct err *e) AAS_FAILS;
+EOF
+put mbad/sandbox/y.h <<'EOF'
+/* y.h - a long one, unmarked. */
+void y_free(struct y *y);
+int y_count(void);
+int y_put(struct y *y, const char *key, const char *value, unsigned long len,
+    int flags, struct err *e);
+EOF
+check "mustcheck: int and struct err * without AAS_MUST_CHECK" mbad fail \
+    sh "$LINT/mustcheck.sh" <<'EOF'
+base/x.h:3
+sandbox/y.h:4
+EOF
+
+put mok/base/x.h <<'EOF'
+/* x.h - marked, or not fallible that way. */
+int x_open(const char *path, struct err *e) AAS_MUST_CHECK;
+int x_put(const char *key, const char *value,
+    struct err *e) AAS_MUST_CHECK;
+int x_fail(struct err *e) AAS_FAILS;
+int x_count(void);
+void x_clear(struct err *e);
+EOF
+put mok/tests/unit/t.h <<'EOF'
+/* t.h - test headers are not checked. */
+int t_run(struct err *e);
+EOF
+check "mustcheck: marked, helpers, other returns, tests/ pass" mok pass \
+    sh "$LINT/mustcheck.sh" </dev/null
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

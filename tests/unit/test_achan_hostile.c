@@ -335,15 +335,16 @@ drive(struct peer *p, struct achan *c)
 	err_clear(&e);
 	switch (p->pat) {
 	case P_FIN_GET:
-		achan_get(c, "/x", 0, 0, 0, afx_sink, NULL, &total, clock_ms() + 2000, &e);
+		err_ignore(achan_get(c, "/x", 0, 0, 0, afx_sink, NULL, &total, clock_ms() + 2000,
+		    &e));
 		break;
 	case P_FIN_LIST:
-		achan_list(c, "/x", entry_sink, NULL, clock_ms() + 2000, &e);
+		err_ignore(achan_list(c, "/x", entry_sink, NULL, clock_ms() + 2000, &e));
 		break;
 	case P_ZOMBIE:
 		for (int i = 0; i < ZOMBIES && achan_state(c) >= 0 && !atomic_load(&hold); i++)
 			achan_exec_free(achan_exec_start(c, &rq, &pid, &e));
-		achan_ping(c, clock_ms() + 1000, &e);
+		err_ignore(achan_ping(c, clock_ms() + 1000, &e));
 		break;
 	case P_EMPTY_OUT:
 	case P_TINY:
@@ -355,7 +356,7 @@ drive(struct peer *p, struct achan *c)
 		achan_exec_free(x);
 		break;
 	default:
-		achan_ping(c, clock_ms() + 1000, &e);
+		err_ignore(achan_ping(c, clock_ms() + 1000, &e));
 		break;
 	}
 }

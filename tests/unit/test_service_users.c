@@ -683,8 +683,8 @@ guess_thread(void *arg)
 	char got[ACCT_ID_LEN + 1];
 
 	err_clear(&g->e);
-	(void)user_login(g->s->app->db, &g->s->app->cfg, g->email, "a wrong guess!", run_addr, got,
-	    &g->e);
+	err_ignore(user_login(g->s->app->db, &g->s->app->cfg, g->email, "a wrong guess!", run_addr,
+	    got, &g->e));
 	return NULL;
 }
 
