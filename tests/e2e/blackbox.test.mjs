@@ -17,6 +17,20 @@
 // AAS_BLACKBOX_SEED=N replays a run (the seed is printed and named in
 // every failure); AAS_BLACKBOX_CASES=N sets the generated calls per test,
 // AAS_BLACKBOX_PARALLEL=N how many are in flight at once (4).
+//
+// What a seed costs: nearly every call is answered in milliseconds, but a
+// pause that takes effect saves the guest's memory (seconds under TCG),
+// the resume after it restores it (about ten), and a snapshot does both
+// at once (over ten). Left to the seed, the own sandbox was paused and
+// resumed about 30 times in a run (seed 1) and snapshotted up to the
+// account's limit (5), and a run took from 2 to 11 minutes, the longest
+// file of make test. So in each test at most OWN_PAUSES pauses and
+// OWN_SNAPSHOTS snapshots of the own sandbox take effect; once they are
+// spent, a generated pause or snapshot names bob's sandbox instead (it is
+// sent and checked as every other call, and must be refused as one that
+// does not exist). Resumes stay free, so the sandbox soon runs again.
+// The values generated stay the seed's; which of them were redirected
+// follows from the answers, and each failure names its call as sent.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -38,6 +52,8 @@ const BOOT_MS = 300000;       // but a create boots a VM (TCG here)
 const PARALLEL = Number(process.env.AAS_BLACKBOX_PARALLEL ?? 4); // calls in flight at once
 const BATCH = 50;             // calls between two health checks
 const MAX_FINDINGS = 25;      // failures kept for the report
+const OWN_PAUSES = 2;         // pauses of the own sandbox that take effect, per test
+const OWN_SNAPSHOTS = 1;      // and snapshots of it
 
 // Answers above 499 that the service documents, none of which a healthy
 // daemon with its database up can give here: 503 busy (too many GET
@@ -530,16 +546,38 @@ function assertNoFindings(what) {
   assert.equal(n, 0, `${what}, seed ${SEED} (AAS_BLACKBOX_SEED=${SEED} replays it):\n${list.join('\n')}`);
 }
 
+// Pauses and snapshots of the own sandbox that took effect in the
+// running test (see "What a seed costs" at the top).
+let spent = { pause: 0, snapshot: 0 };
+const BUDGET = { pause: OWN_PAUSES, snapshot: OWN_SNAPSHOTS };
+
+// The sandbox id a generated pause or snapshot (kind, or null for any
+// other call) may name: bob's instead of the own once the budget is spent.
+function budgeted(kind, id) {
+  return kind && id === ids.own && spent[kind] >= BUDGET[kind] ? ids.other : id;
+}
+
 // Makes CASES cases in order (the seed fixes them) and sends them
-// PARALLEL at a time; a health check every BATCH.
+// PARALLEL at a time; a health check every BATCH. Prints how long they
+// took and the slowest calls, which tell what a seed costs.
 async function runCases(label, make, send) {
+  spent = { pause: 0, snapshot: 0 };
+  const t0 = Date.now();
+  const slowest = [];
   for (let i = 0; i < CASES; i += PARALLEL) {
     const batch = [];
     for (let j = i; j < Math.min(CASES, i + PARALLEL); j++) batch.push(make(j));
-    await Promise.all(batch.map(send));
+    await Promise.all(batch.map(async (c) => {
+      const c0 = Date.now();
+      await send(c);
+      slowest.push([Date.now() - c0, c.what.slice(0, 160)]);
+      slowest.sort((x, y) => y[0] - x[0]).splice(5);
+    }));
     const end = i + batch.length;
     if (Math.floor(end / BATCH) > Math.floor(i / BATCH)) await assertUp(`after ${label} case ${end - 1}`);
   }
+  console.log(`${label}: ${CASES} cases in ${Date.now() - t0} ms, own sandbox paused ${spent.pause}, `
+    + `snapshotted ${spent.snapshot} times; the slowest:\n${slowest.map(([ms, w]) => `  ${ms} ms ${w}`).join('\n')}`);
 }
 
 // ---- set-up ----
@@ -572,13 +610,19 @@ before(async () => {
   const createSchema = tools.find((t) => t.name === 'create_sandbox').inputSchema;
   // (Never from a snapshot: none exists yet.)
   const fresh = () => { const a = valid(createSchema); delete a.from_snapshot; return a; };
+  // Both boot at once (each boot waits on its guest much of the time).
   const argsA = { ...fresh(), size: 'small', timeout_minutes: 30 };
-  const ra = await request('POST', '/v1/sandboxes', { 'x-api-key': alice.api_key, 'Content-Type': 'application/json' }, enc(argsA));
-  assert.equal(ra.status, 201, `create ${enc(argsA)}: ${ra.text}`);
-  ids.own = ra.json.sandbox_id;
   const argsB = { ...fresh(), size: 'small', timeout_minutes: 30 };
-  bobBefore = await callOk(bob.who, 'create_sandbox', argsB);
-  ids.other = bobBefore.sandbox_id;
+  // Both ids are kept before either is judged: after() destroys what was made.
+  const [a, b] = await Promise.allSettled([
+    request('POST', '/v1/sandboxes', { 'x-api-key': alice.api_key, 'Content-Type': 'application/json' }, enc(argsA)),
+    callOk(bob.who, 'create_sandbox', argsB)]);
+  if (a.value?.status === 201) ids.own = a.value.json.sandbox_id;
+  if (b.status === 'fulfilled') ids.other = b.value.sandbox_id;
+  if (a.status === 'rejected') throw a.reason;
+  assert.equal(a.value.status, 201, `create ${enc(argsA)}: ${a.value.text}`);
+  if (b.status === 'rejected') throw b.reason;
+  bobBefore = b.value;
   requestMs = REQUEST_MS;
   const c = await callOk(alice.who, 'run_command', { sandbox_id: ids.own, command: 'true', background: true });
   if (c?.command_id) cmdIds.push(c.command_id);
@@ -603,13 +647,19 @@ test('MCP: every tool with generated arguments, with a key, anonymously and with
     // after validation and the locks, and no VM is made.
     const owner = tool.name === 'create_sandbox' ? carol : alice;
     const { args, faults } = generate(tool.inputSchema, tool.name !== 'destroy_sandbox');
+    const kind = { pause_sandbox: 'pause', snapshot_sandbox: 'snapshot' }[tool.name];
+    if (args?.sandbox_id !== budgeted(kind, args?.sandbox_id)) {
+      args.sandbox_id = ids.other;
+      faults.push(`${kind}s spent`);
+    }
     const mode = chance(0.85) ? 'key' : pick(['anon', 'nosession']);
     const who = mode === 'key' ? owner.who : (mode === 'anon' ? { sid: anonSid } : { key: owner.api_key });
-    return { tool, args, who, what: `case ${i} ${tool.name} ${mode} [${faults.join(', ')}] ${enc(args).slice(0, 300)}` };
-  }, async ({ tool, args, who, what }) => {
+    return { tool, kind, args, who, what: `case ${i} ${tool.name} ${mode} [${faults.join(', ')}] ${enc(args).slice(0, 300)}` };
+  }, async ({ tool, kind, args, who, what }) => {
     const { r, msg } = await callTool(who, tool.name, args, what);
     const res = msg?.error ? 'rpc-error' : (msg?.result?.isError ? 'refused' : (msg ? 'ok' : `http ${r.status}`));
     stats[res] = (stats[res] ?? 0) + 1;
+    if (kind && res === 'ok' && args?.sandbox_id === ids.own) spent[kind]++;
     if (msg?.result?.structuredContent?.command_id) cmdIds.push(msg.result.structuredContent.command_id);
     if (tool.name === 'create_sandbox' && res === 'ok') finding(what, `made a sandbox without credit: ${JSON.stringify(msg).slice(0, 300)}`);
     if (res === 'ok' && args?.sandbox_id === ids.other) finding(what, `another account's sandbox reached: ${JSON.stringify(msg).slice(0, 300)}`);
@@ -743,7 +793,9 @@ test('REST: every route with generated bodies, queries and odd path ids', async 
     const op = pick(ops);
     const creating = op.method === 'POST' && op.template === '/v1/sandboxes';
     const owner = creating ? carol : alice;
-    const path = pathFor(op.template, op.method === 'DELETE') + queryFor(op.params);
+    const kind = op.method === 'POST' ? { pause: 'pause', snapshots: 'snapshot' }[op.template.split('/').pop()] : undefined;
+    let path = pathFor(op.template, op.method === 'DELETE') + queryFor(op.params);
+    if (kind && path.includes(ids.own) && budgeted(kind, ids.own) !== ids.own) path = path.split(ids.own).join(ids.other);
     const { body, faults } = restBody(op);
     const auth = pick(['key', 'key', 'key', 'key', 'key', 'key', 'none', 'bad', 'bearer']);
     const headers = {
@@ -752,13 +804,14 @@ test('REST: every route with generated bodies, queries and odd path ids', async 
     }[auth];
     if (body !== undefined) headers['Content-Type'] = op.raw ? 'application/octet-stream' : pick(['application/json', 'text/plain', 'application/json; charset=latin1']);
     const what = `case ${i} ${op.method} ${path.slice(0, 200)} ${auth} [${faults.join(', ')}] ${typeof body === 'string' ? body.slice(0, 200) : ''}`;
-    return { op, creating, path, headers, body, what };
-  }, async ({ op, creating, path, headers, body, what }) => {
+    return { op, kind, creating, path, headers, body, what };
+  }, async ({ op, kind, creating, path, headers, body, what }) => {
     const r = await request(op.method, path, headers, body).catch((e) => {
       throw new Error(`${e.message} (seed ${SEED}) in ${what}`);
     });
     checkHttp(what, r);
     stats[r.status] = (stats[r.status] ?? 0) + 1;
+    if (kind && r.status >= 200 && r.status < 300 && path.includes(ids.own)) spent[kind]++;
     if (creating && r.status >= 200 && r.status < 300) finding(what, `made a sandbox without credit: ${r.text.slice(0, 200)}`);
     // alice's answers never show bob's sandbox.
     if (r.status >= 200 && r.status < 300 && (r.text.includes(ids.other) || path.includes(ids.other))) finding(what, `another account's sandbox shown: ${r.text.slice(0, 300)}`);

@@ -152,7 +152,10 @@ test('a host that dies: host_lost billed to the loss, creates go elsewhere, left
     const lost = r.json.sandbox_id;
     assert.equal(await hostOf(lost), A.uri);
     await aasctl('host', 'undrain', B.uri);
-    await sleep(3000); // the host answers a poll or two after the sandbox is ready
+    // The host answers a poll after the sandbox is ready: the loss is
+    // billed up to that answer.
+    await until('a poll of A after the sandbox is ready', async () => await psql(`select h.seen_at > s.ready_at
+      from hosts h, sandboxes s where h.uri = '${A.uri}' and s.id = '${lost}'`) === 't', 30000);
     await A.kill();
     const killedAt = Date.now();
     await until('the sandbox to end', async () =>

@@ -6,7 +6,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Client, StreamableHTTPClientTransport } from '@modelcontextprotocol/client';
-import { startAasd, vmEnv, newAccount } from './lib/harness.mjs';
+import { startAasd, vmEnv, newAccount, waitFor } from './lib/harness.mjs';
 
 const V = '2026-07-28';
 const TASK_CAP = 16384;
@@ -182,6 +182,13 @@ test('the revision\'s errors: versions, headers, _meta, batches, methods, GET', 
   }
 });
 
+// Once a process whose whole command line is cmd runs in the guest: the
+// call that started it is under way.
+async function running(client, id, cmd) {
+  await waitFor(`"${cmd}" to run`, async () => (await client.callTool({ name: 'run_command',
+    arguments: { sandbox_id: id, command: `pgrep -fx "${cmd}" >/dev/null && echo yes || true` } })).structuredContent.stdout === 'yes\n', 60000);
+}
+
 test('closing the response stream cancels the call: the command is gone', async () => {
   const client = await connect({ key: account.api_key });
   const created = await client.callTool({ name: 'create_sandbox', arguments: { timeout_minutes: 5 } },
@@ -203,7 +210,8 @@ test('closing the response stream cancels the call: the command is gone', async 
       arguments: { sandbox_id: id, command: 'sleep 121' }, _meta: { progressToken: 9,
         'io.modelcontextprotocol/protocolVersion': V, 'io.modelcontextprotocol/clientCapabilities': {} } } }),
   }).then((r) => r.text()).catch(() => 'aborted');
-  await new Promise((r) => setTimeout(r, 3000));
+  await running(client, id, 'sleep 120');
+  await running(client, id, 'sleep 121');
   ac.abort();
   assert.equal(await cut, 'aborted');
   let left = '';
@@ -324,7 +332,7 @@ test('tasks: a 20 s command runs as a task, is polled to completion, another is 
     { name: 'run_command', arguments: { sandbox_id: id, command: 'sleep 119' } },
     { 'mcp-param-sandbox-id': id });
   const t2 = second.json.result.taskId;
-  await new Promise((res) => setTimeout(res, 2000));
+  await running(client, id, 'sleep 119');
   const c = await taskRpc(aasd.mcpUrl, 'tasks/cancel', { taskId: t2 });
   assert.deepEqual(c.json.result.resultType, 'complete');
   await pollTask(aasd.mcpUrl, t2, 'cancelled');

@@ -13,7 +13,7 @@ import { existsSync, readdirSync, unlinkSync, writeFileSync } from 'node:fs';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import {
-  aasctl, startAasd, newAccount, vmEnv, STATE, toolCaller, sleep, psql, qemuIds, waitFor
+  aasctl, startAasd, newAccount, vmEnv, STATE, toolCaller, sleep, psql, qemuIds, waitFor, countsPast
 } from './lib/harness.mjs';
 
 const run = promisify(execFile);
@@ -140,8 +140,7 @@ test('two forks of a serving sandbox both serve its file, keep apart, and differ
   // The source runs on: its counter keeps counting.
   assert.equal((await ok(a, 'get_sandbox', { sandbox_id: src })).state, 'running');
   const c0 = Number(await sh(a, src, 'cat ~/count'));
-  await sleep(1500);
-  assert.ok(Number(await sh(a, src, 'cat ~/count')) > c0, 'the source counts on');
+  assert.ok(await countsPast(async () => Number(await sh(a, src, 'cat ~/count')), c0, 1500), 'the source counts on');
 
   const forks = [];
   for (let i = 0; i < 2; i++) {
@@ -157,8 +156,7 @@ test('two forks of a serving sandbox both serve its file, keep apart, and differ
   // The counter came along and counts on in each.
   for (const f of forks) {
     const n = Number(await sh(a, f, 'cat ~/count'));
-    await sleep(1500);
-    assert.ok(Number(await sh(a, f, 'cat ~/count')) > n, `${f} counts on`);
+    assert.ok(await countsPast(async () => Number(await sh(a, f, 'cat ~/count')), n, 1500), `${f} counts on`);
   }
   // Changes stay apart.
   await sh(a, forks[0], 'echo only-in-the-first > ~/www/own.txt');

@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import {
-  startAasd, newAccount, vmEnv, STATE, post, openSession, sseMessages, PROTOCOL, sleep, DB_URL,
+  startAasd, newAccount, vmEnv, STATE, post, openSession, sseMessages, PROTOCOL, sleep, waitFor, DB_URL,
 } from './lib/harness.mjs';
 
 const run = promisify(execFile);
@@ -254,7 +254,9 @@ test('notifications/cancelled stops a running command', async () => {
   const pending = post(aasd.mcpUrl, { jsonrpc: '2.0', id: 42, method: 'tools/call',
     params: { name: 'run_command', arguments: { sandbox_id: sbx, command: 'sleep 120' },
       _meta: { progressToken: 'c1' } } }, H);
-  await sleep(2000);
+  // Cancelled once the command runs in the guest.
+  await waitFor('the command to run', async () =>
+    (await sh('pgrep -fx "sleep 120" >/dev/null && echo yes || true')).stdout === 'yes\n', 60000);
   const n = await post(aasd.mcpUrl, { jsonrpc: '2.0', method: 'notifications/cancelled',
     params: { requestId: 42, reason: 'test' } }, H);
   assert.equal(n.status, 202);

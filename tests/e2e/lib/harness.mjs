@@ -162,6 +162,17 @@ export async function waitFor(what, fn, ms) {
   }
 }
 
+// Whether the number read() returns goes past n within ms (polled every
+// 100 ms): a guest's counter counting on, without a fixed wait.
+export async function countsPast(read, n, ms) {
+  const t0 = Date.now();
+  for (;;) {
+    if (await read() > n) return true;
+    if (Date.now() - t0 > ms) return false;
+    await sleep(100);
+  }
+}
+
 // How long aasd may take to exit after SIGTERM (VM teardown included).
 const STOP_WAIT_MS = 60000;
 
