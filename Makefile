@@ -240,11 +240,12 @@ run:
 	$(MAKE) all image
 	sh deploy/dev-run.sh
 
-# tests/run.sh also builds make variants (one test each, beside the other
-# tests) so that neither the sanitizer nor the fuzz build breaks unseen.
+# make test builds with a job per core unless given -j; tests/run.sh also
+# builds make variants (one test each, beside the other tests) so that
+# neither the sanitizer nor the fuzz build breaks unseen.
 test:
 	sh deploy/install-deps.sh
-	$(MAKE) all unit image
+	$(MAKE) $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) all unit image
 	B=$(B) AAS_VARIANTS="asan-build fuzz-build" sh tests/run.sh
 
 # The AddressSanitizer/UBSan build (make asan runs the tests against it).

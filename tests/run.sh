@@ -43,10 +43,23 @@ if [ -n "${AAS_VARIANTS:-}" ]; then
 	variants_pid=$!
 fi
 
-# The run leaves nothing running, its private PostgreSQL and the builds
+# The e2e tests' Node packages, installed while the lint and unit tests
+# run (from a fresh clone npm ci takes about a minute of mostly waiting);
+# again when package-lock.json changed since (npm ci leaves its own copy,
+# node_modules/.package-lock.json): a checkout that pins new packages
+# gets them before its tests import them.
+npm_pid=""
+if [ "${AAS_SKIP_E2E:-0}" != 1 ] && { [ ! -d node_modules/@modelcontextprotocol/sdk ] ||
+	[ package-lock.json -nt node_modules/.package-lock.json ]; }; then
+	npm ci --no-audit --no-fund >"$LOG/npm-ci.txt" 2>&1 &
+	npm_pid=$!
+fi
+
+# The run leaves nothing running, its private PostgreSQL and the jobs
 # above included, also when it fails or is interrupted (the exit status
 # stays the run's).
 trap 'sh deploy/devdb.sh stop "$STATE" >/dev/null 2>&1
+	[ -z "$npm_pid" ] || kill "$npm_pid" 2>/dev/null
 	[ -z "$variants_pid" ] || kill -- "-$(cat "$LOG/variants.pgid")" 2>/dev/null' EXIT
 trap 'exit 130' INT TERM
 
@@ -125,14 +138,10 @@ done
 
 # --- end to end ---
 if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
-	# Again when package-lock.json changed since (npm ci leaves its own
-	# copy, node_modules/.package-lock.json): a checkout that pins new
-	# packages gets them before its tests import them.
-	if [ ! -d node_modules/@modelcontextprotocol/sdk ] ||
-		[ package-lock.json -nt node_modules/.package-lock.json ]; then
-		npm ci --no-audit --no-fund >"$LOG/npm-ci.txt" 2>&1 || {
-			echo "npm ci failed:"; tail -n 20 "$LOG/npm-ci.txt"; failed=$((failed + 1)); }
+	if [ -n "$npm_pid" ] && ! wait "$npm_pid"; then
+		echo "npm ci failed:"; tail -n 20 "$LOG/npm-ci.txt"; failed=$((failed + 1))
 	fi
+	npm_pid=""
 	sh deploy/devdb.sh start "$STATE" || { echo "database start failed"; failed=$((failed + 1)); }
 	# Before any sandbox with a network device boots: nothing QEMU sends
 	# may leave for addresses beyond loopback and the tests' namespaces.
