@@ -4,6 +4,7 @@
 #   make run        install packages, set up the private database, run aasd
 #   make test       install packages, set up, run every test
 #   make asan       the same tests against an AddressSanitizer/UBSan build
+#   make variants   build, not run, what make asan and make fuzz run (make test too)
 #   make bench      benchmarks (ratios against baselines run alongside)
 #   make lint       layers, banned calls and format of every C file
 #   make fuzz       every libFuzzer harness for FUZZ_SECONDS each (clang)
@@ -110,7 +111,7 @@ FUZZ_MAIN := $(if $(FUZZ_LIBFUZZER),,$(B)/tests/fuzz/replay.o)
 
 MIGRATIONS := $(sort $(wildcard schema/[0-9]*.sql))
 
-.PHONY: all run test unit e2e asan bench clean image install lint fuzz
+.PHONY: all run test unit e2e asan bench clean image install lint fuzz variants asan-build fuzz-build
 all: $(B)/aasd $(B)/aasctl $(B)/aas-mcp
 
 $(B)/%.o: %.c
@@ -285,14 +286,32 @@ run:
 	$(MAKE) all image
 	sh deploy/dev-run.sh
 
+# make test builds with a job per core unless given -j; tests/run.sh also
+# builds make variants (one test each, beside the other tests) so that
+# neither the sanitizer nor the fuzz build breaks unseen.
 test:
 	sh deploy/install-deps.sh
-	$(MAKE) all unit image
-	B=$(B) sh tests/run.sh
+	$(MAKE) $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) all unit image
+	B=$(B) AAS_VARIANTS="asan-build fuzz-build" sh tests/run.sh
+
+# The AddressSanitizer/UBSan build (make asan runs the tests against it).
+ASAN_MAKE = $(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer"
+# The libFuzzer harnesses, with clang (make fuzz runs them).
+FUZZ_MAKE = $(MAKE) B=build/fuzz CC=clang OPT=-O1 SAN="$(FUZZ_SAN) $(FUZZ_WARN)" FUZZ_LIBFUZZER=1
+FUZZ_HARNESS := $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/tests/%)
+
+variants: asan-build fuzz-build
+
+asan-build:
+	$(ASAN_MAKE) all unit
+
+fuzz-build:
+	@command -v clang >/dev/null || { echo "the fuzz build needs clang (deploy/install-deps.sh)"; exit 1; }
+	$(FUZZ_MAKE) $(FUZZ_HARNESS)
 
 asan:
 	sh deploy/install-deps.sh
-	$(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" all unit image
+	$(ASAN_MAKE) all unit image
 	B=build/asan ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	    AAS_SANITIZED=1 sh tests/run.sh
 
@@ -320,10 +339,7 @@ FUZZ_SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=un
 	-fno-omit-frame-pointer
 # clang's -Wformat=2 also flags vsnprintf wrappers that gcc accepts.
 FUZZ_WARN := -Wno-format-nonliteral
-fuzz:
-	@command -v clang >/dev/null || { echo "make fuzz needs clang (deploy/install-deps.sh)"; exit 1; }
-	$(MAKE) B=build/fuzz CC=clang OPT=-O1 SAN="$(FUZZ_SAN) $(FUZZ_WARN)" FUZZ_LIBFUZZER=1 \
-	    $(FUZZ_SRC:tests/fuzz/%.c=build/fuzz/tests/%)
+fuzz: fuzz-build
 	sh tests/fuzz/run.sh build/fuzz $(FUZZ_SECONDS)
 
 # The guest image, cached under var/images by a hash of vmm/image/.

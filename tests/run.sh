@@ -7,6 +7,8 @@
 # the e2e files run in E2E_LANES (2) lanes (tests/e2e_run.sh); E2E_FILE_S
 # (900) and E2E_TOTAL_S (3900) bound an e2e file and the e2e part; each
 # e2e file is timed, and the ten slowest are listed at the end.
+# AAS_VARIANTS="asan-build fuzz-build" (make test) also runs those make
+# targets, one test each, beside the others.
 set -u
 
 B=${B:-build}
@@ -17,6 +19,49 @@ mkdir -p "$LOG"
 
 passed=0
 failed=0
+
+# --- the sanitizer and fuzz builds ---
+# Built, not run (make asan and make fuzz run them), so that neither breaks
+# unseen. They are about 4 minutes of CPU (the ASan build 160 s, the fuzz
+# build 80 s): 2 minutes of waiting in front of the tests on two cores,
+# while the lint and unit tests leave more than a core idle for about 3
+# minutes and the alone e2e files about one. So they start first, at idle
+# CPU priority: they take only what the tests leave (the alone files took
+# the same time beside them). In a session of their own (its id in
+# variants.pgid), so that the run can end all of them.
+variants_pid=""
+if [ -n "${AAS_VARIANTS:-}" ]; then
+	if chrt --idle 0 true 2>/dev/null; then idle="chrt --idle 0"; else idle="nice -n 19"; fi
+	: >"$LOG/variants.txt"
+	rm -f "$LOG/variants.pgid"
+	# shellcheck disable=SC2016
+	setsid -w sh -c 'echo $$ >"$3/variants.pgid"
+	for v in $1; do
+		$2 env -u MAKEFLAGS -u MAKELEVEL make -j"$(nproc)" "$v" >"$3/build-$v.txt" 2>&1
+		echo "$v $?" >>"$3/variants.txt"
+	done' variants "$AAS_VARIANTS" "$idle" "$LOG" &
+	variants_pid=$!
+fi
+
+# The e2e tests' Node packages, installed while the lint and unit tests
+# run (from a fresh clone npm ci takes about a minute of mostly waiting);
+# again when package-lock.json changed since (npm ci leaves its own copy,
+# node_modules/.package-lock.json): a checkout that pins new packages
+# gets them before its tests import them.
+npm_pid=""
+if [ "${AAS_SKIP_E2E:-0}" != 1 ] && { [ ! -d node_modules/@modelcontextprotocol/sdk ] ||
+	[ package-lock.json -nt node_modules/.package-lock.json ]; }; then
+	npm ci --no-audit --no-fund >"$LOG/npm-ci.txt" 2>&1 &
+	npm_pid=$!
+fi
+
+# The run leaves nothing running, its private PostgreSQL and the jobs
+# above included, also when it fails or is interrupted (the exit status
+# stays the run's).
+trap 'sh deploy/devdb.sh stop "$STATE" >/dev/null 2>&1
+	[ -z "$npm_pid" ] || kill "$npm_pid" 2>/dev/null
+	[ -z "$variants_pid" ] || kill -- "-$(cat "$LOG/variants.pgid")" 2>/dev/null' EXIT
+trap 'exit 130' INT TERM
 
 # --- lint ---
 # Banned calls and format are checked on the paths listed in
@@ -49,10 +94,6 @@ fi
 # PostgreSQL before the unit tests: the sandbox service's tests use it,
 # each run on a fresh database of their own (the e2e part keeps "aas").
 sh deploy/devdb.sh start "$STATE" || { echo "database start failed"; failed=$((failed + 1)); }
-# The run leaves nothing running, its private PostgreSQL included, also
-# when it fails or is interrupted (the exit status stays the run's).
-trap 'sh deploy/devdb.sh stop "$STATE" >/dev/null 2>&1' EXIT
-trap 'exit 130' INT TERM
 pgbin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 if [ "$(id -u)" -eq 0 ]; then aspg="runuser -u postgres --"; else aspg=""; fi
 $aspg "$pgbin/psql" -h "$STATE/run" -U postgres -d postgres -qtAX \
@@ -101,14 +142,10 @@ done
 
 # --- end to end ---
 if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
-	# Again when package-lock.json changed since (npm ci leaves its own
-	# copy, node_modules/.package-lock.json): a checkout that pins new
-	# packages gets them before its tests import them.
-	if [ ! -d node_modules/@modelcontextprotocol/sdk ] ||
-		[ package-lock.json -nt node_modules/.package-lock.json ]; then
-		npm ci --no-audit --no-fund >"$LOG/npm-ci.txt" 2>&1 || {
-			echo "npm ci failed:"; tail -n 20 "$LOG/npm-ci.txt"; failed=$((failed + 1)); }
+	if [ -n "$npm_pid" ] && ! wait "$npm_pid"; then
+		echo "npm ci failed:"; tail -n 20 "$LOG/npm-ci.txt"; failed=$((failed + 1))
 	fi
+	npm_pid=""
 	sh deploy/devdb.sh start "$STATE" || { echo "database start failed"; failed=$((failed + 1)); }
 	# Before any sandbox with a network device boots: nothing QEMU sends
 	# may leave for addresses beyond loopback and the tests' namespaces.
@@ -197,6 +234,23 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ]; then
 		case $d in */org.chromium.Chromium.*) rm -rf "$d" ;; esac
 	done
 	rm -rf "$STATE"*/browser
+fi
+
+# The builds' results (waited for: they may still run here).
+if [ -n "$variants_pid" ]; then
+	wait "$variants_pid"
+	for v in $AAS_VARIANTS; do
+		if [ "$(awk -v v="$v" '$1 == v { print $2 }' "$LOG/variants.txt")" = 0 ]; then
+			passed=$((passed + 1))
+			printf 'build %-27s %3s passed, %s failed\n' "$v" 1 0
+		else
+			failed=$((failed + 1))
+			printf 'build %-27s %3s passed, %s failed\n' "$v" 0 1
+			echo "    make $v failed; its last lines (all of it in $LOG/build-$v.txt):"
+			tail -n 30 "$LOG/build-$v.txt" | sed 's/^/    /'
+		fi
+	done
+	variants_pid=""
 fi
 
 if [ "${AAS_SKIP_E2E:-0}" != 1 ] && [ -s "$LOG/e2e-failed.txt" ]; then
