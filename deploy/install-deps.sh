@@ -9,7 +9,7 @@ libvirt-dev libvirt-daemon-driver-qemu libvirt-daemon libcmocka-dev
 postgresql postgresql-client
 qemu-system-x86 qemu-utils mmdebstrap busybox-static passt nftables
 curl wrk gdb
-chromium python3-aiosmtpd libargon2-dev"
+chromium python3-aiosmtpd libargon2-dev nginx"
 
 missing=""
 for p in $PKGS; do
