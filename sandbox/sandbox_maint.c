@@ -75,7 +75,7 @@ reconcile_rows(struct sbx *s, const char *host, char **ids, size_t n)
 	struct err e;
 
 	err_clear(&e);
-	if (store_host_rows(s->db, host, SBX_OWNER_DEAD_S, &rows, &nrows, &e) < 0)
+	if (store_host_rows(s->db, host, s->instance, SBX_OWNER_DEAD_S, &rows, &nrows, &e) < 0)
 		return;
 	for (size_t i = 0; i < nrows; i++) {
 		const char *id = rows[i].id;

@@ -308,9 +308,11 @@ struct store_host_row {
 	char moving_to[STORE_HOST_MAX]; /* "" unless it is being moved */
 	int mover_dead;                 /* ... by an instance silent for dead_s */
 };
-/* Live rows on `host` (malloc'd). */
-int store_host_rows(struct db *db, const char *host, int dead_s, struct store_host_row **rows,
-    size_t *n, struct err *e) AAS_MUST_CHECK;
+/* Live rows on `host` (malloc'd), as instance `self` sees them: a move
+ * `self` owns is never dead to it, however late its own heartbeat (its
+ * maintenance thread can be slower than dead_s while a move runs). */
+int store_host_rows(struct db *db, const char *host, const char *self, int dead_s,
+    struct store_host_row **rows, size_t *n, struct err *e) AAS_MUST_CHECK;
 /* Warm VMs of a size on `hosts` (a text[] literal): how many have `net`,
  * and how many running ones have another net. */
 int store_pool_counts(struct db *db, const char *size, const char *hosts, const char *net,

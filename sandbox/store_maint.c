@@ -124,11 +124,11 @@ host_row(const PGresult *r, int i, void *elem, struct err *e)
 }
 
 int
-store_host_rows(struct db *db, const char *host, int dead_s, struct store_host_row **rows,
-    size_t *n, struct err *e)
+store_host_rows(struct db *db, const char *host, const char *self, int dead_s,
+    struct store_host_row **rows, size_t *n, struct err *e)
 {
 	char dead[16];
-	const char *p[2] = { host, dead };
+	const char *p[3] = { host, dead, self };
 
 	snprintf(dead, sizeof(dead), "%d", dead_s);
 	return store_rows(db,
@@ -136,11 +136,12 @@ store_host_rows(struct db *db, const char *host, int dead_s, struct store_host_r
 	    " (s.owner IS NULL OR i.heartbeat_at IS NULL"
 	    "  OR i.heartbeat_at < now() - make_interval(secs => $2::int)),"
 	    " coalesce(s.moving_to, ''),"
-	    " (m.heartbeat_at IS NULL OR m.heartbeat_at < now() - make_interval(secs => $2::int))"
+	    " (m.id IS DISTINCT FROM $3 AND (m.heartbeat_at IS NULL"
+	    "  OR m.heartbeat_at < now() - make_interval(secs => $2::int)))"
 	    " FROM sandboxes s LEFT JOIN aasd_instances i ON i.id = s.owner"
 	    " LEFT JOIN aasd_instances m ON m.id = s.move_owner"
 	    " WHERE s.host_uri = $1 AND s.state IN " STORE_LIVE_STATES,
-	    2, p, sizeof(**rows), host_row, (void **)rows, n, e);
+	    3, p, sizeof(**rows), host_row, (void **)rows, n, e);
 }
 
 int
