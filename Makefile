@@ -36,7 +36,7 @@ BASE_SRC := \
 	base/log.c base/err.c base/config.c base/config_table.c base/keys.c base/db.c base/migrate.c \
 	base/jsonrpc.c base/jsonschema.c base/work.c base/ttlmap.c base/notify.c \
 	base/utf8.c base/metrics.c base/mcpver.c base/mcpmeth.c base/buf.c base/num.c base/toolres.c base/b64.c \
-	base/tally.c base/bq.c base/tar.c base/tar_rules.c base/tar_write.c base/tar_seen.c base/passwd.c base/passwd_gate.c base/html.c base/smtp.c base/gzip.c base/fetch.c base/fcopy.c
+	base/tally.c base/bq.c base/tar.c base/tar_rules.c base/tar_write.c base/tar_seen.c base/passwd.c base/passwd_gate.c base/html.c base/smtp.c base/gzip.c base/fetch.c base/fcopy.c base/fmt.c
 VMM_SRC := vmm/vm_xml.c vmm/conlog.c vmm/uidpool.c vmm/oomwatch.c vmm/cgcaps.c \
 	vmm/vm.c vmm/vm_console.c vmm/vm_domain.c vmm/vm_migrate.c vmm/vm_agent.c vmm/vpool.c \
 	vmm/orch.c vmm/orch_host.c vmm/orch_files.c vmm/orch_vm.c vmm/orch_save.c vmm/orch_xml.c \
