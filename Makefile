@@ -290,9 +290,10 @@ run:
 # builds make variants (one test each, beside the other tests) so that
 # neither the sanitizer nor the fuzz build breaks unseen.
 test:
+	@mkdir -p $(B) && date +%s >$(B)/.test-start
 	sh deploy/install-deps.sh
 	$(MAKE) $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc)) all unit image
-	B=$(B) AAS_VARIANTS="asan-build fuzz-build" sh tests/run.sh
+	B=$(B) AAS_TEST_START_FILE=$(B)/.test-start AAS_VARIANTS="asan-build fuzz-build" sh tests/run.sh
 
 # The AddressSanitizer/UBSan build (make asan runs the tests against it).
 ASAN_MAKE = $(MAKE) B=build/asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer"

@@ -10,6 +10,7 @@
 # AAS_VARIANTS="asan-build fuzz-build" (make test) also runs those make
 # targets, one test each, beside the others.
 set -u
+run_start=$(date +%s)
 
 B=${B:-build}
 ROOT=$(pwd)
@@ -257,5 +258,9 @@ if [ "${AAS_SKIP_E2E:-0}" != 1 ] && [ -s "$LOG/e2e-failed.txt" ]; then
 	echo "e2e tests that failed:"
 	sed 's/^/    /' "$LOG/e2e-failed.txt"
 fi
+# The whole run's time, from make test's start (its install and build
+# included) when make test gave it, else from this script's.
+t0=$(cat "${AAS_TEST_START_FILE:-/nonexistent}" 2>/dev/null || echo "$run_start")
+echo "make test took $(($(date +%s) - t0)) s"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
