@@ -111,7 +111,7 @@ FUZZ_MAIN := $(if $(FUZZ_LIBFUZZER),,$(B)/tests/fuzz/replay.o)
 
 MIGRATIONS := $(sort $(wildcard schema/[0-9]*.sql))
 
-.PHONY: all run test unit e2e asan bench clean image install lint fuzz variants asan-build fuzz-build
+.PHONY: all run test unit e2e asan bench clean image install lint fuzz variants asan-build fuzz-build test-long
 all: $(B)/aasd $(B)/aasctl $(B)/aas-mcp
 
 $(B)/%.o: %.c
@@ -316,10 +316,18 @@ asan:
 	B=build/asan ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp \
 	    AAS_SANITIZED=1 sh tests/run.sh
 
+# End-to-end files at the stress sizes make test keeps smaller (each says
+# why where it reads AAS_TEST_LONG); make bench runs them too.
+test-long:
+	sh deploy/install-deps.sh
+	$(MAKE) all image
+	B=$(B) AAS_TEST_LONG=1 AAS_SKIP_UNIT=1 AAS_SKIP_LINT=1 \
+	    AAS_E2E="$$(grep -l AAS_TEST_LONG tests/e2e/*.test.mjs | tr '\n' ' ')" sh tests/run.sh
+
 bench:
 	sh deploy/install-deps.sh
 	$(MAKE) all $(B)/bench_vm_raw $(B)/bench_place image
-	B=$(B) sh bench/run.sh
+	B=$(B) sh bench/run.sh; b=$$?; $(MAKE) test-long; t=$$?; [ $$b -eq 0 ] && [ $$t -eq 0 ]
 
 # Every check on every project folder (tools/lint/), then the checks' own
 # tests; all run, and any failure fails the target. make test runs them

@@ -1,6 +1,7 @@
-// Large files over REST: a 1 GiB round trip streamed from and to files on
-// disk (never held in this process's memory) with equal SHA-256, aasd's
-// memory growth under 32 MiB while it flows, and the AAS_MAX_FILE_BYTES
+// Large files over REST: a 256 MiB round trip (1 GiB under make
+// test-long) streamed from and to files on disk (never held in this
+// process's memory) with equal SHA-256, aasd's memory growth under a 32nd
+// of the file while it flows, and the AAS_MAX_FILE_BYTES
 // limit refusing bodies before they reach the guest (Content-Length) or as
 // they pass it (chunked).
 import { test, before, after } from 'node:test';
@@ -16,6 +17,13 @@ const execFileP = promisify(execFile);
 const GiB = 1024 * 1024 * 1024;
 const LIMIT = GiB;           // AAS_MAX_FILE_BYTES of this aasd (its minimum)
 const RSS_GROWTH_MAX = 32 * 1024 * 1024;
+// The round trip's size. Streaming shows at any size several times what
+// aasd may grow by; the 1 GiB run (make test-long) spends a minute and a
+// half more here, mostly hashing in a TCG guest, and shows nothing the
+// smaller one does not, so make test keeps the ratio at a quarter of it.
+const BIG = process.env.AAS_TEST_LONG === '1' ? GiB : GiB / 4;
+const BIG_GROWTH_MAX = BIG / 32;
+const mib = (n) => `${n / 1048576} MiB`;
 
 let aasd;
 let alice;
@@ -112,10 +120,10 @@ after(async () => {
   if (tmp) rmSync(tmp, { recursive: true, force: true });
 });
 
-test('a 1 GiB file goes in and comes back whole, with aasd growing under 32 MiB', async () => {
+test(`a ${mib(BIG)} file goes in and comes back whole, with aasd growing under ${mib(BIG_GROWTH_MAX)}`, async () => {
   const src = path.join(tmp, 'src.bin');
   const back = path.join(tmp, 'back.bin');
-  await execFileP('sh', ['-c', `head -c ${GiB} /dev/urandom > ${src}`]);
+  await execFileP('sh', ['-c', `head -c ${BIG} /dev/urandom > ${src}`]);
   const want = await sha256File(src);
   const base = statusKiB('VmRSS');
   const hwm0 = statusKiB('VmHWM');
@@ -125,7 +133,7 @@ test('a 1 GiB file goes in and comes back whole, with aasd growing under 32 MiB'
     { upload: src }));
   const upS = (Date.now() - t0) / 1000;
   assert.equal(up.out.status, 200, up.out.body);
-  assert.equal(up.out.json.bytes_written, GiB);
+  assert.equal(up.out.json.bytes_written, BIG);
   const inGuest = await run('sha256sum big.bin');
   assert.equal(inGuest.stdout.split(' ')[0], want);
 
@@ -134,20 +142,20 @@ test('a 1 GiB file goes in and comes back whole, with aasd growing under 32 MiB'
     { output: back }));
   const downS = (Date.now() - t0) / 1000;
   assert.equal(down.out.status, 200);
-  assert.equal(down.out.headers['content-length'], String(GiB));
-  assert.equal(down.out.headers['x-aas-file-size'], String(GiB));
-  assert.equal(statSync(back).size, GiB);
+  assert.equal(down.out.headers['content-length'], String(BIG));
+  assert.equal(down.out.headers['x-aas-file-size'], String(BIG));
+  assert.equal(statSync(back).size, BIG);
   assert.equal(await sha256File(back), want);
 
   const growth = Math.max(up.peak, down.peak) - base;
   const hwmGrowth = statusKiB('VmHWM') - hwm0;
-  console.log(`1 GiB: PUT ${(GiB / 1e6 / upS).toFixed(0)} MB/s (${upS.toFixed(1)} s), ` +
-    `GET ${(GiB / 1e6 / downS).toFixed(0)} MB/s (${downS.toFixed(1)} s); ` +
+  console.log(`${mib(BIG)}: PUT ${(BIG / 1e6 / upS).toFixed(0)} MB/s (${upS.toFixed(1)} s), ` +
+    `GET ${(BIG / 1e6 / downS).toFixed(0)} MB/s (${downS.toFixed(1)} s); ` +
     `aasd RSS growth ${(growth / 1048576).toFixed(1)} MiB, VmHWM growth ` +
     `${(hwmGrowth / 1048576).toFixed(1)} MiB`);
   if (!SANITIZED) {
-    assert.ok(growth < RSS_GROWTH_MAX, `RSS grew ${growth} bytes`);
-    assert.ok(hwmGrowth < RSS_GROWTH_MAX, `VmHWM grew ${hwmGrowth} bytes`);
+    assert.ok(growth < BIG_GROWTH_MAX, `RSS grew ${growth} bytes`);
+    assert.ok(hwmGrowth < BIG_GROWTH_MAX, `VmHWM grew ${hwmGrowth} bytes`);
   }
   rmSync(src, { force: true });
   rmSync(back, { force: true });
