@@ -335,7 +335,7 @@ bench:
 # banned-paths.
 lint:
 	@rc=0; \
-	for c in tools/lint/layers.sh tools/lint/banned.sh tools/lint/format.sh \
+	for c in tools/lint/layers.sh tools/lint/banned.sh tools/lint/fmt.sh tools/lint/format.sh \
 	    tools/lint/size.sh tools/lint/prefix.sh tools/lint/mustcheck.sh tests/lint/checkers.sh; do \
 		echo "  LINT    $$c"; \
 		sh $$c || rc=1; \

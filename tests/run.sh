@@ -85,6 +85,7 @@ lint() { # NAME COMMAND...
 if [ "${AAS_SKIP_LINT:-0}" != 1 ]; then
 	lint layers sh tools/lint/layers.sh
 	lint banned sh tools/lint/banned.sh -l tools/lint/banned-paths
+	lint fmt sh tools/lint/fmt.sh
 	lint format sh tools/lint/format.sh -l tools/lint/format-paths
 	lint size sh tools/lint/size.sh
 	lint prefix sh tools/lint/prefix.sh

@@ -7,23 +7,36 @@
 #   the whole text was a number.
 # Comments and string literals are ignored; a call may span lines.
 #
-#   tools/lint/banned.sh [-l LIST] [PATH...]
+#   tools/lint/banned.sh [-c "CALL..." -w WHY] [-l LIST] [PATH...]
 #
 # PATHs are files or folders ("!path" leaves one out; see lib.sh); none
 # means every project folder. Prints "file:line: ..." for each call found.
+# -c bans the CALLs named instead of the list above (and checks no strto*
+# end pointer); -w says, after "CALL() is banned", what to use instead.
 set -u
 . "$(dirname "$0")/lib.sh"
+
+calls="strcpy strcat sprintf vsprintf gets atoi atol atoll"
+strto="strtol strtoll strtoul strtoull strtod strtof strtoimax strtoumax"
+why=""
+while [ $# -gt 0 ]; do
+	case $1 in
+	-c) calls=${2:?banned.sh: -c needs a list}; strto=""; shift 2 ;;
+	-w) why=": ${2:?banned.sh: -w needs a text}"; shift 2 ;;
+	*) break ;;
+	esac
+done
 
 files=$(lint_files "$@") || exit 2
 [ -n "$files" ] || exit 0
 
 # shellcheck disable=SC2086 # one word per file
-awk '
+awk -v calls="$calls" -v strtos="$strto" -v why="$why" '
 BEGIN {
-	split("strcpy strcat sprintf vsprintf gets atoi atol atoll", b, " ")
+	split(calls, b, " ")
 	for (i in b)
 		banned[b[i]] = 1
-	split("strtol strtoll strtoul strtoull strtod strtof strtoimax strtoumax", b, " ")
+	split(strtos, b, " ")
 	for (i in b)
 		strto[b[i]] = 1
 	bad = 0
@@ -145,7 +158,7 @@ function check(f,    l, s, off, name, at, a) {
 			sub(/[ \t]+$/, "", name)
 			at = off + RSTART + RLENGTH # column just after the "("
 			if (name in banned)
-				report(l, name "() is banned")
+				report(l, name "() is banned" why)
 			else if (name in strto) {
 				a = second_arg(args_from(l, at))
 				sub(/^\((char|void)\*+\)/, "", a) # a cast: (char **)NULL
