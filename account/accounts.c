@@ -9,6 +9,7 @@
 #include <openssl/crypto.h>
 
 #include "billing/ledger.h"
+#include "base/fmt.h"
 #include "base/log.h"
 #include "account/session.h"
 
@@ -85,7 +86,7 @@ create_tx(PGconn *c, void *arg, struct err *e)
 	    params, e);
 	if (r == NULL) {
 		if (e->kind == ERR_CONFLICT)
-			snprintf(e->msg, sizeof(e->msg), "an account with that e-mail exists");
+			fmt_cut(e->msg, sizeof(e->msg), "an account with that e-mail exists");
 		return -1;
 	}
 	rc = db_get_str(r, 0, 0, cx->account_id, ACCT_ID_LEN + 1, e);
@@ -95,8 +96,9 @@ create_tx(PGconn *c, void *arg, struct err *e)
 	if (cx->free_credit > 0) {
 		char key[64];
 		int posted;
-		snprintf(key, sizeof(key), "grant:signup:%s", cx->account_id);
-		if (bill_post(c, cx->account_id, NULL, "grant", cx->free_credit, -1,
+		if (fmt_err(e, "ledger key", key, sizeof(key), "grant:signup:%s", cx->account_id) <
+			0 ||
+		    bill_post(c, cx->account_id, NULL, "grant", cx->free_credit, -1,
 			"free credit for new accounts", key, NULL, &posted, e) < 0)
 			return -1;
 	}

@@ -1,15 +1,13 @@
 /* attempts.c - sliding-window counters in PostgreSQL (att_). */
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "account/attempts.h"
 
 int
 att_subject(char *out, size_t n, const char *kind, const char *value)
 {
-	int r = snprintf(out, n, "%s:%s", kind, value);
-
-	return r < 0 || (size_t)r >= n || (size_t)r > ATT_SUBJECT_MAX ? -1 : 0;
+	return fmt_buf(out, n, "%s:%s", kind, value) < 0 || strlen(out) > ATT_SUBJECT_MAX ? -1 : 0;
 }
 
 int
@@ -39,8 +37,9 @@ att_over(PGconn *c, const char *subject, int max, int window_s, long long *retry
 	PGresult *r;
 	int rc = -1;
 
-	snprintf(smax, sizeof(smax), "%d", max);
-	snprintf(swin, sizeof(swin), "%d", window_s);
+	if (fmt_err(e, "count", smax, sizeof(smax), "%d", max) < 0 ||
+	    fmt_err(e, "window", swin, sizeof(swin), "%d", window_s) < 0)
+		return -1;
 	/* The newest `max` events: when there are that many, the oldest of
 	 * them leaving the window is what lets the next one in. */
 	r = db_conn_query(c,
@@ -84,7 +83,7 @@ void
 att_retry_text(long long s, char *out, size_t n)
 {
 	if (s < 60)
-		snprintf(out, n, "in %lld second%s", s, s == 1 ? "" : "s");
+		fmt_cut(out, n, "in %lld second%s", s, s == 1 ? "" : "s");
 	else
-		snprintf(out, n, "in %lld minute%s", (s + 59) / 60, (s + 59) / 60 == 1 ? "" : "s");
+		fmt_cut(out, n, "in %lld minute%s", (s + 59) / 60, (s + 59) / 60 == 1 ? "" : "s");
 }

@@ -2,11 +2,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/fmt.h"
 #include "base/log.h"
 #include "base/smtp.h"
 #include "account/mailq.h"
@@ -39,7 +39,8 @@ mailq_pending(struct db *db, int limit, struct err *e)
 	json_t *out = NULL;
 	PGresult *r;
 
-	snprintf(lim, sizeof(lim), "%d", limit);
+	if (fmt_err(e, "limit", lim, sizeof(lim), "%d", limit) < 0)
+		return NULL;
 	r = db_query(db,
 	    "SELECT id, to_addr, subject, body, "
 	    "       to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), "
@@ -120,13 +121,14 @@ mailq_send_due(struct db *db, const char *smtp_url, const char *from, int max, i
 		int rc;
 
 		rc = claim(db, &id, &to, &subject, &body, e);
+		if (rc == 0 && id != 0 && fmt_err(e, "mail id", sid, sizeof(sid), "%lld", id) < 0)
+			rc = -1;
 		if (rc < 0 || id == 0) {
 			free(to);
 			free(subject);
 			free(body);
 			return rc;
 		}
-		snprintf(sid, sizeof(sid), "%lld", id);
 		err_clear(&se);
 		const struct smtp_msg m = { from, to, subject, body, id };
 		if (smtp_send(smtp_url, &m, MAILQ_SEND_TIMEOUT_S, &se) == 0) {

@@ -3,11 +3,11 @@
  * (oauth_). */
 #include "account/oauth.h"
 
-#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/fetch.h"
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "account/attempts.h"
 
@@ -72,6 +72,7 @@ client_from_row(PGresult *r, struct oauth_client *out, struct err *e)
 	json_t *uris, *u;
 	json_error_t je;
 	size_t i;
+	int rc = 0;
 
 	memset(out, 0, sizeof(*out));
 	if (db_get_str(r, 0, 0, out->id, sizeof(out->id), e) < 0 ||
@@ -86,11 +87,11 @@ client_from_row(PGresult *r, struct oauth_client *out, struct err *e)
 		return -1;
 	}
 	json_array_foreach(uris, i, u)
-		if (json_is_string(u) && out->n_redirects < OAUTH_REDIRECTS_MAX)
-			snprintf(out->redirects[out->n_redirects++], OAUTH_URI_MAX + 1, "%s",
-			    json_string_value(u));
+		if (rc == 0 && json_is_string(u) && out->n_redirects < OAUTH_REDIRECTS_MAX)
+			rc = fmt_err(e, "redirect URI", out->redirects[out->n_redirects++],
+			    OAUTH_URI_MAX + 1, "%s", json_string_value(u));
 	json_decref(uris);
-	return 0;
+	return rc;
 }
 
 /* The kept row of client_id; 0 found, 1 none (or, for a document, too
@@ -103,7 +104,8 @@ client_load(struct db *db, const char *client_id, struct oauth_client *out, stru
 	PGresult *r;
 	int rc = 1;
 
-	snprintf(age, sizeof(age), "%d", DOC_REFETCH_S);
+	if (fmt_err(e, "age", age, sizeof(age), "%d", DOC_REFETCH_S) < 0)
+		return -1;
 	r = db_query(db,
 	    "SELECT client_id, client_name, coalesce(client_uri, ''), kind, redirect_uris::text"
 	    " FROM oauth_clients WHERE client_id = $1"
@@ -240,7 +242,8 @@ oauth_client_register(struct db *db, const struct config *cfg, json_t *metadata,
 		err_set(e, ERR_INTERNAL, "no randomness");
 		return -1;
 	}
-	snprintf(cl.id, sizeof(cl.id), REGISTERED_PREFIX "%s", hex);
+	if (fmt_err(e, "client_id", cl.id, sizeof(cl.id), REGISTERED_PREFIX "%s", hex) < 0)
+		return -1;
 	cl.registered = 1;
 	/* Registrations never used for a day go: strangers may register. */
 	if (db_exec(db,

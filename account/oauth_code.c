@@ -3,9 +3,9 @@
 #include "account/oauth_int.h"
 
 #include <openssl/crypto.h>
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "base/log.h"
 
@@ -28,8 +28,8 @@ code_issue_tx(PGconn *c, void *arg, struct err *e)
 	long long n;
 	PGresult *res;
 
-	snprintf(ttl, sizeof(ttl), "%d", t->cfg->oauth_code_ttl_s);
-	if (oauth_account_lock(c, r->account_id, e) < 0 ||
+	if (fmt_err(e, "code lifetime", ttl, sizeof(ttl), "%d", t->cfg->oauth_code_ttl_s) < 0 ||
+	    oauth_account_lock(c, r->account_id, e) < 0 ||
 	    oauth_grants_other(c, r->account_id, r->client->id, &n, e) < 0)
 		return -1;
 	if (n >= t->cfg->oauth_grants_per_account) {

@@ -4,9 +4,10 @@
 #include <arpa/inet.h>
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
-#include <stdio.h>
 #include <string.h>
 #include <strings.h>
+
+#include "base/fmt.h"
 
 static const char b64url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
@@ -273,7 +274,8 @@ oauth_client_parse(const char *client_id, json_t *doc, struct oauth_client *out,
 			    "the document's client_id is not the URL it was fetched from");
 			return -1;
 		}
-		snprintf(out->id, sizeof(out->id), "%s", client_id);
+		if (fmt_err(e, "client_id", out->id, sizeof(out->id), "%s", client_id) < 0)
+			return -1;
 	}
 	name = json_string_value(json_object_get(doc, "client_name"));
 	if (json_object_get(doc, "client_name") != NULL &&
@@ -319,11 +321,14 @@ oauth_client_parse(const char *client_id, json_t *doc, struct oauth_client *out,
 			    i);
 			return -1;
 		}
-		snprintf(out->redirects[out->n_redirects++], OAUTH_URI_MAX + 1, "%s", s);
+		if (fmt_err(e, "redirect URI", out->redirects[out->n_redirects++],
+			OAUTH_URI_MAX + 1, "%s", s) < 0)
+			return -1;
 	}
-	snprintf(out->name, sizeof(out->name), "%s", name ? name : "an unnamed application");
-	snprintf(out->uri, sizeof(out->uri), "%s", uri ? uri : "");
-	return 0;
+	if (fmt_err(e, "client_name", out->name, sizeof(out->name), "%s",
+		name ? name : "an unnamed application") < 0)
+		return -1;
+	return fmt_err(e, "client_uri", out->uri, sizeof(out->uri), "%s", uri ? uri : "");
 }
 
 json_t *

@@ -3,9 +3,9 @@
 #include "account/oauth_int.h"
 
 #include <openssl/crypto.h>
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "base/log.h"
 
@@ -25,7 +25,8 @@ token_new(PGconn *c, const char *grant_id, const char *kind, const char *resourc
 		return -1;
 	}
 	key_hash_hex(out, OAUTH_TOKEN_LEN, hash, sizeof(hash));
-	snprintf(ttl, sizeof(ttl), "%d", ttl_s);
+	if (fmt_err(e, "token lifetime", ttl, sizeof(ttl), "%d", ttl_s) < 0)
+		return -1;
 	return db_conn_exec(c,
 	    "INSERT INTO oauth_tokens(token_hash, grant_id, kind, resource, expires_at)"
 	    " VALUES ($1, $2, $3, $4, now() + make_interval(secs => $5::int))",
@@ -39,8 +40,9 @@ oauth_tokens_issue(PGconn *c, const struct config *cfg, const char *grant_id, co
 	char access_kept[16], used_kept[16];
 	const char *p[3] = { grant_id, access_kept, used_kept };
 
-	snprintf(access_kept, sizeof(access_kept), "%d", ACCESS_KEPT - 1);
-	snprintf(used_kept, sizeof(used_kept), "%d", USED_REFRESH_KEPT);
+	if (fmt_err(e, "count", access_kept, sizeof(access_kept), "%d", ACCESS_KEPT - 1) < 0 ||
+	    fmt_err(e, "count", used_kept, sizeof(used_kept), "%d", USED_REFRESH_KEPT) < 0)
+		return -1;
 	/* A grant holds a bounded number of rows however often it refreshes:
 	 * its newest access tokens, its live refresh token and the last few
 	 * used ones (to recognise a replay). */
@@ -58,8 +60,7 @@ oauth_tokens_issue(PGconn *c, const struct config *cfg, const char *grant_id, co
 		0)
 		return -1;
 	out->expires_in = cfg->oauth_access_ttl_s;
-	snprintf(out->scope, sizeof(out->scope), "%s", scope);
-	return 0;
+	return fmt_err(e, "scope", out->scope, sizeof(out->scope), "%s", scope);
 }
 
 struct refresh_tx {

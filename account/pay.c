@@ -1,7 +1,7 @@
 /* pay.c - recording provider events and crediting paid checkouts (pay_). */
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "billing/ledger.h"
 #include "account/pay.h"
 #include "account/attempts.h"
@@ -100,8 +100,8 @@ back_tx(PGconn *c, const struct apply_ctx *ax, struct err *e)
 		p[3] = acct;
 		p[4] = checkout;
 	}
-	snprintf(amount, sizeof(amount), "%lld", ev->amount);
-	if (db_conn_exec(c,
+	if (fmt_err(e, "amount", amount, sizeof(amount), "%lld", ev->amount) < 0 ||
+	    db_conn_exec(c,
 		"INSERT INTO payment_events(provider, event_id, kind, account_id, checkout_id, amount) "
 		"VALUES ($1, $2, $3, $4, $5, $6::bigint) ON CONFLICT DO NOTHING",
 		6, p, &fresh, e) < 0)
@@ -125,7 +125,8 @@ apply_tx(PGconn *c, void *arg, struct err *e)
 	*ax->credited = 0;
 	if (ev->action == PAY_REFUND || ev->action == PAY_DISPUTE || ev->action == PAY_REINSTATE)
 		return back_tx(c, ax, e);
-	snprintf(amount, sizeof(amount), "%lld", ev->amount);
+	if (fmt_err(e, "amount", amount, sizeof(amount), "%lld", ev->amount) < 0)
+		return -1;
 	acct[0] = '\0';
 	if (ev->checkout_id[0] && checkout_of(c, ax->p->name, ev->checkout_id, acct, &made, e) < 0)
 		return -1;
@@ -149,10 +150,11 @@ apply_tx(PGconn *c, void *arg, struct err *e)
 		return -1;
 	if (fresh != 1 || !credit)
 		return 0; /* a delivery seen before, or nothing to credit */
-	snprintf(key, sizeof(key), "pay:%s:%s", ax->p->name, ev->checkout_id);
-	snprintf(reason, sizeof(reason), "credit bought (%s checkout %s)", ax->p->name,
+	fmt_cut(reason, sizeof(reason), "credit bought (%s checkout %s)", ax->p->name,
 	    ev->checkout_id);
-	if (bill_post(c, acct, NULL, "grant", made, -1, reason, key, NULL, &posted, e) < 0)
+	if (fmt_err(e, "ledger key", key, sizeof(key), "pay:%s:%s", ax->p->name, ev->checkout_id) <
+		0 ||
+	    bill_post(c, acct, NULL, "grant", made, -1, reason, key, NULL, &posted, e) < 0)
 		return -1;
 	*ax->credited = posted;
 	if (posted &&
@@ -170,7 +172,8 @@ pay_checkout_made(struct db *db, const struct pay_provider *p, const char *accou
 	char am[24];
 	const char *pp[4] = { p->name, co->id, account, am };
 
-	snprintf(am, sizeof(am), "%lld", amount);
+	if (fmt_err(e, "amount", am, sizeof(am), "%lld", amount) < 0)
+		return -1;
 	return db_exec(db,
 	    "INSERT INTO payment_checkouts(provider, checkout_id, account_id, amount) "
 	    "VALUES ($1, $2, $3, $4::bigint)",

@@ -4,9 +4,9 @@
  * zero: what it cannot cover is recorded as the account's debt and the
  * account is disabled (docs/billing.md#refunds-and-disputes). */
 #include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "billing/ledger.h"
 #include "account/accounts.h"
 #include "account/pay_int.h"
@@ -20,7 +20,7 @@ struct back {
 static void
 usd_text(long long micro, char *out, size_t n)
 {
-	snprintf(out, n, "$%lld.%06lld", micro / 1000000, micro % 1000000);
+	fmt_cut(out, n, "$%lld.%06lld", micro / 1000000, micro % 1000000);
 }
 
 /* A ledger row of `amount` for the event, keyed "<what>:<provider>:<event id>". */
@@ -30,7 +30,9 @@ post(const struct back *b, const char *what, long long amount, const char *reaso
 	char key[PAY_ID_MAX + 64];
 	int posted;
 
-	snprintf(key, sizeof(key), "%s:%s:%s", what, b->provider, b->ev->id);
+	if (fmt_err(e, "ledger key", key, sizeof(key), "%s:%s:%s", what, b->provider, b->ev->id) <
+	    0)
+		return -1;
 	return bill_post(b->c, b->account, NULL, "adjustment", amount, -1, reason, key, NULL,
 	    &posted, e);
 }
@@ -51,18 +53,18 @@ take(const struct back *b, long long amount, const char *what, struct err *e)
 	if (bill_lock_balance(b->c, b->account, &balance, e) < 0)
 		return -1;
 	from = amount < balance ? amount : (long long)balance;
-	snprintf(reason, sizeof(reason), "%s of %s checkout %s (%s)", what, b->provider,
-	    b->checkout, b->ev->ref);
+	fmt_cut(reason, sizeof(reason), "%s of %s checkout %s (%s)", what, b->provider, b->checkout,
+	    b->ev->ref);
 	if (from > 0 && post(b, "back", -from, reason, e) < 0)
 		return -1;
 	if (amount == from)
 		return 0;
 	usd_text(amount - from, owed, sizeof(owed));
-	snprintf(reason, sizeof(reason),
+	fmt_cut(reason, sizeof(reason),
 	    "%s of %s checkout %s (%s): %s more than the balance is owed", what, b->provider,
 	    b->checkout, b->ev->ref, owed);
-	snprintf(owed, sizeof(owed), "%lld", amount - from);
-	if (post(b, "debt", 0, reason, e) < 0 ||
+	if (fmt_err(e, "amount", owed, sizeof(owed), "%lld", amount - from) < 0 ||
+	    post(b, "debt", 0, reason, e) < 0 ||
 	    db_conn_exec(b->c,
 		"UPDATE accounts SET payment_debt = payment_debt + $2::bigint WHERE id = $1", 2, p,
 		NULL, e) < 0)
@@ -84,9 +86,10 @@ give(const struct back *b, long long amount, struct err *e)
 		&debt, e) < 0)
 		return -1;
 	settle = debt < amount ? debt : amount;
-	snprintf(reason, sizeof(reason), "dispute reinstated for %s checkout %s (%s)", b->provider,
+	fmt_cut(reason, sizeof(reason), "dispute reinstated for %s checkout %s (%s)", b->provider,
 	    b->checkout, b->ev->ref);
-	snprintf(n, sizeof(n), "%lld", settle);
+	if (fmt_err(e, "amount", n, sizeof(n), "%lld", settle) < 0)
+		return -1;
 	if (settle > 0 &&
 	    (db_conn_exec(b->c,
 		 "UPDATE accounts SET payment_debt = payment_debt - $2::bigint WHERE id = $1", 2, p,
@@ -121,7 +124,8 @@ checkout_set(const struct back *b, const char *column_sql, long long v, struct e
 	char n[24];
 	const char *p[3] = { b->provider, b->checkout, n };
 
-	snprintf(n, sizeof(n), "%lld", v);
+	if (fmt_err(e, "amount", n, sizeof(n), "%lld", v) < 0)
+		return -1;
 	return db_conn_exec(b->c, column_sql, 3, p, NULL, e);
 }
 
@@ -135,8 +139,9 @@ dispute_row(const struct back *b, long long amount, long long *taken, int *fresh
 	PGresult *r;
 	int rc = 0;
 
-	snprintf(n, sizeof(n), "%lld", amount);
 	*fresh = 0;
+	if (fmt_err(e, "amount", n, sizeof(n), "%lld", amount) < 0)
+		return -1;
 	r = b->ev->action == PAY_DISPUTE ?
 	    db_conn_query(b->c,
 		"INSERT INTO payment_disputes(provider, dispute_id, checkout_id, amount) "

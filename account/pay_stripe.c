@@ -2,7 +2,6 @@
  * session through Stripe's API, and webhook deliveries checked by their
  * Stripe-Signature (HMAC-SHA256 of "<t>.<body>" with the endpoint's
  * secret, at most PAY_TOLERANCE_S old). */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +12,7 @@
 #include <openssl/hmac.h>
 
 #include "base/buf.h"
+#include "base/fmt.h"
 #include "base/num.h"
 #include "account/pay.h"
 
@@ -64,7 +64,8 @@ signature_ok(const char *secret, const char *sig, const char *body, size_t len, 
 		    PAY_TOLERANCE_S);
 		return 0;
 	}
-	snprintf(tbuf, sizeof(tbuf), "%lld.", t);
+	if (fmt_err(e, "timestamp", tbuf, sizeof(tbuf), "%lld.", t) < 0)
+		return 0;
 	buf_init(&msg, len + sizeof(tbuf));
 	if (buf_append(&msg, tbuf, strlen(tbuf)) < 0 || buf_append(&msg, body, len) < 0 ||
 	    HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)msg.data,
@@ -75,7 +76,8 @@ signature_ok(const char *secret, const char *sig, const char *body, size_t len, 
 	}
 	buf_free(&msg);
 	for (unsigned i = 0; i < maclen; i++)
-		snprintf(want + 2 * i, 3, "%02x", mac[i]);
+		if (fmt_err(e, "signature", want + 2 * i, 3, "%02x", mac[i]) < 0)
+			return 0;
 	for (size_t i = 0; i < nv1; i++)
 		ok |= CRYPTO_memcmp(v1[i], want, 64) == 0;
 	if (!ok)
@@ -88,7 +90,9 @@ copy_str(char *out, size_t n, const json_t *v)
 {
 	const char *s = json_string_value(v);
 
-	snprintf(out, n, "%s", s && strlen(s) < n ? s : "");
+	/* A value that does not fit is none: the callers refuse an empty one. */
+	if (s == NULL || fmt_buf(out, n, "%s", s) < 0)
+		out[0] = '\0';
 }
 
 /* The amount in US cents when obj's currency is usd and `amount` is a
@@ -159,11 +163,11 @@ stripe_parse(const struct config *cfg, const char *signature, const char *body, 
 	}
 	type = json_string_value(json_object_get(ev, "type"));
 	copy_str(out->id, sizeof(out->id), json_object_get(ev, "id"));
-	if (type == NULL || out->id[0] == '\0' || strlen(type) >= sizeof(out->kind)) {
+	if (type == NULL || out->id[0] == '\0' ||
+	    fmt_buf(out->kind, sizeof(out->kind), "%s", type) < 0) {
 		err_set(e, ERR_INVALID, "an event has an id and a type");
 		goto out;
 	}
-	snprintf(out->kind, sizeof(out->kind), "%s", type);
 	obj = json_object_get(json_object_get(ev, "data"), "object");
 	rc = 0;
 	if (strncmp(type, "charge.", 7) == 0) {
@@ -180,8 +184,11 @@ stripe_parse(const struct config *cfg, const char *signature, const char *body, 
 	acct = json_string_value(json_object_get(json_object_get(obj, "metadata"), "account_id"));
 	if (acct == NULL)
 		acct = json_string_value(json_object_get(obj, "client_reference_id"));
-	if (acct && acct_id_valid(acct))
-		snprintf(out->account, sizeof(out->account), "%s", acct);
+	if (acct && acct_id_valid(acct) &&
+	    fmt_err(e, "account id", out->account, sizeof(out->account), "%s", acct) < 0) {
+		rc = -1;
+		goto out;
+	}
 	status = json_string_value(json_object_get(obj, "payment_status"));
 	amount = json_object_get(obj, "amount_total");
 	if (status && strcmp(status, "paid") == 0 && usd_cents(obj, amount) > 0 &&
@@ -240,10 +247,16 @@ stripe_checkout(const struct config *cfg, const char *account, const char *email
 		err_set(e, ERR_INTERNAL, "out of memory");
 		goto out;
 	}
-	snprintf(url, sizeof(url), "%s/v1/checkout/sessions", cfg->stripe_api_url);
-	snprintf(ok_url, sizeof(ok_url), "%s/dashboard/usage?paid=1", cfg->public_url);
-	snprintf(cancel_url, sizeof(cancel_url), "%s/dashboard/usage", cfg->public_url);
-	snprintf(cents, sizeof(cents), "%d", usd * 100);
+	if (fmt_err(e, "Stripe API URL", url, sizeof(url), "%s/v1/checkout/sessions",
+		cfg->stripe_api_url) < 0 ||
+	    fmt_err(e, "public URL", ok_url, sizeof(ok_url), "%s/dashboard/usage?paid=1",
+		cfg->public_url) < 0 ||
+	    fmt_err(e, "public URL", cancel_url, sizeof(cancel_url), "%s/dashboard/usage",
+		cfg->public_url) < 0 ||
+	    fmt_err(e, "amount", cents, sizeof(cents), "%d", usd * 100) < 0 ||
+	    fmt_err(e, "Stripe secret key", auth, sizeof(auth), "Authorization: Bearer %s",
+		cfg->stripe_secret_key) < 0)
+		goto out;
 	if (form_add(&form, h, "mode", "payment") < 0 ||
 	    form_add(&form, h, "success_url", ok_url) < 0 ||
 	    form_add(&form, h, "cancel_url", cancel_url) < 0 ||
@@ -257,7 +270,6 @@ stripe_checkout(const struct config *cfg, const char *account, const char *email
 		err_set(e, ERR_INTERNAL, "checkout request too large");
 		goto out;
 	}
-	snprintf(auth, sizeof(auth), "Authorization: Bearer %s", cfg->stripe_secret_key);
 	hdrs = curl_slist_append(hdrs, auth);
 	if (hdrs == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");

@@ -1,9 +1,9 @@
 /* purge.c - the batched deletes of rows whose time is over. */
 #include "account/purge.h"
 
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/log.h"
 
 /* A statement's settings beside $1, the batch. */
@@ -112,10 +112,12 @@ purge_kind(struct db *db, const struct config *cfg, const struct purge_kind *k, 
 	const char *p[3] = { v[0], v[1], v[2] };
 	int np = 1;
 
-	snprintf(v[0], sizeof(v[0]), "%d", PURGE_BATCH);
-	for (int i = 0; i < 2 && k->args[i] != ARG_NONE; i++)
-		snprintf(v[np++], sizeof(v[0]), "%d", arg_value(cfg, k->args[i]));
 	*n = 0;
+	if (fmt_err(e, "batch size", v[0], sizeof(v[0]), "%d", PURGE_BATCH) < 0)
+		return -1;
+	for (int i = 0; i < 2 && k->args[i] != ARG_NONE; i++)
+		if (fmt_err(e, "age", v[np++], sizeof(v[0]), "%d", arg_value(cfg, k->args[i])) < 0)
+			return -1;
 	for (int round = 0; round < PURGE_ROUNDS; round++) {
 		long got = 0;
 

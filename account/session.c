@@ -2,9 +2,9 @@
 #include "account/session.h"
 
 #include <ctype.h>
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/keys.h"
 
 int
@@ -40,8 +40,10 @@ trim_anonymous(PGconn *c, const struct sess_limits *lim, struct err *e)
 	char idle[16], cap[16];
 	const char *p[2] = { idle, cap };
 
-	snprintf(idle, sizeof(idle), "%d", lim->anon_idle_s);
-	snprintf(cap, sizeof(cap), "%d", lim->max_anon > 0 ? lim->max_anon - 1 : 0);
+	if (fmt_err(e, "idle time", idle, sizeof(idle), "%d", lim->anon_idle_s) < 0 ||
+	    fmt_err(e, "count", cap, sizeof(cap), "%d", lim->max_anon > 0 ? lim->max_anon - 1 : 0) <
+		0)
+		return -1;
 	return db_conn_exec(c,
 	    "DELETE FROM mcp_sessions WHERE id IN ("
 	    " (SELECT id FROM mcp_sessions WHERE account_id IS NULL AND (ended_at IS NOT NULL"
@@ -62,7 +64,8 @@ check_account(PGconn *c, const struct sess_limits *lim, const char *account, str
 	PGresult *r;
 	int rc;
 
-	snprintf(idle, sizeof(idle), "%d", lim->idle_s);
+	if (fmt_err(e, "idle time", idle, sizeof(idle), "%d", lim->idle_s) < 0)
+		return -1;
 	/* The account row first, as on every path that counts per account. */
 	r = db_conn_query(c, "SELECT id FROM accounts WHERE id = $1 FOR UPDATE", 1, p, e);
 	if (r == NULL)
@@ -116,8 +119,8 @@ sess_create(struct db *db, const struct sess_limits *lim, const char *protocol_v
 		return -1;
 	}
 	/* Client-supplied labels are informational: clip, never refuse. */
-	snprintf(name, sizeof(name), "%s", client_name ? client_name : "");
-	snprintf(version, sizeof(version), "%s", client_version ? client_version : "");
+	fmt_cut(name, sizeof(name), "%s", client_name ? client_name : "");
+	fmt_cut(version, sizeof(version), "%s", client_version ? client_version : "");
 	params[0] = id;
 	params[1] = protocol_version;
 	params[2] = account_id && *account_id ? account_id : NULL;
@@ -175,8 +178,9 @@ sess_lookup(struct db *db, const struct sess_limits *lim, const char *id, struct
 		err_set(e, ERR_NOT_FOUND, "session not found");
 		return -1;
 	}
-	snprintf(idle, sizeof(idle), "%d", lim->idle_s);
-	snprintf(anon_idle, sizeof(anon_idle), "%d", lim->anon_idle_s);
+	if (fmt_err(e, "idle time", idle, sizeof(idle), "%d", lim->idle_s) < 0 ||
+	    fmt_err(e, "idle time", anon_idle, sizeof(anon_idle), "%d", lim->anon_idle_s) < 0)
+		return -1;
 	/* last_seen_at moves at most once a minute, so a busy session does
 	 * not write a row version per request. */
 	r = db_query_row(db,
@@ -251,8 +255,7 @@ parse_cached(const char *val, struct sess_info *out)
 	out->protocol_version[vlen] = '\0';
 	memcpy(out->account_id, bar + 1, alen);
 	out->account_id[alen] = '\0';
-	snprintf(out->credential, sizeof(out->credential), "%s", bar2 + 1);
-	return 1;
+	return fmt_buf(out->credential, sizeof(out->credential), "%s", bar2 + 1) == 0;
 }
 
 int
@@ -278,10 +281,10 @@ sess_lookup_cached(struct db *db, struct ttl_map *cache, const struct sess_limit
 		gen = ttl_generation(cache);
 	if (sess_lookup(db, lim, id, out, e) < 0)
 		return -1;
-	if (cache) {
-		snprintf(val, sizeof(val), "%s|%s|%s", out->protocol_version, out->account_id,
-		    out->credential);
+	/* An answer too long to keep whole is not kept. */
+	if (cache &&
+	    fmt_buf(val, sizeof(val), "%s|%s|%s", out->protocol_version, out->account_id,
+		out->credential) == 0)
 		(void)ttl_put_gen(cache, id, val, gen);
-	}
 	return 0;
 }

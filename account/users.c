@@ -1,8 +1,8 @@
 /* users.c - sign-up, verification, login and password reset (user_). */
 #include <ctype.h>
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "base/passwd.h"
 #include "billing/ledger.h"
@@ -74,8 +74,9 @@ user_link_new(PGconn *c, const struct config *cfg, const char *account, const ch
 		return -1;
 	}
 	key_hash_hex(token, USER_LINK_LEN, hash, sizeof(hash));
-	snprintf(ttl, sizeof(ttl), "%d", ttl_s);
-	snprintf(url, un, "%s/%s?code=%s", cfg->public_url, page, token);
+	if (fmt_err(e, "link lifetime", ttl, sizeof(ttl), "%d", ttl_s) < 0 ||
+	    fmt_err(e, "link URL", url, un, "%s/%s?code=%s", cfg->public_url, page, token) < 0)
+		return -1;
 	return db_conn_exec(c,
 	    "INSERT INTO email_links(token_hash, account_id, purpose, expires_at, new_email) "
 	    "VALUES ($1, $2, $3, now() + make_interval(secs => $4::int), $5)",
@@ -85,7 +86,7 @@ user_link_new(PGconn *c, const struct config *cfg, const char *account, const ch
 void
 user_money_text(long long micro, char *out, size_t n)
 {
-	snprintf(out, n, "$%lld.%02lld", micro / 1000000, (micro % 1000000) / 10000);
+	fmt_cut(out, n, "$%lld.%02lld", micro / 1000000, (micro % 1000000) / 10000);
 }
 
 static int
@@ -98,12 +99,13 @@ mail_verify(PGconn *c, const struct config *cfg, const char *account, const char
 		e) < 0)
 		return -1;
 	user_money_text(cfg->free_credit, credit, sizeof(credit));
-	snprintf(body, sizeof(body),
-	    "Welcome to aas.\n\n"
-	    "Open this link to verify your e-mail address%s%s:\n\n%s\n\n"
-	    "The link works once, for %d hours. If you did not sign up, ignore this mail.\n",
-	    cfg->free_credit > 0 ? " and receive your free credit of " : "",
-	    cfg->free_credit > 0 ? credit : "", url, (cfg->link_ttl_s + 3599) / 3600);
+	if (fmt_err(e, "mail", body, sizeof(body),
+		"Welcome to aas.\n\n"
+		"Open this link to verify your e-mail address%s%s:\n\n%s\n\n"
+		"The link works once, for %d hours. If you did not sign up, ignore this mail.\n",
+		cfg->free_credit > 0 ? " and receive your free credit of " : "",
+		cfg->free_credit > 0 ? credit : "", url, (cfg->link_ttl_s + 3599) / 3600) < 0)
+		return -1;
 	return mailq_put(c, account, email, "Verify your e-mail address for aas", body, e);
 }
 
@@ -176,7 +178,8 @@ signup_tx(PGconn *c, void *arg, struct err *e)
 	int rc;
 
 	sx->account_id[0] = '\0';
-	user_signup_net(sx->addr, net, sizeof(net));
+	if (user_signup_net(sx->addr, net, sizeof(net), e) < 0)
+		return -1;
 	r = db_conn_query(c,
 	    "INSERT INTO accounts(email, password_hash, signup_net) SELECT $1, $2, $3 "
 	    "WHERE NOT EXISTS (SELECT 1 FROM accounts WHERE lower(email) = $1) RETURNING id",
@@ -214,8 +217,8 @@ user_signup(struct db *db, const struct config *cfg, const char *email_in, const
 	if (db_tx(db, signup_gate_tx, &sx, e) < 0)
 		return -1;
 	user_params(cfg, &pp);
-	user_who(&who, acct, sizeof(acct), client, sizeof(client), NULL, addr);
-	if (pw_hash_as(&who, &pp, password, strlen(password), hash, sizeof(hash), e) < 0)
+	if (user_who(&who, acct, sizeof(acct), client, sizeof(client), NULL, addr, e) < 0 ||
+	    pw_hash_as(&who, &pp, password, strlen(password), hash, sizeof(hash), e) < 0)
 		return -1;
 	return db_tx(db, signup_tx, &sx, e);
 }
@@ -411,13 +414,11 @@ login_subjects(const struct login_ctx *lx, char *by_pair, char *by_addr, char *b
     struct err *e)
 {
 	char pair[USER_EMAIL_MAX + USER_ADDR_MAX + 2], hash[KEY_HASH_HEX_LEN + 1];
-	int n = snprintf(pair, sizeof(pair), "%s|%s", lx->email, lx->addr);
 
-	if (n < 0 || (size_t)n >= sizeof(pair)) {
-		err_set(e, ERR_INVALID, "e-mail address or client address too long");
+	if (fmt_err(e, "e-mail address or client address", pair, sizeof(pair), "%s|%s", lx->email,
+		lx->addr) < 0)
 		return -1;
-	}
-	key_hash_hex(pair, (size_t)n, hash, sizeof(hash));
+	key_hash_hex(pair, strlen(pair), hash, sizeof(hash));
 	if (att_subject(by_pair, ATT_SUBJECT_MAX + 1, "login-from", hash) < 0 ||
 	    att_subject(by_addr, ATT_SUBJECT_MAX + 1, "login-ip", lx->addr) < 0 ||
 	    att_subject(by_email, ATT_SUBJECT_MAX + 1, "login", lx->email) < 0) {
@@ -545,7 +546,8 @@ user_login(struct db *db, const struct config *cfg, const char *email_in, const 
 	user_params(cfg, &pp);
 	/* The hash turns are counted under the address typed (an account or
 	 * not, the same) and the client. */
-	user_who(&who, acct, sizeof(acct), client, sizeof(client), email, addr);
+	if (user_who(&who, acct, sizeof(acct), client, sizeof(client), email, addr, e) < 0)
+		return -1;
 	err_clear(&pe);
 	if (lx.found && lx.hash[0] != '\0' && plen <= PW_PASSWORD_MAX)
 		v = pw_verify_as(&who, lx.hash, password, plen, &pe);
@@ -619,12 +621,13 @@ reset_request_tx(PGconn *c, void *arg, struct err *e)
 	if (user_link_new(c, rx->cfg, account, "reset", RESET_TTL_S, NULL, token, url, sizeof(url),
 		e) < 0)
 		return -1;
-	snprintf(body, sizeof(body),
-	    "Someone asked to reset the password of your aas account.\n\n"
-	    "Open this link to choose a new password:\n\n%s\n\n"
-	    "The link works once, for one hour. If it was not you, ignore this mail: your "
-	    "password stays as it is.\n",
-	    url);
+	if (fmt_err(e, "mail", body, sizeof(body),
+		"Someone asked to reset the password of your aas account.\n\n"
+		"Open this link to choose a new password:\n\n%s\n\n"
+		"The link works once, for one hour. If it was not you, ignore this mail: your "
+		"password stays as it is.\n",
+		url) < 0)
+		return -1;
 	return mailq_put(c, account, rx->email, "Reset your aas password", body, e);
 }
 
@@ -710,6 +713,7 @@ user_reset_confirm(struct db *db, const struct config *cfg, const struct user_re
 	const char *ph[1] = { hash };
 	char email[USER_EMAIL_MAX + 1] = "";
 	PGresult *r;
+	int rc;
 
 	if (user_token_hash(token, hash, e) < 0 || user_reset_check(db, token, e) < 0)
 		return -1;
@@ -720,14 +724,13 @@ user_reset_confirm(struct db *db, const struct config *cfg, const struct user_re
 	    1, ph, e);
 	if (r == NULL)
 		return -1;
-	if (PQntuples(r) == 1)
-		snprintf(email, sizeof(email), "%s", PQgetvalue(r, 0, 0));
+	rc = PQntuples(r) == 1 ? db_get_str(r, 0, 0, email, sizeof(email), e) : 0;
 	PQclear(r);
-	if (pw_policy_check(password, strlen(password), email, e) < 0)
+	if (rc < 0 || pw_policy_check(password, strlen(password), email, e) < 0)
 		return -1;
 	user_params(cfg, &pp);
-	user_who(&who, acct, sizeof(acct), client, sizeof(client), NULL, rs->addr);
-	if (pw_hash_as(&who, &pp, password, strlen(password), pwhash, sizeof(pwhash), e) < 0)
+	if (user_who(&who, acct, sizeof(acct), client, sizeof(client), NULL, rs->addr, e) < 0 ||
+	    pw_hash_as(&who, &pp, password, strlen(password), pwhash, sizeof(pwhash), e) < 0)
 		return -1;
 	return db_tx(db, reset_confirm_tx, &rx, e);
 }
@@ -765,9 +768,9 @@ user_password_change(struct db *db, const struct config *cfg, const char *accoun
 	    pw_policy_check(new_password, strlen(new_password), email, e) < 0)
 		return -1;
 	user_params(cfg, &pp);
-	user_who(&who, acct, sizeof(acct), client, sizeof(client), account, addr);
-	if (pw_hash_as(&who, &pp, new_password, strlen(new_password), pwhash, sizeof(pwhash), e) <
-	    0)
+	if (user_who(&who, acct, sizeof(acct), client, sizeof(client), account, addr, e) < 0 ||
+	    pw_hash_as(&who, &pp, new_password, strlen(new_password), pwhash, sizeof(pwhash), e) <
+		0)
 		return -1;
 	return db_tx(db, change_tx, &cx, e);
 }

@@ -1,8 +1,8 @@
 /* users_change.c - changing an account's address and deleting an
  * account (user_). */
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "account/attempts.h"
 #include "account/mailq.h"
 #include "account/users_int.h"
@@ -53,19 +53,18 @@ request_tx(PGconn *c, void *arg, struct err *e)
 	    user_link_new(c, cx->cfg, cx->account, "email", EMAIL_LINK_TTL_S, cx->new_email, token,
 		url, sizeof(url), e) < 0)
 		return -1;
-	snprintf(body, sizeof(body),
-	    "Someone asked to move an aas account to this address.\n\n"
-	    "Open this link to confirm it:\n\n%s\n\n"
-	    "The link works once, for 24 hours. If it was not you, ignore this mail.\n",
-	    url);
-	if (mailq_put(c, cx->account, cx->new_email, "Confirm your new e-mail address for aas",
+	if (fmt_err(e, "mail", body, sizeof(body),
+		"Someone asked to move an aas account to this address.\n\n"
+		"Open this link to confirm it:\n\n%s\n\n"
+		"The link works once, for 24 hours. If it was not you, ignore this mail.\n",
+		url) < 0 ||
+	    mailq_put(c, cx->account, cx->new_email, "Confirm your new e-mail address for aas",
 		body, e) < 0)
 		return -1;
-	snprintf(body, sizeof(body),
+	return mailq_put(c, cx->account, cx->old_email, "Your aas e-mail address is changing",
 	    "Someone asked to move your aas account to another e-mail address. It moves only "
 	    "when the link sent to the new address is opened.\n\n"
-	    "If it was not you, change your password now: someone knows it.\n");
-	return mailq_put(c, cx->account, cx->old_email, "Your aas e-mail address is changing", body,
+	    "If it was not you, change your password now: someone knows it.\n",
 	    e);
 }
 
@@ -107,7 +106,7 @@ confirm_tx(PGconn *c, void *arg, struct err *e)
 		return -1;
 	const char *p[2] = { cx->account_out, email };
 	PGresult *old = db_conn_query(c, "SELECT email FROM accounts WHERE id = $1", 1, p, e);
-	char was[USER_EMAIL_MAX + 1], body[512];
+	char was[USER_EMAIL_MAX + 1];
 
 	if (old == NULL)
 		return -1;
@@ -120,10 +119,10 @@ confirm_tx(PGconn *c, void *arg, struct err *e)
 		2, p, NULL, e) < 0 ||
 	    user_links_void(c, cx->account_out, e) < 0)
 		return -1;
-	snprintf(body, sizeof(body),
+	return mailq_put(c, cx->account_out, was, "Your aas e-mail address changed",
 	    "Your aas account now uses another e-mail address. If you did not ask for this, "
-	    "contact the operator of the service.\n");
-	return mailq_put(c, cx->account_out, was, "Your aas e-mail address changed", body, e);
+	    "contact the operator of the service.\n",
+	    e);
 }
 
 int

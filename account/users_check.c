@@ -1,9 +1,9 @@
 /* users_check.c - the current-password check of a logged-in account
  * (user_): counted and limited as a login is, so a stolen dashboard
  * session cannot guess the password without bound. */
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "account/attempts.h"
 #include "account/users_int.h"
 
@@ -86,14 +86,16 @@ check_result_tx(PGconn *c, void *arg, struct err *e)
 	return cx->unchecked ? att_forget_one(c, by_email, e) : att_clear(c, by_email, e);
 }
 
-void
+int
 user_who(struct pw_who *who, char *acct, size_t an, char *client, size_t cn, const char *account,
-    const char *addr)
+    const char *addr, struct err *e)
 {
-	snprintf(acct, an, "acct:%s", account ? account : "");
-	snprintf(client, cn, "addr:%s", addr ? addr : "");
+	if (fmt_err(e, "account name", acct, an, "acct:%s", account ? account : "") < 0 ||
+	    fmt_err(e, "client address", client, cn, "addr:%s", addr ? addr : "") < 0)
+		return -1;
 	who->tag[0] = account && *account ? acct : NULL;
 	who->tag[1] = addr && *addr ? client : NULL;
+	return 0;
 }
 
 int
@@ -113,7 +115,8 @@ user_check_password(struct db *db, const struct config *cfg, const char *account
 	cx.addr = addr;
 	if (db_tx(db, check_gate_tx, &cx, e) < 0)
 		return -1;
-	user_who(&who, acct, sizeof(acct), client, sizeof(client), account, addr);
+	if (user_who(&who, acct, sizeof(acct), client, sizeof(client), account, addr, e) < 0)
+		return -1;
 	err_clear(&pe);
 	if (cx.hash[0] != '\0' && plen <= PW_PASSWORD_MAX)
 		v = pw_verify_as(&who, cx.hash, password, plen, &pe);
@@ -130,6 +133,5 @@ user_check_password(struct db *db, const struct config *cfg, const char *account
 		err_set_field(e, "current", "The current password is not right.");
 		return -1;
 	}
-	snprintf(email, n, "%s", cx.email);
-	return 0;
+	return fmt_err(e, "e-mail address", email, n, "%s", cx.email);
 }

@@ -3,9 +3,9 @@
  * sign-up network and per e-mail domain; past those the account is kept
  * and the grant withheld. */
 #include <arpa/inet.h>
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "billing/ledger.h"
 #include "account/attempts.h"
@@ -29,48 +29,46 @@ is_shared(const char *domain)
 	return 0;
 }
 
-void
-user_email_canon(const char *email, char *out, size_t n)
+int
+user_email_canon(const char *email, char *out, size_t n, struct err *e)
 {
 	const char *at = strrchr(email, '@');
 	const char *domain = at ? at + 1 : "";
 	int gmail = strcmp(domain, "gmail.com") == 0 || strcmp(domain, "googlemail.com") == 0;
 	size_t o = 0;
 
-	if (at == NULL || n == 0) {
-		snprintf(out, n, "%s", email);
-		return;
-	}
+	if (at == NULL || n == 0)
+		return fmt_err(e, "e-mail address", out, n, "%s", email);
 	for (const char *p = email; p < at && *p != '+' && o + 1 < n; p++)
 		if (!(gmail && *p == '.'))
 			out[o++] = *p;
 	out[o] = '\0';
-	snprintf(out + o, n - o, "@%s", gmail ? "gmail.com" : domain);
+	/* A local part cut short has filled out: the domain then does not fit. */
+	return fmt_err(e, "e-mail address", out + o, n - o, "@%s", gmail ? "gmail.com" : domain);
 }
 
-void
-user_signup_net(const char *addr, char *out, size_t n)
+int
+user_signup_net(const char *addr, char *out, size_t n, struct err *e)
 {
 	char host[USER_ADDR_MAX + 1];
 	struct in_addr a4;
 	struct in6_addr a6;
 	char text[INET6_ADDRSTRLEN];
 
-	snprintf(host, sizeof(host), "%s", addr);
+	if (fmt_err(e, "client address", host, sizeof(host), "%s", addr) < 0)
+		return -1;
 	host[strcspn(host, "/")] = '\0'; /* an IPv6 client comes as its /64 */
 	if (inet_pton(AF_INET, host, &a4) == 1) {
 		unsigned char *b = (unsigned char *)&a4.s_addr;
 
-		snprintf(out, n, "%u.%u.%u.0/24", b[0], b[1], b[2]);
-	} else if (inet_pton(AF_INET6, host, &a6) == 1) {
+		return fmt_err(e, "client network", out, n, "%u.%u.%u.0/24", b[0], b[1], b[2]);
+	}
+	if (inet_pton(AF_INET6, host, &a6) == 1) {
 		memset(a6.s6_addr + 6, 0, 10);
 		if (inet_ntop(AF_INET6, &a6, text, sizeof(text)) != NULL)
-			snprintf(out, n, "%s/48", text);
-		else
-			snprintf(out, n, "%s", host);
-	} else {
-		snprintf(out, n, "%s", host);
+			return fmt_err(e, "client network", out, n, "%s/48", text);
 	}
+	return fmt_err(e, "client network", out, n, "%s", host);
 }
 
 /* The account's address as typed (lower case) and normalised, and its
@@ -92,9 +90,7 @@ grant_subjects(PGconn *c, const char *account, char *email, char *canon, size_t 
 	    -1 :
 	    0;
 	PQclear(r);
-	if (rc == 0)
-		user_email_canon(email, canon, cn);
-	return rc;
+	return rc < 0 ? -1 : user_email_canon(email, canon, cn, e);
 }
 
 /* 1 when the mailbox had its grant: under its normalised address, or
@@ -108,9 +104,11 @@ grant_had(PGconn *c, const char *email, const char *canon, char *key, size_t kn,
 	int had;
 
 	key_hash_hex(email, strlen(email), hash, sizeof(hash));
-	snprintf(old, sizeof(old), "grant:email:%s", hash);
+	if (fmt_err(e, "ledger key", old, sizeof(old), "grant:email:%s", hash) < 0)
+		return -1;
 	key_hash_hex(canon, strlen(canon), hash, sizeof(hash));
-	snprintf(key, kn, "grant:email:%s", hash);
+	if (fmt_err(e, "ledger key", key, kn, "grant:email:%s", hash) < 0)
+		return -1;
 	r = db_conn_query(c, "SELECT 1 FROM ledger WHERE idempotency_key IN ($1, $2)", 2, p, e);
 	if (r == NULL)
 		return -1;

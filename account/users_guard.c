@@ -1,8 +1,8 @@
 /* users_guard.c - answers that do not tell whether an address has an
  * account (user_): the notice a sign-up with a taken address mails. */
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "account/mailq.h"
 #include "account/users_int.h"
 
@@ -25,11 +25,12 @@ user_signup_taken(PGconn *c, const struct config *cfg, const char *email, struct
 		err_set(e, quiet.kind, "%s", quiet.msg);
 		return -1;
 	}
-	snprintf(body, sizeof(body),
-	    "Someone asked to create an aas account with this e-mail address, which has an "
-	    "account already. Nothing was changed.\n\n"
-	    "If it was you, log in at %s/login, or choose a new password at %s/reset.\n"
-	    "If it was not you, ignore this mail.\n",
-	    cfg->public_url, cfg->public_url);
+	if (fmt_err(e, "mail", body, sizeof(body),
+		"Someone asked to create an aas account with this e-mail address, which has an "
+		"account already. Nothing was changed.\n\n"
+		"If it was you, log in at %s/login, or choose a new password at %s/reset.\n"
+		"If it was not you, ignore this mail.\n",
+		cfg->public_url, cfg->public_url) < 0)
+		return -1;
 	return mailq_put(c, account, email, "Your aas account", body, e);
 }

@@ -41,9 +41,9 @@ int user_token_hash(const char *token, char hash[KEY_HASH_HEX_LEN + 1],
 int user_check_password(struct db *db, const struct config *cfg, const char *account,
     const char *password, const char *addr, char *email, size_t n, struct err *e) AAS_MUST_CHECK;
 /* Names the hash turns of `account` (may be NULL) and client `addr`
- * (pw_who), in the caller's buffers. */
-void user_who(struct pw_who *who, char *acct, size_t an, char *client, size_t cn,
-    const char *account, const char *addr);
+ * (pw_who), in the caller's buffers; -1 when a name does not fit them. */
+int user_who(struct pw_who *who, char *acct, size_t an, char *client, size_t cn,
+    const char *account, const char *addr, struct err *e) AAS_MUST_CHECK;
 
 /* Grants the free credit once per mailbox (the account's address now,
  * normalised), inside the caller's transaction with the account locked;
@@ -54,11 +54,12 @@ void user_who(struct pw_who *who, char *acct, size_t an, char *client, size_t cn
 int user_grant_free(PGconn *c, const struct config *cfg, const char *account, int *granted,
     struct err *e) AAS_MUST_CHECK;
 /* The mailbox an address names, for counting grants: lower case, no
- * +tag, and for gmail no dots in the local part (googlemail is gmail). */
-void user_email_canon(const char *email, char *out, size_t n);
+ * +tag, and for gmail no dots in the local part (googlemail is gmail);
+ * -1 when it does not fit `n` bytes. */
+int user_email_canon(const char *email, char *out, size_t n, struct err *e) AAS_MUST_CHECK;
 /* The network a client address counts under for grants: IPv4 /24, IPv6
- * /48 (any other text as it is). */
-void user_signup_net(const char *addr, char *out, size_t n);
+ * /48 (any other text as it is); -1 when it does not fit `n` bytes. */
+int user_signup_net(const char *addr, char *out, size_t n, struct err *e) AAS_MUST_CHECK;
 /* A sign-up with an address that has an account: mails its owner a
  * notice (quietly nothing over the account's mail allowance), in the
  * sign-up's transaction. */

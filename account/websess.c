@@ -1,7 +1,7 @@
 /* websess.c - dashboard sessions in PostgreSQL (wsess_). */
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "account/websess.h"
 
@@ -19,10 +19,10 @@ wsess_create(struct db *db, const struct config *cfg, const char *account,
 		return -1;
 	}
 	key_hash_hex(id, WSESS_ID_LEN, hash, sizeof(hash));
-	if (db_exec(db, "INSERT INTO web_sessions(id_hash, account_id, csrf) VALUES ($1, $2, $3)",
+	if (fmt_err(e, "count", keep, sizeof(keep), "%d", cfg->web_sessions_per_account) < 0 ||
+	    db_exec(db, "INSERT INTO web_sessions(id_hash, account_id, csrf) VALUES ($1, $2, $3)",
 		3, p, NULL, e) < 0)
 		return -1;
-	snprintf(keep, sizeof(keep), "%d", cfg->web_sessions_per_account);
 	return db_exec(db,
 	    "UPDATE web_sessions SET ended_at = now() WHERE ended_at IS NULL AND account_id = $1 "
 	    "AND id_hash NOT IN (SELECT id_hash FROM web_sessions WHERE ended_at IS NULL "
@@ -56,8 +56,9 @@ wsess_resolve(struct db *db, const struct config *cfg, const char *id, struct ws
 		return -1;
 	}
 	key_hash_hex(id, WSESS_ID_LEN, hash, sizeof(hash));
-	snprintf(idle, sizeof(idle), "%d", cfg->web_idle_s);
-	snprintf(abs, sizeof(abs), "%d", cfg->web_absolute_s);
+	if (fmt_err(e, "idle time", idle, sizeof(idle), "%d", cfg->web_idle_s) < 0 ||
+	    fmt_err(e, "session lifetime", abs, sizeof(abs), "%d", cfg->web_absolute_s) < 0)
+		return -1;
 	/* Marks it used only when the mark is a minute old: most requests
 	 * then read and write nothing else. */
 	r = db_query_row(db,

@@ -2,11 +2,11 @@
 #include "sandbox/hosts.h"
 
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
 
+#include "base/fmt.h"
 #include "base/num.h"
 #include "sandbox/catalog.h"
 #include "sandbox/store.h"
@@ -50,7 +50,8 @@ ratio_text(double v, double max, const char *field, char *out, size_t n, const c
 		err_set_field(e, field, "%s: a ratio above 0 and at most %g", field, max);
 		return -1;
 	}
-	snprintf(out, n, "%.6f", v);
+	if (fmt_err(e, field, out, n, "%.6f", v) < 0)
+		return -1;
 	*param = out;
 	return 0;
 }
@@ -408,7 +409,12 @@ hosts_shared_uris(struct db *db, struct err *e)
 		const char *u = PQgetvalue(r, i, 0);
 		if (orch_uri_private(u))
 			continue;
-		len += (size_t)snprintf(out + len, cap - len, "%s%s", len ? "," : "", u);
+		if (fmt_err(e, "host list", out + len, cap - len, "%s%s", len ? "," : "", u) < 0) {
+			free(out);
+			out = NULL;
+			break;
+		}
+		len += strlen(out + len);
 	}
 	PQclear(r);
 	return out;
@@ -424,8 +430,9 @@ hosts_report(struct db *db, const char *uri, const struct orch_host_stats *st, c
 	/* Only an answer brings a host that is down back up. */
 	if (st == NULL) {
 		const char *p[3] = { uri, why, down };
-		snprintf(why, sizeof(why), "%s", error ? error : "unreachable");
-		snprintf(down, sizeof(down), "%d", down_after_s);
+		fmt_cut(why, sizeof(why), "%s", error ? error : "unreachable");
+		if (fmt_err(e, "down time", down, sizeof(down), "%d", down_after_s) < 0)
+			return -1;
 		return db_exec(db,
 		    "UPDATE hosts h SET last_error = $2, state = v.s,"
 		    " state_since = CASE WHEN h.state <> v.s THEN now() ELSE h.state_since END"
@@ -437,12 +444,13 @@ hosts_report(struct db *db, const char *uri, const struct orch_host_stats *st, c
 	}
 	const char *p[7] = { uri, mem, cpus, st->free_memory_mib >= 0 ? fm : NULL,
 		st->cpu_busy >= 0 ? busy : NULL, st->disk_free_mib >= 0 ? disk : NULL, doms };
-	snprintf(mem, sizeof(mem), "%lld", st->memory_mib);
-	snprintf(cpus, sizeof(cpus), "%d", st->vcpus);
-	snprintf(fm, sizeof(fm), "%lld", st->free_memory_mib);
-	snprintf(busy, sizeof(busy), "%.4f", st->cpu_busy);
-	snprintf(disk, sizeof(disk), "%lld", st->disk_free_mib);
-	snprintf(doms, sizeof(doms), "%d", st->domains);
+	if (fmt_err(e, "memory", mem, sizeof(mem), "%lld", st->memory_mib) < 0 ||
+	    fmt_err(e, "vcpus", cpus, sizeof(cpus), "%d", st->vcpus) < 0 ||
+	    fmt_err(e, "free memory", fm, sizeof(fm), "%lld", st->free_memory_mib) < 0 ||
+	    fmt_err(e, "cpu busy", busy, sizeof(busy), "%.4f", st->cpu_busy) < 0 ||
+	    fmt_err(e, "free disk", disk, sizeof(disk), "%lld", st->disk_free_mib) < 0 ||
+	    fmt_err(e, "domains", doms, sizeof(doms), "%d", st->domains) < 0)
+		return -1;
 	return db_exec(db,
 	    "UPDATE hosts SET memory_mib = $2::bigint, vcpus = $3::int,"
 	    " free_memory_mib = $4::bigint, cpu_busy = coalesce($5::float8, cpu_busy),"

@@ -2,7 +2,6 @@
 #include "sandbox/preview.h"
 
 #include <ctype.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -10,6 +9,8 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+
+#include "base/fmt.h"
 
 int
 preview_under_domain(const char *host, const char *domain, char *label, size_t n)
@@ -66,8 +67,7 @@ preview_parse_label(const char *label, int *port, char *id, size_t n)
 int
 preview_url(const char *scheme, const char *domain, const char *id, int port, char *out, size_t n)
 {
-	int r = snprintf(out, n, "%s://%d-%s.%s/", scheme, port, id, domain);
-	return r < 0 || (size_t)r >= n ? -1 : 0;
+	return fmt_buf(out, n, "%s://%d-%s.%s/", scheme, port, id, domain);
 }
 
 int
@@ -76,16 +76,16 @@ preview_sign(const char *token_hash, const char *id, int port, long long exp, ch
 	unsigned char mac[EVP_MAX_MD_SIZE];
 	unsigned int mlen = 0;
 	char msg[128];
-	int ml = snprintf(msg, sizeof(msg), "%s:%d:%lld", id, port, exp);
 
-	if (ml < 0 || (size_t)ml >= sizeof(msg) || n < PREVIEW_SIG_HEX + 1)
+	if (fmt_buf(msg, sizeof(msg), "%s:%d:%lld", id, port, exp) < 0 || n < PREVIEW_SIG_HEX + 1)
 		return -1;
 	if (HMAC(EVP_sha256(), token_hash, (int)strlen(token_hash), (const unsigned char *)msg,
-		(size_t)ml, mac, &mlen) == NULL ||
+		strlen(msg), mac, &mlen) == NULL ||
 	    mlen != 32)
 		return -1;
 	for (unsigned i = 0; i < mlen; i++)
-		snprintf(out + 2 * i, 3, "%02x", mac[i]);
+		if (fmt_buf(out + 2 * i, 3, "%02x", mac[i]) < 0)
+			return -1;
 	return 0;
 }
 
@@ -209,10 +209,9 @@ preview_cookie_value(const char *scheme, const char *exp, const char *sig, long 
     char *out, size_t n)
 {
 	int secure = scheme && strcmp(scheme, "https") == 0;
-	int r = snprintf(out, n, "%s=%s.%s; Path=/; Max-Age=%lld; HttpOnly; SameSite=Lax%s",
-	    preview_cookie_name(scheme), exp, sig, max_age, secure ? "; Secure" : "");
 
-	return r < 0 || (size_t)r >= n ? -1 : 0;
+	return fmt_buf(out, n, "%s=%s.%s; Path=/; Max-Age=%lld; HttpOnly; SameSite=Lax%s",
+	    preview_cookie_name(scheme), exp, sig, max_age, secure ? "; Secure" : "");
 }
 
 /* Whether the attribute at p (len bytes, spaces trimmed in front) is a

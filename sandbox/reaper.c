@@ -3,11 +3,11 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/fmt.h"
 #include "base/log.h"
 #include "sandbox/store.h"
 
@@ -120,8 +120,12 @@ reap_new(struct db *db, const char *hosts, const char *instance, reap_destroy_fn
 		err_set(e, ERR_INVALID, "reaper: host list too long");
 		return NULL;
 	}
+	if (fmt_err(e, "reaper: instance name", r->instance, sizeof(r->instance), "%s", instance) <
+	    0) {
+		free(r);
+		return NULL;
+	}
 	r->db = db;
-	snprintf(r->instance, sizeof(r->instance), "%s", instance);
 	r->destroy = destroy;
 	r->ctx = ctx;
 	pthread_mutex_init(&r->lock, NULL);

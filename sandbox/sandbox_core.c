@@ -6,7 +6,6 @@
  * (sandbox_hosts.c) below it. They decide when; this file says how. */
 #include "sandbox/sandbox_int.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -14,6 +13,7 @@
 #include "vmm/guest.h"
 #include "billing/billing.h"
 #include "sandbox/catalog.h"
+#include "base/fmt.h"
 #include "base/log.h"
 #include "base/metrics.h"
 #include "base/clock.h"
@@ -389,10 +389,12 @@ tearing_add(struct sbx *s, const char *id)
 	int ok = 0;
 
 	pthread_mutex_lock(&s->teardown_lock);
-	for (size_t i = 0; i < SBX_TEARDOWN_MAX && !ok; i++)
+	for (size_t i = 0; i < SBX_TEARDOWN_MAX; i++)
 		if (s->tearing[i][0] == '\0') {
-			snprintf(s->tearing[i], sizeof(s->tearing[i]), "%s", id);
-			ok = 1;
+			ok = fmt_buf(s->tearing[i], sizeof(s->tearing[i]), "%s", id) == 0;
+			if (!ok) /* an id that does not fit takes no slot */
+				s->tearing[i][0] = '\0';
+			break;
 		}
 	pthread_mutex_unlock(&s->teardown_lock);
 	return ok;
@@ -456,7 +458,9 @@ sbx_destroy_detached(struct sbx *s, const char *id, const char *host, enum store
 	struct teardown *t = calloc(1, sizeof(*t));
 	int rc;
 
-	if (t == NULL || s->teardown == NULL || !tearing_add(s, id)) {
+	/* An id or host that does not fit is torn down before the answer. */
+	if (t == NULL || s->teardown == NULL || fmt_buf(t->id, sizeof(t->id), "%s", id) < 0 ||
+	    fmt_buf(t->host, sizeof(t->host), "%s", host) < 0 || !tearing_add(s, id)) {
 		free(t);
 		return finish_destroy(s, id, host, end, NULL, e);
 	}
@@ -471,8 +475,6 @@ sbx_destroy_detached(struct sbx *s, const char *id, const char *host, enum store
 	rc = settle_destroyed(s, id, end, NULL, "; its VM goes in the background", e);
 	/* The VM goes either way; a row left destroying is reconcile's. */
 	t->s = s;
-	snprintf(t->id, sizeof(t->id), "%s", id);
-	snprintf(t->host, sizeof(t->host), "%s", host);
 	t->answered_ms = clock_ms();
 	if (work_submit(s->teardown, teardown_main, t) < 0)
 		teardown_main(t);

@@ -2,12 +2,12 @@
  * aasd opens, their polls, and placement inside a create. */
 #include "sandbox/sandbox_int.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "base/log.h"
 #include "sandbox/catalog.h"
 #include "sandbox/hosts.h"
@@ -80,11 +80,10 @@ sbx_hosts_csv(struct sbx *s, char *out, size_t n)
 
 	out[0] = '\0';
 	for (size_t i = 0; i < orch_host_count(s->orch); i++) {
-		int w = snprintf(out + len, n - len, "%s%s", len ? "," : "",
-		    orch_host_uri_at(s->orch, i));
-		if (w < 0 || (size_t)w >= n - len)
+		if (fmt_buf(out + len, n - len, "%s%s", len ? "," : "",
+			orch_host_uri_at(s->orch, i)) < 0)
 			return -1;
-		len += (size_t)w;
+		len += strlen(out + len);
 	}
 	return 0;
 }

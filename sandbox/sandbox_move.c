@@ -5,11 +5,11 @@
  * reconcile's end of a move whose aasd stopped. */
 #include "sandbox/sandbox_int.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "base/log.h"
 #include "sandbox/hosts.h"
 #include "sandbox/place.h"
@@ -54,14 +54,12 @@ other_hosts(struct sbx *s, const char *except, char *lit, size_t n)
 	csv[0] = '\0';
 	for (size_t i = 0; i < orch_host_count(s->orch); i++) {
 		const char *u = orch_host_uri_at(s->orch, i);
-		int w;
 
 		if (strcmp(u, except) == 0)
 			continue;
-		w = snprintf(csv + len, sizeof(csv) - len, "%s%s", len ? "," : "", u);
-		if (w < 0 || (size_t)w >= sizeof(csv) - len)
+		if (fmt_buf(csv + len, sizeof(csv) - len, "%s%s", len ? "," : "", u) < 0)
 			return -1;
-		len += (size_t)w;
+		len += strlen(csv + len);
 	}
 	return db_array_literal(csv, lit, n);
 }

@@ -2,10 +2,10 @@
  * network device each VM gets. Exposed ports are in sandbox_ports.c. */
 #include "sandbox/sandbox_int.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "base/log.h"
 
 /* A boot trusts a check at most this old, either way: a rule flushed
@@ -25,7 +25,7 @@ net_set(struct sbx *s, int ok, const char *why)
 	}
 	s->net_ok = ok;
 	s->net_checked_ms = clock_ms();
-	snprintf(s->net_why, sizeof(s->net_why), "%s", why);
+	fmt_cut(s->net_why, sizeof(s->net_why), "%s", why);
 	pthread_mutex_unlock(&s->cap_lock);
 }
 
@@ -78,7 +78,7 @@ sbx_net_available(struct sbx *s, char *why, size_t n)
 	pthread_mutex_lock(&s->cap_lock);
 	ok = s->net_ok;
 	if (why)
-		snprintf(why, n, "%s", s->net_why);
+		fmt_cut(why, n, "%s", s->net_why);
 	pthread_mutex_unlock(&s->cap_lock);
 	return ok;
 }

@@ -8,10 +8,10 @@
  * compute until expiry, both in one transaction before the VM starts). */
 #include "sandbox/sandbox_int.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "base/log.h"
 #include "billing/billing.h"
 #include "billing/ledger.h"
@@ -113,8 +113,8 @@ resuming_tx(PGconn *c, void *arg, struct err *e)
 		return -1;
 	}
 	t->minutes = (int)bill_minutes_used(paid.expires_in_ms, minute_s);
-	snprintf(tag, sizeof(tag), "r%d", paid.resumes + 1);
-	if (bill_charge_storage(c, account, t->id, tag,
+	if (fmt_err(e, "ledger tag", tag, sizeof(tag), "r%d", paid.resumes + 1) < 0 ||
+	    bill_charge_storage(c, account, t->id, tag,
 		bill_minutes_used(paid.storage_ms, minute_s), paid.storage_price, &storage,
 		e) < 0 ||
 	    bill_charge_resume(c, account, t->id, paid.resumes + 1, t->minutes, paid.price,

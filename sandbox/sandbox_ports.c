@@ -3,11 +3,11 @@
  * requests to them. */
 #include "sandbox/sandbox_int.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "base/log.h"
 #include "base/num.h"
@@ -87,6 +87,32 @@ sbx_forward_again(struct sbx *s, const char *id, const char *host, int *ports, i
 	}
 	free(list);
 	return done;
+}
+
+/* A private port's answer gets its token and a signed URL that opens the
+ * preview without it until the URL expires. */
+static int
+signed_url_add(struct sbx *s, const struct sbx_expose_req *req, const char *url, const char *token,
+    const char *hash, json_t *out, struct err *e)
+{
+	long long exp = (long long)time(NULL) + s->cfg->preview_signed_ttl_s;
+	char sig[PREVIEW_SIG_HEX + 1], signed_url[768], when[32];
+	time_t t = (time_t)exp;
+	struct tm tm;
+
+	if (preview_sign(hash, req->sandbox_id, req->port, exp, sig, sizeof(sig)) < 0) {
+		err_set(e, ERR_INTERNAL, "signing failed");
+		return -1;
+	}
+	if (fmt_err(e, "signed URL", signed_url, sizeof(signed_url), "%s?%s=%lld&%s=%s", url,
+		PREVIEW_Q_EXP, exp, PREVIEW_Q_SIG, sig) < 0)
+		return -1;
+	gmtime_r(&t, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	json_object_set_new(out, "token", json_string(token));
+	json_object_set_new(out, "signed_url", json_string(signed_url));
+	json_object_set_new(out, "signed_url_expires_at", json_string(when));
+	return 0;
 }
 
 json_t *
@@ -169,24 +195,9 @@ sbx_expose_port(struct sbx *s, const char *account, const struct sbx_expose_req 
 	    public ? "public" : "private", address[0] ? address : ORCH_FORWARD_LOOPBACK, host_port);
 	out = json_pack("{s:s, s:i, s:s, s:b}", "sandbox_id", id, "port", port, "url", url,
 	    "public", public);
-	if (out && !public) {
-		long long exp = (long long)time(NULL) + s->cfg->preview_signed_ttl_s;
-		char sig[PREVIEW_SIG_HEX + 1], signed_url[768], when[32];
-		time_t t = (time_t)exp;
-		struct tm tm;
-
-		if (preview_sign(hash, id, port, exp, sig, sizeof(sig)) < 0) {
-			json_decref(out);
-			err_set(e, ERR_INTERNAL, "signing failed");
-			return NULL;
-		}
-		snprintf(signed_url, sizeof(signed_url), "%s?%s=%lld&%s=%s", url, PREVIEW_Q_EXP,
-		    exp, PREVIEW_Q_SIG, sig);
-		gmtime_r(&t, &tm);
-		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
-		json_object_set_new(out, "token", json_string(token));
-		json_object_set_new(out, "signed_url", json_string(signed_url));
-		json_object_set_new(out, "signed_url_expires_at", json_string(when));
+	if (out && !public && signed_url_add(s, req, url, token, hash, out, e) < 0) {
+		json_decref(out);
+		return NULL;
 	}
 	return out;
 }
@@ -201,7 +212,7 @@ static void
 route_fail(struct preview_route *out, int status, const char *msg)
 {
 	out->status = status;
-	snprintf(out->message, sizeof(out->message), "%s", msg);
+	fmt_cut(out->message, sizeof(out->message), "%s", msg);
 }
 
 /* Forwards listen on the loopback of the VM's host, which is this
@@ -283,8 +294,6 @@ sbx_preview_route(struct sbx *s, const struct preview_ask *ask, struct preview_r
 	}
 	out->upstream_port = pv.host_port;
 	out->guest_port = port;
-	snprintf(out->sandbox_id, sizeof(out->sandbox_id), "%s", id);
-	snprintf(out->account_id, sizeof(out->account_id), "%s", pv.account);
 	/* Forwards listen on the host's private address; a host on this
 	 * machine without one has them on the loopback. */
 	if (pv.address[0] == '\0' && !orch_uri_this_machine(pv.host)) {
@@ -293,8 +302,14 @@ sbx_preview_route(struct sbx *s, const struct preview_ask *ask, struct preview_r
 		    " (aasctl host add --preview-address), so its previews cannot be reached.");
 		return;
 	}
-	snprintf(out->upstream_address, sizeof(out->upstream_address), "%s",
-	    pv.address[0] ? pv.address : ORCH_FORWARD_LOOPBACK);
+	if (fmt_buf(out->sandbox_id, sizeof(out->sandbox_id), "%s", id) < 0 ||
+	    fmt_buf(out->account_id, sizeof(out->account_id), "%s", pv.account) < 0 ||
+	    fmt_buf(out->upstream_address, sizeof(out->upstream_address), "%s",
+		pv.address[0] ? pv.address : ORCH_FORWARD_LOOPBACK) < 0) {
+		route_fail(out, 502,
+		    "This preview's sandbox or host has a name too long to route.");
+		return;
+	}
 	if (!pv.public &&
 	    (st = preview_allowed(s->cfg->preview_scheme, pv.token_hash, id, port, ask, out)) !=
 		0) {
@@ -321,34 +336,34 @@ sbx_preview_explain(struct sbx *s, const struct preview_route *r, char *msg, siz
 	h = sbx_running(s, r->account_id, r->sandbox_id, &row, domain, sizeof(domain), &e);
 	if (h == NULL && e.kind == ERR_CONFLICT && strcmp(row.state, "destroyed") != 0 &&
 	    strcmp(row.state, "destroying") != 0 && strcmp(row.state, "failed") != 0) {
-		snprintf(msg, n, "%s", PREVIEW_PAUSED_MSG);
+		fmt_cut(msg, n, "%s", PREVIEW_PAUSED_MSG);
 		return;
 	}
 	if (h != NULL)
 		st = guest_listen_probe(h, domain, port, &e);
 	switch (st) {
 	case GUEST_LISTEN_NONE:
-		snprintf(msg, n,
+		fmt_cut(msg, n,
 		    "Nothing is listening on port %d inside the sandbox. Start a server that"
 		    " listens on 0.0.0.0:%d (for example: python3 -m http.server %d &), then"
 		    " reload.",
 		    port, port, port);
 		break;
 	case GUEST_LISTEN_LOOPBACK:
-		snprintf(msg, n,
+		fmt_cut(msg, n,
 		    "A server listens on port %d inside the sandbox, but only on 127.0.0.1 (or"
 		    " ::1), which a preview cannot reach. Make it listen on 0.0.0.0, then reload.",
 		    port);
 		break;
 	case GUEST_LISTEN_ANY:
-		snprintf(msg, n,
+		fmt_cut(msg, n,
 		    "The server on port %d inside the sandbox closed the connection without"
 		    " answering: it may have crashed or refused the request. Look at its output"
 		    " with get_command, then reload.",
 		    port);
 		break;
 	default:
-		snprintf(msg, n,
+		fmt_cut(msg, n,
 		    "Nothing is answering on port %d inside the sandbox, and the sandbox could"
 		    " not be asked why. Start a server listening on 0.0.0.0:%d, then reload.",
 		    port, port);

@@ -10,10 +10,10 @@
  * back when it is deleted early (docs/billing.md#snapshots). */
 #include "sandbox/sandbox_int.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "base/log.h"
 #include "billing/billing.h"
@@ -303,8 +303,8 @@ end_snapshot(struct sbx *s, const char *account, const char *snap, const char *r
 	t->s = s;
 	t->account = account;
 	t->reason = reason;
-	snprintf(t->snap, sizeof(t->snap), "%s", snap);
-	if (db_tx(s->db, end_tx, t, e) < 0)
+	if (fmt_err(e, "snapshot id", t->snap, sizeof(t->snap), "%s", snap) < 0 ||
+	    db_tx(s->db, end_tx, t, e) < 0)
 		return -1;
 	/* The row says deleted first: a fork never starts from a file
 	 * going away. */
@@ -395,7 +395,10 @@ sbx_reconcile_snapshot(struct sbx *s, const char *host, const char *id)
 		return;
 	}
 	t.account = sn.account;
-	snprintf(t.snap, sizeof(t.snap), "%s", sn.id);
+	if (fmt_err(&e, "snapshot id", t.snap, sizeof(t.snap), "%s", sn.id) < 0) {
+		log_warn("reconcile: sandbox %s: %s", id, e.msg);
+		return;
+	}
 	if (orch_snapshot_recover(s->orch, host, id, sn.id, &kept, &restarted, &e) < 0) {
 		if (e.kind == ERR_NOT_FOUND) {
 			fail_snapshot(s, &t, 1);

@@ -2,10 +2,10 @@
  * state changes. */
 #include "sandbox/store_int.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "sandbox/catalog.h"
 
 #define SANDBOX_COLUMNS                                                                                                                          \
@@ -189,7 +189,8 @@ store_list_json(struct db *db, const char *account, const char *state, const cha
 	json_t *arr, *out;
 	int n;
 
-	snprintf(limbuf, sizeof(limbuf), "%d", limit + 1);
+	if (fmt_err(e, "limit", limbuf, sizeof(limbuf), "%d", limit + 1) < 0)
+		return NULL;
 	p[0] = account;
 	p[1] = state ? state : "";
 	p[2] = cursor ? cursor : "";
@@ -236,7 +237,8 @@ store_ended_before(struct db *db, const char *id, int seconds, int *ended, struc
 	const char *p[2] = { id, secs };
 	PGresult *r;
 
-	snprintf(secs, sizeof(secs), "%d", seconds);
+	if (fmt_err(e, "seconds", secs, sizeof(secs), "%d", seconds) < 0)
+		return -1;
 	r = db_query(db,
 	    "SELECT state NOT IN " STORE_LIVE_STATES
 	    " AND coalesce(destroyed_at, settled_at, created_at)"
@@ -307,8 +309,9 @@ store_claim_warm(PGconn *c, const struct store_new *n, char *id, char *host, str
 	const char *p[7] = { n->account, n->size, tmo, n->name, n->metadata, minute, n->net };
 	PGresult *r;
 
-	snprintf(tmo, sizeof(tmo), "%d", n->timeout_min);
-	snprintf(minute, sizeof(minute), "%d", n->minute_s);
+	if (fmt_err(e, "timeout", tmo, sizeof(tmo), "%d", n->timeout_min) < 0 ||
+	    fmt_err(e, "minute", minute, sizeof(minute), "%d", n->minute_s) < 0)
+		return -1;
 	/* A warm VM no account has touched, claimed in one statement. */
 	r = db_conn_query(c,
 	    "UPDATE sandboxes SET account_id = $1, in_pool = false, boot = 'pool',"
@@ -335,12 +338,14 @@ struct insert_buf {
 	char tmo[16], mem[16], cpus[16];
 };
 
-static void
-insert_params(const char *id, const struct store_new *n, struct insert_buf *b, const char **p)
+static int
+insert_params(const char *id, const struct store_new *n, struct insert_buf *b, const char **p,
+    struct err *e)
 {
-	snprintf(b->tmo, sizeof(b->tmo), "%d", n->timeout_min);
-	snprintf(b->mem, sizeof(b->mem), "%d", n->reserved_memory_mib);
-	snprintf(b->cpus, sizeof(b->cpus), "%d", n->reserved_vcpus);
+	if (fmt_err(e, "timeout", b->tmo, sizeof(b->tmo), "%d", n->timeout_min) < 0 ||
+	    fmt_err(e, "memory", b->mem, sizeof(b->mem), "%d", n->reserved_memory_mib) < 0 ||
+	    fmt_err(e, "vcpus", b->cpus, sizeof(b->cpus), "%d", n->reserved_vcpus) < 0)
+		return -1;
 	p[0] = id;
 	p[1] = n->account;
 	p[2] = n->name;
@@ -354,6 +359,7 @@ insert_params(const char *id, const struct store_new *n, struct insert_buf *b, c
 	p[10] = b->mem;
 	p[11] = b->cpus;
 	p[12] = n->from_snapshot;
+	return 0;
 }
 
 int
@@ -362,7 +368,8 @@ store_insert_creating(PGconn *c, const char *id, const struct store_new *n, stru
 	struct insert_buf b;
 	const char *p[STORE_INSERT_PARAMS];
 
-	insert_params(id, n, &b, p);
+	if (insert_params(id, n, &b, p, e) < 0)
+		return -1;
 	return db_conn_exec(c, insert_sql, STORE_INSERT_PARAMS, p, NULL, e);
 }
 
@@ -372,7 +379,8 @@ store_insert_pool(PGconn *c, const char *id, const struct store_new *n, struct e
 	struct insert_buf b;
 	const char *p[STORE_INSERT_PARAMS];
 
-	insert_params(id, n, &b, p);
+	if (insert_params(id, n, &b, p, e) < 0)
+		return -1;
 	p[1] = NULL; /* no account: in_pool */
 	p[2] = NULL;
 	p[3] = "{}";
@@ -415,7 +423,8 @@ store_mark_running(struct db *db, const char *id, const char *accel, const char 
 	const char *p[4] = { id, accel, minute, boot };
 	long n = 0;
 
-	snprintf(minute, sizeof(minute), "%d", minute_s);
+	if (fmt_err(e, "minute", minute, sizeof(minute), "%d", minute_s) < 0)
+		return -1;
 	/* Expiry counts from readiness; warm VMs get theirs when claimed. */
 	if (db_exec(db,
 		"UPDATE sandboxes SET state = 'running', ready_at = now(),"

@@ -1,9 +1,10 @@
 /* store_cmd.c - the statements on sandbox_commands. */
 #include "sandbox/store_int.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 #define COMMAND_COLUMNS                                                                   \
 	"id, command, background, state, exit_code, stdout_path, stderr_path, " STORE_TS( \
@@ -72,7 +73,8 @@ store_cmd_set_pid(struct db *db, const char *cmd_id, long pid, struct err *e)
 	char pids[24];
 	const char *p[2] = { cmd_id, pids };
 
-	snprintf(pids, sizeof(pids), "%ld", pid);
+	if (fmt_err(e, "pid", pids, sizeof(pids), "%ld", pid) < 0)
+		return -1;
 	return db_exec(db, "UPDATE sandbox_commands SET guest_pid = $2::bigint WHERE id = $1", 2, p,
 	    NULL, e);
 }
@@ -84,7 +86,8 @@ store_cmd_end(struct db *db, const char *cmd_id, const char *state, int code, in
 	char codes[16];
 	const char *p[3] = { cmd_id, state, codes };
 
-	snprintf(codes, sizeof(codes), "%d", code);
+	if (fmt_err(e, "exit code", codes, sizeof(codes), "%d", code) < 0)
+		return -1;
 	if (only_running)
 		return db_exec(db,
 		    "UPDATE sandbox_commands SET state = " CMD_END_STATE ", ended_at = now(),"
@@ -148,7 +151,8 @@ store_cmd_recent_json(struct db *db, const char *sandbox_id, struct err *e)
 	PGresult *r;
 	json_t *arr;
 
-	snprintf(lim, sizeof(lim), "%d", STORE_RECENT_COMMANDS);
+	if (fmt_err(e, "limit", lim, sizeof(lim), "%d", STORE_RECENT_COMMANDS) < 0)
+		return NULL;
 	r = db_query(db,
 	    "SELECT " COMMAND_COLUMNS " FROM sandbox_commands"
 	    " WHERE sandbox_id = $1 ORDER BY started_at DESC LIMIT $2::int",
@@ -198,7 +202,8 @@ store_cmd_trim(struct db *db, const char *sandbox_id, int keep, struct err *e)
 	char keeps[16];
 	const char *p[2] = { sandbox_id, keeps };
 
-	snprintf(keeps, sizeof(keeps), "%d", keep);
+	if (fmt_err(e, "count", keeps, sizeof(keeps), "%d", keep) < 0)
+		return -1;
 	return db_exec(db,
 	    "DELETE FROM sandbox_commands WHERE sandbox_id = $1 AND id IN (SELECT id FROM"
 	    " sandbox_commands WHERE sandbox_id = $1 ORDER BY started_at DESC OFFSET $2::int)",
@@ -257,7 +262,8 @@ store_cmd_set_kill(struct db *db, const char *cmd_id, int sig, struct err *e)
 	char sigs[16];
 	const char *p[2] = { cmd_id, sigs };
 
-	snprintf(sigs, sizeof(sigs), "%d", sig);
+	if (fmt_err(e, "signal", sigs, sizeof(sigs), "%d", sig) < 0)
+		return -1;
 	return db_exec(db,
 	    "UPDATE sandbox_commands SET kill_signal = $2::int WHERE id = $1 AND state = 'running'",
 	    2, p, NULL, e);

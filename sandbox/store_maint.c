@@ -2,9 +2,10 @@
  * heartbeats. */
 #include "sandbox/store_int.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 static int
 due_row(const PGresult *r, int i, void *elem, struct err *e)
@@ -29,7 +30,8 @@ store_claim_due(struct db *db, const char *hosts, const char *owner, int max,
 	char maxs[16];
 	const char *p[3] = { hosts, owner, maxs };
 
-	snprintf(maxs, sizeof(maxs), "%d", max);
+	if (fmt_err(e, "count", maxs, sizeof(maxs), "%d", max) < 0)
+		return -1;
 	return store_rows(db,
 	    "UPDATE sandboxes SET state = 'destroying',"
 	    " destroying_at = now(), owner = $2, end_reason = CASE WHEN EXISTS"
@@ -130,7 +132,8 @@ store_host_rows(struct db *db, const char *host, const char *self, int dead_s,
 	char dead[16];
 	const char *p[3] = { host, dead, self };
 
-	snprintf(dead, sizeof(dead), "%d", dead_s);
+	if (fmt_err(e, "seconds", dead, sizeof(dead), "%d", dead_s) < 0)
+		return -1;
 	return store_rows(db,
 	    "SELECT s.id, s.state,"
 	    " (s.owner IS NULL OR i.heartbeat_at IS NULL"

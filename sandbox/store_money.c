@@ -2,9 +2,10 @@
  * transaction, and the usage report's rows. */
 #include "sandbox/store_int.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 int
 store_account_of(PGconn *c, const char *id, char *account, size_t n, struct err *e)
@@ -77,9 +78,10 @@ store_set_paid(PGconn *c, const char *id, long long price, int minutes, long lon
 	char pr[24], mins[16], costs[24];
 	const char *p[4] = { id, pr, mins, costs };
 
-	snprintf(pr, sizeof(pr), "%lld", price);
-	snprintf(mins, sizeof(mins), "%d", minutes);
-	snprintf(costs, sizeof(costs), "%lld", cost);
+	if (fmt_err(e, "price", pr, sizeof(pr), "%lld", price) < 0 ||
+	    fmt_err(e, "minutes", mins, sizeof(mins), "%d", minutes) < 0 ||
+	    fmt_err(e, "amount", costs, sizeof(costs), "%lld", cost) < 0)
+		return -1;
 	return db_conn_exec(c,
 	    "UPDATE sandboxes SET price_per_minute = $2::bigint,"
 	    " paid_minutes = $3::int, charged = $4::bigint WHERE id = $1",
@@ -94,9 +96,10 @@ store_add_paid(PGconn *c, const char *id, int minutes, long long cost, int minut
 	const char *p[4] = { id, mins, costs, sec };
 	PGresult *r;
 
-	snprintf(mins, sizeof(mins), "%d", minutes);
-	snprintf(costs, sizeof(costs), "%lld", cost);
-	snprintf(sec, sizeof(sec), "%d", minute_s);
+	if (fmt_err(e, "minutes", mins, sizeof(mins), "%d", minutes) < 0 ||
+	    fmt_err(e, "amount", costs, sizeof(costs), "%lld", cost) < 0 ||
+	    fmt_err(e, "minute", sec, sizeof(sec), "%d", minute_s) < 0)
+		return -1;
 	r = db_conn_query(c,
 	    "UPDATE sandboxes SET paid_minutes = paid_minutes + $2::int,"
 	    " charged = charged + $3::bigint,"
@@ -113,9 +116,10 @@ store_mark_settled(PGconn *c, const char *id, int used, long long refund, long l
 	char used_s[16], refund_s[24], storage_s[24];
 	const char *p[4] = { id, used_s, refund_s, storage_s };
 
-	snprintf(used_s, sizeof(used_s), "%d", used);
-	snprintf(refund_s, sizeof(refund_s), "%lld", refund);
-	snprintf(storage_s, sizeof(storage_s), "%lld", storage);
+	if (fmt_err(e, "minutes", used_s, sizeof(used_s), "%d", used) < 0 ||
+	    fmt_err(e, "amount", refund_s, sizeof(refund_s), "%lld", refund) < 0 ||
+	    fmt_err(e, "amount", storage_s, sizeof(storage_s), "%lld", storage) < 0)
+		return -1;
 	return db_conn_exec(c,
 	    "UPDATE sandboxes SET minutes_used = $2::int,"
 	    " refunded = refunded + $3::bigint, charged = charged + $4::bigint,"
@@ -165,7 +169,8 @@ store_usage_json(struct db *db, const char *account, int limit, struct err *e)
 	json_t *arr;
 	int ok = 0;
 
-	snprintf(lims, sizeof(lims), "%d", limit);
+	if (fmt_err(e, "limit", lims, sizeof(lims), "%d", limit) < 0)
+		return NULL;
 	r = db_query(db,
 	    "SELECT id, size, state, paid_minutes, minutes_used, charged, refunded, " STORE_TS(
 		"created_at") " FROM sandboxes WHERE account_id = $1"

@@ -3,10 +3,10 @@
  * host), and the outcome. */
 #include "sandbox/store_int.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/utf8.h"
 
 int
@@ -87,8 +87,8 @@ move_done_tx(PGconn *c, void *arg, struct err *e)
 	const char *p[3] = { d->id, d->to, d->pause_ms >= 0 ? pause : NULL };
 	long n = 0;
 
-	snprintf(pause, sizeof(pause), "%lld", d->pause_ms);
-	if (db_conn_exec(c,
+	if (fmt_err(e, "pause", pause, sizeof(pause), "%lld", d->pause_ms) < 0 ||
+	    db_conn_exec(c,
 		"UPDATE sandboxes SET moved_from = CASE WHEN host_uri <> $2 THEN host_uri"
 		" ELSE moved_from END, host_uri = $2, moving_to = NULL, move_owner = NULL,"
 		" move_error = NULL, moved_at = now(), move_pause_ms = $3::int"

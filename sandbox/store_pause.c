@@ -3,8 +3,9 @@
  * move inside the caller's transaction, after the account row. */
 #include "sandbox/store_int.h"
 
-#include <stdio.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 void
 store_wrong_state(struct db *db, const char *id, const char *account, const char *want,
@@ -71,10 +72,10 @@ store_conn_mark_paused(PGconn *c, const char *id, int paid_minutes, long long re
 	const char *p[4] = { id, mins, ref, sp };
 	long n = 0;
 
-	snprintf(mins, sizeof(mins), "%d", paid_minutes);
-	snprintf(ref, sizeof(ref), "%lld", refund);
-	snprintf(sp, sizeof(sp), "%lld", storage_price);
-	if (db_conn_exec(c,
+	if (fmt_err(e, "minutes", mins, sizeof(mins), "%d", paid_minutes) < 0 ||
+	    fmt_err(e, "amount", ref, sizeof(ref), "%lld", refund) < 0 ||
+	    fmt_err(e, "price", sp, sizeof(sp), "%lld", storage_price) < 0 ||
+	    db_conn_exec(c,
 		"UPDATE sandboxes SET state = 'paused', owner = NULL, pauses = pauses + 1,"
 		" paid_minutes = $2::int, refunded = refunded + $3::bigint,"
 		" storage_price = $4::bigint, storage_from = paused_at"
@@ -95,9 +96,10 @@ store_conn_mark_resuming(PGconn *c, const char *id, const char *owner, int minut
 	char mins[16], comp[24], stor[24];
 	const char *p[5] = { id, owner, mins, comp, stor };
 
-	snprintf(mins, sizeof(mins), "%d", minutes);
-	snprintf(comp, sizeof(comp), "%lld", compute);
-	snprintf(stor, sizeof(stor), "%lld", storage);
+	if (fmt_err(e, "minutes", mins, sizeof(mins), "%d", minutes) < 0 ||
+	    fmt_err(e, "amount", comp, sizeof(comp), "%lld", compute) < 0 ||
+	    fmt_err(e, "amount", stor, sizeof(stor), "%lld", storage) < 0)
+		return -1;
 	return db_conn_exec(c,
 	    "UPDATE sandboxes SET state = 'resuming', owner = $2, resumes = resumes + 1,"
 	    " paid_minutes = paid_minutes + $3::int,"

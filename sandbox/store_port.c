@@ -1,9 +1,10 @@
 /* store_port.c - the statements on sandbox_ports, and the preview lookup. */
 #include "sandbox/store_int.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 static int
 port_row(const PGresult *r, int i, void *elem, struct err *e)
@@ -35,7 +36,8 @@ store_port_exists(struct db *db, const char *sandbox_id, int port, int *exists, 
 	const char *p[2] = { sandbox_id, port_text };
 	PGresult *r;
 
-	snprintf(port_text, sizeof(port_text), "%d", port);
+	if (fmt_err(e, "port", port_text, sizeof(port_text), "%d", port) < 0)
+		return -1;
 	r = db_query(db, "SELECT 1 FROM sandbox_ports WHERE sandbox_id = $1 AND port = $2::int", 2,
 	    p, e);
 	if (r == NULL)
@@ -96,8 +98,9 @@ store_port_insert(struct db *db, const char *sandbox_id, int port, int public, i
 		token_hash ? token_hash : "" };
 	struct port_tx t = { p, cap, inserted };
 
-	snprintf(port_text, sizeof(port_text), "%d", port);
-	snprintf(hp_text, sizeof(hp_text), "%d", host_port);
+	if (fmt_err(e, "port", port_text, sizeof(port_text), "%d", port) < 0 ||
+	    fmt_err(e, "port", hp_text, sizeof(hp_text), "%d", host_port) < 0)
+		return -1;
 	return db_tx(db, port_insert_tx, &t, e);
 }
 
@@ -119,7 +122,8 @@ store_preview_lookup(struct db *db, const char *sandbox_id, int port, struct sto
 	int rc = -1;
 
 	*found = 0;
-	snprintf(port_text, sizeof(port_text), "%d", port);
+	if (fmt_err(e, "port", port_text, sizeof(port_text), "%d", port) < 0)
+		return -1;
 	r = db_query(db,
 	    "SELECT p.host_port, p.public, coalesce(p.token_hash, ''),"
 	    " b.host_uri, a.id, coalesce(h.preview_address, ''), b.state"
@@ -165,9 +169,9 @@ store_conn_ports_rebind(PGconn *c, const char *id, const int *ports, const int *
 		char port[16], hp[16];
 		const char *p[3] = { id, port, hp };
 
-		snprintf(port, sizeof(port), "%d", ports[i]);
-		snprintf(hp, sizeof(hp), "%d", host_ports[i]);
-		if (db_conn_exec(c,
+		if (fmt_err(e, "port", port, sizeof(port), "%d", ports[i]) < 0 ||
+		    fmt_err(e, "port", hp, sizeof(hp), "%d", host_ports[i]) < 0 ||
+		    db_conn_exec(c,
 			"UPDATE sandbox_ports SET host_port = $3::int"
 			" WHERE sandbox_id = $1 AND port = $2::int",
 			3, p, NULL, e) < 0)

@@ -4,8 +4,9 @@
  * locked the account row first. */
 #include "sandbox/store_int.h"
 
-#include <stdio.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 #define SNAP_COLUMNS                                                                                \
 	"id, coalesce(name, ''), sandbox_id, state, size, network, bytes, keep_minutes, " STORE_TS( \
@@ -59,9 +60,10 @@ store_conn_snap_insert(PGconn *c, const struct store_snap_new *n, struct err *e)
 	const char *p[11] = { n->id, n->account, n->name, n->sandbox_id, n->host, n->size, n->net,
 		n->image, keep, price, charged };
 
-	snprintf(keep, sizeof(keep), "%d", n->keep_minutes);
-	snprintf(price, sizeof(price), "%lld", n->storage_price);
-	snprintf(charged, sizeof(charged), "%lld", n->charged);
+	if (fmt_err(e, "minutes", keep, sizeof(keep), "%d", n->keep_minutes) < 0 ||
+	    fmt_err(e, "price", price, sizeof(price), "%lld", n->storage_price) < 0 ||
+	    fmt_err(e, "amount", charged, sizeof(charged), "%lld", n->charged) < 0)
+		return -1;
 	return db_conn_exec(c,
 	    "INSERT INTO snapshots(id, account_id, name, sandbox_id, host_uri, size, network,"
 	    " image, state, keep_minutes, storage_price, charged, expires_at)"
@@ -138,7 +140,8 @@ store_conn_snap_end(PGconn *c, const char *snap, const char *reason, long long r
 	char ref[24];
 	const char *p[3] = { snap, reason, ref };
 
-	snprintf(ref, sizeof(ref), "%lld", refunded);
+	if (fmt_err(e, "amount", ref, sizeof(ref), "%lld", refunded) < 0)
+		return -1;
 	return db_conn_exec(c,
 	    "UPDATE snapshots SET state = 'deleted', deleted_at = now(), end_reason = $2,"
 	    " refunded = refunded + $3::bigint WHERE id = $1 AND state <> 'deleted'",
@@ -169,8 +172,8 @@ store_conn_snap_ready(PGconn *c, const char *snap, long long bytes, struct err *
 	const char *p[2] = { snap, b };
 	long n = 0;
 
-	snprintf(b, sizeof(b), "%lld", bytes);
-	if (db_conn_exec(c,
+	if (fmt_err(e, "bytes", b, sizeof(b), "%lld", bytes) < 0 ||
+	    db_conn_exec(c,
 		"UPDATE snapshots SET state = 'ready', ready_at = now(), bytes = $2::bigint"
 		" WHERE id = $1 AND state = 'saving'",
 		2, p, &n, e) < 0)
@@ -253,7 +256,8 @@ store_snap_due(struct db *db, struct store_snap_due *due, size_t max, size_t *n,
 	int rc = 0;
 
 	*n = 0;
-	snprintf(lim, sizeof(lim), "%zu", max);
+	if (fmt_err(e, "limit", lim, sizeof(lim), "%zu", max) < 0)
+		return -1;
 	r = db_query(db,
 	    "SELECT id, account_id::text FROM snapshots WHERE state = 'ready'"
 	    " AND expires_at <= now() ORDER BY expires_at LIMIT $1::int",

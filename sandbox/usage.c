@@ -2,10 +2,10 @@
 #include "sandbox/usage.h"
 
 #include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "base/db.h"
+#include "base/fmt.h"
 #include "base/metrics.h"
 #include "base/num.h"
 #include "billing/billing.h"
@@ -98,7 +98,8 @@ usage_daily_json(struct db *db, const char *account, int days, struct err *e)
 		err_set_field(e, "days", "days: 1 to 366");
 		return NULL;
 	}
-	snprintf(nd, sizeof(nd), "%d", days);
+	if (fmt_err(e, "days", nd, sizeof(nd), "%d", days) < 0)
+		return NULL;
 	r = db_query(db,
 	    "WITH d AS (SELECT generate_series(date_trunc('day', now() AT TIME ZONE 'UTC') "
 	    "  - make_interval(days => $2::int - 1), date_trunc('day', now() AT TIME ZONE 'UTC'), "
@@ -159,7 +160,8 @@ usage_get(struct db *db, const char *account, const struct usage_req *req, struc
 		free_left = t.balance;
 	if (free_left < 0)
 		free_left = 0;
-	snprintf(nextbuf, sizeof(nextbuf), "%" PRId64, next);
+	if (fmt_err(e, "cursor", nextbuf, sizeof(nextbuf), "%" PRId64, next) < 0)
+		goto out;
 	/* json_pack takes both arrays, also when it fails. */
 	out = json_pack("{s:I, s:I, s:I, s:I, s:s, s:s, s:o, s:o, s:o}", "balance",
 	    (json_int_t)t.balance, "free_credit_remaining", (json_int_t)free_left, "spend_today",

@@ -143,14 +143,23 @@ test_grants_per_mailbox(void **state)
 {
 	struct sfx *s = *state;
 	char tag[9], email[80], addr[48], canon[80];
+	struct err e;
 
 	tune(s);
 	s->app->cfg.free_grants_per_domain = 1;
 	rnd(tag, sizeof(tag));
-	user_email_canon("a.b.c+x@googlemail.com", canon, sizeof(canon));
+	err_clear(&e);
+	assert_int_equal(user_email_canon("a.b.c+x@googlemail.com", canon, sizeof(canon), &e), 0);
 	assert_string_equal(canon, "abc@gmail.com");
-	user_email_canon("first.last+news@example.org", canon, sizeof(canon));
+	assert_int_equal(user_email_canon("first.last+news@example.org", canon, sizeof(canon), &e),
+	    0);
 	assert_string_equal(canon, "first.last@example.org");
+	/* A mailbox that does not fit is refused, not counted under a cut name. */
+	assert_int_equal(user_email_canon("first.last@example.org", canon, 16, &e), -1);
+	assert_string_equal(e.msg, "e-mail address too long");
+	err_clear(&e);
+	assert_int_equal(user_email_canon("abc@gmail.com", canon, 3, &e), -1);
+	assert_int_equal(e.kind, ERR_INVALID);
 	snprintf(email, sizeof(email), "g.%s@gmail.com", tag);
 	snprintf(addr, sizeof(addr), "test-%s-1", tag);
 	assert_int_equal(signup_verified(s, email, addr), 1);
@@ -162,6 +171,26 @@ test_grants_per_mailbox(void **state)
 	assert_int_equal(signup_verified(s, email, addr), 1); /* another mailbox, no domain count */
 }
 
+/* The network a sign-up counts under; an address too long for one is
+ * refused rather than counted under a cut name. */
+static void
+test_grants_signup_net(void **state)
+{
+	char net[USER_ADDR_MAX + 1], addr[USER_ADDR_MAX + 2];
+	struct err e;
+
+	(void)state;
+	err_clear(&e);
+	assert_int_equal(user_signup_net("192.0.2.7", net, sizeof(net), &e), 0);
+	assert_string_equal(net, "192.0.2.0/24");
+	assert_int_equal(user_signup_net("2001:db8:1:2:3::/64", net, sizeof(net), &e), 0);
+	assert_string_equal(net, "2001:db8:1::/48");
+	memset(addr, 'a', sizeof(addr) - 1);
+	addr[sizeof(addr) - 1] = '\0';
+	assert_int_equal(user_signup_net(addr, net, sizeof(net), &e), -1);
+	assert_string_equal(e.msg, "client address too long");
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, sfx_setup, sfx_teardown)
 
 int
@@ -171,6 +200,7 @@ main(void)
 		T(test_grants_per_network),
 		T(test_grants_per_domain),
 		T(test_grants_per_mailbox),
+		cmocka_unit_test(test_grants_signup_net),
 	};
 
 	return cmocka_run_group_tests(tests, sfx_group_setup, sfx_group_teardown);
