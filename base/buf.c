@@ -2,9 +2,10 @@
 #include "base/buf.h"
 
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 #define BUF_FIRST 256
 
@@ -73,16 +74,18 @@ int
 buf_printf(struct buf *b, const char *fmt, ...)
 {
 	va_list ap;
-	int n;
+	int n, rc;
 
 	va_start(ap, fmt);
-	n = vsnprintf(NULL, 0, fmt, ap);
+	n = fmt_vlen(fmt, ap);
 	va_end(ap);
 	if (n < 0 || reserve(b, (size_t)n) < 0)
 		return n < 0 ? fail(b) : -1;
 	va_start(ap, fmt);
-	vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+	rc = fmt_vbuf(b->data + b->len, (size_t)n + 1, fmt, ap);
 	va_end(ap);
+	if (rc < 0)
+		return fail(b);
 	b->len += (size_t)n;
 	return 0;
 }

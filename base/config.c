@@ -8,12 +8,12 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
+#include "base/fmt.h"
 #include "base/log.h"
 #include "base/num.h"
 #include "base/smtp.h"
@@ -146,7 +146,7 @@ config_cidr_canon(const char *s, char *out, size_t n)
 	char addr[INET6_ADDRSTRLEN + 1], text[INET6_ADDRSTRLEN];
 	const char *slash = strchr(s, '/');
 	size_t alen = slash ? (size_t)(slash - s) : strlen(s);
-	int fam, bits, r;
+	int fam, bits;
 	long long len;
 
 	if (alen == 0 || alen >= sizeof(addr))
@@ -166,8 +166,7 @@ config_cidr_canon(const char *s, char *out, size_t n)
 			return -1;
 	if (inet_ntop(fam, a, text, sizeof(text)) == NULL)
 		return -1;
-	r = snprintf(out, n, "%s/%lld", text, len);
-	if (r < 0 || (size_t)r >= n)
+	if (fmt_buf(out, n, "%s/%lld", text, len) < 0)
 		return -1;
 	return fam == AF_INET6 ? 6 : 4;
 }
@@ -216,9 +215,10 @@ set_cidrs(char *field, size_t size, const char *v)
 		memcpy(item, p + b, l - b);
 		item[l - b] = '\0';
 		if (config_cidr_canon(item, canon, sizeof(canon)) < 0 ||
-		    used + strlen(canon) + 2 > size)
+		    used + strlen(canon) + 2 > size ||
+		    fmt_buf(field + used, size - used, "%s%s", used ? "," : "", canon) < 0)
 			return -1;
-		used += (size_t)snprintf(field + used, size - used, "%s%s", used ? "," : "", canon);
+		used += strlen(field + used);
 		p += len;
 		if (*p == ',' && *++p == '\0')
 			return -1;
@@ -355,48 +355,47 @@ expected_form(const struct cfg_entry *ent, char *buf, size_t n)
 	switch (ent->kind) {
 	case CFG_INT:
 	case CFG_LLONG:
-		snprintf(buf, n, "an integer from %lld to %lld", ent->min, ent->max);
+		fmt_cut(buf, n, "an integer from %lld to %lld", ent->min, ent->max);
 		break;
 	case CFG_LISTEN:
-		snprintf(buf, n, "host:port with port 1-65535");
+		fmt_cut(buf, n, "host:port with port 1-65535");
 		break;
 	case CFG_URL:
-		snprintf(buf, n, "an http:// or https:// URL");
+		fmt_cut(buf, n, "an http:// or https:// URL");
 		break;
 	case CFG_LOGLEVEL:
-		snprintf(buf, n, "one of error, warn, info, debug");
+		fmt_cut(buf, n, "one of error, warn, info, debug");
 		break;
 	case CFG_ORIGINS:
-		snprintf(buf, n, "comma-separated http(s) origins (at most %d)",
-		    CONFIG_MAX_ORIGINS);
+		fmt_cut(buf, n, "comma-separated http(s) origins (at most %d)", CONFIG_MAX_ORIGINS);
 		break;
 	case CFG_VIRT:
-		snprintf(buf, n, "one of auto, kvm, tcg");
+		fmt_cut(buf, n, "one of auto, kvm, tcg");
 		break;
 	case CFG_POOL:
-		snprintf(buf, n, "size=count pairs, e.g. small=2,medium=1 (count 0-64)");
+		fmt_cut(buf, n, "size=count pairs, e.g. small=2,medium=1 (count 0-64)");
 		break;
 	case CFG_NET:
-		snprintf(buf, n, "one of auto, on, off");
+		fmt_cut(buf, n, "one of auto, on, off");
 		break;
 	case CFG_SCHEME:
-		snprintf(buf, n, "http or https");
+		fmt_cut(buf, n, "http or https");
 		break;
 	case CFG_CIDRS:
-		snprintf(buf, n, "comma-separated CIDRs such as 10.1.0.0/16,fd00::/8 (at most %d)",
+		fmt_cut(buf, n, "comma-separated CIDRs such as 10.1.0.0/16,fd00::/8 (at most %d)",
 		    CONFIG_MAX_NET_ALLOW);
 		break;
 	case CFG_GUEST_ARGS:
-		snprintf(buf, n,
+		fmt_cut(buf, n,
 		    "empty or aas.agent_test=MODE (oversize, garbage, flood, silent, stall)");
 		break;
 	case CFG_UIDS:
-		snprintf(buf, n,
+		fmt_cut(buf, n,
 		    "FIRST-LAST with 1000 <= FIRST <= LAST < 2147483647, at most %u uids",
 		    (unsigned)CONFIG_UIDS_MAX);
 		break;
 	default:
-		snprintf(buf, n, "a string shorter than %zu bytes", ent->size);
+		fmt_cut(buf, n, "a string shorter than %zu bytes", ent->size);
 		break;
 	}
 	return buf;
@@ -408,7 +407,6 @@ state_dir_absolute(struct config *cfg, struct err *e)
 {
 	char cwd[CONFIG_STR_MAX];
 	char tmp[CONFIG_STR_MAX];
-	int r;
 
 	if (cfg->state_dir[0] == '/')
 		return 0;
@@ -416,12 +414,9 @@ state_dir_absolute(struct config *cfg, struct err *e)
 		err_set(e, ERR_INVALID, "AAS_STATE_DIR: cannot resolve the working directory");
 		return -1;
 	}
-	r = snprintf(tmp, sizeof(tmp), "%s/%s", cwd, cfg->state_dir);
-	if (r < 0 || (size_t)r >= sizeof(tmp)) {
-		err_set(e, ERR_INVALID, "AAS_STATE_DIR: path too long");
+	if (fmt_err(e, "AAS_STATE_DIR: path", tmp, sizeof(tmp), "%s/%s", cwd, cfg->state_dir) < 0)
 		return -1;
-	}
-	memcpy(cfg->state_dir, tmp, (size_t)r + 1);
+	memcpy(cfg->state_dir, tmp, strlen(tmp) + 1);
 	return 0;
 }
 
@@ -431,12 +426,9 @@ static int
 derive(char *field, size_t size, const char *name, const char *before, const char *mid,
     const char *after, struct err *e)
 {
-	int r;
-
 	if (field[0] != '\0')
 		return 0;
-	r = snprintf(field, size, "%s%s%s", before, mid, after);
-	if (r < 0 || (size_t)r >= size) {
+	if (fmt_buf(field, size, "%s%s%s", before, mid, after) < 0) {
 		err_set(e, ERR_INVALID, "%s: derived value too long", name);
 		return -1;
 	}
@@ -460,8 +452,10 @@ derive_defaults(struct config *cfg, struct err *e)
 		return -1;
 	if (cfg->public_url[0] == '\0') {
 		int v6 = strchr(cfg->listen_host, ':') != NULL;
-		snprintf(cfg->public_url, sizeof(cfg->public_url), "http://%s%s%s:%d",
-		    v6 ? "[" : "", cfg->listen_host, v6 ? "]" : "", cfg->listen_port);
+		if (fmt_err(e, "AAS_PUBLIC_URL: derived value", cfg->public_url,
+			sizeof(cfg->public_url), "http://%s%s%s:%d", v6 ? "[" : "",
+			cfg->listen_host, v6 ? "]" : "", cfg->listen_port) < 0)
+			return -1;
 	}
 	/* The service's own dashboard: auth errors point new users there. */
 	return derive(cfg->dashboard_url, sizeof(cfg->dashboard_url), "AAS_DASHBOARD_URL", "",
@@ -524,9 +518,10 @@ check_mail(const struct config *cfg, struct err *e)
 static int
 preview_domain(struct config *cfg, struct err *e)
 {
-	if (cfg->preview_domain[0] == '\0')
-		snprintf(cfg->preview_domain, sizeof(cfg->preview_domain), "localhost:%d",
-		    cfg->listen_port);
+	if (cfg->preview_domain[0] == '\0' &&
+	    fmt_err(e, "AAS_PREVIEW_DOMAIN: derived value", cfg->preview_domain,
+		sizeof(cfg->preview_domain), "localhost:%d", cfg->listen_port) < 0)
+		return -1;
 	for (char *p = cfg->preview_domain; *p; p++) {
 		*p = (char)tolower((unsigned char)*p);
 		if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' && *p != ':') {

@@ -5,11 +5,11 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/fmt.h"
 #include "base/log.h"
 #include "base/num.h"
 
@@ -152,7 +152,8 @@ map_result_error(PGconn *c, PGresult *r, struct err *e)
 {
 	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
 
-	snprintf(last_state, sizeof(last_state), "%s", state ? state : "");
+	if (fmt_buf(last_state, sizeof(last_state), "%s", state ? state : "") < 0)
+		last_state[0] = '\0'; /* not a state db_tx retries on */
 	if (PQstatus(c) != CONNECTION_OK) {
 		err_set(e, ERR_UNAVAILABLE, "database connection lost");
 		return;
@@ -232,7 +233,8 @@ one_row(PGresult *r, struct err *e, enum err_kind kind, const char *field, const
 	if (r == NULL || PQntuples(r) == 1)
 		return r;
 	PQclear(r);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	/* A message for people: cut when long, as err_set would. */
+	err_ignore(fmt_vbuf(msg, sizeof(msg), fmt, ap));
 	err_set_at(e, kind, field, "%s", msg);
 	return NULL;
 }

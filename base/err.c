@@ -2,8 +2,9 @@
 #include "base/err.h"
 
 #include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 void
 err_clear(struct err *e)
@@ -21,8 +22,9 @@ err_vset(struct err *e, enum err_kind kind, const char *field, const char *fmt, 
 	if (e == NULL || e->kind != ERR_NONE)
 		return;
 	e->kind = kind;
-	snprintf(e->field, sizeof(e->field), "%s", field ? field : "");
-	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	/* A message too long for the object is kept cut: it is for people. */
+	fmt_cut(e->field, sizeof(e->field), "%s", field ? field : "");
+	err_ignore(fmt_vbuf(e->msg, sizeof(e->msg), fmt, ap));
 }
 
 void

@@ -20,6 +20,14 @@ fmt_vbuf(char *dst, size_t n, const char *fmt, va_list ap)
 }
 
 int
+fmt_vlen(const char *fmt, va_list ap)
+{
+	int len = vsnprintf(NULL, 0, fmt, ap);
+
+	return len < 0 ? -1 : len;
+}
+
+int
 fmt_buf(char *dst, size_t n, const char *fmt, ...)
 {
 	va_list ap;

@@ -18,6 +18,9 @@ int fmt_buf(char *dst, size_t n, const char *fmt, ...) AAS_MUST_CHECK
 /* fmt_buf with a va_list. */
 int fmt_vbuf(char *dst, size_t n, const char *fmt, va_list ap) AAS_MUST_CHECK
     __attribute__((format(printf, 3, 0)));
+/* The length the text would have (not counting the NUL), or -1 when the
+ * format failed: for sizing a growing buffer before formatting into it. */
+int fmt_vlen(const char *fmt, va_list ap) AAS_MUST_CHECK __attribute__((format(printf, 1, 0)));
 /* fmt_buf that also fills e (ERR_INVALID, "<what> too long") when the
  * text did not fit: for values built from what a client sent. */
 int fmt_err(struct err *e, const char *what, char *dst, size_t n, const char *fmt,

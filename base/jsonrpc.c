@@ -1,8 +1,9 @@
 /* jsonrpc.c - JSON-RPC 2.0 framing. */
 #include "base/jsonrpc.h"
 
-#include <stdio.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 json_t *
 rpc_parse(const char *body, size_t len, char *msg, size_t msgsz)
@@ -11,14 +12,14 @@ rpc_parse(const char *body, size_t len, char *msg, size_t msgsz)
 	json_t *v;
 
 	if (len == 0) {
-		snprintf(msg, msgsz, "Parse error: empty body");
+		fmt_cut(msg, msgsz, "Parse error: empty body");
 		return NULL;
 	}
 	/* JSON_ALLOW_NUL: a NUL inside a string is valid JSON; argument
 	 * validation rejects it where it matters and names the field. */
 	v = json_loadb(body, len, JSON_ALLOW_NUL | JSON_DECODE_ANY, &jerr);
 	if (v == NULL) {
-		snprintf(msg, msgsz, "Parse error: %s (line %d, column %d)", jerr.text, jerr.line,
+		fmt_cut(msg, msgsz, "Parse error: %s (line %d, column %d)", jerr.text, jerr.line,
 		    jerr.column);
 		return NULL;
 	}
@@ -36,7 +37,7 @@ invalid(struct rpc_msg *out, const char *why)
 {
 	out->kind = RPC_INVALID;
 	out->err_code = RPC_INVALID_REQUEST;
-	snprintf(out->err_msg, sizeof(out->err_msg), "Invalid Request: %s", why);
+	fmt_cut(out->err_msg, sizeof(out->err_msg), "Invalid Request: %s", why);
 }
 
 void

@@ -4,10 +4,10 @@
 #include <math.h>
 #include <stdarg.h>
 #include <regex.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/utf8.h"
 
 #define JSV_MAX_DEPTH 32
@@ -80,7 +80,7 @@ append(char *buf, size_t n, const char *more)
 	size_t len = strlen(buf);
 
 	if (len < n)
-		snprintf(buf + len, n - len, "%s", more);
+		fmt_cut(buf + len, n - len, "%s", more);
 }
 
 static const char *
@@ -99,7 +99,7 @@ fail(struct err *e, const char *path, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	err_ignore(fmt_vbuf(msg, sizeof(msg), fmt, ap)); /* for people: cut when long */
 	va_end(ap);
 	err_set_field(e, display_path(path), "%s: %s", display_path(path), msg);
 	return -1;
@@ -178,21 +178,16 @@ check_string(const json_t *schema, const json_t *v, const char *path, struct err
 	size_t bytes = json_string_length(v);
 	size_t len;
 	const json_t *k;
-	char num[32];
 
 	if (memchr(s, '\0', bytes) != NULL)
 		return fail(e, path, "must not contain a NUL character");
 	len = utf8_chars(s, bytes); /* jansson guarantees valid UTF-8 */
-	if ((k = json_object_get(schema, "minLength")) && len < (size_t)json_integer_value(k)) {
-		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(k));
-		return fail(e, path, "must be at least %s character%s long", num,
-		    json_integer_value(k) == 1 ? "" : "s");
-	}
-	if ((k = json_object_get(schema, "maxLength")) && len > (size_t)json_integer_value(k)) {
-		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(k));
-		return fail(e, path, "must be at most %s character%s long", num,
-		    json_integer_value(k) == 1 ? "" : "s");
-	}
+	if ((k = json_object_get(schema, "minLength")) && len < (size_t)json_integer_value(k))
+		return fail(e, path, "must be at least %lld character%s long",
+		    (long long)json_integer_value(k), json_integer_value(k) == 1 ? "" : "s");
+	if ((k = json_object_get(schema, "maxLength")) && len > (size_t)json_integer_value(k))
+		return fail(e, path, "must be at most %lld character%s long",
+		    (long long)json_integer_value(k), json_integer_value(k) == 1 ? "" : "s");
 	if ((k = json_object_get(schema, "pattern")) &&
 	    check_pattern(json_string_value(k),
 		json_string_value(json_object_get(schema, "description")), s, path, e) < 0)
@@ -200,14 +195,14 @@ check_string(const json_t *schema, const json_t *v, const char *path, struct err
 	return 0;
 }
 
-/* Limits print exactly: 4194304, not 4.1943e+06. */
-static void
-format_number(const json_t *k, char *out, size_t n)
+/* "must be <bound> <limit>"; limits print exactly: 4194304, not
+ * 4.1943e+06. */
+static int
+fail_limit(struct err *e, const char *path, const char *bound, const json_t *k)
 {
 	if (is_integral(k))
-		snprintf(out, n, "%lld", (long long)json_number_value(k));
-	else
-		snprintf(out, n, "%.17g", json_number_value(k));
+		return fail(e, path, "must be %s %lld", bound, (long long)json_number_value(k));
+	return fail(e, path, "must be %s %.17g", bound, json_number_value(k));
 }
 
 static int
@@ -215,16 +210,11 @@ check_number(const json_t *schema, const json_t *v, const char *path, struct err
 {
 	double d = json_number_value(v);
 	const json_t *k;
-	char num[40];
 
-	if ((k = json_object_get(schema, "minimum")) && d < json_number_value(k)) {
-		format_number(k, num, sizeof(num));
-		return fail(e, path, "must be at least %s", num);
-	}
-	if ((k = json_object_get(schema, "maximum")) && d > json_number_value(k)) {
-		format_number(k, num, sizeof(num));
-		return fail(e, path, "must be at most %s", num);
-	}
+	if ((k = json_object_get(schema, "minimum")) && d < json_number_value(k))
+		return fail_limit(e, path, "at least", k);
+	if ((k = json_object_get(schema, "maximum")) && d > json_number_value(k))
+		return fail_limit(e, path, "at most", k);
 	return 0;
 }
 
@@ -255,10 +245,19 @@ check_enum(const json_t *schema, const json_t *v, const char *path, struct err *
 	return fail(e, path, "must be one of: %s", list);
 }
 
+/* The path only names the place in messages (err.field keeps its first
+ * 63 bytes), never looked up again: a cut one still points there. */
 static void
 child_path(char *out, size_t n, const char *path, const char *key)
 {
-	snprintf(out, n, "%s%s%s", path, *path ? "." : "", key);
+	fmt_cut(out, n, "%s%s%s", path, *path ? "." : "", key);
+}
+
+/* As child_path, for the i-th item of an array. */
+static void
+item_path(char *out, size_t n, const char *path, size_t i)
+{
+	fmt_cut(out, n, "%s[%zu]", display_path(path), i);
 }
 
 /* An unknown field names the known ones (as many as fit), so a caller
@@ -306,11 +305,9 @@ check_object(const json_t *schema, const json_t *v, const char *path, int depth,
 	char sub[256];
 
 	if ((k = json_object_get(schema, "maxProperties")) &&
-	    json_object_size(v) > (size_t)json_integer_value(k)) {
-		char num[32];
-		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(k));
-		return fail(e, path, "must have at most %s entries", num);
-	}
+	    json_object_size(v) > (size_t)json_integer_value(k))
+		return fail(e, path, "must have at most %lld entries",
+		    (long long)json_integer_value(k));
 	json_array_foreach(req, i, k) {
 		if (json_object_get(v, json_string_value(k)) == NULL) {
 			child_path(sub, sizeof(sub), path, json_string_value(k));
@@ -353,22 +350,20 @@ check_array(const json_t *schema, const json_t *v, const char *path, int depth, 
 	const json_t *items = json_object_get(schema, "items");
 	const json_t *k, *it;
 	size_t i;
-	char num[32], sub[256];
+	char sub[256];
 
 	if ((k = json_object_get(schema, "minItems")) &&
-	    json_array_size(v) < (size_t)json_integer_value(k)) {
-		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(k));
-		return fail(e, path, "must have at least %s items", num);
-	}
+	    json_array_size(v) < (size_t)json_integer_value(k))
+		return fail(e, path, "must have at least %lld items",
+		    (long long)json_integer_value(k));
 	if ((k = json_object_get(schema, "maxItems")) &&
-	    json_array_size(v) > (size_t)json_integer_value(k)) {
-		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(k));
-		return fail(e, path, "must have at most %s items", num);
-	}
+	    json_array_size(v) > (size_t)json_integer_value(k))
+		return fail(e, path, "must have at most %lld items",
+		    (long long)json_integer_value(k));
 	if (items == NULL)
 		return 0;
 	json_array_foreach(v, i, it) {
-		snprintf(sub, sizeof(sub), "%s[%zu]", display_path(path), i);
+		item_path(sub, sizeof(sub), path, i);
 		if (validate(items, it, sub, depth + 1, e) < 0)
 			return -1;
 	}
@@ -449,7 +444,7 @@ check_no_nul(const json_t *v, const char *path, int depth, struct err *e)
 		return 0;
 	case JSON_ARRAY:
 		json_array_foreach(v, i, it) {
-			snprintf(sub, sizeof(sub), "%s[%zu]", display_path(path), i);
+			item_path(sub, sizeof(sub), path, i);
 			if (check_no_nul(it, sub, depth + 1, e) < 0)
 				return -1;
 		}

@@ -4,11 +4,12 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "base/fmt.h"
 
 static atomic_int current_level = LOG_LEVEL_INFO;
 
@@ -45,20 +46,18 @@ log_emit(enum log_level level, const char *fmt, va_list ap)
 	struct timespec ts;
 	struct tm tm;
 	size_t n;
-	int r;
 
 	if ((int)level > atomic_load(&current_level))
 		return;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	n = strftime(line, sizeof(line), "%Y-%m-%dT%H:%M:%S", &tm);
-	r = snprintf(line + n, sizeof(line) - n, ".%03ldZ %s ", ts.tv_nsec / 1000000,
+	fmt_cut(line + n, sizeof(line) - n, ".%03ldZ %s ", ts.tv_nsec / 1000000,
 	    level_names[level]);
-	if (r > 0)
-		n += (size_t)r;
-	r = vsnprintf(line + n, sizeof(line) - n, fmt, ap);
-	if (r > 0)
-		n += (size_t)r;
+	n += strlen(line + n);
+	/* A line too long for the buffer goes out cut. */
+	err_ignore(fmt_vbuf(line + n, sizeof(line) - n, fmt, ap));
+	n += strlen(line + n);
 	if (n >= sizeof(line) - 1)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';

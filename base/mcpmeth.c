@@ -2,8 +2,9 @@
  * table (see mcp_method.h). */
 #include "base/mcpmeth.h"
 
-#include <stdio.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 /* 1 when the entry's name names the method. */
 static int
@@ -40,7 +41,7 @@ mcpmeth_handle(const struct mcpmeth_set *m, void *ctx, json_t *raw)
 	for (size_t i = 0; i < m->n; i++)
 		if (names(m->table[i].name, msg.method))
 			return m->table[i].fn(ctx, &msg);
-	snprintf(text, sizeof(text), "Method not found: %.120s", msg.method);
+	fmt_cut(text, sizeof(text), "Method not found: %.120s", msg.method);
 	return rpc_error(msg.id, RPC_METHOD_NOT_FOUND, text, NULL);
 }
 

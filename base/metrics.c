@@ -3,12 +3,12 @@
 
 #include <stdarg.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/buf.h"
+#include "base/fmt.h"
 #include "base/version.h"
 
 #define METRICS_MAX_TEXT (4 * 1024 * 1024)
@@ -75,9 +75,9 @@ metrics_route_label(const char *pattern)
 	for (int i = 1; i < n; i++)
 		if (strcmp(route_names[i], pattern) == 0)
 			return i;
-	if (n >= METRICS_MAX_ROUTES || strlen(pattern) >= sizeof(route_names[0]))
+	if (n >= METRICS_MAX_ROUTES ||
+	    fmt_buf(route_names[n], sizeof(route_names[n]), "%s", pattern) < 0)
 		return METRICS_MAX_ROUTES;
-	snprintf(route_names[n], sizeof(route_names[n]), "%s", pattern);
 	atomic_store_explicit(&n_routes, n + 1, memory_order_release);
 	return n;
 }
@@ -90,9 +90,8 @@ metrics_tool_label(const char *name)
 	for (int i = 0; i < n; i++)
 		if (strcmp(tool_names[i], name) == 0)
 			return;
-	if (n >= METRICS_MAX_TOOLS || strlen(name) >= sizeof(tool_names[0]))
+	if (n >= METRICS_MAX_TOOLS || fmt_buf(tool_names[n], sizeof(tool_names[n]), "%s", name) < 0)
 		return;
-	snprintf(tool_names[n], sizeof(tool_names[n]), "%s", name);
 	atomic_store_explicit(&n_tools, n + 1, memory_order_release);
 }
 
@@ -317,13 +316,10 @@ render_http(struct buf *b)
 			continue;
 		for (size_t s = 0; s <= N_STATUS; s++) {
 			unsigned long long v = get(&http_reqs[r][s]);
-			char st[16];
-			if (v == 0)
+			char st[16] = "other";
+			if (v == 0 ||
+			    (s < N_STATUS && fmt_buf(st, sizeof(st), "%d", statuses[s]) < 0))
 				continue;
-			if (s < N_STATUS)
-				snprintf(st, sizeof(st), "%d", statuses[s]);
-			else
-				snprintf(st, sizeof(st), "other");
 			buf_printf(b, "aas_http_requests_total{");
 			sb_label(b, "route", route_name(r, n));
 			buf_printf(b, ",");

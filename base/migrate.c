@@ -3,10 +3,10 @@
 #include "base/migrate.h"
 
 #include <ctype.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/log.h"
 
 /* Arbitrary constant shared by every aasd on a database: "aas-migr". */
@@ -61,7 +61,8 @@ migrate_tx(PGconn *c, void *arg, struct err *e)
 			    m->files[i].name);
 			return -1;
 		}
-		snprintf(vbuf, sizeof(vbuf), "%d", v);
+		if (fmt_err(e, "migration version", vbuf, sizeof(vbuf), "%d", v) < 0)
+			return -1;
 		params[0] = vbuf;
 		if (db_conn_exec(c, "SELECT 1 FROM schema_migrations WHERE version = $1", 1, params,
 			&done, e) < 0)

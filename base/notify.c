@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 #include <libpq-fe.h>
 
 #include "base/db.h"
+#include "base/fmt.h"
 #include "base/log.h"
 
 #define NTF_POLL_MS 250
@@ -37,9 +37,9 @@ listen_connect(struct ntf *n)
 		return NULL;
 	}
 	/* The channel name is a fixed identifier chosen by the program. */
-	snprintf(sql, sizeof(sql), "LISTEN %s", n->channel);
 	err_clear(&e);
-	if (db_conn_exec(c, sql, 0, NULL, NULL, &e) < 0) {
+	if (fmt_buf(sql, sizeof(sql), "LISTEN %s", n->channel) < 0 ||
+	    db_conn_exec(c, sql, 0, NULL, NULL, &e) < 0) {
 		PQfinish(c);
 		return NULL;
 	}
@@ -92,20 +92,23 @@ ntf_new(const char *url, const char *channel, const struct ntf_handlers *h, stru
 	struct ntf *n = calloc(1, sizeof(*n));
 
 	if (n == NULL || (n->url = strdup(url)) == NULL) {
-		free(n);
 		err_set(e, ERR_INTERNAL, "out of memory");
-		return NULL;
+		goto fail;
 	}
-	snprintf(n->channel, sizeof(n->channel), "%s", channel);
+	if (fmt_err(e, "notification channel", n->channel, sizeof(n->channel), "%s", channel) < 0)
+		goto fail;
 	n->h = *h;
 	atomic_init(&n->stop, 0);
 	if (pthread_create(&n->thread, NULL, ntf_main, n) != 0) {
-		free(n->url);
-		free(n);
 		err_set(e, ERR_INTERNAL, "cannot start the notification thread");
-		return NULL;
+		goto fail;
 	}
 	return n;
+fail:
+	if (n != NULL)
+		free(n->url);
+	free(n);
+	return NULL;
 }
 
 void

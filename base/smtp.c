@@ -1,11 +1,11 @@
 /* smtp.c - SMTP sending through libcurl (smtp_). */
 #include <arpa/inet.h>
-#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include <curl/curl.h>
 
+#include "base/fmt.h"
 #include "base/smtp.h"
 
 static int
@@ -73,10 +73,10 @@ smtp_url_loopback(const char *url)
 int
 smtp_format(const struct smtp_msg *m, long long now_s, struct buf *out, struct err *e)
 {
-	char date[64], host[128], addr[256];
+	char date[64], addr[256];
 	time_t t = (time_t)now_s;
 	struct tm tm;
-	const char *at;
+	const char *host;
 
 	if (!header_ok(m->from) || !header_ok(m->to) || !header_ok(m->subject)) {
 		err_set(e, ERR_INVALID, "mail header with a line break or a non-ASCII byte");
@@ -86,8 +86,7 @@ smtp_format(const struct smtp_msg *m, long long now_s, struct buf *out, struct e
 		err_set(e, ERR_INVALID, "mail sender without an address");
 		return -1;
 	}
-	at = strchr(addr, '@');
-	snprintf(host, sizeof(host), "%s", at + 1);
+	host = strchr(addr, '@') + 1; /* the Message-ID's host, whole */
 	gmtime_r(&t, &tm);
 	strftime(date, sizeof(date), "%a, %d %b %Y %H:%M:%S +0000", &tm);
 	buf_printf(out,
@@ -145,10 +144,10 @@ smtp_send(const char *url, const struct smtp_msg *m, int timeout_s, struct err *
 	buf_init(&text, SMTP_MAX_MESSAGE);
 	if (smtp_format(m, (long long)time(NULL), &text, e) < 0)
 		goto out;
-	if (smtp_address(m->from, addr, sizeof(addr)) < 0)
+	if (smtp_address(m->from, addr, sizeof(addr)) < 0 ||
+	    fmt_err(e, "mail sender", from, sizeof(from), "<%s>", addr) < 0 ||
+	    fmt_err(e, "mail recipient", to, sizeof(to), "<%s>", m->to) < 0)
 		goto out;
-	snprintf(from, sizeof(from), "<%s>", addr);
-	snprintf(to, sizeof(to), "<%s>", m->to);
 	rcpt = curl_slist_append(NULL, to);
 	h = curl_easy_init();
 	if (h == NULL || rcpt == NULL) {

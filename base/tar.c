@@ -5,9 +5,10 @@
 #include "base/tar_seen.h"
 
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 enum tar_state {
 	ST_HEADER, /* the next block is a header */
@@ -142,13 +143,14 @@ static int fail(struct tar_filter *f, struct err *e, enum err_kind kind, const c
 static int
 fail(struct tar_filter *f, struct err *e, enum err_kind kind, const char *fmt, ...)
 {
+	char msg[sizeof(f->err.msg)];
 	va_list ap;
 
-	f->err.kind = kind;
-	snprintf(f->err.field, sizeof(f->err.field), "member");
 	va_start(ap, fmt);
-	vsnprintf(f->err.msg, sizeof(f->err.msg), fmt, ap);
+	err_ignore(fmt_vbuf(msg, sizeof(msg), fmt, ap)); /* for people: cut when long */
 	va_end(ap);
+	err_clear(&f->err);
+	err_set_at(&f->err, kind, "member", "%s", msg);
 	f->state = ST_FAILED;
 	return repeat(f, e);
 }
@@ -170,9 +172,8 @@ consumer_failed(struct tar_filter *f, struct err *e)
 	if (e && e->kind != ERR_NONE) {
 		f->err = *e;
 	} else {
-		f->err.kind = ERR_INTERNAL;
-		snprintf(f->err.field, sizeof(f->err.field), "member");
-		snprintf(f->err.msg, sizeof(f->err.msg), "tar: the consumer failed");
+		err_clear(&f->err);
+		err_set_at(&f->err, ERR_INTERNAL, "member", "tar: the consumer failed");
 	}
 	f->state = ST_FAILED;
 	return repeat(f, e);
@@ -377,12 +378,12 @@ member_limits(struct tar_filter *f, int is_reg, uint64_t size, struct err *e)
 
 	f->members++;
 	if (f->rules.max_members > 0 && f->members > f->rules.max_members) {
-		snprintf(why, sizeof(why), "more than %llu members",
+		fmt_cut(why, sizeof(why), "more than %llu members",
 		    (unsigned long long)f->rules.max_members);
 		return fail_member(f, e, ERR_LIMIT, why);
 	}
 	if (is_reg && f->rules.max_member_bytes > 0 && size > f->rules.max_member_bytes) {
-		snprintf(why, sizeof(why), "%llu bytes, more than the limit of %llu",
+		fmt_cut(why, sizeof(why), "%llu bytes, more than the limit of %llu",
 		    (unsigned long long)size, (unsigned long long)f->rules.max_member_bytes);
 		return fail_member(f, e, ERR_LIMIT, why);
 	}

@@ -2,8 +2,9 @@
  * (base/tar.h lists them), for the filter and the header writer alike. */
 #include "base/tar_int.h"
 
-#include <stdio.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 /* Drops a leading "./" (repeated) and a lone ".". */
 void
@@ -25,30 +26,30 @@ tar_name_check(const char *s, size_t len, int is_dir, const char *what, char *wh
 	size_t start = 0;
 
 	if (len == 0) {
-		snprintf(why, cap, "an empty %s", what);
+		fmt_cut(why, cap, "an empty %s", what);
 		return why;
 	}
 	if (len > TAR_MAX_NAME) {
-		snprintf(why, cap, "a %s longer than %d bytes", what, TAR_MAX_NAME);
+		fmt_cut(why, cap, "a %s longer than %d bytes", what, TAR_MAX_NAME);
 		return why;
 	}
 	if (memchr(s, '\0', len) != NULL) {
-		snprintf(why, cap, "a NUL in a %s", what);
+		fmt_cut(why, cap, "a NUL in a %s", what);
 		return why;
 	}
 	if (s[0] == '/') {
-		snprintf(why, cap, "an absolute %s", what);
+		fmt_cut(why, cap, "an absolute %s", what);
 		return why;
 	}
 	for (size_t i = 0; i <= len; i++) {
 		if (i < len && s[i] != '/')
 			continue;
 		if (i == start && !(is_dir && i == len && len > 0)) {
-			snprintf(why, cap, "an empty component in a %s", what);
+			fmt_cut(why, cap, "an empty component in a %s", what);
 			return why;
 		}
 		if (i - start == 2 && s[start] == '.' && s[start + 1] == '.') {
-			snprintf(why, cap, "\"..\" in a %s", what);
+			fmt_cut(why, cap, "\"..\" in a %s", what);
 			return why;
 		}
 		start = i + 1;
@@ -152,9 +153,9 @@ tar_type_rule(char t, int sparse, char *why, size_t cap)
 		return "a multivolume continuation";
 	default:
 		if (t >= 0x21 && t < 0x7f)
-			snprintf(why, cap, "an unknown member type '%c'", t);
+			fmt_cut(why, cap, "an unknown member type '%c'", t);
 		else
-			snprintf(why, cap, "an unknown member type 0x%02x", (unsigned char)t);
+			fmt_cut(why, cap, "an unknown member type 0x%02x", (unsigned char)t);
 		return why;
 	}
 }

@@ -3,8 +3,9 @@
 #include "base/tar_seen.h"
 
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
+
+#include "base/fmt.h"
 
 #define SEEN_FIRST 1024
 #define K_DIR 'd'
@@ -134,7 +135,7 @@ tsn_check(const struct tar_seen *s, const char *name, size_t nlen, char t, const
 		return "a \".\" component inside a name";
 	k = through_link(s, name, nlen);
 	if (k > 0) {
-		snprintf(why, cap, "its path passes through the symlink \"%.*s\" of this archive",
+		fmt_cut(why, cap, "its path passes through the symlink \"%.*s\" of this archive",
 		    (int)(k > 40 ? 40 : k), name);
 		return why;
 	}

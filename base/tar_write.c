@@ -2,8 +2,16 @@
  * ustar cannot hold: the filter's cleaned headers and tar_header's. */
 #include "base/tar_int.h"
 
-#include <stdio.h>
 #include <string.h>
+
+/* v as n digits in base (8 or 10) at p, zero-padded: the callers' bounds
+ * keep v within n digits, so nothing is cut and no NUL is written. */
+static void
+digits_put(unsigned char *p, size_t n, uint64_t v, unsigned base)
+{
+	for (size_t i = n; i-- > 0; v /= base)
+		p[i] = (unsigned char)('0' + v % base);
+}
 
 /* v into a field of w bytes: octal with a NUL when it fits, else
  * base-256 (read by GNU tar, libarchive and busybox). */
@@ -13,10 +21,7 @@ num_put(unsigned char *p, size_t w, int64_t v)
 	uint64_t u = (uint64_t)v;
 
 	if (v >= 0 && (w - 1) * 3 < 64 && u < (uint64_t)1 << ((w - 1) * 3)) {
-		char tmp[24];
-
-		snprintf(tmp, sizeof(tmp), "%0*llo", (int)(w - 1), (unsigned long long)u);
-		memcpy(p, tmp, w - 1);
+		digits_put(p, w - 1, u, 8);
 		p[w - 1] = '\0';
 		return;
 	}
@@ -45,13 +50,12 @@ static void
 hdr_checksum(unsigned char *b)
 {
 	unsigned sum = 0;
-	char tmp[8];
 
 	memset(b + H_CHKSUM, ' ', 8);
 	for (size_t i = 0; i < TAR_BLOCK; i++)
-		sum += b[i];
-	snprintf(tmp, sizeof(tmp), "%06o", sum);
-	memcpy(b + H_CHKSUM, tmp, 7);
+		sum += b[i]; /* at most 512 * 255, six octal digits */
+	digits_put(b + H_CHKSUM, 6, sum, 8);
+	b[H_CHKSUM + 6] = '\0';
 	b[H_CHKSUM + 7] = ' ';
 }
 
@@ -98,13 +102,11 @@ static size_t
 pax_record(char *out, const char *key, const char *v, size_t vlen)
 {
 	size_t klen = strlen(key), base = klen + vlen + 3, d = digits(base), len;
-	char num[24];
 
 	if (digits(base + d) > d)
 		d++;
 	len = base + d;
-	snprintf(num, sizeof(num), "%zu", len);
-	memcpy(out, num, d);
+	digits_put((unsigned char *)out, d, len, 10);
 	out[d] = ' ';
 	memcpy(out + d + 1, key, klen);
 	out[d + 1 + klen] = '=';

@@ -1,8 +1,9 @@
 /* toolres.c - CallToolResult objects. */
 #include "base/toolres.h"
 
-#include <stdio.h>
 #include <stdlib.h>
+
+#include "base/fmt.h"
 
 json_t *
 toolres_text(const char *text, int is_error)
@@ -19,7 +20,7 @@ toolres_error(const struct err *e)
 {
 	char text[700];
 
-	snprintf(text, sizeof(text), "Error (%s): %s", err_kind_name(e->kind), e->msg);
+	fmt_cut(text, sizeof(text), "Error (%s): %s", err_kind_name(e->kind), e->msg);
 	return toolres_text(text, 1);
 }
 

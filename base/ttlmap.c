@@ -3,10 +3,11 @@
 
 #include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "base/fmt.h"
 
 #define TTL_BUCKETS 4096
 
@@ -102,8 +103,9 @@ ttl_get(struct ttl_map *m, const char *key, char *val, size_t valsz)
 				free(e);
 				m->count--;
 			} else {
-				snprintf(val, valsz, "%s", e->val);
-				hit = 1;
+				/* A value the caller has no room for is a miss,
+				 * never a cut answer. */
+				hit = fmt_buf(val, valsz, "%s", e->val) == 0;
 			}
 			break;
 		}
@@ -112,13 +114,17 @@ ttl_get(struct ttl_map *m, const char *key, char *val, size_t valsz)
 	return hit;
 }
 
-/* Stores or refreshes an entry; the lock is held. 1 when stored. */
+/* Stores or refreshes an entry; the lock is held. 1 when stored; a key or
+ * value too long for an entry is not. */
 static int
 put_locked(struct ttl_map *m, const char *key, const char *val)
 {
+	char k[TTL_KEY_MAX + 1], v[TTL_VAL_MAX + 1];
 	uint32_t b = bucket_of(key);
 	struct ttl_entry *e;
 
+	if (fmt_buf(k, sizeof(k), "%s", key) < 0 || fmt_buf(v, sizeof(v), "%s", val) < 0)
+		return 0;
 	for (e = m->buckets[b]; e; e = e->next)
 		if (strcmp(e->key, key) == 0)
 			break;
@@ -128,12 +134,12 @@ put_locked(struct ttl_map *m, const char *key, const char *val)
 		e = calloc(1, sizeof(*e));
 		if (e == NULL)
 			return 0;
-		snprintf(e->key, sizeof(e->key), "%s", key);
+		memcpy(e->key, k, strlen(k) + 1);
 		e->next = m->buckets[b];
 		m->buckets[b] = e;
 		m->count++;
 	}
-	snprintf(e->val, sizeof(e->val), "%s", val);
+	memcpy(e->val, v, strlen(v) + 1);
 	e->expires = now_s() + m->ttl;
 	return 1;
 }
@@ -141,8 +147,6 @@ put_locked(struct ttl_map *m, const char *key, const char *val)
 void
 ttl_put(struct ttl_map *m, const char *key, const char *val)
 {
-	if (strlen(key) > TTL_KEY_MAX || strlen(val) > TTL_VAL_MAX)
-		return;
 	pthread_mutex_lock(&m->lock);
 	if (m->enabled)
 		(void)put_locked(m, key, val);
@@ -165,8 +169,6 @@ ttl_put_gen(struct ttl_map *m, const char *key, const char *val, unsigned long l
 {
 	int stored = 0;
 
-	if (strlen(key) > TTL_KEY_MAX || strlen(val) > TTL_VAL_MAX)
-		return 0;
 	pthread_mutex_lock(&m->lock);
 	if (m->enabled && m->gen == gen)
 		stored = put_locked(m, key, val);

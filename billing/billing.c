@@ -2,9 +2,9 @@
 #include "billing/billing.h"
 
 #include <inttypes.h>
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "billing/ledger.h"
 #include "billing/price.h"
@@ -32,8 +32,9 @@ bill_charge_create(PGconn *c, const char *account, const char *id, const char *s
 		    balance, size, price, minutes, cost, bill_affordable_minutes(balance, price));
 		return -1;
 	}
-	snprintf(reason, sizeof(reason), "%s sandbox %s, %d minutes", size, id, minutes);
-	snprintf(key, sizeof(key), "charge:create:%s", id);
+	fmt_cut(reason, sizeof(reason), "%s sandbox %s, %d minutes", size, id, minutes);
+	if (fmt_err(e, "ledger key", key, sizeof(key), "charge:create:%s", id) < 0)
+		return -1;
 	if (bill_post(c, account, id, "charge", -cost, minutes, reason, key, &after, &posted, e) <
 	    0)
 		return -1;
@@ -62,8 +63,9 @@ bill_charge_extend(PGconn *c, const char *account, const char *id, int minutes, 
 		err_set(e, ERR_INTERNAL, "random generator failed");
 		return -1;
 	}
-	snprintf(key, sizeof(key), "charge:extend:%s:%s", id, rnd);
-	snprintf(reason, sizeof(reason), "extend sandbox %s by %d minutes", id, minutes);
+	if (fmt_err(e, "ledger key", key, sizeof(key), "charge:extend:%s:%s", id, rnd) < 0)
+		return -1;
+	fmt_cut(reason, sizeof(reason), "extend sandbox %s by %d minutes", id, minutes);
 	if (bill_post(c, account, id, "charge", -cost, minutes, reason, key, balance, &posted, e) <
 	    0)
 		return -1;
@@ -96,8 +98,9 @@ bill_refund_tx(PGconn *c, const char *account, const char *id, const struct bill
 	out->refund_posted = 0;
 	if (account != NULL && account[0] != '\0' && refund > 0) {
 		int posted;
-		snprintf(key, sizeof(key), "refund:%s", id);
-		snprintf(reason, sizeof(reason), "unused %d of %d minutes of sandbox %s%s",
+		if (fmt_err(e, "ledger key", key, sizeof(key), "refund:%s", id) < 0)
+			return -1;
+		fmt_cut(reason, sizeof(reason), "unused %d of %d minutes of sandbox %s%s",
 		    u->paid_minutes - (int)used, u->paid_minutes, id,
 		    u->full_refund ? " (it did not run)" : "");
 		if (bill_post(c, account, id, "refund", refund, u->paid_minutes - (int)used, reason,
@@ -124,8 +127,9 @@ bill_pause_refund(PGconn *c, const char *account, const char *id, int pause, int
 	}
 	if (*refund == 0)
 		return 0;
-	snprintf(key, sizeof(key), "refund:pause:%s:%d", id, pause);
-	snprintf(reason, sizeof(reason), "sandbox %s paused: %d unused minutes of compute", id,
+	if (fmt_err(e, "ledger key", key, sizeof(key), "refund:pause:%s:%d", id, pause) < 0)
+		return -1;
+	fmt_cut(reason, sizeof(reason), "sandbox %s paused: %d unused minutes of compute", id,
 	    minutes);
 	return bill_post(c, account, id, "refund", *refund, minutes, reason, key, NULL, &posted, e);
 }
@@ -150,9 +154,9 @@ bill_charge_storage(PGconn *c, const char *account, const char *id, const char *
 		*cost = balance;
 	if (*cost == 0)
 		return 0;
-	snprintf(key, sizeof(key), "charge:storage:%s:%s", id, tag);
-	snprintf(reason, sizeof(reason), "sandbox %s paused: storage, %" PRId64 " min", id,
-	    minutes);
+	if (fmt_err(e, "ledger key", key, sizeof(key), "charge:storage:%s:%s", id, tag) < 0)
+		return -1;
+	fmt_cut(reason, sizeof(reason), "sandbox %s paused: storage, %" PRId64 " min", id, minutes);
 	return bill_post(c, account, id, "charge", -*cost,
 	    minutes > INT32_MAX ? INT32_MAX : (int)minutes, reason, key, NULL, &posted, e);
 }
@@ -176,8 +180,9 @@ bill_charge_resume(PGconn *c, const char *account, const char *id, int resume, i
 		    before, minutes, *cost, bill_affordable_minutes(before, price));
 		return -1;
 	}
-	snprintf(key, sizeof(key), "charge:resume:%s:%d", id, resume);
-	snprintf(reason, sizeof(reason), "resume sandbox %s for %d minutes", id, minutes);
+	if (fmt_err(e, "ledger key", key, sizeof(key), "charge:resume:%s:%d", id, resume) < 0)
+		return -1;
+	fmt_cut(reason, sizeof(reason), "resume sandbox %s for %d minutes", id, minutes);
 	return bill_post(c, account, id, "charge", -*cost, minutes, reason, key, balance, &posted,
 	    e);
 }
@@ -191,8 +196,9 @@ bill_resume_refund(PGconn *c, const char *account, const char *id, int resume, i
 
 	if (amount <= 0)
 		return 0;
-	snprintf(key, sizeof(key), "refund:resume:%s:%d", id, resume);
-	snprintf(reason, sizeof(reason), "sandbox %s could not resume: %d minutes back", id,
+	if (fmt_err(e, "ledger key", key, sizeof(key), "refund:resume:%s:%d", id, resume) < 0)
+		return -1;
+	fmt_cut(reason, sizeof(reason), "sandbox %s could not resume: %d minutes back", id,
 	    minutes);
 	return bill_post(c, account, id, "refund", amount, minutes, reason, key, NULL, &posted, e);
 }
@@ -217,8 +223,9 @@ bill_charge_snapshot(PGconn *c, const char *account, const char *snap, int minut
 	}
 	if (*cost == 0)
 		return bill_lock_balance(c, account, balance, e);
-	snprintf(key, sizeof(key), "charge:snapshot:%s", snap);
-	snprintf(reason, sizeof(reason), "snapshot %s: storage, %d min", snap, minutes);
+	if (fmt_err(e, "ledger key", key, sizeof(key), "charge:snapshot:%s", snap) < 0)
+		return -1;
+	fmt_cut(reason, sizeof(reason), "snapshot %s: storage, %d min", snap, minutes);
 	return bill_post(c, account, NULL, "charge", -*cost, minutes, reason, key, balance, &posted,
 	    e);
 }
@@ -232,8 +239,9 @@ bill_snapshot_refund(PGconn *c, const char *account, const char *snap, int minut
 
 	if (amount <= 0)
 		return 0;
-	snprintf(key, sizeof(key), "refund:snapshot:%s", snap);
-	snprintf(reason, sizeof(reason), "snapshot %s ended early: %d minutes back", snap, minutes);
+	if (fmt_err(e, "ledger key", key, sizeof(key), "refund:snapshot:%s", snap) < 0)
+		return -1;
+	fmt_cut(reason, sizeof(reason), "snapshot %s ended early: %d minutes back", snap, minutes);
 	return bill_post(c, account, NULL, "refund", amount, minutes, reason, key, NULL, &posted,
 	    e);
 }

@@ -2,10 +2,10 @@
 #include "billing/ledger.h"
 
 #include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/keys.h"
 
 int
@@ -45,8 +45,9 @@ bill_post(PGconn *c, const char *account, const char *sandbox, const char *kind,
 		    balance, -amount);
 		return -1;
 	}
-	snprintf(amt, sizeof(amt), "%" PRId64, amount);
-	snprintf(mins, sizeof(mins), "%d", minutes);
+	if (fmt_err(e, "ledger amount", amt, sizeof(amt), "%" PRId64, amount) < 0 ||
+	    fmt_err(e, "ledger minutes", mins, sizeof(mins), "%d", minutes) < 0)
+		return -1;
 	p[0] = account;
 	p[1] = sandbox;
 	p[2] = kind;
@@ -171,8 +172,10 @@ bill_entries(struct db *db, const char *account, int limit, int64_t before_id,
 
 	*entries = NULL;
 	*count = 0;
-	snprintf(lim, sizeof(lim), "%d", limit + 1);
-	snprintf(before, sizeof(before), "%" PRId64, before_id > 0 ? before_id : INT64_MAX);
+	if (fmt_err(e, "ledger page size", lim, sizeof(lim), "%d", limit + 1) < 0 ||
+	    fmt_err(e, "ledger position", before, sizeof(before), "%" PRId64,
+		before_id > 0 ? before_id : INT64_MAX) < 0)
+		return -1;
 	r = db_query(db,
 	    "SELECT id, kind, amount, minutes, reason, sandbox_id,"
 	    " to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')"

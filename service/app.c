@@ -1,11 +1,11 @@
 /* app.c - service set-up shared by aasd and aasctl. */
 #include "service/app.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/embed.h"
+#include "base/fmt.h"
 #include "base/log.h"
 #include "account/accounts.h"
 #include "sandbox/reaper.h"
@@ -73,9 +73,8 @@ account_disabled(struct app *app, const char *account_id)
 {
 	char id[ACCT_ID_LEN + 1];
 
-	if (!acct_id_valid(account_id))
+	if (!acct_id_valid(account_id) || fmt_buf(id, sizeof(id), "%s", account_id) < 0)
 		return;
-	snprintf(id, sizeof(id), "%s", account_id);
 	log_info("account %s disabled: dropping its keys and sessions, stopping its sandboxes", id);
 	ttl_del_matching(app->keys, key_of_account, id);
 	ttl_del_matching(app->sessions, session_of_account, id);

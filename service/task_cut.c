@@ -1,9 +1,10 @@
 /* task_cut.c - shortening a task's result to its cap. */
 #include "service/task_cut.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 #define CUT_ROUNDS 32   /* shortenings tried before the result is replaced */
 #define CUT_KEEP_MIN 64 /* strings this short are left whole */
@@ -12,7 +13,9 @@
 #define CUT_PATH 128
 #define CUT_STRINGS 64 /* strings cut in one round */
 
-/* The longest strings of a result, longest kept when there are more. */
+/* The longest strings of a result, longest kept when there are more. A
+ * path only names the place for people in the marker, never looked up
+ * again: a cut one still points there. */
 struct strs {
 	size_t n;
 	struct str {
@@ -40,7 +43,7 @@ add_str(struct strs *l, json_t *v, const char *path)
 	}
 	l->at[min].v = v;
 	l->at[min].len = len;
-	snprintf(l->at[min].path, sizeof(l->at[min].path), "%s", path);
+	fmt_cut(l->at[min].path, sizeof(l->at[min].path), "%s", path);
 }
 
 /* The strings under `v` (at `path`) into l. */
@@ -56,12 +59,12 @@ find_strings(json_t *v, const char *path, struct strs *l)
 		add_str(l, v, path);
 	} else if (json_is_object(v)) {
 		json_object_foreach(v, k, x) {
-			snprintf(sub, sizeof(sub), "%s%s%s", path, *path ? "." : "", k);
+			fmt_cut(sub, sizeof(sub), "%s%s%s", path, *path ? "." : "", k);
 			find_strings(x, sub, l);
 		}
 	} else if (json_is_array(v)) {
 		json_array_foreach(v, i, x) {
-			snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
+			fmt_cut(sub, sizeof(sub), "%s[%zu]", path, i);
 			find_strings(x, sub, l);
 		}
 	}
@@ -98,7 +101,7 @@ mark(json_t *res, size_t orig, size_t cap, json_t *fields)
 	json_t *content = json_object_get(res, "content"), *meta = json_object_get(res, "_meta");
 	char note[400];
 
-	snprintf(note, sizeof(note),
+	fmt_cut(note, sizeof(note),
 	    "[This result was cut: its JSON had %zu bytes, more than the %zu a task keeps "
 	    "(AAS_TASK_RESULT_MAX_BYTES); the longest strings were shortened. Ask for less "
 	    "output, or write it to a file and read the file in parts.]",

@@ -1,11 +1,11 @@
 /* tasks.c - MCP tasks: rows in PostgreSQL, calls on threads (task_). */
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "base/log.h"
 #include "account/accounts.h"
@@ -54,11 +54,11 @@ static void
 bytes_text(long long n, char *out, size_t size)
 {
 	if (n % 1048576 == 0)
-		snprintf(out, size, "%lld MiB", n / 1048576);
+		fmt_cut(out, size, "%lld MiB", n / 1048576);
 	else if (n % 1024 == 0)
-		snprintf(out, size, "%lld KiB", n / 1024);
+		fmt_cut(out, size, "%lld KiB", n / 1024);
 	else
-		snprintf(out, size, "%lld bytes", n);
+		fmt_cut(out, size, "%lld bytes", n);
 }
 
 /* Marks the tasks running here alive, every TASK_BEAT_S until stopped. */
@@ -191,10 +191,10 @@ finish(struct running *r, json_t *result)
 	if (cut)
 		log_info("task %s: result cut to %zu bytes (AAS_TASK_RESULT_MAX_BYTES)", r->id,
 		    len);
-	snprintf(bytes, sizeof(bytes), "%zu",
-	    (cancelled || text == NULL ? 0 : len) + TASK_ROW_BYTES);
 	err_clear(&e);
-	if (db_exec(t->app->db,
+	if (fmt_err(&e, "stored bytes", bytes, sizeof(bytes), "%zu",
+		(cancelled || text == NULL ? 0 : len) + TASK_ROW_BYTES) < 0 ||
+	    db_exec(t->app->db,
 		"UPDATE mcp_tasks SET status = $2, result = $3::jsonb, status_message = $4, "
 		"stored_bytes = $5::bigint, updated_at = now() WHERE id = $1 AND status = 'working'",
 		5, p, NULL, &e) < 0)
@@ -307,14 +307,19 @@ tasks_start(struct tasks *t, const char *account, const char *tool, struct tool_
 		err_set(e, ERR_INTERNAL, "no randomness");
 		goto out;
 	}
-	snprintf(id, TASK_ID_LEN + 1, "task-%s", rnd);
-	snprintf(ttl, sizeof(ttl), "%d", TASK_TTL_S);
-	snprintf(reserve, sizeof(reserve), "%lld", result_cap(&t->app->cfg) + TASK_ROW_BYTES);
+	if (fmt_err(e, "task id", id, TASK_ID_LEN + 1, "task-%s", rnd) < 0 ||
+	    fmt_err(e, "task lifetime", ttl, sizeof(ttl), "%d", TASK_TTL_S) < 0 ||
+	    fmt_err(e, "task reserve", reserve, sizeof(reserve), "%lld",
+		result_cap(&t->app->cfg) + TASK_ROW_BYTES) < 0)
+		goto out;
 	r = calloc(1, sizeof(*r));
 	if (r == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		goto out;
 	}
+	memcpy(r->id, id, sizeof(r->id));
+	if (fmt_err(e, "account id", r->account, sizeof(r->account), "%s", account) < 0)
+		goto out;
 	pthread_mutex_lock(&t->lock);
 	if (t->n >= TASKS_MAX_RUNNING) {
 		pthread_mutex_unlock(&t->lock);
@@ -326,8 +331,6 @@ tasks_start(struct tasks *t, const char *account, const char *tool, struct tool_
 	pthread_mutex_unlock(&t->lock);
 	if (db_tx(t->app->db, start_tx, &x, e) < 0)
 		goto undo;
-	snprintf(r->id, sizeof(r->id), "%s", id);
-	snprintf(r->account, sizeof(r->account), "%s", account);
 	r->call = call;
 	r->t = t;
 	pthread_attr_init(&attr);

@@ -4,10 +4,10 @@
 #include "service/tool_cmd.h"
 
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/utf8.h"
 #include "sandbox/sandbox.h"
 
@@ -44,7 +44,7 @@ emit(struct tool_stream *ts, int fd, const char *text, size_t len)
 		if (ts->cx->output) {
 			ts->cx->output(ts->cx->progress_sink, fd, text, n, ts->sent);
 		} else {
-			snprintf(msg, sizeof(msg), "%s%.*s", prefix[fd == 2], (int)n, text);
+			fmt_cut(msg, sizeof(msg), "%s%.*s", prefix[fd == 2], (int)n, text);
 			tool_call_progress(ts->cx, ts->sent, 0, msg);
 		}
 		text += n;

@@ -3,11 +3,11 @@
  * REST file routes. */
 #include "service/tool_sandbox.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/b64.h"
+#include "base/fmt.h"
 #include "base/metrics.h"
 #include "sandbox/sandbox.h"
 #include "service/tool_impl.h"
@@ -111,11 +111,12 @@ tool_write_release(void *req)
 }
 
 static json_t *
-write_result(const char *id, const struct sbx_write_res *res)
+write_result(const char *id, const struct sbx_write_res *res, struct err *e)
 {
 	char mode[8];
 
-	snprintf(mode, sizeof(mode), "%04o", res->mode);
+	if (fmt_err(e, "file mode", mode, sizeof(mode), "%04o", res->mode) < 0)
+		return NULL;
 	return json_pack("{s:s, s:s, s:I, s:s}", "sandbox_id", id, "path", res->path,
 	    "bytes_written", (json_int_t)res->bytes, "mode", mode);
 }
@@ -133,7 +134,7 @@ tool_write_run(struct call_ctx *cx, void *req, struct err *e)
 	}
 	if (s == NULL || sbx_write_file(s, cx->account_id, &a->rq, &res, e) < 0)
 		return NULL;
-	return write_result(a->rq.sandbox_id, &res);
+	return write_result(a->rq.sandbox_id, &res, e);
 }
 
 /* ---- read_file ---- */
@@ -229,7 +230,7 @@ tool_write_file_stream(struct call_ctx *cx, const struct tool *t, const json_t *
 		err_set_field(e, "content", "content: the body is the content");
 	else if ((s = tool_sbx(cx, e)) != NULL &&
 	    sbx_write_stream(s, cx->account_id, &a->rq, read, ctx, max_bytes, &res, e) == 0)
-		*result = write_result(a->rq.sandbox_id, &res);
+		*result = write_result(a->rq.sandbox_id, &res, e);
 	tools_count_call(cx, "write_file", t0, *result ? ERR_NONE : e->kind);
 	tool_call_free(c);
 	return *result ? 0 : -1;

@@ -3,11 +3,11 @@
 #include "service/tool_info.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "sandbox/catalog.h"
 #include "service/tool_impl.h"
 #include "base/mcpver.h"
@@ -94,13 +94,17 @@ info_run(struct call_ctx *cx, void *req, struct err *e)
 {
 	const struct config *cfg = &cx->app->cfg;
 	char mcp_url[CONFIG_STR_MAX + 16], rest_url[CONFIG_STR_MAX + 16];
-	char openapi_url[CONFIG_STR_MAX + 32];
+	char openapi_url[CONFIG_STR_MAX + 32], meta[CONFIG_STR_MAX + 64];
 	json_t *out;
 
 	(void)req;
-	snprintf(mcp_url, sizeof(mcp_url), "%s/v1/mcp", cfg->public_url);
-	snprintf(rest_url, sizeof(rest_url), "%s/v1", cfg->public_url);
-	snprintf(openapi_url, sizeof(openapi_url), "%s/v1/openapi.json", cfg->public_url);
+	if (fmt_err(e, "public URL", mcp_url, sizeof(mcp_url), "%s/v1/mcp", cfg->public_url) < 0 ||
+	    fmt_err(e, "public URL", rest_url, sizeof(rest_url), "%s/v1", cfg->public_url) < 0 ||
+	    fmt_err(e, "public URL", openapi_url, sizeof(openapi_url), "%s/v1/openapi.json",
+		cfg->public_url) < 0 ||
+	    fmt_err(e, "public URL", meta, sizeof(meta),
+		"%s/.well-known/oauth-protected-resource/v1/mcp", cfg->public_url) < 0)
+		return NULL;
 	out = json_pack("{s:s, s:s, s:s, s:o, s:o,"
 			" s:{s:[ss], s:s, s:s, s:s},"
 			" s:{s:s, s:s, s:s, s:s*},"
@@ -139,10 +143,6 @@ info_run(struct call_ctx *cx, void *req, struct err *e)
 		return NULL;
 	}
 	if (cfg->oauth) {
-		char meta[CONFIG_STR_MAX + 64];
-
-		snprintf(meta, sizeof(meta), "%s/.well-known/oauth-protected-resource/v1/mcp",
-		    cfg->public_url);
 		json_object_set_new(json_object_get(out, "auth"), "oauth",
 		    json_pack("{s:s, s:s, s:s, s:s}", "how",
 			"MCP clients that support OAuth connect with only the URL: a call that needs "

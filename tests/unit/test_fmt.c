@@ -64,6 +64,27 @@ test_cut_keeps_the_front(void **state)
 	assert_string_equal(b, "42");
 }
 
+static int
+vlen(const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = fmt_vlen(fmt, ap);
+	va_end(ap);
+	return n;
+}
+
+static void
+test_vlen_measures_the_whole_text(void **state)
+{
+	(void)state;
+	assert_int_equal(vlen("%s-%d", "ab", 12), 5);
+	assert_int_equal(vlen("%s", ""), 0);
+	assert_int_equal(vlen("%600d", 1), 600);
+}
+
 int
 main(void)
 {
@@ -72,6 +93,7 @@ main(void)
 		cmocka_unit_test(test_one_byte_over_is_reported_and_ends),
 		cmocka_unit_test(test_err_names_what_did_not_fit),
 		cmocka_unit_test(test_cut_keeps_the_front),
+		cmocka_unit_test(test_vlen_measures_the_whole_text),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

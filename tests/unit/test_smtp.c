@@ -110,6 +110,24 @@ test_too_large(void **state)
 	buf_free(&b);
 }
 
+/* A recipient too long for the envelope fails before any connection,
+ * never sent on cut. */
+static void
+test_long_recipient_refused(void **state)
+{
+	static char to[300];
+	const struct smtp_msg m = { "a@b.c", to, "s", "x", 1 };
+	struct err e;
+
+	(void)state;
+	memset(to, 'u', sizeof(to) - 1);
+	memcpy(to + sizeof(to) - 13, "@example.com", 12);
+	err_clear(&e);
+	assert_int_equal(smtp_send("smtp://127.0.0.1:1", &m, 1, &e), -1);
+	assert_int_equal(e.kind, ERR_INVALID);
+	assert_string_equal(e.msg, "mail recipient too long");
+}
+
 int
 main(void)
 {
@@ -119,6 +137,7 @@ main(void)
 		cmocka_unit_test(test_address),
 		cmocka_unit_test(test_too_large),
 		cmocka_unit_test(test_loopback),
+		cmocka_unit_test(test_long_recipient_refused),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

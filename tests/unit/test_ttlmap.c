@@ -78,6 +78,33 @@ test_del_matching_removes_by_value(void **state)
 	ttl_free(m);
 }
 
+/* Nothing is cut: a key or value too long for an entry is not stored, and
+ * a value the caller has no room for is a miss. */
+static void
+test_too_long_is_never_cut(void **state)
+{
+	struct ttl_map *m = ttl_new(10, 60);
+	char key[TTL_KEY_MAX + 2], val[TTL_VAL_MAX + 2], v[TTL_VAL_MAX + 1], small[4];
+
+	(void)state;
+	memset(key, 'k', sizeof(key) - 1);
+	key[sizeof(key) - 1] = '\0';
+	memset(val, 'v', sizeof(val) - 1);
+	val[sizeof(val) - 1] = '\0';
+	ttl_put(m, key, "a");
+	assert_int_equal(ttl_put_gen(m, "k", val, ttl_generation(m)), 0);
+	assert_int_equal(ttl_count(m), 0);
+	key[TTL_KEY_MAX] = '\0';
+	val[TTL_VAL_MAX] = '\0';
+	ttl_put(m, key, val);
+	assert_true(ttl_get(m, key, v, sizeof(v)));
+	assert_string_equal(v, val);
+	ttl_put(m, "k", "acct");
+	assert_false(ttl_get(m, "k", small, sizeof(small)));
+	assert_true(ttl_get(m, "k", v, sizeof(v)));
+	ttl_free(m);
+}
+
 int
 main(void)
 {
@@ -85,6 +112,7 @@ main(void)
 		cmocka_unit_test(test_put_gen_stores_when_nothing_was_removed),
 		cmocka_unit_test(test_put_gen_refused_after_any_removal),
 		cmocka_unit_test(test_del_matching_removes_by_value),
+		cmocka_unit_test(test_too_long_is_never_cut),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
