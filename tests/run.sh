@@ -30,9 +30,9 @@ failed=0
 # CPU priority: they take only what the tests leave (the alone files took
 # the same time beside them). In a session of their own (its id in
 # variants.pgid), so that the run can end all of them.
+if chrt --idle 0 true 2>/dev/null; then idle="chrt --idle 0"; else idle="nice -n 19"; fi
 variants_pid=""
 if [ -n "${AAS_VARIANTS:-}" ]; then
-	if chrt --idle 0 true 2>/dev/null; then idle="chrt --idle 0"; else idle="nice -n 19"; fi
 	: >"$LOG/variants.txt"
 	rm -f "$LOG/variants.pgid"
 	# shellcheck disable=SC2016
@@ -48,11 +48,13 @@ fi
 # run (from a fresh clone npm ci takes about a minute of mostly waiting);
 # again when package-lock.json changed since (npm ci leaves its own copy,
 # node_modules/.package-lock.json): a checkout that pins new packages
-# gets them before its tests import them.
+# gets them before its tests import them. At idle CPU priority too: the
+# unit tests measure latencies (test_achan_hostile) that its unpacking
+# would move.
 npm_pid=""
 if [ "${AAS_SKIP_E2E:-0}" != 1 ] && { [ ! -d node_modules/@modelcontextprotocol/sdk ] ||
 	[ package-lock.json -nt node_modules/.package-lock.json ]; }; then
-	npm ci --no-audit --no-fund >"$LOG/npm-ci.txt" 2>&1 &
+	$idle npm ci --no-audit --no-fund >"$LOG/npm-ci.txt" 2>&1 &
 	npm_pid=$!
 fi
 
