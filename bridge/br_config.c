@@ -2,11 +2,11 @@
 #include "bridge/br_config.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bridge/br_url.h"
+#include "base/fmt.h"
 
 static int
 long_var(br_getenv_fn get, const char *name, long def, long min, long max, long *out, struct err *e)
@@ -65,7 +65,8 @@ br_config_load(struct br_config *c, br_getenv_fn get, struct err *e)
 		    sizeof(c->api_key) - 1);
 		return -1;
 	}
-	snprintf(c->api_key, sizeof(c->api_key), "%s", key);
+	if (fmt_err(e, "AAS_API_KEY", c->api_key, sizeof(c->api_key), "%s", key) < 0)
+		return -1;
 	if (base == NULL || *base == '\0')
 		base = BR_DEFAULT_BASE_URL;
 	if (br_url_base(base, c->base_url, sizeof(c->base_url), &c->base_had_v1, e) < 0)

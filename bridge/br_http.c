@@ -3,7 +3,6 @@
 #include "bridge/br_http.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -11,6 +10,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "base/fmt.h"
 #include "base/log.h"
 
 struct br_http {
@@ -67,8 +67,14 @@ br_http_new(const struct br_config *cfg, struct err *e)
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
-	snprintf(h->base, sizeof(h->base), "%s", cfg->base_url);
-	snprintf(h->auth, sizeof(h->auth), "Authorization: Bearer %s", cfg->api_key);
+	if (fmt_err(e, "AAS_BASE_URL", h->base, sizeof(h->base), "%s", cfg->base_url) < 0 ||
+	    fmt_err(e, "AAS_API_KEY", h->auth, sizeof(h->auth), "Authorization: Bearer %s",
+		cfg->api_key) < 0) {
+		explicit_bzero(h->auth, sizeof(h->auth));
+		free(h);
+		curl_global_cleanup();
+		return NULL;
+	}
 	h->connect_timeout_s = cfg->connect_timeout_s;
 	h->max_response = cfg->max_response_bytes;
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
@@ -349,8 +355,9 @@ br_http_do(struct br_http *h, const struct br_req *q, struct br_resp *r, struct 
 		return -1;
 	}
 	s.curl = c;
-	snprintf(ctype, sizeof(ctype), "Content-Type: %s",
-	    q->content_type ? q->content_type : "application/json");
+	if (fmt_err(e, "content type", ctype, sizeof(ctype), "Content-Type: %s",
+		q->content_type ? q->content_type : "application/json") < 0)
+		goto out;
 	if (add_header(&hdrs, h->auth) < 0 || add_header(&hdrs, "Accept: application/json") < 0 ||
 	    add_header(&hdrs, "Expect:") < 0 || /* no 100-continue round trip */
 	    (has_body && add_header(&hdrs, ctype) < 0)) {

@@ -15,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fmt.h"
+
 #define BR_LOCAL_MAX_DEPTH 64
 
 void
@@ -31,7 +33,7 @@ br_warn(json_t *warnings, const char *fmt, ...)
 		return;
 	}
 	va_start(ap, fmt);
-	vsnprintf(text, sizeof(text), fmt, ap);
+	err_ignore(fmt_vbuf(text, sizeof(text), fmt, ap)); /* a warning may be cut */
 	va_end(ap);
 	json_array_append_new(warnings, json_string(text));
 }
@@ -40,9 +42,8 @@ static int
 mkdirs(const char *path)
 {
 	char buf[PATH_MAX];
-	int r = snprintf(buf, sizeof(buf), "%s", path);
 
-	if (r < 0 || (size_t)r >= sizeof(buf)) {
+	if (fmt_buf(buf, sizeof(buf), "%s", path) < 0) {
 		errno = ENAMETOOLONG;
 		return -1;
 	}
@@ -168,9 +169,8 @@ scan_dir(struct scan *s, const char *rel, int depth, struct err *e)
 		    BR_LOCAL_MAX_DEPTH);
 		return -1;
 	}
-	if (*rel == '\0')
-		snprintf(full, sizeof(full), "%s", s->root);
-	else if (br_path_join(s->root, rel, full, sizeof(full)) < 0) {
+	if (*rel == '\0' ? fmt_buf(full, sizeof(full), "%s", s->root) < 0 :
+			   br_path_join(s->root, rel, full, sizeof(full)) < 0) {
 		err_set_field(e, "local_path", "local_path: a path is too long under %s", s->root);
 		return -1;
 	}
@@ -189,8 +189,7 @@ scan_dir(struct scan *s, const char *rel, int depth, struct err *e)
 
 		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 			continue;
-		if (snprintf(child, sizeof(child), "%s%s%s", rel, *rel ? "/" : "", name) >=
-			(int)sizeof(child) ||
+		if (fmt_buf(child, sizeof(child), "%s%s%s", rel, *rel ? "/" : "", name) < 0 ||
 		    br_path_join(s->root, child, child_full, sizeof(child_full)) < 0) {
 			err_set_field(e, "local_path", "local_path: a path is too long under %s",
 			    s->root);
@@ -300,17 +299,16 @@ open_parent(const char *root, const char *rel, int create, char *last, size_t la
 		int plen = (int)(p + len - rel), nfd;
 		char comp[NAME_MAX + 1];
 
-		if (len == 0 || len > NAME_MAX) {
+		if (len == 0 || len > NAME_MAX ||
+		    (slash == NULL && fmt_buf(last, lastn, "%.*s", (int)len, p) < 0)) {
 			err_set_field(e, "local_path", "local_path: bad name %s", rel);
 			err = EINVAL;
 			break;
 		}
+		if (slash == NULL)
+			return dfd;
 		memcpy(comp, p, len);
 		comp[len] = '\0';
-		if (slash == NULL) {
-			snprintf(last, lastn, "%s", comp);
-			return dfd;
-		}
 		nfd = openat(dfd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (nfd < 0 && errno == ENOENT && create &&
 		    (mkdirat(dfd, comp, 0755) == 0 || errno == EEXIST))
@@ -352,10 +350,12 @@ br_lfile_open(const char *root, const char *rel, struct err *e)
 		free(f);
 		return NULL;
 	}
-	snprintf(f->tmp, sizeof(f->tmp), ".aas-sync-%ld-%u.tmp", (long)getpid(),
-	    atomic_fetch_add(&counter, 1));
-	f->fd = openat(f->dirfd, f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-	    0600);
+	if (fmt_buf(f->tmp, sizeof(f->tmp), ".aas-sync-%ld-%u.tmp", (long)getpid(),
+		atomic_fetch_add(&counter, 1)) < 0)
+		errno = ENAMETOOLONG;
+	else
+		f->fd = openat(f->dirfd, f->tmp,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (f->fd < 0) {
 		err_set_field(e, "local_path", "local_path: cannot write beside %s: %s", rel,
 		    strerror(errno));

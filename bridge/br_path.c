@@ -2,9 +2,10 @@
 #include "bridge/br_path.h"
 
 #include <fnmatch.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 #define BR_EXCL_MAX 64
 
@@ -191,17 +192,15 @@ br_path_below(const char *root, const char *entry)
 int
 br_path_join(const char *dir, const char *rel, char *out, size_t n)
 {
-	int r = strcmp(dir, "/") == 0 ? snprintf(out, n, "/%s", rel) :
-					snprintf(out, n, "%s/%s", dir, rel);
-
-	return r < 0 || (size_t)r >= n ? -1 : 0;
+	if (strcmp(dir, "/") == 0)
+		return fmt_buf(out, n, "/%s", rel);
+	return fmt_buf(out, n, "%s/%s", dir, rel);
 }
 
 int
 br_path_sandbox_dir(const char *p, char *out, size_t n, struct err *e)
 {
-	int r = snprintf(out, n, "%s", p[0] == '/' ? "/" : BR_SANDBOX_HOME);
-	size_t k = r < 0 ? n : (size_t)r;
+	size_t k = fmt_buf(out, n, "%s", p[0] == '/' ? "/" : BR_SANDBOX_HOME) < 0 ? n : strlen(out);
 
 	while (k < n && *p) {
 		const char *slash = strchr(p, '/');

@@ -1,9 +1,10 @@
 /* br_remote.c - sandbox side of the sync tools. */
 #include "bridge/br_remote.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 #define LIST_DEPTH 10   /* list_files' deepest */
 #define LIST_LIMIT 5000 /* list_files' most entries */
@@ -17,14 +18,11 @@ static json_t *
 list(struct br_call *c, const char *sbx, const char *dir, int depth, struct err *e)
 {
 	struct br_url *u = br_api_url(c, "sandboxes", sbx, "files", NULL);
-	char d[16], l[16];
 	json_t *j;
 
-	snprintf(d, sizeof(d), "%d", depth);
-	snprintf(l, sizeof(l), "%d", LIST_LIMIT);
 	br_url_query(u, "path", dir);
-	br_url_query(u, "depth", d);
-	br_url_query(u, "limit", l);
+	br_url_query_ll(u, "depth", depth);
+	br_url_query_ll(u, "limit", LIST_LIMIT);
 	j = br_api_json(c, "GET", u, NULL, c->cfg->request_timeout_s, e);
 	br_url_free(u);
 	if (j != NULL && !json_is_array(json_object_get(j, "entries"))) {
@@ -75,8 +73,7 @@ scan_entry(struct rscan *s, const char *dir, const char *prefix, const json_t *i
 		    dir, path ? path : "(none)");
 		return -1;
 	}
-	if (snprintf(rel, sizeof(rel), "%s%s%s", prefix, *prefix ? "/" : "", below) >=
-	    (int)sizeof(rel)) {
+	if (fmt_buf(rel, sizeof(rel), "%s%s%s", prefix, *prefix ? "/" : "", below) < 0) {
 		err_set_field(e, "sandbox_path", "sandbox_path: a path below %s is too long", dir);
 		return -1;
 	}
@@ -207,14 +204,11 @@ br_remote_get(struct br_call *c, const char *sbx, const char *path, long long of
     struct br_resp *r, struct err *e)
 {
 	struct br_url *u = br_api_url(c, "sandboxes", sbx, "files", "content", NULL);
-	char off[32], len[32];
 	int rc;
 
-	snprintf(off, sizeof(off), "%lld", offset);
-	snprintf(len, sizeof(len), "%zu", length);
 	br_url_query(u, "path", path);
-	br_url_query(u, "offset", off);
-	br_url_query(u, "length", len);
+	br_url_query_ll(u, "offset", offset);
+	br_url_query_ll(u, "length", (long long)length);
 	rc = br_api_get_bytes(c, u, c->cfg->request_timeout_s, r, e);
 	br_url_free(u);
 	return rc;
@@ -233,14 +227,19 @@ struct br_batch {
 static const char batch_head[] = "set -e\n";
 
 struct br_batch *
-br_batch_new(struct br_call *c, const char *sbx)
+br_batch_new(struct br_call *c, const char *sbx, struct err *e)
 {
 	struct br_batch *b = calloc(1, sizeof(*b));
 
-	if (b == NULL)
+	if (b == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
+	}
 	b->c = c;
-	snprintf(b->sbx, sizeof(b->sbx), "%s", sbx);
+	if (fmt_err(e, "sandbox_id", b->sbx, sizeof(b->sbx), "%s", sbx) < 0) {
+		free(b);
+		return NULL;
+	}
 	return b;
 }
 
@@ -311,7 +310,7 @@ br_batch_add(struct br_batch *b, const char *verb, const char *path, const char 
     struct err *e)
 {
 	char quoted[4 * 4096 + 8];
-	size_t need;
+	size_t need, room;
 	int q = br_sh_quote(path, quoted, sizeof(quoted));
 
 	if (q < 0) {
@@ -325,11 +324,11 @@ br_batch_add(struct br_batch *b, const char *verb, const char *path, const char 
 		memcpy(b->buf, batch_head, sizeof(batch_head) - 1);
 		b->len = sizeof(batch_head) - 1;
 	}
-	if (b->len + need >= sizeof(b->buf)) {
+	room = sizeof(b->buf) - b->len;
+	if (need >= room || fmt_buf(b->buf + b->len, room, "%s %s%s\n", verb, quoted, tail) < 0) {
 		err_set_field(e, "sandbox_path", "sandbox_path: a path is too long");
 		return -1;
 	}
-	b->len += (size_t)snprintf(b->buf + b->len, sizeof(b->buf) - b->len, "%s %s%s\n", verb,
-	    quoted, tail);
+	b->len += strlen(b->buf + b->len);
 	return 0;
 }

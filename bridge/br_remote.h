@@ -42,7 +42,9 @@ int br_remote_get(struct br_call *c, const char *sbx, const char *path, long lon
  * in as few run_command calls as the command size allows. */
 struct br_batch;
 
-struct br_batch *br_batch_new(struct br_call *c, const char *sbx);
+/* A batch for sandbox sbx; NULL with e set when out of memory or sbx does
+ * not fit a sandbox id. */
+struct br_batch *br_batch_new(struct br_call *c, const char *sbx, struct err *e);
 void br_batch_free(struct br_batch *b);
 /* Adds "<verb> '<path>'<tail>\n"; flushes first when it would not fit. */
 int br_batch_add(struct br_batch *b, const char *verb, const char *path, const char *tail,

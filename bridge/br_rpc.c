@@ -3,7 +3,6 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -13,6 +12,7 @@
 #include "bridge/br_catalog.h"
 #include "bridge/br_io.h"
 #include "bridge/br_tools.h"
+#include "base/fmt.h"
 #include "base/jsonrpc.h"
 #include "base/log.h"
 #include "base/mcpmeth.h"
@@ -237,7 +237,7 @@ do_tools_call(void *ctx, struct rpc_msg *msg)
 	if (!json_is_object(msg->params) || name == NULL)
 		return rpc_error(msg->id, RPC_INVALID_PARAMS, "tools/call needs params.name", NULL);
 	if (!br_tools_exists(name)) {
-		snprintf(text, sizeof(text), "Unknown tool: %.120s (tools/list names the tools)",
+		fmt_cut(text, sizeof(text), "Unknown tool: %.120s (tools/list names the tools)",
 		    name);
 		return rpc_error(msg->id, RPC_INVALID_PARAMS, text, NULL);
 	}
@@ -247,7 +247,7 @@ do_tools_call(void *ctx, struct rpc_msg *msg)
 	if (token != NULL && !json_is_string(token) && !json_is_integer(token))
 		token = NULL;
 	if (enqueue(r, msg->id, msg->params, token) < 0) {
-		snprintf(text, sizeof(text),
+		fmt_cut(text, sizeof(text),
 		    "too many tool calls in progress (%d); retry when "
 		    "one has finished",
 		    BR_MAX_CALLS);
@@ -390,7 +390,7 @@ br_rpc_run(struct br_rpc *r)
 			handle_line(r, line, len);
 		} else if (st == BR_IN_TOO_LONG) {
 			char text[96];
-			snprintf(text, sizeof(text), "Parse error: message longer than %u bytes",
+			fmt_cut(text, sizeof(text), "Parse error: message longer than %u bytes",
 			    BR_MAX_LINE);
 			send_msg(r, rpc_error(NULL, RPC_PARSE_ERROR, text, NULL));
 		} else if (st == BR_IN_EOF) {

@@ -5,7 +5,6 @@
 #include "bridge/br_sync.h"
 
 #include <limits.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +15,7 @@
 #include "bridge/br_pull.h"
 #include "bridge/br_remote.h"
 #include "bridge/br_tree.h"
+#include "base/fmt.h"
 
 #define SYNC_MAX_ENTRIES 200000
 #define SYNC_LIST_CAP 200 /* names shown in sent/deleted */
@@ -77,12 +77,12 @@ sync_init(struct sync *s, struct br_call *c, const json_t *args, int to_sandbox,
 	s->warnings = json_array();
 	s->local = br_tree_new(SYNC_MAX_ENTRIES);
 	s->remote = br_tree_new(SYNC_MAX_ENTRIES);
-	s->batch = br_batch_new(c, s->sbx);
-	if (!s->sent || !s->deleted || !s->warnings || !s->local || !s->remote || !s->batch) {
+	if (!s->sent || !s->deleted || !s->warnings || !s->local || !s->remote) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return -1;
 	}
-	if ((s->x = br_excl_new(json_object_get(args, "excludes"), e)) == NULL ||
+	if ((s->batch = br_batch_new(c, s->sbx, e)) == NULL ||
+	    (s->x = br_excl_new(json_object_get(args, "excludes"), e)) == NULL ||
 	    br_path_sandbox_dir(sp, s->sdir, sizeof(s->sdir), e) < 0 ||
 	    br_local_root(local, !to_sandbox, s->root, sizeof(s->root), e) < 0)
 		return -1;
@@ -252,7 +252,7 @@ pack_progress(void *ctx, size_t done, size_t total, const char *rel)
 	char msg[160];
 
 	(void)rel;
-	snprintf(msg, sizeof(msg), "%zu of %zu entries", done, total);
+	fmt_cut(msg, sizeof(msg), "%zu of %zu entries", done, total);
 	br_call_progress(s->c, (double)done, (double)total, msg);
 }
 
@@ -395,7 +395,7 @@ pulled_progress(struct pulled *p)
 {
 	char msg[160];
 
-	snprintf(msg, sizeof(msg), "%zu of %zu files", ++p->done, p->total);
+	fmt_cut(msg, sizeof(msg), "%zu of %zu files", ++p->done, p->total);
 	br_call_progress(p->s->c, (double)p->done, (double)p->total, msg);
 }
 

@@ -4,7 +4,6 @@
  * the raw-bytes routes; the sync tools run here. */
 #include "bridge/br_tools.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +12,7 @@
 #include "bridge/br_remote.h"
 #include "bridge/br_sync.h"
 #include "base/b64.h"
+#include "base/fmt.h"
 #include "base/jsonschema.h"
 #include "base/toolres.h"
 #include "base/utf8.h"
@@ -196,14 +196,13 @@ forward(struct br_call *c, const struct route *r, const json_t *args, struct err
 }
 
 /* Relative sandbox paths are under the home directory, as the server
- * reports them. */
-static void
-abs_path(const char *p, char *out, size_t n)
+ * reports them; -1 with e set when the path does not fit in out. */
+static int
+abs_path(const char *p, char *out, size_t n, struct err *e)
 {
 	if (p[0] == '/')
-		snprintf(out, n, "%s", p);
-	else
-		snprintf(out, n, "%s/%s", BR_SANDBOX_HOME, p);
+		return fmt_err(e, "path", out, n, "%s", p);
+	return fmt_err(e, "path", out, n, "%s/%s", BR_SANDBOX_HOME, p);
 }
 
 static json_t *
@@ -220,8 +219,8 @@ read_file(struct br_call *c, const json_t *args, struct err *e)
 	json_t *content = NULL, *out = NULL;
 	long long total;
 
-	abs_path(json_string_value(json_object_get(args, "path")), path, sizeof(path));
-	if (br_remote_get(c, sandbox_id(args), path, offset, length, &r, e) < 0)
+	if (abs_path(json_string_value(json_object_get(args, "path")), path, sizeof(path), e) < 0 ||
+	    br_remote_get(c, sandbox_id(args), path, offset, length, &r, e) < 0)
 		return NULL;
 	if (r.len > length) {
 		err_set(e, ERR_INTERNAL, "the aas API sent more bytes than asked for");

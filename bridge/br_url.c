@@ -1,9 +1,10 @@
 /* br_url.c - base URL normalisation and URL building. */
 #include "bridge/br_url.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 struct br_url {
 	char buf[BR_URL_MAX];
@@ -23,7 +24,6 @@ br_url_base(const char *origin, char *out, size_t n, int *had_v1, struct err *e)
 {
 	const char *host, *path;
 	size_t len;
-	int r;
 
 	*had_v1 = 0;
 	if (origin == NULL || *origin == '\0') {
@@ -61,11 +61,8 @@ br_url_base(const char *origin, char *out, size_t n, int *had_v1, struct err *e)
 			return -1;
 		}
 		*had_v1 = 1;
-		r = snprintf(out, n, "%.*s", (int)len, origin);
-	} else {
-		r = snprintf(out, n, "%.*s/v1", (int)len, origin);
 	}
-	if (r < 0 || (size_t)r >= n) {
+	if (fmt_buf(out, n, "%.*s%s", (int)len, origin, path != NULL ? "" : "/v1") < 0) {
 		err_set(e, ERR_INVALID, "AAS_BASE_URL is too long");
 		return -1;
 	}
@@ -76,15 +73,13 @@ struct br_url *
 br_url_new(const char *base)
 {
 	struct br_url *u = calloc(1, sizeof(*u));
-	int r;
 
 	if (u == NULL)
 		return NULL;
-	r = snprintf(u->buf, sizeof(u->buf), "%s", base);
-	if (r < 0 || (size_t)r >= sizeof(u->buf))
+	if (fmt_buf(u->buf, sizeof(u->buf), "%s", base) < 0)
 		u->overflow = 1;
 	else
-		u->len = (size_t)r;
+		u->len = strlen(u->buf);
 	return u;
 }
 
@@ -152,16 +147,26 @@ br_url_query(struct br_url *u, const char *key, const char *value)
 }
 
 void
-br_url_query_json(struct br_url *u, const char *key, const json_t *v)
+br_url_query_ll(struct br_url *u, const char *key, long long v)
 {
 	char num[32];
 
+	if (u == NULL)
+		return;
+	if (fmt_buf(num, sizeof(num), "%lld", v) < 0)
+		u->overflow = 1;
+	else
+		br_url_query(u, key, num);
+}
+
+void
+br_url_query_json(struct br_url *u, const char *key, const json_t *v)
+{
 	if (json_is_string(v))
 		br_url_query(u, key, json_string_value(v));
-	else if (json_is_integer(v)) {
-		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
-		br_url_query(u, key, num);
-	} else if (json_is_boolean(v))
+	else if (json_is_integer(v))
+		br_url_query_ll(u, key, (long long)json_integer_value(v));
+	else if (json_is_boolean(v))
 		br_url_query(u, key, json_is_true(v) ? "true" : "false");
 }
 

@@ -26,6 +26,8 @@ void br_url_free(struct br_url *u);
 void br_url_seg(struct br_url *u, const char *seg);
 /* Appends ?key=value or &key=value, both percent-encoded. */
 void br_url_query(struct br_url *u, const char *key, const char *value);
+/* Appends the decimal number as br_url_query does a value. */
+void br_url_query_ll(struct br_url *u, const char *key, long long v);
 /* The same for a JSON string, integer or boolean; other values are ignored,
  * NULL is skipped. */
 void br_url_query_json(struct br_url *u, const char *key, const json_t *v);

@@ -12,6 +12,7 @@
 #include "server/auth.h"
 #include "server/card.h"
 #include "base/config.h"
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "server/http.h"
 #include "base/log.h"
@@ -134,7 +135,7 @@ health_work(struct http_req *req, void *ctx)
 		char range[32];
 
 		orch_confinement(o, &conf);
-		snprintf(range, sizeof(range), "%u-%u", (unsigned)conf.vm_uid_first,
+		fmt_cut(range, sizeof(range), "%u-%u", (unsigned)conf.vm_uid_first,
 		    (unsigned)(conf.vm_uid_first + conf.vm_uid_count - 1));
 		json_object_set_new(out, "vm",
 		    json_pack("{s:s, s:o, s:s, s:{s:s, s:s, s:s, s:s}}", "status",
@@ -176,7 +177,7 @@ preview_resolve(void *ctx, const struct preview_ask *ask, struct preview_route *
 
 	if (app->sbx == NULL) {
 		out->status = 404;
-		snprintf(out->message, sizeof(out->message),
+		fmt_cut(out->message, sizeof(out->message),
 		    "This server runs without sandboxes, so it has no previews.");
 		return;
 	}

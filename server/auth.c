@@ -1,10 +1,10 @@
 /* auth.c - header parsing for API keys. */
 #include "server/auth.h"
 
-#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "server/hlim.h"
 #include "server/authsrv.h"
@@ -92,14 +92,18 @@ auth_work_key_addr(struct http_req *req, char *out, size_t n)
 	const char *real = http_header(req, "X-Real-IP");
 	char addr[HLIM_GROUP_MAX + 1], group[HLIM_GROUP_MAX + 1];
 
+	/* "unknown": the label every client of no known address, or of an
+	 * address too long to count, shares. */
 	if (http_client_addr(req, addr, sizeof(addr)) < 0)
-		snprintf(addr, sizeof(addr), "unknown");
+		fmt_cut(addr, sizeof(addr), "unknown");
 	/* Behind a reverse proxy on this machine, the client it names. */
-	if (real && strlen(real) < sizeof(addr) && http_config(req)->trust_x_real_ip &&
-	    (strcmp(addr, "127.0.0.1") == 0 || strcmp(addr, "::1") == 0))
-		snprintf(addr, sizeof(addr), "%s", real);
+	if (real && http_config(req)->trust_x_real_ip &&
+	    (strcmp(addr, "127.0.0.1") == 0 || strcmp(addr, "::1") == 0) &&
+	    fmt_buf(addr, sizeof(addr), "%s", real) < 0)
+		fmt_cut(addr, sizeof(addr), "unknown");
 	hlim_group_text(addr, group, sizeof(group));
-	snprintf(out, n, "ip:%s", group);
+	if (fmt_buf(out, n, "ip:%s", group) < 0)
+		fmt_cut(out, n, "ip:unknown");
 }
 
 void
@@ -107,10 +111,10 @@ auth_work_key(struct http_req *req, char *out, size_t n)
 {
 	const char *acct = http_account(req);
 
-	if (acct)
-		snprintf(out, n, "a:%s", acct);
-	else
+	if (acct == NULL)
 		auth_work_key_addr(req, out, n);
+	else if (fmt_buf(out, n, "a:%s", acct) < 0)
+		fmt_cut(out, n, "a:unknown"); /* one label for every id too long */
 }
 
 void
@@ -130,7 +134,7 @@ auth_reply_unauthorized(struct http_req *req, enum auth_found found, const char 
 	char msg[CONFIG_STR_MAX + 300];
 
 	if (found == AUTH_NO_KEY)
-		snprintf(msg, sizeof(msg),
+		fmt_cut(msg, sizeof(msg),
 		    "this endpoint needs an API key. Send it on every "
 		    "request in the header 'Authorization: Bearer <key>' or 'x-api-key: <key>' "
 		    "(never in the URL). %s%s%s",
@@ -138,9 +142,9 @@ auth_reply_unauthorized(struct http_req *req, enum auth_found found, const char 
 			    "Keys are issued by the operator of this service (aasctl key create).",
 		    dash, *dash ? "." : "");
 	else if (found == AUTH_MALFORMED && why)
-		snprintf(msg, sizeof(msg), "%s", why);
+		fmt_cut(msg, sizeof(msg), "%s", why);
 	else
-		snprintf(msg, sizeof(msg), "invalid or revoked API key.%s%s%s",
+		fmt_cut(msg, sizeof(msg), "invalid or revoked API key.%s%s%s",
 		    *dash ? " Get a new one at " : "", dash, *dash ? "." : "");
 	http_add_header(req, "WWW-Authenticate",
 	    found == AUTH_NO_KEY ?
@@ -170,12 +174,15 @@ auth_reply_refused(struct http_req *req, const struct config *cfg, const struct 
 		auth_reply_unauthorized(req, AUTH_KEY, NULL, cfg->dashboard_url);
 		return;
 	}
-	authsrv_challenge(cfg, meta, sizeof(meta));
-	/* The message is ours (never the token), quotes left out. */
-	snprintf(challenge, sizeof(challenge),
-	    "%s, error=\"invalid_token\", error_description=\"%s\"", meta,
-	    e->msg[0] && strchr(e->msg, '"') == NULL ? e->msg : "invalid access token");
-	http_add_header(req, "WWW-Authenticate", challenge);
+	/* The message is ours (never the token), quotes left out; a challenge
+	 * that does not fit goes without the metadata. */
+	if (authsrv_challenge(cfg, meta, sizeof(meta)) == 0 &&
+	    fmt_buf(challenge, sizeof(challenge),
+		"%s, error=\"invalid_token\", error_description=\"%s\"", meta,
+		e->msg[0] && strchr(e->msg, '"') == NULL ? e->msg : "invalid access token") == 0)
+		http_add_header(req, "WWW-Authenticate", challenge);
+	else
+		http_add_header(req, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
 	http_reply_error(req, 401, "unauthorized", e->msg[0] ? e->msg : "invalid access token");
 }
 
@@ -196,8 +203,8 @@ auth_resolve(struct app *app, const char *path, const char *key, size_t keylen, 
 			return -1;
 		}
 		/* The audience: this service's /v1/mcp, checked on every call. */
-		authsrv_resource(&app->cfg, resource, sizeof(resource));
-		if (oauth_resolve_access(app->db, key, keylen, resource, id, e) < 0)
+		if (authsrv_resource(&app->cfg, resource, sizeof(resource), e) < 0 ||
+		    oauth_resolve_access(app->db, key, keylen, resource, id, e) < 0)
 			return -1;
 	} else if (acct_resolve_key_cached(app->db, app->keys, key, keylen, id, e) < 0) {
 		return -1;

@@ -3,10 +3,10 @@
  * the client's address. */
 #include "server/authsrv.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "base/log.h"
 #include "server/rest_query.h"
@@ -15,22 +15,25 @@
 
 #define FORM_MAX 8192
 
-void
-authsrv_resource(const struct config *cfg, char *out, size_t n)
+int
+authsrv_resource(const struct config *cfg, char *out, size_t n, struct err *e)
 {
-	snprintf(out, n, "%s/v1/mcp", cfg->public_url);
+	if (fmt_buf(out, n, "%s/v1/mcp", cfg->public_url) < 0) {
+		err_set(e, ERR_INTERNAL, "AAS_PUBLIC_URL too long for the OAuth resource");
+		return -1;
+	}
+	return 0;
 }
 
-void
+int
 authsrv_challenge(const struct config *cfg, char *out, size_t n)
 {
 	if (!cfg->oauth)
-		snprintf(out, n, "Bearer");
-	else
-		snprintf(out, n,
-		    "Bearer resource_metadata=\"%s/.well-known/oauth-protected-resource/v1/mcp\", "
-		    "scope=\"" OAUTH_SCOPE "\"",
-		    cfg->public_url);
+		return fmt_buf(out, n, "Bearer");
+	return fmt_buf(out, n,
+	    "Bearer resource_metadata=\"%s/.well-known/oauth-protected-resource/v1/mcp\", "
+	    "scope=\"" OAUTH_SCOPE "\"",
+	    cfg->public_url);
 }
 
 static int
@@ -58,11 +61,17 @@ protected_resource(struct http_req *req, void *ctx)
 	struct app *app = ctx;
 	const struct config *cfg = &app->cfg;
 	char resource[CONFIG_STR_MAX + 16], docs[CONFIG_STR_MAX + 32];
+	struct err e;
 
 	if (!get_only(req))
 		return;
-	authsrv_resource(cfg, resource, sizeof(resource));
-	snprintf(docs, sizeof(docs), "%s/dashboard/connect", cfg->public_url);
+	err_clear(&e);
+	if (authsrv_resource(cfg, resource, sizeof(resource), &e) < 0 ||
+	    fmt_err(&e, "AAS_PUBLIC_URL", docs, sizeof(docs), "%s/dashboard/connect",
+		cfg->public_url) < 0) {
+		http_reply_error(req, 500, "internal", e.msg);
+		return;
+	}
 	public_json(req,
 	    json_pack("{s:s, s:[s], s:[s], s:[s], s:s, s:s}", "resource", resource,
 		"authorization_servers", cfg->public_url, "scopes_supported", OAUTH_SCOPE,
@@ -80,10 +89,13 @@ authorization_server(struct http_req *req, void *ctx)
 
 	if (!get_only(req))
 		return;
-	snprintf(authz, sizeof(authz), "%s/oauth/authorize", o);
-	snprintf(token, sizeof(token), "%s/oauth/token", o);
-	snprintf(reg, sizeof(reg), "%s/oauth/register", o);
-	snprintf(rev, sizeof(rev), "%s/oauth/revoke", o);
+	if (fmt_buf(authz, sizeof(authz), "%s/oauth/authorize", o) < 0 ||
+	    fmt_buf(token, sizeof(token), "%s/oauth/token", o) < 0 ||
+	    fmt_buf(reg, sizeof(reg), "%s/oauth/register", o) < 0 ||
+	    fmt_buf(rev, sizeof(rev), "%s/oauth/revoke", o) < 0) {
+		http_reply_error(req, 500, "internal", "AAS_PUBLIC_URL too long");
+		return;
+	}
 	public_json(req,
 	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:[s], s:[s], s:[ss], s:[s], s:[s], s:[s], s:b,"
 		      " s:b}",
@@ -311,7 +323,11 @@ post_entry(struct http_req *req, struct app *app, int kind)
 	j->kind = kind;
 	web_client_addr(req, app->cfg.trust_x_real_ip, j->addr, sizeof(j->addr));
 	key_hash_hex(j->addr, strlen(j->addr), hash, sizeof(hash));
-	snprintf(key, sizeof(key), "o:%.32s", hash);
+	if (fmt_buf(key, sizeof(key), "o:%.32s", hash) < 0) {
+		free(j);
+		oauth_error(req, 500, "server_error", "work key too long");
+		return;
+	}
 	http_defer_as(req, key, work, j, free);
 }
 

@@ -8,11 +8,11 @@
  * Smithery asks its user for the key and sends it in that header. */
 #include "server/card.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "service/app.h"
+#include "base/fmt.h"
 #include "base/mcpver.h"
 #include "server/mcp.h"
 #include "service/tools.h"
@@ -50,7 +50,7 @@ config_schema(const struct config *cfg)
 {
 	char desc[CONFIG_STR_MAX + 96];
 
-	snprintf(desc, sizeof(desc), "Your aas API key (aas_sk_...).%s%s",
+	fmt_cut(desc, sizeof(desc), "Your aas API key (aas_sk_...).%s%s",
 	    cfg->dashboard_url[0] ? " Get one at " : "", cfg->dashboard_url);
 	/* The layout shows the nesting of the object. */
 	/* clang-format off */
@@ -84,8 +84,9 @@ card_extend(json_t *card, const struct config *cfg)
 	json_object_set_new(card, "protocolVersions", versions);
 	if (!cfg->oauth)
 		return 0;
-	snprintf(meta, sizeof(meta), "%s/.well-known/oauth-protected-resource/v1/mcp",
-	    cfg->public_url);
+	if (fmt_buf(meta, sizeof(meta), "%s/.well-known/oauth-protected-resource/v1/mcp",
+		cfg->public_url) < 0)
+		return -1;
 	json_array_append_new(json_object_get(auth, "schemes"), json_string("oauth2"));
 	return json_object_set_new(auth, "oauth2",
 	    json_pack("{s:s, s:s, s:[s]}", "protectedResourceMetadata", meta, "authorizationServer",
@@ -100,7 +101,10 @@ card_build(const struct config *cfg)
 
 	if (tools == NULL)
 		return NULL;
-	snprintf(url, sizeof(url), "%s/v1/mcp", cfg->public_url);
+	if (fmt_buf(url, sizeof(url), "%s/v1/mcp", cfg->public_url) < 0) {
+		json_decref(tools);
+		return NULL;
+	}
 	/* The layout shows the nesting of the object. */
 	/* clang-format off */
 	card = json_pack("{s:s, s:s, s:{s:s, s:s, s:s, s:s}, s:s,"

@@ -23,6 +23,7 @@
 #include "vmm/netguard_status.h"
 #include "vmm/vm.h"
 #include "server/ngcli.h"
+#include "base/fmt.h"
 
 enum dc_status { DC_OK, DC_WARN, DC_MISSING };
 
@@ -38,8 +39,8 @@ static void
 row_set(struct dc_row *r, enum dc_status st, const char *detail, const char *fix)
 {
 	r->status = st;
-	snprintf(r->detail, sizeof(r->detail), "%.700s", detail);
-	snprintf(r->fix, sizeof(r->fix), "%s", fix ? fix : "");
+	fmt_cut(r->detail, sizeof(r->detail), "%.700s", detail);
+	fmt_cut(r->fix, sizeof(r->fix), "%s", fix ? fix : "");
 }
 
 static void
@@ -66,7 +67,10 @@ check_libvirt(const struct config *cfg, struct dc_row *r)
 	struct err e;
 	char *save = NULL;
 
-	snprintf(list, sizeof(list), "%s", cfg->libvirt_uri);
+	if (fmt_buf(list, sizeof(list), "%s", cfg->libvirt_uri) < 0) {
+		row_set(r, DC_MISSING, "AAS_LIBVIRT_URI is too long", NULL);
+		return;
+	}
 	for (char *uri = strtok_r(list, ",", &save); uri; uri = strtok_r(NULL, ",", &save)) {
 		err_clear(&e);
 		if (strncmp(uri, "qemu:///embed", 13) == 0) {
@@ -79,9 +83,10 @@ check_libvirt(const struct config *cfg, struct dc_row *r)
 			    "libvirtd must run and aas be in its group (SupplementaryGroups=libvirt)");
 			return;
 		}
-		if (used < sizeof(detail))
-			used += (size_t)snprintf(detail + used, sizeof(detail) - used, "%s%s: %s",
-			    used ? "; " : "", uri, info);
+		/* A list cut short still reads; the URIs past it are left out. */
+		fmt_cut(detail + used, sizeof(detail) - used, "%s%s: %s", used ? "; " : "", uri,
+		    info);
+		used += strlen(detail + used);
 	}
 	row_set(r, DC_OK, detail, NULL);
 }
@@ -110,13 +115,14 @@ check_image(const struct config *cfg, struct dc_row *r)
 	char path[sizeof(cfg->image_dir) + 32], msg[sizeof(path) + 64];
 
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		snprintf(path, sizeof(path), "%s/%s", cfg->image_dir, files[i]);
-		if (access(path, R_OK) != 0) {
-			snprintf(msg, sizeof(msg), "%s: %s", path, strerror(errno));
-			row_set(r, DC_MISSING, msg,
-			    "make image, then copy it to AAS_IMAGE_DIR readable by all (step 5)");
-			return;
-		}
+		if (fmt_buf(path, sizeof(path), "%s/%s", cfg->image_dir, files[i]) < 0)
+			errno = ENAMETOOLONG;
+		else if (access(path, R_OK) == 0)
+			continue;
+		fmt_cut(msg, sizeof(msg), "%s: %s", path, strerror(errno));
+		row_set(r, DC_MISSING, msg,
+		    "make image, then copy it to AAS_IMAGE_DIR readable by all (step 5)");
+		return;
 	}
 	row_set(r, DC_OK, cfg->image_dir, NULL);
 }
@@ -127,7 +133,10 @@ scratch_file(const struct config *cfg, char *path, size_t n)
 {
 	int fd;
 
-	snprintf(path, n, "%s/.check-deployment-XXXXXX", cfg->state_dir);
+	if (fmt_buf(path, n, "%s/.check-deployment-XXXXXX", cfg->state_dir) < 0) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
 	fd = mkstemp(path);
 	if (fd >= 0)
 		close(fd);
@@ -140,7 +149,7 @@ check_state_dir(const struct config *cfg, struct dc_row *r)
 	char path[sizeof(cfg->state_dir) + 32], msg[sizeof(path) + 64];
 
 	if (scratch_file(cfg, path, sizeof(path)) < 0) {
-		snprintf(msg, sizeof(msg), "%s: %s", cfg->state_dir, strerror(errno));
+		fmt_cut(msg, sizeof(msg), "%s: %s", cfg->state_dir, strerror(errno));
 		row_set(r, DC_MISSING, msg, "StateDirectory=aas makes /var/lib/aas aas's own");
 		return;
 	}
@@ -176,7 +185,7 @@ check_vm_users(const struct config *cfg, struct dc_row *r)
 		return;
 	}
 	if (chown(path, vm_uid, vm_uid) < 0) {
-		snprintf(msg, sizeof(msg), "cannot hand a file to VM user %u: %s", (unsigned)vm_uid,
+		fmt_cut(msg, sizeof(msg), "cannot hand a file to VM user %u: %s", (unsigned)vm_uid,
 		    strerror(errno));
 		row_set(r, DC_MISSING, msg,
 		    "the unit's AmbientCapabilities=CAP_CHOWN CAP_DAC_OVERRIDE");
@@ -185,14 +194,13 @@ check_vm_users(const struct config *cfg, struct dc_row *r)
 	chmod(path, 0600);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
-		snprintf(msg, sizeof(msg), "cannot read back a VM user's file: %s",
-		    strerror(errno));
+		fmt_cut(msg, sizeof(msg), "cannot read back a VM user's file: %s", strerror(errno));
 		row_set(r, DC_MISSING, msg,
 		    "the unit's AmbientCapabilities=CAP_CHOWN CAP_DAC_OVERRIDE");
 		goto out;
 	}
 	close(fd);
-	snprintf(msg, sizeof(msg), "VM files go to users %u-%u and back", (unsigned)vm_uid,
+	fmt_cut(msg, sizeof(msg), "VM files go to users %u-%u and back", (unsigned)vm_uid,
 	    (unsigned)(vm_uid + cfg->qemu_uids.count - 1));
 	row_set(r, DC_OK, msg, NULL);
 out:
@@ -288,10 +296,12 @@ check_cgroups(const struct config *cfg, struct dc_row *r)
 		    access(V1_SLICE_PLAIN, F_OK) == 0                   ? V1_SLICE_PLAIN :
 									  "/sys/fs/cgroup/memory";
 		char path[128];
-		int fd;
+		int fd = -1;
 
-		snprintf(path, sizeof(path), "%s/cgroup.event_control", slice);
-		fd = open(path, O_WRONLY | O_CLOEXEC);
+		if (fmt_buf(path, sizeof(path), "%s/cgroup.event_control", slice) < 0)
+			errno = ENAMETOOLONG;
+		else
+			fd = open(path, O_WRONLY | O_CLOEXEC);
 
 		if (fd >= 0) {
 			close(fd);
@@ -300,7 +310,7 @@ check_cgroups(const struct config *cfg, struct dc_row *r)
 		} else {
 			char why[200];
 
-			snprintf(why, sizeof(why),
+			fmt_cut(why, sizeof(why),
 			    "cgroup v1: %.60s cannot be written (%s), so a VM stopped by its memory "
 			    "limit reads as a crash",
 			    path, strerror(errno));

@@ -5,11 +5,11 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "base/log.h"
 
 /* Counts under names; a name leaves when its count is zero. */
@@ -83,10 +83,10 @@ counts_add(struct counts *c, const char *name, long long d, long long max)
 	if (k == NULL) {
 		if (d <= 0)
 			return 0;
-		if (c->len >= c->cap || strlen(name) > HLIM_NAME_MAX)
+		if (c->len >= c->cap ||
+		    fmt_buf(c->v[c->len].name, sizeof(c->v[c->len].name), "%s", name) < 0)
 			return -1;
 		k = &c->v[c->len++];
-		snprintf(k->name, sizeof(k->name), "%s", name);
 		k->n = 0;
 	}
 	if (d > 0 && max >= 0 && k->n + d > max) {
@@ -157,8 +157,7 @@ hlim_group(const struct sockaddr *sa, char *out, size_t n)
 		const struct sockaddr_in *s4 = (const struct sockaddr_in *)(const void *)sa;
 		if (inet_ntop(AF_INET, &s4->sin_addr, text, sizeof(text)) == NULL)
 			return -1;
-		snprintf(out, n, "%s", text);
-		return 0;
+		return fmt_buf(out, n, "%s", text);
 	}
 	if (sa->sa_family != AF_INET6)
 		return -1;
@@ -166,15 +165,13 @@ hlim_group(const struct sockaddr *sa, char *out, size_t n)
 	if (IN6_IS_ADDR_V4MAPPED(&a6)) {
 		if (inet_ntop(AF_INET, a6.s6_addr + 12, text, sizeof(text)) == NULL)
 			return -1;
-		snprintf(out, n, "%s", text);
-		return 0;
+		return fmt_buf(out, n, "%s", text);
 	}
 	/* One IPv6 client holds a whole /64. */
 	memset(a6.s6_addr + 8, 0, 8);
 	if (inet_ntop(AF_INET6, &a6, text, sizeof(text)) == NULL)
 		return -1;
-	snprintf(out, n, "%s/64", text);
-	return 0;
+	return fmt_buf(out, n, "%s/64", text);
 }
 
 void
@@ -192,7 +189,8 @@ hlim_group_text(const char *addr, char *out, size_t n)
 		if (hlim_group((struct sockaddr *)&s6, out, n) == 0)
 			return;
 	}
-	snprintf(out, n, "%s", addr);
+	if (fmt_buf(out, n, "%s", addr) < 0)
+		fmt_cut(out, n, "unknown"); /* one label for every text too long */
 }
 
 int

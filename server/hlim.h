@@ -32,9 +32,10 @@ void hlim_free(struct hlim *h);
 
 /* The group a client address counts under: an IPv4 address as text (also
  * when IPv4-mapped), an IPv6 address as its /64 ("2001:db8:1:2::/64").
- * -1 for another family. */
+ * -1 for another family, or when it does not fit in out. */
 int hlim_group(const struct sockaddr *sa, char *out, size_t n);
-/* The same for an address in text; an unparsable one is copied. */
+/* The same for an address in text; an unparsable one is copied, or is
+ * "unknown" when it does not fit. */
 void hlim_group_text(const char *addr, char *out, size_t n);
 
 /* Accept policy: 1 when the address group has room for one more

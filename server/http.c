@@ -9,7 +9,6 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -19,6 +18,7 @@
 
 #include "base/bq.h"
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "base/log.h"
 #include "server/http_int.h"
@@ -149,7 +149,7 @@ http_log_detail(struct http_req *req, const char *key, const char *value)
 		clean[j++] = (*p > 0x20 && *p < 0x7f) ? *p : '?';
 	clean[j] = '\0';
 	if (n < sizeof(req->detail) - 1)
-		snprintf(req->detail + n, sizeof(req->detail) - n, " %s=%s", key, clean);
+		fmt_cut(req->detail + n, sizeof(req->detail) - n, " %s=%s", key, clean);
 }
 
 /* ---- libmicrohttpd callbacks ---- */
@@ -160,7 +160,7 @@ mhd_log(void *cls, const char *fmt, va_list ap)
 	char line[512];
 
 	(void)cls;
-	vsnprintf(line, sizeof(line), fmt, ap);
+	err_ignore(fmt_vbuf(line, sizeof(line), fmt, ap)); /* a log line may be cut */
 	line[strcspn(line, "\n")] = '\0';
 	log_debug("mhd: %s", line);
 }
@@ -184,8 +184,9 @@ on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
 	pthread_mutex_init(&req->slock, NULL);
 	clock_gettime(CLOCK_MONOTONIC, &req->start);
 	hlim_request_begin(req->srv->lim, http_lim_conn(req));
+	/* Without randomness the id is a stand-in for the logs. */
 	if (key_random_hex(req->request_id, sizeof(req->request_id), 8) < 0)
-		snprintf(req->request_id, sizeof(req->request_id), "0000000000000000");
+		fmt_cut(req->request_id, sizeof(req->request_id), "0000000000000000");
 	plen = strcspn(uri, "?");
 	if (plen > HTTP_MAX_PATH) {
 		req->path_too_long = 1;
@@ -295,8 +296,11 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 	if (!req->headers_seen) {
 		const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 		    MHD_HTTP_HEADER_HOST);
+		/* A method too long to keep is none the routes know (the
+		 * preview proxy passes it on as it came). */
+		int method_kept = fmt_buf(req->method, sizeof(req->method), "%s", method) == 0;
+
 		req->headers_seen = 1;
-		snprintf(req->method, sizeof(req->method), "%s", method);
 		/* Stopping: the workers may be gone, so nothing new is taken. */
 		if (atomic_load(&srv->closing)) {
 			http_add_header(req, MHD_HTTP_HEADER_CONNECTION, "close");
@@ -316,6 +320,10 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
 			static const char busy[] = "preview proxy busy; retry shortly\n";
 			http_reply_raw(req, 503, "text/plain; charset=utf-8", busy,
 			    sizeof(busy) - 1);
+			return http_reply_queue(req);
+		}
+		if (!method_kept) {
+			http_reply_error(req, 501, "not_implemented", "unknown request method");
 			return http_reply_queue(req);
 		}
 		return http_head_reply(srv, req);

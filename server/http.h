@@ -161,7 +161,8 @@ struct bq *http_body_stream(struct http_req *req);
  * written into (bq_write), with a reference for the caller, who ends it
  * with bq_finish (an error cuts the body short: the client sees a body
  * shorter than its Content-Length, or unterminated chunks) and bq_free.
- * `length` -1 when unknown. NULL (nothing sent) when out of memory. */
+ * `length` -1 when unknown. NULL (nothing sent) when out of memory or the
+ * content type is too long. */
 struct bq *http_reply_stream(struct http_req *req, int status, const char *content_type,
     long long length);
 

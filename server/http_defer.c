@@ -2,12 +2,12 @@
  * handlers, their replies sent from a worker, and bodies streamed to the
  * work while it runs (stream_body routes). */
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 
 #include <microhttpd.h>
 
 #include "base/bq.h"
+#include "base/fmt.h"
 #include "base/work.h"
 #include "server/http_int.h"
 
@@ -41,7 +41,13 @@ void
 http_defer_as(struct http_req *req, const char *key, http_deferred_fn fn, void *arg,
     void (*drop)(void *arg))
 {
-	snprintf(req->work_key, sizeof(req->work_key), "%s", key ? key : "");
+	/* A key too long is refused, never cut into another's turn. */
+	if (fmt_buf(req->work_key, sizeof(req->work_key), "%s", key ? key : "") < 0) {
+		if (drop)
+			drop(arg);
+		http_reply_error(req, 500, "internal", "work key too long");
+		return;
+	}
 	http_defer(req, fn, arg, drop);
 }
 

@@ -2,10 +2,10 @@
  * libmicrohttpd: connections per address (accept policy), arrival
  * deadlines (connection notifications), and request bodies held against
  * their owner's budget. The counting itself is server/hlim.c. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/log.h"
 #include "server/http_int.h"
 
@@ -54,14 +54,18 @@ body_owner(struct http_req *req)
 	const char *acct = http_account(req);
 	char addr[HLIM_GROUP_MAX + 1], group[HLIM_GROUP_MAX + 1];
 
+	/* "unknown": the label every owner of no known address, or of a name
+	 * too long, shares. */
 	if (acct) {
-		snprintf(req->body_owner, sizeof(req->body_owner), "a:%s", acct);
+		if (fmt_buf(req->body_owner, sizeof(req->body_owner), "a:%s", acct) < 0)
+			fmt_cut(req->body_owner, sizeof(req->body_owner), "a:unknown");
 		return;
 	}
 	if (http_client_addr(req, addr, sizeof(addr)) < 0)
-		snprintf(addr, sizeof(addr), "unknown");
+		fmt_cut(addr, sizeof(addr), "unknown");
 	hlim_group_text(addr, group, sizeof(group));
-	snprintf(req->body_owner, sizeof(req->body_owner), "ip:%s", group);
+	if (fmt_buf(req->body_owner, sizeof(req->body_owner), "ip:%s", group) < 0)
+		fmt_cut(req->body_owner, sizeof(req->body_owner), "ip:unknown");
 }
 
 static int
@@ -155,20 +159,20 @@ http_lim_reply_too_large(struct http_req *req)
 	char msg[300];
 
 	if (req->over_budget)
-		snprintf(msg, sizeof(msg),
+		fmt_cut(msg, sizeof(msg),
 		    "request bodies of this %s being received at once would pass %lld bytes "
 		    "(AAS_MAX_BODY_BUFFER_PER_ACCOUNT); send fewer at a time",
 		    strncmp(req->body_owner, "a:", 2) == 0 ? "account" : "client address",
 		    req->srv->cfg->max_body_buffer_per_account);
 	else if (req->max_body_name && strcmp(req->max_body_name, "AAS_MAX_ANON_BODY_BYTES") == 0)
-		snprintf(msg, sizeof(msg),
+		fmt_cut(msg, sizeof(msg),
 		    "request body larger than %lld bytes: without an API key a body may have at "
 		    "most AAS_MAX_ANON_BODY_BYTES bytes",
 		    req->max_body);
 	else if (req->max_body_name)
-		snprintf(msg, sizeof(msg), "request body larger than %lld bytes (%s)",
-		    req->max_body, req->max_body_name);
+		fmt_cut(msg, sizeof(msg), "request body larger than %lld bytes (%s)", req->max_body,
+		    req->max_body_name);
 	else
-		snprintf(msg, sizeof(msg), "request body larger than %lld bytes", req->max_body);
+		fmt_cut(msg, sizeof(msg), "request body larger than %lld bytes", req->max_body);
 	http_reply_error(req, 413, "payload_too_large", msg);
 }

@@ -2,13 +2,13 @@
  * headers, SSE and streamed replies, WebSocket upgrades, and the reply
  * handed to libmicrohttpd. */
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <microhttpd.h>
 
 #include "base/bq.h"
+#include "base/fmt.h"
 #include "base/log.h"
 #include "server/http_int.h"
 
@@ -135,7 +135,11 @@ http_reply_raw(struct http_req *req, int status, const char *content_type, const
 {
 	http_reply_reset(req);
 	req->status = status;
-	snprintf(req->content_type, sizeof(req->content_type), "%s", content_type);
+	if (fmt_buf(req->content_type, sizeof(req->content_type), "%s", content_type) < 0) {
+		log_warn("http: content type %.40s too long", content_type);
+		req->status = 500;
+		return;
+	}
 	if (len > 0) {
 		req->resp_body = malloc(len);
 		if (req->resp_body == NULL) {
@@ -154,13 +158,13 @@ http_reply_json(struct http_req *req, int status, json_t *body)
 
 	json_decref(body);
 	http_reply_reset(req);
-	if (text == NULL) {
-		req->status = 500;
-		snprintf(req->content_type, sizeof(req->content_type), "application/json");
+	req->status = 500;
+	if (fmt_buf(req->content_type, sizeof(req->content_type), "application/json") < 0 ||
+	    text == NULL) {
+		free(text);
 		return;
 	}
 	req->status = status;
-	snprintf(req->content_type, sizeof(req->content_type), "application/json");
 	req->resp_body = text;
 	req->resp_len = strlen(text);
 }
@@ -188,7 +192,9 @@ http_add_header(struct http_req *req, const char *name, const char *value)
 		log_warn("http: too many response headers, dropping %s", name);
 		return;
 	}
-	if (strlen(value) > HTTP_MAX_HEADER_VALUE || strlen(name) >= sizeof(req->headers[0].name)) {
+	if (strlen(value) > HTTP_MAX_HEADER_VALUE ||
+	    fmt_buf(req->headers[req->n_headers].name, sizeof(req->headers[0].name), "%s", name) <
+		0) {
 		log_warn("http: response header %.40s too long, dropped", name);
 		return;
 	}
@@ -197,20 +203,19 @@ http_add_header(struct http_req *req, const char *name, const char *value)
 		log_warn("http: out of memory, dropping response header %s", name);
 		return;
 	}
-	snprintf(req->headers[req->n_headers].name, sizeof(req->headers[0].name), "%s", name);
 	req->n_headers++;
 }
 
 struct sse *
 http_reply_sse(struct http_req *req, int status)
 {
-	struct sse *s = sse_new();
+	struct sse *s;
 
-	if (s == NULL)
+	if (fmt_buf(req->content_type, sizeof(req->content_type), "text/event-stream") < 0 ||
+	    (s = sse_new()) == NULL)
 		return NULL;
 	http_reply_reset(req);
 	req->status = status;
-	snprintf(req->content_type, sizeof(req->content_type), "text/event-stream");
 	req->sse = s; /* the request's reference, handed to MHD */
 	sse_ref(s);   /* the caller's */
 	return s;
@@ -237,12 +242,15 @@ http_reply_stream(struct http_req *req, int status, const char *content_type, lo
 	struct bq *q;
 
 	err_clear(&e);
+	if (fmt_buf(req->content_type, sizeof(req->content_type), "%s", content_type) < 0) {
+		log_warn("http: content type %.40s too long", content_type);
+		return NULL;
+	}
 	q = bq_new(BQ_MAX_BYTES, conn_park, conn_wake, req->conn, &e);
 	if (q == NULL)
 		return NULL;
 	http_reply_reset(req);
 	req->status = status;
-	snprintf(req->content_type, sizeof(req->content_type), "%s", content_type);
 	req->out = q; /* the response's reference */
 	req->out_len = length;
 	bq_ref(q); /* the caller's */
@@ -330,7 +338,7 @@ http_reply_busy(struct http_req *req, const char *msg)
 {
 	char after[16];
 
-	snprintf(after, sizeof(after), "%d", HTTP_BUSY_RETRY_S);
-	http_add_header(req, "Retry-After", after);
+	if (fmt_buf(after, sizeof(after), "%d", HTTP_BUSY_RETRY_S) == 0)
+		http_add_header(req, "Retry-After", after);
 	http_reply_error(req, 429, "busy", msg);
 }

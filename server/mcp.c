@@ -8,13 +8,13 @@
 #include "server/mcp_int.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "account/accounts.h"
 #include "server/auth.h"
+#include "base/fmt.h"
 #include "base/jsonrpc.h"
 #include "base/mcpver.h"
 #include "account/session.h"
@@ -233,7 +233,7 @@ check_protocol_header(struct http_req *req)
 
 	if (v == NULL || mcpver_supported(v))
 		return 0;
-	snprintf(msg, sizeof(msg),
+	fmt_cut(msg, sizeof(msg),
 	    "Bad Request: unsupported MCP-Protocol-Version; "
 	    "supported: %s, %s, %s",
 	    mcpver_at(0), mcpver_at(1), mcpver_at(2));
@@ -252,22 +252,21 @@ new_job(struct mcp *m, int kind, struct http_req *req, int need_session)
 		    "Bad Request: Mcp-Session-Id header is required; send initialize first");
 		return NULL;
 	}
-	if (need_session && !sess_id_valid(sid)) {
-		http_reply_error(req, 404, "session_not_found",
-		    "Session not found or ended; send initialize again");
-		return NULL;
-	}
 	job = calloc(1, sizeof(*job));
 	if (job == NULL) {
 		http_reply_error(req, 500, "internal", "out of memory");
 		return NULL;
 	}
+	if (need_session &&
+	    (!sess_id_valid(sid) || fmt_buf(job->session, sizeof(job->session), "%s", sid) < 0)) {
+		free(job);
+		http_reply_error(req, 404, "session_not_found",
+		    "Session not found or ended; send initialize again");
+		return NULL;
+	}
 	job->m = m;
 	job->kind = kind;
-	if (need_session) {
-		snprintf(job->session, sizeof(job->session), "%s", sid);
-		job->has_session = 1;
-	}
+	job->has_session = need_session != 0;
 	return job;
 }
 

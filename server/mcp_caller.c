@@ -1,8 +1,8 @@
 /* mcp_caller.c - who calls the MCP endpoint: its key or token, whether a
  * call may be made without one, and the session it may use. */
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/jsonrpc.h"
 #include "server/auth.h"
 #include "server/mcp_cred.h"
@@ -23,9 +23,14 @@ mcp_caller_auth(struct http_req *req, struct mcp *m, char *account_id, int *has_
 	enum auth_found found;
 
 	*has_account = 0;
+	err_clear(&e);
 	if (http_account(req) != NULL) {
 		/* Resolved before the body was read. */
-		snprintf(account_id, ACCT_ID_LEN + 1, "%s", http_account(req));
+		if (fmt_err(&e, "account id", account_id, ACCT_ID_LEN + 1, "%s",
+			http_account(req)) < 0) {
+			http_reply_error(req, 500, "internal", e.msg);
+			return -1;
+		}
 		*has_account = 1;
 		return 0;
 	}
@@ -88,9 +93,9 @@ mcp_caller_refuse_anonymous(struct http_req *req, struct mcp *m, json_t *body)
 
 	if (!cfg->oauth || !needs_credential(body))
 		return 0;
-	authsrv_challenge(cfg, challenge, sizeof(challenge));
-	http_add_header(req, "WWW-Authenticate", challenge);
-	snprintf(msg, sizeof(msg),
+	http_add_header(req, "WWW-Authenticate",
+	    authsrv_challenge(cfg, challenge, sizeof(challenge)) == 0 ? challenge : "Bearer");
+	fmt_cut(msg, sizeof(msg),
 	    "this call needs a credential: an API key sent as 'Authorization: Bearer <key>' or "
 	    "'x-api-key: <key>' (get one at %s: sign up, then Dashboard, API keys), or an OAuth "
 	    "access token (an MCP client that supports OAuth gets one through the authorization "
@@ -144,8 +149,13 @@ mcp_caller_session(struct http_req *req, struct mcp *m, struct mcp_job *job, str
 		if (m->app->sessions)
 			ttl_del(m->app->sessions, job->session);
 		mcp_close_session(m, job->session);
-		snprintf(env->sess.account_id, sizeof(env->sess.account_id), "%s", env->account_id);
-		snprintf(env->sess.credential, sizeof(env->sess.credential), "%s", env->credential);
+		if (fmt_err(&e, "account id", env->sess.account_id, sizeof(env->sess.account_id),
+			"%s", env->account_id) < 0 ||
+		    fmt_err(&e, "credential", env->sess.credential, sizeof(env->sess.credential),
+			"%s", env->credential) < 0) {
+			mcp_caller_session_refused(req, &e);
+			return -1;
+		}
 	} else if (!mcp_cred_may_use(&env->sess, env->account_id, env->credential)) {
 		mcp_caller_session_refused(req, &e);
 		return -1;

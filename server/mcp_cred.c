@@ -1,9 +1,9 @@
 /* mcp_cred.c - the credential an MCP session is bound to. */
 #include "server/mcp_cred.h"
 
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "server/auth.h"
 #include "service/app.h"
@@ -24,12 +24,10 @@ mcp_cred_id(struct app *app, struct http_req *req, char out[SESS_CRED_MAX + 1], 
 	if (oauth_access_shaped(key, keylen)) {
 		if (oauth_access_grant(app->db, key, keylen, grant, e) < 0)
 			return -1;
-		snprintf(out, SESS_CRED_MAX + 1, "g:%s", grant);
-		return 0;
+		return fmt_err(e, "credential", out, SESS_CRED_MAX + 1, "g:%s", grant);
 	}
 	key_hash_hex(key, keylen, hash, sizeof(hash));
-	snprintf(out, SESS_CRED_MAX + 1, "k:%.32s", hash);
-	return 0;
+	return fmt_err(e, "credential", out, SESS_CRED_MAX + 1, "k:%.32s", hash);
 }
 
 int

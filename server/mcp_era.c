@@ -4,11 +4,11 @@
  * body (MCP-Protocol-Version, Mcp-Method, Mcp-Name, Mcp-Param-*),
  * server/discover, and results marked with resultType. Older revisions
  * keep their sessions and answers unchanged. */
-#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
 #include "base/b64.h"
+#include "base/fmt.h"
 #include "base/mcpver.h"
 #include "base/version.h"
 #include "server/mcp_int.h"
@@ -124,11 +124,11 @@ static int
 param_text(const json_t *v, char *out, size_t n)
 {
 	if (json_is_string(v))
-		return snprintf(out, n, "%s", json_string_value(v)) < (int)n ? 0 : -1;
+		return fmt_buf(out, n, "%s", json_string_value(v));
 	if (json_is_integer(v))
-		return snprintf(out, n, "%lld", (long long)json_integer_value(v)) < (int)n ? 0 : -1;
+		return fmt_buf(out, n, "%lld", (long long)json_integer_value(v));
 	if (json_is_boolean(v))
-		return snprintf(out, n, "%s", json_is_true(v) ? "true" : "false") < (int)n ? 0 : -1;
+		return fmt_buf(out, n, "%s", json_is_true(v) ? "true" : "false");
 	return -1;
 }
 
@@ -151,11 +151,13 @@ check_params(struct http_req *req, json_t *body, json_t *params)
 
 		if (hname == NULL || v == NULL || json_is_null(v))
 			continue;
-		snprintf(full, sizeof(full), "Mcp-Param-%s", hname);
-		h = http_header(req, full);
+		/* A name too long for a header is a header never sent. */
+		h = fmt_buf(full, sizeof(full), "Mcp-Param-%s", hname) == 0 ?
+		    http_header(req, full) :
+		    NULL;
 		if (h == NULL || param_text(v, want, sizeof(want)) < 0 ||
 		    header_value(h, got, sizeof(got)) < 0 || strcmp(want, got) != 0) {
-			snprintf(msg, sizeof(msg), "Header mismatch: %s %s the argument %s", full,
+			fmt_cut(msg, sizeof(msg), "Header mismatch: %s %s the argument %s", full,
 			    h ? "does not match" : "is missing for", key);
 			refuse(req, body, RPC_HEADER_MISMATCH, msg, NULL);
 			return -1;
@@ -239,7 +241,7 @@ mcp_era_check(struct http_req *req, json_t *body)
 	if (name != NULL) {
 		if (hn == NULL || header_value(hn, got, sizeof(got)) < 0 ||
 		    strcmp(got, name) != 0) {
-			snprintf(msg, sizeof(msg), "Header mismatch: Mcp-Name %s",
+			fmt_cut(msg, sizeof(msg), "Header mismatch: Mcp-Name %s",
 			    hn ? "must equal params.name (params.taskId)" :
 				 "is required for tools/call and tasks/*");
 			refuse(req, body, RPC_HEADER_MISMATCH, msg, NULL);
@@ -381,7 +383,7 @@ mcp_era_task_method(struct call_env *env, struct rpc_msg *msg)
 	if (!mcp_era_is_task_method(msg->method)) {
 		char text[200];
 
-		snprintf(text, sizeof(text), "Method not found: %.120s", msg->method);
+		fmt_cut(text, sizeof(text), "Method not found: %.120s", msg->method);
 		return rpc_error(msg->id, RPC_METHOD_NOT_FOUND, text, NULL);
 	}
 	if (!opted_in(msg->params))

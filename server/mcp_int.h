@@ -85,7 +85,8 @@ int mcp_era_stateless(struct http_req *req, json_t *body);
 int mcp_era_check(struct http_req *req, json_t *body);
 /* The server's instructions (initialize and server/discover). */
 const char *mcp_instructions(void);
-/* serverInfo.icons: the service's one icon, by URL (new reference). */
+/* serverInfo.icons: the service's one icon, by URL (new reference); NULL
+ * when the URL does not fit. */
 json_t *mcp_icons(const struct config *cfg);
 /* server/discover's result. */
 json_t *mcp_era_discover(void);

@@ -1,10 +1,10 @@
 /* mcp_post.c - a POST's messages answered: a batch, one message, or the
  * answers kept ready (tools/list, get_service_info), and which requests
  * are cheap enough to answer on the HTTP thread. */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/jsonrpc.h"
 #include "base/mcpver.h"
 #include "base/metrics.h"
@@ -41,9 +41,13 @@ reply_spliced(struct http_req *req, json_t *id_value, const char *result, size_t
 		free(id);
 		return 0;
 	}
-	n = (size_t)snprintf(out, n, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%.*s}", id,
-	    (int)result_len, result);
-	http_reply_raw(req, 200, "application/json", out, n);
+	if (fmt_buf(out, n, "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%.*s}", id, (int)result_len,
+		result) < 0) {
+		free(out);
+		free(id);
+		return 0;
+	}
+	http_reply_raw(req, 200, "application/json", out, strlen(out));
 	free(out);
 	free(id);
 	return 1;

@@ -3,10 +3,10 @@
  * notifications/cancelled reach a running call. Runs on worker threads. */
 #include "server/mcp_int.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/log.h"
 #include "base/mcpmeth.h"
 #include "base/mcpver.h"
@@ -24,11 +24,11 @@ inflight_add(struct mcp *m, const char *session, json_t *id)
 	if (f == NULL)
 		return NULL;
 	f->id_json = json_dumps(id, JSON_COMPACT | JSON_ENCODE_ANY);
-	if (f->id_json == NULL) {
+	if (f->id_json == NULL || fmt_buf(f->session, sizeof(f->session), "%s", session) < 0) {
+		free(f->id_json);
 		free(f);
 		return NULL;
 	}
-	snprintf(f->session, sizeof(f->session), "%s", session);
 	atomic_init(&f->cancelled, 0);
 	pthread_mutex_lock(&m->lock);
 	if (m->n_inflight >= MCP_MAX_INFLIGHT) {
@@ -119,7 +119,7 @@ send_drop_notice(struct progress_sink *ps)
 
 	if (ps->gate.dropped == 0)
 		return;
-	snprintf(msg, sizeof(msg),
+	fmt_cut(msg, sizeof(msg),
 	    "notice: %lu progress notifications were dropped because the client reads too "
 	    "slowly; the result (and get_command for a command's output) has everything",
 	    ps->gate.dropped);
@@ -155,7 +155,8 @@ mcp_icons(const struct config *cfg)
 	char src[CONFIG_STR_MAX + 32];
 
 	/* The dashboard's own icon, once for the server: no tool carries one. */
-	snprintf(src, sizeof(src), "%s/static/icon.svg", cfg->public_url);
+	if (fmt_buf(src, sizeof(src), "%s/static/icon.svg", cfg->public_url) < 0)
+		return NULL;
 	return json_pack("[{s:s, s:s, s:[s]}]", "src", src, "mimeType", "image/svg+xml", "sizes",
 	    "any");
 }
@@ -245,7 +246,7 @@ tools_call_params(struct rpc_msg *msg, const struct tool **tool, json_t **args, 
 	if ((*tool = tools_find(name)) == NULL) {
 		char text[200];
 		metrics_tool_call(NULL, ERR_INVALID); /* tool="other" */
-		snprintf(text, sizeof(text), "Unknown tool: %.120s (tools/list names the tools)",
+		fmt_cut(text, sizeof(text), "Unknown tool: %.120s (tools/list names the tools)",
 		    name);
 		return rpc_error(msg->id, RPC_INVALID_PARAMS, text, NULL);
 	}

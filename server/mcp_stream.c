@@ -2,10 +2,10 @@
  * caps per session and per account, and ended with their session or
  * account. */
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/tally.h"
 #include "server/mcp_int.h"
 
@@ -37,38 +37,36 @@ stream_take(struct http_req *req, struct mcp *m, const char *session, const char
 	const long limits[2] = { cfg->max_streams_per_session, cfg->max_streams_per_account };
 	const char *names[2];
 	char msg[200], after[16];
-	size_t which = 0;
+	size_t which = 2; /* as tally_take says a name it cannot count */
 
 	if (h == NULL) {
 		http_reply_error(req, 500, "internal", "out of memory");
 		return NULL;
 	}
 	h->held = m->held;
-	snprintf(h->session, sizeof(h->session), "s:%s", session);
-	if (account)
-		snprintf(h->account, sizeof(h->account), "a:%s", account);
-	else
-		snprintf(h->account, sizeof(h->account), "anon");
 	names[0] = h->session;
 	names[1] = h->account;
-	if (tally_take(m->held, names, limits, 2, &which) == 0)
+	if (fmt_buf(h->session, sizeof(h->session), "s:%s", session) == 0 &&
+	    fmt_buf(h->account, sizeof(h->account), "%s%s", account ? "a:" : "anon",
+		account ? account : "") == 0 &&
+	    tally_take(m->held, names, limits, 2, &which) == 0)
 		return h;
 	free(h);
 	if (which == 0)
-		snprintf(msg, sizeof(msg),
+		fmt_cut(msg, sizeof(msg),
 		    "this session already has %d open GET streams "
 		    "(AAS_MAX_STREAMS_PER_SESSION); close one first",
 		    cfg->max_streams_per_session);
 	else if (which == 1)
-		snprintf(msg, sizeof(msg),
+		fmt_cut(msg, sizeof(msg),
 		    "%s already has %d open GET streams (AAS_MAX_STREAMS_PER_ACCOUNT); "
 		    "close one first",
 		    account ? "this account" : "the sessions without an API key together",
 		    cfg->max_streams_per_account);
 	else
-		snprintf(msg, sizeof(msg), "too many open streams; retry shortly");
-	snprintf(after, sizeof(after), "%d", MCP_STREAM_RETRY_S);
-	http_add_header(req, "Retry-After", after);
+		fmt_cut(msg, sizeof(msg), "too many open streams; retry shortly");
+	if (fmt_buf(after, sizeof(after), "%d", MCP_STREAM_RETRY_S) == 0)
+		http_add_header(req, "Retry-After", after);
 	http_reply_error(req, 429, "too_many_streams", msg);
 	return NULL;
 }
@@ -100,6 +98,12 @@ mcp_stream_open(struct http_req *req, struct mcp *m, const char *session, const 
 		http_reply_error(req, 503, "busy", "too many open streams");
 		return;
 	}
+	if (fmt_buf(g->session, sizeof(g->session), "%s", session) < 0 ||
+	    fmt_buf(g->account, sizeof(g->account), "%s", account ? account : "") < 0) {
+		free(g);
+		http_reply_error(req, 500, "internal", "session or account id too long");
+		return;
+	}
 	if ((hold = stream_take(req, m, session, account)) == NULL) {
 		free(g);
 		return;
@@ -114,8 +118,6 @@ mcp_stream_open(struct http_req *req, struct mcp *m, const char *session, const 
 	/* However the stream ends, its slots come back. */
 	sse_on_close(s, stream_release, hold);
 	http_add_header(req, "Mcp-Session-Id", session);
-	snprintf(g->session, sizeof(g->session), "%s", session);
-	snprintf(g->account, sizeof(g->account), "%s", account ? account : "");
 	g->sse = s;
 	pthread_mutex_lock(&m->lock);
 	g->next = m->streams;

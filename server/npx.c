@@ -5,6 +5,7 @@
 #include <jansson.h>
 
 #include "base/embed.h"
+#include "base/fmt.h"
 #include "base/gzip.h"
 #include "base/tar.h"
 #include "base/version.h"
@@ -82,8 +83,9 @@ npx_new(const struct config *cfg, struct err *e)
 	for (size_t i = 0; i < embed_npx_count; i++) {
 		char name[128];
 
-		snprintf(name, sizeof(name), "package/bin/%s", embed_npx[i].name);
-		if (add(&tar, name, 0755, embed_npx[i].data, embed_npx[i].len, e) < 0)
+		if (fmt_err(e, "package file name", name, sizeof(name), "package/bin/%s",
+			embed_npx[i].name) < 0 ||
+		    add(&tar, name, 0755, embed_npx[i].data, embed_npx[i].len, e) < 0)
 			goto fail;
 	}
 	if (buf_append(&tar, end, sizeof(end)) < 0 || gz_stored(&gz, tar.data, tar.len) < 0) {

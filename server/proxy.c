@@ -5,12 +5,12 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "base/log.h"
 #include "base/tally.h"
 #include "server/proxy_int.h"
@@ -209,7 +209,7 @@ px_answer_now(struct px *x, int status, int plain, const char *message)
 }
 
 static struct px *
-px_new(struct proxy *p, struct MHD_Connection *conn, const char *method, const char *query)
+px_new(struct proxy *p, struct MHD_Connection *conn, const char *query)
 {
 	struct px *x = calloc(1, sizeof(*x));
 
@@ -225,7 +225,6 @@ px_new(struct proxy *p, struct MHD_Connection *conn, const char *method, const c
 	atomic_init(&x->closed, 0);
 	pthread_mutex_init(&x->lock, NULL);
 	pthread_cond_init(&x->cond, NULL);
-	snprintf(x->method, sizeof(x->method), "%s", method);
 	x->host = dup_or_null(MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Host"));
 	x->token = dup_or_null(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
 	    "x-aas-preview-token"));
@@ -256,9 +255,12 @@ proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char *method, co
 
 	if (atomic_load(&p->stopping))
 		return NULL;
-	x = px_new(p, conn, method, query);
+	x = px_new(p, conn, query);
 	if (x == NULL)
 		return NULL;
+	if (fmt_buf(x->method, sizeof(x->method), "%s", method) < 0)
+		return px_answer_now(x, 501, 0,
+		    "The request method is too long for the preview proxy.");
 	if (uri_too_long || (query && strlen(query) >= PX_QUERY_MAX))
 		/* Never forwarded cut short: refused whole. */
 		return px_answer_now(x, 414, 0,
@@ -277,7 +279,7 @@ proxy_begin(struct proxy *p, struct MHD_Connection *conn, const char *method, co
 		pthread_mutex_unlock(&p->lock);
 		log_warn("preview: %d requests in flight (AAS_PREVIEW_MAX_CONNS); refusing one",
 		    p->cfg.max_conns);
-		snprintf(msg, sizeof(msg),
+		fmt_cut(msg, sizeof(msg),
 		    "The preview proxy is busy: %d requests in flight (AAS_PREVIEW_MAX_CONNS)."
 		    " Retry shortly.",
 		    p->cfg.max_conns);
@@ -377,7 +379,11 @@ proxy_new(const struct proxy_config *cfg, struct err *e)
 		return NULL;
 	}
 	p->cfg = *cfg;
-	snprintf(p->scheme, sizeof(p->scheme), "%s", cfg->scheme ? cfg->scheme : "http");
+	if (fmt_err(e, "preview scheme", p->scheme, sizeof(p->scheme), "%s",
+		cfg->scheme ? cfg->scheme : "http") < 0) {
+		free(p);
+		return NULL;
+	}
 	p->held = tally_new(2 * (size_t)cfg->max_conns);
 	if (p->held == NULL) {
 		free(p);

@@ -3,13 +3,13 @@
  * framing), and the client framings refused before it is built. */
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/socket.h>
 
 #include "server/proxy_int.h"
+#include "base/fmt.h"
 
 struct head_buf {
 	struct px *x;
@@ -75,8 +75,8 @@ proxy_head_build(struct px *x, struct MHD_Connection *conn, const char *path, co
 	if (query && *query) {
 		if (x->p->cfg.rewrite_query)
 			x->p->cfg.rewrite_query(query, q, sizeof(q));
-		else
-			snprintf(q, sizeof(q), "%s", query);
+		else if (fmt_buf(q, sizeof(q), "%s", query) < 0)
+			h.overflow = 1; /* refused whole below, never cut */
 	}
 	head_add(&h, x->method, " ", path, q[0] ? "?" : "");
 	head_add(&h, q, " HTTP/1.1\r\n", "Host: ", x->host);

@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -12,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "server/proxy_int.h"
 
 size_t
@@ -236,10 +236,10 @@ proxy_px_answer(struct px *x, int status, int plain, const char *message)
 	struct MHD_Connection *c;
 
 	if (page && plain) {
-		snprintf(page, 2048, "%s\n", message);
+		fmt_cut(page, 2048, "%s\n", message);
 	} else if (page) {
 		html_escape(message, msg, sizeof(msg));
-		snprintf(page, 2048,
+		fmt_cut(page, 2048,
 		    "<!doctype html>\n<html><head><meta charset=\"utf-8\">"
 		    "<title>%d %s</title></head>\n<body style=\"font-family:sans-serif;"
 		    "max-width:40em;margin:4em auto;line-height:1.5\">\n<h1>%s</h1>\n<p>%s</p>\n"

@@ -8,7 +8,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -16,6 +15,7 @@
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "base/log.h"
 #include "base/tally.h"
 #include "server/proxy_int.h"
@@ -39,7 +39,7 @@ px_fail_unanswered(struct px *x, const struct preview_route *route)
 {
 	char msg[320];
 
-	snprintf(msg, sizeof(msg),
+	fmt_cut(msg, sizeof(msg),
 	    "Nothing is answering on this port inside the sandbox yet. Start a server"
 	    " listening on 0.0.0.0, then reload.");
 	if (x->p->cfg.explain)
@@ -157,8 +157,8 @@ pump_request(struct px *x)
 			x->last_io = clock_ms();
 			if (x->req_chunked) {
 				char size[24];
-				int l = snprintf(size, sizeof(size), "%zx\r\n", n);
-				if (send_all(x, x->ufd, size, (size_t)l) < 0 ||
+				if (fmt_buf(size, sizeof(size), "%zx\r\n", n) < 0 ||
+				    send_all(x, x->ufd, size, strlen(size)) < 0 ||
 				    send_all(x, x->ufd, buf, n) < 0 ||
 				    send_all(x, x->ufd, "\r\n", 2) < 0)
 					goto out;
@@ -422,12 +422,15 @@ out:
 	pthread_mutex_unlock(&x->lock);
 }
 
-/* The names a request is counted under in p->held. */
-static void
+/* The names a request is counted under in p->held; -1 when one does not
+ * fit a name of the table. */
+static int
 held_names(const char *sandbox_id, const char *account_id, char names[2][TALLY_NAME_MAX + 1])
 {
-	snprintf(names[0], TALLY_NAME_MAX + 1, "s:%s", sandbox_id);
-	snprintf(names[1], TALLY_NAME_MAX + 1, "a:%s", account_id);
+	if (fmt_buf(names[0], TALLY_NAME_MAX + 1, "s:%s", sandbox_id) < 0 ||
+	    fmt_buf(names[1], TALLY_NAME_MAX + 1, "a:%s", account_id) < 0)
+		return -1;
+	return 0;
 }
 
 /* Counts the request against its sandbox's and account's caps; -1 (and
@@ -438,30 +441,30 @@ admit(struct px *x, const struct preview_route *route)
 	struct proxy *p = x->p;
 	const long limits[2] = { p->cfg.max_per_sandbox, p->cfg.max_per_account };
 	char names[2][TALLY_NAME_MAX + 1], msg[256];
-	size_t v = 0;
-	int rc;
+	size_t v = 2; /* as tally_take says a name it cannot count */
+	int rc = -1;
 
-	held_names(route->sandbox_id, route->account_id, names);
 	pthread_mutex_lock(&p->lock);
-	rc = tally_take(p->held, (const char *const[]){ names[0], names[1] }, limits, 2, &v);
-	if (rc == 0) {
-		snprintf(x->sandbox_id, sizeof(x->sandbox_id), "%s", route->sandbox_id);
-		snprintf(x->account_id, sizeof(x->account_id), "%s", route->account_id);
+	if (held_names(route->sandbox_id, route->account_id, names) == 0 &&
+	    fmt_buf(x->sandbox_id, sizeof(x->sandbox_id), "%s", route->sandbox_id) == 0 &&
+	    fmt_buf(x->account_id, sizeof(x->account_id), "%s", route->account_id) == 0)
+		rc = tally_take(p->held, (const char *const[]){ names[0], names[1] }, limits, 2,
+		    &v);
+	if (rc == 0)
 		x->counted = 1;
-	}
 	pthread_mutex_unlock(&p->lock);
 	if (rc == 0)
 		return 0;
 	switch (v) {
 	case 0:
-		snprintf(msg, sizeof(msg),
+		fmt_cut(msg, sizeof(msg),
 		    "Too many preview requests to this sandbox at once: at most %d"
 		    " (AAS_MAX_PREVIEW_CONNS_PER_SANDBOX). Retry shortly.",
 		    p->cfg.max_per_sandbox);
 		proxy_px_answer(x, 429, 1, msg);
 		break;
 	case 1:
-		snprintf(msg, sizeof(msg),
+		fmt_cut(msg, sizeof(msg),
 		    "Too many preview requests to this account's sandboxes at once: at most %d"
 		    " (AAS_MAX_PREVIEW_CONNS_PER_ACCOUNT). Retry shortly.",
 		    p->cfg.max_per_account);
@@ -518,7 +521,8 @@ proxy_up_main(void *arg)
 	if (st != 0)
 		goto out;
 	pthread_mutex_lock(&x->lock);
-	snprintf(x->set_cookie, sizeof(x->set_cookie), "%s", route.set_cookie);
+	if (fmt_buf(x->set_cookie, sizeof(x->set_cookie), "%s", route.set_cookie) < 0)
+		x->set_cookie[0] = '\0'; /* a cookie cut would be another cookie: none */
 	x->head_ready = 1;
 	c = proxy_take_park(x, 1u << PARK_HEAD);
 	pthread_cond_broadcast(&x->cond);
@@ -536,8 +540,8 @@ out:
 	if (x->counted) {
 		char names[2][TALLY_NAME_MAX + 1];
 
-		held_names(x->sandbox_id, x->account_id, names);
-		tally_give(p->held, (const char *const[]){ names[0], names[1] }, 2);
+		if (held_names(x->sandbox_id, x->account_id, names) == 0) /* as admit made them */
+			tally_give(p->held, (const char *const[]){ names[0], names[1] }, 2);
 	}
 	x->counted = 0;
 	pthread_mutex_unlock(&p->lock);

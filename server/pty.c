@@ -13,7 +13,6 @@
 #include "server/pty.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -31,41 +30,50 @@
 #include "service/app.h"
 #include "sandbox/sandbox.h"
 #include "vmm/guest.h"
+#include "base/fmt.h"
+#include "base/keys.h"
 
 /* ---- tickets ---- */
 
-static void
+/* The mac of a ticket in hex; -1 when the fields do not fit the text it
+ * is made over. */
+static int
 ticket_mac(const struct pty_hub *p, const char *account, const char *sandbox_id, long long exp,
     const char *nonce, char hex[65])
 {
+	static const char digits[] = "0123456789abcdef";
 	unsigned char mac[EVP_MAX_MD_SIZE];
 	unsigned len = 0;
 	char msg[256];
-	int n = snprintf(msg, sizeof(msg), "pty\n%s\n%s\n%lld\n%s", account, sandbox_id, exp,
-	    nonce);
 
-	HMAC(EVP_sha256(), p->secret, PTY_SECRET_LEN, (const unsigned char *)msg, (size_t)n, mac,
+	if (fmt_buf(msg, sizeof(msg), "pty\n%s\n%s\n%lld\n%s", account, sandbox_id, exp, nonce) < 0)
+		return -1;
+	HMAC(EVP_sha256(), p->secret, PTY_SECRET_LEN, (const unsigned char *)msg, strlen(msg), mac,
 	    &len);
-	for (unsigned i = 0; i < 32; i++)
-		snprintf(hex + 2 * i, 3, "%02x", mac[i]);
+	for (unsigned i = 0; i < 32; i++) {
+		hex[2 * i] = digits[mac[i] >> 4];
+		hex[2 * i + 1] = digits[mac[i] & 15];
+	}
+	hex[64] = '\0';
+	return 0;
 }
 
 int
 pty_ticket_issue(struct pty_hub *p, const char *account, const char *sandbox_id, long long now,
     char out[PTY_TICKET_MAX], struct err *e)
 {
-	unsigned char raw[16];
 	char nonce[33], mac[65];
 	long long exp = now + p->app->cfg.pty_ticket_ttl_s;
 
-	if (RAND_bytes(raw, sizeof(raw)) != 1) {
+	if (key_random_hex(nonce, sizeof(nonce), 16) < 0) {
 		err_set(e, ERR_INTERNAL, "no random bytes for a ticket");
 		return -1;
 	}
-	for (size_t i = 0; i < sizeof(raw); i++)
-		snprintf(nonce + 2 * i, 3, "%02x", raw[i]);
-	ticket_mac(p, account, sandbox_id, exp, nonce, mac);
-	snprintf(out, PTY_TICKET_MAX, "%lld.%s.%s", exp, nonce, mac);
+	if (ticket_mac(p, account, sandbox_id, exp, nonce, mac) < 0 ||
+	    fmt_buf(out, PTY_TICKET_MAX, "%lld.%s.%s", exp, nonce, mac) < 0) {
+		err_set(e, ERR_INTERNAL, "ticket fields too long");
+		return -1;
+	}
 	return ptk_put(p->tickets, nonce, account, sandbox_id, exp, now, e);
 }
 
@@ -85,26 +93,26 @@ pty_ticket_redeem(struct pty_hub *p, const char *ticket, const char *sandbox_id,
 		goto refuse;
 	{
 		char num[20];
-		snprintf(num, sizeof(num), "%.*s", (int)(dot1 - ticket), ticket);
-		if (rest_query_int(num, &exp) < 0)
+		if (fmt_buf(num, sizeof(num), "%.*s", (int)(dot1 - ticket), ticket) < 0 ||
+		    rest_query_int(num, &exp) < 0)
 			goto refuse;
 	}
-	snprintf(nonce, sizeof(nonce), "%.32s", dot1 + 1);
-	snprintf(mac, sizeof(mac), "%s", dot2 + 1);
-	if (exp < now)
+	if (fmt_buf(nonce, sizeof(nonce), "%.32s", dot1 + 1) < 0 ||
+	    fmt_buf(mac, sizeof(mac), "%s", dot2 + 1) < 0 || exp < now)
 		goto refuse;
 	/* The account is not in the ticket: the nonce names the one it was
 	 * issued to. */
 	live = ptk_peek(p->tickets, nonce, sandbox_id, now, acct, sizeof(acct));
 	if (!live)
 		goto refuse;
-	ticket_mac(p, acct, sandbox_id, exp, nonce, want);
-	if (CRYPTO_memcmp(want, mac, 64) != 0)
+	if (ticket_mac(p, acct, sandbox_id, exp, nonce, want) < 0 ||
+	    CRYPTO_memcmp(want, mac, 64) != 0)
 		goto refuse;
 	live = ptk_take(p->tickets, nonce, sandbox_id, now, v, sizeof(v));
 	if (!live)
 		goto refuse; /* used meanwhile */
-	snprintf(account, an, "%s", acct);
+	if (fmt_buf(account, an, "%s", acct) < 0)
+		goto refuse;
 	return 0;
 refuse:
 	err_set(e, ERR_UNAUTHORIZED,
@@ -162,7 +170,7 @@ reserve(struct pty_hub *p, struct http_req *req, const char *account)
 	pthread_mutex_unlock(&p->lock);
 	if (over == NULL)
 		return 0;
-	snprintf(msg, sizeof(msg), "too many terminal sessions open (%s = %d); close one first",
+	fmt_cut(msg, sizeof(msg), "too many terminal sessions open (%s = %d); close one first",
 	    over, strcmp(over, "AAS_MAX_PTY") == 0 ? cfg->max_pty : cfg->max_pty_per_account);
 	http_add_header(req, "Retry-After", "5");
 	http_reply_error(req, 429, "busy", msg);
@@ -206,8 +214,10 @@ open_work(struct http_req *req, void *arg)
 	pthread_mutex_init(&s->wlock, NULL);
 	s->hub = p;
 	s->fd = -1;
-	snprintf(s->account, sizeof(s->account), "%s", j->account);
-	snprintf(s->sandbox_id, sizeof(s->sandbox_id), "%s", j->sandbox_id);
+	if (fmt_err(&e, "account", s->account, sizeof(s->account), "%s", j->account) < 0 ||
+	    fmt_err(&e, "sandbox_id", s->sandbox_id, sizeof(s->sandbox_id), "%s", j->sandbox_id) <
+		0)
+		goto fail;
 	s->g = sbx_pty_open(p->app->sbx, j->account, j->sandbox_id, j->rows, j->cols, &e);
 	if (s->g == NULL)
 		goto fail;
@@ -286,7 +296,9 @@ handle_open(struct http_req *req, void *ctx)
 		goto refuse;
 	ticket = json_string_value(json_object_get(q, "ticket"));
 	if (http_account(req) != NULL) {
-		snprintf(j->account, sizeof(j->account), "%s", http_account(req));
+		if (fmt_err(&e, "account", j->account, sizeof(j->account), "%s",
+			http_account(req)) < 0)
+			goto refuse;
 	} else if (ticket == NULL) {
 		auth_reply_unauthorized(req, AUTH_NO_KEY, NULL, p->app->cfg.dashboard_url);
 		goto done;
@@ -376,8 +388,8 @@ handle_ticket(struct http_req *req, void *ctx)
 		return;
 	}
 	j->hub = ctx;
-	snprintf(j->account, sizeof(j->account), "%s", http_account(req));
-	if (sandbox_arg(req, j->sandbox_id, sizeof(j->sandbox_id), &e) < 0) {
+	if (fmt_err(&e, "account", j->account, sizeof(j->account), "%s", http_account(req)) < 0 ||
+	    sandbox_arg(req, j->sandbox_id, sizeof(j->sandbox_id), &e) < 0) {
 		reply_err(req, &e);
 		free(j);
 		return;

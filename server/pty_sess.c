@@ -10,7 +10,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -19,6 +18,7 @@
 #include <jansson.h>
 
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "base/log.h"
 #include "server/pty_int.h"
 #include "service/app.h"
@@ -35,7 +35,7 @@ pty_sess_end(struct pty_sess *s, int code, const char *reason)
 	pthread_mutex_lock(&s->wlock);
 	if (s->end_code == 0) {
 		s->end_code = code;
-		snprintf(s->end_reason, sizeof(s->end_reason), "%s", reason);
+		fmt_cut(s->end_reason, sizeof(s->end_reason), "%s", reason);
 	}
 	pthread_mutex_unlock(&s->wlock);
 	atomic_store(&s->stop, 1);
@@ -117,7 +117,7 @@ sess_output(void *arg)
 			(void)sess_send(s, WS_OP_BINARY, data, len);
 		} else if (rc == 2) {
 			char why[32];
-			snprintf(why, sizeof(why), "exit %d", code);
+			fmt_cut(why, sizeof(why), "exit %d", code);
 			pty_sess_end(s, WS_CLOSE_NORMAL, why);
 		} else if (rc < 0) {
 			/* A destroy closes the agent connection before the

@@ -3,9 +3,10 @@
 #include "server/pty_ticket.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 struct ptk_entry {
 	char nonce[PTK_NONCE_LEN + 1]; /* "" when the slot is free */
@@ -91,21 +92,20 @@ int
 ptk_put(struct ptk_table *t, const char *nonce, const char *account, const char *sandbox,
     long long expires, long long now, struct err *e)
 {
-	struct ptk_entry *x;
+	struct ptk_entry fresh = { .expires = expires }, *x;
 
-	if (strlen(nonce) != PTK_NONCE_LEN || strlen(account) > PTK_ACCOUNT_MAX ||
-	    strlen(sandbox) > PTK_SANDBOX_MAX) {
+	if (strlen(nonce) != PTK_NONCE_LEN ||
+	    fmt_buf(fresh.nonce, sizeof(fresh.nonce), "%s", nonce) < 0 ||
+	    fmt_buf(fresh.account, sizeof(fresh.account), "%s", account) < 0 ||
+	    fmt_buf(fresh.sandbox, sizeof(fresh.sandbox), "%s", sandbox) < 0) {
 		err_set(e, ERR_INTERNAL, "ticket fields too long");
 		return -1;
 	}
 	pthread_mutex_lock(&t->lock);
 	x = slot_for(t, account, sandbox, now);
 	if (x != NULL) {
-		snprintf(x->nonce, sizeof(x->nonce), "%s", nonce);
-		snprintf(x->account, sizeof(x->account), "%s", account);
-		snprintf(x->sandbox, sizeof(x->sandbox), "%s", sandbox);
-		x->expires = expires;
-		x->seq = ++t->seq;
+		fresh.seq = ++t->seq;
+		*x = fresh;
 	}
 	pthread_mutex_unlock(&t->lock);
 	if (x == NULL) {
@@ -128,8 +128,8 @@ find(struct ptk_table *t, const char *nonce, const char *sandbox, long long now,
 		struct ptk_entry *x = &t->e[i];
 		if (x->nonce[0] == '\0' || strcmp(x->nonce, nonce) != 0)
 			continue;
-		if (x->expires >= now && strcmp(x->sandbox, sandbox) == 0) {
-			snprintf(account, an, "%s", x->account);
+		if (x->expires >= now && strcmp(x->sandbox, sandbox) == 0 &&
+		    fmt_buf(account, an, "%s", x->account) == 0) {
 			hit = 1;
 			if (take)
 				x->nonce[0] = '\0';

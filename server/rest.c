@@ -4,7 +4,6 @@
 #include "server/rest_int.h"
 #include "sandbox/hosts.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +11,7 @@
 #include "server/auth.h"
 #include "vmm/guest.h"
 #include "server/rest_query.h"
+#include "base/fmt.h"
 #include "base/utf8.h"
 
 struct rest_job {
@@ -65,7 +65,7 @@ reply_err(struct rest_call *c, const struct err *e)
 	if (c->running && e->kind == ERR_INVALID && i >= 0) {
 		char value[REST_MAX_PATH_ARG] = "", msg[300];
 		http_path_arg(c->req, (size_t)i, value, sizeof(value));
-		snprintf(msg, sizeof(msg), "%s: no %s '%s' in your account", e->field,
+		fmt_cut(msg, sizeof(msg), "%s: no %s '%s' in your account", e->field,
 		    strcmp(e->field, "sandbox_id") == 0      ? "sandbox" :
 			strcmp(e->field, "snapshot_id") == 0 ? "snapshot" :
 							       "such item",
@@ -75,8 +75,8 @@ reply_err(struct rest_call *c, const struct err *e)
 	}
 	if (e->kind == ERR_CAPACITY) {
 		char after[16];
-		snprintf(after, sizeof(after), "%d", HOSTS_RETRY_AFTER_S);
-		http_add_header(c->req, "Retry-After", after);
+		if (fmt_buf(after, sizeof(after), "%d", HOSTS_RETRY_AFTER_S) == 0)
+			http_add_header(c->req, "Retry-After", after);
 	}
 	reply_error(c->req, err_http_status(e->kind), err_kind_name(e->kind), e->msg, e->field);
 }
@@ -94,14 +94,18 @@ authenticate(struct rest_call *c, char *account_id)
 	struct err e;
 	enum auth_found found;
 
+	err_clear(&e);
 	if (http_account(c->req) != NULL) {
-		snprintf(account_id, ACCT_ID_LEN + 1, "%s", http_account(c->req));
+		if (fmt_err(&e, "account id", account_id, ACCT_ID_LEN + 1, "%s",
+			http_account(c->req)) < 0) {
+			reply_error(c->req, 500, err_kind_name(ERR_INTERNAL), e.msg, NULL);
+			return -1;
+		}
 		c->cx.account_id = account_id;
 		return 0;
 	}
 	found = auth_extract(http_header(c->req, "Authorization"), http_header(c->req, "x-api-key"),
 	    &key, &keylen, &why);
-	err_clear(&e);
 	if (found == AUTH_KEY &&
 	    acct_resolve_key_cached(c->r->app->db, c->r->app->keys, key, keylen, account_id, &e) ==
 		0) {
@@ -129,7 +133,11 @@ path_args(struct rest_call *c, json_t *args, struct err *e)
 		size_t n = strcspn(p + 1, "}");
 		json_t *v;
 
-		snprintf(name, sizeof(name), "%.*s", (int)n, p + 1);
+		if (fmt_buf(name, sizeof(name), "%.*s", (int)n, p + 1) < 0) {
+			err_set(e, ERR_INTERNAL, "rest: path parameter %.*s too long", (int)n,
+			    p + 1);
+			return -1;
+		}
 		if (http_path_arg(c->req, i, value, sizeof(value)) < 0 ||
 		    (v = json_string(value)) == NULL) {
 			/* Too long or not text: it names nothing we have. */
@@ -260,7 +268,7 @@ accept_op(struct http_req *req, const struct rest_path *rp)
 
 	if (op == NULL) {
 		char msg[96];
-		snprintf(msg, sizeof(msg), "method not allowed here; use %s", rp->allow);
+		fmt_cut(msg, sizeof(msg), "method not allowed here; use %s", rp->allow);
 		http_add_header(req, "Allow", rp->allow);
 		reply_error(req, 405, "method_not_allowed", msg, NULL);
 		return NULL;
@@ -357,7 +365,12 @@ add_routes(struct rest *r, struct err *e)
 			r->n_paths++;
 		}
 		n = strlen(rp->allow);
-		snprintf(rp->allow + n, sizeof(rp->allow) - n, "%s%s", n ? ", " : "", op->method);
+		if (fmt_buf(rp->allow + n, sizeof(rp->allow) - n, "%s%s", n ? ", " : "",
+			op->method) < 0) {
+			err_set(e, ERR_INTERNAL, "rest: the methods of %s do not fit Allow",
+			    op->path);
+			return -1;
+		}
 		if (op->flags & REST_RAW_BODY) {
 			struct http_route *rt = &r->routes[rp - r->paths];
 			rt->max_body = r->app->cfg.max_file_bytes;

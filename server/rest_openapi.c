@@ -3,11 +3,11 @@
 #include "server/rest_int.h"
 
 #include <ctype.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/embed.h"
+#include "base/fmt.h"
 
 #define REF_MAX_DEPTH 64
 
@@ -51,17 +51,23 @@ add_tool_schemas(json_t *schemas, struct err *e)
 {
 	for (size_t i = 0; i < tools_count(); i++) {
 		const char *name = tools_name_at(i);
-		char key[96];
+		char key_in[96], key_out[96];
 		json_t *in = arguments_schema(tools_input_schema(name));
 		json_t *out = json_deep_copy(tools_output_schema(name));
 
-		snprintf(key, sizeof(key), "%s_arguments", name);
-		if (in == NULL || json_object_set_new(schemas, key, in) < 0) {
+		if (fmt_buf(key_in, sizeof(key_in), "%s_arguments", name) < 0 ||
+		    fmt_buf(key_out, sizeof(key_out), "%s_result", name) < 0) {
+			json_decref(in);
+			json_decref(out);
+			err_set(e, ERR_INTERNAL, "rest: tool name %s too long for a schema name",
+			    name);
+			return -1;
+		}
+		if (in == NULL || json_object_set_new(schemas, key_in, in) < 0) {
 			json_decref(out);
 			goto oom;
 		}
-		snprintf(key, sizeof(key), "%s_result", name);
-		if (out == NULL || json_object_set_new(schemas, key, out) < 0)
+		if (out == NULL || json_object_set_new(schemas, key_out, out) < 0)
 			goto oom;
 	}
 	return 0;

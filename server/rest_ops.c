@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/bq.h"
+#include "base/fmt.h"
 #include "base/metrics.h"
 #include "sandbox/sandbox.h"
 #include "vmm/guest.h"
@@ -44,10 +45,9 @@ op_create(struct rest_call *c, json_t *args, struct err *e)
 	const char *id = json_string_value(json_object_get(out, "sandbox_id"));
 	char loc[64];
 
-	if (id) {
-		snprintf(loc, sizeof(loc), "/v1/sandboxes/%s", id);
+	/* Without a Location that fits, the body still names the sandbox. */
+	if (id && fmt_buf(loc, sizeof(loc), "/v1/sandboxes/%s", id) == 0)
 		http_add_header(c->req, "Location", loc);
-	}
 	return out;
 }
 
@@ -163,8 +163,8 @@ op_run(struct rest_call *c, json_t *args, struct err *e)
 	cmd = json_string_value(json_object_get(out, "command_id"));
 	if (cmd && json_is_true(json_object_get(out, "background"))) {
 		c->status = 202;
-		snprintf(loc, sizeof(loc), "/v1/sandboxes/%s/commands/%s", id, cmd);
-		http_add_header(c->req, "Location", loc);
+		if (fmt_buf(loc, sizeof(loc), "/v1/sandboxes/%s/commands/%s", id, cmd) == 0)
+			http_add_header(c->req, "Location", loc);
 	}
 	return out;
 }
@@ -282,12 +282,13 @@ static int
 download_start(void *ctx, const struct sbx_read_res *res, struct err *e)
 {
 	struct download *d = ctx;
-	char hdr[32];
+	char size[32], off[32];
 
-	snprintf(hdr, sizeof(hdr), "%lld", res->total);
-	http_add_header(d->c->req, "X-AAS-File-Size", hdr);
-	snprintf(hdr, sizeof(hdr), "%lld", res->offset);
-	http_add_header(d->c->req, "X-AAS-Content-Offset", hdr);
+	if (fmt_err(e, "file size", size, sizeof(size), "%lld", res->total) < 0 ||
+	    fmt_err(e, "offset", off, sizeof(off), "%lld", res->offset) < 0)
+		return -1;
+	http_add_header(d->c->req, "X-AAS-File-Size", size);
+	http_add_header(d->c->req, "X-AAS-Content-Offset", off);
 	return download_open(d, "application/octet-stream", (long long)res->len, e);
 }
 

@@ -9,6 +9,7 @@
 
 #include <openssl/crypto.h>
 
+#include "base/fmt.h"
 #include "base/log.h"
 #include "base/metrics.h"
 #include "sandbox/sandbox.h"
@@ -91,9 +92,13 @@ read_hosts(struct scrape *mh)
 		const json_t *busy = json_object_get(json_object_get(h, "live"), "cpu_busy");
 		if (mh->n_hosts >= METRICS_MAX_HOSTS)
 			break;
-		m = &mh->hosts[mh->n_hosts++];
-		snprintf(m->name, sizeof(m->name), "%s",
-		    json_string_value(json_object_get(h, "name")));
+		m = &mh->hosts[mh->n_hosts];
+		/* A name too long for its label is never shown cut: the host
+		 * is left out. */
+		if (fmt_buf(m->name, sizeof(m->name), "%s",
+			json_string_value(json_object_get(h, "name"))) < 0)
+			continue;
+		mh->n_hosts++;
 		m->up = strcmp(json_string_value(json_object_get(h, "state")), "up") == 0;
 		m->draining = json_is_true(json_object_get(h, "draining"));
 		m->memory_mib = member_ll(h, "capacity", "memory_mib", 0);

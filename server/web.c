@@ -10,6 +10,7 @@
 #include <strings.h>
 
 #include "base/embed.h"
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "base/log.h"
 #include "server/rest_query.h"
@@ -48,7 +49,8 @@ cookie_get(const struct web_ctx *c, const char *name, char *out, size_t n)
 	char full[64];
 	size_t fl;
 
-	snprintf(full, sizeof(full), "%s%s", c->secure ? "__Host-" : "", name);
+	if (fmt_buf(full, sizeof(full), "%s%s", c->secure ? "__Host-" : "", name) < 0)
+		return -1;
 	fl = strlen(full);
 	while (h && *h) {
 		const char *end = strchr(h, ';');
@@ -75,9 +77,13 @@ cookie_set(struct web_ctx *c, const char *name, const char *value, int max_age, 
 {
 	char v[256];
 
-	snprintf(v, sizeof(v), "%s%s=%s; Path=/; HttpOnly; SameSite=%s; Max-Age=%d%s",
-	    c->secure ? "__Host-" : "", name, value ? value : "", same, value ? max_age : 0,
-	    c->secure ? "; Secure" : "");
+	/* A cookie that does not fit is not sent: the page goes on without it. */
+	if (fmt_buf(v, sizeof(v), "%s%s=%s; Path=/; HttpOnly; SameSite=%s; Max-Age=%d%s",
+		c->secure ? "__Host-" : "", name, value ? value : "", same, value ? max_age : 0,
+		c->secure ? "; Secure" : "") < 0) {
+		log_error("web: cookie %s too long; not set", name);
+		return;
+	}
 	http_add_header(c->req, "Set-Cookie", v);
 }
 
@@ -356,7 +362,7 @@ verify(struct web_ctx *c)
 		return;
 	}
 	log_info("web: account %s verified its e-mail", account);
-	snprintf(msg, sizeof(msg), "Your e-mail address is verified%s.",
+	fmt_cut(msg, sizeof(msg), "Your e-mail address is verified%s.",
 	    granted > 0 ? " and your free credit is on your balance" :
 		granted < 0 ?
 			  ". The free credit is withheld: many new accounts from your network or "
@@ -559,12 +565,15 @@ web_work(struct http_req *req, void *arg)
 	c.req = req;
 	c.cfg = &job->w->app->cfg;
 	c.secure = strncmp(c.cfg->public_url, "https://", 8) == 0;
-	snprintf(c.method, sizeof(c.method), "%s", m);
-	snprintf(c.addr, sizeof(c.addr), "%s", job->addr);
 	err_clear(&e);
-	if (strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0 && strcmp(m, "POST") != 0) {
+	if ((strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0 && strcmp(m, "POST") != 0) ||
+	    fmt_buf(c.method, sizeof(c.method), "%s", m) < 0) {
 		http_add_header(req, "Allow", "GET, HEAD, POST");
 		http_reply_error(req, 405, "method_not_allowed", "use GET or POST");
+		goto out;
+	}
+	if (fmt_buf(c.addr, sizeof(c.addr), "%s", job->addr) < 0) {
+		http_reply_error(req, 500, "internal", "client address too long");
 		goto out;
 	}
 	c.query = rest_query_parse(http_query(req), &e);
@@ -629,8 +638,9 @@ web_addr_group(char *addr, size_t n)
 	memset(a6.s6_addr + 8, 0, 8);
 	char net[INET6_ADDRSTRLEN];
 
-	if (inet_ntop(AF_INET6, &a6, net, sizeof(net)) != NULL)
-		snprintf(addr, n, "%s/64", net);
+	if (inet_ntop(AF_INET6, &a6, net, sizeof(net)) != NULL &&
+	    fmt_buf(addr, n, "%s/64", net) < 0)
+		fmt_cut(addr, n, "unknown");
 }
 
 void
@@ -638,17 +648,20 @@ web_client_addr(struct http_req *req, int trust_x_real_ip, char *out, size_t n)
 {
 	const char *real = http_header(req, "X-Real-IP");
 
+	/* "unknown" is a label every client of no known address counts under;
+	 * an X-Real-IP that does not fit counts there too. */
 	if (http_client_addr(req, out, n) < 0)
-		snprintf(out, n, "unknown");
-	if (real && strlen(real) < n &&
-	    (strcmp(out, "127.0.0.1") == 0 || strcmp(out, "::1") == 0) && trust_x_real_ip)
-		snprintf(out, n, "%s", real);
+		fmt_cut(out, n, "unknown");
+	if (real && (strcmp(out, "127.0.0.1") == 0 || strcmp(out, "::1") == 0) && trust_x_real_ip &&
+	    fmt_buf(out, n, "%s", real) < 0)
+		fmt_cut(out, n, "unknown");
 	web_addr_group(out, n);
 }
 
 /* Whose turn a page takes: the account of a session seen before (its
- * cookie is checked again on the worker), else the client's address. */
-static void
+ * cookie is checked again on the worker), else the client's address; -1
+ * when it does not fit in out. */
+static int
 web_work_key(struct web *w, struct http_req *req, const char *addr, char *out, size_t n)
 {
 	struct web_ctx c = { .w = w, .req = req, .cfg = &w->app->cfg };
@@ -657,13 +670,11 @@ web_work_key(struct web *w, struct http_req *req, const char *addr, char *out, s
 	c.secure = strncmp(c.cfg->public_url, "https://", 8) == 0;
 	if (cookie_get(&c, COOKIE_SESSION, sid, sizeof(sid)) == 0) {
 		key_hash_hex(sid, strlen(sid), hash, sizeof(hash));
-		if (ttl_get(w->owners, hash, acct, sizeof(acct))) {
-			snprintf(out, n, "a:%s", acct);
-			return;
-		}
+		if (ttl_get(w->owners, hash, acct, sizeof(acct)))
+			return fmt_buf(out, n, "a:%s", acct);
 	}
 	key_hash_hex(addr, strlen(addr), hash, sizeof(hash));
-	snprintf(out, n, "w:%.32s", hash);
+	return fmt_buf(out, n, "w:%.32s", hash);
 }
 
 static void
@@ -680,7 +691,11 @@ web_entry(struct http_req *req, void *ctx)
 	job->w = rt->w;
 	job->page = rt->page;
 	web_client_addr(req, rt->w->app->cfg.trust_x_real_ip, job->addr, sizeof(job->addr));
-	web_work_key(rt->w, req, job->addr, key, sizeof(key));
+	if (web_work_key(rt->w, req, job->addr, key, sizeof(key)) < 0) {
+		free(job);
+		http_reply_error(req, 500, "internal", "work key too long");
+		return;
+	}
 	http_defer_as(req, key, web_work, job, free);
 }
 
@@ -743,8 +758,11 @@ web_routes(struct web *w, struct http_route *out, size_t max)
 			.handler = web_pay_webhook,
 			.ctx = w };
 	for (size_t i = 0; i < embed_web_count && i < WEB_STATIC_MAX && n < max; i++) {
-		snprintf(w->static_paths[i], sizeof(w->static_paths[i]), "/static/%s",
-		    embed_web[i].name);
+		if (fmt_buf(w->static_paths[i], sizeof(w->static_paths[i]), "/static/%s",
+			embed_web[i].name) < 0) {
+			log_error("web: /static/%s: name too long; not served", embed_web[i].name);
+			continue;
+		}
 		out[n++] = (struct http_route){ .path = w->static_paths[i],
 			.handler = static_file,
 			.ctx = (void *)&embed_web[i] };

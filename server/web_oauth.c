@@ -3,9 +3,9 @@
  * page: a client never sees the password, only a code for its redirect
  * URI once the account's owner approves. */
 #include <openssl/crypto.h>
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/log.h"
 #include "server/authsrv.h"
 #include "server/web_int.h"
@@ -102,10 +102,11 @@ client_find(struct web_ctx *c, struct authz *a, struct err *e)
 {
 	char quota[ATT_SUBJECT_MAX + 1];
 
-	if (strcmp(c->method, "POST") == 0)
-		snprintf(quota, sizeof(quota), "%s", c->sess.account_id);
-	else
-		snprintf(quota, sizeof(quota), "ip:%s", c->addr);
+	int post = strcmp(c->method, "POST") == 0;
+
+	if (fmt_err(e, "quota subject", quota, sizeof(quota), "%s%s",
+		post ? "" : "ip:", post ? c->sess.account_id : c->addr) < 0)
+		return -1;
 	return oauth_client_find(c->w->app->db, c->cfg, a->client_id, quota, &a->client, e);
 }
 
@@ -146,9 +147,9 @@ authz_check(struct web_ctx *c, struct authz *a)
 	a->scope = param(c, "scope");
 	a->resource = param(c, "resource");
 	a->response_type = param(c, "response_type");
-	authsrv_resource(c->cfg, a->resource_ours, sizeof(a->resource_ours));
 	err_clear(&e);
-	if (client_find(c, a, &e) < 0) {
+	if (authsrv_resource(c->cfg, a->resource_ours, sizeof(a->resource_ours), &e) < 0 ||
+	    client_find(c, a, &e) < 0) {
 		if (e.kind == ERR_LIMIT && strcmp(c->method, "POST") != 0)
 			continue_page(c, a, e.msg);
 		else

@@ -3,23 +3,31 @@
  * page_f's %s; only the page's own markup goes through %S. */
 #include <stdarg.h>
 #include <stdlib.h>
-#include <stdio.h>
 #include <string.h>
 
+#include "base/fmt.h"
 #include "base/html.h"
 #include "server/web_int.h"
+
+/* The content security policy, before and after the form source. */
+#define CSP_HEAD                                                                          \
+	"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " \
+	"connect-src 'self'; form-action 'self'"
+#define CSP_TAIL "; frame-ancestors 'none'; base-uri 'none'"
 
 static void
 security_headers(struct http_req *req, const char *form_source)
 {
 	char csp[800];
 
-	/* No inline script or style anywhere: the CSP allows only our own files. */
-	snprintf(csp, sizeof(csp),
-	    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-	    "connect-src 'self'; form-action 'self'%s%s; frame-ancestors 'none'; base-uri 'none'",
-	    form_source[0] ? " " : "", form_source);
-	http_add_header(req, "Content-Security-Policy", csp);
+	/* No inline script or style anywhere: the CSP allows only our own
+	 * files. A policy too long with the form source is sent without it
+	 * (forms then go to this site alone), never cut. */
+	if (fmt_buf(csp, sizeof(csp), CSP_HEAD "%s%s" CSP_TAIL, form_source[0] ? " " : "",
+		form_source) < 0)
+		http_add_header(req, "Content-Security-Policy", CSP_HEAD CSP_TAIL);
+	else
+		http_add_header(req, "Content-Security-Policy", csp);
 	http_add_header(req, "X-Frame-Options", "DENY");
 	http_add_header(req, "X-Content-Type-Options", "nosniff");
 	/* Links with one-time codes never leave through Referer; same-origin
@@ -37,7 +45,9 @@ page_security_headers(struct http_req *req)
 void
 page_form_action(struct web_ctx *c, const char *source)
 {
-	snprintf(c->form_action, sizeof(c->form_action), "%s", source);
+	/* A source too long is none: forms go to this site alone. */
+	if (fmt_buf(c->form_action, sizeof(c->form_action), "%s", source) < 0)
+		c->form_action[0] = '\0';
 }
 
 static void

@@ -2,10 +2,10 @@
  * age, time to expiry and cost so far, extend and destroy. Every action
  * is the same tool call MCP and REST make, as the session's account, so
  * another account's sandbox id is "not found" here as there. */
-#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include "base/fmt.h"
 #include "base/html.h"
 #include "server/pty.h"
 #include "server/rest_query.h"
@@ -33,16 +33,16 @@ span(const char *iso, int sign, char *out, size_t n)
 
 	memset(&tm, 0, sizeof(tm));
 	if (iso == NULL || strptime(iso, "%Y-%m-%dT%H:%M:%S", &tm) == NULL) {
-		snprintf(out, n, "-");
+		fmt_cut(out, n, "-");
 		return;
 	}
 	s = (long long)(time(NULL) - timegm(&tm)) * sign;
 	if (s < 0)
 		s = 0;
 	if (s < 3600)
-		snprintf(out, n, "%lld min", s / 60);
+		fmt_cut(out, n, "%lld min", s / 60);
 	else
-		snprintf(out, n, "%lld h %lld min", s / 3600, (s % 3600) / 60);
+		fmt_cut(out, n, "%lld h %lld min", s / 3600, (s % 3600) / 60);
 }
 
 /* Charged less refunded, per sandbox, from get_usage's recent list. */
@@ -185,7 +185,7 @@ web_sbx_destroy(struct web_ctx *c)
 		action_failed(c, "Sandbox not destroyed", &e);
 		return;
 	}
-	snprintf(msg, sizeof(msg), "Sandbox %s is destroyed.", id);
+	fmt_cut(msg, sizeof(msg), "Sandbox %s is destroyed.", id);
 	page_begin(c, "Sandbox destroyed");
 	page_alert(c, "notice", msg);
 	page_f(c,
@@ -248,13 +248,14 @@ web_sbx_terminal(struct web_ctx *c)
 	json_decref(sb);
 	if (c->w->pty == NULL ||
 	    pty_ticket_issue(c->w->pty, c->sess.account_id, id, (long long)time(NULL), ticket, &e) <
-		0) {
+		0 ||
+	    fmt_buf(url, sizeof(url), "/v1/sandboxes/%s/pty?rows=30&cols=100&ticket=%s", id,
+		ticket) < 0) {
 		page_message(c, 503, "No terminal", "Terminals are not available now; try again.",
 		    "/dashboard/sandboxes", "Back to your sandboxes");
 		return;
 	}
 	/* The ticket opens this terminal once, within AAS_PTY_TICKET_TTL_S. */
-	snprintf(url, sizeof(url), "/v1/sandboxes/%s/pty?rows=30&cols=100&ticket=%s", id, ticket);
 	page_begin(c, "Terminal");
 	page_f(c,
 	    "<p>A login shell as the user <code>sandbox</code> in <code>%s</code>. Lines you "

@@ -2,13 +2,13 @@
  * balance, free credit left, spend per day as an inline SVG chart, the
  * ledger page by page, and the whole ledger as CSV. */
 #include <inttypes.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "server/rest_query.h"
 #include "server/web_int.h"
 #include "sandbox/usage.h"
+#include "base/fmt.h"
 
 #define CHART_DAYS 30
 #define LEDGER_PAGE 25
@@ -115,31 +115,29 @@ web_usage_page(struct web_ctx *c)
 		json_array_foreach(ledger, i, en) {
 			const json_t *m = json_object_get(en, "minutes");
 			const char *sb = json_string_value(json_object_get(en, "sandbox_id"));
-			char mins[24];
+			char mins[24] = "";
 
-			snprintf(mins, sizeof(mins), "%lld", (long long)json_integer_value(m));
+			if (json_is_integer(m) &&
+			    fmt_buf(mins, sizeof(mins), "%lld", (long long)json_integer_value(m)) <
+				0)
+				mins[0] = '\0';
 			page_f(c,
 			    "<tr class=\"entry-%s\"><td>%s</td><td>%s</td><td>%M</td><td>%s</td>"
 			    "<td>%s</td><td>%s</td></tr>",
 			    json_string_value(json_object_get(en, "kind")),
 			    json_string_value(json_object_get(en, "created_at")),
 			    json_string_value(json_object_get(en, "kind")),
-			    (long long)json_integer_value(json_object_get(en, "amount")),
-			    json_is_integer(m) ? mins : "", sb ? sb : "",
-			    json_string_value(json_object_get(en, "reason")));
+			    (long long)json_integer_value(json_object_get(en, "amount")), mins,
+			    sb ? sb : "", json_string_value(json_object_get(en, "reason")));
 		}
 		page_f(c, "</tbody></table>");
 	}
 	page_f(c, "<nav aria-label=\"Ledger pages\"><p>");
 	if (before)
 		page_f(c, "<a href=\"/dashboard/usage\">Newest entries</a> ");
-	if (next > 0) {
-		char nb[32];
-
-		snprintf(nb, sizeof(nb), "%" PRId64, next);
-		page_f(c, "<a href=\"/dashboard/usage?before=%s\" id=\"older\">Older entries</a>",
-		    nb);
-	}
+	if (next > 0)
+		page_f(c, "<a href=\"/dashboard/usage?before=%L\" id=\"older\">Older entries</a>",
+		    (long long)next);
 	page_f(c, "</p></nav>");
 out:
 	json_decref(usage);

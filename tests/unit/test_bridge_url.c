@@ -1,5 +1,6 @@
 /* test_bridge_url.c - AAS_BASE_URL to the API base, URL building, and the
  * bridge's configuration (bridge/br_url.h, bridge/br_config.h). */
+#include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -124,8 +125,10 @@ test_build_query_json(void **state)
 	br_url_query_json(u, "state", s);
 	br_url_query_json(u, "ignored", o);
 	br_url_query_json(u, "absent", NULL);
+	br_url_query_ll(u, "offset", LLONG_MIN);
 	assert_string_equal(br_url_str(u, &e),
-	    "http://h/v1/sandboxes?limit=42&make_parents=true&state=run%20ning");
+	    "http://h/v1/sandboxes?limit=42&make_parents=true&state=run%20ning"
+	    "&offset=-9223372036854775808");
 	br_url_free(u);
 	json_decref(n);
 	json_decref(t);

@@ -64,6 +64,11 @@ test_groups(void **state)
 	assert_string_equal(g, "2001:db8:1:2::/64");
 	hlim_group_text("unknown", g, sizeof(g));
 	assert_string_equal(g, "unknown");
+	/* Too long for out: no group (never one cut to another's). */
+	a = addr("127.0.0.2");
+	assert_int_equal(hlim_group((struct sockaddr *)&a, g, 8), -1);
+	hlim_group_text("an-unparsable-name-longer-than-sixteen", g, 16);
+	assert_string_equal(g, "unknown");
 }
 
 /* The third connection of one address is refused; another address, and

@@ -158,7 +158,7 @@ teardown(void **state)
 /* Sends one request and reads until the server closes; the answer's
  * status code, -1 when none came. */
 static int
-request_port(int port, const char *path, int upgrade)
+request_port(int port, const char *method, const char *path, int upgrade)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	struct timeval tv = { 10, 0 };
@@ -173,8 +173,8 @@ request_port(int port, const char *path, int upgrade)
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	assert_int_equal(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
 	/* A plain answer would keep the connection alive: ask for its end. */
-	n = snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: x\r\nConnection: %s\r\n%s\r\n",
-	    path, upgrade ? "Upgrade" : "close", upgrade ? "Upgrade: test\r\n" : "");
+	n = snprintf(req, sizeof(req), "%s %s HTTP/1.1\r\nHost: x\r\nConnection: %s\r\n%s\r\n",
+	    method, path, upgrade ? "Upgrade" : "close", upgrade ? "Upgrade: test\r\n" : "");
 	assert_int_equal(write(fd, req, (size_t)n), n);
 	for (;;) {
 		ssize_t r = read(fd, buf + got, sizeof(buf) - 1 - got);
@@ -196,7 +196,7 @@ request_port(int port, const char *path, int upgrade)
 static int
 request(const struct fixture *f, const char *path, int upgrade)
 {
-	return request_port(http_port(f->srv), path, upgrade);
+	return request_port(http_port(f->srv), "GET", path, upgrade);
 }
 
 static void
@@ -239,6 +239,17 @@ test_closed_answers_503(void **state)
 	assert_int_equal(request(f, "/replaced", 0), 503);
 }
 
+/* A method too long to keep is none the routes know: 501, never cut to
+ * one they do (OPTIONS with letters after it is no OPTIONS). */
+static void
+test_long_method_refused(void **state)
+{
+	struct fixture *f = *state;
+
+	assert_int_equal(request_port(http_port(f->srv), "OPTIONSOPTIONSXYZ", "/up", 1), 501);
+	assert_int_equal(request_port(http_port(f->srv), "OPTIONSOPTIONSX", "/up", 1), 101);
+}
+
 struct pending {
 	int port, code;
 };
@@ -248,7 +259,7 @@ slow_client(void *arg)
 {
 	struct pending *p = arg;
 
-	p->code = request_port(p->port, "/slow", 0);
+	p->code = request_port(p->port, "GET", "/slow", 0);
 	return NULL;
 }
 
@@ -282,6 +293,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_replaced_upgrade_dropped_once, setup,
 		    teardown),
 		cmocka_unit_test_setup_teardown(test_closed_answers_503, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_long_method_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_stop_lets_answer_out, setup, teardown),
 	};
 

@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include "server/pty.h"
+#include "server/pty_ticket.h"
 #include "service/app.h"
 
 #define ACCT "11111111-2222-3333-4444-555555555555"
@@ -165,6 +166,27 @@ test_share_per_account(void **state)
 	assert_int_equal(redeem(*state, theirs, "sbx-theirs", NOW + 1, acct), 0);
 }
 
+/* A sandbox id longer than a ticket holds is refused whole, never cut,
+ * both past the text the mac is made over and just past the table's. */
+static void
+test_long_sandbox_refused(void **state)
+{
+	char t[PTY_TICKET_MAX], sbx[300];
+	struct err e;
+
+	memset(sbx, 'x', sizeof(sbx) - 1);
+	sbx[sizeof(sbx) - 1] = '\0';
+	err_clear(&e);
+	assert_int_equal(pty_ticket_issue(*state, ACCT, sbx, NOW, t, &e), -1);
+	assert_int_equal(e.kind, ERR_INTERNAL);
+	sbx[PTK_SANDBOX_MAX + 1] = '\0';
+	err_clear(&e);
+	assert_int_equal(pty_ticket_issue(*state, ACCT, sbx, NOW, t, &e), -1);
+	assert_int_equal(e.kind, ERR_INTERNAL);
+	sbx[PTK_SANDBOX_MAX] = '\0';
+	assert_int_equal(pty_ticket_issue(*state, ACCT, sbx, NOW, t, &e), 0);
+}
+
 int
 main(void)
 {
@@ -176,6 +198,7 @@ main(void)
 		cmocka_unit_test_setup_teardown(test_other_process_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_flood_evicts_only_its_own, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_share_per_account, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_long_sandbox_refused, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
