@@ -154,7 +154,8 @@ revoke_tx(PGconn *c, void *arg, struct err *e)
 	struct revoke_tx *t = arg;
 	const char *p[2] = { t->hash, t->client_id };
 	char grant[OAUTH_GRANT_ID_MAX];
-	int refresh;
+	int refresh, found;
+	const struct db_col cols[] = { DB_STR(grant, sizeof(grant)), DB_BOOL(&refresh) };
 	PGresult *r;
 
 	/* The token row first, then its grant: the order refreshing takes. */
@@ -163,18 +164,8 @@ revoke_tx(PGconn *c, void *arg, struct err *e)
 	    " JOIN oauth_grants g ON g.id = t.grant_id"
 	    " WHERE t.token_hash = $1 AND ($2 = '' OR g.client_id = $2) FOR UPDATE OF t",
 	    2, p, e);
-	if (r == NULL)
-		return -1;
-	if (PQntuples(r) != 1) {
-		PQclear(r);
-		return 0;
-	}
-	if (db_get_str(r, 0, 0, grant, sizeof(grant), e) < 0 ||
-	    db_get_bool(r, 0, 1, &refresh, e) < 0) {
-		PQclear(r);
-		return -1;
-	}
-	PQclear(r);
+	if ((found = db_take_row_or_none(r, cols, DB_NCOLS(cols), e)) <= 0)
+		return found;
 	/* A refresh token ends its grant; an access token only itself. */
 	if (refresh && oauth_grant_end(c, grant, "user", e) < 0)
 		return -1;

@@ -20,21 +20,14 @@ checkout_of(PGconn *c, const char *provider, const char *id, char *account, long
     struct err *e)
 {
 	const char *p[2] = { provider, id };
+	const struct db_col cols[] = { DB_STR(account, ACCT_ID_LEN + 1), DB_LL(amount) };
 	PGresult *r;
-	int rc = 0;
 
 	account[0] = '\0';
 	r = db_conn_query(c,
 	    "SELECT account_id, amount FROM payment_checkouts WHERE provider = $1 AND checkout_id = $2",
 	    2, p, e);
-	if (r == NULL)
-		return -1;
-	if (PQntuples(r) == 1 &&
-	    (db_get_str(r, 0, 0, account, ACCT_ID_LEN + 1, e) < 0 ||
-		db_get_ll(r, 0, 1, amount, e) < 0))
-		rc = -1;
-	PQclear(r);
-	return rc;
+	return db_take_row_or_none(r, cols, DB_NCOLS(cols), e) < 0 ? -1 : 0;
 }
 
 /* The paid checkout whose payment is `intent`: its id, account and the
@@ -44,23 +37,16 @@ checkout_paid_by(PGconn *c, const char *provider, const char *intent, char *chec
     long long *amount, struct err *e)
 {
 	const char *p[2] = { provider, intent };
+	const struct db_col cols[] = { DB_STR(checkout, PAY_ID_MAX + 1),
+		DB_STR(account, ACCT_ID_LEN + 1), DB_LL(amount) };
 	PGresult *r;
-	int rc = 0;
 
 	account[0] = '\0';
 	r = db_conn_query(c,
 	    "SELECT checkout_id, account_id, amount FROM payment_checkouts WHERE provider = $1 "
 	    "AND payment_intent = $2 AND paid_at IS NOT NULL",
 	    2, p, e);
-	if (r == NULL)
-		return -1;
-	if (PQntuples(r) == 1 &&
-	    (db_get_str(r, 0, 0, checkout, PAY_ID_MAX + 1, e) < 0 ||
-		db_get_str(r, 0, 1, account, ACCT_ID_LEN + 1, e) < 0 ||
-		db_get_ll(r, 0, 2, amount, e) < 0))
-		rc = -1;
-	PQclear(r);
-	return rc;
+	return db_take_row_or_none(r, cols, DB_NCOLS(cols), e) < 0 ? -1 : 0;
 }
 
 /* A credited checkout is paid: refunds and disputes find it by its
@@ -77,6 +63,31 @@ paid_mark(PGconn *c, const char *provider, const struct pay_event *ev, struct er
 	    3, p, NULL, e);
 }
 
+/* Records the event once (with its account and checkout when it has an
+ * account, whose row is locked first as on every money path): 0 with
+ * *fresh 1 for its first delivery, or -1 with e set. */
+static int
+record_event(PGconn *c, const struct apply_ctx *ax, const char *acct, const char *checkout,
+    const char *amount, long *fresh, struct err *e)
+{
+	const struct pay_event *ev = ax->ev;
+	const char *p[6] = { ax->p->name, ev->id, ev->kind, NULL, NULL, amount };
+
+	if (acct[0]) {
+		const char *pa[1] = { acct };
+
+		if (db_conn_exec(c, "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", 1, pa, NULL,
+			e) < 0)
+			return -1;
+		p[3] = acct;
+		p[4] = checkout;
+	}
+	return db_conn_exec(c,
+	    "INSERT INTO payment_events(provider, event_id, kind, account_id, checkout_id, amount) "
+	    "VALUES ($1, $2, $3, $4, $5, $6::bigint) ON CONFLICT DO NOTHING",
+	    6, p, fresh, e);
+}
+
 /* A refund or dispute event: recorded once, with the checkout it names;
  * a first delivery moves the money (account/pay_back.c). */
 static int
@@ -84,27 +95,13 @@ back_tx(PGconn *c, const struct apply_ctx *ax, struct err *e)
 {
 	const struct pay_event *ev = ax->ev;
 	char checkout[PAY_ID_MAX + 1], acct[ACCT_ID_LEN + 1], amount[24];
-	const char *p[6] = { ax->p->name, ev->id, ev->kind, NULL, NULL, amount };
 	long long credited = 0;
 	long fresh = 0;
 
 	if (checkout_paid_by(c, ax->p->name, ev->payment_intent, checkout, acct, &credited, e) < 0)
 		return -1;
-	if (acct[0]) {
-		const char *pa[1] = { acct };
-
-		/* The account first, as on every money path. */
-		if (db_conn_exec(c, "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", 1, pa, NULL,
-			e) < 0)
-			return -1;
-		p[3] = acct;
-		p[4] = checkout;
-	}
 	if (fmt_err(e, "amount", amount, sizeof(amount), "%lld", ev->amount) < 0 ||
-	    db_conn_exec(c,
-		"INSERT INTO payment_events(provider, event_id, kind, account_id, checkout_id, amount) "
-		"VALUES ($1, $2, $3, $4, $5, $6::bigint) ON CONFLICT DO NOTHING",
-		6, p, &fresh, e) < 0)
+	    record_event(c, ax, acct, checkout, amount, &fresh, e) < 0)
 		return -1;
 	if (fresh != 1 || acct[0] == '\0')
 		return 0; /* seen before, or not a payment of this service */
@@ -117,7 +114,7 @@ apply_tx(PGconn *c, void *arg, struct err *e)
 	struct apply_ctx *ax = arg;
 	const struct pay_event *ev = ax->ev;
 	char amount[24], key[PAY_ID_MAX + 32], reason[PAY_ID_MAX + 64], acct[ACCT_ID_LEN + 1];
-	const char *p[6] = { ax->p->name, ev->id, ev->kind, NULL, NULL, amount };
+	const char *p[2] = { ax->p->name, ev->id };
 	long long made = 0;
 	long fresh = 0;
 	int posted = 0, credit;
@@ -133,20 +130,7 @@ apply_tx(PGconn *c, void *arg, struct err *e)
 	/* Credit only a checkout this service made, for its account and the
 	 * amount it asked for, whatever else the event says. */
 	credit = ev->paid && acct[0] && strcmp(acct, ev->account) == 0 && made == ev->amount;
-	if (acct[0]) {
-		const char *pa[1] = { acct };
-
-		/* The account first, as on every money path. */
-		if (db_conn_exec(c, "SELECT 1 FROM accounts WHERE id = $1 FOR UPDATE", 1, pa, NULL,
-			e) < 0)
-			return -1;
-		p[3] = acct;
-		p[4] = ev->checkout_id;
-	}
-	if (db_conn_exec(c,
-		"INSERT INTO payment_events(provider, event_id, kind, account_id, checkout_id, amount) "
-		"VALUES ($1, $2, $3, $4, $5, $6::bigint) ON CONFLICT DO NOTHING",
-		6, p, &fresh, e) < 0)
+	if (record_event(c, ax, acct, ev->checkout_id, amount, &fresh, e) < 0)
 		return -1;
 	if (fresh != 1 || !credit)
 		return 0; /* a delivery seen before, or nothing to credit */

@@ -27,6 +27,19 @@ sess_limits_from(const struct config *cfg, struct sess_limits *out)
 	out->max_per_account = cfg->max_sessions_per_account;
 }
 
+/* What a statement ending or taking sessions (their ids in u) ends with:
+ * every aasd drops them from its cache on the notification. */
+#define SESS_NOTIFY " SELECT pg_notify('aas_invalidate', 's:' || id) FROM u"
+
+/* ERR_NOT_FOUND for a session id that names no live session; -1, for the
+ * caller to return. */
+static int
+no_session(struct err *e)
+{
+	err_set(e, ERR_NOT_FOUND, "session not found");
+	return -1;
+}
+
 struct create_tx {
 	const struct sess_limits *lim;
 	const char *const *params; /* id, version, account, name, client version, credential */
@@ -140,15 +153,10 @@ adopt_fn(PGconn *c, void *arg, struct err *e)
 	if (check_account(c, t->lim, t->params[1], e) < 0 ||
 	    db_conn_exec(c,
 		"WITH u AS (UPDATE mcp_sessions SET account_id = $2, credential = $3"
-		" WHERE id = $1 AND account_id IS NULL AND ended_at IS NULL RETURNING id)"
-		" SELECT pg_notify('aas_invalidate', 's:' || id) FROM u",
+		" WHERE id = $1 AND account_id IS NULL AND ended_at IS NULL RETURNING id)" SESS_NOTIFY,
 		3, t->params, &n, e) < 0)
 		return -1;
-	if (n != 1) {
-		err_set(e, ERR_NOT_FOUND, "session not found");
-		return -1;
-	}
-	return 0;
+	return n == 1 ? 0 : no_session(e);
 }
 
 int
@@ -158,10 +166,8 @@ sess_adopt(struct db *db, const struct sess_limits *lim, const char *id, const c
 	const char *params[3] = { id, account_id, credential };
 	struct create_tx t = { lim, params };
 
-	if (!sess_id_valid(id) || account_id == NULL || credential == NULL || !*credential) {
-		err_set(e, ERR_NOT_FOUND, "session not found");
-		return -1;
-	}
+	if (!sess_id_valid(id) || account_id == NULL || credential == NULL || !*credential)
+		return no_session(e);
 	return db_tx(db, adopt_fn, &t, e);
 }
 
@@ -171,13 +177,13 @@ sess_lookup(struct db *db, const struct sess_limits *lim, const char *id, struct
 {
 	char idle[16], anon_idle[16];
 	const char *params[3] = { id, idle, anon_idle };
+	const struct db_col cols[] = { DB_STR(out->protocol_version, sizeof(out->protocol_version)),
+		DB_STR(out->account_id, sizeof(out->account_id)),
+		DB_STR(out->credential, sizeof(out->credential)) };
 	PGresult *r;
-	int rc = -1;
 
-	if (!sess_id_valid(id)) {
-		err_set(e, ERR_NOT_FOUND, "session not found");
-		return -1;
-	}
+	if (!sess_id_valid(id))
+		return no_session(e);
 	if (fmt_err(e, "idle time", idle, sizeof(idle), "%d", lim->idle_s) < 0 ||
 	    fmt_err(e, "idle time", anon_idle, sizeof(anon_idle), "%d", lim->anon_idle_s) < 0)
 		return -1;
@@ -194,14 +200,7 @@ sess_lookup(struct db *db, const struct sess_limits *lim, const char *id, struct
 	    " SELECT protocol_version, coalesce(account_id::text, ''), coalesce(credential, '')"
 	    " FROM s",
 	    3, params, e, ERR_NOT_FOUND, NULL, "session not found");
-	if (r == NULL)
-		return -1;
-	if (db_get_str(r, 0, 0, out->protocol_version, sizeof(out->protocol_version), e) == 0 &&
-	    db_get_str(r, 0, 1, out->account_id, sizeof(out->account_id), e) == 0 &&
-	    db_get_str(r, 0, 2, out->credential, sizeof(out->credential), e) == 0)
-		rc = 0;
-	PQclear(r);
-	return rc;
+	return db_take_row(r, cols, DB_NCOLS(cols), e);
 }
 
 int
@@ -210,21 +209,14 @@ sess_end(struct db *db, const char *id, struct err *e)
 	const char *params[1] = { id };
 	long n;
 
-	if (!sess_id_valid(id)) {
-		err_set(e, ERR_NOT_FOUND, "session not found");
-		return -1;
-	}
+	if (!sess_id_valid(id))
+		return no_session(e);
 	if (db_exec(db,
 		"WITH u AS (UPDATE mcp_sessions SET ended_at = now()"
-		" WHERE id = $1 AND ended_at IS NULL RETURNING id)"
-		" SELECT pg_notify('aas_invalidate', 's:' || id) FROM u",
+		" WHERE id = $1 AND ended_at IS NULL RETURNING id)" SESS_NOTIFY,
 		1, params, &n, e) < 0)
 		return -1;
-	if (n != 1) {
-		err_set(e, ERR_NOT_FOUND, "session not found");
-		return -1;
-	}
-	return 0;
+	return n == 1 ? 0 : no_session(e);
 }
 
 int
@@ -234,8 +226,7 @@ sess_end_account(PGconn *c, const char *account_id, long *n, struct err *e)
 
 	return db_conn_exec(c,
 	    "WITH u AS (UPDATE mcp_sessions SET ended_at = now()"
-	    " WHERE account_id = $1 AND ended_at IS NULL RETURNING id)"
-	    " SELECT pg_notify('aas_invalidate', 's:' || id) FROM u",
+	    " WHERE account_id = $1 AND ended_at IS NULL RETURNING id)" SESS_NOTIFY,
 	    1, params, n, e);
 }
 

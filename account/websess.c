@@ -47,8 +47,10 @@ wsess_resolve(struct db *db, const struct config *cfg, const char *id, struct ws
 {
 	char hash[KEY_HASH_HEX_LEN + 1], idle[16], abs[16];
 	const char *p[3] = { hash, idle, abs };
+	const struct db_col cols[] = { DB_STR(out->account_id, sizeof(out->account_id)),
+		DB_STR(out->csrf, sizeof(out->csrf)), DB_STR(out->email, sizeof(out->email)),
+		DB_BOOL(&out->verified), DB_LL(&out->balance) };
 	PGresult *r;
-	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
 	if (!id_ok(id)) {
@@ -72,17 +74,7 @@ wsess_resolve(struct db *db, const struct config *cfg, const char *id, struct ws
 	    "SELECT s.account_id, s.csrf, a.email, a.email_verified_at IS NOT NULL, a.balance "
 	    "FROM s JOIN accounts a ON a.id = s.account_id",
 	    3, p, e, ERR_UNAUTHORIZED, NULL, "not logged in, or the session ended");
-	if (r == NULL)
-		return -1;
-	if (db_get_str(r, 0, 0, out->account_id, sizeof(out->account_id), e) < 0 ||
-	    db_get_str(r, 0, 1, out->csrf, sizeof(out->csrf), e) < 0 ||
-	    db_get_str(r, 0, 2, out->email, sizeof(out->email), e) < 0 ||
-	    db_get_bool(r, 0, 3, &out->verified, e) < 0 || db_get_ll(r, 0, 4, &out->balance, e) < 0)
-		goto out;
-	rc = 0;
-out:
-	PQclear(r);
-	return rc;
+	return db_take_row(r, cols, DB_NCOLS(cols), e);
 }
 
 int

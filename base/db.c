@@ -349,12 +349,11 @@ db_affected(PGresult *r)
 	return num_parse_ll(PQcmdTuples(r), &n) == 0 && n >= 0 && n <= LONG_MAX ? (long)n : 0;
 }
 
-int
-db_conn_exec(PGconn *c, const char *sql, int nparams, const char *const *params, long *affected,
-    struct err *e)
+/* What db_exec and db_conn_exec answer for the result r of their
+ * statement (NULL: it failed, `e` set), r cleared. */
+static int
+take_affected(PGresult *r, long *affected)
 {
-	PGresult *r = db_conn_query(c, sql, nparams, params, e);
-
 	if (r == NULL)
 		return -1;
 	if (affected)
@@ -364,17 +363,17 @@ db_conn_exec(PGconn *c, const char *sql, int nparams, const char *const *params,
 }
 
 int
+db_conn_exec(PGconn *c, const char *sql, int nparams, const char *const *params, long *affected,
+    struct err *e)
+{
+	return take_affected(db_conn_query(c, sql, nparams, params, e), affected);
+}
+
+int
 db_exec(struct db *db, const char *sql, int nparams, const char *const *params, long *affected,
     struct err *e)
 {
-	PGresult *r = db_query(db, sql, nparams, params, e);
-
-	if (r == NULL)
-		return -1;
-	if (affected)
-		*affected = db_affected(r);
-	PQclear(r);
-	return 0;
+	return take_affected(db_query(db, sql, nparams, params, e), affected);
 }
 
 static int
@@ -406,6 +405,50 @@ db_take_ll(PGresult *r, long long *out, struct err *e)
 	rc = db_get_ll(r, 0, 0, out, e);
 	PQclear(r);
 	return rc;
+}
+
+static int
+take_col(const PGresult *r, int col, const struct db_col *c, struct err *e)
+{
+	switch (c->kind) {
+	case DB_COL_STR:
+		return db_get_str(r, 0, col, c->out, c->n, e);
+	case DB_COL_LL:
+		return db_get_ll(r, 0, col, c->out, e);
+	case DB_COL_LL_OR0:
+		return db_get_ll_or(r, 0, col, 0, c->out, e);
+	case DB_COL_INT:
+		return db_get_int(r, 0, col, c->out, e);
+	case DB_COL_INT_OR0:
+		return db_get_int_or(r, 0, col, 0, c->out, e);
+	case DB_COL_BOOL:
+		return db_get_bool(r, 0, col, c->out, e);
+	}
+	err_set(e, ERR_INTERNAL, "database answer: column %d of no known kind", col);
+	return -1;
+}
+
+int
+db_take_row(PGresult *r, const struct db_col *cols, size_t n, struct err *e)
+{
+	int rc = 0;
+
+	if (r == NULL)
+		return -1;
+	for (size_t i = 0; rc == 0 && i < n; i++)
+		rc = take_col(r, (int)i, &cols[i], e);
+	PQclear(r);
+	return rc;
+}
+
+int
+db_take_row_or_none(PGresult *r, const struct db_col *cols, size_t n, struct err *e)
+{
+	if (r != NULL && PQntuples(r) != 1) {
+		PQclear(r);
+		return 0;
+	}
+	return db_take_row(r, cols, n, e) < 0 ? -1 : 1;
 }
 
 int

@@ -70,6 +70,31 @@ int db_get_ll_or(const PGresult *r, int row, int col, long long def, long long *
 /* The number a query such as "SELECT count(*)" answered (its first row's
  * first field), r PQclear()ed; r NULL (the query failed, `e` set) is -1. */
 int db_take_ll(PGresult *r, long long *out, struct err *e) AAS_MUST_CHECK;
+/* One field of the row db_take_row reads: where it goes and which typed
+ * read reads it (a NULL field reads as 0 in the _OR0 kinds). */
+enum db_col_kind { DB_COL_STR, DB_COL_LL, DB_COL_LL_OR0, DB_COL_INT, DB_COL_INT_OR0, DB_COL_BOOL };
+struct db_col {
+	enum db_col_kind kind;
+	void *out;
+	size_t n; /* DB_COL_STR: the size of out */
+};
+/* The columns, one per field in order. _Generic with a single type makes
+ * a pointer to anything else a compile error, as the typed reads would. */
+#define DB_STR(p, size) ((struct db_col){ DB_COL_STR, _Generic((p), char * : (p)), (size) })
+#define DB_LL(p) ((struct db_col){ DB_COL_LL, _Generic((p), long long * : (p)), 0 })
+#define DB_LL_OR0(p) ((struct db_col){ DB_COL_LL_OR0, _Generic((p), long long * : (p)), 0 })
+#define DB_INT(p) ((struct db_col){ DB_COL_INT, _Generic((p), int * : (p)), 0 })
+#define DB_INT_OR0(p) ((struct db_col){ DB_COL_INT_OR0, _Generic((p), int * : (p)), 0 })
+#define DB_BOOL(p) ((struct db_col){ DB_COL_BOOL, _Generic((p), int * : (p)), 0 })
+#define DB_NCOLS(cols) (sizeof(cols) / sizeof((cols)[0]))
+/* The fields of the first row of r read in order into cols[0..n-1], r
+ * PQclear()ed: 0, or -1 with e set at the first that does not read; r
+ * NULL (the query failed, `e` set) is -1. */
+int db_take_row(PGresult *r, const struct db_col *cols, size_t n, struct err *e) AAS_MUST_CHECK;
+/* db_take_row for a query that may find no row: 1 with the row read, 0
+ * when there is none (or more than one), -1 with e set. */
+int db_take_row_or_none(PGresult *r, const struct db_col *cols, size_t n,
+    struct err *e) AAS_MUST_CHECK;
 int db_get_int(const PGresult *r, int row, int col, int *out, struct err *e) AAS_MUST_CHECK;
 int db_get_int_or(const PGresult *r, int row, int col, int def, int *out,
     struct err *e) AAS_MUST_CHECK;

@@ -119,3 +119,17 @@ rpc_notification(const char *method, json_t *params)
 	return json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", method, "params",
 	    params ? params : json_object());
 }
+
+json_t *
+rpc_progress(json_t *token, double progress, double total, const char *message)
+{
+	json_t *params = json_pack("{s:O, s:f}", "progressToken", token, "progress", progress);
+
+	if (params == NULL)
+		return NULL;
+	if (total > 0)
+		json_object_set_new(params, "total", json_real(total));
+	if (message)
+		json_object_set_new(params, "message", json_string(message));
+	return rpc_notification("notifications/progress", params);
+}

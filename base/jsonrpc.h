@@ -46,5 +46,8 @@ int rpc_id_valid(const json_t *id);
 json_t *rpc_result(json_t *id, json_t *result); /* steals result */
 json_t *rpc_error(json_t *id, int code, const char *message, json_t *data);
 json_t *rpc_notification(const char *method, json_t *params); /* steals */
+/* A notifications/progress for `token`: `progress`, `total` when above 0
+ * and `message` when not NULL; NULL when out of memory. */
+json_t *rpc_progress(json_t *token, double progress, double total, const char *message);
 
 #endif

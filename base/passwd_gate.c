@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "base/passwd_gate.h"
+#include "base/clock.h"
 
 /* Each hash, verify or burn holds m_kib of memory (up to 1 GiB) for as
  * long as it runs; left alone, every worker thread could run one at once
@@ -75,18 +76,6 @@ over_share(const uint64_t tag[PW_WHO_TAGS])
 	return 0;
 }
 
-static void
-deadline(struct timespec *until)
-{
-	clock_gettime(CLOCK_REALTIME, until);
-	until->tv_sec += gate_wait_ms / 1000;
-	until->tv_nsec += (long)(gate_wait_ms % 1000) * 1000000L;
-	if (until->tv_nsec >= 1000000000L) {
-		until->tv_sec++;
-		until->tv_nsec -= 1000000000L;
-	}
-}
-
 int
 pwg_enter(const struct pw_who *who, struct err *e)
 {
@@ -97,7 +86,7 @@ pwg_enter(const struct pw_who *who, struct err *e)
 	for (int t = 0; who != NULL && t < PW_WHO_TAGS; t++)
 		tag[t] = tag_hash(who->tag[t]);
 	pthread_mutex_lock(&gate_lock);
-	deadline(&until);
+	until = clock_cond_deadline(gate_wait_ms);
 	/* A caller is a worker thread the rest of the service shares: it
 	 * waits at most gate_wait_ms, never for long. */
 	while ((gate_running >= gate_limit || over_share(tag)) && rc == 0)

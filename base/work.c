@@ -177,14 +177,8 @@ timer_main(void *p)
 	pthread_mutex_lock(&pool->lock);
 	while (!pool->stopping) {
 		struct work_item *expired = NULL;
-		struct timespec ts;
+		struct timespec ts = clock_cond_deadline(WORK_TIMER_MS);
 
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += WORK_TIMER_MS * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
 		pthread_cond_timedwait(&pool->timer_wake, &pool->lock, &ts);
 		if (pool->stopping)
 			break;

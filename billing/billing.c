@@ -41,23 +41,51 @@ bill_charge_create(PGconn *c, const char *account, const char *id, const char *s
 	return 0;
 }
 
+/* What a charge the balance must cover is for: its refusal says so. */
+enum cover_for { FOR_EXTEND, FOR_RESUME, FOR_SNAPSHOT };
+
+/* *cost of `minutes` at `price`, the account's balance locked: 0 when the
+ * balance covers it, else -1 with ERR_PAYMENT (or the lock's error). */
+static int
+lock_covered(PGconn *c, const char *account, int minutes, int64_t price, enum cover_for what,
+    int64_t *cost, struct err *e)
+{
+	int64_t before;
+
+	*cost = bill_cost(minutes, price);
+	if (bill_lock_balance(c, account, &before, e) < 0)
+		return -1;
+	if (*cost >= 0 && before >= *cost)
+		return 0;
+	if (what == FOR_EXTEND)
+		err_set(e, ERR_PAYMENT,
+		    "not enough credit: your balance is %" PRId64 " micro-USD;"
+		    " %d more minutes cost %" PRId64 " and your balance buys %" PRId64 " minutes",
+		    before, minutes, *cost, bill_affordable_minutes(before, price));
+	else if (what == FOR_RESUME)
+		err_set(e, ERR_PAYMENT,
+		    "not enough credit: your balance is %" PRId64 " micro-USD; the %d minutes"
+		    " until this sandbox expires cost %" PRId64 " and your balance buys %" PRId64
+		    " minutes",
+		    before, minutes, *cost, bill_affordable_minutes(before, price));
+	else
+		err_set(e, ERR_PAYMENT,
+		    "not enough credit: your balance is %" PRId64 " micro-USD and keeping a"
+		    " snapshot %d minutes costs %" PRId64,
+		    before, minutes, *cost);
+	return -1;
+}
+
 int
 bill_charge_extend(PGconn *c, const char *account, const char *id, int minutes, int64_t price,
     int64_t *charged, int64_t *balance, struct err *e)
 {
 	char key[64], reason[160], rnd[17];
-	int64_t before, cost = bill_cost(minutes, price);
+	int64_t cost;
 	int posted;
 
-	if (bill_lock_balance(c, account, &before, e) < 0)
+	if (lock_covered(c, account, minutes, price, FOR_EXTEND, &cost, e) < 0)
 		return -1;
-	if (cost < 0 || before < cost) {
-		err_set(e, ERR_PAYMENT,
-		    "not enough credit: your balance is %" PRId64 " micro-USD;"
-		    " %d more minutes cost %" PRId64 " and your balance buys %" PRId64 " minutes",
-		    before, minutes, cost, bill_affordable_minutes(before, price));
-		return -1;
-	}
 	/* Every extend is a new charge: a random key, never a replay. */
 	if (key_random_hex(rnd, sizeof(rnd), 8) < 0) {
 		err_set(e, ERR_INTERNAL, "random generator failed");
@@ -166,20 +194,10 @@ bill_charge_resume(PGconn *c, const char *account, const char *id, int resume, i
     int64_t price, int64_t *cost, int64_t *balance, struct err *e)
 {
 	char key[64], reason[160];
-	int64_t before;
 	int posted;
 
-	*cost = bill_cost(minutes, price);
-	if (bill_lock_balance(c, account, &before, e) < 0)
+	if (lock_covered(c, account, minutes, price, FOR_RESUME, cost, e) < 0)
 		return -1;
-	if (*cost < 0 || before < *cost) {
-		err_set(e, ERR_PAYMENT,
-		    "not enough credit: your balance is %" PRId64 " micro-USD; the %d minutes"
-		    " until this sandbox expires cost %" PRId64 " and your balance buys %" PRId64
-		    " minutes",
-		    before, minutes, *cost, bill_affordable_minutes(before, price));
-		return -1;
-	}
 	if (fmt_err(e, "ledger key", key, sizeof(key), "charge:resume:%s:%d", id, resume) < 0)
 		return -1;
 	fmt_cut(reason, sizeof(reason), "resume sandbox %s for %d minutes", id, minutes);
@@ -208,19 +226,10 @@ bill_charge_snapshot(PGconn *c, const char *account, const char *snap, int minut
     int64_t *cost, int64_t *balance, struct err *e)
 {
 	char key[64], reason[160];
-	int64_t before;
 	int posted;
 
-	*cost = bill_cost(minutes, price);
-	if (bill_lock_balance(c, account, &before, e) < 0)
+	if (lock_covered(c, account, minutes, price, FOR_SNAPSHOT, cost, e) < 0)
 		return -1;
-	if (*cost < 0 || before < *cost) {
-		err_set(e, ERR_PAYMENT,
-		    "not enough credit: your balance is %" PRId64 " micro-USD and keeping a"
-		    " snapshot %d minutes costs %" PRId64,
-		    before, minutes, *cost);
-		return -1;
-	}
 	if (*cost == 0)
 		return bill_lock_balance(c, account, balance, e);
 	if (fmt_err(e, "ledger key", key, sizeof(key), "charge:snapshot:%s", snap) < 0)

@@ -78,19 +78,11 @@ static void
 progress_out(void *p, double done, double total, const char *message)
 {
 	struct progress_sink *ps = p;
-	json_t *params;
 
 	if (ps->call->token == NULL || done <= ps->call->last_progress)
 		return; /* progress must increase */
 	ps->call->last_progress = done;
-	params = json_pack("{s:O, s:f}", "progressToken", ps->call->token, "progress", done);
-	if (params == NULL)
-		return;
-	if (total > 0)
-		json_object_set_new(params, "total", json_real(total));
-	if (message)
-		json_object_set_new(params, "message", json_string(message));
-	send_msg(ps->r, rpc_notification("notifications/progress", params));
+	send_msg(ps->r, rpc_progress(ps->call->token, done, total, message));
 }
 
 /* ---- workers ---- */

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/fmt.h"
 #include "base/log.h"
 #include "sandbox/store.h"
@@ -84,15 +85,8 @@ reap_main(void *arg)
 	for (;;) {
 		int n = reap_due(r);
 		long ms = n >= REAP_BATCH ? 0 : next_due_ms(r);
-		struct timespec ts;
+		struct timespec ts = clock_cond_deadline(ms);
 
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += ms / 1000;
-		ts.tv_nsec += (ms % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
 		pthread_mutex_lock(&r->lock);
 		while (!r->stop && !r->poked && ms > 0)
 			if (pthread_cond_timedwait(&r->cond, &r->lock, &ts) != 0)

@@ -316,29 +316,59 @@ sbx_file_vm(struct sbx *s, const char *account, const char *id, const char *path
 	return sbx_running(s, account, id, row, domain, dn, e);
 }
 
+/* Where a read or write of a file goes: the sandbox's running VM. */
+struct file_at {
+	struct vm_host *h;
+	char domain[64];
+	struct store_row row;
+};
+
+/* A write's mode checked and its VM and absolute path (res->path) found:
+ * 0, or -1 with e set. */
+static int
+write_at(struct sbx *s, const char *account, const struct sbx_write_req *req,
+    struct sbx_write_res *res, struct file_at *at, struct err *e)
+{
+	if (req->mode > 07777) {
+		err_set_field(e, "mode", "mode: not a file mode");
+		return -1;
+	}
+	at->h = sbx_file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path),
+	    &at->row, at->domain, sizeof(at->domain), e);
+	return at->h ? 0 : -1;
+}
+
+/* A read's offset checked and its VM and absolute path (into path, of
+ * size pn) found: 0, or -1 with e set. */
+static int
+read_at(struct sbx *s, const char *account, const struct sbx_read_req *req, char *path, size_t pn,
+    struct file_at *at, struct err *e)
+{
+	if (req->offset < 0) {
+		err_set_field(e, "offset", "offset: must not be negative");
+		return -1;
+	}
+	at->h = sbx_file_vm(s, account, req->sandbox_id, req->path, path, pn, &at->row, at->domain,
+	    sizeof(at->domain), e);
+	return at->h ? 0 : -1;
+}
+
 int
 sbx_write_file(struct sbx *s, const char *account, const struct sbx_write_req *req,
     struct sbx_write_res *res, struct err *e)
 {
-	char domain[64];
-	struct store_row row;
-	struct vm_host *h;
+	struct file_at at;
 
 	memset(res, 0, sizeof(*res));
 	if (req->len > GUEST_MAX_FILE) {
 		err_set_field(e, "content", "content: at most %u bytes per write", GUEST_MAX_FILE);
 		return -1;
 	}
-	if (req->mode > 07777) {
-		err_set_field(e, "mode", "mode: not a file mode");
+	if (write_at(s, account, req, res, &at, e) < 0)
 		return -1;
-	}
-	if ((h = sbx_file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path),
-		 &row, domain, sizeof(domain), e)) == NULL)
-		return -1;
-	if (guest_put_file(h, domain, res->path, req->data, req->len, req->mode, req->make_parents,
-		e) < 0)
-		return sbx_guest_failed(s, req->sandbox_id, row.host, e);
+	if (guest_put_file(at.h, at.domain, res->path, req->data, req->len, req->mode,
+		req->make_parents, e) < 0)
+		return sbx_guest_failed(s, req->sandbox_id, at.row.host, e);
 	res->bytes = req->len;
 	res->mode = req->mode;
 	return 0;
@@ -358,21 +388,14 @@ int
 sbx_read_file(struct sbx *s, const char *account, const struct sbx_read_req *req,
     struct sbx_read_res *res, struct err *e)
 {
-	char domain[64];
-	struct store_row row;
-	struct vm_host *h;
+	struct file_at at;
 
 	memset(res, 0, sizeof(*res));
-	if (req->offset < 0) {
-		err_set_field(e, "offset", "offset: must not be negative");
+	if (read_at(s, account, req, res->path, sizeof(res->path), &at, e) < 0)
 		return -1;
-	}
-	if ((h = sbx_file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path),
-		 &row, domain, sizeof(domain), e)) == NULL)
-		return -1;
-	if (guest_get_file(h, domain, res->path, req->offset, req->length, &res->data, &res->len,
-		&res->total, e) < 0)
-		return sbx_guest_failed(s, req->sandbox_id, row.host, e);
+	if (guest_get_file(at.h, at.domain, res->path, req->offset, req->length, &res->data,
+		&res->len, &res->total, e) < 0)
+		return sbx_guest_failed(s, req->sandbox_id, at.row.host, e);
 	res->offset = req->offset;
 	return 0;
 }
@@ -381,22 +404,15 @@ int
 sbx_write_stream(struct sbx *s, const char *account, const struct sbx_write_req *req,
     guest_read_fn read, void *ctx, uint64_t max_bytes, struct sbx_write_res *res, struct err *e)
 {
-	char domain[64];
-	struct store_row row;
-	struct vm_host *h;
+	struct file_at at;
 	uint64_t written = 0;
 
 	memset(res, 0, sizeof(*res));
-	if (req->mode > 07777) {
-		err_set_field(e, "mode", "mode: not a file mode");
+	if (write_at(s, account, req, res, &at, e) < 0)
 		return -1;
-	}
-	if ((h = sbx_file_vm(s, account, req->sandbox_id, req->path, res->path, sizeof(res->path),
-		 &row, domain, sizeof(domain), e)) == NULL)
-		return -1;
-	if (guest_put_stream(h, domain, res->path, req->mode, req->make_parents, read, ctx,
+	if (guest_put_stream(at.h, at.domain, res->path, req->mode, req->make_parents, read, ctx,
 		max_bytes, &written, e) < 0)
-		return sbx_guest_failed(s, req->sandbox_id, row.host, e);
+		return sbx_guest_failed(s, req->sandbox_id, at.row.host, e);
 	res->bytes = (size_t)written;
 	res->mode = req->mode;
 	return 0;
@@ -407,21 +423,14 @@ sbx_read_stream(struct sbx *s, const char *account, const struct sbx_read_req *r
     long long max_bytes, sbx_read_start_fn start, guest_write_fn write, void *ctx, struct err *e)
 {
 	struct sbx_read_res res;
-	char domain[64];
-	struct store_row row;
-	struct vm_host *h;
+	struct file_at at;
 	long long size;
 
 	memset(&res, 0, sizeof(res));
-	if (req->offset < 0) {
-		err_set_field(e, "offset", "offset: must not be negative");
+	if (read_at(s, account, req, res.path, sizeof(res.path), &at, e) < 0)
 		return -1;
-	}
-	if ((h = sbx_file_vm(s, account, req->sandbox_id, req->path, res.path, sizeof(res.path),
-		 &row, domain, sizeof(domain), e)) == NULL)
-		return -1;
-	if (guest_file_size(h, domain, res.path, &size, e) < 0)
-		return sbx_guest_failed(s, req->sandbox_id, row.host, e);
+	if (guest_file_size(at.h, at.domain, res.path, &size, e) < 0)
+		return sbx_guest_failed(s, req->sandbox_id, at.row.host, e);
 	res.total = size;
 	res.offset = req->offset < size ? req->offset : size;
 	res.len = (size_t)(size - res.offset);
@@ -438,9 +447,9 @@ sbx_read_stream(struct sbx *s, const char *account, const struct sbx_read_req *r
 		return -1;
 	if (res.len == 0)
 		return 0;
-	if (guest_get_stream(h, domain, res.path, res.offset, (long long)res.len, write, ctx, e) <
-	    0)
-		return sbx_guest_failed(s, req->sandbox_id, row.host, e);
+	if (guest_get_stream(at.h, at.domain, res.path, res.offset, (long long)res.len, write, ctx,
+		e) < 0)
+		return sbx_guest_failed(s, req->sandbox_id, at.row.host, e);
 	return 0;
 }
 

@@ -122,8 +122,10 @@ int
 store_load(struct db *db, const char *account, const char *id, struct store_row *row, struct err *e)
 {
 	const char *p[2] = { id, account };
+	const struct db_col cols[] = { DB_STR(row->id, sizeof(row->id)),
+		DB_STR(row->state, sizeof(row->state)), DB_STR(row->size, sizeof(row->size)),
+		DB_STR(row->host, sizeof(row->host)), DB_STR(row->net, sizeof(row->net)) };
 	PGresult *r;
-	int rc = -1;
 
 	if (id == NULL) {
 		store_not_found(id, e);
@@ -134,18 +136,7 @@ store_load(struct db *db, const char *account, const char *id, struct store_row 
 		"SELECT id, state, size, host_uri, net FROM sandboxes WHERE id = $1 AND account_id = $2" :
 		"SELECT id, state, size, host_uri, net FROM sandboxes WHERE id = $1",
 	    account ? 2 : 1, p, e, STORE_NO_SANDBOX(id));
-	if (r == NULL)
-		return -1;
-	if (db_get_str(r, 0, 0, row->id, sizeof(row->id), e) < 0 ||
-	    db_get_str(r, 0, 1, row->state, sizeof(row->state), e) < 0 ||
-	    db_get_str(r, 0, 2, row->size, sizeof(row->size), e) < 0 ||
-	    db_get_str(r, 0, 3, row->host, sizeof(row->host), e) < 0 ||
-	    db_get_str(r, 0, 4, row->net, sizeof(row->net), e) < 0)
-		goto out;
-	rc = 0;
-out:
-	PQclear(r);
-	return rc;
+	return db_take_row(r, cols, DB_NCOLS(cols), e);
 }
 
 /* One row of SANDBOX_COLUMNS as the tools' "sandbox" object. */

@@ -58,5 +58,16 @@ int store_id_host(PGresult *r, char *id, char *host, size_t hn, struct err *e) A
  * entry of `ports`): its VM started again on a new QEMU. */
 int store_conn_ports_rebind(PGconn *c, const char *id, const int *ports, const int *host_ports,
     size_t n, struct err *e) AAS_MUST_CHECK;
+/* Runs `sql` (a change of sandbox `id`'s row, on a transaction's
+ * connection) and, when it changed the row, rebinds its preview forwards
+ * (none when ports is NULL): 0 with *won 1 when it changed the row, or -1
+ * with e set. */
+int store_conn_change_rebind(PGconn *c, const char *sql, int nparams, const char *const *params,
+    const char *id, const int *ports, const int *host_ports, size_t n, int *won,
+    struct err *e) AAS_MUST_CHECK;
+/* The same in a transaction of its own; *won is set when it commits. */
+int store_change_rebind(struct db *db, const char *sql, int nparams, const char *const *params,
+    const char *id, const int *ports, const int *host_ports, size_t n, int *won,
+    struct err *e) AAS_MUST_CHECK;
 
 #endif

@@ -23,8 +23,15 @@ store_lock_paid(PGconn *c, const char *id, const char *account, struct store_pai
     struct err *e)
 {
 	const char *p[2] = { id, account };
+	const struct db_col cols[] = { DB_STR(out->account, sizeof(out->account)),
+		DB_STR(out->state, sizeof(out->state)), DB_INT(&out->paid_minutes),
+		DB_LL(&out->price), DB_LL(&out->charged), DB_LL_OR0(&out->refunded),
+		DB_INT_OR0(&out->minutes_used), DB_BOOL(&out->settled), DB_LL(&out->ran_ms),
+		DB_LL(&out->life_ms), DB_BOOL(&out->storage_billed), DB_LL(&out->storage_ms),
+		DB_LL(&out->storage_price), DB_INT(&out->pauses), DB_INT(&out->resumes),
+		DB_LL(&out->resume_charge), DB_INT(&out->resume_minutes),
+		DB_LL(&out->expires_in_ms) };
 	PGresult *r;
-	int rc = -1;
 
 	memset(out, 0, sizeof(*out));
 	/* The end is destroyed_at or failed_at, or now. Compute ran from
@@ -46,29 +53,7 @@ store_lock_paid(PGconn *c, const char *id, const char *account, struct store_pai
 	    " FROM sandboxes WHERE id = $1 AND ($2::uuid IS NULL OR account_id = $2::uuid)"
 	    " FOR UPDATE",
 	    2, p, e, STORE_NO_SANDBOX(id));
-	if (r == NULL)
-		return -1;
-	if (db_get_str(r, 0, 0, out->account, sizeof(out->account), e) < 0 ||
-	    db_get_str(r, 0, 1, out->state, sizeof(out->state), e) < 0 ||
-	    db_get_int(r, 0, 2, &out->paid_minutes, e) < 0 ||
-	    db_get_ll(r, 0, 3, &out->price, e) < 0 || db_get_ll(r, 0, 4, &out->charged, e) < 0 ||
-	    db_get_ll_or(r, 0, 5, 0, &out->refunded, e) < 0 ||
-	    db_get_int_or(r, 0, 6, 0, &out->minutes_used, e) < 0 ||
-	    db_get_bool(r, 0, 7, &out->settled, e) < 0 || db_get_ll(r, 0, 8, &out->ran_ms, e) < 0 ||
-	    db_get_ll(r, 0, 9, &out->life_ms, e) < 0 ||
-	    db_get_bool(r, 0, 10, &out->storage_billed, e) < 0 ||
-	    db_get_ll(r, 0, 11, &out->storage_ms, e) < 0 ||
-	    db_get_ll(r, 0, 12, &out->storage_price, e) < 0 ||
-	    db_get_int(r, 0, 13, &out->pauses, e) < 0 ||
-	    db_get_int(r, 0, 14, &out->resumes, e) < 0 ||
-	    db_get_ll(r, 0, 15, &out->resume_charge, e) < 0 ||
-	    db_get_int(r, 0, 16, &out->resume_minutes, e) < 0 ||
-	    db_get_ll(r, 0, 17, &out->expires_in_ms, e) < 0)
-		goto out;
-	rc = 0;
-out:
-	PQclear(r);
-	return rc;
+	return db_take_row(r, cols, DB_NCOLS(cols), e);
 }
 
 int

@@ -71,46 +71,21 @@ store_move_claim(PGconn *c, const char *id, const char *from, const char *to, co
 	return 0;
 }
 
-struct move_done {
-	const char *id, *to;
-	long long pause_ms;
-	const int *ports, *host_ports;
-	size_t n;
-	int won;
-};
-
-static int
-move_done_tx(PGconn *c, void *arg, struct err *e)
-{
-	struct move_done *d = arg;
-	char pause[24];
-	const char *p[3] = { d->id, d->to, d->pause_ms >= 0 ? pause : NULL };
-	long n = 0;
-
-	if (fmt_err(e, "pause", pause, sizeof(pause), "%lld", d->pause_ms) < 0 ||
-	    db_conn_exec(c,
-		"UPDATE sandboxes SET moved_from = CASE WHEN host_uri <> $2 THEN host_uri"
-		" ELSE moved_from END, host_uri = $2, moving_to = NULL, move_owner = NULL,"
-		" move_error = NULL, moved_at = now(), move_pause_ms = $3::int"
-		" WHERE id = $1 AND state = 'running'",
-		3, p, &n, e) < 0)
-		return -1;
-	d->won = n == 1;
-	if (d->won && store_conn_ports_rebind(c, d->id, d->ports, d->host_ports, d->n, e) < 0)
-		return -1;
-	return 0;
-}
-
 int
 store_move_done(struct db *db, const char *id, const char *to, long long pause_ms, const int *ports,
     const int *host_ports, size_t n, int *won, struct err *e)
 {
-	struct move_done d = { id, to, pause_ms, ports, host_ports, n, 0 };
+	char pause[24];
+	const char *p[3] = { id, to, pause_ms >= 0 ? pause : NULL };
 
-	if (db_tx(db, move_done_tx, &d, e) < 0)
+	if (fmt_err(e, "pause", pause, sizeof(pause), "%lld", pause_ms) < 0)
 		return -1;
-	*won = d.won;
-	return 0;
+	return store_change_rebind(db,
+	    "UPDATE sandboxes SET moved_from = CASE WHEN host_uri <> $2 THEN host_uri"
+	    " ELSE moved_from END, host_uri = $2, moving_to = NULL, move_owner = NULL,"
+	    " move_error = NULL, moved_at = now(), move_pause_ms = $3::int"
+	    " WHERE id = $1 AND state = 'running'",
+	    3, p, id, ports, host_ports, n, won, e);
 }
 
 int

@@ -122,41 +122,18 @@ store_conn_resume_undo(PGconn *c, const char *id, struct err *e)
 	    1, p, NULL, e);
 }
 
-struct resume_done {
-	const char *id;
-	const int *ports, *host_ports;
-	size_t n;
-	int won;
-};
-
-static int
-resume_done_tx(PGconn *c, void *arg, struct err *e)
-{
-	struct resume_done *d = arg;
-	const char *p[1] = { d->id };
-	long n = 0;
-
-	/* The pause ends now: the time since paused_at joins paused_ms. */
-	if (db_conn_exec(c,
-		"UPDATE sandboxes SET state = 'running', owner = NULL,"
-		" paused_ms = paused_ms + greatest(0,"
-		"  trunc(extract(epoch FROM (now() - paused_at)) * 1000))::bigint,"
-		" paused_at = NULL, storage_from = NULL, resume_charge = 0, resume_minutes = 0"
-		" WHERE id = $1 AND state = 'resuming'",
-		1, p, &n, e) < 0)
-		return -1;
-	d->won = n == 1;
-	return d->won ? store_conn_ports_rebind(c, d->id, d->ports, d->host_ports, d->n, e) : 0;
-}
-
 int
 store_resume_done(struct db *db, const char *id, const int *ports, const int *host_ports, size_t n,
     int *won, struct err *e)
 {
-	struct resume_done d = { id, ports, host_ports, n, 0 };
+	const char *p[1] = { id };
 
-	if (db_tx(db, resume_done_tx, &d, e) < 0)
-		return -1;
-	*won = d.won;
-	return 0;
+	/* The pause ends now: the time since paused_at joins paused_ms. */
+	return store_change_rebind(db,
+	    "UPDATE sandboxes SET state = 'running', owner = NULL,"
+	    " paused_ms = paused_ms + greatest(0,"
+	    "  trunc(extract(epoch FROM (now() - paused_at)) * 1000))::bigint,"
+	    " paused_at = NULL, storage_from = NULL, resume_charge = 0, resume_minutes = 0"
+	    " WHERE id = $1 AND state = 'resuming'",
+	    1, p, id, ports, host_ports, n, won, e);
 }

@@ -118,8 +118,13 @@ store_preview_lookup(struct db *db, const char *sandbox_id, int port, struct sto
 {
 	char port_text[16];
 	const char *p[2] = { sandbox_id, port_text };
+	const struct db_col cols[] = { DB_INT(&out->host_port), DB_BOOL(&out->public),
+		DB_STR(out->token_hash, sizeof(out->token_hash)),
+		DB_STR(out->host, sizeof(out->host)), DB_STR(out->account, sizeof(out->account)),
+		DB_STR(out->address, sizeof(out->address)),
+		DB_STR(out->state, sizeof(out->state)) };
 	PGresult *r;
-	int rc = -1;
+	int rc;
 
 	*found = 0;
 	if (fmt_err(e, "port", port_text, sizeof(port_text), "%d", port) < 0)
@@ -133,25 +138,9 @@ store_preview_lookup(struct db *db, const char *sandbox_id, int port, struct sto
 	    " AND b.state IN ('running', 'pausing', 'paused', 'resuming')"
 	    " AND a.disabled_at IS NULL",
 	    2, p, e);
-	if (r == NULL)
-		return -1;
-	if (PQntuples(r) != 1) {
-		rc = 0;
-		goto out;
-	}
-	if (db_get_int(r, 0, 0, &out->host_port, e) < 0 ||
-	    db_get_bool(r, 0, 1, &out->public, e) < 0 ||
-	    db_get_str(r, 0, 2, out->token_hash, sizeof(out->token_hash), e) < 0 ||
-	    db_get_str(r, 0, 3, out->host, sizeof(out->host), e) < 0 ||
-	    db_get_str(r, 0, 4, out->account, sizeof(out->account), e) < 0 ||
-	    db_get_str(r, 0, 5, out->address, sizeof(out->address), e) < 0 ||
-	    db_get_str(r, 0, 6, out->state, sizeof(out->state), e) < 0)
-		goto out;
-	*found = 1;
-	rc = 0;
-out:
-	PQclear(r);
-	return rc;
+	rc = db_take_row_or_none(r, cols, DB_NCOLS(cols), e);
+	*found = rc == 1;
+	return rc < 0 ? -1 : 0;
 }
 
 int
@@ -177,5 +166,49 @@ store_conn_ports_rebind(PGconn *c, const char *id, const int *ports, const int *
 			3, p, NULL, e) < 0)
 			return -1;
 	}
+	return 0;
+}
+
+int
+store_conn_change_rebind(PGconn *c, const char *sql, int nparams, const char *const *params,
+    const char *id, const int *ports, const int *host_ports, size_t n, int *won, struct err *e)
+{
+	long changed = 0;
+
+	*won = 0;
+	if (db_conn_exec(c, sql, nparams, params, &changed, e) < 0)
+		return -1;
+	*won = changed == 1;
+	return *won && ports ? store_conn_ports_rebind(c, id, ports, host_ports, n, e) : 0;
+}
+
+struct change_rebind {
+	const char *sql;
+	int nparams;
+	const char *const *params;
+	const char *id;
+	const int *ports, *host_ports;
+	size_t n;
+	int won;
+};
+
+static int
+change_rebind_tx(PGconn *c, void *arg, struct err *e)
+{
+	struct change_rebind *x = arg;
+
+	return store_conn_change_rebind(c, x->sql, x->nparams, x->params, x->id, x->ports,
+	    x->host_ports, x->n, &x->won, e);
+}
+
+int
+store_change_rebind(struct db *db, const char *sql, int nparams, const char *const *params,
+    const char *id, const int *ports, const int *host_ports, size_t n, int *won, struct err *e)
+{
+	struct change_rebind x = { sql, nparams, params, id, ports, host_ports, n, 0 };
+
+	if (db_tx(db, change_rebind_tx, &x, e) < 0)
+		return -1;
+	*won = x.won;
 	return 0;
 }

@@ -153,16 +153,12 @@ store_conn_snap_sandbox_back(PGconn *c, const char *sandbox_id, const int *ports
     const int *host_ports, size_t n, struct err *e)
 {
 	const char *p[1] = { sandbox_id };
-	long changed = 0;
+	int won;
 
-	if (db_conn_exec(c,
-		"UPDATE sandboxes SET state = 'running', owner = NULL"
-		" WHERE id = $1 AND state = 'snapshotting'",
-		1, p, &changed, e) < 0)
-		return -1;
-	if (changed != 1)
-		return 0;
-	return ports ? store_conn_ports_rebind(c, sandbox_id, ports, host_ports, n, e) : 0;
+	return store_conn_change_rebind(c,
+	    "UPDATE sandboxes SET state = 'running', owner = NULL"
+	    " WHERE id = $1 AND state = 'snapshotting'",
+	    1, p, sandbox_id, ports, host_ports, n, &won, e);
 }
 
 int

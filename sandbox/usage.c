@@ -30,8 +30,9 @@ static int
 usage_totals(struct db *db, const char *account, struct usage_totals *t, struct err *e)
 {
 	const char *p[1] = { account };
+	const struct db_col cols[] = { DB_LL(&t->balance), DB_LL(&t->granted), DB_LL(&t->spent),
+		DB_LL(&t->today), DB_LL(&t->month) };
 	PGresult *r;
-	int rc = -1;
 
 	r = db_query_row(db,
 	    "SELECT a.balance,"
@@ -44,16 +45,7 @@ usage_totals(struct db *db, const char *account, struct usage_totals *t, struct 
 	    " FROM accounts a LEFT JOIN ledger l ON l.account_id = a.id"
 	    " WHERE a.id = $1 GROUP BY a.balance",
 	    1, p, e, ERR_NOT_FOUND, NULL, "account not found");
-	if (r == NULL)
-		return -1;
-	if (db_get_ll(r, 0, 0, &t->balance, e) < 0 || db_get_ll(r, 0, 1, &t->granted, e) < 0 ||
-	    db_get_ll(r, 0, 2, &t->spent, e) < 0 || db_get_ll(r, 0, 3, &t->today, e) < 0 ||
-	    db_get_ll(r, 0, 4, &t->month, e) < 0)
-		goto out;
-	rc = 0;
-out:
-	PQclear(r);
-	return rc;
+	return db_take_row(r, cols, DB_NCOLS(cols), e);
 }
 
 json_t *

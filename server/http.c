@@ -505,15 +505,8 @@ http_close(struct http_server *srv)
 static void
 drain(struct http_server *srv)
 {
-	struct timespec until;
+	struct timespec until = clock_cond_deadline(HTTP_DRAIN_MS);
 
-	clock_gettime(CLOCK_REALTIME, &until);
-	until.tv_sec += HTTP_DRAIN_MS / 1000;
-	until.tv_nsec += (long)(HTTP_DRAIN_MS % 1000) * 1000000L;
-	if (until.tv_nsec >= 1000000000L) {
-		until.tv_sec++;
-		until.tv_nsec -= 1000000000L;
-	}
 	pthread_mutex_lock(&srv->stop_lock);
 	while (srv->open_reqs > 0)
 		if (pthread_cond_timedwait(&srv->stop_cond, &srv->stop_lock, &until) != 0)

@@ -92,17 +92,9 @@ struct progress_sink {
 static void
 send_progress(struct progress_sink *ps, double progress, double total, const char *message)
 {
-	json_t *params, *note;
+	json_t *note = rpc_progress(ps->token, progress, total, message);
 	char *text;
 
-	params = json_pack("{s:O, s:f}", "progressToken", ps->token, "progress", progress);
-	if (params == NULL)
-		return;
-	if (total > 0)
-		json_object_set_new(params, "total", json_real(total));
-	if (message)
-		json_object_set_new(params, "message", json_string(message));
-	note = rpc_notification("notifications/progress", params);
 	text = note ? json_dumps(note, JSON_COMPACT) : NULL;
 	if (text)
 		sse_send_message(ps->sse, text, strlen(text));

@@ -118,14 +118,8 @@ void
 proxy_timed_wait(struct px *x)
 {
 	struct MHD_Connection *c;
-	struct timespec ts;
+	struct timespec ts = clock_cond_deadline(PX_SLICE_MS);
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_nsec += PX_SLICE_MS * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
 	pthread_cond_timedwait(&x->cond, &x->lock, &ts);
 	if ((c = client_check_locked(x)) != NULL) {
 		/* Callers look at their conditions again after this. */

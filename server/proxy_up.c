@@ -79,6 +79,20 @@ fail:
 	return -1;
 }
 
+/* After a send or recv that would have blocked: a slice's wait for fd to
+ * be ready for `events`. -1 when poll failed; 1 when the proxy stops, the
+ * client left or the exchange idled too long; else 0. */
+static int
+wait_slice(struct px *x, int fd, short events)
+{
+	struct pollfd pf = { fd, events, 0 };
+
+	if (poll(&pf, 1, PX_SLICE_MS) < 0 && errno != EINTR)
+		return -1;
+	proxy_client_check(x);
+	return proxy_stopping(x) || x->client_gone || proxy_idle_expired(x);
+}
+
 /* Writes all of buf to a non-blocking fd; -1 on error, stop or idle. */
 static int
 send_all(struct px *x, int fd, const char *buf, size_t n)
@@ -93,11 +107,7 @@ send_all(struct px *x, int fd, const char *buf, size_t n)
 		}
 		if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			return -1;
-		struct pollfd pf = { fd, POLLOUT, 0 };
-		if (poll(&pf, 1, PX_SLICE_MS) < 0 && errno != EINTR)
-			return -1;
-		proxy_client_check(x);
-		if (proxy_stopping(x) || x->client_gone || proxy_idle_expired(x))
+		if (wait_slice(x, fd, POLLOUT) != 0)
 			return -1;
 	}
 	return 0;
@@ -117,12 +127,9 @@ recv_some(struct px *x, int fd, char *buf, size_t n)
 		}
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			return -1;
-		struct pollfd pf = { fd, POLLIN, 0 };
-		if (poll(&pf, 1, PX_SLICE_MS) < 0 && errno != EINTR)
-			return -1;
-		proxy_client_check(x);
-		if (proxy_stopping(x) || x->client_gone || proxy_idle_expired(x))
-			return -2;
+		int st = wait_slice(x, fd, POLLIN);
+		if (st != 0)
+			return st < 0 ? -1 : -2;
 	}
 }
 

@@ -290,54 +290,61 @@ first_line(char *s)
 	s[strcspn(s, "\n")] = '\0';
 }
 
+/* What nft with argv (and `input` on its stdin, may be NULL) printed, in
+ * a buffer the caller frees, and its exit status in *st (not 0: the text
+ * cut to its first line, for a message); NULL with e set when it did not
+ * run to its end. */
+static char *
+nft_output(char *const argv[], const char *input, int *st, struct err *e)
+{
+	char *out = malloc(NFT_OUT_MAX);
+
+	if (out == NULL) {
+		err_set(e, ERR_INTERNAL, "out of memory");
+		return NULL;
+	}
+	*st = run_nft(argv, input, out, NFT_OUT_MAX, e);
+	if (*st < 0) {
+		free(out);
+		return NULL;
+	}
+	if (*st != 0)
+		first_line(out);
+	return out;
+}
+
 int
 netguard_install(const struct netguard_users *who, const char *allow, struct err *e)
 {
 	char rules[NETGUARD_RULES_MAX];
-	char *out = malloc(NFT_OUT_MAX);
 	char *const argv[] = { "nft", "-f", "-", NULL };
-	int rc = -1, st;
+	char *out;
+	int st;
 
-	if (out == NULL) {
-		err_set(e, ERR_INTERNAL, "out of memory");
-		return -1;
-	}
 	if (netguard_ruleset(who, allow, rules, sizeof(rules)) < 0) {
 		err_set(e, ERR_INTERNAL, "netguard: bad allow-list or ruleset too long");
-		goto out;
+		return -1;
 	}
-	st = run_nft(argv, rules, out, NFT_OUT_MAX, e);
-	if (st < 0)
-		goto out;
-	if (st != 0) {
-		first_line(out);
+	if ((out = nft_output(argv, rules, &st, e)) == NULL)
+		return -1;
+	if (st != 0)
 		err_set(e, ERR_UNAVAILABLE, "netguard: nft could not load the isolation rule: %s",
 		    out[0] ? out : "no message");
-		goto out;
-	}
-	rc = 0;
-out:
 	free(out);
-	return rc;
+	return st == 0 ? 0 : -1;
 }
 
 int
 netguard_check(const struct netguard_users *who, const char *allow, struct err *e)
 {
 	char *const argv[] = { "nft", "list", "table", "inet", NETGUARD_TABLE, NULL };
-	char *out = malloc(NFT_OUT_MAX);
 	char want[128], mark[64], users[NETGUARD_USERS_TEXT];
+	char *out;
 	int rc = -1, st;
 
-	if (out == NULL) {
-		err_set(e, ERR_INTERNAL, "out of memory");
+	if ((out = nft_output(argv, NULL, &st, e)) == NULL)
 		return -1;
-	}
-	st = run_nft(argv, NULL, out, NFT_OUT_MAX, e);
-	if (st < 0)
-		goto out;
 	if (st != 0) {
-		first_line(out);
 		err_set(e, ERR_UNAVAILABLE, "netguard: no table inet %s (%s)", NETGUARD_TABLE,
 		    out[0] ? out : "nft failed");
 		goto out;

@@ -509,16 +509,9 @@ orch_free(struct orch *o)
 int
 orch_wait_ready(struct orch *o, int timeout_ms, struct err *e)
 {
-	struct timespec ts;
+	struct timespec ts = clock_cond_deadline(timeout_ms);
 	int ready;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += timeout_ms / 1000;
-	ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000;
-	if (ts.tv_nsec >= 1000000000) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000;
-	}
 	pthread_mutex_lock(&o->lock);
 	while (o->ready == 0)
 		if (pthread_cond_timedwait(&o->ready_cond, &o->lock, &ts) != 0)

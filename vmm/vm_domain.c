@@ -41,6 +41,18 @@ set_memory_limit(virDomainPtr d, unsigned mib, const char *name, struct err *e)
 	return vm_set_memory_limit_kib(d, (unsigned long long)mib * 1024, name, e);
 }
 
+/* Lets go of what starting or restoring a domain held (d may be NULL):
+ * the domain, its XML and the connection; returns rc. */
+static int
+start_end(virConnectPtr c, virDomainPtr d, char *xml, int rc)
+{
+	if (d)
+		virDomainFree(d);
+	free(xml);
+	virConnectClose(c);
+	return rc;
+}
+
 int
 vm_start(struct vm_host *h, const struct vm_spec *spec, struct err *e)
 {
@@ -86,11 +98,7 @@ vm_start(struct vm_host *h, const struct vm_spec *spec, struct err *e)
 	}
 	rc = 0;
 out:
-	if (d)
-		virDomainFree(d);
-	free(xml);
-	virConnectClose(c);
-	return rc;
+	return start_end(c, d, xml, rc);
 }
 
 int
@@ -153,17 +161,21 @@ vm_destroy(struct vm_host *h, const char *name, struct err *e)
 int
 vm_exists(struct vm_host *h, const char *name, struct err *e)
 {
-	virConnectPtr c = vm_conn_or_err(h, e);
+	struct err le;
 	virDomainPtr d;
 	int rc;
 
-	if (c == NULL)
+	err_clear(&le);
+	d = vm_domain_get(h, name, 0, &le);
+	if (d == NULL) {
+		/* A domain not found is not running; an unreachable host is an error. */
+		if (le.kind == ERR_NOT_FOUND)
+			return 0;
+		err_set(e, le.kind, "%s", le.msg);
 		return -1;
-	d = virDomainLookupByName(c, name);
-	rc = d != NULL && virDomainIsActive(d) == 1;
-	if (d)
-		virDomainFree(d);
-	virConnectClose(c);
+	}
+	rc = virDomainIsActive(d) == 1;
+	virDomainFree(d);
 	return rc;
 }
 
@@ -368,9 +380,5 @@ vm_restore(struct vm_host *h, const char *name, const char *path, const char *ke
 	}
 	rc = 0;
 out:
-	if (d)
-		virDomainFree(d);
-	free(xml);
-	virConnectClose(c);
-	return rc;
+	return start_end(c, d, xml, rc);
 }

@@ -329,6 +329,70 @@ test_first_error_wins(void **state)
 	PQclear(r);
 }
 
+/* A row's fields are read in column order by their kinds, NULL as 0 in
+ * the _OR0 kinds; the first that does not read stops the rest. */
+static void
+test_take_row(void **state)
+{
+	const char *vals[7] = { "abc", "-5", NULL, "12", NULL, "t", "x" };
+	char s[8] = "";
+	long long ll = 1, ll0 = 1;
+	int i = 1, i0 = 1, b = 0, after = 42;
+	const struct db_col cols[] = { DB_STR(s, sizeof(s)), DB_LL(&ll), DB_LL_OR0(&ll0),
+		DB_INT(&i), DB_INT_OR0(&i0), DB_BOOL(&b) };
+	const struct db_col bad[] = { DB_STR(s, sizeof(s)), DB_LL(&ll), DB_LL_OR0(&ll0), DB_INT(&i),
+		DB_INT_OR0(&i0), DB_BOOL(&b), DB_INT(&after), DB_INT(&after) };
+	struct err e;
+
+	(void)state;
+	err_clear(&e);
+	assert_int_equal(db_take_row(one_row(vals, 7), cols, DB_NCOLS(cols), &e), 0);
+	assert_string_equal(s, "abc");
+	assert_int_equal(ll, -5);
+	assert_int_equal(ll0, 0);
+	assert_int_equal(i, 12);
+	assert_int_equal(i0, 0);
+	assert_int_equal(b, 1);
+	/* Column 6 is no number: -1, and column 7 (not there) is not read. */
+	assert_int_equal(db_take_row(one_row(vals, 7), bad, DB_NCOLS(bad), &e), -1);
+	assert_non_null(strstr(e.msg, "column 6 is not an integer"));
+	assert_int_equal(after, 42);
+	/* A string that does not fit, and a query that failed. */
+	err_clear(&e);
+	assert_int_equal(db_take_row(one_field("too long for s"), cols, 1, &e), -1);
+	assert_int_equal(e.kind, ERR_INTERNAL);
+	err_clear(&e);
+	assert_int_equal(db_take_row(NULL, cols, DB_NCOLS(cols), &e), -1);
+	assert_int_equal(e.kind, ERR_NONE);
+}
+
+/* No row (or more than one) is 0, one row is read (1), a bad field or a
+ * failed query is -1. */
+static void
+test_take_row_or_none(void **state)
+{
+	PGresult *empty = PQmakeEmptyPGresult(NULL, PGRES_TUPLES_OK);
+	PGresult *two = one_field("1");
+	long long v = 7;
+	const struct db_col cols[] = { DB_LL(&v) };
+	struct err e;
+
+	(void)state;
+	assert_non_null(empty);
+	assert_int_equal(PQsetvalue(two, 1, 0, "2", 1), 1);
+	err_clear(&e);
+	assert_int_equal(db_take_row_or_none(empty, cols, DB_NCOLS(cols), &e), 0);
+	assert_int_equal(db_take_row_or_none(two, cols, DB_NCOLS(cols), &e), 0);
+	assert_int_equal(v, 7);
+	assert_int_equal(db_take_row_or_none(one_field("9"), cols, DB_NCOLS(cols), &e), 1);
+	assert_int_equal(v, 9);
+	assert_int_equal(e.kind, ERR_NONE);
+	assert_int_equal(db_take_row_or_none(one_field("nine"), cols, DB_NCOLS(cols), &e), -1);
+	assert_int_equal(e.kind, ERR_INTERNAL);
+	err_clear(&e);
+	assert_int_equal(db_take_row_or_none(NULL, cols, DB_NCOLS(cols), &e), -1);
+}
+
 /* ---- one-row queries, on the unit PostgreSQL ---- */
 
 static int
@@ -500,6 +564,8 @@ main(void)
 		cmocka_unit_test(test_strings_fit_or_fail),
 		cmocka_unit_test(test_missing_row_or_column),
 		cmocka_unit_test(test_first_error_wins),
+		cmocka_unit_test(test_take_row),
+		cmocka_unit_test(test_take_row_or_none),
 		cmocka_unit_test_setup_teardown(test_row_found, db_open, db_close),
 		cmocka_unit_test_setup_teardown(test_no_row_is_the_callers_error, db_open,
 		    db_close),

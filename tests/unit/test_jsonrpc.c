@@ -606,6 +606,28 @@ test_notification_shape(void **state)
 	json_decref(r);
 }
 
+/* A progress notification carries its total and message only when given
+ * (a total above 0, a message not NULL). */
+static void
+test_progress_shape(void **state)
+{
+	json_t *token = json_string("t"), *r;
+
+	(void)state;
+	r = rpc_progress(token, 1.5, 0, NULL);
+	assert_json(r,
+	    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+	    "\"params\":{\"progressToken\":\"t\",\"progress\":1.5}}");
+	json_decref(r);
+	r = rpc_progress(token, 2, 4, "half");
+	assert_json(r,
+	    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+	    "\"params\":{\"progressToken\":\"t\",\"progress\":2.0,\"total\":4.0,"
+	    "\"message\":\"half\"}}");
+	json_decref(r);
+	json_decref(token);
+}
+
 /* A reply built here classifies back as what it is. */
 static void
 test_roundtrip(void **state)
@@ -660,6 +682,7 @@ main(void)
 		cmocka_unit_test(test_result_shape),
 		cmocka_unit_test(test_error_shape),
 		cmocka_unit_test(test_notification_shape),
+		cmocka_unit_test(test_progress_shape),
 		cmocka_unit_test(test_roundtrip),
 	};
 

@@ -45,11 +45,33 @@ def check(ok, what):
         failures.append(what)
 
 
-class Agent:
-    def __init__(self, path):
+class Chan:
+    """A guest agent's Unix socket, read into self.buf."""
+
+    def __init__(self, path, name):
         self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.s.connect(path)
-        self.buf = b""
+        self.buf, self.name = b"", name
+
+    def fill(self, deadline):
+        """More bytes into self.buf; False at the deadline."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        self.s.settimeout(left)
+        try:
+            data = self.s.recv(65536)
+        except socket.timeout:
+            return False
+        if not data:
+            raise EOFError(f"{self.name} socket closed")
+        self.buf += data
+        return True
+
+
+class Agent(Chan):
+    def __init__(self, path):
+        super().__init__(path, "agent")
         self.next_id = int(time.time() * 1000) % 1000000000
 
     def send(self, obj, delimit=False):
@@ -66,17 +88,8 @@ class Agent:
                 if line.strip():
                     return json.loads(line)
                 continue
-            left = deadline - time.monotonic()
-            if left <= 0:
+            if not self.fill(deadline):
                 return None
-            self.s.settimeout(left)
-            try:
-                data = self.s.recv(65536)
-            except socket.timeout:
-                return None
-            if not data:
-                raise EOFError("agent socket closed")
-            self.buf += data
 
     def sync(self, timeout, resend=2.0):
         """guest-sync-delimited until the reply to our latest id comes back."""
@@ -121,16 +134,15 @@ class Agent:
             time.sleep(POLL)
 
 
-class AasAgent:
+class AasAgent(Chan):
     """aas-agent's protocol (aproto.h): SYNC+HELLO, then 12-byte headers and tagged fields."""
     SYNC = b"\xaa\x55\x01\xfeaas-agent-sy"  # AP_SYNC_LEN (16) bytes of AP_SYNC
     T_HELLO, T_EXEC, T_WINDOW, T_STARTED, T_STDOUT, T_STDERR, T_EXIT = 0x01, 0x10, 0x14, 0x20, 0x21, 0x22, 0x23
     TAG_ARG, TAG_SIZE, TAG_PID, TAG_CODE, TAG_NONCE, TAG_VERSION, TAG_BOOT_ID = 1, 17, 23, 24, 26, 27, 28
 
     def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.s.connect(path)
-        self.buf, self.sync, self.chan = b"", False, 0
+        super().__init__(path, "aas-agent")
+        self.sync, self.chan = False, 0
 
     @staticmethod
     def field(tag, data):
@@ -165,17 +177,8 @@ class AasAgent:
                 if len(self.buf) >= 12 + n:
                     p, self.buf = self.buf[12:12 + n], self.buf[12 + n:]
                     return typ, chan, p
-            left = deadline - time.monotonic()
-            if left <= 0:
+            if not self.fill(deadline):
                 return None
-            self.s.settimeout(left)
-            try:
-                data = self.s.recv(65536)
-            except socket.timeout:
-                return None
-            if not data:
-                raise EOFError("aas-agent socket closed")
-            self.buf += data
 
     def hello(self, timeout):
         deadline = time.monotonic() + timeout
