@@ -127,7 +127,7 @@ static struct {
 static int fake_orch_token;
 
 /* The real code of the pure helpers. */
-void __real_orch_domain_name(const char *id, char *out, size_t n);
+int __real_orch_domain_name(const char *id, char *out, size_t n);
 void __real_orch_ids_free(char **ids, size_t n);
 int __real_guest_abs_path(const char *path, char *out, size_t n);
 void __real_guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size_t en);
@@ -2027,10 +2027,10 @@ __wrap_orch_console_tail(struct orch *o, const char *id, size_t max)
 	return out;
 }
 
-void
+int
 __wrap_orch_domain_name(const char *id, char *out, size_t n)
 {
-	__real_orch_domain_name(id, out, n);
+	return __real_orch_domain_name(id, out, n);
 }
 
 /* ---- what the tests look at ---- */
