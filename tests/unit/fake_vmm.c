@@ -130,7 +130,7 @@ static int fake_orch_token;
 int __real_orch_domain_name(const char *id, char *out, size_t n);
 void __real_orch_ids_free(char **ids, size_t n);
 int __real_guest_abs_path(const char *path, char *out, size_t n);
-void __real_guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size_t en);
+int __real_guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size_t en);
 const char *__real_vm_net_name(enum vm_net n);
 int __real_orch_uri_private(const char *uri);
 int __real_orch_uri_this_machine(const char *uri);
@@ -1140,10 +1140,10 @@ __wrap_guest_abs_path(const char *path, char *out, size_t n)
 	return __real_guest_abs_path(path, out, n);
 }
 
-void
+int
 __wrap_guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size_t en)
 {
-	__real_guest_log_paths(cmd_id, out, on, err, en);
+	return __real_guest_log_paths(cmd_id, out, on, err, en);
 }
 
 int
