@@ -43,7 +43,7 @@ VMM_SRC := vmm/vm_xml.c vmm/conlog.c vmm/uidpool.c vmm/oomwatch.c vmm/cgcaps.c \
 	vmm/guest.c vmm/guest_file.c vmm/guest_list.c vmm/guest_pty.c vmm/guest_listen.c vmm/guest_tree.c vmm/saveimg.c \
 	vmm/netguard.c vmm/netguard_status.c vmm/aread.c \
 	vmm/achan.c vmm/achan_io.c vmm/achan_frame.c vmm/achan_chan.c vmm/achan_exec.c vmm/achan_file.c vmm/achan_bound.c \
-	vmm/image/aproto.c vmm/image/agent_tree.c vmm/image/agent_tree_commit.c
+	vmm/image/aproto.c vmm/image/agent_tree.c vmm/image/agent_tree_commit.c vmm/image/gsys.c
 # The QEMU guest agent's client (vmm/agent*.c): aasd speaks to its own
 # aas-agent (vmm/achan.c); only the raw benchmark and the reply parser's
 # fuzz harness use it, so it stays out of libaas.a.

@@ -7,7 +7,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,6 +15,7 @@
 #include <libvirt/virterror.h>
 
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "vmm/achan_int.h"
 #include "vmm/aread.h"
 
@@ -49,7 +49,7 @@ achan_fail_locked(struct achan *c, int fault, const char *fmt, ...)
 	if (c->state == -1)
 		return;
 	va_start(ap, fmt);
-	vsnprintf(c->reason, sizeof(c->reason), fmt, ap);
+	err_ignore(fmt_vbuf(c->reason, sizeof(c->reason), fmt, ap)); /* a cut reason will do */
 	va_end(ap);
 	c->state = -1;
 	c->fault = fault;
@@ -272,7 +272,7 @@ const char *
 achan_failure(struct achan *c, char *buf, size_t n)
 {
 	pthread_mutex_lock(&c->lock);
-	snprintf(buf, n, "%s", c->state == -1 ? c->reason : "");
+	fmt_cut(buf, n, "%s", c->state == -1 ? c->reason : "");
 	pthread_mutex_unlock(&c->lock);
 	return buf;
 }

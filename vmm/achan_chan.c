@@ -6,11 +6,11 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "vmm/achan_int.h"
+#include "base/fmt.h"
 
 /* ---- bookkeeping (lock held) ---- */
 
@@ -325,7 +325,7 @@ achan_result_check(const struct ap_field *f, size_t nf, const char *what, struct
 	if (no == 0)
 		return 0;
 	if (fm == NULL || ap_str(fm, msg, sizeof(msg)) < 0 || msg[0] == '\0')
-		snprintf(msg, sizeof(msg), "%s", strerror((int)no));
+		fmt_cut(msg, sizeof(msg), "%s", strerror((int)no));
 	if (no == ENOENT)
 		kind = ERR_NOT_FOUND;
 	else if (no == EACCES || no == EPERM)

@@ -7,11 +7,11 @@
 
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "vmm/achan_int.h"
 #include "vmm/aread.h"
 
@@ -22,7 +22,7 @@ achan_hostile(struct achan *c, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	err_ignore(fmt_vbuf(msg, sizeof(msg), fmt, ap)); /* a cut reason will do */
 	va_end(ap);
 	achan_fail_locked(c, 1, "guest agent broke the protocol: %s", msg);
 	return -1;

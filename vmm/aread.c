@@ -1,9 +1,10 @@
 /* aread.c - frames out of a byte stream a guest controls. */
 #include "vmm/aread.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "base/fmt.h"
 
 enum aread_mode {
 	AREAD_SCAN, /* out of sync: skipping up to AP_SYNC */
@@ -65,7 +66,7 @@ aread_reason(const struct aread *r)
 static int
 fail(struct aread *r, const char *why)
 {
-	snprintf(r->reason, sizeof(r->reason), "%s", why);
+	fmt_cut(r->reason, sizeof(r->reason), "%s", why);
 	r->mode = AREAD_FAILED;
 	return -1;
 }
@@ -99,7 +100,7 @@ scan_byte(struct aread *r, unsigned char b)
 	if (r->skipped > AP_SYNC_SCAN_MAX) {
 		char why[AREAD_REASON_MAX];
 
-		snprintf(why, sizeof(why), "no sync in the first %u bytes", AP_SYNC_SCAN_MAX);
+		fmt_cut(why, sizeof(why), "no sync in the first %u bytes", AP_SYNC_SCAN_MAX);
 		return fail(r, why);
 	}
 	return 0;
@@ -159,7 +160,7 @@ aread_feed(struct aread *r, const void *p, size_t n)
 			if (ap_hdr_get(r->buf, &r->hdr) < 0) {
 				char why[AREAD_REASON_MAX];
 
-				snprintf(why, sizeof(why), "frame of %lu bytes (at most %u)",
+				fmt_cut(why, sizeof(why), "frame of %lu bytes (at most %u)",
 				    (unsigned long)r->hdr.len, AP_MAX_PAYLOAD);
 				return fail(r, why);
 			}
@@ -191,25 +192,25 @@ aread_fields(const struct ap_hdr *h, const unsigned char *p, struct ap_field *f,
 	const struct ap_field *n;
 
 	if (ap_parse(p, h->len, f, AP_MAX_FIELDS, nf) < 0) {
-		snprintf(why, wn, "malformed fields in frame type 0x%x", h->type);
+		fmt_cut(why, wn, "malformed fields in frame type 0x%x", h->type);
 		return -1;
 	}
 	switch (h->type) {
 	case AP_T_HELLO:
 		if (ap_find(f, *nf, AP_TAG_NONCE) == NULL) {
-			snprintf(why, wn, "HELLO without a nonce");
+			fmt_cut(why, wn, "HELLO without a nonce");
 			return -1;
 		}
 		break;
 	case AP_T_STARTED:
 		if (ap_find(f, *nf, AP_TAG_PID) == NULL) {
-			snprintf(why, wn, "STARTED without a pid");
+			fmt_cut(why, wn, "STARTED without a pid");
 			return -1;
 		}
 		break;
 	case AP_T_EXIT:
 		if (ap_find(f, *nf, AP_TAG_CODE) == NULL) {
-			snprintf(why, wn, "EXIT without a code");
+			fmt_cut(why, wn, "EXIT without a code");
 			return -1;
 		}
 		break;
@@ -218,7 +219,7 @@ aread_fields(const struct ap_hdr *h, const unsigned char *p, struct ap_field *f,
 		if (n == NULL || ap_find(f, *nf, AP_TAG_TYPE) == NULL || n->n == 0 ||
 		    memchr(n->p, '/', n->n) || (n->n == 1 && n->p[0] == '.') ||
 		    (n->n == 2 && n->p[0] == '.' && n->p[1] == '.')) {
-			snprintf(why, wn, "directory entry without a type or a plain name");
+			fmt_cut(why, wn, "directory entry without a type or a plain name");
 			return -1;
 		}
 		break;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/fmt.h"
 #include "base/log.h"
 
 #define CGCAPS_PATH_MAX 512
@@ -16,9 +17,8 @@ static int
 has(const char *root, const char *name)
 {
 	char path[CGCAPS_PATH_MAX];
-	int n = snprintf(path, sizeof(path), "%s/%s", root, name);
 
-	return n > 0 && (size_t)n < sizeof(path) && access(path, F_OK) == 0;
+	return fmt_buf(path, sizeof(path), "%s/%s", root, name) == 0 && access(path, F_OK) == 0;
 }
 
 /* 1 when the space-separated list in root/name holds `word`. */
@@ -26,12 +26,11 @@ static int
 lists(const char *root, const char *name, const char *word)
 {
 	char path[CGCAPS_PATH_MAX], line[CGCAPS_LINE_MAX];
-	int n = snprintf(path, sizeof(path), "%s/%s", root, name);
 	size_t len = strlen(word);
 	int found = 0;
 	FILE *f;
 
-	if (n <= 0 || (size_t)n >= sizeof(path) || (f = fopen(path, "r")) == NULL)
+	if (fmt_buf(path, sizeof(path), "%s/%s", root, name) < 0 || (f = fopen(path, "r")) == NULL)
 		return 0;
 	if (fgets(line, sizeof(line), f) != NULL)
 		for (char *p = line; (p = strstr(p, word)) != NULL; p += len)

@@ -2,6 +2,7 @@
 #include "vmm/conlog.h"
 
 #include "base/fcopy.h"
+#include "base/fmt.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -90,8 +91,8 @@ conlog_open(const char *path, size_t max, struct err *e)
 		return NULL;
 	}
 	l->max = max;
-	if ((size_t)snprintf(l->path, sizeof(l->path), "%s", path) >= sizeof(l->path) ||
-	    (size_t)snprintf(l->tmp, sizeof(l->tmp), "%s.new", path) >= sizeof(l->tmp)) {
+	if (fmt_buf(l->path, sizeof(l->path), "%s", path) < 0 ||
+	    fmt_buf(l->tmp, sizeof(l->tmp), "%s.new", path) < 0) {
 		err_set(e, ERR_INVALID, "console log: path too long");
 		free(l);
 		return NULL;

@@ -15,6 +15,7 @@
 #include "vmm/guest_int.h"
 #include "vmm/vm_agent.h"
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "base/keys.h"
 
 #define GUEST_ENV_MAX 80
@@ -24,23 +25,27 @@
 int
 guest_abs_path(const char *path, char *out, size_t n)
 {
-	int r = path[0] == '/' ? snprintf(out, n, "%s", path) :
-				 snprintf(out, n, "%s/%s", GUEST_HOME, path);
-
-	return r < 0 || (size_t)r >= n ? -1 : 0;
+	return path[0] == '/' ? fmt_buf(out, n, "%s", path) :
+				fmt_buf(out, n, "%s/%s", GUEST_HOME, path);
 }
 
-void
+int
 guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size_t en)
 {
-	snprintf(out, on, "%s/%s.out", GUEST_CMD_DIR, cmd_id);
-	snprintf(err, en, "%s/%s.err", GUEST_CMD_DIR, cmd_id);
+	if (fmt_buf(out, on, "%s/%s.out", GUEST_CMD_DIR, cmd_id) == 0 &&
+	    fmt_buf(err, en, "%s/%s.err", GUEST_CMD_DIR, cmd_id) == 0)
+		return 0;
+	if (on > 0)
+		out[0] = '\0';
+	if (en > 0)
+		err[0] = '\0';
+	return -1;
 }
 
-static void
-exit_path(const char *cmd_id, char *out, size_t n)
+static int
+exit_path(const char *cmd_id, char *out, size_t n, struct err *e)
 {
-	snprintf(out, n, "%s/%s.exit", GUEST_CMD_DIR, cmd_id);
+	return fmt_err(e, "command id", out, n, "%s/%s.exit", GUEST_CMD_DIR, cmd_id);
 }
 
 /* ---- a command and the agent connection it runs over ---- */
@@ -166,7 +171,10 @@ env_list(const json_t *vars, const char **env, char **owned, size_t *ne, struct 
 				err_set(e, ERR_INTERNAL, "out of memory");
 				return -1;
 			}
-			snprintf(kv, len, "%s=%s", key, json_string_value(val));
+			if (fmt_err(e, "env", kv, len, "%s=%s", key, json_string_value(val)) < 0) {
+				free(kv);
+				return -1;
+			}
 			owned[*ne] = kv;
 			env[(*ne)++] = kv;
 		}
@@ -191,8 +199,12 @@ guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r, l
 		goto out;
 	if ((g.c = vm_agent_get(h, dom, e)) == NULL)
 		goto out;
-	guest_log_paths(r->cmd_id, out, sizeof(out), errp, sizeof(errp));
-	exit_path(r->cmd_id, ex, sizeof(ex));
+	if (guest_log_paths(r->cmd_id, out, sizeof(out), errp, sizeof(errp)) < 0) {
+		err_set(e, ERR_INVALID, "command id too long");
+		goto out;
+	}
+	if (exit_path(r->cmd_id, ex, sizeof(ex), e) < 0)
+		goto out;
 	const char *argv[] = { "/bin/bash", "-c", r->command, NULL };
 	struct achan_exec_req req = {
 		.argv = argv,
@@ -207,6 +219,8 @@ guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r, l
 	};
 	if (!r->background && (p = proc_new(e)) == NULL)
 		goto out;
+	if (p != NULL && fmt_err(e, "domain name", p->dom, sizeof(p->dom), "%s", dom) < 0)
+		goto out;
 	if ((g.x = achan_exec_start(g.c, &req, pid, e)) == NULL)
 		goto out;
 	if (r->stdin_data && achan_exec_stdin(g.x, r->stdin_data, r->stdin_len, 1, e) < 0) {
@@ -219,7 +233,6 @@ guest_run_start(struct vm_host *h, const char *dom, const struct guest_run *r, l
 	if (!r->background) {
 		/* Waited on: the connection goes with the command's slot. */
 		p->h = h;
-		snprintf(p->dom, sizeof(p->dom), "%s", dom);
 		p->pid = *pid;
 		p->g = g;
 		g = (struct guest_exec){ NULL, NULL };
@@ -309,7 +322,8 @@ guest_run_poll(struct vm_host *h, const char *dom, const char *cmd_id, long pid,
 	struct err local;
 	int code = -1, sig = 0, rc;
 
-	exit_path(cmd_id, path, sizeof(path));
+	if (exit_path(cmd_id, path, sizeof(path), e) < 0)
+		return -1;
 	err_clear(&local);
 	rc = guest_get_bytes(h, dom, path, ACHAN_AS_ROOT, 0, 64, &data, &len, &total, &local);
 	if (rc == 0) {
@@ -371,14 +385,15 @@ run_root_quiet(struct vm_host *h, const char *dom, const char **argv, const char
 	return rc;
 }
 
-/* The host's time as "seconds.nanoseconds". */
-static void
-now_text(char *out, size_t n)
+/* The host's time as "seconds.nanoseconds"; -1 with e set when it does
+ * not fit n. */
+static int
+now_text(char *out, size_t n, struct err *e)
 {
 	struct timespec now;
 
 	clock_gettime(CLOCK_REALTIME, &now);
-	snprintf(out, n, "%lld.%09ld", (long long)now.tv_sec, now.tv_nsec);
+	return fmt_err(e, "clock", out, n, "%lld.%09ld", (long long)now.tv_sec, now.tv_nsec);
 }
 
 int
@@ -388,7 +403,8 @@ guest_set_clock(struct vm_host *h, const char *dom, struct err *e)
 	const char *argv[] = { "/bin/date", "-u", "-s", when, NULL };
 
 	when[0] = '@';
-	now_text(when + 1, sizeof(when) - 1);
+	if (now_text(when + 1, sizeof(when) - 1, e) < 0)
+		return -1;
 	return run_root_quiet(h, dom, argv, "date -s", e);
 }
 
@@ -411,6 +427,7 @@ guest_new_identity(struct vm_host *h, const char *dom, struct err *e)
 		err_set(e, ERR_INTERNAL, "random generator failed");
 		return -1;
 	}
-	now_text(when, sizeof(when));
+	if (now_text(when, sizeof(when), e) < 0)
+		return -1;
 	return run_root_quiet(h, dom, argv, "aas-identity", e);
 }

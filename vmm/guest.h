@@ -32,8 +32,9 @@ struct guest_run {
 	int background; /* left running; its end is read from its exit file */
 };
 
-/* Log paths of a command (inside the guest). */
-void guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size_t en);
+/* Log paths of a command (inside the guest): 0, or -1 when one does not
+ * fit (both are then "", which names no file). */
+int guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size_t en);
 
 /* Starts a command; fills the guest pid (of its process group). A
  * foreground command is then waited on with guest_run_wait until it

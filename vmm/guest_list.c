@@ -3,7 +3,6 @@
  * first, names in order. */
 #include "vmm/guest.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -12,6 +11,7 @@
 #include "vmm/guest_int.h"
 #include "vmm/vm_agent.h"
 #include "base/clock.h"
+#include "base/fmt.h"
 
 #define GUEST_LIST_NAME_MAX 4096
 
@@ -91,7 +91,8 @@ entry_json(const char *path, const struct achan_stat *st)
 	time_t mt = (time_t)(st->mtime_ns / 1000000000);
 	struct tm tm;
 
-	snprintf(mode, sizeof(mode), "%04o", st->mode & 07777);
+	if (fmt_buf(mode, sizeof(mode), "%04o", st->mode & 07777) < 0)
+		return NULL;
 	if (gmtime_r(&mt, &tm) == NULL)
 		memset(&tm, 0, sizeof(tm));
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -127,8 +128,8 @@ walk_dir(struct walk *w, const char *dir, int level, int depth, struct err *e)
 			w->truncated = 1;
 			break;
 		}
-		if ((size_t)snprintf(path, sizeof(path), "%s%s%s", dir,
-			dir[strlen(dir) - 1] == '/' ? "" : "/", d.v[i].name) >= sizeof(path))
+		if (fmt_buf(path, sizeof(path), "%s%s%s", dir,
+			dir[strlen(dir) - 1] == '/' ? "" : "/", d.v[i].name) < 0)
 			continue; /* deeper than any path a tool can name */
 		j = entry_json(path, &d.v[i].st);
 		if (j == NULL || json_array_append_new(w->out, j) < 0) {

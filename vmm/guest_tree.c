@@ -11,10 +11,10 @@
 #include "vmm/guest.h"
 
 #include <signal.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "vmm/achan.h"
 #include "vmm/vm_agent.h"
 
@@ -113,7 +113,7 @@ guest_tree_put(struct vm_host *h, const char *dom, const char *dir, guest_read_f
 		/* What the guest said about the directory: the caller's path. */
 		char msg[sizeof(e->msg)];
 
-		snprintf(msg, sizeof(msg), "%s", e->msg);
+		memcpy(msg, e->msg, sizeof(msg));
 		err_clear(e);
 		err_set_field(e, "path", "path: %s", msg);
 	}
@@ -138,8 +138,7 @@ guest_tree_get(struct vm_host *h, const char *dom, const char *dir, const char *
 		goto out;
 	}
 	for (size_t i = 0; i < n_exclude; i++) {
-		if ((size_t)snprintf(opts[i], sizeof(opts[i]), "--exclude=%s", exclude[i]) >=
-		    sizeof(opts[i])) {
+		if (fmt_buf(opts[i], sizeof(opts[i]), "--exclude=%s", exclude[i]) < 0) {
 			err_set_field(e, "exclude", "exclude: a pattern over %d bytes",
 			    GUEST_TREE_PATTERN_MAX);
 			goto out;

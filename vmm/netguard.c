@@ -7,7 +7,6 @@
 #include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -15,6 +14,7 @@
 
 #include "base/clock.h"
 #include "base/config.h"
+#include "base/fmt.h"
 
 #define NFT_TIMEOUT_MS 5000
 #define NFT_OUT_MAX (64 * 1024)
@@ -38,17 +38,17 @@ static void
 put(struct rules *r, const char *fmt, ...)
 {
 	va_list ap;
-	int k;
+	int rc;
 
 	if (r->full)
 		return;
 	va_start(ap, fmt);
-	k = vsnprintf(r->out + r->used, r->n - r->used, fmt, ap);
+	rc = fmt_vbuf(r->out + r->used, r->n - r->used, fmt, ap);
 	va_end(ap);
-	if (k < 0 || (size_t)k >= r->n - r->used)
+	if (rc < 0)
 		r->full = 1;
 	else
-		r->used += (size_t)k;
+		r->used += strlen(r->out + r->used);
 }
 
 /* Splits the allow-list into its IPv4 and IPv6 ranges, each checked again
@@ -62,8 +62,9 @@ split_allow(const char *allow, char *v4, char *v6, size_t n)
 	v4[0] = v6[0] = '\0';
 	while (*p) {
 		size_t len = strcspn(p, ",");
-		char item[64], canon[64];
-		int fam, k;
+		char item[64], canon[64], *list;
+		size_t *used;
+		int fam;
 
 		if (len == 0 || len >= sizeof(item) || ++count > CONFIG_MAX_NET_ALLOW)
 			return -1;
@@ -72,11 +73,11 @@ split_allow(const char *allow, char *v4, char *v6, size_t n)
 		fam = config_cidr_canon(item, canon, sizeof(canon));
 		if (fam < 0)
 			return -1;
-		k = fam == 4 ? snprintf(v4 + u4, n - u4, "%s%s", u4 ? ", " : "", canon) :
-			       snprintf(v6 + u6, n - u6, "%s%s", u6 ? ", " : "", canon);
-		if (k < 0 || (size_t)k >= n - (fam == 4 ? u4 : u6))
+		list = fam == 4 ? v4 : v6;
+		used = fam == 4 ? &u4 : &u6;
+		if (fmt_buf(list + *used, n - *used, "%s%s", *used ? ", " : "", canon) < 0)
 			return -1;
-		*(fam == 4 ? &u4 : &u6) += (size_t)k;
+		*used += strlen(list + *used);
 		p += len;
 		if (*p == ',')
 			p++;
@@ -95,25 +96,26 @@ text_hash(const char *s)
 	return h;
 }
 
-void
+int
 netguard_users_text(const struct netguard_users *who, char *out, size_t n)
 {
 	char range[24];
+	int rc;
 
-	if (who->count == 0) {
-		snprintf(out, n, "%u", (unsigned)who->user);
-		return;
-	}
-	if (who->count == 1)
-		snprintf(range, sizeof(range), "%u", (unsigned)who->first);
-	else
-		snprintf(range, sizeof(range), "%u-%u", (unsigned)who->first,
-		    (unsigned)(who->first + who->count - 1));
+	if (who->count == 0)
+		rc = fmt_buf(out, n, "%u", (unsigned)who->user);
+	else if ((who->count == 1 ? fmt_buf(range, sizeof(range), "%u", (unsigned)who->first) :
+				    fmt_buf(range, sizeof(range), "%u-%u", (unsigned)who->first,
+					(unsigned)(who->first + who->count - 1))) < 0)
+		rc = -1;
 	/* In nft's order, so the listing matches what was loaded. */
-	if (who->user < who->first)
-		snprintf(out, n, "{ %u, %s }", (unsigned)who->user, range);
+	else if (who->user < who->first)
+		rc = fmt_buf(out, n, "{ %u, %s }", (unsigned)who->user, range);
 	else
-		snprintf(out, n, "{ %s, %u }", range, (unsigned)who->user);
+		rc = fmt_buf(out, n, "{ %s, %u }", range, (unsigned)who->user);
+	if (rc < 0 && n > 0)
+		out[0] = '\0';
+	return rc;
 }
 
 /* The ruleset with `mark` as the comment of the private ranges' rule. */
@@ -126,9 +128,9 @@ ruleset_marked(const struct netguard_users *who, const char *allow, const char *
 	struct rules r = { out, n, 0, 0 };
 	char u[NETGUARD_USERS_TEXT];
 
-	if (n == 0 || split_allow(allow, v4, v6, sizeof(v4)) < 0)
+	if (n == 0 || split_allow(allow, v4, v6, sizeof(v4)) < 0 ||
+	    netguard_users_text(who, u, sizeof(u)) < 0)
 		return -1;
-	netguard_users_text(who, u, sizeof(u));
 	/* TCP gets a reset so a guest's connection fails at once rather than
 	 * timing out. "table; delete table; table {...}" replaces any older
 	 * copy in one transaction, and works whether or not the table exists.
@@ -176,10 +178,8 @@ netguard_mark(const struct netguard_users *who, const char *allow, char *mark, s
 	if (text == NULL)
 		return -1;
 	if (ruleset_marked(who, allow, NETGUARD_MARK "0000000000000000", text,
-		NETGUARD_RULES_MAX) == 0) {
-		snprintf(mark, n, NETGUARD_MARK "%016llx", text_hash(text));
-		rc = 0;
-	}
+		NETGUARD_RULES_MAX) == 0)
+		rc = fmt_buf(mark, n, NETGUARD_MARK "%016llx", text_hash(text));
 	free(text);
 	return rc;
 }
@@ -352,8 +352,11 @@ netguard_check(const struct netguard_users *who, const char *allow, struct err *
 	/* nft prints the rule back in its own words; these are the parts that
 	 * make it a guard: the hook, the user, the local-address match and
 	 * the verdict; and the mark of this very ruleset (netguard_mark). */
-	netguard_users_text(who, users, sizeof(users));
-	snprintf(want, sizeof(want), "meta skuid %s fib daddr type { local,", users);
+	if (netguard_users_text(who, users, sizeof(users)) < 0 ||
+	    fmt_buf(want, sizeof(want), "meta skuid %s fib daddr type { local,", users) < 0) {
+		err_set(e, ERR_INTERNAL, "netguard: the rule's text does not fit");
+		goto out;
+	}
 	if (netguard_mark(who, allow, mark, sizeof(mark)) < 0) {
 		err_set(e, ERR_INTERNAL, "netguard: bad allow-list");
 		goto out;

@@ -34,9 +34,10 @@ struct netguard_users {
 	uint32_t first, count;
 };
 
-/* nft's words for them: "999" or "{ 999, 3000000-3001023 }". */
+/* nft's words for them: "999" or "{ 999, 3000000-3001023 }". 0, or -1
+ * when they do not fit n (out is then ""). */
 #define NETGUARD_USERS_TEXT 48
-void netguard_users_text(const struct netguard_users *who, char *out, size_t n);
+int netguard_users_text(const struct netguard_users *who, char *out, size_t n);
 
 /* The ruleset text for `who` (what netguard_install loads); -1 when the
  * allow-list is not canonical or the text does not fit in n. */

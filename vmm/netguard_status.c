@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "base/fcopy.h"
+#include "base/fmt.h"
 #include "base/num.h"
 
 #define STATUS_MAGIC "aas-netguard 1"
@@ -29,28 +30,29 @@ netguard_status_write(const char *path, const struct netguard_users *who, const 
     const char *why, int every_s, long long now_s, struct err *e)
 {
 	char mark[64], text[NETGUARD_STATUS_MAX], tmp[4096];
-	int fd = -1, rc = -1, len;
+	int fd = -1, rc = -1;
+	size_t len;
 
 	if (netguard_mark(who, allow, mark, sizeof(mark)) < 0) {
 		err_set(e, ERR_INTERNAL, "netguard: bad allow-list");
 		return -1;
 	}
-	len = snprintf(text, sizeof(text),
-	    STATUS_MAGIC "\nstate %s\nmark %s\nchecked %lld\nevery %d\n", why ? "missing" : "ok",
-	    mark, now_s, every_s);
-	if (why && len > 0 && (size_t)len < sizeof(text))
-		len += snprintf(text + len, sizeof(text) - (size_t)len, "why %.*s\n", WHY_MAX, why);
-	if (len < 0 || (size_t)len >= sizeof(text) ||
-	    (size_t)snprintf(tmp, sizeof(tmp), "%s.new", path) >= sizeof(tmp)) {
+	/* The "why" line only with a reason. */
+	if (fmt_buf(text, sizeof(text),
+		STATUS_MAGIC "\nstate %s\nmark %s\nchecked %lld\nevery %d\n%s%.*s%s",
+		why ? "missing" : "ok", mark, now_s, every_s, why ? "why " : "", WHY_MAX,
+		why ? why : "", why ? "\n" : "") < 0 ||
+	    fmt_buf(tmp, sizeof(tmp), "%s.new", path) < 0) {
 		err_set(e, ERR_INTERNAL, "netguard: status path too long");
 		return -1;
 	}
+	len = strlen(text);
 	/* One line each: a reason with a newline would start a field. */
 	for (char *p = strstr(text, "why "); p && *p; p++)
 		if (*p == '\n' && p[1] != '\0')
 			*p = ' ';
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-	if (fd < 0 || fcopy_write(fd, text, (size_t)len) < 0 || fsync(fd) < 0) {
+	if (fd < 0 || fcopy_write(fd, text, len) < 0 || fsync(fd) < 0) {
 		err_set(e, ERR_UNAVAILABLE, "netguard: cannot write %s: %s", tmp, strerror(errno));
 		goto out;
 	}
@@ -130,7 +132,7 @@ netguard_status_parse(const char *text, size_t len, const char *want_mark, long 
 	}
 	if (strcmp(state, "ok") != 0) {
 		if (field(buf, "why", why, sizeof(why)) < 0)
-			snprintf(why, sizeof(why), "no reason given");
+			fmt_cut(why, sizeof(why), "no reason given");
 		err_set(e, ERR_UNAVAILABLE,
 		    "netguard: the watcher cannot keep the isolation rule: %s", why);
 		return -1;

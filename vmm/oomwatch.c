@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -18,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fmt.h"
 #include "base/log.h"
 #include "base/num.h"
 
@@ -130,23 +130,21 @@ oomwatch_qemu_pid(const char *name)
 	char want[OOMWATCH_NAME_MAX + 16], path[64];
 	static char cmd[65536];
 	static pthread_mutex_t cmd_lock = PTHREAD_MUTEX_INITIALIZER;
-	DIR *d = opendir("/proc");
 	struct dirent *de;
 	pid_t found = -1;
+	DIR *d;
 
-	if (d == NULL)
+	if (fmt_buf(want, sizeof(want), "guest=%s,", name) < 0 || (d = opendir("/proc")) == NULL)
 		return -1;
-	snprintf(want, sizeof(want), "guest=%s,", name);
 	pthread_mutex_lock(&cmd_lock);
 	while (found < 0 && (de = readdir(d)) != NULL) {
 		long long pid;
 		ssize_t r;
 		const char *base;
 
-		if (num_parse_ll(de->d_name, &pid) < 0 || pid <= 1)
-			continue;
-		snprintf(path, sizeof(path), "/proc/%lld/cmdline", pid);
-		if ((r = read_text(path, cmd, sizeof(cmd))) < 0)
+		if (num_parse_ll(de->d_name, &pid) < 0 || pid <= 1 ||
+		    fmt_buf(path, sizeof(path), "/proc/%lld/cmdline", pid) < 0 ||
+		    (r = read_text(path, cmd, sizeof(cmd))) < 0)
 			continue;
 		base = strrchr(cmd, '/');
 		base = base ? base + 1 : cmd;
@@ -270,7 +268,10 @@ oomwatch_new(const char *cgroup_root, struct err *e)
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
-	snprintf(w->root, sizeof(w->root), "%s", cgroup_root);
+	if (fmt_err(e, "cgroup root", w->root, sizeof(w->root), "%s", cgroup_root) < 0) {
+		free(w);
+		return NULL;
+	}
 	pthread_mutex_init(&w->lock, NULL);
 	for (size_t i = 0; i < OOMWATCH_MAX; i++)
 		w->e[i].efd = w->e[i].ofd = w->e[i].wd = -1;
@@ -323,17 +324,20 @@ add_v1(struct oomwatch *w, struct ow_entry *x, size_t i, const char *dir, struct
 {
 	char path[OW_DIR_MAX + 32], line[32];
 	struct epoll_event ev = { .events = EPOLLIN, .data.u64 = OW_TAG_FIRST + i };
-	int cfd = -1, n, rc = -1;
+	int cfd = -1, rc = -1;
 
-	snprintf(path, sizeof(path), "%s/memory.oom_control", dir);
+	if (fmt_err(e, "cgroup path", path, sizeof(path), "%s/memory.oom_control", dir) < 0)
+		return -1;
 	x->ofd = open(path, O_RDONLY | O_CLOEXEC);
 	x->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	snprintf(path, sizeof(path), "%s/cgroup.event_control", dir);
+	if (fmt_err(e, "cgroup path", path, sizeof(path), "%s/cgroup.event_control", dir) < 0)
+		return -1;
 	cfd = open(path, O_WRONLY | O_CLOEXEC);
 	if (x->ofd < 0 || x->efd < 0 || cfd < 0)
 		goto out;
-	n = snprintf(line, sizeof(line), "%d %d", x->efd, x->ofd);
-	if (write(cfd, line, (size_t)n) != n || epoll_ctl(w->epfd, EPOLL_CTL_ADD, x->efd, &ev) < 0)
+	if (fmt_buf(line, sizeof(line), "%d %d", x->efd, x->ofd) < 0 ||
+	    write(cfd, line, strlen(line)) != (ssize_t)strlen(line) ||
+	    epoll_ctl(w->epfd, EPOLL_CTL_ADD, x->efd, &ev) < 0)
 		goto out;
 	rc = 0;
 out:
@@ -356,8 +360,8 @@ oomwatch_add(struct oomwatch *w, const char *name, pid_t pid, struct err *e)
 		err_set(e, ERR_INVALID, "oom watch: name too long");
 		return -1;
 	}
-	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
-	if (read_text(path, text, sizeof(text)) < 0) {
+	if (fmt_buf(path, sizeof(path), "/proc/%d/cgroup", (int)pid) < 0 ||
+	    read_text(path, text, sizeof(text)) < 0) {
 		err_set(e, ERR_NOT_FOUND, "oom watch: no process %d", (int)pid);
 		return -1;
 	}
@@ -366,7 +370,7 @@ oomwatch_add(struct oomwatch *w, const char *name, pid_t pid, struct err *e)
 		err_set(e, ERR_UNAVAILABLE, "oom watch: process %d has no memory cgroup", (int)pid);
 		return -1;
 	}
-	snprintf(root, sizeof(root), "%s", w->root);
+	memcpy(root, w->root, sizeof(root));
 	pthread_mutex_lock(&w->lock);
 	for (i = 0; i < OOMWATCH_MAX && w->e[i].used; i++)
 		;
@@ -375,21 +379,23 @@ oomwatch_add(struct oomwatch *w, const char *name, pid_t pid, struct err *e)
 		goto out;
 	}
 	x = &w->e[i];
-	snprintf(x->name, sizeof(x->name), "%s", name);
+	memcpy(x->name, name, strlen(name) + 1); /* fits: checked above */
 	x->oom = 0;
 	if (kind == 1) {
-		snprintf(dir, sizeof(dir), "%s/memory%s", root, cg);
-		if (add_v1(w, x, i, dir, e) < 0)
+		if (fmt_err(e, "cgroup path", dir, sizeof(dir), "%s/memory%s", root, cg) < 0 ||
+		    add_v1(w, x, i, dir, e) < 0)
 			goto out;
 	} else {
 		struct stat sb;
 		int pure;
 
 		/* Pure v2 at the root; a hybrid host mounts it at unified/. */
-		snprintf(dir, sizeof(dir), "%s/cgroup.controllers", root);
+		if (fmt_err(e, "cgroup path", dir, sizeof(dir), "%s/cgroup.controllers", root) < 0)
+			goto out;
 		pure = stat(dir, &sb) == 0;
-		snprintf(x->events, sizeof(x->events), "%s%s%s/memory.events", root,
-		    pure ? "" : "/unified", cg);
+		if (fmt_err(e, "cgroup path", x->events, sizeof(x->events), "%s%s%s/memory.events",
+			root, pure ? "" : "/unified", cg) < 0)
+			goto out;
 		x->wd = inotify_add_watch(w->ifd, x->events, IN_MODIFY);
 		if (x->wd < 0) {
 			err_set(e, ERR_UNAVAILABLE, "oom watch: %s: %s", x->events,

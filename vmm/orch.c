@@ -27,6 +27,7 @@
 #include "vmm/vm_agent.h"
 #include "base/clock.h"
 #include "base/config.h"
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "base/log.h"
 #include "base/num.h"
@@ -61,15 +62,16 @@ warm_up_libvirt(struct orch *o, struct vm_host *h)
 	int gone = 1;
 
 	err_clear(&e);
-	snprintf(id, sizeof(id), "warmup-%d", (int)getpid());
-	orch_domain_name(id, name, sizeof(name));
+	if (fmt_buf(id, sizeof(id), "warmup-%d", (int)getpid()) < 0 ||
+	    orch_domain_name(id, name, sizeof(name)) < 0)
+		return;
 	if (orch_make_vm_files_from(o, h, id, VM_ACCEL_TCG, NULL, &uid, &gid, disk, sizeof(disk),
-		console, sizeof(console), &e) < 0) {
+		console, sizeof(console), &e) < 0 ||
+	    orch_fill_spec(o, h, &spec, name, VM_ACCEL_TCG, 1, 128, disk, console, agent,
+		sizeof(agent)) < 0) {
 		orch_remove_vm_files(o, h, id, 1);
 		return;
 	}
-	orch_fill_spec(o, h, &spec, name, VM_ACCEL_TCG, 1, 128, disk, console, agent,
-	    sizeof(agent));
 	spec.uid = uid;
 	spec.gid = gid;
 	xml = vm_xml_build(&spec, &e);
@@ -106,9 +108,14 @@ read_secmodels(struct orch *o)
 			break;
 		m += strlen("<model>");
 		if (end - m > 0 && end - m < 32 && strncmp(m, "none", 4) != 0 &&
-		    used + (size_t)(end - m) + 2 < sizeof(o->secmodels))
-			used += (size_t)snprintf(o->secmodels + used, sizeof(o->secmodels) - used,
-			    "%s%.*s", used ? "," : "", (int)(end - m), m);
+		    used + (size_t)(end - m) + 2 < sizeof(o->secmodels)) {
+			if (fmt_buf(o->secmodels + used, sizeof(o->secmodels) - used, "%s%.*s",
+				used ? "," : "", (int)(end - m), m) < 0) {
+				o->secmodels[used] = '\0';
+				break;
+			}
+			used += strlen(o->secmodels + used);
+		}
 		p = close;
 	}
 	free(caps);
@@ -126,27 +133,27 @@ starter_main(void *p)
 	err_clear(&e);
 	if (o->virt == ORCH_VIRT_TCG) {
 		o->accel = VM_ACCEL_TCG;
-		snprintf(o->accel_reason, sizeof(o->accel_reason), "AAS_VIRT=tcg");
+		fmt_cut(o->accel_reason, sizeof(o->accel_reason), "AAS_VIRT=tcg");
 		warm_up_libvirt(o, o->hosts[0]);
 	} else if (o->virt == ORCH_VIRT_KVM) {
 		o->accel = VM_ACCEL_KVM;
 		warm_up_libvirt(o, o->hosts[0]);
 	} else if (access("/dev/kvm", R_OK | W_OK) != 0) {
 		o->accel = VM_ACCEL_TCG;
-		snprintf(o->accel_reason, sizeof(o->accel_reason), "/dev/kvm is not usable");
+		fmt_cut(o->accel_reason, sizeof(o->accel_reason), "/dev/kvm is not usable");
 		warm_up_libvirt(o, o->hosts[0]);
 	} else {
 		/* /dev/kvm existing proves little (nested hosts hang guests):
 		 * only a guest that boots and answers proves KVM works. */
 		char id[48];
-		snprintf(id, sizeof(id), "kvmprobe-%d", (int)getpid());
-		if (orch_boot_with(o, o->hosts[0], id, VM_ACCEL_KVM, VM_NET_NONE, 1, 256,
+		if (fmt_err(&e, "probe id", id, sizeof(id), "kvmprobe-%d", (int)getpid()) == 0 &&
+		    orch_boot_with(o, o->hosts[0], id, VM_ACCEL_KVM, VM_NET_NONE, 1, 256,
 			o->kvm_probe_timeout_s * 1000, NULL, NULL, &e) == 0) {
 			o->accel = VM_ACCEL_KVM;
 			err_ignore(orch_destroy(o, vm_host_uri(o->hosts[0]), id, &e));
 		} else {
 			o->accel = VM_ACCEL_TCG;
-			snprintf(o->accel_reason, sizeof(o->accel_reason),
+			fmt_cut(o->accel_reason, sizeof(o->accel_reason),
 			    "KVM probe guest failed: %s", e.msg);
 		}
 		err_clear(&e);
@@ -191,7 +198,7 @@ subid_overlap(const char *path, uint32_t first, uint32_t count, char *what, size
 			continue;
 		if (apart(first, count, (uint64_t)a, (uint64_t)n) < 0) {
 			*c1 = '\0';
-			snprintf(what, wn, "%s gives %s the ids from %lld", path, line, a);
+			fmt_cut(what, wn, "%s gives %s the ids from %lld", path, line, a);
 			rc = -1;
 		}
 	}
@@ -209,17 +216,17 @@ check_vm_users(struct orch *o, uint32_t first, uint32_t count, struct err *e)
 	struct group *gr;
 
 	if (apart(first, count, o->qemu_uid, 1) < 0)
-		snprintf(what, sizeof(what), "it holds %s's uid", o->qemu_user);
+		fmt_cut(what, sizeof(what), "it holds %s's uid", o->qemu_user);
 	setpwent();
 	while (what[0] == '\0' && (pw = getpwent()) != NULL)
 		if (apart(first, count, pw->pw_uid, 1) < 0)
-			snprintf(what, sizeof(what), "user %.64s has uid %u", pw->pw_name,
+			fmt_cut(what, sizeof(what), "user %.64s has uid %u", pw->pw_name,
 			    (unsigned)pw->pw_uid);
 	endpwent();
 	setgrent();
 	while (what[0] == '\0' && (gr = getgrent()) != NULL)
 		if (apart(first, count, gr->gr_gid, 1) < 0)
-			snprintf(what, sizeof(what), "group %.64s has gid %u", gr->gr_name,
+			fmt_cut(what, sizeof(what), "group %.64s has gid %u", gr->gr_name,
 			    (unsigned)gr->gr_gid);
 	endgrent();
 	if (what[0] == '\0')
@@ -253,7 +260,8 @@ open_hosts(struct orch *o, struct err *e)
 	char list[ORCH_URI_LIST_MAX];
 	char *save = NULL;
 
-	snprintf(list, sizeof(list), "%s", o->libvirt_uri);
+	if (fmt_err(e, "libvirt URI list", list, sizeof(list), "%s", o->libvirt_uri) < 0)
+		return -1;
 	for (char *uri = strtok_r(list, ",", &save); uri; uri = strtok_r(NULL, ",", &save)) {
 		while (*uri == ' ')
 			uri++;
@@ -289,15 +297,18 @@ check_setting(const char *v, size_t max, const char *what, struct err *e)
 }
 
 /* The image's identity: the name of the directory image_dir resolves
- * to (build.sh names it by its recipe's hash; "current" is a link). */
-static void
-set_image_id(struct orch *o, const char *image_dir)
+ * to (build.sh names it by its recipe's hash; "current" is a link). -1
+ * with e set when it does not fit. */
+static int
+set_image_id(struct orch *o, const char *image_dir, struct err *e)
 {
 	char *real = realpath(image_dir, NULL);
 	const char *base = real ? strrchr(real, '/') : NULL;
+	int rc = fmt_err(e, "image directory name", o->image_id, sizeof(o->image_id), "%s",
+	    base && base[1] ? base + 1 : image_dir);
 
-	snprintf(o->image_id, sizeof(o->image_id), "%s", base && base[1] ? base + 1 : image_dir);
 	free(real);
+	return rc;
 }
 
 /* -1 with e set when a setting is missing or too long: every path below
@@ -317,32 +328,40 @@ check_config(const struct orch_config *cfg, struct err *e)
 	return 0;
 }
 
-/* The settings o keeps, and the image's files. */
-static void
-copy_config(struct orch *o, const struct orch_config *cfg)
+/* The settings o keeps, and the image's files; -1 with e set when one
+ * does not fit. */
+static int
+copy_config(struct orch *o, const struct orch_config *cfg, struct err *e)
 {
-	snprintf(o->libvirt_uri, sizeof(o->libvirt_uri), "%s", cfg->libvirt_uri);
-	snprintf(o->qemu_user, sizeof(o->qemu_user), "%s", cfg->qemu_user);
 	o->virt = cfg->virt;
 	o->boot_timeout_s = cfg->boot_timeout_s;
 	o->kvm_probe_timeout_s = cfg->kvm_probe_timeout_s;
-	snprintf(o->net_allow, sizeof(o->net_allow), "%s", cfg->net_allow ? cfg->net_allow : "");
-	snprintf(o->netguard_status, sizeof(o->netguard_status), "%s",
-	    cfg->netguard_status ? cfg->netguard_status : "");
 	o->console_max = cfg->console_max_bytes;
 	o->bench_port = cfg->bench_port;
 	o->memory_overhead_mib = cfg->memory_overhead_mib;
 	o->tb_cache_mib = cfg->tb_cache_mib;
-	if (cfg->guest_kernel_args != NULL)
-		snprintf(o->extra_args, sizeof(o->extra_args), "%s", cfg->guest_kernel_args);
 	if (o->console_max < CONLOG_MIN_BYTES || o->console_max > CONLOG_MAX_BYTES)
 		o->console_max = ORCH_CONSOLE_DEFAULT;
-	snprintf(o->vms_dir, sizeof(o->vms_dir), "%s/vms", cfg->state_dir);
-	snprintf(o->kernel, sizeof(o->kernel), "%s/vmlinuz", cfg->image_dir);
-	snprintf(o->initrd, sizeof(o->initrd), "%s/initrd.img", cfg->image_dir);
-	snprintf(o->base, sizeof(o->base), "%s/base.qcow2", cfg->image_dir);
-	set_image_id(o, cfg->image_dir);
 	o->boot_snapshots = cfg->boot_snapshots;
+	if (fmt_err(e, "libvirt URI list", o->libvirt_uri, sizeof(o->libvirt_uri), "%s",
+		cfg->libvirt_uri) < 0 ||
+	    fmt_err(e, "QEMU user", o->qemu_user, sizeof(o->qemu_user), "%s", cfg->qemu_user) < 0 ||
+	    fmt_err(e, "network allow-list", o->net_allow, sizeof(o->net_allow), "%s",
+		cfg->net_allow ? cfg->net_allow : "") < 0 ||
+	    fmt_err(e, "isolation rule status file", o->netguard_status, sizeof(o->netguard_status),
+		"%s", cfg->netguard_status ? cfg->netguard_status : "") < 0 ||
+	    fmt_err(e, "guest kernel arguments", o->extra_args, sizeof(o->extra_args), "%s",
+		cfg->guest_kernel_args ? cfg->guest_kernel_args : "") < 0 ||
+	    fmt_err(e, "state directory", o->vms_dir, sizeof(o->vms_dir), "%s/vms",
+		cfg->state_dir) < 0 ||
+	    fmt_err(e, "image directory", o->kernel, sizeof(o->kernel), "%s/vmlinuz",
+		cfg->image_dir) < 0 ||
+	    fmt_err(e, "image directory", o->initrd, sizeof(o->initrd), "%s/initrd.img",
+		cfg->image_dir) < 0 ||
+	    fmt_err(e, "image directory", o->base, sizeof(o->base), "%s/base.qcow2",
+		cfg->image_dir) < 0)
+		return -1;
+	return set_image_id(o, cfg->image_dir, e);
 }
 
 /* $state/vms and $state/saved, and no booted-image state of another
@@ -357,7 +376,9 @@ make_state_dirs(struct orch *o, const char *state_dir, struct err *e)
 	/* Not in the VM's directory: the saved memory and the domain XML a
 	 * restore starts from (orch_xml.h, its devices and user) are aasd's
 	 * alone. */
-	snprintf(o->saved_dir, sizeof(o->saved_dir), "%s/saved", state_dir);
+	if (fmt_err(e, "state directory", o->saved_dir, sizeof(o->saved_dir), "%s/saved",
+		state_dir) < 0)
+		return -1;
 	if ((mkdir(o->saved_dir, 0700) < 0 && errno != EEXIST) || chmod(o->saved_dir, 0700) < 0) {
 		err_set(e, ERR_INTERNAL, "cannot create %s: %s", o->saved_dir, strerror(errno));
 		return -1;
@@ -379,8 +400,9 @@ set_up_users(struct orch *o, const struct orch_config *cfg, struct err *e)
 	if (resolve_qemu_user(o, e) < 0 ||
 	    check_vm_users(o, cfg->vm_uid_first, cfg->vm_uid_count, e) < 0)
 		return -1;
+	if (fmt_err(e, "state directory", dir, sizeof(dir), "%s/uids", cfg->state_dir) < 0)
+		return -1;
 	kvm = getgrnam("kvm");
-	snprintf(dir, sizeof(dir), "%s/uids", cfg->state_dir);
 	o->uids = uidpool_new(dir, cfg->vm_uid_first, cfg->vm_uid_count, e);
 	if (o->uids == NULL)
 		return -1;
@@ -417,8 +439,9 @@ open_libvirt(struct orch *o, const char *state_dir, struct err *e)
 {
 	char lvlog[ORCH_PATH_MAX + 32], logdir[ORCH_PATH_MAX + 8];
 
-	snprintf(lvlog, sizeof(lvlog), "%s/log/libvirt.log", state_dir);
-	snprintf(logdir, sizeof(logdir), "%s/log", state_dir);
+	if (fmt_err(e, "state directory", logdir, sizeof(logdir), "%s/log", state_dir) < 0 ||
+	    fmt_err(e, "state directory", lvlog, sizeof(lvlog), "%s/libvirt.log", logdir) < 0)
+		return -1;
 	mkdir(logdir, 0755);
 	if (vm_events_start(lvlog, e) < 0 || open_hosts(o, e) < 0)
 		return -1;
@@ -437,14 +460,14 @@ orch_new(const struct orch_config *cfg, struct err *e)
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
-	copy_config(o, cfg);
 	pthread_mutex_init(&o->lock, NULL);
 	pthread_mutex_init(&o->cpu_lock, NULL);
 	pthread_mutex_init(&o->pool_lock, NULL);
 	pthread_mutex_init(&o->saving_lock, NULL);
 	pthread_cond_init(&o->ready_cond, NULL);
-	if (make_state_dirs(o, cfg->state_dir, e) < 0 || set_up_users(o, cfg, e) < 0 ||
-	    make_socket_dir(e) < 0 || open_libvirt(o, cfg->state_dir, e) < 0)
+	if (copy_config(o, cfg, e) < 0 || make_state_dirs(o, cfg->state_dir, e) < 0 ||
+	    set_up_users(o, cfg, e) < 0 || make_socket_dir(e) < 0 ||
+	    open_libvirt(o, cfg->state_dir, e) < 0)
 		goto fail;
 	if (!orch_file_ok(o->kernel) || !orch_file_ok(o->initrd) || !orch_file_ok(o->base)) {
 		/* The service still runs (and says why); VM tools answer this. */
@@ -550,7 +573,7 @@ orch_confinement(struct orch *o, struct orch_confinement *out)
 	out->vm_uid_count = o->users.count;
 	pthread_mutex_lock(&o->lock);
 	if (o->ready == 1)
-		snprintf(out->secmodels, sizeof(out->secmodels), "%s", o->secmodels);
+		memcpy(out->secmodels, o->secmodels, sizeof(out->secmodels));
 	pthread_mutex_unlock(&o->lock);
 }
 

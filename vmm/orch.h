@@ -250,9 +250,11 @@ char *orch_console_tail(struct orch *o, const char *id, size_t max);
  * broke the agent protocol (its connection is failed for good and the
  * sandbox has to end), else 0. */
 int orch_agent_fault(struct orch *o, const char *uri, const char *id, char *why, size_t n);
-/* Path of the VM's overlay disk (for tests and diagnostics). */
-void orch_disk_path(struct orch *o, const char *id, char *out, size_t n);
-
-void orch_domain_name(const char *id, char *out, size_t n);
+/* Path of the VM's overlay disk (for tests and diagnostics); -1 when it
+ * does not fit n. */
+int orch_disk_path(struct orch *o, const char *id, char *out, size_t n) AAS_MUST_CHECK;
+/* The libvirt domain name of sandbox `id`: 0, or -1 when it does not fit
+ * n (out is then "", which names no domain). */
+int orch_domain_name(const char *id, char *out, size_t n);
 
 #endif

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,34 +20,42 @@
 #include "vmm/uidpool.h"
 #include "vmm/vpool.h"
 #include "base/fcopy.h"
+#include "base/fmt.h"
 #include "base/log.h"
 
 extern char **environ;
 
-void
+int
 orch_vm_dir(struct orch *o, const char *id, char *out, size_t n)
 {
-	snprintf(out, n, "%s/%s", o->vms_dir, id);
+	return fmt_buf(out, n, "%s/%s", o->vms_dir, id);
 }
 
 /* Where a paused VM's memory is kept (ORCH_SAVE_SUFFIX; with ".new"
  * while it is written). */
-void
+int
 orch_save_path(struct orch *o, const char *id, const char *suffix, char *out, size_t n)
 {
-	snprintf(out, n, "%s/%s" ORCH_SAVE_SUFFIX "%s", o->saved_dir, id, suffix);
+	return fmt_buf(out, n, "%s/%s" ORCH_SAVE_SUFFIX "%s", o->saved_dir, id, suffix);
 }
 
-void
+int
 orch_console_path(struct orch *o, const char *id, char *out, size_t n)
 {
-	snprintf(out, n, "%s/%s/console.log", o->vms_dir, id);
+	return fmt_buf(out, n, "%s/%s/console.log", o->vms_dir, id);
 }
 
-void
+int
 orch_disk_path(struct orch *o, const char *id, char *out, size_t n)
 {
-	snprintf(out, n, "%s/%s/disk.qcow2", o->vms_dir, id);
+	return fmt_buf(out, n, "%s/%s/disk.qcow2", o->vms_dir, id);
+}
+
+int
+orch_too_long(struct err *e, const char *id)
+{
+	err_set(e, ERR_INVALID, "%.100s: a path or domain name too long", id);
+	return -1;
 }
 
 char *
@@ -56,7 +63,8 @@ orch_console_tail(struct orch *o, const char *id, size_t max)
 {
 	char path[ORCH_PATH_MAX + 96];
 
-	orch_console_path(o, id, path, sizeof(path));
+	if (orch_console_path(o, id, path, sizeof(path)) < 0)
+		return NULL;
 	return conlog_tail(path, max);
 }
 
@@ -120,11 +128,9 @@ sweep_one(void *ctx, uint32_t uid, const char *owner)
 	char dir[ORCH_PATH_MAX + 64], name[ORCH_USER_MAX + 160];
 	struct stat sb;
 
-	orch_vm_dir(o, owner, dir, sizeof(dir));
-	if (lstat(dir, &sb) == 0 || errno != ENOENT)
+	if (orch_vm_dir(o, owner, dir, sizeof(dir)) < 0 || lstat(dir, &sb) == 0 || errno != ENOENT)
 		return 0; /* in use, being made, or unknown: kept */
-	orch_domain_name(owner, name, sizeof(name));
-	if (runs_anywhere(o, name))
+	if (orch_domain_name(owner, name, sizeof(name)) < 0 || runs_anywhere(o, name))
 		return 0;
 	if (uidpool_release(o->uids, uid, owner) == 0)
 		log_info("vm: user %u of %s (gone) given back", (unsigned)uid, owner);
@@ -193,7 +199,10 @@ orch_make_vm_files_from(struct orch *o, struct vm_host *h, const char *id, enum 
 {
 	char dir[ORCH_PATH_MAX + 64];
 
-	orch_vm_dir(o, id, dir, sizeof(dir));
+	if (orch_vm_dir(o, id, dir, sizeof(dir)) < 0 ||
+	    fmt_buf(disk, dn, "%s/disk.qcow2", dir) < 0 ||
+	    orch_console_path(o, id, console, cn) < 0)
+		return orch_too_long(e, id);
 	if ((mkdir(dir, 0711) < 0 && errno != EEXIST) || chown(dir, geteuid(), getegid()) < 0 ||
 	    chmod(dir, 0711) < 0) {
 		err_set(e, ERR_INTERNAL, "cannot create %s: %s", dir, strerror(errno));
@@ -203,8 +212,6 @@ orch_make_vm_files_from(struct orch *o, struct vm_host *h, const char *id, enum 
 	 * leftover orch_sweep_users may give back. */
 	if (claim_user(o, id, accel, uid, gid, e) < 0)
 		return -1;
-	snprintf(disk, dn, "%s/disk.qcow2", dir);
-	orch_console_path(o, id, console, cn);
 	/* A console left by an earlier VM of this id is not this one's. */
 	unlink(console);
 	unlink(disk);
@@ -234,16 +241,18 @@ remove_local_files(struct orch *o, const char *id, int vm_gone)
 	static const char *const files[] = { "disk.qcow2", "console.log", "console.log.new" };
 	uint32_t uid;
 
-	orch_save_path(o, id, "", path, sizeof(path));
-	unlink(path);
-	orch_save_path(o, id, ".new", path, sizeof(path));
-	unlink(path);
-	orch_xml_drop(o, id);
-	orch_vm_dir(o, id, dir, sizeof(dir));
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
+	if (orch_save_path(o, id, "", path, sizeof(path)) == 0)
 		unlink(path);
+	if (orch_save_path(o, id, ".new", path, sizeof(path)) == 0)
+		unlink(path);
+	orch_xml_drop(o, id);
+	if (orch_vm_dir(o, id, dir, sizeof(dir)) < 0) {
+		log_warn("vm %.100s: a path too long; its files stay", id);
+		return;
 	}
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
+		if (fmt_buf(path, sizeof(path), "%s/%s", dir, files[i]) == 0)
+			unlink(path);
 	if (rmdir(dir) < 0 && errno != ENOENT) {
 		log_warn("vm %s: cannot remove %s: %s", id, dir, strerror(errno));
 		return;
@@ -260,9 +269,10 @@ orch_remove_vm_files(struct orch *o, struct vm_host *h, const char *id, int vm_g
 {
 	char name[128];
 
-	orch_domain_name(id, name, sizeof(name));
-	vm_console_detach(h, name);
-	oomwatch_take(o->oom, name);
+	if (orch_domain_name(id, name, sizeof(name)) == 0) {
+		vm_console_detach(h, name);
+		oomwatch_take(o->oom, name);
+	}
 	if (orch_is_pooled(o, h)) {
 		virConnectPtr c = vm_host_conn(h);
 		struct err e;
@@ -294,10 +304,8 @@ orch_sweep_dirs(struct orch *o, int (*unowned)(void *ctx, const char *id), void 
 			continue;
 		seen++;
 		memcpy(id, de->d_name, len + 1); /* fits: checked above */
-		if (!unowned(ctx, id))
-			continue;
-		orch_domain_name(id, name, sizeof(name));
-		if (runs_anywhere(o, name))
+		if (!unowned(ctx, id) || orch_domain_name(id, name, sizeof(name)) < 0 ||
+		    runs_anywhere(o, name))
 			continue;
 		log_warn("vm %s: files left with neither a domain nor a live row; removing them",
 		    id);

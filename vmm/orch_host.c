@@ -6,7 +6,6 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/statvfs.h>
@@ -15,6 +14,7 @@
 
 #include "vmm/orch_int.h"
 #include "vmm/vpool.h"
+#include "base/fmt.h"
 #include "base/log.h"
 
 /* The host of `uri`, or NULL with the error every operation reports. */
@@ -70,7 +70,8 @@ orch_pool_ready(struct orch *o, struct vm_host *h, struct err *e)
 		o->shas_known = 1;
 	}
 	/* Volumes are named by the base's hash: a new image gets new ones. */
-	snprintf(id, sizeof(id), "%.16s", o->sha_base);
+	if (fmt_err(e, "image id", id, sizeof(id), "%.16s", o->sha_base) < 0)
+		goto fail;
 	const struct vpool_file files[3] = {
 		{ o->kernel, o->sha_kernel, "vmlinuz" },
 		{ o->initrd, o->sha_initrd, "initrd.img" },

@@ -96,10 +96,13 @@ int orch_boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_ac
  * closed (a save or a destroy follows); NULL when the host is unknown. */
 struct vm_host *orch_close_streams(struct orch *o, const char *uri, const char *id, char *name,
     size_t n, struct err *e);
-/* The kernel command line of a new VM. */
-void orch_cmdline_for(const struct orch *o, enum vm_net net, char *out, size_t n);
-/* A VM's console log on this machine. */
-void orch_console_path(struct orch *o, const char *id, char *out, size_t n);
+/* The kernel command line of a new VM; -1 when it does not fit n. */
+int orch_cmdline_for(const struct orch *o, enum vm_net net, char *out, size_t n) AAS_MUST_CHECK;
+/* A VM's console log on this machine; -1 when it does not fit n. */
+int orch_console_path(struct orch *o, const char *id, char *out, size_t n) AAS_MUST_CHECK;
+/* Fills e (ERR_INVALID): a path or domain name of VM or snapshot `id`
+ * did not fit. -1, to return. */
+int orch_too_long(struct err *e, const char *id) AAS_FAILS;
 /* 1 when `path` is a regular file. */
 int orch_file_ok(const char *path);
 /* The host of `uri`, or NULL with the error every operation reports. */
@@ -113,8 +116,10 @@ int orch_make_vm_files_from(struct orch *o, struct vm_host *h, const char *id, e
     struct err *e) AAS_MUST_CHECK;
 /* Removes a VM's files, and its user once its domain is gone. */
 void orch_remove_vm_files(struct orch *o, struct vm_host *h, const char *id, int vm_gone);
-/* Where a paused VM's memory is kept (with ".new" while written). */
-void orch_save_path(struct orch *o, const char *id, const char *suffix, char *out, size_t n);
+/* Where a paused VM's memory is kept (with ".new" while written); -1
+ * when it does not fit n. */
+int orch_save_path(struct orch *o, const char *id, const char *suffix, char *out,
+    size_t n) AAS_MUST_CHECK;
 /* Marks domain `name` as being saved (on) or no longer (off). */
 void orch_saving_mark(struct orch *o, const char *name, int on);
 /* Waits until the guest agent of domain `name` answers or `deadline` (ms). */
@@ -131,16 +136,17 @@ int orch_host_idx(struct orch *o, const struct vm_host *h);
 /* The image's volumes on pooled host h (uploaded and checked the first
  * time), or NULL with e set. */
 const struct orch_pool *orch_pool_ready(struct orch *o, struct vm_host *h, struct err *e);
-/* VM `id`'s directory under $state/vms. */
-void orch_vm_dir(struct orch *o, const char *id, char *out, size_t n);
+/* VM `id`'s directory under $state/vms; -1 when it does not fit n. */
+int orch_vm_dir(struct orch *o, const char *id, char *out, size_t n) AAS_MUST_CHECK;
 /* Gives back the users of VMs whose directory and domain are both gone. */
 void orch_sweep_users(struct orch *o);
 /* The spec of domain `name` on h at this size: image, disk, console,
  * agent socket (in `agent`) and host resources; the caller sets its user,
- * network, command line and UUID. */
-void orch_fill_spec(struct orch *o, struct vm_host *h, struct vm_spec *s, const char *name,
+ * network, command line and UUID. -1 when the socket's path does not fit
+ * an. */
+int orch_fill_spec(struct orch *o, struct vm_host *h, struct vm_spec *s, const char *name,
     enum vm_accel accel, int vcpus, int mem, const char *disk, const char *console, char *agent,
-    size_t an);
+    size_t an) AAS_MUST_CHECK;
 /* Drops booted-image states of other images (orch_new). */
 void orch_drop_old_boot_snaps(struct orch *o);
 

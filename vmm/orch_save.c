@@ -25,6 +25,7 @@
 #include "vmm/vm_xml.h"
 #include "base/clock.h"
 #include "base/fcopy.h"
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "base/log.h"
 
@@ -71,9 +72,10 @@ save_stopped(struct orch *o, struct vm_host *h, const char *id, const char *name
 	unlink(tmp);
 	if (vm_save(h, name, tmp, e) < 0) {
 		unlink(tmp);
-		orch_console_path(o, id, console, sizeof(console));
 		err_clear(&ignore);
-		if (vm_console_attach(h, name, console, o->console_max, &ignore) < 0)
+		if ((orch_console_path(o, id, console, sizeof(console)) < 0 ?
+			    orch_too_long(&ignore, id) :
+			    vm_console_attach(h, name, console, o->console_max, &ignore)) < 0)
 			log_debug("vm %s: %s", name, ignore.msg);
 		return -1;
 	}
@@ -89,8 +91,9 @@ orch_saved(struct orch *o, const char *id)
 {
 	char path[ORCH_PATH_MAX + 96], tmp[ORCH_PATH_MAX + 96];
 
-	orch_save_path(o, id, "", path, sizeof(path));
-	orch_save_path(o, id, ".new", tmp, sizeof(tmp));
+	if (orch_save_path(o, id, "", path, sizeof(path)) < 0 ||
+	    orch_save_path(o, id, ".new", tmp, sizeof(tmp)) < 0)
+		return 0;
 	if (orch_file_ok(path))
 		return 1;
 	/* libvirt ends a domain only once its save is complete: with the
@@ -107,7 +110,8 @@ orch_pause(struct orch *o, const char *uri, const char *id, long long *bytes, st
 	char name[ORCH_NAME_MAX];
 	int rc;
 
-	orch_domain_name(id, name, sizeof(name));
+	if (orch_domain_name(id, name, sizeof(name)) < 0)
+		return orch_too_long(e, id);
 	orch_saving_mark(o, name, 1);
 	rc = pause_vm(o, uri, id, bytes, e);
 	orch_saving_mark(o, name, 0);
@@ -122,10 +126,13 @@ pause_vm(struct orch *o, const char *uri, const char *id, long long *bytes, stru
 	struct stat sb;
 
 	*bytes = 0;
-	if (h == NULL || orch_close_streams(o, uri, id, name, sizeof(name), e) == NULL)
+	if (h == NULL)
 		return -1;
-	orch_save_path(o, id, ".new", tmp, sizeof(tmp));
-	orch_save_path(o, id, "", path, sizeof(path));
+	if (orch_save_path(o, id, ".new", tmp, sizeof(tmp)) < 0 ||
+	    orch_save_path(o, id, "", path, sizeof(path)) < 0)
+		return orch_too_long(e, id);
+	if (orch_close_streams(o, uri, id, name, sizeof(name), e) == NULL)
+		return -1;
 	/* Written under a temporary name: a file under the final name is a
 	 * complete save, whatever stopped in between (reconcile relies on it). */
 	if (save_stopped(o, h, id, name, tmp, e) < 0)
@@ -146,8 +153,9 @@ orch_continue(struct orch *o, const char *uri, const char *id, struct err *e)
 
 	if (h == NULL)
 		return -1;
-	orch_domain_name(id, name, sizeof(name));
-	orch_save_path(o, id, ".new", tmp, sizeof(tmp));
+	if (orch_domain_name(id, name, sizeof(name)) < 0 ||
+	    orch_save_path(o, id, ".new", tmp, sizeof(tmp)) < 0)
+		return orch_too_long(e, id);
 	unlink(tmp);
 	/* Refused when its vCPUs run already: that is the state wanted. */
 	err_clear(&ignore);
@@ -163,12 +171,13 @@ static int
 restore_running(struct orch *o, struct vm_host *h, const char *id, const char *path, struct err *e)
 {
 	char name[ORCH_NAME_MAX];
-	char *xml = orch_xml_load(o, id, e);
+	char *xml;
 	int rc;
 
-	if (xml == NULL)
+	if (orch_domain_name(id, name, sizeof(name)) < 0)
+		return orch_too_long(e, id);
+	if ((xml = orch_xml_load(o, id, e)) == NULL)
 		return -1;
-	orch_domain_name(id, name, sizeof(name));
 	rc = vm_restore(h, name, path, xml, e);
 	free(xml);
 	if (rc < 0)
@@ -185,7 +194,8 @@ orch_resume(struct orch *o, const char *uri, const char *id, struct err *e)
 
 	if (h == NULL)
 		return -1;
-	orch_save_path(o, id, "", path, sizeof(path));
+	if (orch_save_path(o, id, "", path, sizeof(path)) < 0)
+		return orch_too_long(e, id);
 	if (!orch_file_ok(path)) {
 		err_set(e, ERR_NOT_FOUND, "the saved memory of sandbox %s is missing", id);
 		return -1;
@@ -208,11 +218,12 @@ orch_image_id(struct orch *o)
 	return o->image_id;
 }
 
-/* A snapshot's files, beside the paused VMs' in aasd's own directory. */
-static void
+/* A snapshot's files, beside the paused VMs' in aasd's own directory; -1
+ * when the path does not fit n. */
+static int
 snap_path(struct orch *o, const char *snap, const char *suffix, char *out, size_t n)
 {
-	snprintf(out, n, "%s/%s%s", o->saved_dir, snap, suffix);
+	return fmt_buf(out, n, "%s/%s%s", o->saved_dir, snap, suffix);
 }
 
 static long long
@@ -231,11 +242,12 @@ copy_disk(struct orch *o, const char *id, const char *snap, struct err *e)
 {
 	char disk[SNAP_PATH_MAX], tmp[SNAP_PATH_MAX], path[SNAP_PATH_MAX];
 
+	if (orch_disk_path(o, id, disk, sizeof(disk)) < 0 ||
+	    snap_path(o, snap, ".qcow2.new", tmp, sizeof(tmp)) < 0 ||
+	    snap_path(o, snap, ".qcow2", path, sizeof(path)) < 0)
+		return orch_too_long(e, snap);
 	if (orch_xml_copy(o, id, snap, e) < 0)
 		return -1;
-	orch_disk_path(o, id, disk, sizeof(disk));
-	snap_path(o, snap, ".qcow2.new", tmp, sizeof(tmp));
-	snap_path(o, snap, ".qcow2", path, sizeof(path));
 	unlink(tmp);
 	if (fcopy_path(disk, tmp, 0600, e) < 0)
 		return -1;
@@ -249,10 +261,9 @@ orch_snapshot_delete(struct orch *o, const char *snap)
 		".qcow2.new" };
 	char path[SNAP_PATH_MAX];
 
-	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
-		snap_path(o, snap, suffixes[i], path, sizeof(path));
-		unlink(path);
-	}
+	for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++)
+		if (snap_path(o, snap, suffixes[i], path, sizeof(path)) == 0)
+			unlink(path);
 	orch_xml_drop(o, snap);
 }
 
@@ -266,7 +277,8 @@ orch_snapshot(struct orch *o, const char *uri, const char *id, const char *snap,
 	char name[ORCH_NAME_MAX];
 	int rc;
 
-	orch_domain_name(id, name, sizeof(name));
+	if (orch_domain_name(id, name, sizeof(name)) < 0)
+		return orch_too_long(e, id);
 	orch_saving_mark(o, name, 1);
 	rc = snapshot_vm(o, uri, id, snap, bytes, restarted, e);
 	orch_saving_mark(o, name, 0);
@@ -284,10 +296,14 @@ snapshot_vm(struct orch *o, const char *uri, const char *id, const char *snap, l
 
 	*bytes = 0;
 	*restarted = 0;
-	if (h == NULL || orch_close_streams(o, uri, id, name, sizeof(name), e) == NULL)
+	if (h == NULL)
 		return -1;
-	snap_path(o, snap, ORCH_SAVE_SUFFIX ".new", tmp, sizeof(tmp));
-	snap_path(o, snap, ORCH_SAVE_SUFFIX, path, sizeof(path));
+	if (snap_path(o, snap, ORCH_SAVE_SUFFIX ".new", tmp, sizeof(tmp)) < 0 ||
+	    snap_path(o, snap, ORCH_SAVE_SUFFIX, path, sizeof(path)) < 0 ||
+	    snap_path(o, snap, ".qcow2", disk, sizeof(disk)) < 0)
+		return orch_too_long(e, snap);
+	if (orch_close_streams(o, uri, id, name, sizeof(name), e) == NULL)
+		return -1;
 	if (save_stopped(o, h, id, name, tmp, e) < 0)
 		return -1;
 	/* Renamed before the VM runs again: a domain that runs beside a
@@ -296,7 +312,7 @@ snapshot_vm(struct orch *o, const char *uri, const char *id, const char *snap, l
 		err_set(&copy_err, ERR_INTERNAL, "cannot keep snapshot %s: %s", snap,
 		    strerror(errno));
 		copied = 0;
-		snprintf(path, sizeof(path), "%s", tmp);
+		memcpy(path, tmp, sizeof(path));
 	} else {
 		/* The domain has ended: its disk holds what its memory expects. */
 		err_clear(&copy_err);
@@ -315,7 +331,6 @@ snapshot_vm(struct orch *o, const char *uri, const char *id, const char *snap, l
 		orch_snapshot_delete(o, snap);
 		return -1;
 	}
-	snap_path(o, snap, ".qcow2", disk, sizeof(disk));
 	*bytes = file_size(path) + file_size(disk);
 	return 0;
 }
@@ -325,10 +340,10 @@ orch_snapshot_whole(struct orch *o, const char *snap, long long *bytes)
 {
 	char save[SNAP_PATH_MAX], disk[SNAP_PATH_MAX], xml[SNAP_PATH_MAX];
 
-	snap_path(o, snap, ORCH_SAVE_SUFFIX, save, sizeof(save));
-	snap_path(o, snap, ".qcow2", disk, sizeof(disk));
-	snap_path(o, snap, ORCH_XML_SUFFIX, xml, sizeof(xml));
-	if (!orch_file_ok(save) || !orch_file_ok(disk) || !orch_file_ok(xml))
+	if (snap_path(o, snap, ORCH_SAVE_SUFFIX, save, sizeof(save)) < 0 ||
+	    snap_path(o, snap, ".qcow2", disk, sizeof(disk)) < 0 ||
+	    snap_path(o, snap, ORCH_XML_SUFFIX, xml, sizeof(xml)) < 0 || !orch_file_ok(save) ||
+	    !orch_file_ok(disk) || !orch_file_ok(xml))
 		return 0;
 	if (bytes)
 		*bytes = file_size(save) + file_size(disk);
@@ -375,10 +390,11 @@ orch_snapshot_recover(struct orch *o, const char *uri, const char *id, const cha
 	*kept = *restarted = 0;
 	if (h == NULL)
 		return -1;
-	orch_domain_name(id, name, sizeof(name));
-	snap_path(o, snap, ORCH_SAVE_SUFFIX ".new", tmp, sizeof(tmp));
-	snap_path(o, snap, ORCH_SAVE_SUFFIX, path, sizeof(path));
-	snap_path(o, snap, ".qcow2", disk, sizeof(disk));
+	if (orch_domain_name(id, name, sizeof(name)) < 0 ||
+	    snap_path(o, snap, ORCH_SAVE_SUFFIX ".new", tmp, sizeof(tmp)) < 0 ||
+	    snap_path(o, snap, ORCH_SAVE_SUFFIX, path, sizeof(path)) < 0 ||
+	    snap_path(o, snap, ".qcow2", disk, sizeof(disk)) < 0)
+		return orch_too_long(e, snap);
 	if ((runs = vm_exists(h, name, e)) < 0)
 		return -1;
 	if (runs && !orch_file_ok(path)) {
@@ -448,10 +464,11 @@ restore_copy(struct orch *o, struct vm_host *h, const char *id, const char *snap
 	gid_t gid;
 	int rc = -1, gone;
 
-	orch_domain_name(id, name, sizeof(name));
-	orch_save_path(o, id, ".fork", fork, sizeof(fork));
-	snap_path(o, snap, ORCH_SAVE_SUFFIX, save, sizeof(save));
-	snap_path(o, snap, ".qcow2", from_disk, sizeof(from_disk));
+	if (orch_domain_name(id, name, sizeof(name)) < 0 ||
+	    orch_save_path(o, id, ".fork", fork, sizeof(fork)) < 0 ||
+	    snap_path(o, snap, ORCH_SAVE_SUFFIX, save, sizeof(save)) < 0 ||
+	    snap_path(o, snap, ".qcow2", from_disk, sizeof(from_disk)) < 0)
+		return orch_too_long(e, id);
 	if ((xml = orch_xml_load(o, snap, e)) == NULL)
 		return -1;
 	if (saved_source_id(xml, from, sizeof(from)) < 0) {
@@ -523,20 +540,20 @@ orch_boot_snapshot(struct orch *o, const char *uri, const char *id, const char *
 static int
 boot_snap_name(struct orch *o, enum vm_net net, int vcpus, int mem, char *out, size_t n)
 {
-	char cmdline[sizeof(ORCH_CMDLINE) + 32 + ORCH_EXTRA_ARGS_MAX], what[1024], hex[65];
+	char cmdline[sizeof(ORCH_CMDLINE) + 32 + ORCH_EXTRA_ARGS_MAX], what[1024];
 	unsigned char md[EVP_MAX_MD_SIZE];
 	unsigned mdlen = 0;
 
-	orch_cmdline_for(o, net, cmdline, sizeof(cmdline));
 	/* The leading tag names the domain template's version. */
-	snprintf(what, sizeof(what), "xml2|%s|%s|%d|%d|%d|%d|%s", vm_accel_name(o->accel), cmdline,
-	    vcpus, mem, o->tb_cache_mib, o->bench_port, vm_net_name(net));
+	if (orch_cmdline_for(o, net, cmdline, sizeof(cmdline)) < 0 ||
+	    fmt_buf(what, sizeof(what), "xml2|%s|%s|%d|%d|%d|%d|%s", vm_accel_name(o->accel),
+		cmdline, vcpus, mem, o->tb_cache_mib, o->bench_port, vm_net_name(net)) < 0)
+		return -1;
 	if (EVP_Digest(what, strlen(what), md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen < 8)
 		return -1;
-	for (unsigned i = 0; i < 8; i++)
-		snprintf(hex + 2 * i, 3, "%02x", md[i]);
-	snprintf(out, n, "%s%.16s-%s", ORCH_BOOT_SNAP_PREFIX, o->image_id, hex);
-	return 0;
+	/* The first 8 bytes of the hash, in hex. */
+	return fmt_buf(out, n, "%s%.16s-%02x%02x%02x%02x%02x%02x%02x%02x", ORCH_BOOT_SNAP_PREFIX,
+	    o->image_id, md[0], md[1], md[2], md[3], md[4], md[5], md[6], md[7]);
 }
 
 struct build_req {
@@ -600,12 +617,16 @@ build_main(void *arg)
 	/* A helper domain: the pid names it, so a crash's is cleaned up. */
 	if (key_random_hex(r8, sizeof(r8), 4) < 0)
 		goto out;
-	snprintf(id, sizeof(id), "bootsnap-%s-%d", r8, (int)getpid());
-	orch_domain_name(id, dom, sizeof(dom));
-	snap_path(o, r->name, ORCH_SAVE_SUFFIX ".new", tmp, sizeof(tmp));
-	snap_path(o, r->name, ORCH_SAVE_SUFFIX, path, sizeof(path));
-	snap_path(o, r->name, ".qcow2.new", dtmp, sizeof(dtmp));
-	snap_path(o, r->name, ".qcow2", disk, sizeof(disk));
+	if (fmt_buf(id, sizeof(id), "bootsnap-%s-%d", r8, (int)getpid()) < 0 ||
+	    orch_domain_name(id, dom, sizeof(dom)) < 0 ||
+	    snap_path(o, r->name, ORCH_SAVE_SUFFIX ".new", tmp, sizeof(tmp)) < 0 ||
+	    snap_path(o, r->name, ORCH_SAVE_SUFFIX, path, sizeof(path)) < 0 ||
+	    snap_path(o, r->name, ".qcow2.new", dtmp, sizeof(dtmp)) < 0 ||
+	    snap_path(o, r->name, ".qcow2", disk, sizeof(disk)) < 0 ||
+	    orch_disk_path(o, id, own_disk, sizeof(own_disk)) < 0) {
+		orch_too_long(&e, r->name);
+		goto out;
+	}
 	if (orch_boot_with(o, r->h, id, o->accel, r->net, r->vcpus, r->mem,
 		o->boot_timeout_s * 1000, NULL, NULL, &e) < 0)
 		goto out;
@@ -620,7 +641,6 @@ build_main(void *arg)
 	oomwatch_take(o->oom, dom);
 	unlink(tmp);
 	unlink(dtmp);
-	orch_disk_path(o, id, own_disk, sizeof(own_disk));
 	saved = vm_save(r->h, dom, tmp, &e);
 	orch_saving_mark(o, dom, 0);
 	/* The .save last: a booted state under its final name is whole. */
@@ -676,8 +696,8 @@ build_later(struct orch *o, struct vm_host *h, const char *name, enum vm_net net
 	r->net = net;
 	r->vcpus = vcpus;
 	r->mem = mem;
-	snprintf(r->name, sizeof(r->name), "%s", name);
-	if (pthread_create(&o->builder, NULL, build_main, r) != 0) {
+	if (fmt_buf(r->name, sizeof(r->name), "%s", name) < 0 ||
+	    pthread_create(&o->builder, NULL, build_main, r) != 0) {
 		free(r);
 		atomic_store(&o->building, 0);
 		return;
@@ -691,21 +711,21 @@ orch_drop_old_boot_snaps(struct orch *o)
 {
 	char mine[ORCH_IMAGE_ID_MAX + 8], path[ORCH_PATH_MAX + 300];
 	size_t plen = strlen(ORCH_BOOT_SNAP_PREFIX);
-	DIR *d = opendir(o->saved_dir);
 	struct dirent *de;
+	DIR *d;
 
-	if (d == NULL)
+	if (fmt_buf(mine, sizeof(mine), "%s%.16s-", ORCH_BOOT_SNAP_PREFIX, o->image_id) < 0 ||
+	    (d = opendir(o->saved_dir)) == NULL)
 		return;
-	snprintf(mine, sizeof(mine), "%s%.16s-", ORCH_BOOT_SNAP_PREFIX, o->image_id);
 	while ((de = readdir(d)) != NULL) {
 		size_t len = strlen(de->d_name);
 		int partial = len > 4 && strcmp(de->d_name + len - 4, ".new") == 0;
 
 		/* A build its aasd did not finish leaves .new files. */
 		if (strncmp(de->d_name, ORCH_BOOT_SNAP_PREFIX, plen) != 0 ||
-		    (strncmp(de->d_name, mine, strlen(mine)) == 0 && !partial))
+		    (strncmp(de->d_name, mine, strlen(mine)) == 0 && !partial) ||
+		    fmt_buf(path, sizeof(path), "%s/%s", o->saved_dir, de->d_name) < 0)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s", o->saved_dir, de->d_name);
 		if (unlink(path) == 0)
 			log_info("vm: removed %s (%s)", de->d_name,
 			    partial ? "a build that did not finish" : "made from another image");
@@ -731,9 +751,10 @@ orch_boot(struct orch *o, const char *uri, const char *id, enum vm_net net, int 
 		char save[SNAP_PATH_MAX], disk[SNAP_PATH_MAX], dom[128];
 		struct err se;
 
-		snap_path(o, name, ORCH_SAVE_SUFFIX, save, sizeof(save));
-		snap_path(o, name, ".qcow2", disk, sizeof(disk));
-		orch_domain_name(id, dom, sizeof(dom));
+		if (snap_path(o, name, ORCH_SAVE_SUFFIX, save, sizeof(save)) < 0 ||
+		    snap_path(o, name, ".qcow2", disk, sizeof(disk)) < 0 ||
+		    orch_domain_name(id, dom, sizeof(dom)) < 0)
+			return orch_too_long(e, id);
 		err_clear(&se);
 		if (orch_file_ok(save) && orch_file_ok(disk)) {
 			if (restore_copy(o, h, id, name, fn, ctx, &se) == 0 &&

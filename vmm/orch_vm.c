@@ -4,7 +4,6 @@
 #include "vmm/orch.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -21,35 +20,34 @@
 #include "vmm/vm_agent.h"
 #include "vmm/vpool.h"
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "base/log.h"
 
-void
+int
 orch_domain_name(const char *id, char *out, size_t n)
 {
-	snprintf(out, n, "%s%s", ORCH_DOMAIN_PREFIX, id);
-}
-
-static void
-agent_socket_path(const char *name, char *out, size_t n)
-{
-	snprintf(out, n, "%s/%s.agent", ORCH_SOCKET_DIR, name);
+	if (fmt_buf(out, n, "%s%s", ORCH_DOMAIN_PREFIX, id) == 0)
+		return 0;
+	if (n > 0)
+		out[0] = '\0';
+	return -1;
 }
 
 /* The kernel command line of a new VM: the network mode, then the
  * configured extra words (tests and diagnostics). */
-void
+int
 orch_cmdline_for(const struct orch *o, enum vm_net net, char *out, size_t n)
 {
 	const char *mode = net == VM_NET_NAT ? " aas.net=nat" :
 	    net == VM_NET_ISOLATED           ? " aas.net=isolated" :
 					       "";
 
-	snprintf(out, n, "%s%s%s%s", ORCH_CMDLINE, mode, o->extra_args[0] ? " " : "",
+	return fmt_buf(out, n, "%s%s%s%s", ORCH_CMDLINE, mode, o->extra_args[0] ? " " : "",
 	    o->extra_args);
 }
 
-void
+int
 orch_fill_spec(struct orch *o, struct vm_host *h, struct vm_spec *s, const char *name,
     enum vm_accel accel, int vcpus, int mem, const char *disk, const char *console, char *agent,
     size_t an)
@@ -58,8 +56,9 @@ orch_fill_spec(struct orch *o, struct vm_host *h, struct vm_spec *s, const char 
 	/* A pooled host's image volumes (made ready with its overlay). */
 	const struct orch_pool *pl = i >= 0 && orch_is_pooled(o, h) ? &o->pools[i] : NULL;
 
-	agent_socket_path(name, agent, an);
 	memset(s, 0, sizeof(*s));
+	if (fmt_buf(agent, an, "%s/%s.agent", ORCH_SOCKET_DIR, name) < 0)
+		return -1;
 	s->name = name;
 	s->accel = accel;
 	s->vcpus = vcpus;
@@ -92,6 +91,7 @@ orch_fill_spec(struct orch *o, struct vm_host *h, struct vm_spec *s, const char 
 		    o->tb_cache_mib > 0          ? o->tb_cache_mib + ORCH_OVERHEAD_KVM_MIB :
 						   ORCH_OVERHEAD_TCG_MIB;
 	s->memory_limit_mib = (unsigned)mem + (unsigned)overhead;
+	return 0;
 }
 
 /* Readiness: the guest's aas-agent answered the handshake on its port. */
@@ -142,9 +142,10 @@ orch_follow(struct orch *o, struct vm_host *h, const char *id, const char *name,
 	char console[ORCH_PATH_MAX + 96];
 	struct err ce;
 
-	orch_console_path(o, id, console, sizeof(console));
 	err_clear(&ce);
-	if (vm_console_attach(h, name, console, o->console_max, &ce) < 0)
+	if ((orch_console_path(o, id, console, sizeof(console)) < 0 ?
+		    orch_too_long(&ce, id) :
+		    vm_console_attach(h, name, console, o->console_max, &ce)) < 0)
 		log_warn("vm %s: console not copied after the %s: %s", name, after, ce.msg);
 	watch_memory(o, h, name);
 }
@@ -169,7 +170,9 @@ orch_boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel 
 	gid_t gid;
 	int gone;
 
-	orch_domain_name(id, name, sizeof(name));
+	if (orch_domain_name(id, name, sizeof(name)) < 0 ||
+	    orch_cmdline_for(o, net, cmdline, sizeof(cmdline)) < 0)
+		return orch_too_long(e, id);
 	if (orch_random_uuid(uuid, sizeof(uuid)) < 0) {
 		err_set(e, ERR_INTERNAL, "no random numbers");
 		return -1;
@@ -179,11 +182,14 @@ orch_boot_with(struct orch *o, struct vm_host *h, const char *id, enum vm_accel 
 	if (make_vm_files(o, h, id, accel, &uid, &gid, disk, sizeof(disk), console, sizeof(console),
 		e) < 0)
 		goto fail;
-	orch_fill_spec(o, h, &spec, name, accel, vcpus, mem, disk, console, agent, sizeof(agent));
+	if (orch_fill_spec(o, h, &spec, name, accel, vcpus, mem, disk, console, agent,
+		sizeof(agent)) < 0) {
+		orch_too_long(e, id);
+		goto fail;
+	}
 	spec.uid = uid;
 	spec.gid = gid;
 	spec.net = net;
-	orch_cmdline_for(o, net, cmdline, sizeof(cmdline));
 	spec.cmdline = cmdline;
 	spec.uuid = uuid;
 	if (fn)
@@ -253,15 +259,16 @@ orch_forward_add(struct orch *o, const char *uri, const char *id, const char *ad
 		err_set(e, ERR_INVALID, "forward address %s is not an IPv4 address", address);
 		return -1;
 	}
-	orch_domain_name(id, name, sizeof(name));
+	if (orch_domain_name(id, name, sizeof(name)) < 0)
+		return orch_too_long(e, id);
 	for (int attempt = 0; attempt < 8; attempt++) {
 		int hp = pick_port(address);
 
 		if (hp <= 0)
 			continue;
-		snprintf(cmd, sizeof(cmd), "hostfwd_add %s tcp:%s:%d-:%d", VM_NETDEV_ID, address,
-		    hp, guest_port);
-		if (vm_monitor_hmp(h, name, cmd, reply, sizeof(reply), e) < 0)
+		if (fmt_err(e, "forward command", cmd, sizeof(cmd), "hostfwd_add %s tcp:%s:%d-:%d",
+			VM_NETDEV_ID, address, hp, guest_port) < 0 ||
+		    vm_monitor_hmp(h, name, cmd, reply, sizeof(reply), e) < 0)
 			return -1;
 		/* QEMU answers nothing on success, a sentence on failure. */
 		if (reply[strspn(reply, " \r\n")] == '\0') {
@@ -290,8 +297,11 @@ orch_forward_remove(struct orch *o, const char *uri, const char *id, const char 
 		return -1;
 	if (address == NULL || address[0] == '\0')
 		address = ORCH_FORWARD_LOOPBACK;
-	orch_domain_name(id, name, sizeof(name));
-	snprintf(cmd, sizeof(cmd), "hostfwd_remove %s tcp:%s:%d", VM_NETDEV_ID, address, host_port);
+	if (orch_domain_name(id, name, sizeof(name)) < 0)
+		return orch_too_long(e, id);
+	if (fmt_err(e, "forward command", cmd, sizeof(cmd), "hostfwd_remove %s tcp:%s:%d",
+		VM_NETDEV_ID, address, host_port) < 0)
+		return -1;
 	return vm_monitor_hmp(h, name, cmd, reply, sizeof(reply), e);
 }
 
@@ -308,7 +318,9 @@ orch_saving_mark(struct orch *o, const char *name, int on)
 		char *slot = o->saving[i];
 
 		if (on && slot[0] == '\0') {
-			snprintf(slot, ORCH_NAME_MAX, "%s", name);
+			/* A name that does not fit is left unmarked, as with a full table. */
+			if (fmt_buf(slot, ORCH_NAME_MAX, "%s", name) < 0)
+				slot[0] = '\0';
 			break;
 		}
 		if (!on && strcmp(slot, name) == 0) {
@@ -343,7 +355,10 @@ orch_close_streams(struct orch *o, const char *uri, const char *id, char *name, 
 
 	if (h == NULL)
 		return NULL;
-	orch_domain_name(id, name, n);
+	if (orch_domain_name(id, name, n) < 0) {
+		orch_too_long(e, id);
+		return NULL;
+	}
 	vm_agent_forget(h, name);
 	vm_console_detach(h, name);
 	return h;
@@ -456,7 +471,8 @@ orch_migrate(struct orch *o, const char *from, const char *to, const char *id, l
 		err_set(e, ERR_INVALID, "sandbox %s is on %s already", id, to);
 		return -1;
 	}
-	orch_domain_name(id, name, sizeof(name));
+	if (orch_domain_name(id, name, sizeof(name)) < 0)
+		return orch_too_long(e, id);
 	/* Hosts that see aasd's files share the disk. Between two pooled
 	 * hosts aasd copies it (libvirt 9 would copy it through QEMU's own
 	 * connections, NBD, which the isolation rule stops and the tunnel
@@ -472,7 +488,8 @@ orch_migrate(struct orch *o, const char *from, const char *to, const char *id, l
 		err_set(e, ERR_INTERNAL, "random generator failed");
 		return -1;
 	}
-	snprintf(base, sizeof(base), "%s-%s", name, tag);
+	if (fmt_buf(base, sizeof(base), "%s-%s", name, tag) < 0)
+		return orch_too_long(e, id);
 	if (orch_is_pooled(o, src)) {
 		if (move_pooled(o, src, dst, id, name, base, pause_ms, e) < 0)
 			return -1;
@@ -505,20 +522,21 @@ orch_list(struct orch *o, const char *uri, char ***ids, size_t *n, struct err *e
 		char path[ORCH_PATH_MAX + 96], dir[ORCH_PATH_MAX + 64];
 		struct stat sb;
 		struct err ce;
-
 		/* A VM found again (this process did not start it, e.g. after
 		 * a restart) gets its console copied from now on. Only where
 		 * its directory still exists: a VM being removed gets none. */
-		orch_vm_dir(o, (*ids)[i] + plen, dir, sizeof(dir));
-		orch_console_path(o, (*ids)[i] + plen, path, sizeof(path));
+		int named = orch_vm_dir(o, (*ids)[i] + plen, dir, sizeof(dir)) == 0 &&
+		    orch_console_path(o, (*ids)[i] + plen, path, sizeof(path)) == 0;
+
 		err_clear(&ce);
 		/* Nor one being saved: libvirt 9.0 hangs when the save ends a
 		 * domain whose console stream is open (the pause closed it,
 		 * a listing must not open it again). */
-		if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) && !saving_has(o, (*ids)[i]) &&
+		if (named && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+		    !saving_has(o, (*ids)[i]) &&
 		    vm_console_attach(h, (*ids)[i], path, o->console_max, &ce) < 0)
 			log_debug("vm %s: %s", (*ids)[i], ce.msg);
-		if (stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
+		if (named && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
 			watch_memory(o, h, (*ids)[i]);
 		memmove((*ids)[i], (*ids)[i] + plen, strlen((*ids)[i]) - plen + 1);
 	}
@@ -531,8 +549,10 @@ domain_of(struct orch *o, const char *uri, const char *id, char *domain, size_t 
 {
 	struct vm_host *h = orch_host_or_err(o, uri, e);
 
-	if (h != NULL)
-		orch_domain_name(id, domain, n);
+	if (h != NULL && orch_domain_name(id, domain, n) < 0) {
+		orch_too_long(e, id);
+		return NULL;
+	}
 	return h;
 }
 
@@ -541,8 +561,7 @@ orch_vm_out_of_memory(struct orch *o, const char *id)
 {
 	char name[128];
 
-	orch_domain_name(id, name, sizeof(name));
-	return oomwatch_take(o->oom, name);
+	return orch_domain_name(id, name, sizeof(name)) == 0 && oomwatch_take(o->oom, name);
 }
 
 int
@@ -577,8 +596,7 @@ orch_agent_fault(struct orch *o, const char *uri, const char *id, char *why, siz
 
 	if (n > 0)
 		why[0] = '\0';
-	if (h == NULL)
+	if (h == NULL || orch_domain_name(id, name, sizeof(name)) < 0)
 		return 0;
-	orch_domain_name(id, name, sizeof(name));
 	return vm_agent_fault(h, name, why, n);
 }

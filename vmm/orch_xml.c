@@ -16,13 +16,14 @@
 #include <unistd.h>
 
 #include "base/fcopy.h"
+#include "base/fmt.h"
 #include "base/keys.h"
 #include "vmm/orch_int.h"
 
-void
+int
 orch_xml_path(struct orch *o, const char *key, const char *suffix, char *out, size_t n)
 {
-	snprintf(out, n, "%s/%s" ORCH_XML_SUFFIX "%s", o->saved_dir, key, suffix);
+	return fmt_buf(out, n, "%s/%s" ORCH_XML_SUFFIX "%s", o->saved_dir, key, suffix);
 }
 
 int
@@ -32,8 +33,9 @@ orch_xml_keep(struct orch *o, const char *key, const char *xml, struct err *e)
 	size_t len = strlen(xml);
 	int fd, rc = -1;
 
-	orch_xml_path(o, key, ".new", tmp, sizeof(tmp));
-	orch_xml_path(o, key, "", path, sizeof(path));
+	if (orch_xml_path(o, key, ".new", tmp, sizeof(tmp)) < 0 ||
+	    orch_xml_path(o, key, "", path, sizeof(path)) < 0)
+		return orch_too_long(e, key);
 	unlink(tmp);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0) {
@@ -65,7 +67,10 @@ orch_xml_load(struct orch *o, const char *key, struct err *e)
 	ssize_t got = 0;
 	int fd;
 
-	orch_xml_path(o, key, "", path, sizeof(path));
+	if (orch_xml_path(o, key, "", path, sizeof(path)) < 0) {
+		orch_too_long(e, key);
+		return NULL;
+	}
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	if (fd < 0) {
 		err_set(e, errno == ENOENT ? ERR_NOT_FOUND : ERR_INTERNAL,
@@ -119,8 +124,9 @@ orch_xml_rename(struct orch *o, const char *from, const char *to, struct err *e)
 {
 	char a[ORCH_PATH_MAX + 300], b[ORCH_PATH_MAX + 300];
 
-	orch_xml_path(o, from, "", a, sizeof(a));
-	orch_xml_path(o, to, "", b, sizeof(b));
+	if (orch_xml_path(o, from, "", a, sizeof(a)) < 0 ||
+	    orch_xml_path(o, to, "", b, sizeof(b)) < 0)
+		return orch_too_long(e, to);
 	if (rename(a, b) < 0) {
 		err_set(e, ERR_INTERNAL, "cannot keep %s: %s", b, strerror(errno));
 		return -1;
@@ -133,10 +139,10 @@ orch_xml_drop(struct orch *o, const char *key)
 {
 	char path[ORCH_PATH_MAX + 300];
 
-	orch_xml_path(o, key, "", path, sizeof(path));
-	unlink(path);
-	orch_xml_path(o, key, ".new", path, sizeof(path));
-	unlink(path);
+	if (orch_xml_path(o, key, "", path, sizeof(path)) == 0)
+		unlink(path);
+	if (orch_xml_path(o, key, ".new", path, sizeof(path)) == 0)
+		unlink(path);
 }
 
 int
@@ -148,8 +154,7 @@ orch_random_uuid(char *out, size_t n)
 		return -1;
 	h[12] = '4';
 	h[16] = "89ab"[h[16] % 4];
-	snprintf(out, n, "%.8s-%.4s-%.4s-%.4s-%.12s", h, h + 8, h + 12, h + 16, h + 20);
-	return 0;
+	return fmt_buf(out, n, "%.8s-%.4s-%.4s-%.4s-%.12s", h, h + 8, h + 12, h + 16, h + 20);
 }
 
 int

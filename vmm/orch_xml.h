@@ -15,8 +15,10 @@ struct orch;
 #define ORCH_XML_SUFFIX ".xml"
 #define ORCH_XML_MAX (64 * 1024) /* a kept description is a few KiB */
 
-/* The kept XML's path for `key` (with `suffix`: ".new" while written). */
-void orch_xml_path(struct orch *o, const char *key, const char *suffix, char *out, size_t n);
+/* The kept XML's path for `key` (with `suffix`: ".new" while written);
+ * -1 when it does not fit n. */
+int orch_xml_path(struct orch *o, const char *key, const char *suffix, char *out,
+    size_t n) AAS_MUST_CHECK;
 /* Keeps `xml` for `key`: written whole under a temporary name, mode 0600,
  * then renamed over any older one. */
 int orch_xml_keep(struct orch *o, const char *key, const char *xml, struct err *e) AAS_MUST_CHECK;

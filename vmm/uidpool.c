@@ -5,12 +5,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fmt.h"
 #include "base/num.h"
 
 #define UIDPOOL_PATH_MAX 600
@@ -57,7 +57,7 @@ uidpool_new(const char *dir, uint32_t first, uint32_t count, struct err *e)
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
-	snprintf(p->dir, sizeof(p->dir), "%s", dir);
+	memcpy(p->dir, dir, strlen(dir) + 1); /* fits: checked above */
 	p->first = first;
 	p->count = count;
 	pthread_mutex_init(&p->lock, NULL);
@@ -73,10 +73,11 @@ uidpool_free(struct uidpool *p)
 	free(p);
 }
 
-static void
+/* Claim file of uid; -1 when it does not fit n. */
+static int
 claim_path(const struct uidpool *p, uint32_t uid, char *out, size_t n)
 {
-	snprintf(out, n, "%s/%u", p->dir, (unsigned)uid);
+	return fmt_buf(out, n, "%s/%u", p->dir, (unsigned)uid);
 }
 
 /* The owner in claim file `path` (0), or -1 when it is missing or unreadable. */
@@ -103,7 +104,7 @@ uidpool_claim(struct uidpool *p, const char *owner, uint32_t *uid, struct err *e
 	char tmp[UIDPOOL_PATH_MAX + 64], path[UIDPOOL_PATH_MAX + 16], line[UIDPOOL_OWNER_MAX + 1];
 	uint32_t start;
 	unsigned long seq;
-	int fd, n, rc = -1;
+	int fd, rc = -1;
 
 	if (!owner_ok(owner)) {
 		err_set(e, ERR_INVALID, "uid pool: bad owner");
@@ -114,14 +115,16 @@ uidpool_claim(struct uidpool *p, const char *owner, uint32_t *uid, struct err *e
 	seq = p->tmp_seq++;
 	pthread_mutex_unlock(&p->lock);
 	/* The claim is written whole before it has its name. */
-	snprintf(tmp, sizeof(tmp), "%s/.new-%ld-%lu", p->dir, (long)getpid(), seq);
+	if (fmt_err(e, "uid pool: claim path", tmp, sizeof(tmp), "%s/.new-%ld-%lu", p->dir,
+		(long)getpid(), seq) < 0 ||
+	    fmt_err(e, "uid pool: owner", line, sizeof(line), "%s\n", owner) < 0)
+		return -1;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		err_set(e, ERR_INTERNAL, "uid pool: cannot write %s: %s", tmp, strerror(errno));
 		return -1;
 	}
-	n = snprintf(line, sizeof(line), "%s\n", owner);
-	if (write(fd, line, (size_t)n) != n) {
+	if (write(fd, line, strlen(line)) != (ssize_t)strlen(line)) {
 		err_set(e, ERR_INTERNAL, "uid pool: cannot write %s", tmp);
 		close(fd);
 		goto out;
@@ -130,7 +133,10 @@ uidpool_claim(struct uidpool *p, const char *owner, uint32_t *uid, struct err *e
 	for (uint32_t i = 0; i < p->count; i++) {
 		uint32_t off = (start + i) % p->count;
 
-		claim_path(p, p->first + off, path, sizeof(path));
+		if (claim_path(p, p->first + off, path, sizeof(path)) < 0) {
+			err_set(e, ERR_INTERNAL, "uid pool: claim path too long");
+			goto out;
+		}
 		if (link(tmp, path) == 0) {
 			*uid = p->first + off;
 			pthread_mutex_lock(&p->lock);
@@ -157,9 +163,9 @@ uidpool_release(struct uidpool *p, uint32_t uid, const char *owner)
 {
 	char path[UIDPOOL_PATH_MAX + 16], held[UIDPOOL_OWNER_MAX + 1];
 
-	if (uid < p->first || uid - p->first >= p->count)
+	if (uid < p->first || uid - p->first >= p->count ||
+	    claim_path(p, uid, path, sizeof(path)) < 0)
 		return -1;
-	claim_path(p, uid, path, sizeof(path));
 	/* Nobody else can claim it while the file exists, so reading and then
 	 * removing it cannot remove someone else's claim. */
 	if (read_owner(path, held, sizeof(held)) < 0 || strcmp(held, owner) != 0)
@@ -191,10 +197,8 @@ uidpool_each(struct uidpool *p, uidpool_each_fn *fn, void *ctx)
 	while ((de = readdir(d)) != NULL) {
 		uint32_t uid = name_uid(p, de->d_name);
 
-		if (uid == 0)
-			continue;
-		claim_path(p, uid, path, sizeof(path));
-		if (read_owner(path, owner, sizeof(owner)) < 0)
+		if (uid == 0 || claim_path(p, uid, path, sizeof(path)) < 0 ||
+		    read_owner(path, owner, sizeof(owner)) < 0)
 			continue;
 		seen++;
 		if (fn != NULL && fn(ctx, uid, owner) != 0)

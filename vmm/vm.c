@@ -13,6 +13,7 @@
 #include <libvirt/virterror.h>
 
 #include "base/clock.h"
+#include "base/fmt.h"
 #include "base/log.h"
 #include "vmm/vm_int.h"
 
@@ -64,7 +65,9 @@ vm_events_start(const char *log_path, struct err *e)
 		return 0;
 	/* libvirt would print its log (agent "not connected" while a guest
 	 * boots, "taint" notices) on our stderr; keep it in a file instead. */
-	snprintf(outputs, sizeof(outputs), "3:file:%s", log_path ? log_path : "/dev/null");
+	if (fmt_err(e, "libvirt log path", outputs, sizeof(outputs), "3:file:%s",
+		log_path ? log_path : "/dev/null") < 0)
+		return -1;
 	setenv("LIBVIRT_LOG_OUTPUTS", outputs, 0);
 	virSetErrorFunc(NULL, quiet_errors);
 	if (virEventRegisterDefaultImpl() < 0) {
@@ -98,7 +101,7 @@ vm_events_stop(void)
 static int
 prepare_embed_root(const char *uri, const char *qemu_user, struct err *e)
 {
-	const char *root = strstr(uri, "root=");
+	const char *root = strstr(uri, "root="), *what = "AAS_LIBVIRT_URI: root path";
 	char dir[1024], path[1100];
 	size_t len;
 	FILE *f;
@@ -118,13 +121,15 @@ prepare_embed_root(const char *uri, const char *qemu_user, struct err *e)
 	}
 	memcpy(dir, root, len);
 	dir[len] = '\0';
-	snprintf(path, sizeof(path), "%s/etc", dir);
+	if (fmt_err(e, what, path, sizeof(path), "%s/etc", dir) < 0)
+		return -1;
 	if ((mkdir(dir, 0755) < 0 && errno != EEXIST) ||
 	    (mkdir(path, 0755) < 0 && errno != EEXIST)) {
 		err_set(e, ERR_INTERNAL, "cannot create %s: %s", path, strerror(errno));
 		return -1;
 	}
-	snprintf(path, sizeof(path), "%s/etc/qemu.conf", dir);
+	if (fmt_err(e, what, path, sizeof(path), "%s/etc/qemu.conf", dir) < 0)
+		return -1;
 	f = fopen(path, "w");
 	if (f == NULL) {
 		err_set(e, ERR_INTERNAL, "cannot write %s: %s", path, strerror(errno));
@@ -214,7 +219,7 @@ vm_host_probe(const char *uri, char *info, size_t n, struct err *e)
 	type = virConnectGetType(c);
 	if (virConnectGetVersion(c, &version) < 0)
 		version = 0;
-	snprintf(info, n, "%s %lu.%lu.%lu", type ? type : "hypervisor", version / 1000000,
+	fmt_cut(info, n, "%s %lu.%lu.%lu", type ? type : "hypervisor", version / 1000000,
 	    version / 1000 % 1000, version % 1000);
 	virConnectClose(c);
 	return 0;

@@ -2,7 +2,6 @@
 #include "vmm/vm_agent.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -108,7 +107,7 @@ vm_agent_get(struct vm_host *h, const char *name, struct err *e)
 				goto out;
 			}
 			x->h = h;
-			snprintf(x->name, sizeof(x->name), "%s", name);
+			memcpy(x->name, name, strlen(name) + 1); /* fits: checked above */
 			x->next = entries;
 			entries = x;
 			n_entries++;

@@ -3,7 +3,6 @@
 #include "vmm/vm.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,6 +11,7 @@
 #include <libvirt/libvirt-qemu.h>
 #include <libvirt/virterror.h>
 
+#include "base/fmt.h"
 #include "base/log.h"
 #include "vmm/vm_int.h"
 
@@ -24,7 +24,9 @@ vm_set_memory_limit_kib(virDomainPtr d, unsigned long long kib, const char *name
 	virTypedParameter p;
 
 	memset(&p, 0, sizeof(p));
-	snprintf(p.field, sizeof(p.field), "%s", VIR_DOMAIN_MEMORY_HARD_LIMIT);
+	if (fmt_err(e, "parameter name", p.field, sizeof(p.field), "%s",
+		VIR_DOMAIN_MEMORY_HARD_LIMIT) < 0)
+		return -1;
 	p.type = VIR_TYPED_PARAM_ULLONG;
 	p.value.ul = kib;
 	if (virDomainSetMemoryParameters(d, &p, 1, VIR_DOMAIN_AFFECT_LIVE) < 0) {
@@ -115,7 +117,7 @@ vm_monitor_hmp(struct vm_host *h, const char *name, const char *cmd, char *reply
 		err_set(e, ERR_UNAVAILABLE, "monitor of %s: %s", name, vm_last_error());
 		goto out;
 	}
-	snprintf(reply, rn, "%s", answer ? answer : "");
+	fmt_cut(reply, rn, "%s", answer ? answer : "");
 	rc = 0;
 out:
 	free(answer);

@@ -17,9 +17,9 @@
 #include "vmm/vm_xml.h"
 
 #include "vmm/image/aproto.h"
+#include "base/fmt.h"
 
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,75 +121,89 @@ parts_checked(const struct vm_spec *s, struct xml_parts *p, struct err *e)
 			err_set(e, ERR_INVALID, "vm: bad UUID");
 			return -1;
 		}
-		snprintf(p->uuid, sizeof(p->uuid), "  <uuid>%s</uuid>\n", s->uuid);
+		if (fmt_err(e, "vm: UUID", p->uuid, sizeof(p->uuid), "  <uuid>%s</uuid>\n",
+			s->uuid) < 0)
+			return -1;
 	}
 	/* Within a unix socket's 108 bytes: the path is at most 100. */
-	snprintf(p->aas, sizeof(p->aas), "%s.aas", p->agent);
-	return 0;
+	return fmt_err(e, "vm: agent socket path", p->aas, sizeof(p->aas), "%s.aas", p->agent);
 }
 
-/* The host resources of the whole QEMU process: <cputune>, <blkiotune>. */
-static void
+/* The host resources of the whole QEMU process: <cputune>, <blkiotune>;
+ * -1 when they do not fit n. */
+static int
 parts_tune(const struct vm_spec *s, char *tune, size_t n)
 {
 	size_t u = 0;
+	int rc = 0;
 
 	if (s->cpu_shares > 0 || s->cpu_quota_us > 0) {
-		u += (size_t)snprintf(tune + u, n - u, "  <cputune>\n");
+		rc |= fmt_buf(tune, n, "  <cputune>\n");
+		u = strlen(tune);
 		if (s->cpu_shares > 0)
-			u += (size_t)snprintf(tune + u, n - u, "    <shares>%u</shares>\n",
-			    s->cpu_shares);
+			rc |= fmt_buf(tune + u, n - u, "    <shares>%u</shares>\n", s->cpu_shares);
+		u += strlen(tune + u);
 		/* global_*: the domain's whole cgroup (vCPUs, QEMU's main loop
 		 * and its I/O threads together). */
 		if (s->cpu_quota_us > 0)
-			u += (size_t)snprintf(tune + u, n - u,
+			rc |= fmt_buf(tune + u, n - u,
 			    "    <global_period>100000</global_period>\n"
 			    "    <global_quota>%u</global_quota>\n",
 			    s->cpu_quota_us);
-		u += (size_t)snprintf(tune + u, n - u, "  </cputune>\n");
+		u += strlen(tune + u);
+		rc |= fmt_buf(tune + u, n - u, "  </cputune>\n");
+		u += strlen(tune + u);
 	}
 	if (s->blkio_weight > 0)
-		snprintf(tune + u, n - u,
+		rc |= fmt_buf(tune + u, n - u,
 		    "  <blkiotune>\n    <weight>%u</weight>\n  </blkiotune>\n", s->blkio_weight);
+	return rc;
 }
 
 /* The parts the spec may leave out: the bench port, the TCG cache, the
- * network device, QEMU's user and the host resources. */
-static void
+ * network device, QEMU's user and the host resources; -1 when one does
+ * not fit. */
+static int
 parts_optional(const struct vm_spec *s, struct xml_parts *p)
 {
-	if (s->bench_port)
-		snprintf(p->bench, sizeof(p->bench),
-		    "    <channel type='unix'>\n"
-		    "      <source mode='bind' path='%s.bench'/>\n"
-		    "      <target type='virtio' name='" VM_BENCH_PORT_NAME "'/>\n"
-		    "    </channel>\n",
-		    p->agent);
-	if (s->accel == VM_ACCEL_TCG && s->tb_cache_mib > 0)
-		snprintf(p->tcg, sizeof(p->tcg),
-		    "    <tcg><tb-cache unit='MiB'>%d</tb-cache></tcg>\n", s->tb_cache_mib);
-	if (s->net != VM_NET_NONE)
-		/* IPv6 off: the isolation rule and the guest set-up are IPv4.
-		 * An explicit slot on the root bus keeps clear of libvirt's
-		 * automatic addresses (root ports from 0x01). */
-		snprintf(p->net, sizeof(p->net),
-		    "  <qemu:commandline>\n"
-		    "    <qemu:arg value='-netdev'/>\n"
-		    "    <qemu:arg value='user,id=%s,ipv6=off,restrict=%s'/>\n"
-		    "    <qemu:arg value='-device'/>\n"
-		    "    <qemu:arg value='virtio-net-pci,netdev=%s,mac=52:54:00:a5:00:01,bus=pcie.0,addr=0x1c'/>\n"
-		    "  </qemu:commandline>\n",
-		    VM_NETDEV_ID, s->net == VM_NET_ISOLATED ? "on" : "off", VM_NETDEV_ID);
+	if (s->bench_port &&
+	    fmt_buf(p->bench, sizeof(p->bench),
+		"    <channel type='unix'>\n"
+		"      <source mode='bind' path='%s.bench'/>\n"
+		"      <target type='virtio' name='" VM_BENCH_PORT_NAME "'/>\n"
+		"    </channel>\n",
+		p->agent) < 0)
+		return -1;
+	if (s->accel == VM_ACCEL_TCG && s->tb_cache_mib > 0 &&
+	    fmt_buf(p->tcg, sizeof(p->tcg), "    <tcg><tb-cache unit='MiB'>%d</tb-cache></tcg>\n",
+		s->tb_cache_mib) < 0)
+		return -1;
+	/* IPv6 off: the isolation rule and the guest set-up are IPv4. An
+	 * explicit slot on the root bus keeps clear of libvirt's automatic
+	 * addresses (root ports from 0x01). */
+	if (s->net != VM_NET_NONE &&
+	    fmt_buf(p->net, sizeof(p->net),
+		"  <qemu:commandline>\n"
+		"    <qemu:arg value='-netdev'/>\n"
+		"    <qemu:arg value='user,id=%s,ipv6=off,restrict=%s'/>\n"
+		"    <qemu:arg value='-device'/>\n"
+		"    <qemu:arg value='virtio-net-pci,netdev=%s,mac=52:54:00:a5:00:01,bus=pcie.0,addr=0x1c'/>\n"
+		"  </qemu:commandline>\n",
+		VM_NETDEV_ID, s->net == VM_NET_ISOLATED ? "on" : "off", VM_NETDEV_ID) < 0)
+		return -1;
 	/* relabel='no': libvirt changes no file's owner; aasd hands the
 	 * VM's files to this user itself. */
-	if (s->uid != 0)
-		snprintf(p->label, sizeof(p->label),
-		    "  <seclabel type='static' model='dac' relabel='no'>\n"
-		    "    <label>+%u:+%u</label>\n"
-		    "  </seclabel>\n",
-		    s->uid, s->gid);
-	if (s->cpu_shares > 0 || s->cpu_quota_us > 0 || s->blkio_weight > 0)
-		parts_tune(s, p->tune, sizeof(p->tune));
+	if (s->uid != 0 &&
+	    fmt_buf(p->label, sizeof(p->label),
+		"  <seclabel type='static' model='dac' relabel='no'>\n"
+		"    <label>+%u:+%u</label>\n"
+		"  </seclabel>\n",
+		s->uid, s->gid) < 0)
+		return -1;
+	if ((s->cpu_shares > 0 || s->cpu_quota_us > 0 || s->blkio_weight > 0) &&
+	    parts_tune(s, p->tune, sizeof(p->tune)) < 0)
+		return -1;
+	return 0;
 }
 
 /* The template filled with p (malloc'd), or NULL with e set. */
@@ -197,13 +211,13 @@ static char *
 render(const struct vm_spec *s, const struct xml_parts *p, struct err *e)
 {
 	char *xml = malloc(VM_XML_MAX);
-	int n;
+	int rc;
 
 	if (xml == NULL) {
 		err_set(e, ERR_INTERNAL, "out of memory");
 		return NULL;
 	}
-	n = snprintf(xml, VM_XML_MAX,
+	rc = fmt_buf(xml, VM_XML_MAX,
 	    "<domain type='%s' xmlns:qemu='http://libvirt.org/schemas/domain/qemu/1.0'>\n"
 	    "  <name>%s</name>\n"
 	    "%s"
@@ -263,7 +277,7 @@ render(const struct vm_spec *s, const struct xml_parts *p, struct err *e)
 	    p->tune, p->kernel, p->initrd, p->cmdline, p->tcg,
 	    s->accel == VM_ACCEL_KVM ? "  <cpu mode='host-passthrough'/>\n" : "", p->disk, p->agent,
 	    p->aas, p->bench, p->net, p->label);
-	if (n < 0 || n >= VM_XML_MAX) {
+	if (rc < 0) {
 		free(xml);
 		err_set(e, ERR_INTERNAL, "vm: domain XML too long");
 		return NULL;
@@ -279,7 +293,10 @@ vm_xml_build(const struct vm_spec *s, struct err *e)
 	memset(&p, 0, sizeof(p));
 	if (parts_checked(s, &p, e) < 0)
 		return NULL;
-	parts_optional(s, &p);
+	if (parts_optional(s, &p) < 0) {
+		err_set(e, ERR_INTERNAL, "vm: domain XML too long");
+		return NULL;
+	}
 	return render(s, &p, e);
 }
 
@@ -293,7 +310,7 @@ rename_sockets(const char *xml, const char *dir, const char *base)
 	const char *p = xml, *hit;
 	char *out;
 
-	if (snprintf(key, sizeof(key), "path='%s/", dir) >= (int)sizeof(key))
+	if (fmt_buf(key, sizeof(key), "path='%s/", dir) < 0)
 		return NULL;
 	klen = strlen(key);
 	for (hit = xml; (hit = strstr(hit, key)) != NULL; hit += klen)
@@ -346,10 +363,11 @@ vm_xml_with_limit(const char *xml, unsigned long long limit_kib)
 	size_t head, tl;
 	char *out;
 
-	if (end == NULL)
+	if (end == NULL ||
+	    fmt_buf(tune, sizeof(tune),
+		"<memtune><hard_limit unit='KiB'>%llu</hard_limit></memtune>", limit_kib) < 0)
 		return NULL;
-	tl = (size_t)snprintf(tune, sizeof(tune),
-	    "<memtune><hard_limit unit='KiB'>%llu</hard_limit></memtune>", limit_kib);
+	tl = strlen(tune);
 	head = (size_t)(end - xml);
 	if ((out = malloc(strlen(xml) + tl + 1)) == NULL)
 		return NULL;
@@ -422,17 +440,17 @@ char *
 vm_xml_for_fork(const char *xml, const char *from_id, const char *to_id, unsigned uid, unsigned gid,
     const char *uuid, const char *genid)
 {
-	char label[64], el[64], *renamed;
+	char label[64], uel[64], gel[64], *renamed;
 
-	if (from_id[0] == '\0' || (renamed = replace_all(xml, from_id, to_id)) == NULL)
+	if (from_id[0] == '\0' || fmt_buf(uel, sizeof(uel), "<uuid>%s</uuid>", uuid) < 0 ||
+	    fmt_buf(gel, sizeof(gel), "<genid>%s</genid>", genid) < 0 ||
+	    fmt_buf(label, sizeof(label), "<label>+%u:+%u</label>", uid, gid) < 0 ||
+	    (renamed = replace_all(xml, from_id, to_id)) == NULL)
 		return NULL;
 	/* Given here, not left for libvirt to make: it parses the XML twice
 	 * on a restore and checks that both agree. */
-	snprintf(el, sizeof(el), "<uuid>%s</uuid>", uuid);
-	renamed = replace_element(renamed, "<uuid>", "</uuid>", el);
-	snprintf(el, sizeof(el), "<genid>%s</genid>", genid);
-	renamed = replace_element(renamed, "<genid>", "</genid>", el);
-	snprintf(label, sizeof(label), "<label>+%u:+%u</label>", uid, gid);
+	renamed = replace_element(renamed, "<uuid>", "</uuid>", uel);
+	renamed = replace_element(renamed, "<genid>", "</genid>", gel);
 	if (uid != 0)
 		renamed = replace_element(renamed, "<label>", "</label>", label);
 	return renamed;

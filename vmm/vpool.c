@@ -4,7 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,6 +12,7 @@
 #include <libvirt/virterror.h>
 #include <openssl/evp.h>
 
+#include "base/fmt.h"
 #include "base/log.h"
 
 #define VPOOL_CHUNK (256 * 1024)
@@ -133,7 +133,7 @@ vol_path(virStorageVolPtr v, char *path, size_t n, struct err *e)
 
 	if (p == NULL)
 		err_set(e, ERR_UNAVAILABLE, "no path for a volume: %s", vir_msg());
-	else if (snprintf(path, n, "%s", p) >= (int)n)
+	else if (fmt_buf(path, n, "%s", p) < 0)
 		err_set(e, ERR_INTERNAL, "volume path %s too long", p);
 	else
 		rc = 0;
@@ -237,15 +237,15 @@ int
 vpool_file_ensure(virConnectPtr c, const char *image_id, const struct vpool_file *f, char *path,
     size_t n, struct err *e)
 {
-	virStoragePoolPtr p = pool_get(c, e);
+	virStoragePoolPtr p;
 	virStorageVolPtr v = NULL;
 	char name[160], xml[VPOOL_XML_MAX], got[VPOOL_SHA256_HEX];
 	struct stat sb;
 	int rc = -1;
 
-	if (p == NULL)
+	if (fmt_err(e, "volume name", name, sizeof(name), "%s-%s", image_id, f->suffix) < 0 ||
+	    (p = pool_get(c, e)) == NULL)
 		return -1;
-	snprintf(name, sizeof(name), "%s-%s", image_id, f->suffix);
 	for (int attempt = 0; attempt < 2; attempt++) {
 		v = virStorageVolLookupByName(p, name);
 		if (v == NULL) {
@@ -257,11 +257,12 @@ vpool_file_ensure(virConnectPtr c, const char *image_id, const struct vpool_file
 			}
 			/* The bytes as they are (format raw): a qcow2 base stays the
 			 * qcow2 file it was. */
-			snprintf(xml, sizeof(xml),
-			    "<volume><name>%s</name><capacity unit='bytes'>%lld</capacity>"
-			    "<target><format type='raw'/><permissions><mode>0644</mode>"
-			    "</permissions></target></volume>",
-			    name, (long long)sb.st_size);
+			if (fmt_err(e, "volume XML", xml, sizeof(xml),
+				"<volume><name>%s</name><capacity unit='bytes'>%lld</capacity>"
+				"<target><format type='raw'/><permissions><mode>0644</mode>"
+				"</permissions></target></volume>",
+				name, (long long)sb.st_size) < 0)
+				goto out;
 			v = virStorageVolCreateXML(p, xml, 0);
 			if (v == NULL) {
 				err_set(e, ERR_UNAVAILABLE, "cannot create volume %s: %s", name,
@@ -298,18 +299,19 @@ int
 vpool_overlay_create(virConnectPtr c, const char *name, const char *base_path, uid_t uid, gid_t gid,
     char *path, size_t n, struct err *e)
 {
-	virStoragePoolPtr p = pool_get(c, e);
+	virStoragePoolPtr p;
 	virStorageVolPtr v = NULL, base = NULL;
 	virStorageVolInfo info;
 	char vname[160], xml[VPOOL_XML_MAX];
 	int rc = -1;
 
-	if (p == NULL)
+	if (fmt_err(e, "volume name", vname, sizeof(vname), "%s.qcow2", name) < 0 ||
+	    (p = pool_get(c, e)) == NULL)
 		return -1;
-	snprintf(vname, sizeof(vname), "%s.qcow2", name);
 	if ((v = virStorageVolLookupByName(p, vname)) != NULL) {
 		vol_delete(v);
 		virStorageVolFree(v);
+		v = NULL; /* freed: not again at out */
 	}
 	virResetLastError();
 	base = virStorageVolLookupByPath(c, base_path);
@@ -319,12 +321,13 @@ vpool_overlay_create(virConnectPtr c, const char *name, const char *base_path, u
 	}
 	/* The overlay's size is the image's (its virtual size, read from the
 	 * qcow2 header by libvirt). */
-	snprintf(xml, sizeof(xml),
-	    "<volume><name>%s</name><capacity unit='bytes'>%llu</capacity>"
-	    "<target><format type='qcow2'/><permissions><owner>%u</owner><group>%u</group>"
-	    "<mode>0600</mode></permissions></target>"
-	    "<backingStore><path>%s</path><format type='qcow2'/></backingStore></volume>",
-	    vname, info.capacity, (unsigned)uid, (unsigned)gid, base_path);
+	if (fmt_err(e, "volume XML", xml, sizeof(xml),
+		"<volume><name>%s</name><capacity unit='bytes'>%llu</capacity>"
+		"<target><format type='qcow2'/><permissions><owner>%u</owner><group>%u</group>"
+		"<mode>0600</mode></permissions></target>"
+		"<backingStore><path>%s</path><format type='qcow2'/></backingStore></volume>",
+		vname, info.capacity, (unsigned)uid, (unsigned)gid, base_path) < 0)
+		goto out;
 	v = virStorageVolCreateXML(p, xml, 0);
 	if (v == NULL) {
 		err_set(e, ERR_UNAVAILABLE, "cannot create overlay %s: %s", vname, vir_msg());
@@ -343,14 +346,14 @@ out:
 int
 vpool_overlay_delete(virConnectPtr c, const char *name, struct err *e)
 {
-	virStoragePoolPtr p = pool_get(c, e);
+	virStoragePoolPtr p;
 	virStorageVolPtr v;
 	char vname[160];
 	int rc = 0;
 
-	if (p == NULL)
+	if (fmt_err(e, "volume name", vname, sizeof(vname), "%s.qcow2", name) < 0 ||
+	    (p = pool_get(c, e)) == NULL)
 		return -1;
-	snprintf(vname, sizeof(vname), "%s.qcow2", name);
 	v = virStorageVolLookupByName(p, vname);
 	if (v == NULL) {
 		virResetLastError();
@@ -382,23 +385,25 @@ vpool_overlay_copy(virConnectPtr from, virConnectPtr to, const char *name, uid_t
 			err_set(e, ERR_INTERNAL, "out of memory");
 		goto out;
 	}
-	snprintf(vname, sizeof(vname), "%s.qcow2", name);
+	if (fmt_err(e, "volume name", vname, sizeof(vname), "%s.qcow2", name) < 0)
+		goto out;
 	sv = virStorageVolLookupByName(sp, vname);
 	/* Its size as a file (not the disk it describes). */
 	if (sv == NULL || virStorageVolGetInfoFlags(sv, &info, VIR_STORAGE_VOL_GET_PHYSICAL) < 0) {
 		err_set(e, ERR_UNAVAILABLE, "no overlay %s: %s", vname, vir_msg());
 		goto out;
 	}
+	if (fmt_err(e, "volume XML", xml, sizeof(xml),
+		"<volume><name>%s</name><capacity unit='bytes'>%llu</capacity>"
+		"<target><format type='raw'/><permissions><owner>%u</owner><group>%u</group>"
+		"<mode>0600</mode></permissions></target></volume>",
+		vname, info.allocation, (unsigned)uid, (unsigned)gid) < 0)
+		goto out;
 	if ((dv = virStorageVolLookupByName(dp, vname)) != NULL) {
 		vol_delete(dv);
 		virStorageVolFree(dv);
 	}
 	virResetLastError();
-	snprintf(xml, sizeof(xml),
-	    "<volume><name>%s</name><capacity unit='bytes'>%llu</capacity>"
-	    "<target><format type='raw'/><permissions><owner>%u</owner><group>%u</group>"
-	    "<mode>0600</mode></permissions></target></volume>",
-	    vname, info.allocation, (unsigned)uid, (unsigned)gid);
 	dv = virStorageVolCreateXML(dp, xml, 0);
 	in = virStreamNew(from, 0);
 	out = virStreamNew(to, 0);

@@ -127,10 +127,10 @@ static struct {
 static int fake_orch_token;
 
 /* The real code of the pure helpers. */
-void __real_orch_domain_name(const char *id, char *out, size_t n);
+int __real_orch_domain_name(const char *id, char *out, size_t n);
 void __real_orch_ids_free(char **ids, size_t n);
 int __real_guest_abs_path(const char *path, char *out, size_t n);
-void __real_guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size_t en);
+int __real_guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size_t en);
 const char *__real_vm_net_name(enum vm_net n);
 int __real_orch_uri_private(const char *uri);
 int __real_orch_uri_this_machine(const char *uri);
@@ -1140,10 +1140,10 @@ __wrap_guest_abs_path(const char *path, char *out, size_t n)
 	return __real_guest_abs_path(path, out, n);
 }
 
-void
+int
 __wrap_guest_log_paths(const char *cmd_id, char *out, size_t on, char *err, size_t en)
 {
-	__real_guest_log_paths(cmd_id, out, on, err, en);
+	return __real_guest_log_paths(cmd_id, out, on, err, en);
 }
 
 int
@@ -2027,10 +2027,10 @@ __wrap_orch_console_tail(struct orch *o, const char *id, size_t max)
 	return out;
 }
 
-void
+int
 __wrap_orch_domain_name(const char *id, char *out, size_t n)
 {
-	__real_orch_domain_name(id, out, n);
+	return __real_orch_domain_name(id, out, n);
 }
 
 /* ---- what the tests look at ---- */

@@ -124,10 +124,13 @@ test_ruleset_users(void **state)
 	at(rules,
 	    "meta skuid { 999, 3000000-3001023 } ip6 daddr fc00::/7 ct state new counter reject");
 	assert_null(strstr(rules, "meta skuid 999 "));
-	netguard_users_text(&one, text, sizeof(text));
+	assert_int_equal(netguard_users_text(&one, text, sizeof(text)), 0);
 	assert_string_equal(text, "{ 999, 3000000 }");
-	netguard_users_text(&above, text, sizeof(text));
+	assert_int_equal(netguard_users_text(&above, text, sizeof(text)), 0);
 	assert_string_equal(text, "{ 3000000-3000015, 4000000 }");
+	/* Words that do not fit are none at all, not a cut list of users. */
+	assert_int_equal(netguard_users_text(&above, text, 8), -1);
+	assert_string_equal(text, "");
 	/* Another range is another ruleset: an older table is replaced. */
 	assert_int_equal(netguard_ruleset(&one, "", other, sizeof(other)), 0);
 	assert_string_not_equal(strstr(rules, "comment"), strstr(other, "comment"));

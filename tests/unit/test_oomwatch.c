@@ -71,6 +71,23 @@ test_count(void **state)
 	assert_int_equal(oomwatch_count("oom_kill 99999999999999999999\n", "oom_kill"), -1);
 }
 
+/* A cgroup root longer than the watch keeps is refused, not cut. */
+static void
+test_root_too_long(void **state)
+{
+	char root[400];
+	struct err e;
+
+	(void)state;
+	memset(root, 'a', sizeof(root) - 1);
+	root[0] = '/';
+	root[sizeof(root) - 1] = '\0';
+	err_clear(&e);
+	assert_null(oomwatch_new(root, &e));
+	assert_int_equal(e.kind, ERR_INVALID);
+	assert_string_equal(e.msg, "cgroup root too long");
+}
+
 static long long
 now_ms(void)
 {
@@ -183,6 +200,7 @@ main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cgroup_of),
 		cmocka_unit_test(test_count),
+		cmocka_unit_test(test_root_too_long),
 		cmocka_unit_test(test_v1_oom_and_normal_exit),
 	};
 

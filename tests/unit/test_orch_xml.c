@@ -51,11 +51,11 @@ test_keep_and_load(void **state)
 
 	err_clear(&e);
 	assert_int_equal(orch_xml_keep(o, "sbx-1", "<domain>one</domain>", &e), 0);
-	orch_xml_path(o, "sbx-1", "", path, sizeof(path));
+	assert_int_equal(orch_xml_path(o, "sbx-1", "", path, sizeof(path)), 0);
 	assert_int_equal(stat(path, &sb), 0);
 	assert_int_equal(sb.st_mode & 0777, 0600);
 	assert_int_equal(sb.st_uid, geteuid());
-	orch_xml_path(o, "sbx-1", ".new", path, sizeof(path));
+	assert_int_equal(orch_xml_path(o, "sbx-1", ".new", path, sizeof(path)), 0);
 	assert_int_not_equal(access(path, F_OK), 0);
 	/* A newer one replaces it whole. */
 	assert_int_equal(orch_xml_keep(o, "sbx-1", "<domain>two</domain>", &e), 0);
@@ -89,7 +89,7 @@ test_refuses_what_aasd_did_not_write(void **state)
 
 	err_clear(&e);
 	assert_int_equal(orch_xml_keep(o, "sbx-2", "<domain/>", &e), 0);
-	orch_xml_path(o, "sbx-2", "", path, sizeof(path));
+	assert_int_equal(orch_xml_path(o, "sbx-2", "", path, sizeof(path)), 0);
 	assert_int_equal(chmod(path, 0666), 0);
 	assert_null(orch_xml_load(o, "sbx-2", &e));
 	assert_int_equal(e.kind, ERR_INTERNAL);

@@ -287,6 +287,9 @@ test_xml_for_fork(void **state)
 	free(x);
 	/* An empty source id would rename everything: refused. */
 	assert_null(vm_xml_for_fork(saved, "", "sbx-b", 1, 1, "u", "g"));
+	/* A UUID that does not fit its element is refused, not cut. */
+	assert_null(vm_xml_for_fork(saved, "sbx-aaaaaaaaaaaaaaaa", "sbx-b", 1, 1,
+	    "33333333-3333-4333-8333-333333333333-33333333-3333-4333-8333", "g"));
 }
 
 /* What aasd keeps to restore a VM from: its own UUID (a restore must name

@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -143,9 +142,9 @@ exec_finish(struct ag_chan *c)
 		int fd = open(c->exit_file, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
 		    0644);
 		char line[32];
-		int n = snprintf(line, sizeof(line), "%d %d\n", code, sig);
 
-		if (fd < 0 || write(fd, line, (size_t)n) != n)
+		if (fd < 0 || gsys_fmt(line, sizeof(line), "%d %d\n", code, sig) < 0 ||
+		    write(fd, line, strlen(line)) != (ssize_t)strlen(line))
 			ag_say("exit file %s: %s", c->exit_file, strerror(errno));
 		if (fd >= 0) {
 			if (fchown(fd, c->root ? 0 : ag.uid, c->root ? 0 : ag.gid) < 0) {

@@ -9,7 +9,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/fsuid.h>
 #include <sys/stat.h>
@@ -17,6 +16,7 @@
 
 #include "vmm/image/agent_int.h"
 #include "vmm/image/agent_tree.h"
+#include "vmm/image/gsys.h"
 
 /* The capability to override permissions goes with fsuid 0. */
 void
@@ -95,7 +95,10 @@ make_parents(const char *path)
 {
 	char p[AP_MAX_STRING + 1];
 
-	snprintf(p, sizeof(p), "%s", path);
+	if (gsys_fmt(p, sizeof(p), "%s", path) < 0) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
 	for (char *s = p + 1; *s; s++) {
 		if (*s != '/')
 			continue;

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -101,7 +100,7 @@ ag_send_result(uint32_t chan, int err, const char *fmt, ...)
 	if (err != 0) {
 		ap_put_u32(&o, AP_TAG_ERRNO, (uint32_t)err);
 		va_start(ap, fmt);
-		vsnprintf(msg, sizeof(msg), fmt, ap);
+		gsys_vcut(msg, sizeof(msg), fmt, ap);
 		va_end(ap);
 		ap_put_str(&o, AP_TAG_MESSAGE, msg);
 	}

@@ -37,11 +37,11 @@ open_log(const char *path, uid_t uid, gid_t gid, char *msg, size_t mn)
 	    O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC, 0644);
 
 	if (fd < 0) {
-		snprintf(msg, mn, "log %.300s: %s", path, strerror(errno));
+		gsys_cut(msg, mn, "log %.300s: %s", path, strerror(errno));
 		return -1;
 	}
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		snprintf(msg, mn, "log %.300s: not a regular file", path);
+		gsys_cut(msg, mn, "log %.300s: not a regular file", path);
 		close(fd);
 		errno = EINVAL;
 		return -1;
@@ -174,11 +174,12 @@ fmt_dup(const char *fmt, ...)
 {
 	char buf[AP_MAX_STRING + 64];
 	va_list ap;
+	int rc;
 
 	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
+	rc = gsys_vfmt(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
-	return strdup(buf);
+	return rc < 0 ? NULL : strdup(buf);
 }
 
 static void
@@ -216,7 +217,7 @@ refuse(struct start *s, int err, const char *fmt, ...)
 
 	s->err = err;
 	va_start(ap, fmt);
-	vsnprintf(s->msg, sizeof(s->msg), fmt, ap);
+	gsys_vcut(s->msg, sizeof(s->msg), fmt, ap);
 	va_end(ap);
 	return -1;
 }
@@ -243,6 +244,9 @@ start_env(struct start *s)
 	const char *home = s->root ? "/root" : ag.home;
 	const char *uname = s->root ? "root" : "sandbox";
 
+	/* First: a home that fits here fits in every variable below. */
+	if (gsys_fmt(s->cwd, sizeof(s->cwd), "%s", home) < 0)
+		return refuse(s, ENAMETOOLONG, "home directory too long");
 	s->owned[s->nowned++] = fmt_dup("HOME=%s", home);
 	s->owned[s->nowned++] = fmt_dup("USER=%s", uname);
 	s->owned[s->nowned++] = fmt_dup("LOGNAME=%s", uname);
@@ -255,7 +259,6 @@ start_env(struct start *s)
 	for (size_t i = 0; i < s->nowned; i++)
 		if (s->owned[i] == NULL || env_set(s->envp, &s->nenv, s->nmax, s->owned[i]) < 0)
 			return refuse(s, ENOMEM, "out of memory");
-	snprintf(s->cwd, sizeof(s->cwd), "%s", home);
 	return 0;
 }
 

@@ -13,7 +13,6 @@
 #include <limits.h>
 #include <linux/openat2.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -23,6 +22,7 @@
 #include <unistd.h>
 
 #include "vmm/image/agent_tree_int.h"
+#include "vmm/image/gsys.h"
 
 /* Rounds of removing a stage: link chains (at most 40 links deep in a
  * name) stack ATREE_MAX_DEPTH levels each. */
@@ -37,7 +37,7 @@ atree_fail(struct atree *t, int err, char *msg, size_t mn, const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, mn, fmt, ap);
+	gsys_vcut(msg, mn, fmt, ap);
 	va_end(ap);
 	if (t != NULL)
 		t->st = ST_FAILED;
@@ -139,7 +139,7 @@ parent_of(struct atree *t, const char *name, const char **last)
 		return -1;
 	atree_close_fd(&t->cache_fd);
 	t->cache_fd = fd;
-	snprintf(t->cache_dir, sizeof(t->cache_dir), "%s", dir);
+	memcpy(t->cache_dir, dir, dn + 1);
 	return fd;
 }
 
@@ -258,34 +258,30 @@ struct member {
 
 /* The name (pax path, else ustar prefix/name; no trailing '/') and the
  * link target (pax linkpath, else the header's) of the member in t->blk;
- * the pax records are used up. */
-static void
+ * the pax records are used up. 0, or -1 when one does not fit. */
+static int
 member_names(struct atree *t, struct member *m)
 {
 	const unsigned char *h = t->blk;
-	size_t n;
+	size_t n, pn = strnlen((const char *)h + 345, 155), nn = strnlen((const char *)h, 100);
+	int rc;
 
-	if (t->pax_path[0] != '\0') {
-		snprintf(m->name, sizeof(m->name), "%s", t->pax_path);
-	} else {
-		size_t pn = strnlen((const char *)h + 345, 155);
-		size_t nn = strnlen((const char *)h, 100);
-
-		if (pn > 0 && memcmp(h + 257, "ustar", 5) == 0)
-			snprintf(m->name, sizeof(m->name), "%.*s/%.*s", (int)pn, h + 345, (int)nn,
-			    h);
-		else
-			snprintf(m->name, sizeof(m->name), "%.*s", (int)nn, h);
-	}
-	if (t->pax_link[0] != '\0')
-		snprintf(m->link, sizeof(m->link), "%s", t->pax_link);
+	if (t->pax_path[0] != '\0')
+		rc = gsys_fmt(m->name, sizeof(m->name), "%s", t->pax_path);
+	else if (pn > 0 && memcmp(h + 257, "ustar", 5) == 0)
+		rc = gsys_fmt(m->name, sizeof(m->name), "%.*s/%.*s", (int)pn, h + 345, (int)nn, h);
 	else
-		snprintf(m->link, sizeof(m->link), "%.*s", (int)strnlen((const char *)h + 157, 100),
-		    h + 157);
+		rc = gsys_fmt(m->name, sizeof(m->name), "%.*s", (int)nn, h);
+	if (t->pax_link[0] != '\0')
+		rc |= gsys_fmt(m->link, sizeof(m->link), "%s", t->pax_link);
+	else
+		rc |= gsys_fmt(m->link, sizeof(m->link), "%.*s",
+		    (int)strnlen((const char *)h + 157, 100), h + 157);
 	t->pax_path[0] = t->pax_link[0] = '\0';
 	n = strlen(m->name);
 	while (n > 1 && m->name[n - 1] == '/')
 		m->name[--n] = '\0';
+	return rc;
 }
 
 /* A file, created new; an earlier member of the same name is replaced.
@@ -345,12 +341,14 @@ make_hardlink(struct atree *t, const struct member *m, char *msg, size_t mn)
 	const char *link = m->link;
 	const char *ts = strrchr(link, '/');
 	const char *tlast = ts ? ts + 1 : link;
+	size_t tn = ts ? (size_t)(ts - link) : 0;
 	int tfd;
 
 	if (!name_ok(link) || make_room(m->pfd, m->last) < 0)
 		return atree_fail(t, name_ok(link) ? errno : EINVAL, msg, mn, "tree: %.200s: %s",
 		    m->name, name_ok(link) ? strerror(errno) : "bad link target");
-	snprintf(tdir, sizeof(tdir), "%.*s", ts ? (int)(ts - link) : 0, link);
+	memcpy(tdir, link, tn);
+	tdir[tn] = '\0';
 	tfd = open_beneath(t->stage_fd, tdir);
 	if (tfd < 0 || linkat(tfd, tlast, m->pfd, m->last, 0) < 0) {
 		int err = errno;
@@ -383,8 +381,7 @@ begin_member(struct atree *t, char *msg, size_t mn)
 	t->pad = (BLK - size % BLK) % BLK;
 	if (type == 'x' || type == 'g')
 		return begin_pax(t, type, size, msg, mn);
-	member_names(t, &m);
-	if (!name_ok(m.name))
+	if (member_names(t, &m) < 0 || !name_ok(m.name))
 		return atree_fail(t, EINVAL, msg, mn, "tree: bad name \"%.200s\"", m.name);
 	t->members++;
 	if ((m.pfd = parent_of(t, m.name, &m.last)) < 0)
@@ -528,7 +525,8 @@ ancestor(const char *dir, char *out, size_t n)
 {
 	struct stat st;
 
-	snprintf(out, n, "%s", dir);
+	if (gsys_fmt(out, n, "%s", dir) < 0)
+		return (errno = ENAMETOOLONG, -1);
 	for (;;) {
 		if (stat(out, &st) == 0)
 			return S_ISDIR(st.st_mode) ? 0 : (errno = ENOTDIR, -1);
@@ -536,7 +534,7 @@ ancestor(const char *dir, char *out, size_t n)
 			return -1;
 		char *s = strrchr(out, '/');
 		if (s == NULL || s == out) {
-			snprintf(out, n, "/");
+			memcpy(out, "/", sizeof("/")); /* n > 1: dir, which fit, is not "" */
 			return 0;
 		}
 		*s = '\0';
@@ -606,14 +604,14 @@ atree_new(const char *dir, char *msg, size_t mn)
 		return NULL;
 	}
 	t->fd = t->cache_fd = t->stage_fd = -1;
-	snprintf(t->dir, sizeof(t->dir), "%s", dir);
+	memcpy(t->dir, dir, n + 1);
 	while (t->dir[1] != '\0' && t->dir[strlen(t->dir) - 1] == '/')
 		t->dir[strlen(t->dir) - 1] = '\0';
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
 		memcpy(rnd, &t, sizeof(rnd) < sizeof(t) ? sizeof(rnd) : sizeof(t));
-	if (snprintf(t->stage, sizeof(t->stage), "%s/.aas-tree-%02x%02x%02x%02x%02x%02x%02x%02x",
+	if (gsys_fmt(t->stage, sizeof(t->stage), "%s/.aas-tree-%02x%02x%02x%02x%02x%02x%02x%02x",
 		strcmp(anc, "/") == 0 ? "" : anc, rnd[0], rnd[1], rnd[2], rnd[3], rnd[4], rnd[5],
-		rnd[6], rnd[7]) >= (int)sizeof(t->stage))
+		rnd[6], rnd[7]) < 0)
 		errno = ENAMETOOLONG;
 	else if (mkdir(t->stage, 0700) == 0)
 		t->stage_fd = open(t->stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -648,7 +646,8 @@ remove_all(int at, const char *name, int depth, int top)
 		char up[40];
 
 		for (int i = 0; i < 16; i++) {
-			snprintf(up, sizeof(up), ".aas-deep-%lu", seq++);
+			if (gsys_fmt(up, sizeof(up), ".aas-deep-%lu", seq++) < 0)
+				break;
 			if (syscall(SYS_renameat2, at, name, top, up, RENAME_NOREPLACE) == 0)
 				return 1;
 			if (errno != EEXIST)

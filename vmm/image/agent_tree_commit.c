@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "vmm/image/agent_tree_int.h"
+#include "vmm/image/gsys.h"
 
 /* The implied directories beneath fd (a directory of the stage about to
  * move whole) get the plain mode. */
@@ -117,8 +118,7 @@ links_inside(int root, int fd, char *rel, size_t cap, int depth, char *msg, size
 		if (fstatat(fd, ent->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
 		    (!S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)))
 			continue;
-		if (snprintf(rel + n, cap - n, "%s%s", n ? "/" : "", ent->d_name) >=
-		    (int)(cap - n)) {
+		if (gsys_fmt(rel + n, cap - n, "%s%s", n ? "/" : "", ent->d_name) < 0) {
 			rc = atree_fail(NULL, ENAMETOOLONG, msg, mn, "tree: a name too long");
 			break;
 		}
@@ -225,7 +225,8 @@ walk(int sfd, int dfd, int move, int depth, char *path, size_t plen, char *msg, 
 				rc = atree_fail(NULL, errno, msg, mn, "tree: %.200s/%.200s: %s",
 				    path, ent->d_name, strerror(errno));
 			} else {
-				snprintf(path + n, plen - n, "/%s", ent->d_name);
+				/* path names the place in messages only: a cut one will do */
+				gsys_cut(path + n, plen - n, "/%s", ent->d_name);
 				rc = walk(s2, d2, move, depth + 1, path, plen, msg, mn);
 				path[n] = '\0';
 				if (rc == 0 && move && !(ss.st_mode & S_ISVTX))
@@ -256,7 +257,10 @@ make_dirs(const char *path)
 {
 	char p[PATH_MAX];
 
-	snprintf(p, sizeof(p), "%s", path);
+	if (gsys_fmt(p, sizeof(p), "%s", path) < 0) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
 	for (char *s = p + 1;; s++) {
 		if (*s != '/' && *s != '\0')
 			continue;
@@ -295,7 +299,7 @@ atree_commit(struct atree *t, uint64_t *members, char *msg, size_t mn)
 		char parent[PATH_MAX];
 		char *s;
 
-		snprintf(parent, sizeof(parent), "%s", t->dir);
+		memcpy(parent, t->dir, sizeof(parent));
 		s = strrchr(parent, '/');
 		if (s != NULL && s != parent)
 			*s = '\0';
@@ -313,7 +317,7 @@ atree_commit(struct atree *t, uint64_t *members, char *msg, size_t mn)
 	dfd = open(t->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd < 0)
 		return atree_fail(t, errno, msg, mn, "tree: %.300s: %s", t->dir, strerror(errno));
-	snprintf(path, sizeof(path), "%s", t->dir);
+	memcpy(path, t->dir, sizeof(path));
 	rc = walk(t->stage_fd, dfd, 0, 0, path, sizeof(path), msg, mn);
 	if (rc == 0)
 		rc = walk(t->stage_fd, dfd, 1, 0, path, sizeof(path), msg, mn);

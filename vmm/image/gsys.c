@@ -1,6 +1,6 @@
-/* gsys.c - what the guest's own programs share: console lines, the clock,
- * small kernel files (vmm/image/gsys.h). Compiled into aas-init and
- * aas-agent alike. */
+/* gsys.c - what the guest's own programs share: formatted text, console
+ * lines, the clock, small kernel files (vmm/image/gsys.h). Compiled into
+ * aas-init and aas-agent alike; the one place they call vsnprintf. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -12,20 +12,66 @@
 #include <time.h>
 #include <unistd.h>
 
+int
+gsys_vfmt(char *dst, size_t n, const char *fmt, va_list ap)
+{
+	int len;
+
+	if (dst == NULL || n == 0)
+		return -1;
+	len = vsnprintf(dst, n, fmt, ap);
+	if (len < 0) {
+		dst[0] = '\0';
+		return -1;
+	}
+	return (size_t)len < n ? 0 : -1;
+}
+
+int
+gsys_fmt(char *dst, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+	int rc;
+
+	va_start(ap, fmt);
+	rc = gsys_vfmt(dst, n, fmt, ap);
+	va_end(ap);
+	return rc;
+}
+
+void
+gsys_vcut(char *dst, size_t n, const char *fmt, va_list ap)
+{
+	if (gsys_vfmt(dst, n, fmt, ap) < 0) {
+		/* a cut copy is what the caller asked for */
+	}
+}
+
+void
+gsys_cut(char *dst, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	gsys_vcut(dst, n, fmt, ap);
+	va_end(ap);
+}
+
 void
 gsys_vline(int fd, size_t cap, const char *head, const char *fmt, va_list ap)
 {
 	char buf[GSYS_LINE_MAX];
-	int n;
+	size_t n;
 
 	if (cap > sizeof(buf))
 		cap = sizeof(buf);
-	n = snprintf(buf, cap, "%s", head);
-	n += vsnprintf(buf + n, cap - (size_t)n - 1, fmt, ap);
-	if (n > (int)cap - 2)
-		n = (int)cap - 2;
+	/* The head and the text end a byte early: the newline goes there. */
+	gsys_cut(buf, cap - 1, "%s", head);
+	n = strlen(buf);
+	gsys_vcut(buf + n, cap - 1 - n, fmt, ap);
+	n += strlen(buf + n);
 	buf[n++] = '\n';
-	if (write(fd, buf, (size_t)n) < 0) {
+	if (write(fd, buf, n) < 0) {
 		/* nowhere left to report to */
 	}
 }
@@ -70,5 +116,6 @@ gsys_cmdline(const char *key, char *out, size_t n)
 	if (p == NULL)
 		return;
 	p += strlen(key);
-	snprintf(out, n, "%.*s", (int)strcspn(p, " \n"), p);
+	if (gsys_fmt(out, n, "%.*s", (int)strcspn(p, " \n"), p) < 0)
+		out[0] = '\0';
 }

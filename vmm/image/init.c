@@ -58,7 +58,7 @@ say(const char *fmt, ...)
 	va_list ap;
 
 	clock_gettime(CLOCK_BOOTTIME, &ts);
-	snprintf(head, sizeof(head), "aas-init: [%ld.%02ld] ", (long)ts.tv_sec,
+	gsys_cut(head, sizeof(head), "aas-init: [%ld.%02ld] ", (long)ts.tv_sec,
 	    ts.tv_nsec / 10000000);
 	va_start(ap, fmt);
 	gsys_vline(console_fd >= 0 ? console_fd : STDERR_FILENO, CONSOLE_LINE_MAX, head, fmt, ap);
@@ -117,7 +117,7 @@ lo_up(void)
 		return;
 	}
 	memset(&ifr, 0, sizeof(ifr));
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", "lo");
+	memcpy(ifr.ifr_name, "lo", sizeof("lo"));
 	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) {
 		say("lo: SIOCGIFFLAGS: %s", strerror(errno));
 	} else {
@@ -180,7 +180,7 @@ net_up(void)
 		return;
 	}
 	memset(&ifr, 0, sizeof(ifr));
-	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", "eth0");
+	memcpy(ifr.ifr_name, "eth0", sizeof("eth0"));
 	set_sin(&ifr.ifr_addr, NET_ADDR);
 	if (ioctl(s, SIOCSIFADDR, &ifr) < 0) {
 		say("eth0: address: %s", strerror(errno));
@@ -253,15 +253,15 @@ link_ports(void)
 	while ((e = readdir(d)) != NULL) {
 		char path[512], name[256], target[300], link[600];
 
-		if (strncmp(e->d_name, "vport", 5) != 0)
+		if (strncmp(e->d_name, "vport", 5) != 0 ||
+		    gsys_fmt(path, sizeof(path), "/sys/class/virtio-ports/%s/name", e->d_name) < 0)
 			continue;
-		snprintf(path, sizeof(path), "/sys/class/virtio-ports/%s/name", e->d_name);
-		if (gsys_read_small(path, name, sizeof(name)) <= 0)
+		if (gsys_read_small(path, name, sizeof(name)) <= 0 || strchr(name, '/') != NULL ||
+		    name[0] == '.')
 			continue;
-		if (strchr(name, '/') != NULL || name[0] == '.')
+		if (gsys_fmt(target, sizeof(target), "../%s", e->d_name) < 0 ||
+		    gsys_fmt(link, sizeof(link), "/dev/virtio-ports/%s", name) < 0)
 			continue;
-		snprintf(target, sizeof(target), "../%s", e->d_name);
-		snprintf(link, sizeof(link), "/dev/virtio-ports/%s", name);
 		if (symlink(target, link) < 0 && errno != EEXIST)
 			continue;
 		for (size_t i = 0; i < N_AGENTS; i++)
@@ -389,8 +389,11 @@ machine_id(void)
 		say("getrandom: %s", strerror(errno));
 		return;
 	}
-	for (size_t i = 0; i < sizeof(r); i++)
-		snprintf(hex + 2 * i, 3, "%02x", r[i]);
+	for (size_t i = 0; i < sizeof(r); i++) {
+		hex[2 * i] = "0123456789abcdef"[r[i] >> 4];
+		hex[2 * i + 1] = "0123456789abcdef"[r[i] & 15];
+	}
+	hex[2 * sizeof(r)] = '\0';
 	if ((f = fopen("/etc/machine-id", "we")) == NULL) {
 		say("/etc/machine-id: %s", strerror(errno));
 		return;
